@@ -1,0 +1,62 @@
+// Buffer: the seed's {handle, size, contents}, as a move-only RAII owner of a VkBuffer and its
+// memory.
+//
+// `contents` is the CPU pointer when the memory is host-visible (lavapipe, unified memory, or
+// ReBAR on NVIDIA, where all device memory is mappable) and null otherwise; write() and read()
+// then go through a staging buffer. A Buffer keeps its Device alive.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "akunu/device.h"
+
+namespace akunu {
+
+enum class Residency {
+    kAuto,        // device-local; mapped when the device can map device-local memory (ReBAR/UMA)
+    kDeviceOnly,  // device-local and never mapped: transfers always use a staging buffer
+    kHost,        // host memory the device reads over the bus: staging and readback
+};
+
+class Buffer {
+public:
+    // Throws for 0 bytes and for sizes over the largest heap or allocation the device allows.
+    static Buffer allocate(std::shared_ptr<Device> device, size_t bytes, Residency residency = Residency::kAuto);
+    static Buffer allocate(std::shared_ptr<Device> device, const void* data, size_t bytes,
+                           Residency residency = Residency::kAuto);
+
+    Buffer() = default;
+    ~Buffer() { free(); }
+    Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+    Buffer& operator=(Buffer&& other) noexcept;
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+
+    VkBuffer handle() const { return handle_; }
+    size_t size() const { return size_; }
+    void* contents() const { return contents_; }  // null when not host-visible
+    bool host_visible() const { return contents_ != nullptr; }
+    explicit operator bool() const { return handle_ != VK_NULL_HANDLE; }
+    Device& device() const { return *device_; }
+    const std::shared_ptr<Device>& device_ptr() const { return device_; }
+
+    // Copies between host memory and [offset, offset + bytes) of this buffer: a memcpy when
+    // host-visible, a staging copy otherwise. Throws when the range is outside the buffer.
+    void write(const void* src, size_t bytes, size_t offset = 0);
+    void read(void* dst, size_t bytes, size_t offset = 0) const;
+
+    // Releases the memory now; the Buffer becomes empty (as a moved-from one).
+    void free();
+
+private:
+    std::shared_ptr<Device> device_;
+    VkBuffer handle_ = VK_NULL_HANDLE;
+    VkDeviceMemory memory_ = VK_NULL_HANDLE;
+    size_t size_ = 0;
+    uint64_t memory_bytes_ = 0;  // what the allocation really took, for accounting
+    void* contents_ = nullptr;
+};
+
+}  // namespace akunu

@@ -1,0 +1,214 @@
+// Recording, hazard tracking, submission and timestamps for CommandList.
+#include "akunu/command_list.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "akunu/error.h"
+
+namespace akunu {
+
+CommandList::CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps) : device_(std::move(device)) {
+    VkDevice vk = device_->handle();
+    VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pool_info.queueFamilyIndex = device_->queue_family();
+    AKUNU_VK_CHECK(vkCreateCommandPool(vk, &pool_info, nullptr, &pool_));
+    try {
+        VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+        alloc.commandPool = pool_;
+        alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        alloc.commandBufferCount = 1;
+        AKUNU_VK_CHECK(vkAllocateCommandBuffers(vk, &alloc, &cb_));
+        VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        AKUNU_VK_CHECK(vkCreateFence(vk, &fence_info, nullptr, &fence_));
+        if (device_->profile().timestamps && max_timestamps > 0) {
+            VkQueryPoolCreateInfo q{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+            q.queryType = VK_QUERY_TYPE_TIMESTAMP;
+            q.queryCount = max_timestamps;
+            AKUNU_VK_CHECK(vkCreateQueryPool(vk, &q, nullptr, &queries_));
+            max_timestamps_ = max_timestamps;
+        }
+    } catch (...) {
+        if (fence_) vkDestroyFence(vk, fence_, nullptr);
+        vkDestroyCommandPool(vk, pool_, nullptr);
+        throw;
+    }
+}
+
+CommandList::~CommandList() {
+    VkDevice vk = device_->handle();
+    if (in_flight_) vkWaitForFences(vk, 1, &fence_, VK_TRUE, UINT64_MAX);
+    if (queries_) vkDestroyQueryPool(vk, queries_, nullptr);
+    vkDestroyFence(vk, fence_, nullptr);
+    vkDestroyCommandPool(vk, pool_, nullptr);  // frees cb_
+}
+
+void CommandList::begin() {
+    AKUNU_CHECK(!in_flight_, "CommandList::begin while the list is still running; call wait() first");
+    AKUNU_VK_CHECK(vkResetCommandBuffer(cb_, 0));
+    VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    AKUNU_VK_CHECK(vkBeginCommandBuffer(cb_, &info));
+    recording_ = true;
+    ended_ = false;
+    dispatches_ = barriers_ = 0;
+    timestamps_used_ = 0;
+    read_since_barrier_.clear();
+    written_since_barrier_.clear();
+    if (queries_) vkCmdResetQueryPool(cb_, queries_, 0, max_timestamps_);
+    // Work from earlier submissions (uploads, other lists) must be visible to this one.
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                            VK_ACCESS_TRANSFER_WRITE_BIT;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &barrier, 0,
+                         nullptr, 0, nullptr);
+}
+
+static bool contains(const std::vector<VkBuffer>& set, VkBuffer b) {
+    return std::find(set.begin(), set.end(), b) != set.end();
+}
+
+void CommandList::record_barrier() {
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                            VK_ACCESS_TRANSFER_WRITE_BIT;
+    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(cb_, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+    read_since_barrier_.clear();
+    written_since_barrier_.clear();
+    ++barriers_;
+}
+
+void CommandList::barrier_if_needed(const std::vector<VkBuffer>& reads, const std::vector<VkBuffer>& writes) {
+    bool hazard = false;
+    for (VkBuffer b : reads) hazard = hazard || contains(written_since_barrier_, b);                  // RAW
+    for (VkBuffer b : writes)
+        hazard = hazard || contains(written_since_barrier_, b) || contains(read_since_barrier_, b);  // WAW, WAR
+    if (hazard) record_barrier();
+    for (VkBuffer b : reads)
+        if (!contains(read_since_barrier_, b)) read_since_barrier_.push_back(b);
+    for (VkBuffer b : writes)
+        if (!contains(written_since_barrier_, b)) written_since_barrier_.push_back(b);
+}
+
+void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
+                           size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    AKUNU_CHECK(recording_, "CommandList::dispatch outside begin()/end()");
+    const ShaderInterface& iface = pipeline.interface();
+    const DeviceProfile& p = device_->profile();
+    AKUNU_CHECK(bindings.size() == iface.bindings.size(),
+                "kernel '" + pipeline.name() + "' takes " + std::to_string(iface.bindings.size()) + " buffers, got " +
+                    std::to_string(bindings.size()));
+    AKUNU_CHECK(params_bytes == iface.push_constant_bytes,
+                "kernel '" + pipeline.name() + "' expects " + std::to_string(iface.push_constant_bytes) +
+                    " bytes of parameters, the host passed " + std::to_string(params_bytes));
+    AKUNU_CHECK(gx >= 1 && gy >= 1 && gz >= 1 && gx <= p.max_workgroup_count_x,
+                "kernel '" + pipeline.name() + "': workgroup count " + std::to_string(gx) + " is outside [1, " +
+                    std::to_string(p.max_workgroup_count_x) + "]");
+
+    std::vector<VkBuffer> reads, writes;
+    infos_.resize(bindings.size());
+    writes_.resize(bindings.size());
+    for (size_t i = 0; i < bindings.size(); ++i) {
+        const Binding& b = bindings[i];
+        AKUNU_CHECK(b.buffer && *b.buffer, "kernel '" + pipeline.name() + "': binding " + std::to_string(i) +
+                                               " is an empty buffer");
+        AKUNU_CHECK(&b.buffer->device() == device_.get(),
+                    "kernel '" + pipeline.name() + "': binding " + std::to_string(i) + " lives on another device");
+        AKUNU_CHECK(b.offset < b.buffer->size(), "kernel '" + pipeline.name() + "': binding " + std::to_string(i) +
+                                                     " starts past the end of its buffer");
+        AKUNU_CHECK(b.offset % p.min_storage_buffer_offset_alignment == 0,
+                    "kernel '" + pipeline.name() + "': binding offset " + std::to_string(b.offset) +
+                        " is not a multiple of " + std::to_string(p.min_storage_buffer_offset_alignment));
+        const size_t range = b.range ? b.range : b.buffer->size() - b.offset;
+        AKUNU_CHECK(b.offset + range <= b.buffer->size(), "kernel '" + pipeline.name() + "': binding " +
+                                                              std::to_string(i) + " reaches past its buffer");
+        AKUNU_CHECK(range <= p.max_storage_buffer_range,
+                    "kernel '" + pipeline.name() + "': binding " + std::to_string(i) + " spans " +
+                        std::to_string(range >> 20) + " MiB; this device binds at most " +
+                        std::to_string(p.max_storage_buffer_range >> 20) + " MiB at once");
+        infos_[i] = {b.buffer->handle(), b.offset, range};
+        writes_[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        writes_[i].dstBinding = iface.bindings[i].binding;
+        writes_[i].descriptorCount = 1;
+        writes_[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes_[i].pBufferInfo = &infos_[i];
+        (iface.bindings[i].written ? writes : reads).push_back(b.buffer->handle());
+    }
+    barrier_if_needed(reads, writes);
+
+    vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
+    if (!writes_.empty())
+        vkCmdPushDescriptorSetKHR(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, uint32_t(writes_.size()),
+                                  writes_.data());
+    if (params_bytes)
+        vkCmdPushConstants(cb_, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, uint32_t(params_bytes), params);
+    vkCmdDispatch(cb_, gx, gy, gz);
+    ++dispatches_;
+}
+
+void CommandList::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes) {
+    AKUNU_CHECK(recording_, "CommandList::copy outside begin()/end()");
+    AKUNU_CHECK(src_offset + bytes <= src.size() && dst_offset + bytes <= dst.size() && bytes > 0,
+                "CommandList::copy: the range is empty or outside a buffer");
+    barrier_if_needed({src.handle()}, {dst.handle()});
+    VkBufferCopy region{src_offset, dst_offset, bytes};
+    vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);
+}
+
+int CommandList::timestamp() {
+    AKUNU_CHECK(recording_, "CommandList::timestamp outside begin()/end()");
+    if (!queries_) return -1;
+    AKUNU_CHECK(timestamps_used_ < max_timestamps_,
+                "CommandList: more than " + std::to_string(max_timestamps_) + " timestamps in one list");
+    vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, timestamps_used_);
+    return int(timestamps_used_++);
+}
+
+void CommandList::end() {
+    AKUNU_CHECK(recording_, "CommandList::end without begin()");
+    // Make every result visible to the host, which reads mapped memory after wait().
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+    AKUNU_VK_CHECK(vkEndCommandBuffer(cb_));
+    recording_ = false;
+    ended_ = true;
+}
+
+void CommandList::submit() {
+    AKUNU_CHECK(ended_, "CommandList::submit before end()");
+    AKUNU_CHECK(!in_flight_, "CommandList::submit while the previous submit is running; call wait() first");
+    AKUNU_VK_CHECK(vkResetFences(device_->handle(), 1, &fence_));
+    VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    info.commandBufferCount = 1;
+    info.pCommandBuffers = &cb_;
+    device_->submit(info, fence_);
+    in_flight_ = true;
+}
+
+void CommandList::wait() {
+    if (!in_flight_) return;
+    AKUNU_VK_CHECK(vkWaitForFences(device_->handle(), 1, &fence_, VK_TRUE, UINT64_MAX));
+    in_flight_ = false;
+}
+
+double CommandList::elapsed_ms(int from, int to) const {
+    if (!queries_ || from < 0 || to < 0 || in_flight_ || uint32_t(std::max(from, to)) >= timestamps_used_)
+        return std::nan("");
+    uint64_t t[2];
+    VkResult r = vkGetQueryPoolResults(device_->handle(), queries_, uint32_t(from), 1, sizeof(uint64_t), &t[0],
+                                       sizeof(uint64_t), VK_QUERY_RESULT_64_BIT);
+    if (r != VK_SUCCESS) return std::nan("");
+    r = vkGetQueryPoolResults(device_->handle(), queries_, uint32_t(to), 1, sizeof(uint64_t), &t[1], sizeof(uint64_t),
+                              VK_QUERY_RESULT_64_BIT);
+    if (r != VK_SUCCESS) return std::nan("");
+    return double(int64_t(t[1] - t[0])) * device_->profile().timestamp_period_ns * 1e-6;
+}
+
+}  // namespace akunu

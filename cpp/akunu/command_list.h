@@ -1,0 +1,85 @@
+// CommandList: records compute dispatches into a Vulkan command buffer, submits it and waits.
+//
+// It inserts a barrier only where a dispatch depends on an earlier one in the same list (it
+// reads or writes a buffer written since the last barrier, or writes one read since then);
+// independent dispatches (Q, K, V projections) run without one. Which bindings a kernel writes
+// comes from its SPIR-V. A recorded list can be submitted any number of times.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "akunu/buffer.h"
+#include "akunu/pipeline.h"
+
+namespace akunu {
+
+// A range of a buffer bound to a kernel's binding slot (in binding-number order).
+struct Binding {
+    const Buffer* buffer;
+    size_t offset = 0;
+    size_t range = 0;  // 0: to the end of the buffer
+};
+
+class CommandList {
+public:
+    explicit CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps = 64);
+    ~CommandList();
+    CommandList(const CommandList&) = delete;
+    CommandList& operator=(const CommandList&) = delete;
+
+    // Starts (or restarts) recording; earlier contents are discarded.
+    void begin();
+
+    // One dispatch. `bindings` go to the kernel's bindings in order; `params` must be exactly
+    // the kernel's push-constant block (checked against its SPIR-V).
+    void dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
+                  size_t params_bytes, uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
+    template <class Params>
+    void dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const Params& params,
+                  uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1) {
+        dispatch(pipeline, bindings, &params, sizeof(Params), groups_x, groups_y, groups_z);
+    }
+
+    void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes);
+
+    // Writes a GPU timestamp after all work recorded so far; returns its index (or -1 when the
+    // queue has no timestamps).
+    int timestamp();
+
+    void end();
+    void submit();  // asynchronous; the list must be ended
+    void wait();    // waits for the last submit
+    void submit_and_wait() { submit(); wait(); }
+
+    // Milliseconds between two timestamps of the last completed submission; NaN when unavailable.
+    double elapsed_ms(int from, int to) const;
+
+    uint32_t dispatch_count() const { return dispatches_; }
+    uint32_t barrier_count() const { return barriers_; }
+    Device& device() const { return *device_; }
+
+private:
+    void barrier_if_needed(const std::vector<VkBuffer>& reads, const std::vector<VkBuffer>& writes);
+    void record_barrier();
+
+    std::shared_ptr<Device> device_;
+    VkCommandPool pool_ = VK_NULL_HANDLE;
+    VkCommandBuffer cb_ = VK_NULL_HANDLE;
+    VkFence fence_ = VK_NULL_HANDLE;
+    VkQueryPool queries_ = VK_NULL_HANDLE;
+    uint32_t max_timestamps_ = 0;
+    uint32_t timestamps_used_ = 0;
+    bool recording_ = false;
+    bool ended_ = false;
+    bool in_flight_ = false;
+
+    // Buffers read and written since the last barrier. Recording happens at load, not per token.
+    std::vector<VkBuffer> read_since_barrier_, written_since_barrier_;
+    std::vector<VkDescriptorBufferInfo> infos_;
+    std::vector<VkWriteDescriptorSet> writes_;
+    uint32_t dispatches_ = 0;
+    uint32_t barriers_ = 0;
+};
+
+}  // namespace akunu

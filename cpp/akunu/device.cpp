@@ -1,0 +1,210 @@
+// Device selection and logical-device creation.
+#include "akunu/device.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+#include "akunu/buffer.h"
+#include "akunu/error.h"
+#include "akunu/pipeline.h"
+
+namespace akunu {
+
+// ---------------------------------------------------------------------------------------------
+// Enumeration and selection
+// ---------------------------------------------------------------------------------------------
+
+static int preference_rank(DeviceType t) {
+    switch (t) {
+        case DeviceType::kDiscrete: return 0;
+        case DeviceType::kIntegrated: return 1;
+        case DeviceType::kVirtual: return 2;
+        case DeviceType::kCpu: return 3;
+        default: return 4;
+    }
+}
+
+struct Candidate {
+    VkPhysicalDevice physical;
+    DeviceProfile profile;
+};
+
+// Usable devices in order of preference; the sort is stable so driver order breaks ties.
+static std::vector<Candidate> candidates(const Instance& instance) {
+    std::vector<Candidate> out;
+    for (VkPhysicalDevice pd : instance.physical_devices()) {
+        VkPhysicalDeviceProperties props;
+        vkGetPhysicalDeviceProperties(pd, &props);
+        if (props.apiVersion < VK_API_VERSION_1_2) continue;  // akunu's kernels need Vulkan 1.2
+        out.push_back({pd, query_device_profile(pd)});
+    }
+    AKUNU_CHECK(!out.empty(), "no Vulkan 1.2 device found; akunu needs Vulkan 1.2 or newer "
+                              "(Debian/Ubuntu: apt install mesa-vulkan-drivers for the CPU device lavapipe)");
+    std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+        return preference_rank(a.profile.type) < preference_rank(b.profile.type);
+    });
+    return out;
+}
+
+std::vector<DeviceInfo> list_devices() {
+    auto instance = Instance::get();
+    std::vector<DeviceInfo> out;
+    int i = 0;
+    for (auto& c : candidates(*instance)) out.push_back({i++, std::move(c.profile)});
+    return out;
+}
+
+static std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    return s;
+}
+
+static const Candidate& select(const std::vector<Candidate>& all, const std::string& selector, const char* source) {
+    if (selector.empty()) return all.front();
+    const bool is_index = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (is_index) {
+        size_t i = std::stoul(selector);
+        if (i < all.size()) return all[i];
+    } else {
+        for (const auto& c : all)
+            if (lower(c.profile.name).find(lower(selector)) != std::string::npos) return c;
+    }
+    std::string message = std::string(source) + " '" + selector + "' matches no Vulkan device. Devices here:";
+    for (size_t i = 0; i < all.size(); ++i)
+        message += "\n  " + std::to_string(i) + ": " + all[i].profile.name + " (" + device_type_name(all[i].profile.type) + ")";
+    message += "\nGive an index or part of a name.";
+    throw Error(message);
+}
+
+std::shared_ptr<Device> Device::create(const std::string& selector) {
+    auto instance = Instance::get();
+    auto all = candidates(*instance);
+    const char* env = std::getenv("AKUNU_DEVICE");
+    const bool from_env = selector.empty() && env && *env;
+    const Candidate& chosen = select(all, from_env ? std::string(env) : selector, from_env ? "AKUNU_DEVICE" : "device");
+    return std::shared_ptr<Device>(new Device(std::move(instance), chosen.physical));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logical device
+// ---------------------------------------------------------------------------------------------
+
+Device::Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical)
+    : instance_(std::move(instance)), physical_(physical), profile_(query_device_profile(physical)) {
+    AKUNU_CHECK(profile_.push_descriptors, "device '" + profile_.name +
+                                               "' lacks VK_KHR_push_descriptor, which akunu uses to bind buffers");
+    vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
+
+    // The compute queue: prefer a compute-only family (async compute), then any with compute.
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> families(n);
+    vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, families.data());
+    int best = -1;
+    for (uint32_t i = 0; i < n; ++i) {
+        if (!(families[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+        const bool graphics = families[i].queueFlags & VK_QUEUE_GRAPHICS_BIT;
+        if (best < 0 || (!graphics && (families[best].queueFlags & VK_QUEUE_GRAPHICS_BIT))) best = int(i);
+    }
+    AKUNU_CHECK(best >= 0, "device '" + profile_.name + "' has no compute queue");
+    queue_family_ = uint32_t(best);
+
+    // Enable every feature the device has, except robust buffer access, which costs bandwidth
+    // and which correct kernels do not need.
+    VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan13Features f13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+    f11.pNext = &f12;
+    const bool v13 = profile_.api_version >= VK_API_VERSION_1_3 && instance_->api_version() >= VK_API_VERSION_1_3;
+    if (v13) f12.pNext = &f13;
+    VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    features.pNext = &f11;
+    vkGetPhysicalDeviceFeatures2(physical_, &features);
+    features.features.robustBufferAccess = VK_FALSE;
+    f12.bufferDeviceAddressCaptureReplay = VK_FALSE;
+    f12.bufferDeviceAddressMultiDevice = VK_FALSE;
+    f13.robustImageAccess = VK_FALSE;
+
+    const float priority = 1.0f;
+    VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    queue_info.queueFamilyIndex = queue_family_;
+    queue_info.queueCount = 1;
+    queue_info.pQueuePriorities = &priority;
+
+    std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    info.pNext = &features;
+    info.queueCreateInfoCount = 1;
+    info.pQueueCreateInfos = &queue_info;
+    info.enabledExtensionCount = uint32_t(extensions.size());
+    info.ppEnabledExtensionNames = extensions.data();
+    AKUNU_VK_CHECK(vkCreateDevice(physical_, &info, nullptr, &device_));
+    vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+
+    VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pool_info.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+    pool_info.queueFamilyIndex = queue_family_;
+    AKUNU_VK_CHECK(vkCreateCommandPool(device_, &pool_info, nullptr, &once_pool_));
+    VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    AKUNU_VK_CHECK(vkCreateFence(device_, &fence_info, nullptr, &once_fence_));
+    VkPipelineCacheCreateInfo cache_info{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    AKUNU_VK_CHECK(vkCreatePipelineCache(device_, &cache_info, nullptr, &pipeline_cache_));
+}
+
+Device::~Device() {
+    vkDeviceWaitIdle(device_);
+    pipelines_.clear();
+    vkDestroyPipelineCache(device_, pipeline_cache_, nullptr);
+    vkDestroyFence(device_, once_fence_, nullptr);
+    vkDestroyCommandPool(device_, once_pool_, nullptr);
+    vkDestroyDevice(device_, nullptr);
+}
+
+Buffer Device::allocate(size_t bytes) { return Buffer::allocate(shared_from_this(), bytes); }
+
+Buffer Device::allocate(const void* data, size_t bytes) { return Buffer::allocate(shared_from_this(), data, bytes); }
+
+const Pipeline& Device::pipeline(const std::string& kernel, const std::vector<uint32_t>& spec) {
+    std::string key = kernel;
+    for (uint32_t v : spec) key += ":" + std::to_string(v);
+    std::lock_guard<std::mutex> lock(pipelines_mutex_);
+    auto it = pipelines_.find(key);
+    if (it == pipelines_.end())
+        it = pipelines_.emplace(key, std::make_unique<Pipeline>(*this, pipeline_cache_, kernel, spec)).first;
+    return *it->second;
+}
+
+void Device::run_once(const std::function<void(VkCommandBuffer)>& record) {
+    std::lock_guard<std::mutex> lock(once_mutex_);
+    VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    alloc.commandPool = once_pool_;
+    alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    alloc.commandBufferCount = 1;
+    VkCommandBuffer cb;
+    AKUNU_VK_CHECK(vkAllocateCommandBuffers(device_, &alloc, &cb));
+    struct Release {  // the command buffer goes back to the pool however we leave
+        VkDevice d; VkCommandPool p; VkCommandBuffer c;
+        ~Release() { vkFreeCommandBuffers(d, p, 1, &c); }
+    } release{device_, once_pool_, cb};
+
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    AKUNU_VK_CHECK(vkBeginCommandBuffer(cb, &begin));
+    record(cb);
+    AKUNU_VK_CHECK(vkEndCommandBuffer(cb));
+
+    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &cb;
+    AKUNU_VK_CHECK(vkResetFences(device_, 1, &once_fence_));
+    this->submit(submit, once_fence_);
+    AKUNU_VK_CHECK(vkWaitForFences(device_, 1, &once_fence_, VK_TRUE, UINT64_MAX));
+}
+
+void Device::submit(const VkSubmitInfo& info, VkFence fence) {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    AKUNU_VK_CHECK(vkQueueSubmit(queue_, 1, &info, fence));
+}
+
+}  // namespace akunu

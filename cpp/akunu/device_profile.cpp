@@ -1,0 +1,181 @@
+// Building a DeviceProfile from Vulkan 1.0-1.3 property and feature structs.
+#include "akunu/device_profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "akunu/error.h"
+#include "akunu/vk_loader.h"
+
+namespace akunu {
+
+const char* device_type_name(DeviceType type) {
+    switch (type) {
+        case DeviceType::kDiscrete: return "discrete";
+        case DeviceType::kIntegrated: return "integrated";
+        case DeviceType::kVirtual: return "virtual";
+        case DeviceType::kCpu: return "cpu";
+        default: return "other";
+    }
+}
+
+static DeviceType to_device_type(VkPhysicalDeviceType t) {
+    switch (t) {
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return DeviceType::kDiscrete;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return DeviceType::kIntegrated;
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return DeviceType::kVirtual;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return DeviceType::kCpu;
+        default: return DeviceType::kOther;
+    }
+}
+
+static std::string vendor_name(uint32_t id) {
+    struct Vendor { uint32_t id; const char* name; };
+    static const Vendor kVendors[] = {
+        {0x10DE, "NVIDIA"}, {0x1002, "AMD"},      {0x8086, "Intel"}, {0x13B5, "ARM"},
+        {0x5143, "Qualcomm"}, {0x106B, "Apple"}, {0x1010, "Imagination"}, {0x10005, "Mesa"},
+    };
+    for (const auto& v : kVendors)
+        if (v.id == id) return v.name;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "0x%04X", id);
+    return buf;
+}
+
+std::vector<std::string> device_extensions(VkPhysicalDevice device) {
+    uint32_t n = 0;
+    AKUNU_VK_CHECK(vkEnumerateDeviceExtensionProperties(device, nullptr, &n, nullptr));
+    std::vector<VkExtensionProperties> props(n);
+    AKUNU_VK_CHECK(vkEnumerateDeviceExtensionProperties(device, nullptr, &n, props.data()));
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < n; ++i) names.emplace_back(props[i].extensionName);
+    return names;
+}
+
+DeviceProfile query_device_profile(VkPhysicalDevice device) {
+    DeviceProfile p;
+    const auto exts = device_extensions(device);
+    auto has = [&](const char* name) { return std::find(exts.begin(), exts.end(), name) != exts.end(); };
+
+    VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    subgroup.pNext = &maint3;
+    maint3.pNext = &driver;
+    VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    props2.pNext = &subgroup;
+    vkGetPhysicalDeviceProperties2(device, &props2);
+    const VkPhysicalDeviceProperties& props = props2.properties;
+    const VkPhysicalDeviceLimits& limits = props.limits;
+
+    p.name = props.deviceName;
+    p.type = to_device_type(props.deviceType);
+    p.vendor_id = props.vendorID;
+    p.device_id = props.deviceID;
+    p.vendor = vendor_name(props.vendorID);
+    p.driver = std::string(driver.driverName) + " " + driver.driverInfo;
+    p.api_version = props.apiVersion;
+
+    p.subgroup_size = subgroup.subgroupSize;
+    const bool compute_ops = subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT;
+    p.subgroup_arithmetic = compute_ops && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    p.subgroup_shuffle = compute_ops && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+    p.shared_memory_bytes = limits.maxComputeSharedMemorySize;
+    p.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
+    p.max_workgroup_count_x = limits.maxComputeWorkGroupCount[0];
+    p.max_storage_buffer_range = limits.maxStorageBufferRange;
+    p.max_push_constants_bytes = limits.maxPushConstantsSize;
+    p.min_storage_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;
+    p.max_memory_allocation_bytes = maint3.maxMemoryAllocationSize;
+
+    VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceSubgroupSizeControlFeatures ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+    f11.pNext = &f12;
+    const bool v13 = props.apiVersion >= VK_API_VERSION_1_3;
+    if (v13 || has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
+        f12.pNext = &dot;
+        dot.pNext = (v13 || has(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) ? &ssc : nullptr;
+    } else if (has(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) {
+        f12.pNext = &ssc;
+    }
+    VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    features.pNext = &f11;
+    vkGetPhysicalDeviceFeatures2(device, &features);
+
+    p.fp16 = f12.shaderFloat16 && f11.storageBuffer16BitAccess;
+    p.int8 = f12.shaderInt8 && f12.storageBuffer8BitAccess;
+    p.integer_dot_product = dot.shaderIntegerDotProduct;
+    p.subgroup_size_control = ssc.subgroupSizeControl && ssc.computeFullSubgroups;
+    p.cooperative_matrix = has("VK_KHR_cooperative_matrix");
+    p.cooperative_matrix2 = has("VK_NV_cooperative_matrix2");
+    p.bfloat16 = has("VK_KHR_shader_bfloat16");
+    p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+
+    uint32_t n_families = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(device, &n_families, nullptr);
+    std::vector<VkQueueFamilyProperties> families(n_families);
+    vkGetPhysicalDeviceQueueFamilyProperties(device, &n_families, families.data());
+    for (const auto& f : families)
+        if ((f.queueFlags & VK_QUEUE_COMPUTE_BIT) && f.timestampValidBits > 0) p.timestamps = true;
+    p.timestamp_period_ns = limits.timestampPeriod;
+
+    VkPhysicalDeviceMemoryProperties mem;
+    vkGetPhysicalDeviceMemoryProperties(device, &mem);
+    p.unified_memory = true;
+    for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
+        MemoryHeap heap{mem.memoryHeaps[h].size, bool(mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT), false};
+        bool mappable_device_local = false;
+        for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
+            const auto flags = mem.memoryTypes[t].propertyFlags;
+            if (mem.memoryTypes[t].heapIndex != h) continue;
+            if (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) heap.host_visible = true;
+            if ((flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && (flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+                mappable_device_local = true;
+        }
+        if (heap.device_local) {
+            p.device_local_bytes = std::max(p.device_local_bytes, heap.size_bytes);
+            if (mappable_device_local)
+                p.host_visible_device_bytes = std::max(p.host_visible_device_bytes, heap.size_bytes);
+            else
+                p.unified_memory = false;
+        }
+        p.heaps.push_back(heap);
+    }
+    if (p.device_local_bytes == 0) p.unified_memory = false;
+    return p;
+}
+
+static std::string gib(uint64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / (1024.0 * 1024.0 * 1024.0));
+    return buf;
+}
+
+std::string DeviceProfile::describe() const {
+    std::ostringstream s;
+    auto yn = [](bool b) { return b ? "yes" : "no"; };
+    s << name << " (" << device_type_name(type) << ", " << vendor << ", Vulkan " << VK_API_VERSION_MAJOR(api_version)
+      << "." << VK_API_VERSION_MINOR(api_version) << "." << VK_API_VERSION_PATCH(api_version) << ")\n";
+    s << "  driver            " << driver << "\n";
+    s << "  subgroup size     " << subgroup_size << " (arithmetic " << yn(subgroup_arithmetic) << ", shuffle "
+      << yn(subgroup_shuffle) << ", size control " << yn(subgroup_size_control) << ")\n";
+    s << "  shared memory     " << shared_memory_bytes / 1024 << " KiB per workgroup, " << max_workgroup_invocations
+      << " invocations max\n";
+    s << "  storage binding   " << max_storage_buffer_range / (1024 * 1024) << " MiB max, offset alignment "
+      << min_storage_buffer_offset_alignment << " B, push constants " << max_push_constants_bytes << " B\n";
+    s << "  fp16 " << yn(fp16) << "  int8 " << yn(int8) << "  integer dot " << yn(integer_dot_product)
+      << "  coopmat " << yn(cooperative_matrix) << "  coopmat2 " << yn(cooperative_matrix2) << "  bf16 "
+      << yn(bfloat16) << "  push descriptors " << yn(push_descriptors) << "\n";
+    s << "  memory            device-local " << gib(device_local_bytes) << ", host-visible device-local "
+      << gib(host_visible_device_bytes) << (unified_memory ? " (unified: zero-copy views)" : "") << "\n";
+    for (size_t i = 0; i < heaps.size(); ++i)
+        s << "    heap " << i << "          " << gib(heaps[i].size_bytes) << (heaps[i].device_local ? " device-local" : "")
+          << (heaps[i].host_visible ? " host-visible" : "") << "\n";
+    s << "  timestamps        " << (timestamps ? "yes" : "no") << ", period " << timestamp_period_ns << " ns";
+    return s.str();
+}
+
+}  // namespace akunu

@@ -1,0 +1,76 @@
+// DeviceProfile: what a Vulkan device offers, read once from its properties and features.
+//
+// The profile is the Vulkan form of the seed's ChipConfig: later stages pick kernel variants,
+// workgroup sizes, fusion and chain length from it, never from the device's name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+namespace akunu {
+
+enum class DeviceType { kDiscrete, kIntegrated, kVirtual, kCpu, kOther };
+const char* device_type_name(DeviceType type);
+
+struct MemoryHeap {
+    uint64_t size_bytes;
+    bool device_local;
+    bool host_visible;  // some memory type on this heap can be mapped by the CPU
+};
+
+struct DeviceProfile {
+    // Identity
+    std::string name;               // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
+    DeviceType type = DeviceType::kOther;
+    std::string vendor;             // "NVIDIA", "AMD", "Intel", "Mesa", ...
+    uint32_t vendor_id = 0;
+    uint32_t device_id = 0;
+    std::string driver;             // driver name and info
+    uint32_t api_version = 0;
+
+    // Compute limits
+    uint32_t subgroup_size = 0;             // 8 on lavapipe, 32 on NVIDIA, 32/64 on AMD
+    bool subgroup_arithmetic = false;       // subgroupAdd/subgroupMax and friends in compute
+    bool subgroup_shuffle = false;
+    uint32_t shared_memory_bytes = 0;       // per workgroup
+    uint32_t max_workgroup_invocations = 0;
+    uint32_t max_workgroup_count_x = 0;
+    uint64_t max_storage_buffer_range = 0;  // largest single binding (128 MiB on lavapipe)
+    uint32_t max_push_constants_bytes = 0;
+    uint64_t min_storage_buffer_offset_alignment = 0;
+    uint64_t max_memory_allocation_bytes = 0;
+
+    // Arithmetic features
+    bool fp16 = false;              // shaderFloat16 + 16-bit storage
+    bool int8 = false;              // shaderInt8 + 8-bit storage
+    bool integer_dot_product = false;
+    bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix
+    bool cooperative_matrix2 = false;  // VK_NV_cooperative_matrix2
+    bool bfloat16 = false;             // VK_KHR_shader_bfloat16
+    bool push_descriptors = false;
+    bool subgroup_size_control = false;
+
+    // Timing
+    bool timestamps = false;        // the compute queue can write timestamps
+    double timestamp_period_ns = 0;
+
+    // Memory
+    std::vector<MemoryHeap> heaps;
+    uint64_t device_local_bytes = 0;          // the largest device-local heap
+    uint64_t host_visible_device_bytes = 0;   // device-local memory the CPU can map (ReBAR/UMA)
+    bool unified_memory = false;              // every device-local heap is also host-visible
+
+    // A multi-line, human-readable summary, as `python -m akunu` prints it.
+    std::string describe() const;
+};
+
+// Reads the profile of `device`. Needs Vulkan 1.2 properties.
+DeviceProfile query_device_profile(VkPhysicalDevice device);
+
+// Every extension `device` offers, by name.
+std::vector<std::string> device_extensions(VkPhysicalDevice device);
+
+}  // namespace akunu

@@ -1,0 +1,42 @@
+// Pipeline: a compute pipeline built from an embedded kernel, with specialization constants.
+//
+// Its layout comes from the kernel's own SPIR-V (spirv_reflect.h): one push-descriptor set with
+// the kernel's storage buffers, and a push-constant range of the kernel's block size. Devices
+// own their pipelines (Device::pipeline), so a Pipeline never outlives its VkDevice.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "akunu/spirv_reflect.h"
+#include "akunu/vk_loader.h"
+
+namespace akunu {
+
+class Device;
+
+class Pipeline {
+public:
+    // `spec[i]` becomes constant_id i (32-bit). Kernels use constant_id 0 for the workgroup size.
+    Pipeline(Device& device, VkPipelineCache cache, const std::string& kernel, const std::vector<uint32_t>& spec);
+    ~Pipeline();
+    Pipeline(const Pipeline&) = delete;
+    Pipeline& operator=(const Pipeline&) = delete;
+
+    VkPipeline handle() const { return pipeline_; }
+    VkPipelineLayout layout() const { return layout_; }
+    const std::string& name() const { return name_; }
+    const ShaderInterface& interface() const { return interface_; }
+
+private:
+    void release();  // destroys whatever exists; safe on a half-built pipeline
+
+    VkDevice device_;
+    std::string name_;
+    ShaderInterface interface_;
+    VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+    VkPipelineLayout layout_ = VK_NULL_HANDLE;
+    VkPipeline pipeline_ = VK_NULL_HANDLE;
+};
+
+}  // namespace akunu

@@ -1,0 +1,59 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// gemv_<wtype>: y[r] = dot(W[r, :], x) for ROWS rows per workgroup, fp32 accumulation.
+//
+// Bandwidth-bound at batch 1: every invocation streams 4 weights per load (WVEC) from each of
+// the workgroup's rows and reuses one x load across them; rows are then summed with subgroup
+// adds plus one shared-memory pass. A K that is not a multiple of 4 takes the scalar path.
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;             // workgroup size: specialization constant 0
+layout(constant_id = 1) const uint ROWS = 4;  // rows per workgroup
+#define MAX_ROWS 8
+#define MAX_SUBGROUPS 128
+
+layout(std430, binding = 0) readonly buffer Wv { WVEC w4[]; };   // [rows, k/4] when k % 4 == 0
+layout(std430, binding = 0) readonly buffer Ws { WTYPE w1[]; };  // [rows, k]
+layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };   // [k/4]
+layout(std430, binding = 1) readonly buffer Xs { float x1[]; };  // [k]
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };   // [rows]
+layout(push_constant) uniform Push { GemvParams p; };
+
+shared float partial[MAX_ROWS][MAX_SUBGROUPS];
+
+void main() {
+    const uint first_row = linear_group_id() * ROWS;
+    const uint tid = gl_LocalInvocationID.x;
+    float acc[MAX_ROWS];
+    for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
+
+    if ((p.k & 3u) == 0u) {
+        const uint k4 = p.k >> 2;
+        for (uint i = tid; i < k4; i += gl_WorkGroupSize.x) {
+            const vec4 xv = x4[i];
+            for (uint r = 0; r < ROWS; ++r) {
+                const uint row = first_row + r;
+                if (row < p.rows) acc[r] += dot(vec4(w4[row * k4 + i]), xv);
+            }
+        }
+    } else {
+        for (uint i = tid; i < p.k; i += gl_WorkGroupSize.x) {
+            const float xv = x1[i];
+            for (uint r = 0; r < ROWS; ++r) {
+                const uint row = first_row + r;
+                if (row < p.rows) acc[r] += float(w1[row * p.k + i]) * xv;
+            }
+        }
+    }
+
+    for (uint r = 0; r < ROWS; ++r) {
+        const float s = subgroupAdd(acc[r]);
+        if (subgroupElect()) partial[r][gl_SubgroupID] = s;
+    }
+    barrier();
+    if (tid < ROWS && first_row + tid < p.rows) {
+        float total = 0.0;
+        for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[tid][s];
+        y[first_row + tid] = total;
+    }
+}

@@ -1,0 +1,59 @@
+# The shader variant table. Each row compiles one .comp file with -D defines into one SPIR-V
+# module named by its first column; the engine asks for kernels by that name. A new dtype or
+# quant type is a new row here, never a copied shader.
+#
+#            name                 source          defines
+set(AKUNU_KERNELS
+  "fill_f32         fill.comp       DTYPE=float"
+  "fill_f16         fill.comp       DTYPE=float16_t"
+  "fill_u32         fill.comp       DTYPE=uint,FILL_RAW_BITS"
+  "add_f32          add.comp        DTYPE=float"
+  "add_f16          add.comp        DTYPE=float16_t"
+  "rmsnorm_f32      rmsnorm.comp    DTYPE=float"
+  "rmsnorm_f16      rmsnorm.comp    DTYPE=float16_t"
+  "gemv_f16         gemv.comp       WTYPE=float16_t,WVEC=f16vec4"
+  "gemv_f32         gemv.comp       WTYPE=float,WVEC=vec4"
+)
+
+set(AKUNU_SHADER_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(AKUNU_SPIRV_DIR ${CMAKE_CURRENT_BINARY_DIR}/spirv)
+file(MAKE_DIRECTORY ${AKUNU_SPIRV_DIR})
+file(GLOB AKUNU_SHADER_INCLUDES CONFIGURE_DEPENDS ${AKUNU_SHADER_DIR}/include/*)
+
+set(AKUNU_SPV_FILES "")
+set(AKUNU_KERNEL_NAMES "")
+foreach(row IN LISTS AKUNU_KERNELS)
+  string(REGEX REPLACE " +" ";" fields "${row}")
+  list(GET fields 0 name)
+  list(GET fields 1 source)
+  list(SUBLIST fields 2 -1 define_lists)
+  set(defines "")
+  foreach(group IN LISTS define_lists)
+    string(REPLACE "," ";" group "${group}")
+    foreach(d IN LISTS group)
+      list(APPEND defines "-D${d}")
+    endforeach()
+  endforeach()
+  set(spv ${AKUNU_SPIRV_DIR}/${name}.spv)
+  add_custom_command(
+    OUTPUT ${spv}
+    COMMAND Vulkan::glslangValidator --quiet -V --target-env vulkan1.2
+            -I${AKUNU_SHADER_DIR}/include ${defines} -DKERNEL_NAME=${name}
+            -o ${spv} ${AKUNU_SHADER_DIR}/${source}
+    DEPENDS ${AKUNU_SHADER_DIR}/${source} ${AKUNU_SHADER_INCLUDES}
+    COMMENT "glslang ${name}"
+    VERBATIM)
+  list(APPEND AKUNU_SPV_FILES ${spv})
+  list(APPEND AKUNU_KERNEL_NAMES ${name})
+endforeach()
+
+# All SPIR-V modules become one generated C++ file holding a {name, words} table.
+set(AKUNU_SPIRV_CPP ${CMAKE_CURRENT_BINARY_DIR}/spirv_library_data.cpp)
+add_custom_command(
+  OUTPUT ${AKUNU_SPIRV_CPP}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${AKUNU_SPIRV_CPP} -DDIR=${AKUNU_SPIRV_DIR}
+          "-DNAMES=${AKUNU_KERNEL_NAMES}" -P ${CMAKE_CURRENT_LIST_DIR}/../cmake/embed_spirv.cmake
+  DEPENDS ${AKUNU_SPV_FILES} ${CMAKE_CURRENT_LIST_DIR}/../cmake/embed_spirv.cmake
+  COMMENT "embedding SPIR-V"
+  VERBATIM)
+add_custom_target(akunu_shaders DEPENDS ${AKUNU_SPIRV_CPP})

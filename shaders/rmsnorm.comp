@@ -1,0 +1,26 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// rmsnorm_<dtype>: one workgroup per row; y = x * rsqrt(mean(x^2) + eps) * (w + weight_offset).
+// x, w, y share DTYPE; sums are fp32.
+#include "common.glsl"
+#include "reduce.glsl"
+
+layout(local_size_x_id = 0) in;  // workgroup size: specialization constant 0
+layout(std430, binding = 0) readonly buffer X { DTYPE x[]; };       // [rows, dim]
+layout(std430, binding = 1) readonly buffer W { DTYPE w[]; };       // [dim]
+layout(std430, binding = 2) writeonly buffer Y { DTYPE y[]; };      // [rows, dim]
+layout(push_constant) uniform Push { RmsNormParams p; };
+
+void main() {
+    const uint row = linear_group_id();
+    if (row >= p.rows) return;  // uniform across the workgroup, so barriers stay safe
+    const uint base = row * p.dim;
+    float sum_sq = 0.0;
+    for (uint i = gl_LocalInvocationID.x; i < p.dim; i += gl_WorkGroupSize.x) {
+        float v = float(x[base + i]);
+        sum_sq += v * v;
+    }
+    const float scale = inversesqrt(workgroup_sum(sum_sq) / float(p.dim) + p.eps);
+    for (uint i = gl_LocalInvocationID.x; i < p.dim; i += gl_WorkGroupSize.x)
+        y[base + i] = DTYPE(float(x[base + i]) * scale * (float(w[i]) + p.weight_offset));
+}

@@ -1,0 +1,85 @@
+// Device enumeration, selection, profiles and the validation layer itself.
+#include <cstdlib>
+
+#include "akunu/error.h"
+#include "vk_test.h"
+
+namespace akunu::test {
+
+using DeviceTest = VkTest;
+
+TEST_F(DeviceTest, ListsDevicesInPreferenceOrder) {
+    auto devices = list_devices();
+    ASSERT_FALSE(devices.empty());
+    for (size_t i = 0; i < devices.size(); ++i) {
+        EXPECT_EQ(devices[i].index, int(i));
+        const DeviceProfile& p = devices[i].profile;
+        EXPECT_FALSE(p.name.empty());
+        EXPECT_GE(p.subgroup_size, 1u);
+        EXPECT_GE(p.shared_memory_bytes, 16u * 1024);
+        EXPECT_FALSE(p.heaps.empty());
+        EXPECT_GT(p.max_storage_buffer_range, 0u);
+        EXPECT_GE(p.max_push_constants_bytes, 128u);
+    }
+    for (size_t i = 1; i < devices.size(); ++i)  // discrete < integrated < virtual < cpu
+        EXPECT_LE(int(devices[i - 1].profile.type), int(devices[i].profile.type));
+}
+
+TEST_F(DeviceTest, ValidationLayerIsOnUnderCtest) {
+    ASSERT_TRUE(validation_requested()) << "ctest sets AKUNU_VALIDATION=1";
+    EXPECT_TRUE(Instance::get()->validation_enabled());
+}
+
+TEST_F(DeviceTest, ValidationLayerReportsMisuse) {
+    // A buffer of size 0 is invalid usage (VUID-VkBufferCreateInfo-size-00912): the record must
+    // catch it, or a clean record would prove nothing.
+    VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    info.size = 0;
+    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    vkCreateBuffer(device()->handle(), &info, nullptr, &buffer);
+    if (buffer) vkDestroyBuffer(device()->handle(), buffer, nullptr);
+    const auto messages = validation_messages();
+    ASSERT_FALSE(messages.empty());
+    EXPECT_NE(messages.front().find("00912"), std::string::npos) << messages.front();
+    clear_validation_messages();
+}
+
+TEST_F(DeviceTest, SelectsByIndexAndByName) {
+    auto first = list_devices().front().profile;
+    auto by_index = Device::create("0");
+    EXPECT_EQ(by_index->profile().name, first.name);
+    // A case-changed substring of the name selects the same device.
+    std::string part = first.name.substr(0, 4);
+    for (auto& c : part) c = char(std::toupper(static_cast<unsigned char>(c)));
+    auto by_name = Device::create(part);
+    EXPECT_EQ(by_name->profile().name, first.name);
+}
+
+TEST_F(DeviceTest, UnknownSelectorListsTheDevices) {
+    try {
+        Device::create("no-such-gpu-xyz");
+        FAIL() << "expected akunu::Error";
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("matches no Vulkan device"), std::string::npos) << what;
+        EXPECT_NE(what.find(list_devices().front().profile.name), std::string::npos) << what;
+    }
+    EXPECT_THROW(Device::create("999"), Error);
+}
+
+TEST_F(DeviceTest, AkunuDeviceEnvironmentVariable) {
+    setenv("AKUNU_DEVICE", "definitely-not-a-device", 1);
+    EXPECT_THROW(Device::create(), Error);
+    setenv("AKUNU_DEVICE", "0", 1);
+    EXPECT_NO_THROW(Device::create());
+    unsetenv("AKUNU_DEVICE");
+}
+
+TEST_F(DeviceTest, ProfileDescribesMemoryAndFeatures) {
+    const std::string text = device()->profile().describe();
+    EXPECT_NE(text.find("subgroup size"), std::string::npos);
+    EXPECT_NE(text.find("heap 0"), std::string::npos);
+}
+
+}  // namespace akunu::test

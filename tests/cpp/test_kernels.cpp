@@ -1,0 +1,238 @@
+// Every kernel against a CPU reference on odd sizes, with outputs poisoned (NaN) beforehand so
+// that an element the kernel fails to write cannot pass. Also: barrier placement, argument
+// checks and timestamps.
+#include <cmath>
+
+#include "akunu/command_list.h"
+#include "akunu/error.h"
+#include "akunu/half.h"
+#include "akunu/kernels.h"
+#include "vk_test.h"
+
+namespace akunu::test {
+
+using KernelTest = VkTest;
+
+// Uploads `v` as f32 or f16, and returns what the device holds as float (f16-rounded).
+static Buffer upload(const std::shared_ptr<Device>& dev, const std::vector<float>& v, DType dtype,
+                     std::vector<float>* rounded) {
+    *rounded = v;
+    if (dtype == DType::kF32) return dev->allocate(v.data(), v.size() * 4);
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+        h[i] = float_to_half(v[i]);
+        (*rounded)[i] = half_to_float(h[i]);
+    }
+    return dev->allocate(h.data(), h.size() * 2);
+}
+
+static std::vector<float> download(const Buffer& b, size_t n, DType dtype) {
+    std::vector<float> out(n);
+    if (dtype == DType::kF32) {
+        b.read(out.data(), n * 4);
+    } else {
+        std::vector<uint16_t> h(n);
+        b.read(h.data(), n * 2);
+        for (size_t i = 0; i < n; ++i) out[i] = half_to_float(h[i]);
+    }
+    return out;
+}
+
+static Buffer poisoned(const std::shared_ptr<Device>& dev, size_t n, DType dtype) {
+    std::vector<float> nan(n, kPoison), unused;
+    return upload(dev, nan, dtype, &unused);
+}
+
+static void expect_close(const std::vector<float>& got, const std::vector<float>& want, float rtol, float atol,
+                         const std::string& what) {
+    ASSERT_EQ(got.size(), want.size());
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (!(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]))) {
+            if (++bad <= 3) ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
+        }
+    }
+    EXPECT_EQ(bad, 0u) << what;
+}
+
+TEST_F(KernelTest, FillWritesEveryElement) {
+    auto dev = device();
+    for (DType dt : {DType::kF32, DType::kF16}) {
+        for (size_t n : {size_t(1), size_t(255), size_t(257), size_t(70001)}) {
+            Buffer out = poisoned(dev, n + 3, dt);  // 3 sentinels past the end must stay NaN
+            CommandList cl(dev);
+            cl.begin();
+            kernels::fill(cl, out, dt, n, 1.5f);
+            cl.end();
+            cl.submit_and_wait();
+            auto got = download(out, n + 3, dt);
+            for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 1.5f) << "n=" << n << " i=" << i;
+            for (size_t i = n; i < n + 3; ++i) ASSERT_TRUE(std::isnan(got[i])) << "wrote past n at " << i;
+        }
+    }
+}
+
+TEST_F(KernelTest, FillU32WritesBits) {
+    auto dev = device();
+    Buffer out = dev->allocate(17 * 4);
+    CommandList cl(dev);
+    cl.begin();
+    kernels::fill(cl, out, DType::kU32, 17, 0.0f, 0xDEADBEEFu);
+    cl.end();
+    cl.submit_and_wait();
+    std::vector<uint32_t> got(17);
+    out.read(got.data(), 17 * 4);
+    for (uint32_t v : got) EXPECT_EQ(v, 0xDEADBEEFu);
+}
+
+TEST_F(KernelTest, AddMatchesCpu) {
+    auto dev = device();
+    for (DType dt : {DType::kF32, DType::kF16}) {
+        const size_t n = 4099;
+        std::vector<float> a, b;
+        Buffer ga = upload(dev, random_floats(n, 3), dt, &a);
+        Buffer gb = upload(dev, random_floats(n, 4), dt, &b);
+        Buffer gc = poisoned(dev, n, dt);
+        CommandList cl(dev);
+        cl.begin();
+        kernels::add(cl, ga, gb, gc, dt, n);
+        cl.end();
+        cl.submit_and_wait();
+        std::vector<float> want(n);
+        for (size_t i = 0; i < n; ++i) want[i] = a[i] + b[i];
+        expect_close(download(gc, n, dt), want, dt == DType::kF16 ? 1e-3f : 1e-6f, 1e-6f, "add");
+    }
+}
+
+TEST_F(KernelTest, RmsNormMatchesCpu) {
+    auto dev = device();
+    for (DType dt : {DType::kF32, DType::kF16}) {
+        for (auto [rows, dim] : {std::pair<size_t, size_t>{3, 1}, {5, 77}, {2, 1000}, {7, 4097}}) {
+            for (float offset : {0.0f, 1.0f}) {
+                std::vector<float> x, w;
+                Buffer gx = upload(dev, random_floats(rows * dim, 5, -3, 3), dt, &x);
+                Buffer gw = upload(dev, random_floats(dim, 6), dt, &w);
+                Buffer gy = poisoned(dev, rows * dim, dt);
+                CommandList cl(dev);
+                cl.begin();
+                kernels::rmsnorm(cl, gx, gw, gy, dt, rows, dim, 1e-5f, offset);
+                cl.end();
+                cl.submit_and_wait();
+                std::vector<float> want(rows * dim);
+                for (size_t r = 0; r < rows; ++r) {
+                    double ss = 0;
+                    for (size_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+                    const double scale = 1.0 / std::sqrt(ss / dim + 1e-5);
+                    for (size_t i = 0; i < dim; ++i) want[r * dim + i] = float(x[r * dim + i] * scale * (w[i] + offset));
+                }
+                expect_close(download(gy, rows * dim, dt), want, dt == DType::kF16 ? 2e-3f : 1e-5f, 1e-5f,
+                             "rmsnorm dim=" + std::to_string(dim));
+            }
+        }
+    }
+}
+
+TEST_F(KernelTest, GemvMatchesCpu) {
+    auto dev = device();
+    for (DType wt : {DType::kF16, DType::kF32}) {
+        // Odd row counts leave partial workgroups; k % 4 != 0 takes the scalar path.
+        for (auto [rows, k] : {std::pair<size_t, size_t>{1, 1}, {7, 33}, {33, 256}, {130, 1001}, {257, 4096}}) {
+            std::vector<float> w, x;
+            Buffer gw = upload(dev, random_floats(rows * k, 7), wt, &w);
+            Buffer gx = upload(dev, random_floats(k, 8), DType::kF32, &x);
+            Buffer gy = poisoned(dev, rows, DType::kF32);
+            CommandList cl(dev);
+            cl.begin();
+            kernels::gemv(cl, gw, wt, gx, gy, rows, k);
+            cl.end();
+            cl.submit_and_wait();
+            std::vector<float> want(rows);
+            for (size_t r = 0; r < rows; ++r) {
+                double acc = 0;
+                for (size_t i = 0; i < k; ++i) acc += double(w[r * k + i]) * x[i];
+                want[r] = float(acc);
+            }
+            expect_close(download(gy, rows, DType::kF32), want, 1e-4f, 1e-4f,
+                         "gemv rows=" + std::to_string(rows) + " k=" + std::to_string(k));
+        }
+    }
+}
+
+TEST_F(KernelTest, BarriersOnlyBetweenDependentDispatches) {
+    auto dev = device();
+    const size_t n = 1000;
+    Buffer a = dev->allocate(n * 4), b = dev->allocate(n * 4), c = dev->allocate(n * 4), d = dev->allocate(n * 4);
+    CommandList cl(dev);
+    cl.begin();
+    kernels::fill(cl, a, DType::kF32, n, 1.0f);
+    kernels::fill(cl, b, DType::kF32, n, 2.0f);  // independent of the first: no barrier
+    EXPECT_EQ(cl.barrier_count(), 0u);
+    kernels::add(cl, a, b, c, DType::kF32, n);   // reads a and b: barrier
+    EXPECT_EQ(cl.barrier_count(), 1u);
+    kernels::fill(cl, d, DType::kF32, n, 3.0f);  // independent: none
+    EXPECT_EQ(cl.barrier_count(), 1u);
+    kernels::add(cl, c, d, a, DType::kF32, n);   // reads c, d; overwrites a (read earlier): barrier
+    EXPECT_EQ(cl.barrier_count(), 2u);
+    cl.end();
+    cl.submit_and_wait();
+    std::vector<float> got(n);
+    a.read(got.data(), n * 4);
+    for (float v : got) ASSERT_EQ(v, 6.0f);
+}
+
+TEST_F(KernelTest, ReplaysARecordedList) {
+    auto dev = device();
+    const size_t n = 300;
+    Buffer acc = dev->allocate(n * 4), one = dev->allocate(n * 4);
+    CommandList init(dev);
+    init.begin();
+    kernels::fill(init, acc, DType::kF32, n, 0.0f);
+    kernels::fill(init, one, DType::kF32, n, 1.0f);
+    init.end();
+    init.submit_and_wait();
+    CommandList step(dev);
+    step.begin();
+    kernels::add(step, acc, one, acc, DType::kF32, n);  // in place: a read and a write of acc
+    step.end();
+    const uint64_t allocations = dev->allocations_total();
+    for (int i = 0; i < 5; ++i) step.submit_and_wait();
+    EXPECT_EQ(dev->allocations_total(), allocations) << "replay must not allocate";
+    std::vector<float> got(n);
+    acc.read(got.data(), n * 4);
+    for (float v : got) ASSERT_EQ(v, 5.0f);
+}
+
+TEST_F(KernelTest, RejectsWrongShapesAndTypes) {
+    auto dev = device();
+    Buffer small = dev->allocate(16), big = dev->allocate(4096);
+    CommandList cl(dev);
+    cl.begin();
+    try {
+        kernels::gemv(cl, small, DType::kF16, big, big, 10, 10);
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("gemv: W needs 200 bytes"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(kernels::add(cl, big, big, big, DType::kU8, 4), Error);
+    EXPECT_THROW(kernels::rmsnorm(cl, big, big, big, DType::kF32, 0, 4, 1e-5f), Error);
+    EXPECT_EQ(cl.dispatch_count(), 0u);
+    cl.end();
+}
+
+TEST_F(KernelTest, TimestampsMeasureElapsedTime) {
+    auto dev = device();
+    if (!dev->profile().timestamps) GTEST_SKIP() << "the compute queue of this device has no timestamps";
+    Buffer out = dev->allocate(1 << 20);
+    CommandList cl(dev);
+    cl.begin();
+    int t0 = cl.timestamp();
+    kernels::fill(cl, out, DType::kF32, (1 << 20) / 4, 2.0f);
+    int t1 = cl.timestamp();
+    cl.end();
+    cl.submit_and_wait();
+    const double ms = cl.elapsed_ms(t0, t1);
+    EXPECT_GE(ms, 0.0);
+    EXPECT_LT(ms, 10000.0);
+}
+
+}  // namespace akunu::test

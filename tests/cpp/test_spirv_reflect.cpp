@@ -1,0 +1,54 @@
+// The interface read from embedded SPIR-V must agree with the host structs in params.h.
+#include "akunu/error.h"
+#include "akunu/shader_library.h"
+#include "akunu/spirv_reflect.h"
+#include "params.h"
+#include "vk_test.h"
+
+namespace akunu::test {
+
+static ShaderInterface reflect(const std::string& name) {
+    const SpirvModule& m = find_spirv(name);
+    return reflect_spirv(m.words, m.n_words, name);
+}
+
+TEST(SpirvReflect, GemvBindingsAndPushConstants) {
+    for (const char* name : {"gemv_f16", "gemv_f32"}) {
+        ShaderInterface i = reflect(name);
+        ASSERT_EQ(i.bindings.size(), 3u) << name;  // aliased views of W and x are merged
+        EXPECT_FALSE(i.bindings[0].written);
+        EXPECT_FALSE(i.bindings[1].written);
+        EXPECT_TRUE(i.bindings[2].written);
+        EXPECT_EQ(i.push_constant_bytes, sizeof(GemvParams));
+    }
+}
+
+TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
+    const struct { const char* prefix; size_t bytes; size_t bindings; } expected[] = {
+        {"fill_", sizeof(FillParams), 1}, {"add_", sizeof(AddParams), 3},
+        {"rmsnorm_", sizeof(RmsNormParams), 3}, {"gemv_", sizeof(GemvParams), 3},
+    };
+    size_t checked = 0;
+    for (const auto& name : kernel_names()) {
+        for (const auto& e : expected) {
+            if (name.rfind(e.prefix, 0) != 0) continue;
+            ShaderInterface i = reflect(name);
+            EXPECT_EQ(i.push_constant_bytes, e.bytes) << name;
+            EXPECT_EQ(i.bindings.size(), e.bindings) << name;
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, kernel_names().size()) << "a kernel has no expectation here";
+}
+
+TEST(SpirvReflect, RejectsGarbageAndUnknownNames) {
+    const uint32_t junk[] = {0xDEADBEEF, 1, 2, 3, 4, 5};
+    EXPECT_THROW(reflect_spirv(junk, 6, "junk"), Error);
+    const SpirvModule& m = find_spirv("add_f32");
+    size_t cut = 5;  // cut inside the first instruction of three or more words
+    while ((m.words[cut] >> 16) < 3) cut += m.words[cut] >> 16;
+    EXPECT_THROW(reflect_spirv(m.words, cut + 2, "truncated"), Error);
+    EXPECT_THROW(find_spirv("no_such_kernel"), Error);
+}
+
+}  // namespace akunu::test

@@ -1,0 +1,43 @@
+// The fixture every GPU test uses: one shared device, and a check after each test that the
+// Khronos validation layer (enabled by ctest through AKUNU_VALIDATION=1) said nothing.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "akunu/buffer.h"
+#include "akunu/device.h"
+#include "akunu/instance.h"
+
+namespace akunu::test {
+
+class VkTest : public ::testing::Test {
+protected:
+    static std::shared_ptr<Device> device() {
+        static std::shared_ptr<Device> shared = Device::create();
+        return shared;
+    }
+    void SetUp() override { clear_validation_messages(); }
+    void TearDown() override {
+        const auto messages = validation_messages();
+        std::string text;
+        for (const auto& m : messages) text += m + "\n";
+        EXPECT_TRUE(messages.empty()) << "validation messages:\n" << text;
+    }
+};
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+inline constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+}  // namespace akunu::test
