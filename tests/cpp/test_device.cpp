@@ -31,17 +31,18 @@ TEST_F(DeviceTest, ValidationLayerIsOnUnderCtest) {
 }
 
 TEST_F(DeviceTest, ValidationLayerReportsMisuse) {
-    // A buffer of size 0 is invalid usage (VUID-VkBufferCreateInfo-size-00912): the record must
-    // catch it, or a clean record would prove nothing.
+    // A buffer with no usage bits is invalid (VUID-VkBufferCreateInfo-usage-requiredbitmask):
+    // the record must catch it, or a clean record would prove nothing.
     VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-    info.size = 0;
-    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+    info.size = 64;
+    info.usage = 0;
+    VkDevice vk = device()->handle();  // creates the instance, which resolves the entry points
     VkBuffer buffer = VK_NULL_HANDLE;
-    vkCreateBuffer(device()->handle(), &info, nullptr, &buffer);
-    if (buffer) vkDestroyBuffer(device()->handle(), buffer, nullptr);
+    vkCreateBuffer(vk, &info, nullptr, &buffer);
+    if (buffer) vkDestroyBuffer(vk, buffer, nullptr);
     const auto messages = validation_messages();
     ASSERT_FALSE(messages.empty());
-    EXPECT_NE(messages.front().find("00912"), std::string::npos) << messages.front();
+    EXPECT_NE(messages.front().find("usage-requiredbitmask"), std::string::npos) << messages.front();
     clear_validation_messages();
 }
 

@@ -1,0 +1,86 @@
+// Python view of device enumeration, profiles, devices and the validation record.
+#include "akunu/device.h"
+#include "akunu/instance.h"
+#include "bindings.h"
+
+namespace akunu::py_bindings {
+
+static py::dict profile_dict(const DeviceProfile& p) {
+    py::list heaps;
+    for (const auto& h : p.heaps) {
+        py::dict d;
+        d["size_bytes"] = h.size_bytes;
+        d["device_local"] = h.device_local;
+        d["host_visible"] = h.host_visible;
+        heaps.append(d);
+    }
+    py::dict d;
+    d["name"] = p.name;
+    d["type"] = device_type_name(p.type);
+    d["vendor"] = p.vendor;
+    d["vendor_id"] = p.vendor_id;
+    d["device_id"] = p.device_id;
+    d["driver"] = p.driver;
+    d["api_version"] = std::to_string(VK_API_VERSION_MAJOR(p.api_version)) + "." +
+                       std::to_string(VK_API_VERSION_MINOR(p.api_version)) + "." +
+                       std::to_string(VK_API_VERSION_PATCH(p.api_version));
+    d["subgroup_size"] = p.subgroup_size;
+    d["subgroup_arithmetic"] = p.subgroup_arithmetic;
+    d["subgroup_shuffle"] = p.subgroup_shuffle;
+    d["subgroup_size_control"] = p.subgroup_size_control;
+    d["shared_memory_bytes"] = p.shared_memory_bytes;
+    d["max_workgroup_invocations"] = p.max_workgroup_invocations;
+    d["max_workgroup_count_x"] = p.max_workgroup_count_x;
+    d["max_storage_buffer_range"] = p.max_storage_buffer_range;
+    d["max_push_constants_bytes"] = p.max_push_constants_bytes;
+    d["min_storage_buffer_offset_alignment"] = p.min_storage_buffer_offset_alignment;
+    d["max_memory_allocation_bytes"] = p.max_memory_allocation_bytes;
+    d["fp16"] = p.fp16;
+    d["int8"] = p.int8;
+    d["integer_dot_product"] = p.integer_dot_product;
+    d["cooperative_matrix"] = p.cooperative_matrix;
+    d["cooperative_matrix2"] = p.cooperative_matrix2;
+    d["bfloat16"] = p.bfloat16;
+    d["push_descriptors"] = p.push_descriptors;
+    d["timestamps"] = p.timestamps;
+    d["timestamp_period_ns"] = p.timestamp_period_ns;
+    d["heaps"] = heaps;
+    d["device_local_bytes"] = p.device_local_bytes;
+    d["host_visible_device_bytes"] = p.host_visible_device_bytes;
+    d["unified_memory"] = p.unified_memory;
+    d["description"] = p.describe();
+    return d;
+}
+
+DeviceClass init_device(py::module_& m) {
+    m.def(
+        "devices",
+        [] {
+            py::list out;
+            for (const auto& info : list_devices()) {
+                py::dict d = profile_dict(info.profile);
+                d["index"] = info.index;
+                out.append(d);
+            }
+            return out;
+        },
+        "Every usable Vulkan device, most preferred first, as dicts.");
+
+    DeviceClass device_class(m, "Device");
+    device_class
+        .def(py::init([](const std::string& selector) { return Device::create(selector); }), py::arg("selector") = "")
+        .def_property_readonly("profile", [](const Device& d) { return profile_dict(d.profile()); })
+        .def_property_readonly("name", [](const Device& d) { return d.profile().name; })
+        .def_property_readonly("allocated_bytes", &Device::allocated_bytes)
+        .def_property_readonly("live_buffers", &Device::live_buffers)
+        .def_property_readonly("allocations_total", &Device::allocations_total)
+        .def("describe", [](const Device& d) { return d.profile().describe(); });
+
+    m.def("validation_messages", &validation_messages,
+          "Validation-layer warnings and errors recorded since the last clear (AKUNU_VALIDATION=1).");
+    m.def("clear_validation_messages", &clear_validation_messages);
+    m.def("validation_enabled", [] { return Instance::get()->validation_enabled(); });
+    return device_class;
+}
+
+}  // namespace akunu::py_bindings

@@ -1,0 +1,42 @@
+// Python view of CommandList and the kernel launchers.
+#include "akunu/command_list.h"
+#include "akunu/kernels.h"
+#include "akunu/shader_library.h"
+#include "bindings.h"
+
+namespace akunu::py_bindings {
+
+void init_kernels(py::module_& m) {
+    py::class_<CommandList, std::shared_ptr<CommandList>>(m, "CommandList")
+        .def(py::init([](const std::shared_ptr<Device>& d) { return std::make_shared<CommandList>(d); }))
+        .def("begin", &CommandList::begin)
+        .def("end", &CommandList::end)
+        .def("submit", &CommandList::submit)
+        .def("wait", &CommandList::wait, py::call_guard<py::gil_scoped_release>())
+        .def("timestamp", &CommandList::timestamp)
+        .def("elapsed_ms", &CommandList::elapsed_ms)
+        .def_property_readonly("dispatch_count", &CommandList::dispatch_count)
+        .def_property_readonly("barrier_count", &CommandList::barrier_count);
+
+    auto k = m.def_submodule("kernels", "Records one kernel dispatch into a CommandList");
+    auto dt = [](const std::string& s) { return parse_dtype(s); };
+    k.def("fill", [dt](CommandList& cl, const PyBuffer& out, const std::string& dtype, size_t n, float value,
+                       uint32_t bits) { kernels::fill(cl, out.buffer, dt(dtype), n, value, bits); },
+          py::arg("cl"), py::arg("out"), py::arg("dtype"), py::arg("n"), py::arg("value") = 0.0f, py::arg("bits") = 0);
+    k.def("add", [dt](CommandList& cl, const PyBuffer& a, const PyBuffer& b, const PyBuffer& c,
+                      const std::string& dtype, size_t n) { kernels::add(cl, a.buffer, b.buffer, c.buffer, dt(dtype), n); });
+    k.def("rmsnorm",
+          [dt](CommandList& cl, const PyBuffer& x, const PyBuffer& w, const PyBuffer& y, const std::string& dtype,
+               size_t rows, size_t dim, float eps, float weight_offset) {
+              kernels::rmsnorm(cl, x.buffer, w.buffer, y.buffer, dt(dtype), rows, dim, eps, weight_offset);
+          },
+          py::arg("cl"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("dtype"), py::arg("rows"), py::arg("dim"),
+          py::arg("eps"), py::arg("weight_offset") = 0.0f);
+    k.def("gemv", [dt](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x,
+                       const PyBuffer& y, size_t rows, size_t kk) {
+        kernels::gemv(cl, w.buffer, dt(wtype), x.buffer, y.buffer, rows, kk);
+    });
+    m.def("kernel_names", &kernel_names, "The embedded SPIR-V kernels (rows of shaders/kernels.cmake).");
+}
+
+}  // namespace akunu::py_bindings

@@ -1,0 +1,39 @@
+// Shared pieces of the _akunu module: the per-area init functions and the Python-side buffer
+// handle. The bindings convert types only; behaviour lives in cpp/akunu or python/akunu.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <vector>
+
+#include "akunu/buffer.h"
+#include "akunu/dtype.h"
+
+namespace akunu::py_bindings {
+
+namespace py = pybind11;
+
+// A Buffer as Python holds it: the engine buffer plus the element type and shape its NumPy
+// view takes by default, and a count of live views so that free() cannot pull memory out from
+// under an array.
+struct PyBuffer {
+    Buffer buffer;
+    DType dtype = DType::kU8;
+    std::vector<size_t> shape;  // empty: [size / itemsize]
+    int live_views = 0;
+};
+
+// The NumPy array for `self` (one helper for every dtype): a zero-copy view whose base keeps
+// `self` alive when the memory is host-visible, otherwise a copy read back from the device.
+py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::vector<size_t> shape);
+
+using DeviceClass = py::class_<Device, std::shared_ptr<Device>>;
+
+DeviceClass init_device(py::module_& m);
+void init_buffer(py::module_& m, DeviceClass& device_class);  // adds Device.allocate/empty/upload
+void init_kernels(py::module_& m);
+
+}  // namespace akunu::py_bindings

@@ -1,0 +1,16 @@
+// The _akunu extension module: exception translation plus one init function per area.
+#include "akunu/error.h"
+#include "bindings.h"
+
+namespace akunu::py_bindings {
+
+PYBIND11_MODULE(_akunu, m) {
+    m.doc() = "akunu engine bindings; use the akunu package, not this module";
+    // akunu.Error derives from RuntimeError so generic handlers still catch it.
+    py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+    DeviceClass device_class = init_device(m);
+    init_buffer(m, device_class);
+    init_kernels(m);
+}
+
+}  // namespace akunu::py_bindings

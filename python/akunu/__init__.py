@@ -1,0 +1,44 @@
+"""akunu: LLM inference on Vulkan compute, with the engine's buffers visible as NumPy arrays.
+
+    >>> import akunu, numpy as np
+    >>> dev = akunu.Device()                       # best device; AKUNU_DEVICE overrides
+    >>> x = dev.upload(np.arange(5, dtype=np.float32))
+    >>> x.numpy()                                  # a zero-copy view where memory is host-visible
+"""
+from __future__ import annotations
+
+import os as _os
+
+if not _os.environ.get("XDG_RUNTIME_DIR"):
+    # Mesa's drivers warn on every start without it; nothing of akunu's lives there.
+    _os.environ["XDG_RUNTIME_DIR"] = "/tmp"
+
+from akunu._akunu import (  # noqa: E402
+    Buffer,
+    CommandList,
+    Device,
+    Error,
+    clear_validation_messages,
+    devices,
+    kernel_names,
+    validation_enabled,
+    validation_messages,
+)
+from akunu import ops  # noqa: E402
+from akunu._device import upload  # noqa: E402
+
+Device.upload = upload  # type: ignore[attr-defined]
+
+__all__ = [
+    "Buffer",
+    "CommandList",
+    "Device",
+    "Error",
+    "clear_validation_messages",
+    "devices",
+    "kernel_names",
+    "ops",
+    "validation_enabled",
+    "validation_messages",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,43 @@
+"""`python -m akunu`: the main job. For now it lists the Vulkan devices with their profiles and
+runs the kernel self-check on the selected device (AKUNU_DEVICE or --device)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="akunu", description=__doc__)
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "devices", "selfcheck"],
+                        help="info (default): devices, then the self-check; devices; selfcheck")
+    parser.add_argument("--device", default="", help="device index or part of its name (default: AKUNU_DEVICE or best)")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    args = parser.parse_args(argv)
+
+    import akunu
+    from akunu import selfcheck
+
+    try:
+        if args.command in ("info", "devices"):
+            for d in akunu.devices():
+                print(f"[{d['index']}] {d['description']}\n")
+        if args.command in ("info", "selfcheck"):
+            dev = akunu.Device(args.device)
+            print(f"kernel self-check on {dev.name}")
+            results = selfcheck.run(dev)
+            print(selfcheck.format_table(results))
+            failed = [r.kernel for r in results if not r.passed]
+            if failed:
+                print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+                return 1
+            print("all kernels match NumPy")
+    except akunu.Error as e:
+        if args.debug:
+            raise
+        print(f"akunu: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

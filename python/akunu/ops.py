@@ -1,0 +1,52 @@
+"""Run single kernels now, on buffers, for exploration and tests.
+
+Each call records one dispatch into a fresh CommandList, submits it and waits. Sizes come from
+the buffers' shapes; the engine's decode loop records its kernels once and replays them instead.
+"""
+from __future__ import annotations
+
+import math
+
+from akunu._akunu import CommandList, kernels
+
+
+def _run(device, record) -> float:
+    """Records with `record(cl)`, runs it, and returns the GPU time in ms (NaN without timestamps)."""
+    cl = CommandList(device)
+    cl.begin()
+    t0 = cl.timestamp()
+    record(cl)
+    t1 = cl.timestamp()
+    cl.end()
+    cl.submit()
+    cl.wait()
+    return cl.elapsed_ms(t0, t1)
+
+
+def _count(buf) -> int:
+    return math.prod(buf.shape)
+
+
+def fill(out, value: float = 0.0, *, bits: int = 0) -> float:
+    """out[:] = value (f32/f16 buffers) or the raw 32-bit pattern `bits` (u32 buffers)."""
+    return _run(out.device, lambda cl: kernels.fill(cl, out, out.dtype, _count(out), value, bits))
+
+
+def add(a, b, out) -> float:
+    """out = a + b, elementwise, computed in fp32."""
+    return _run(out.device, lambda cl: kernels.add(cl, a, b, out, out.dtype, _count(out)))
+
+
+def rmsnorm(x, w, out, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
+    """out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * (w + weight_offset) for each row r of x."""
+    dim = x.shape[-1]
+    rows = _count(x) // dim
+    return _run(out.device, lambda cl: kernels.rmsnorm(cl, x, w, out, x.dtype, rows, dim, eps, weight_offset))
+
+
+def gemv(w, x, y) -> float:
+    """y = W @ x with W [rows, k] in f16 or f32, x [k] f32, y [rows] f32."""
+    if len(w.shape) != 2:
+        raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
+    rows, k = w.shape
+    return _run(y.device, lambda cl: kernels.gemv(cl, w, w.dtype, x, y, rows, k))

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what akunu needs and is missing, then builds it into .venv (editable, with tests).
+# Safe to run again: it skips what is already there and rebuilds incrementally.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+# 1. System packages, listed in scripts/apt-packages.txt.
+mapfile -t wanted < <(sed -e 's/#.*//' -e '/^\s*$/d' scripts/apt-packages.txt | awk '{print $1}')
+missing=()
+for p in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "akunu: installing system packages: ${missing[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# 2. The virtual environment with the build tools (no build isolation: offline-friendly, fast).
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "akunu: creating .venv"
+    "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" "numpy>=1.24" "pytest>=7" cmake ninja
+
+# 3. akunu itself, editable, with the C++ tests built into the same build directory.
+.venv/bin/python -m pip install -q --no-build-isolation -e . \
+    -Ccmake.define.AKUNU_BUILD_TESTS=ON -Cbuild-dir=build/dev
+echo "akunu: installed into $root/.venv"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Every test: the C++ suite (ctest) and the Python suite (pytest), both under the Khronos
+# validation layer. Installs and builds first if needed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+export AKUNU_VALIDATION=1
+echo "== C++ tests (ctest)"
+.venv/bin/ctest --test-dir build/dev --output-on-failure -j 2
+echo "== Python tests (pytest)"
+.venv/bin/python -m pytest -q tests/python "$@"

@@ -1,0 +1,75 @@
+"""Kernels against NumPy on odd sizes, outputs poisoned with NaN first; plus shape errors and
+the self-check the main job runs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import akunu
+from akunu import ops, selfcheck
+
+
+def poisoned(device, shape, dtype):
+    return device.upload(np.full(shape, np.nan, dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("n", [1, 255, 257, 65_537])
+def test_fill_and_add(device, rng, dtype, n):
+    out = poisoned(device, n, dtype)
+    ops.fill(out, -2.5)
+    assert np.all(out.numpy() == -2.5)
+    a, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    c = poisoned(device, n, dtype)
+    ops.add(device.upload(a), device.upload(b), c)
+    want = (a.astype(np.float32) + b.astype(np.float32)).astype(dtype)
+    np.testing.assert_array_equal(c.numpy(), want)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-5), (np.float16, 2e-3)])
+@pytest.mark.parametrize("rows, dim", [(1, 1), (3, 77), (4, 1000), (2, 5003)])
+@pytest.mark.parametrize("weight_offset", [0.0, 1.0])
+def test_rmsnorm(device, rng, dtype, rtol, rows, dim, weight_offset):
+    x = (rng.standard_normal((rows, dim)) * 3).astype(dtype)
+    w = rng.standard_normal(dim).astype(dtype)
+    y = poisoned(device, (rows, dim), dtype)
+    ops.rmsnorm(device.upload(x), device.upload(w), y, eps=1e-6, weight_offset=weight_offset)
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt(np.mean(x64**2, axis=-1, keepdims=True) + 1e-6) * (w.astype(np.float64) + weight_offset)
+    np.testing.assert_allclose(y.numpy().astype(np.float64), want, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("wtype", [np.float16, np.float32])
+@pytest.mark.parametrize("rows, k", [(1, 1), (5, 3), (31, 64), (129, 1003), (1000, 4096)])
+def test_gemv(device, rng, wtype, rows, k):
+    w = rng.standard_normal((rows, k)).astype(wtype)
+    x = rng.standard_normal(k).astype(np.float32)
+    y = poisoned(device, rows, np.float32)
+    ops.gemv(device.upload(w), device.upload(x), y)
+    want = w.astype(np.float64) @ x.astype(np.float64)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_wrong_shapes_are_clear_errors(device):
+    w = device.empty([10, 10], "f16")
+    x = device.empty([5], "f32")
+    y = device.empty([10], "f32")
+    with pytest.raises(akunu.Error, match="gemv: x needs 40 bytes"):
+        ops.gemv(w, x, y)
+    with pytest.raises(akunu.Error, match="no variant for dtype u8"):
+        ops.fill(device.allocate(64), 1.0)
+    with pytest.raises(ValueError, match="2-D"):
+        ops.gemv(x, x, y)
+
+
+def test_selfcheck_passes_and_can_fail(device):
+    results = selfcheck.run(device)
+    assert results and all(r.passed for r in results), selfcheck.format_table(results)
+    bad = selfcheck.CheckResult("x", "[1]", float("nan"), 1.0, 0.0)
+    assert not bad.passed  # an unwritten (NaN) output is a failure
+
+
+def test_kernel_names_come_from_the_variant_table():
+    names = akunu.kernel_names()
+    for expected in ("fill_f32", "fill_f16", "add_f16", "rmsnorm_f32", "gemv_f16"):
+        assert expected in names
