@@ -13,6 +13,10 @@ void init_kernels(py::module_& m) {
         .def("end", &CommandList::end)
         .def("submit", &CommandList::submit)
         .def("wait", &CommandList::wait, py::call_guard<py::gil_scoped_release>())
+        .def("copy",
+             [](CommandList& cl, const PyBuffer& src, size_t src_offset, const PyBuffer& dst, size_t dst_offset,
+                size_t nbytes) { cl.copy(src.buffer, src_offset, dst.buffer, dst_offset, nbytes); },
+             py::arg("src"), py::arg("src_offset"), py::arg("dst"), py::arg("dst_offset"), py::arg("nbytes"))
         .def("timestamp", &CommandList::timestamp)
         .def("elapsed_ms", &CommandList::elapsed_ms)
         .def_property_readonly("dispatch_count", &CommandList::dispatch_count)

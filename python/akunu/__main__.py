@@ -8,8 +8,9 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="akunu", description=__doc__)
-    parser.add_argument("command", nargs="?", default="info", choices=["info", "devices", "selfcheck"],
-                        help="info (default): devices, then the self-check; devices; selfcheck")
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "devices", "selfcheck", "kernel-bench"],
+                        help="info (default): devices, then the self-check; devices; selfcheck; "
+                             "kernel-bench: copy and GEMV bandwidth")
     parser.add_argument("--device", default="", help="device index or part of its name (default: AKUNU_DEVICE or best)")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     args = parser.parse_args(argv)
@@ -31,6 +32,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
                 return 1
             print("all kernels match NumPy")
+        if args.command == "kernel-bench":
+            from akunu import kernel_bench
+
+            dev = akunu.Device(args.device)
+            scale = 1.0 if dev.profile["type"] != "cpu" else 1 / 16  # lavapipe: smaller problems
+            print(f"kernel bandwidth on {dev.name}")
+            print(kernel_bench.format_table(kernel_bench.run(dev, scale)))
     except akunu.Error as e:
         if args.debug:
             raise

@@ -1,0 +1,72 @@
+"""Kernel benchmarks: device copy bandwidth, and GEMV bandwidth as a fraction of it.
+
+Decode at batch 1 streams every weight once per token, so a GEMV's achieved bandwidth over the
+device's copy bandwidth is the fraction of the memory-bandwidth floor that kernel reaches.
+Times come from GPU timestamps around many back-to-back dispatches in one submission.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from akunu._akunu import CommandList, kernels
+
+
+@dataclass
+class BenchRow:
+    name: str
+    bytes_moved: int  # per repetition: bytes read + bytes written
+    ms: float         # per repetition, median of the trials
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.bytes_moved / (self.ms * 1e-3) / 1e9
+
+
+def _time(device, record, reps: int, trials: int = 5) -> float:
+    """Median over `trials` of the per-repetition GPU time of `record(cl)` repeated `reps` times."""
+    cl = CommandList(device)
+    cl.begin()
+    t0 = cl.timestamp()
+    for _ in range(reps):
+        record(cl)
+    t1 = cl.timestamp()
+    cl.end()
+    times = []
+    for _ in range(trials + 1):  # the first run warms caches and clocks
+        cl.submit()
+        cl.wait()
+        times.append(cl.elapsed_ms(t0, t1) / reps)
+    return float(np.median(times[1:]))
+
+
+def run(device, scale: float = 1.0) -> list[BenchRow]:
+    """`scale` shrinks the problem for slow devices (lavapipe)."""
+    rows_out = []
+    copy_bytes = int((1 << 30) * scale) // 256 * 256
+    a, b = device.allocate(copy_bytes), device.allocate(copy_bytes)
+    ms = _time(device, lambda cl: cl.copy(a, 0, b, 0, copy_bytes), reps=10)
+    rows_out.append(BenchRow(f"copy {copy_bytes >> 20} MiB", 2 * copy_bytes, ms))
+    del a, b
+
+    rng = np.random.default_rng(0)
+    # Llama-7B/8B projection shapes: attention (4096x4096) and FFN up/down.
+    for wtype, rows, k in ((np.float16, 4096, 4096), (np.float16, 14336, 4096), (np.float16, 4096, 14336),
+                           (np.float32, 4096, 4096)):
+        rows = max(4, int(rows * min(1.0, scale * 4)))
+        w = device.upload(rng.standard_normal((rows, k)).astype(wtype))
+        x = device.upload(rng.standard_normal(k).astype(np.float32))
+        y = device.empty([rows], "f32")
+        ms = _time(device, lambda cl: kernels.gemv(cl, w, w.dtype, x, y, rows, k), reps=50)
+        rows_out.append(BenchRow(f"gemv {w.dtype} {rows}x{k}", w.size + x.size + y.size, ms))
+    return rows_out
+
+
+def format_table(rows: list[BenchRow]) -> str:
+    copy = rows[0].gb_per_s
+    lines = [f"{'kernel':<26}{'MB moved':>10}{'us':>10}{'GB/s':>10}{'of copy':>9}"]
+    for r in rows:
+        lines.append(f"{r.name:<26}{r.bytes_moved / 1e6:>10.1f}{r.ms * 1e3:>10.1f}{r.gb_per_s:>10.1f}"
+                     f"{r.gb_per_s / copy:>9.0%}")
+    return "\n".join(lines)

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds akunu on a GPU machine that lacks Vulkan headers and glslang, runs the C++ and Python
+# suites under the validation layer, then the kernel benchmarks, and prints a short table.
+#
+# Expects, beside the checkout (git-ignored, carried to the machine):
+#   .gl/    the Vulkan loader .debs, unpacked into / (apt-get download libvulkan1 ...)
+#   .debs/  build-time .debs (libvulkan-dev, glslang-tools, spirv-tools, vulkan-validationlayers,
+#           libgtest-dev, nlohmann-json3-dev), unpacked into a prefix, never into /
+#   .whl/   wheels for Python packages the machine lacks (pytest and its dependencies)
+# Logs go to $OUT when it is set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/akunu-gpu}
+mkdir -p "$out"
+prefix=/opt/akunu-deps
+
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+mkdir -p "$prefix"
+for f in .debs/*.deb; do dpkg -x "$f" "$prefix"; done
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PATH=$prefix/usr/bin:$PATH
+export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export VK_LAYER_PATH=$prefix/usr/share/vulkan/explicit_layer.d
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -f "$nvidia_icd" ] && ! ls /usr/share/vulkan/icd.d/*nvidia* /etc/vulkan/icd.d/*nvidia* >/dev/null 2>&1; then
+    export VK_DRIVER_FILES=$nvidia_icd
+fi
+
+status() { if [ "$1" -eq 0 ]; then echo pass; else echo "FAIL ($1)"; fi; }
+
+echo "== build"
+start=$(date +%s)
+python3 -m pip install -q --no-build-isolation --no-deps -e . \
+    -Ccmake.define.AKUNU_BUILD_TESTS=ON -Cbuild-dir=build/gpu \
+    "-Ccmake.define.CMAKE_PREFIX_PATH=$prefix/usr" \
+    "-Ccmake.define.Vulkan_GLSLANG_VALIDATOR_EXECUTABLE=$prefix/usr/bin/glslangValidator" \
+    >"$out/build.log" 2>&1
+build=$?
+echo "build: $(status $build) in $(( $(date +%s) - start )) s"
+[ $build -eq 0 ] || { tail -40 "$out/build.log"; exit 1; }
+
+python3 -m akunu devices 2>&1 | tee "$out/devices.txt"
+
+export AKUNU_VALIDATION=1
+ctest --test-dir build/gpu --output-on-failure -j 8 >"$out/ctest.log" 2>&1
+ctest_rc=$?
+python3 -m pytest -q -p no:cacheprovider tests/python >"$out/pytest.log" 2>&1
+pytest_rc=$?
+unset AKUNU_VALIDATION
+python3 -m akunu selfcheck >"$out/selfcheck.txt" 2>&1
+python3 -m akunu kernel-bench 2>&1 | tee "$out/bench.txt"
+
+echo
+echo "== summary"
+echo "ctest : $(status $ctest_rc)  $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
+echo "pytest: $(status $pytest_rc)  $(tail -1 "$out/pytest.log")"
+[ $ctest_rc -eq 0 ] || grep -E 'Failed|FAILED|validation' "$out/ctest.log" | head -20
+[ $pytest_rc -eq 0 ] || grep -E 'FAILED|Error' "$out/pytest.log" | head -20
+exit $(( ctest_rc || pytest_rc ))
