@@ -25,6 +25,7 @@ fi
 export PATH=$prefix/usr/bin:$PATH
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export VK_LAYER_PATH=$prefix/usr/share/vulkan/explicit_layer.d
+export CMAKE_PREFIX_PATH=$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -f "$nvidia_icd" ] && ! ls /usr/share/vulkan/icd.d/*nvidia* /etc/vulkan/icd.d/*nvidia* >/dev/null 2>&1; then
@@ -37,7 +38,6 @@ echo "== build"
 start=$(date +%s)
 python3 -m pip install -q --no-build-isolation --no-deps -e . \
     -Ccmake.define.AKUNU_BUILD_TESTS=ON -Cbuild-dir=build/gpu \
-    "-Ccmake.define.CMAKE_PREFIX_PATH=$prefix/usr" \
     "-Ccmake.define.Vulkan_GLSLANG_VALIDATOR_EXECUTABLE=$prefix/usr/bin/glslangValidator" \
     >"$out/build.log" 2>&1
 build=$?
