@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
 
 #include "akunu/error.h"
 #include "akunu/vk_loader.h"
@@ -154,28 +153,38 @@ static std::string gib(uint64_t bytes) {
     return buf;
 }
 
+// printf-style formatting into a std::string. iostreams are avoided on purpose: some toolchains
+// link a static libstdc++ into the Python module, and its locale state then crashes ostream.
+template <class... Args>
+static void appendf(std::string& out, const char* format, Args... args) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, format, args...);
+    out += buf;
+}
+
 std::string DeviceProfile::describe() const {
-    std::ostringstream s;
     auto yn = [](bool b) { return b ? "yes" : "no"; };
-    s << name << " (" << device_type_name(type) << ", " << vendor << ", Vulkan " << VK_API_VERSION_MAJOR(api_version)
-      << "." << VK_API_VERSION_MINOR(api_version) << "." << VK_API_VERSION_PATCH(api_version) << ")\n";
-    s << "  driver            " << driver << "\n";
-    s << "  subgroup size     " << subgroup_size << " (arithmetic " << yn(subgroup_arithmetic) << ", shuffle "
-      << yn(subgroup_shuffle) << ", size control " << yn(subgroup_size_control) << ")\n";
-    s << "  shared memory     " << shared_memory_bytes / 1024 << " KiB per workgroup, " << max_workgroup_invocations
-      << " invocations max\n";
-    s << "  storage binding   " << max_storage_buffer_range / (1024 * 1024) << " MiB max, offset alignment "
-      << min_storage_buffer_offset_alignment << " B, push constants " << max_push_constants_bytes << " B\n";
-    s << "  fp16 " << yn(fp16) << "  int8 " << yn(int8) << "  integer dot " << yn(integer_dot_product)
-      << "  coopmat " << yn(cooperative_matrix) << "  coopmat2 " << yn(cooperative_matrix2) << "  bf16 "
-      << yn(bfloat16) << "  push descriptors " << yn(push_descriptors) << "\n";
-    s << "  memory            device-local " << gib(device_local_bytes) << ", host-visible device-local "
-      << gib(host_visible_device_bytes) << (unified_memory ? " (unified: zero-copy views)" : "") << "\n";
+    std::string s;
+    appendf(s, "%s (%s, %s, Vulkan %u.%u.%u)\n", name.c_str(), device_type_name(type), vendor.c_str(),
+            VK_API_VERSION_MAJOR(api_version), VK_API_VERSION_MINOR(api_version), VK_API_VERSION_PATCH(api_version));
+    appendf(s, "  driver            %s\n", driver.c_str());
+    appendf(s, "  subgroup size     %u (arithmetic %s, shuffle %s, size control %s)\n", subgroup_size,
+            yn(subgroup_arithmetic), yn(subgroup_shuffle), yn(subgroup_size_control));
+    appendf(s, "  shared memory     %u KiB per workgroup, %u invocations max\n", shared_memory_bytes / 1024,
+            max_workgroup_invocations);
+    appendf(s, "  storage binding   %llu MiB max, offset alignment %llu B, push constants %u B\n",
+            (unsigned long long)(max_storage_buffer_range >> 20), (unsigned long long)min_storage_buffer_offset_alignment,
+            max_push_constants_bytes);
+    appendf(s, "  fp16 %s  int8 %s  integer dot %s  coopmat %s  coopmat2 %s  bf16 %s  push descriptors %s\n", yn(fp16),
+            yn(int8), yn(integer_dot_product), yn(cooperative_matrix), yn(cooperative_matrix2), yn(bfloat16),
+            yn(push_descriptors));
+    appendf(s, "  memory            device-local %s, host-visible device-local %s%s\n", gib(device_local_bytes).c_str(),
+            gib(host_visible_device_bytes).c_str(), unified_memory ? " (unified: zero-copy views)" : "");
     for (size_t i = 0; i < heaps.size(); ++i)
-        s << "    heap " << i << "          " << gib(heaps[i].size_bytes) << (heaps[i].device_local ? " device-local" : "")
-          << (heaps[i].host_visible ? " host-visible" : "") << "\n";
-    s << "  timestamps        " << (timestamps ? "yes" : "no") << ", period " << timestamp_period_ns << " ns";
-    return s.str();
+        appendf(s, "    heap %zu          %s%s%s\n", i, gib(heaps[i].size_bytes).c_str(),
+                heaps[i].device_local ? " device-local" : "", heaps[i].host_visible ? " host-visible" : "");
+    appendf(s, "  timestamps        %s, period %g ns", timestamps ? "yes" : "no", timestamp_period_ns);
+    return s;
 }
 
 }  // namespace akunu
