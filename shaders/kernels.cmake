@@ -7,6 +7,7 @@ set(AKUNU_KERNELS
   "fill_f32         fill.comp       DTYPE=float"
   "fill_f16         fill.comp       DTYPE=float16_t"
   "fill_u32         fill.comp       DTYPE=uint,FILL_RAW_BITS"
+  "copy_u32         copy.comp"
   "add_f32          add.comp        DTYPE=float"
   "add_f16          add.comp        DTYPE=float16_t"
   "rmsnorm_f32      rmsnorm.comp    DTYPE=float"
@@ -26,7 +27,11 @@ foreach(row IN LISTS AKUNU_KERNELS)
   string(REGEX REPLACE " +" ";" fields "${row}")
   list(GET fields 0 name)
   list(GET fields 1 source)
-  list(SUBLIST fields 2 -1 define_lists)
+  set(define_lists "")
+  list(LENGTH fields n_fields)
+  if(n_fields GREATER 2)
+    list(SUBLIST fields 2 -1 define_lists)
+  endif()
   set(defines "")
   foreach(group IN LISTS define_lists)
     string(REPLACE "," ";" group "${group}")

@@ -57,6 +57,17 @@ void fill(CommandList& cl, const Buffer& out, DType dtype, size_t n, float value
     cl.dispatch(cl.device().pipeline(variant("fill", dtype)), {{&out}}, p, g.x, g.y);
 }
 
+void copy(CommandList& cl, const Buffer& src, const Buffer& dst, size_t bytes) {
+    AKUNU_CHECK(bytes % 4 == 0, "copy: " + std::to_string(bytes) + " bytes is not a whole number of 32-bit words");
+    check_fits(src, bytes / 4, DType::kU32, "copy", "src");
+    check_fits(dst, bytes / 4, DType::kU32, "copy", "dst");
+    const size_t words = bytes / 4;
+    CopyParams p{checked_u32(words, "copy: words")};
+    const size_t per_group = (words % 4 == 0 ? 4 : 1) * kElementwiseGroup;
+    const Grid g = grid_for(cl, (words + per_group - 1) / per_group);
+    cl.dispatch(cl.device().pipeline("copy_u32"), {{&src}, {&dst}}, p, g.x, g.y);
+}
+
 void add(CommandList& cl, const Buffer& a, const Buffer& b, const Buffer& c, DType dtype, size_t n) {
     check_dtype(dtype, {DType::kF32, DType::kF16}, "add");
     check_fits(a, n, dtype, "add", "a");

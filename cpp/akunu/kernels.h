@@ -11,6 +11,9 @@ namespace akunu::kernels {
 // out[0:n] = value (f32, f16), or the raw 32-bit pattern `bits` for u32.
 void fill(CommandList& cl, const Buffer& out, DType dtype, size_t n, float value, uint32_t bits = 0);
 
+// dst[0:bytes] = src[0:bytes] on the compute queue; bytes must be a multiple of 4.
+void copy(CommandList& cl, const Buffer& src, const Buffer& dst, size_t bytes);
+
 // c[0:n] = a[0:n] + b[0:n]; dtype f32 or f16.
 void add(CommandList& cl, const Buffer& a, const Buffer& b, const Buffer& c, DType dtype, size_t n);
 

@@ -27,6 +27,9 @@ void init_kernels(py::module_& m) {
     k.def("fill", [dt](CommandList& cl, const PyBuffer& out, const std::string& dtype, size_t n, float value,
                        uint32_t bits) { kernels::fill(cl, out.buffer, dt(dtype), n, value, bits); },
           py::arg("cl"), py::arg("out"), py::arg("dtype"), py::arg("n"), py::arg("value") = 0.0f, py::arg("bits") = 0);
+    k.def("copy", [](CommandList& cl, const PyBuffer& src, const PyBuffer& dst, size_t nbytes) {
+        kernels::copy(cl, src.buffer, dst.buffer, nbytes);
+    });
     k.def("add", [dt](CommandList& cl, const PyBuffer& a, const PyBuffer& b, const PyBuffer& c,
                       const std::string& dtype, size_t n) { kernels::add(cl, a.buffer, b.buffer, c.buffer, dt(dtype), n); });
     k.def("rmsnorm",

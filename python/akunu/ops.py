@@ -32,6 +32,12 @@ def fill(out, value: float = 0.0, *, bits: int = 0) -> float:
     return _run(out.device, lambda cl: kernels.fill(cl, out, out.dtype, _count(out), value, bits))
 
 
+def copy(src, dst, nbytes: int | None = None) -> float:
+    """dst[:nbytes] = src[:nbytes] bitwise (default: all of src), on the compute queue."""
+    nbytes = src.size if nbytes is None else nbytes
+    return _run(dst.device, lambda cl: kernels.copy(cl, src, dst, nbytes))
+
+
 def add(a, b, out) -> float:
     """out = a + b, elementwise, computed in fp32."""
     return _run(out.device, lambda cl: kernels.add(cl, a, b, out, out.dtype, _count(out)))

@@ -26,6 +26,12 @@ struct FillParams {
 };
 AKUNU_PARAMS_SIZE(FillParams, 12)
 
+// copy_u32: dst[i] = src[i] for i < n 32-bit words.
+struct CopyParams {
+    uint n;  // 32-bit words
+};
+AKUNU_PARAMS_SIZE(CopyParams, 4)
+
 // add_*: out[i] = a[i] + b[i] for i < n, computed in fp32.
 struct AddParams {
     uint n;  // elements

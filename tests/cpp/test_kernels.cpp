@@ -85,6 +85,32 @@ TEST_F(KernelTest, FillU32WritesBits) {
     for (uint32_t v : got) EXPECT_EQ(v, 0xDEADBEEFu);
 }
 
+TEST_F(KernelTest, CopyMovesExactlyTheWords) {
+    auto dev = device();
+    for (size_t words : {size_t(1), size_t(7), size_t(1024), size_t(100003)}) {  // vector and scalar paths
+        std::vector<uint32_t> src(words);
+        for (size_t i = 0; i < words; ++i) src[i] = uint32_t(i * 2654435761u);
+        Buffer gs = dev->allocate(src.data(), words * 4);
+        std::vector<uint32_t> sentinel(words + 4, 0xFFFFFFFFu);
+        Buffer gd = dev->allocate(sentinel.data(), sentinel.size() * 4);
+        CommandList cl(dev);
+        cl.begin();
+        kernels::copy(cl, gs, gd, words * 4);
+        cl.end();
+        cl.submit_and_wait();
+        std::vector<uint32_t> got(words + 4);
+        gd.read(got.data(), got.size() * 4);
+        for (size_t i = 0; i < words; ++i) ASSERT_EQ(got[i], src[i]) << "words=" << words << " i=" << i;
+        for (size_t i = words; i < words + 4; ++i) ASSERT_EQ(got[i], 0xFFFFFFFFu) << "wrote past the end";
+    }
+    CommandList cl(dev);
+    cl.begin();
+    Buffer b = dev->allocate(64);
+    EXPECT_THROW(kernels::copy(cl, b, b, 6), Error);   // not whole words
+    EXPECT_THROW(kernels::copy(cl, b, b, 128), Error); // past the buffers
+    cl.end();
+}
+
 TEST_F(KernelTest, AddMatchesCpu) {
     auto dev = device();
     for (DType dt : {DType::kF32, DType::kF16}) {

@@ -25,7 +25,7 @@ TEST(SpirvReflect, GemvBindingsAndPushConstants) {
 
 TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
     const struct { const char* prefix; size_t bytes; size_t bindings; } expected[] = {
-        {"fill_", sizeof(FillParams), 1}, {"add_", sizeof(AddParams), 3},
+        {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3}, {"gemv_", sizeof(GemvParams), 3},
     };
     size_t checked = 0;

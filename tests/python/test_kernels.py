@@ -26,6 +26,16 @@ def test_fill_and_add(device, rng, dtype, n):
     np.testing.assert_array_equal(c.numpy(), want)
 
 
+@pytest.mark.parametrize("words", [3, 4096, 50_001])
+def test_copy(device, rng, words):
+    src = rng.integers(0, 2**32, words, dtype=np.uint32)
+    dst = device.upload(np.full(words + 4, 0xFFFFFFFF, np.uint32))
+    ops.copy(device.upload(src), dst)
+    got = dst.numpy()
+    np.testing.assert_array_equal(got[:words], src)
+    assert np.all(got[words:] == 0xFFFFFFFF)
+
+
 @pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-5), (np.float16, 2e-3)])
 @pytest.mark.parametrize("rows, dim", [(1, 1), (3, 77), (4, 1000), (2, 5003)])
 @pytest.mark.parametrize("weight_offset", [0.0, 1.0])

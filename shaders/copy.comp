@@ -1,0 +1,21 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// copy_u32: dst[i] = src[i] over n 32-bit words; 16-byte loads when n % 4 == 0. Dtype-agnostic
+// (it moves bits), and the kernel the bandwidth benchmark measures the device's copy rate with.
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer Sv { uvec4 src4[]; };
+layout(std430, binding = 0) readonly buffer Ss { uint src1[]; };
+layout(std430, binding = 1) writeonly buffer Dv { uvec4 dst4[]; };
+layout(std430, binding = 1) writeonly buffer Ds { uint dst1[]; };
+layout(push_constant) uniform Push { CopyParams p; };
+
+void main() {
+    const uint i = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    if ((p.n & 3u) == 0u) {
+        if (i < (p.n >> 2)) dst4[i] = src4[i];
+    } else if (i < p.n) {
+        dst1[i] = src1[i];
+    }
+}
