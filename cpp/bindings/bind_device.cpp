@@ -1,5 +1,6 @@
 // Python view of device enumeration, profiles, devices and the validation record.
 #include "akunu/device.h"
+#include "akunu/error.h"
 #include "akunu/instance.h"
 #include "bindings.h"
 
@@ -68,7 +69,13 @@ DeviceClass init_device(py::module_& m) {
 
     DeviceClass device_class(m, "Device");
     device_class
-        .def(py::init([](const std::string& selector) { return Device::create(selector); }), py::arg("selector") = "")
+        .def(py::init([](const std::string& selector) { return Device::create(selector); }), py::arg("selector") = "",
+             "selector: an index into devices() or part of a device name; '' means AKUNU_DEVICE or the best")
+        .def(py::init([](int index) {
+                 AKUNU_CHECK(index >= 0, "device index must be >= 0, got " + std::to_string(index));
+                 return Device::create(std::to_string(index));
+             }),
+             py::arg("index"))
         .def_property_readonly("profile", [](const Device& d) { return profile_dict(d.profile()); })
         .def_property_readonly("name", [](const Device& d) { return d.profile().name; })
         .def_property_readonly("allocated_bytes", &Device::allocated_bytes)

@@ -35,6 +35,11 @@ def test_validation_is_on_for_the_suite():
 def test_device_by_index_and_name(device):
     first = akunu.devices()[0]["name"]
     assert akunu.Device("0").name == first
+    assert akunu.Device(0).name == first
+    with pytest.raises(akunu.Error, match="matches no Vulkan device"):
+        akunu.Device(len(akunu.devices()))
+    with pytest.raises(akunu.Error, match=">= 0"):
+        akunu.Device(-1)
     assert akunu.Device(first[:5].upper()).name == first
     assert device.profile["name"] == first
     assert "subgroup size" in device.describe()
