@@ -35,5 +35,6 @@ using DeviceClass = py::class_<Device, std::shared_ptr<Device>>;
 DeviceClass init_device(py::module_& m);
 void init_buffer(py::module_& m, DeviceClass& device_class);  // adds Device.allocate/empty/upload
 void init_kernels(py::module_& m);
+void init_model(py::module_& m);
 
 }  // namespace akunu::py_bindings

@@ -11,6 +11,7 @@ PYBIND11_MODULE(_akunu, m) {
     DeviceClass device_class = init_device(m);
     init_buffer(m, device_class);
     init_kernels(m);
+    init_model(m);
 }
 
 }  // namespace akunu::py_bindings

@@ -21,6 +21,7 @@ from akunu._akunu import (  # noqa: E402
     clear_validation_messages,
     devices,
     kernel_names,
+    open_model,
     validation_enabled,
     validation_messages,
 )
@@ -28,6 +29,7 @@ from akunu import ops  # noqa: E402
 from akunu._device import upload  # noqa: E402
 
 Device.upload = upload  # type: ignore[attr-defined]
+open = open_model  # akunu.open(path): inspect a model file without loading it  # noqa: A001
 
 __all__ = [
     "Buffer",
@@ -37,6 +39,8 @@ __all__ = [
     "clear_validation_messages",
     "devices",
     "kernel_names",
+    "open",
+    "open_model",
     "ops",
     "validation_enabled",
     "validation_messages",

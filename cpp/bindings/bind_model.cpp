@@ -1,0 +1,120 @@
+// Python view of model files: metadata, tensor listings and tensors as NumPy arrays.
+#include "akunu/error.h"
+#include "akunu/model_files.h"
+#include "akunu/utf8.h"
+#include "bindings.h"
+
+namespace akunu::py_bindings {
+
+static py::object to_python(const GgufValue& v) {
+    if (auto* u = std::get_if<uint64_t>(&v.value)) return py::int_(*u);
+    if (auto* i = std::get_if<int64_t>(&v.value)) return py::int_(*i);
+    if (auto* d = std::get_if<double>(&v.value)) return py::float_(*d);
+    if (auto* b = std::get_if<bool>(&v.value)) return py::bool_(*b);
+    if (auto* s = std::get_if<std::string>(&v.value)) {
+        if (is_valid_utf8(*s)) return py::str(*s);
+        return py::bytes(*s);  // GGUF strings are meant to be UTF-8; show what is there
+    }
+    const auto& arr = std::get<GgufArray>(v.value);
+    py::list out(arr.items.size());
+    for (size_t i = 0; i < arr.items.size(); ++i) out[i] = to_python(arr.items[i]);
+    return out;
+}
+
+static py::dict tensor_dict(const TensorInfo& t) {
+    py::dict d;
+    d["name"] = t.name;
+    d["dtype"] = t.type->name;
+    d["shape"] = py::tuple(py::cast(t.shape));
+    d["bytes"] = t.bytes;
+    d["file"] = t.file;
+    return d;
+}
+
+// A read-only zero-copy view of a tensor's bytes in the file's memory map.
+static py::array raw_view(const std::shared_ptr<ModelFiles>& model, const TensorInfo& t) {
+    std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end());
+    py::dtype dtype(t.type->numpy_dtype);
+    if (t.type->block_size > 1) {  // block formats: [..., bytes per row] of uint8
+        const uint64_t row_elems = t.shape.back();
+        shape.back() = py::ssize_t(row_elems / t.type->block_size * t.type->block_bytes);
+    }
+    auto* keep = new std::shared_ptr<ModelFiles>(model);
+    py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<ModelFiles>*>(p); });
+    py::array a(dtype, shape, {}, t.data, base);
+    py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return a;
+}
+
+void init_model(py::module_& m) {
+    py::class_<ModelFiles, std::shared_ptr<ModelFiles>>(m, "ModelFiles")
+        .def_property_readonly("format", [](const ModelFiles& f) { return model_format_name(f.format()); })
+        .def_property_readonly("path", &ModelFiles::path)
+        .def_property_readonly("metadata",
+                               [](const ModelFiles& f) {
+                                   py::dict d;
+                                   if (const GgufFile* g = f.gguf()) {
+                                       for (const auto& [k, v] : g->metadata()) d[py::str(k)] = to_python(v);
+                                   } else if (const nlohmann::json* c = f.hf_config()) {
+                                       d = py::module_::import("json").attr("loads")(c->dump());
+                                   }
+                                   return d;
+                               })
+        .def_property_readonly("gguf_version", [](const ModelFiles& f) { return f.gguf() ? f.gguf()->version() : 0u; })
+        .def_property_readonly("tensors",
+                               [](const ModelFiles& f) {
+                                   py::list out;
+                                   for (const auto& t : f.tensors()) out.append(tensor_dict(t));
+                                   return out;
+                               })
+        .def(
+            "tensor",
+            [](const std::shared_ptr<ModelFiles>& f, const std::string& name, bool dequantize_to_f32) -> py::array {
+                const TensorInfo* t = f->find(name);
+                if (!t) throw py::key_error("no tensor named '" + name + "' in " + f->path());
+                if (!dequantize_to_f32) return raw_view(f, *t);
+                py::array_t<float> out(std::vector<py::ssize_t>(t->shape.begin(), t->shape.end()));
+                {
+                    py::gil_scoped_release release;
+                    dequantize(*t->type, t->data, out.mutable_data(), t->n_elements, t->name);
+                }
+                return out;
+            },
+            py::arg("name"), py::arg("dequantize") = false,
+            "The tensor as NumPy: a read-only view of its raw data (block formats as uint8 rows), or "
+            "float32 when dequantize=True.");
+
+    m.def(
+        "dequantize",
+        [](py::array_t<uint8_t, py::array::c_style> raw, const std::string& type_name) {
+            const TensorTypeTraits* t = find_type_by_name(type_name);
+            if (!t) throw Error("unknown tensor type '" + type_name + "'");
+            AKUNU_CHECK(size_t(raw.size()) % t->block_bytes == 0,
+                        std::to_string(raw.size()) + " bytes is not a whole number of " + t->name + " blocks (" +
+                            std::to_string(t->block_bytes) + " bytes each)");
+            const uint64_t n = uint64_t(raw.size()) / t->block_bytes * t->block_size;
+            py::array_t<float> out{py::ssize_t(n)};
+            dequantize(*t, raw.data(), out.mutable_data(), n, "(buffer)");
+            return out;
+        },
+        py::arg("raw"), py::arg("type"), "Dequantizes raw blocks of a ggml type (\"Q4_K\", ...) to float32.");
+    m.def("tensor_types", [] {
+        py::list out;
+        for (uint32_t id = 0; id < 64; ++id)
+            if (const TensorTypeTraits* t = find_ggml_type(id)) {
+                py::dict d;
+                d["id"] = id;
+                d["name"] = t->name;
+                d["block_size"] = t->block_size;
+                d["block_bytes"] = t->block_bytes;
+                d["numpy_dtype"] = t->numpy_dtype;
+                d["dequantize"] = t->dequant != nullptr;
+                out.append(d);
+            }
+        return out;
+    });
+    m.def("open_model", &ModelFiles::open, py::arg("path"),
+          "Opens a model (GGUF, safetensors file/dir/index, MLX dir, or config.json); reads headers only.");
+}
+
+}  // namespace akunu::py_bindings
