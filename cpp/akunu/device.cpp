@@ -77,12 +77,24 @@ static const Candidate& select(const std::vector<Candidate>& all, const std::str
     throw Error(message);
 }
 
+// Applies AKUNU_DEVICE when `selector` is empty.
+static const Candidate& choose(const std::vector<Candidate>& all, const std::string& selector) {
+    const char* env = std::getenv("AKUNU_DEVICE");
+    const bool from_env = selector.empty() && env && *env;
+    return select(all, from_env ? std::string(env) : selector, from_env ? "AKUNU_DEVICE" : "device");
+}
+
+DeviceInfo find_device(const std::string& selector) {
+    auto instance = Instance::get();
+    auto all = candidates(*instance);
+    const Candidate& chosen = choose(all, selector);
+    return {int(&chosen - all.data()), chosen.profile};
+}
+
 std::shared_ptr<Device> Device::create(const std::string& selector) {
     auto instance = Instance::get();
     auto all = candidates(*instance);
-    const char* env = std::getenv("AKUNU_DEVICE");
-    const bool from_env = selector.empty() && env && *env;
-    const Candidate& chosen = select(all, from_env ? std::string(env) : selector, from_env ? "AKUNU_DEVICE" : "device");
+    const Candidate& chosen = choose(all, selector);
     return std::shared_ptr<Device>(new Device(std::move(instance), chosen.physical));
 }
 

@@ -31,6 +31,8 @@ struct DeviceInfo {
 
 // Every usable Vulkan device (Vulkan 1.2+), most preferred first. Throws when there is none.
 std::vector<DeviceInfo> list_devices();
+// The device Device::create(selector) would open, without opening it.
+DeviceInfo find_device(const std::string& selector = "");
 
 class Device : public std::enable_shared_from_this<Device> {
 public:

@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include <memory>
 #include <vector>
 
@@ -36,5 +38,6 @@ DeviceClass init_device(py::module_& m);
 void init_buffer(py::module_& m, DeviceClass& device_class);  // adds Device.allocate/empty/upload
 void init_kernels(py::module_& m);
 void init_model(py::module_& m);
+void init_config(py::module_& m);
 
 }  // namespace akunu::py_bindings

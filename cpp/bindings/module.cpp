@@ -12,6 +12,7 @@ PYBIND11_MODULE(_akunu, m) {
     init_buffer(m, device_class);
     init_kernels(m);
     init_model(m);
+    init_config(m);
 }
 
 }  // namespace akunu::py_bindings

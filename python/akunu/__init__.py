@@ -18,6 +18,10 @@ from akunu._akunu import (  # noqa: E402
     CommandList,
     Device,
     Error,
+    ModelConfig,
+    ModelFiles,
+    arch_table,
+    supported_architectures,
     clear_validation_messages,
     devices,
     kernel_names,
@@ -27,11 +31,19 @@ from akunu._akunu import (  # noqa: E402
 )
 from akunu import ops  # noqa: E402
 from akunu._device import upload  # noqa: E402
+from akunu.plan import MemoryPlan, load_config, plan  # noqa: E402
 
 Device.upload = upload  # type: ignore[attr-defined]
 open = open_model  # akunu.open(path): inspect a model file without loading it  # noqa: A001
 
 __all__ = [
+    "MemoryPlan",
+    "ModelConfig",
+    "ModelFiles",
+    "arch_table",
+    "load_config",
+    "plan",
+    "supported_architectures",
     "Buffer",
     "CommandList",
     "Device",

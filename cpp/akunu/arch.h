@@ -1,0 +1,73 @@
+// ArchDescriptor: what distinguishes one transformer architecture from another, as data.
+//
+// One row per architecture in arch.cpp, plus an alias map ("mistral" -> "llama",
+// "gemma3_text" -> "gemma3"). Code elsewhere reads these fields and never compares
+// architecture names; an unknown name is an error that lists the supported ones.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace akunu {
+
+enum class NormKind { kRms, kLayer };
+enum class Activation { kSilu, kGeluTanh, kGelu };
+
+// How RoPE pairs a head's dims. HF checkpoints rotate (i, i + head_dim/2) ("half-split", NeoX).
+// llama.cpp's converter permutes the rows of llama-arch Q and K weights per head
+// (reshape(n_head, 2, head_dim/2, in).swapaxes(1, 2)) so that a GGUF llama rotates adjacent
+// pairs (2i, 2i+1) ("interleaved", GPT-J) and its cached K holds head dims in that permuted
+// order; other GGUF archs (qwen, gemma) keep HF's row order and half-split RoPE.
+enum class RopeStyle { kNone, kInterleaved, kHalfSplit };
+
+// Per-tensor roles; each architecture maps them to GGUF and HF names.
+enum class TensorRole {
+    kTokenEmbd, kPositionEmbd, kTokenTypes, kEmbdNorm, kEmbdNormBias, kOutputNorm, kOutput,
+    kAttnNorm, kAttnQ, kAttnK, kAttnV, kAttnQBias, kAttnKBias, kAttnVBias, kAttnOutput, kAttnOutputBias,
+    kAttnQNorm, kAttnKNorm, kPostAttnNorm, kPostAttnNormBias, kFfnNorm, kFfnGate, kFfnUp, kFfnUpBias, kFfnDown,
+    kFfnDownBias, kPostFfnNorm, kPostFfnNormBias, kRopeFreqs,
+};
+const char* tensor_role_name(TensorRole role);
+
+// A role's names, with "{L}" standing for the layer index; hf == nullptr: none in HF files.
+struct TensorName {
+    TensorRole role;
+    const char* gguf;
+    const char* hf;
+    bool per_layer;
+};
+
+struct ArchDescriptor {
+    const char* name;               // canonical: "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "bert"
+    NormKind norm;
+    bool norm_plus_one;             // gemma: scale is (1 + w); HF stores w, GGUF stores w + 1
+    Activation activation;
+    bool gated_ffn;                 // act(gate) * up, else act(up)
+    RopeStyle rope_gguf;
+    RopeStyle rope_hf;
+    bool qk_norm;                   // per-head RMSNorm on Q and K before RoPE (qwen3, gemma3)
+    bool post_attn_norm;            // norm on the attention output before the residual (gemma2/3)
+    bool post_ffn_norm;             // norm on the FFN output before the residual (gemma2/3)
+    bool embed_scale_sqrt_dim;      // embeddings multiplied by sqrt(dim) (gemma)
+    bool tied_embeddings;           // default when the file does not say (inferred from a missing output)
+    bool qkv_bias;                  // Q, K, V projections carry biases (qwen2, bert)
+    bool causal;                    // false for encoders (bert)
+    float default_attn_softcap;     // 0: none (gemma2: 50)
+    float default_final_softcap;    // 0: none (gemma2: 30)
+    // Sliding-window layers: within each period of layers, the first `sliding_per_period` slide.
+    // {1, 1}: every layer slides when the model has a window (mistral); {2, 1}: even layers
+    // (gemma2); {6, 5}: five local then one global (gemma3); {0, 0}: never.
+    int sliding_period;
+    int sliding_per_period;
+    const std::vector<TensorName>* names;
+};
+
+// The descriptor for `name` after aliases; throws listing the supported architectures.
+const ArchDescriptor& find_arch(const std::string& name);
+std::vector<std::string> supported_arch_names();  // canonical names and aliases
+const std::vector<ArchDescriptor>& arch_table();
+
+// The role's tensor name for `layer` in GGUF or HF naming; "" when the format has no such tensor.
+std::string tensor_name(const ArchDescriptor& arch, TensorRole role, int layer, bool gguf);
+
+}  // namespace akunu

@@ -1,0 +1,153 @@
+// Sizes of weights, KV cache and scratch, and the fit against a device's heaps.
+#include "akunu/memory_plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include "akunu/error.h"
+#include "akunu/validate.h"
+
+namespace akunu {
+
+KvDType parse_kv_dtype(const std::string& name) {
+    if (name == "f16") return KvDType::kF16;
+    if (name == "q8") return KvDType::kQ8;
+    if (name == "int4") return KvDType::kInt4;
+    if (name == "fp4") return KvDType::kFp4;
+    throw Error("unknown kv_dtype '" + name + "'; expected f16, q8, int4 or fp4");
+}
+
+const char* kv_dtype_name(KvDType t) {
+    switch (t) {
+        case KvDType::kF16: return "f16";
+        case KvDType::kQ8: return "q8";
+        case KvDType::kInt4: return "int4";
+        case KvDType::kFp4: return "fp4";
+    }
+    return "?";
+}
+
+uint64_t kv_row_bytes(KvDType t, int head_dim) {
+    const uint64_t d = uint64_t(head_dim);
+    switch (t) {
+        case KvDType::kF16: return d * 2;
+        case KvDType::kQ8: return d + 2;             // int8 values + f16 scale
+        case KvDType::kInt4:
+        case KvDType::kFp4: return (d + 1) / 2 + 2;  // 4-bit values (8 per u32) + f16 scale
+    }
+    return 0;
+}
+
+std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain) {
+    const uint64_t f16 = 2, dim = uint64_t(c.dim), ffn = uint64_t(c.ffn_dim);
+    return {
+        {"h0", dim * f16},
+        {"h1", dim * f16},
+        {"residual", dim * f16},
+        {"qkv", uint64_t(c.q_dim + 2 * c.kv_dim) * f16},
+        {"attn_out", uint64_t(std::max(c.q_dim, c.dim)) * f16},
+        {"post_norm", dim * f16},
+        {"ffn_gate", 2 * ffn * f16},  // room for a fused gate|up projection
+        {"ffn_up", ffn * f16},
+        {"ffn_act", ffn * f16},
+        {"logits", uint64_t(c.vocab_size) * 4},  // f32: what NumPy users read and samplers need
+        {"token_ids", uint64_t(std::max(max_chain, 1)) * 4},
+    };
+}
+
+std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int chunk) {
+    const uint64_t n = uint64_t(chunk) * 2;  // f16 activations
+    return {
+        {"batch_h0", n * uint64_t(c.dim)},
+        {"batch_h1", n * uint64_t(c.dim)},
+        {"batch_residual", n * uint64_t(c.dim)},
+        {"batch_q", n * uint64_t(c.q_dim)},
+        {"batch_k", n * uint64_t(c.kv_dim)},
+        {"batch_v", n * uint64_t(c.kv_dim)},
+        {"batch_attn_out", n * uint64_t(std::max(c.q_dim, c.dim))},
+        {"batch_gate", n * uint64_t(c.ffn_dim)},
+        {"batch_up", n * uint64_t(c.ffn_dim)},
+        {"batch_act", n * uint64_t(c.ffn_dim)},
+        {"batch_post_norm", n * uint64_t(c.dim)},
+    };
+}
+
+static uint64_t sum(const std::vector<NamedSize>& v) {
+    uint64_t s = 0;
+    for (const auto& x : v) s += x.bytes;
+    return s;
+}
+
+MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const PlanOptions& options) {
+    MemoryPlan p;
+    p.config = c;
+    p.options = options;
+    if (p.options.context <= 0) p.options.context = c.max_context;
+    AKUNU_CHECK(p.options.prefill_chunk > 0, "prefill_chunk must be positive");
+    AKUNU_CHECK(p.options.max_chain > 0, "max_chain must be positive");
+    p.options.prefill_chunk = std::min(p.options.prefill_chunk, p.options.context);
+
+    std::map<std::string, uint64_t> by_type;
+    if (files && files->has_weights()) {
+        for (const auto& t : files->tensors()) {
+            by_type[t.type->name] += t.bytes;
+            p.largest_tensor_bytes = std::max<uint64_t>(p.largest_tensor_bytes, t.bytes);
+        }
+    } else {
+        // No weights: 2-D matrices in weights_dtype, 1-D tensors (norms, biases) in F32.
+        const TensorTypeTraits* wt = find_type_by_name(options.weights_dtype);
+        AKUNU_CHECK(wt, "unknown weights_dtype '" + options.weights_dtype + "' (use a ggml type name such as F16 or Q4_0)");
+        p.weights_estimated = true;
+        for (const ExpectedTensor& e : expected_tensors(c)) {
+            if (!e.required) continue;
+            uint64_t n = 1;
+            for (uint64_t d : e.shape) n *= d;
+            const bool matrix = e.shape.size() == 2 && e.shape.back() % wt->block_size == 0;
+            const TensorTypeTraits& t = matrix ? *wt : type_traits(TensorType::F32);
+            const uint64_t bytes = tensor_bytes(t, n, tensor_role_name(e.role));
+            by_type[t.name] += bytes;
+            p.largest_tensor_bytes = std::max(p.largest_tensor_bytes, bytes);
+        }
+    }
+    for (const auto& [name, bytes] : by_type) {
+        p.weights_by_dtype.push_back({name, bytes});
+        p.weights_bytes += bytes;
+    }
+
+    // K and V: [n_kv_heads, context, head_dim] per layer.
+    p.kv_bytes_per_layer = 2 * uint64_t(c.n_kv_heads) * uint64_t(p.options.context) * kv_row_bytes(p.options.kv_dtype, c.head_dim);
+    p.kv_bytes = p.kv_bytes_per_layer * uint64_t(c.n_layers);
+    p.decode_scratch = decode_scratch_layout(c, p.options.max_chain);
+    p.prefill_scratch = prefill_scratch_layout(c, p.options.prefill_chunk);
+    p.decode_scratch_bytes = sum(p.decode_scratch);
+    p.prefill_scratch_bytes = sum(p.prefill_scratch);
+    p.total_bytes = p.weights_bytes + p.kv_bytes + p.decode_scratch_bytes + p.prefill_scratch_bytes;
+    return p;
+}
+
+static std::string mib(uint64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; }
+
+PlanFit check_fit(const MemoryPlan& plan, const DeviceProfile& d) {
+    PlanFit fit{true, {}};
+    uint64_t heap = d.device_local_bytes;
+    if (heap == 0)
+        for (const auto& h : d.heaps) heap = std::max(heap, h.size_bytes);
+    if (plan.total_bytes > heap) {
+        fit.fits = false;
+        fit.notes.push_back("needs " + mib(plan.total_bytes) + " but the largest device heap of '" + d.name + "' holds " +
+                            mib(heap) + "; use a smaller context, prefill chunk, kv_dtype or a quantized model");
+    }
+    uint64_t largest = std::max(plan.largest_tensor_bytes, plan.kv_bytes_per_layer / 2);
+    for (const auto& s : plan.prefill_scratch) largest = std::max(largest, s.bytes);
+    if (largest > d.max_memory_allocation_bytes) {
+        fit.fits = false;
+        fit.notes.push_back("one buffer needs " + mib(largest) + " but '" + d.name + "' allocates at most " +
+                            mib(d.max_memory_allocation_bytes) + " at once");
+    }
+    if (largest > d.max_storage_buffer_range)
+        fit.notes.push_back("the largest buffer (" + mib(largest) + ") exceeds one binding of " +
+                            mib(d.max_storage_buffer_range) + " on '" + d.name + "': it is bound in ranges");
+    return fit;
+}
+
+}  // namespace akunu

@@ -1,0 +1,66 @@
+// The memory plan: what a model will take on a device, computed from headers alone, before
+// anything is allocated ("know whether it fits before loading").
+//
+// The KV-cache and scratch sizes come from the same layout functions the engine allocates
+// with, so the plan and Model.memory_report() cannot drift apart.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "akunu/device_profile.h"
+#include "akunu/model_config.h"
+#include "akunu/model_files.h"
+
+namespace akunu {
+
+enum class KvDType { kF16, kQ8, kInt4, kFp4 };
+KvDType parse_kv_dtype(const std::string& name);  // "f16", "q8", "int4", "fp4"
+const char* kv_dtype_name(KvDType t);
+// Bytes of one (head, position) row of K or V: values plus, when quantized, one f16 scale.
+uint64_t kv_row_bytes(KvDType t, int head_dim);
+
+struct NamedSize {
+    std::string name;
+    uint64_t bytes;
+};
+
+// The seed's scratch buffers: the decode set ([dim]-sized, f16 activations, f32 logits) and
+// the prefill set ([prefill_chunk, ...]).
+std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain);
+std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int prefill_chunk);
+
+struct PlanOptions {
+    int context = 0;           // 0: the model's trained context
+    int prefill_chunk = 4096;  // clipped to the context
+    int max_chain = 64;        // tokens per chain-decode submission
+    KvDType kv_dtype = KvDType::kF16;
+    std::string weights_dtype = "F16";  // for config-only plans: the type of the 2-D weights
+};
+
+struct MemoryPlan {
+    ModelConfig config;
+    PlanOptions options;
+    std::vector<NamedSize> weights_by_dtype;  // "Q4_0", "F32", ...
+    uint64_t weights_bytes = 0;
+    bool weights_estimated = false;  // true for config-only plans
+    uint64_t largest_tensor_bytes = 0;
+    uint64_t kv_bytes = 0;
+    uint64_t kv_bytes_per_layer = 0;
+    std::vector<NamedSize> decode_scratch;
+    std::vector<NamedSize> prefill_scratch;
+    uint64_t decode_scratch_bytes = 0;
+    uint64_t prefill_scratch_bytes = 0;
+    uint64_t total_bytes = 0;
+};
+
+MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const PlanOptions& options);
+
+struct PlanFit {
+    bool fits;
+    std::vector<std::string> notes;  // why not, or what to watch (binding limits)
+};
+PlanFit check_fit(const MemoryPlan& plan, const DeviceProfile& device);
+
+}  // namespace akunu

@@ -1,0 +1,155 @@
+// Python view of ModelConfig, the architecture table, validation, RoPE tables and the memory plan.
+#include "akunu/device.h"
+#include "akunu/error.h"
+#include "akunu/memory_plan.h"
+#include "akunu/validate.h"
+#include "bindings.h"
+
+namespace akunu::py_bindings {
+
+static py::dict config_dict(const ModelConfig& c) {
+    py::dict d;
+    d["architecture"] = c.architecture;
+    d["n_layers"] = c.n_layers;
+    d["dim"] = c.dim;
+    d["n_heads"] = c.n_heads;
+    d["n_kv_heads"] = c.n_kv_heads;
+    d["head_dim"] = c.head_dim;
+    d["ffn_dim"] = c.ffn_dim;
+    d["vocab_size"] = c.vocab_size;
+    d["max_context"] = c.max_context;
+    d["norm_eps"] = c.norm_eps;
+    d["rope_theta"] = c.rope_theta;
+    d["rope_theta_local"] = c.rope_theta_local;
+    d["rope_scaling"] = rope_scaling_name(c.rope_scaling);
+    d["rope_factor"] = c.rope_factor;
+    d["rope_freqs_tensor"] = c.rope_freqs_tensor;
+    d["tied_embeddings"] = c.tied_embeddings;
+    d["qkv_bias"] = c.qkv_bias;
+    d["sliding_window"] = c.sliding_window;
+    d["layer_sliding"] = c.layer_sliding;
+    d["attn_softcap"] = c.attn_softcap;
+    d["final_softcap"] = c.final_softcap;
+    d["q_dim"] = c.q_dim;
+    d["kv_dim"] = c.kv_dim;
+    d["gqa_ratio"] = c.gqa_ratio;
+    d["attn_scale"] = c.attn_scale;
+    d["embed_scale"] = c.embed_scale;
+    return d;
+}
+
+static py::list sizes(const std::vector<NamedSize>& v) {
+    py::list out;
+    for (const auto& s : v) out.append(py::make_tuple(s.name, s.bytes));
+    return out;
+}
+
+static py::dict arch_dict(const ArchDescriptor& a) {
+    static const char* kRope[] = {"none", "interleaved", "half-split"};
+    static const char* kAct[] = {"silu", "gelu_tanh", "gelu"};
+    py::dict d;
+    d["name"] = a.name;
+    d["norm"] = a.norm == NormKind::kRms ? "rms" : "layer";
+    d["norm_plus_one"] = a.norm_plus_one;
+    d["activation"] = kAct[int(a.activation)];
+    d["gated_ffn"] = a.gated_ffn;
+    d["rope_gguf"] = kRope[int(a.rope_gguf)];
+    d["rope_hf"] = kRope[int(a.rope_hf)];
+    d["qk_norm"] = a.qk_norm;
+    d["post_attn_norm"] = a.post_attn_norm;
+    d["post_ffn_norm"] = a.post_ffn_norm;
+    d["embed_scale_sqrt_dim"] = a.embed_scale_sqrt_dim;
+    d["tied_embeddings"] = a.tied_embeddings;
+    d["qkv_bias"] = a.qkv_bias;
+    d["causal"] = a.causal;
+    d["sliding_period"] = a.sliding_period;
+    d["sliding_per_period"] = a.sliding_per_period;
+    return d;
+}
+
+void init_config(py::module_& m) {
+    py::class_<ModelConfig>(m, "ModelConfig")
+        .def_readonly("architecture", &ModelConfig::architecture)
+        .def_readonly("n_layers", &ModelConfig::n_layers)
+        .def_readonly("dim", &ModelConfig::dim)
+        .def_readonly("n_heads", &ModelConfig::n_heads)
+        .def_readonly("n_kv_heads", &ModelConfig::n_kv_heads)
+        .def_readonly("head_dim", &ModelConfig::head_dim)
+        .def_readonly("ffn_dim", &ModelConfig::ffn_dim)
+        .def_readonly("vocab_size", &ModelConfig::vocab_size)
+        .def_readonly("max_context", &ModelConfig::max_context)
+        .def_readonly("q_dim", &ModelConfig::q_dim)
+        .def_readonly("kv_dim", &ModelConfig::kv_dim)
+        .def_readonly("tied_embeddings", &ModelConfig::tied_embeddings)
+        .def_readonly("sliding_window", &ModelConfig::sliding_window)
+        .def("as_dict", &config_dict)
+        .def("__repr__", [](const ModelConfig& c) {
+            return "ModelConfig(" + c.architecture + ", layers=" + std::to_string(c.n_layers) + ", dim=" +
+                   std::to_string(c.dim) + ", heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv_heads) +
+                   ", head_dim=" + std::to_string(c.head_dim) + ", ffn=" + std::to_string(c.ffn_dim) + ", vocab=" +
+                   std::to_string(c.vocab_size) + ")";
+        });
+
+    m.def("load_config", &load_config, py::arg("files"));
+    m.def(
+        "config_from_json",
+        [](const std::string& text, const std::string& source) {
+            nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+            AKUNU_CHECK(!j.is_discarded(), source + ": not valid JSON");
+            return config_from_json(j, source);
+        },
+        py::arg("text"), py::arg("source") = "config");
+    m.def("validate_model", &validate_model, py::arg("files"), py::arg("config"));
+    m.def("arch_table", [] {
+        py::list out;
+        for (const auto& a : arch_table()) out.append(arch_dict(a));
+        return out;
+    });
+    m.def("supported_architectures", &supported_arch_names);
+    m.def(
+        "rope_inv_freq",
+        [](const ModelConfig& c, bool sliding, std::optional<py::array_t<float, py::array::c_style>> divisors) {
+            if (divisors) AKUNU_CHECK(divisors->size() == c.head_dim / 2, "rope divisors must have head_dim / 2 entries");
+            auto v = rope_inv_freq(c, sliding, divisors ? divisors->data() : nullptr);
+            return py::array_t<float>(py::ssize_t(v.size()), v.data());
+        },
+        py::arg("config"), py::arg("sliding") = false, py::arg("divisors") = py::none());
+    m.def(
+        "plan_memory",
+        [](const ModelConfig& c, const std::shared_ptr<ModelFiles>& files, int context, int prefill_chunk, int max_chain,
+           const std::string& kv_dtype, const std::string& weights_dtype, std::optional<std::string> device) {
+            PlanOptions o;
+            o.context = context;
+            o.prefill_chunk = prefill_chunk;
+            o.max_chain = max_chain;
+            o.kv_dtype = parse_kv_dtype(kv_dtype);
+            o.weights_dtype = weights_dtype;
+            const MemoryPlan p = plan_memory(c, files.get(), o);
+            py::dict d;
+            d["context"] = p.options.context;
+            d["prefill_chunk"] = p.options.prefill_chunk;
+            d["kv_dtype"] = kv_dtype_name(p.options.kv_dtype);
+            d["weights_by_dtype"] = sizes(p.weights_by_dtype);
+            d["weights_bytes"] = p.weights_bytes;
+            d["weights_estimated"] = p.weights_estimated;
+            d["kv_bytes"] = p.kv_bytes;
+            d["decode_scratch"] = sizes(p.decode_scratch);
+            d["prefill_scratch"] = sizes(p.prefill_scratch);
+            d["decode_scratch_bytes"] = p.decode_scratch_bytes;
+            d["prefill_scratch_bytes"] = p.prefill_scratch_bytes;
+            d["total_bytes"] = p.total_bytes;
+            if (device) {
+                const DeviceInfo info = find_device(*device);
+                const PlanFit fit = check_fit(p, info.profile);
+                d["device"] = info.profile.name;
+                d["device_bytes"] = info.profile.device_local_bytes;
+                d["fits"] = fit.fits;
+                d["notes"] = fit.notes;
+            }
+            return d;
+        },
+        py::arg("config"), py::arg("files"), py::arg("context"), py::arg("prefill_chunk"), py::arg("max_chain"),
+        py::arg("kv_dtype"), py::arg("weights_dtype"), py::arg("device"));
+}
+
+}  // namespace akunu::py_bindings

@@ -1,0 +1,95 @@
+"""akunu.plan(): will this model fit, before anything is allocated?
+
+    >>> print(akunu.plan("model.gguf", context=8192))
+
+The plan reads headers only, validates the model against its architecture, and sizes the
+weights (by dtype), the KV cache, the decode and prefill scratch buffers, and the total, then
+compares them with the device's memory heaps.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from akunu import _akunu
+
+
+def _mib(n: int) -> str:
+    if n < 2**20:
+        return f"{n / 2**10:,.1f} KiB"
+    if n < 2**30:
+        return f"{n / 2**20:,.1f} MiB"
+    return f"{n / 2**30:,.2f} GiB"
+
+
+@dataclass
+class MemoryPlan:
+    config: "_akunu.ModelConfig"
+    context: int
+    prefill_chunk: int
+    kv_dtype: str
+    weights_by_dtype: list[tuple[str, int]]
+    weights_bytes: int
+    weights_estimated: bool
+    kv_bytes: int
+    decode_scratch: list[tuple[str, int]]
+    prefill_scratch: list[tuple[str, int]]
+    decode_scratch_bytes: int
+    prefill_scratch_bytes: int
+    total_bytes: int
+    device: str | None = None
+    device_bytes: int = 0
+    fits: bool | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        c = self.config
+        rows = [f"memory plan: {c.architecture}, {c.n_layers} layers, dim {c.dim}, context {self.context}, "
+                f"prefill chunk {self.prefill_chunk}, KV {self.kv_dtype}"]
+        est = " (estimated from the config)" if self.weights_estimated else ""
+        rows.append(f"  {'weights' + est:<44}{_mib(self.weights_bytes):>16}")
+        for name, n in self.weights_by_dtype:
+            rows.append(f"    {name:<42}{_mib(n):>16}")
+        rows.append(f"  {'KV cache':<44}{_mib(self.kv_bytes):>16}")
+        rows.append(f"  {'decode scratch':<44}{_mib(self.decode_scratch_bytes):>16}")
+        rows.append(f"  {'prefill scratch':<44}{_mib(self.prefill_scratch_bytes):>16}")
+        rows.append(f"  {'total':<44}{_mib(self.total_bytes):>16}")
+        if self.device is not None:
+            verdict = "fits" if self.fits else "DOES NOT FIT"
+            rows.append(f"  {self.device} ({_mib(self.device_bytes)} device memory): {verdict}")
+            rows.extend(f"    {n}" for n in self.notes)
+        return "\n".join(rows)
+
+
+def load_config(model) -> "_akunu.ModelConfig":
+    """A ModelConfig from a path (GGUF, safetensors file or dir, config.json), a config dict,
+    an opened akunu.open() model, or a ModelConfig (returned as is)."""
+    if isinstance(model, _akunu.ModelConfig):
+        return model
+    if isinstance(model, dict):
+        return _akunu.config_from_json(json.dumps(model), "config dict")
+    if isinstance(model, _akunu.ModelFiles):
+        return _akunu.load_config(model)
+    return _akunu.load_config(_akunu.open_model(os.fspath(model)))
+
+
+def plan(model, context: int | None = None, prefill_chunk: int = 4096, kv_dtype: str = "f16",
+         device: str | int | None = None, weights_dtype: str = "F16", max_chain: int = 64,
+         check_device: bool = True) -> MemoryPlan:
+    """Plans the memory of `model` (a path, config dict, ModelConfig or opened model).
+
+    `device`: an index or name part (default: AKUNU_DEVICE or the best device); the plan says
+    whether it fits there. `weights_dtype` sizes the weights of config-only models.
+    """
+    files = None
+    if isinstance(model, _akunu.ModelFiles):
+        files = model
+    elif not isinstance(model, (dict, _akunu.ModelConfig)):
+        files = _akunu.open_model(os.fspath(model))
+    config = load_config(files if files is not None else model)
+    if files is not None:
+        _akunu.validate_model(files, config)
+    selector = None if not check_device else ("" if device is None else str(device))
+    d = _akunu.plan_memory(config, files, context or 0, prefill_chunk, max_chain, kv_dtype, weights_dtype, selector)
+    return MemoryPlan(config=config, **d)

@@ -1,0 +1,199 @@
+"""ModelConfig, the architecture table, RoPE tables, validation and the memory plan."""
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+
+import akunu
+from akunu import _akunu
+from safetensors_writer import tiny_llama, write_model_dir
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+MODELS = ["tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"]
+
+
+def sources(model):
+    return [FIXTURES / model / "hf", FIXTURES / model / "gguf" / f"{model}-f16.gguf",
+            FIXTURES / model / "gguf" / f"{model}-q8_0.gguf"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_fixture_configs_match_config_json(model):
+    hf = json.loads((FIXTURES / model / "hf" / "config.json").read_text())
+    for src in sources(model):
+        c = akunu.load_config(src).as_dict()
+        assert c["n_layers"] == hf["num_hidden_layers"]
+        assert c["dim"] == hf["hidden_size"]
+        assert c["n_heads"] == hf["num_attention_heads"]
+        assert c["n_kv_heads"] == hf["num_key_value_heads"]
+        assert c["head_dim"] == hf["head_dim"]
+        assert c["ffn_dim"] == hf["intermediate_size"]
+        assert c["vocab_size"] == hf["vocab_size"]
+        assert c["tied_embeddings"] == hf["tie_word_embeddings"]
+        assert c["norm_eps"] == pytest.approx(hf["rms_norm_eps"], rel=1e-6)
+        assert c["q_dim"] == hf["num_attention_heads"] * hf["head_dim"]
+        assert c["attn_scale"] == pytest.approx(1 / math.sqrt(hf.get("query_pre_attn_scalar", hf["head_dim"])))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_fixture_opens_validates_and_plans(model):
+    for src in sources(model):
+        p = akunu.plan(src, context=512, prefill_chunk=128)
+        assert p.fits, str(p)
+        assert p.weights_bytes > 0 and not p.weights_estimated
+        assert p.kv_bytes == 2 * p.config.n_layers * p.config.n_kv_heads * 512 * p.config.head_dim * 2
+        assert "memory plan" in str(p)
+
+
+def test_gemma3_sliding_pattern_and_local_rope():
+    for src in sources("tiny-gemma3-random"):
+        c = akunu.load_config(src)
+        d = c.as_dict()
+        assert d["layer_sliding"] == [True] * 5 + [False]
+        assert d["sliding_window"] == 32
+        assert d["embed_scale"] == pytest.approx(16.0)
+        rope = json.loads((FIXTURES / "tiny-gemma3-random" / "manifest.json").read_text())["rope"]
+        glob = _akunu.rope_inv_freq(c, sliding=False)
+        local = _akunu.rope_inv_freq(c, sliding=True)
+        np.testing.assert_allclose(glob[:4], rope["model.rotary_emb.full_attention_inv_freq"]["inv_freq_first4"], rtol=1e-6)
+        np.testing.assert_allclose(glob[-4:], rope["model.rotary_emb.full_attention_inv_freq"]["inv_freq_last4"], rtol=1e-6)
+        np.testing.assert_allclose(local[-4:], rope["model.rotary_emb.sliding_attention_inv_freq"]["inv_freq_last4"], rtol=1e-6)
+
+
+def test_llama3_rope_matches_transformers_and_the_gguf_divisors():
+    manifest = json.loads((FIXTURES / "tiny-llama3-random" / "manifest.json").read_text())
+    want = np.array(manifest["llama3_rope_check"]["expected_inv_freq"])
+    hf = akunu.load_config(FIXTURES / "tiny-llama3-random" / "hf")
+    assert hf.as_dict()["rope_scaling"] == "llama3"
+    np.testing.assert_allclose(_akunu.rope_inv_freq(hf), want, rtol=1e-6)
+    g = akunu.open(str(FIXTURES / "tiny-llama3-random" / "gguf" / "tiny-llama3-random-f16.gguf"))
+    gc = akunu.load_config(g)
+    assert gc.as_dict()["rope_freqs_tensor"]
+    divisors = g.tensor("rope_freqs.weight", dequantize=True)
+    np.testing.assert_allclose(_akunu.rope_inv_freq(gc, divisors=divisors), want, rtol=1e-6)
+
+
+def _config(**over):
+    base = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 100, "rope_theta": 500000.0}
+    return akunu.load_config(base | over)
+
+
+def test_rope_closed_forms():
+    d = 64
+    i = np.arange(d // 2)
+    base = 500000.0 ** (-2 * i / d)
+    np.testing.assert_allclose(_akunu.rope_inv_freq(_config()), base, rtol=1e-6)
+    lin = _config(rope_scaling={"type": "linear", "factor": 4.0})
+    np.testing.assert_allclose(_akunu.rope_inv_freq(lin), base / 4, rtol=1e-6)
+    l3 = _config(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                               "original_max_position_embeddings": 8192})
+    got = _akunu.rope_inv_freq(l3)
+    wavelen = 2 * np.pi / base
+    high = wavelen < 8192 / 4  # short wavelengths: unchanged
+    low = wavelen > 8192 / 1   # long wavelengths: divided by the factor
+    np.testing.assert_allclose(got[high], base[high], rtol=1e-6)
+    np.testing.assert_allclose(got[low], base[low] / 8, rtol=1e-6)
+    mid = ~high & ~low
+    smooth = (8192 / wavelen[mid] - 1) / (4 - 1)
+    np.testing.assert_allclose(got[mid], (1 - smooth) * base[mid] / 8 + smooth * base[mid], rtol=1e-6)
+    assert high.any() and low.any() and mid.any()
+
+
+def test_arch_table_and_aliases():
+    names = {a["name"] for a in akunu.arch_table()}
+    assert {"llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "bert"} <= names
+    assert _config(model_type="mistral").architecture == "llama"
+    gemma2 = _config(model_type="gemma2", sliding_window=16, head_dim=64)
+    d = gemma2.as_dict()
+    assert d["layer_sliding"] == [True, False]
+    assert d["attn_softcap"] == 50 and d["final_softcap"] == 30
+    with pytest.raises(akunu.Error, match="unknown architecture 'gpt-neox'.*llama.*gemma3"):
+        _config(model_type="gpt-neox")
+    qwen2 = _config(model_type="qwen2", sliding_window=4096, use_sliding_window=False)
+    assert qwen2.as_dict()["sliding_window"] == 0 and qwen2.as_dict()["qkv_bias"]
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(akunu.Error, match='"hidden_size" must be an integer'):
+        _config(hidden_size="big")
+    with pytest.raises(akunu.Error, match="n_heads 4 is not a multiple of n_kv_heads 3"):
+        _config(num_key_value_heads=3)
+    with pytest.raises(akunu.Error, match='required key "intermediate_size"'):
+        akunu.load_config({"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1,
+                           "num_attention_heads": 2, "vocab_size": 10})
+
+
+def test_validation_reports_missing_and_misshapen_tensors(tmp_path):
+    tensors, config = tiny_llama()
+    write_model_dir(tmp_path / "ok", tensors, config)
+    akunu.plan(tmp_path / "ok")  # valid
+    bad = dict(tensors)
+    bad["model.layers.1.self_attn.k_proj.weight"] = np.zeros((64, 32), np.float32)  # transposed
+    del bad["model.layers.0.mlp.up_proj.weight"]
+    write_model_dir(tmp_path / "bad", bad, config)
+    with pytest.raises(akunu.Error) as e:
+        akunu.plan(tmp_path / "bad")
+    msg = str(e.value)
+    assert "model.layers.1.self_attn.k_proj.weight: expected [32, 64] F32, found [64, 32]" in msg
+    assert "model.layers.0.mlp.up_proj.weight is missing" in msg
+    assert "2 problems" in msg
+
+
+def test_tied_embeddings_inferred_from_missing_lm_head(tmp_path):
+    tensors, config = tiny_llama()
+    del tensors["lm_head.weight"]
+    write_model_dir(tmp_path / "m", tensors, config)
+    assert akunu.load_config(tmp_path / "m").tied_embeddings
+    akunu.plan(tmp_path / "m")
+
+
+LLAMA31_8B = {
+    "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": False,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192},
+}
+
+
+def test_plan_reproduces_the_seed_figures_for_llama31_8b():
+    p = akunu.plan(LLAMA31_8B, context=4096, prefill_chunk=4096, weights_dtype="Q4_0", check_device=False)
+    assert p.kv_bytes == 512 * 2**20  # 32 layers x K,V x 8 heads x 4096 x 128 x f16
+    # The seed lists eleven prefill buffers that sum to 570,425,344 bytes and prints "~534 MB";
+    # in MiB (544) that is within 2 %.
+    assert p.prefill_scratch_bytes == 570_425_344
+    assert abs(p.prefill_scratch_bytes / 2**20 - 534) / 534 < 0.025
+    names = [n for n, _ in p.prefill_scratch]
+    assert names[:3] == ["batch_h0", "batch_h1", "batch_residual"] and "batch_gate" in names
+    assert 4.0e9 < p.weights_bytes < 4.7e9  # seed: ~4.3 GB in Q4_0
+    assert p.decode_scratch_bytes < 2**20
+
+
+def test_plan_says_when_it_does_not_fit():
+    p = akunu.plan(LLAMA31_8B, context=131072, kv_dtype="f16")
+    if p.device_bytes >= p.total_bytes:
+        pytest.skip(f"{p.device} holds {p.device_bytes} bytes: this plan fits there")
+    assert p.fits is False
+    assert any("largest device heap" in n for n in p.notes)
+    assert "DOES NOT FIT" in str(p)
+
+
+@pytest.mark.parametrize("kv, row", [("f16", 256), ("q8", 130), ("int4", 66), ("fp4", 66)])
+def test_plan_kv_dtypes(kv, row):
+    p = akunu.plan(LLAMA31_8B, context=1000, kv_dtype=kv, check_device=False)
+    assert p.kv_bytes == 32 * 2 * 8 * 1000 * row
+    with pytest.raises(akunu.Error, match="unknown kv_dtype"):
+        akunu.plan(LLAMA31_8B, kv_dtype="int3", check_device=False)
+
+
+def test_plan_accepts_config_json_and_modelconfig(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA31_8B))
+    a = akunu.plan(tmp_path / "config.json", context=4096, check_device=False)
+    b = akunu.plan(akunu.load_config(LLAMA31_8B), context=4096, check_device=False)
+    assert a.weights_estimated and a.total_bytes == b.total_bytes
+    assert a.kv_bytes == 512 * 2**20
