@@ -134,7 +134,9 @@ std::shared_ptr<ModelFiles> ModelFiles::open(const std::string& path_in) {
                                std::memcmp(d, "tjgg", 4) == 0 || std::memcmp(d, "ggjt", 4) == 0))
             throw Error("'" + path + "' is a GGML file (whisper.cpp or legacy llama.cpp); that format is not supported yet. "
                         "Convert the model to GGUF.");
-        if (f->size() >= 9 && f->data()[8] == '{') single_path = path;
+        // Safetensors: an 8-byte length, then a JSON header (an object, which a broken file may
+        // not be), or the name says so.
+        if (ends_with(path, ".safetensors") || (f->size() >= 9 && (d[8] == '{' || d[8] == '['))) single_path = path;
         else
             throw Error("'" + path + "' is neither GGUF nor safetensors (its first bytes match no known format)");
     }
