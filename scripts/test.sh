@@ -10,3 +10,5 @@ echo "== C++ tests (ctest)"
 .venv/bin/ctest --test-dir build/dev --output-on-failure -j 2
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest -q tests/python "$@"
+echo "== parsers under AddressSanitizer and libFuzzer"
+bash scripts/fuzz.sh

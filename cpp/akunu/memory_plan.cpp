@@ -83,8 +83,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     p.config = c;
     p.options = options;
     if (p.options.context <= 0) p.options.context = c.max_context;
+    AKUNU_CHECK(p.options.context <= (1 << 24), "context " + std::to_string(p.options.context) + " is out of range (up to 2^24)");
     AKUNU_CHECK(p.options.prefill_chunk > 0, "prefill_chunk must be positive");
-    AKUNU_CHECK(p.options.max_chain > 0, "max_chain must be positive");
+    AKUNU_CHECK(p.options.max_chain > 0 && p.options.max_chain <= 65536, "max_chain must be in 1..65536");
     p.options.prefill_chunk = std::min(p.options.prefill_chunk, p.options.context);
 
     std::map<std::string, uint64_t> by_type;

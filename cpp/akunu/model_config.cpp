@@ -19,16 +19,19 @@ const char* rope_scaling_name(RopeScaling s) {
 void derive(ModelConfig& c) {
     const ArchDescriptor& arch = find_arch(c.architecture);
     c.architecture = arch.name;
-    auto positive = [&](int v, const char* key) {
-        AKUNU_CHECK(v > 0, c.source + ": " + key + " must be positive, found " + std::to_string(v));
+    // Bounds far beyond any real model keep every size computed from the config inside 64 bits.
+    auto in_range = [&](int v, int hi, const char* key) {
+        AKUNU_CHECK(v > 0 && v <= hi, c.source + ": " + key + " = " + std::to_string(v) + " is out of range (1 to " +
+                                          std::to_string(hi) + ")");
     };
-    positive(c.n_layers, "n_layers");
-    positive(c.dim, "dim (hidden size)");
-    positive(c.n_heads, "n_heads");
-    positive(c.ffn_dim, "ffn_dim (intermediate size)");
+    auto positive = [&](int v, const char* key) { in_range(v, 1 << 24, key); };
+    in_range(c.n_layers, 4096, "n_layers");
+    in_range(c.dim, 1 << 18, "dim (hidden size)");
+    in_range(c.n_heads, 4096, "n_heads");
+    in_range(c.ffn_dim, 1 << 20, "ffn_dim (intermediate size)");
     positive(c.vocab_size, "vocab_size");
     if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
-    positive(c.n_kv_heads, "n_kv_heads");
+    in_range(c.n_kv_heads, 4096, "n_kv_heads");
     AKUNU_CHECK(c.n_heads % c.n_kv_heads == 0, c.source + ": n_heads " + std::to_string(c.n_heads) +
                                                    " is not a multiple of n_kv_heads " + std::to_string(c.n_kv_heads));
     if (c.head_dim == 0) {
@@ -36,13 +39,15 @@ void derive(ModelConfig& c) {
                                                 std::to_string(c.n_heads) + " and no head_dim is given");
         c.head_dim = c.dim / c.n_heads;
     }
-    positive(c.head_dim, "head_dim");
+    in_range(c.head_dim, 4096, "head_dim");
     AKUNU_CHECK(arch.rope_hf == RopeStyle::kNone || c.head_dim % 2 == 0,
                 c.source + ": head_dim " + std::to_string(c.head_dim) + " must be even for RoPE");
     AKUNU_CHECK(c.norm_eps > 0 && c.norm_eps < 1, c.source + ": norm epsilon " + std::to_string(c.norm_eps) + " is out of range");
     AKUNU_CHECK(c.rope_theta > 0, c.source + ": rope theta must be positive");
     if (c.rope_theta_local <= 0) c.rope_theta_local = c.rope_theta;
     if (c.max_context <= 0) c.max_context = 2048;
+    in_range(c.max_context, 1 << 24, "max_context");
+    AKUNU_CHECK(c.n_token_types >= 0 && c.n_token_types <= 1024, c.source + ": token type count is out of range");
     if (c.rope_scaling == RopeScaling::kLlama3) {
         AKUNU_CHECK(c.rope_original_context > 0 && c.rope_factor > 0 &&
                         c.rope_high_freq_factor > c.rope_low_freq_factor,

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the parsers with clang + AddressSanitizer, replays the malformed-input corpus under
+# ASan, then runs each libFuzzer target for a bounded time (AKUNU_FUZZ_SECONDS, default 20).
+# Needs clang and libclang-rt-14-dev (scripts/apt-packages.txt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${AKUNU_FUZZ_SECONDS:-20}
+build=build/fuzz
+python=${PYTHON:-.venv/bin/python}
+cmake_bin=$(command -v .venv/bin/cmake || command -v cmake)
+
+"$cmake_bin" -S . -B $build -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DAKUNU_BUILD_PYTHON=OFF -DAKUNU_BUILD_FUZZERS=ON >/dev/null
+"$cmake_bin" --build $build --target akunu_fuzz_gguf akunu_fuzz_safetensors akunu_fuzz_config akunu_malformed_replay
+
+corpus=$build/malformed
+rm -rf "$corpus" && "$python" tests/python/malformed_cases.py "$corpus"
+echo "== malformed inputs under AddressSanitizer"
+ASAN_OPTIONS=detect_leaks=1 $build/akunu_malformed_replay "$corpus" | tail -1
+
+# Seeds: the malformed files, a valid small GGUF, and the fixtures' configs and tokenizer-free models.
+seeds=$build/seeds
+rm -rf "$seeds" && mkdir -p "$seeds"/{gguf,safetensors,config}
+find "$corpus" -maxdepth 1 -type f -exec cp {} "$seeds/gguf/" \;
+find "$corpus" -maxdepth 1 -type f -name 'st_*' -exec cp {} "$seeds/safetensors/" \;
+"$python" - "$seeds" <<'PY'
+import pathlib, sys
+sys.path.insert(0, "tests/python")
+from gguf_bytes import tiny_llama_gguf
+from safetensors_writer import safetensors_bytes, tiny_llama
+import json
+out = pathlib.Path(sys.argv[1])
+(out / "gguf" / "valid_tiny_llama").write_bytes(tiny_llama_gguf())
+tensors, config = tiny_llama(dim=16, layers=1, heads=2, kv_heads=1, ffn=16, vocab=8)
+(out / "safetensors" / "valid").write_bytes(safetensors_bytes(tensors))
+(out / "config" / "llama").write_text(json.dumps(config))
+fixtures = pathlib.Path("../shared/fixtures")
+for i, cfg in enumerate(sorted(fixtures.glob("*/hf/config.json"))):
+    (out / "config" / f"fixture{i}").write_bytes(cfg.read_bytes())
+PY
+
+for target in gguf safetensors config; do
+    echo "== fuzz $target for ${seconds}s"
+    mkdir -p $build/corpus_$target
+    rc=0
+    $build/akunu_fuzz_$target -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix=$build/ $build/corpus_$target "$seeds/$target" >$build/fuzz_$target.log 2>&1 || rc=$?
+    grep -E "^Done|ERROR|SUMMARY" $build/fuzz_$target.log || true
+    if [ $rc -ne 0 ]; then tail -40 $build/fuzz_$target.log; echo "fuzz $target failed (see $build/fuzz_$target.log)"; exit 1; fi
+done
+echo "fuzzers ran clean"

@@ -1,0 +1,95 @@
+// Model files from C++: the fixtures open, configs derive, validation passes, and the plan
+// reproduces the seed's LLaMA-3.1-8B figures.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "akunu/error.h"
+#include "akunu/memory_plan.h"
+#include "akunu/model_files.h"
+#include "akunu/validate.h"
+
+namespace akunu::test {
+
+static const std::string kFixtures = AKUNU_FIXTURES;
+
+TEST(ModelFiles, FixturesOpenValidateAndPlan) {
+    for (const char* model : {"tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"}) {
+        for (const std::string& path : {kFixtures + "/" + model + "/hf", kFixtures + "/" + model + "/gguf/" + model + "-q8_0.gguf"}) {
+            auto files = ModelFiles::open(path);
+            ASSERT_TRUE(files->has_weights()) << path;
+            const ModelConfig c = load_config(*files);
+            EXPECT_NO_THROW(validate_model(*files, c)) << path;
+            PlanOptions o;
+            o.context = 256;
+            const MemoryPlan p = plan_memory(c, files.get(), o);
+            EXPECT_GT(p.weights_bytes, 0u);
+            EXPECT_EQ(p.kv_bytes, 2ull * c.n_layers * c.n_kv_heads * 256 * c.head_dim * 2);
+        }
+    }
+}
+
+TEST(ModelFiles, GgufMetadataAndTensorLayout) {
+    auto files = ModelFiles::open(kFixtures + "/tiny-qwen3-random/gguf/tiny-qwen3-random-f16.gguf");
+    const GgufFile* g = files->gguf();
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(g->version(), 3u);
+    EXPECT_EQ(g->find("general.architecture")->as_string("general.architecture"), "qwen3");
+    EXPECT_EQ(g->find("tokenizer.ggml.tokens")->as_array("tokenizer.ggml.tokens").items.size(), 2048u);
+    const TensorInfo* q = files->find("blk.0.attn_q.weight");
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->shape, (std::vector<uint64_t>{512, 256}));  // NumPy order: [out, in]
+    EXPECT_EQ(std::string(q->type->name), "F16");
+    EXPECT_EQ(q->bytes, 512u * 256 * 2);
+    EXPECT_EQ(uintptr_t(q->data - g->tensors()[0].data) % g->alignment(), 0u);
+}
+
+TEST(ModelFiles, UnknownArchitectureListsTheSupportedOnes) {
+    try {
+        find_arch("mamba");
+        FAIL();
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("unknown architecture 'mamba'"), std::string::npos);
+        for (const char* name : {"llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "bert", "mistral"})
+            EXPECT_NE(what.find(name), std::string::npos) << name;
+    }
+}
+
+TEST(MemoryPlan, SeedFiguresForLlama31_8B) {
+    ModelConfig c;
+    c.architecture = "llama";
+    c.source = "llama-3.1-8b";
+    c.n_layers = 32;
+    c.dim = 4096;
+    c.n_heads = 32;
+    c.n_kv_heads = 8;
+    c.ffn_dim = 14336;
+    c.vocab_size = 128256;
+    c.max_context = 131072;
+    derive(c);
+    PlanOptions o;
+    o.context = 4096;
+    o.prefill_chunk = 4096;
+    const MemoryPlan p = plan_memory(c, nullptr, o);
+    EXPECT_EQ(p.kv_bytes, 512ull << 20);
+    EXPECT_EQ(p.prefill_scratch_bytes, 570425344ull);  // the seed's eleven buffers; it prints "~534 MB"
+    EXPECT_NEAR(double(p.prefill_scratch_bytes) / (1 << 20), 534.0, 534.0 * 0.025);
+}
+
+TEST(Rope, DefaultThetaClosedForm) {
+    ModelConfig c;
+    c.architecture = "qwen3";
+    c.n_layers = 1;
+    c.dim = 64;
+    c.n_heads = 2;
+    c.ffn_dim = 8;
+    c.vocab_size = 8;
+    c.rope_theta = 1e6f;
+    derive(c);
+    const auto f = rope_inv_freq(c, false);
+    ASSERT_EQ(f.size(), 16u);
+    for (int i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(f[size_t(i)], float(std::pow(1e6, -2.0 * i / 32)));
+}
+
+}  // namespace akunu::test
