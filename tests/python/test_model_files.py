@@ -175,3 +175,60 @@ def test_safetensors_single_file_and_directory():
     assert a.metadata["model_type"] == "llama"
     w = a.tensor("model.layers.0.self_attn.q_proj.weight")
     assert w.dtype == np.float32 and w.shape == (256, 256)
+
+
+def test_gguf_v2_opens(tmp_path):
+    from gguf_bytes import tiny_llama_gguf
+    v3 = tiny_llama_gguf()
+    path = tmp_path / "v2.gguf"
+    path.write_bytes(v3[:4] + (2).to_bytes(4, "little") + v3[8:])
+    m = akunu.open(str(path))
+    assert m.gguf_version == 2
+    akunu.plan(m, check_device=False)
+
+
+def test_sharded_safetensors_index(tmp_path):
+    from safetensors_writer import safetensors_bytes, tiny_llama
+    tensors, config = tiny_llama()
+    names = sorted(tensors)
+    half = len(names) // 2
+    shards = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
+    for shard, part in shards.items():
+        (tmp_path / shard).write_bytes(safetensors_bytes({n: tensors[n] for n in part}))
+    weight_map = {n: shard for shard, part in shards.items() for n in part}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    m = akunu.open(str(tmp_path))
+    assert {t["name"] for t in m.tensors} == set(names)
+    assert {pathlib.Path(t["file"]).name for t in m.tensors} == set(shards)
+    np.testing.assert_array_equal(m.tensor(names[-1]), tensors[names[-1]])
+    akunu.plan(m, check_device=False)
+
+
+def test_mlx_affine_quantized_directory(tmp_path):
+    from safetensors_writer import tiny_llama, write_model_dir
+    tensors, config = tiny_llama()
+    bits, group = 4, 32
+    config["quantization"] = {"group_size": group, "bits": bits}
+    mlx = {}
+    for name, w in tensors.items():
+        if w.ndim == 2:  # MLX quantizes every linear layer and the embedding
+            out, inp = w.shape
+            base = name[: -len(".weight")]
+            mlx[name] = np.zeros((out, inp * bits // 32), np.uint32)
+            mlx[base + ".scales"] = np.ones((out, inp // group), np.float16)
+            mlx[base + ".biases"] = np.zeros((out, inp // group), np.float16)
+        else:
+            mlx[name] = w
+    write_model_dir(tmp_path / "ok", mlx, config)
+    m = akunu.open(str(tmp_path / "ok"))
+    assert m.format == "mlx"
+    p = akunu.plan(m, check_device=False)
+    assert dict(p.weights_by_dtype)["U32"] > 0
+    del mlx["model.layers.0.mlp.up_proj.scales"]
+    mlx["model.layers.1.mlp.down_proj.weight"] = np.zeros((64, 96), np.uint32)  # not packed
+    write_model_dir(tmp_path / "bad", mlx, config)
+    with pytest.raises(akunu.Error) as e:
+        akunu.plan(str(tmp_path / "bad"), check_device=False)
+    assert "model.layers.0.mlp.up_proj.scales is missing" in str(e.value)
+    assert "model.layers.1.mlp.down_proj.weight: expected packed U32 [64, 12], found [64, 96]" in str(e.value)
