@@ -39,5 +39,6 @@ void init_buffer(py::module_& m, DeviceClass& device_class);  // adds Device.all
 void init_kernels(py::module_& m);
 void init_model(py::module_& m);
 void init_config(py::module_& m);
+void init_tokenizer(py::module_& m);
 
 }  // namespace akunu::py_bindings

@@ -13,6 +13,7 @@ PYBIND11_MODULE(_akunu, m) {
     init_kernels(m);
     init_model(m);
     init_config(m);
+    init_tokenizer(m);
 }
 
 }  // namespace akunu::py_bindings

@@ -8,9 +8,10 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="akunu", description=__doc__)
-    parser.add_argument("command", nargs="?", default="info", choices=["info", "devices", "selfcheck", "kernel-bench"],
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "devices", "selfcheck", "kernel-bench", "tokenizer-bench"],
                         help="info (default): devices, then the self-check; devices; selfcheck; "
-                             "kernel-bench: copy and GEMV bandwidth")
+                             "kernel-bench: copy and GEMV bandwidth; tokenizer-bench PATH: encode speed")
+    parser.add_argument("path", nargs="?", help="tokenizer-bench: tokenizer.json, model directory or GGUF")
     parser.add_argument("--device", default="", help="device index or part of its name (default: AKUNU_DEVICE or best)")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     args = parser.parse_args(argv)
@@ -32,6 +33,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
                 return 1
             print("all kernels match NumPy")
+        if args.command == "tokenizer-bench":
+            from akunu import tokenizer_bench
+
+            if not args.path:
+                parser.error("tokenizer-bench needs a PATH")
+            r = tokenizer_bench.run(akunu.Tokenizer.from_file(args.path))
+            print(f"{r['bytes'] / 1e6:.2f} MB -> {r['tokens']:,} tokens in {r['seconds']:.3f} s: "
+                  f"{r['mb_per_s']:.2f} MB/s, {r['tokens_per_s']:,.0f} tokens/s (one thread; first pass, "
+                  f"cold word cache: {r['cold_mb_per_s']:.2f} MB/s)")
         if args.command == "kernel-bench":
             from akunu import kernel_bench
 

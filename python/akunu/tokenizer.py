@@ -1,0 +1,178 @@
+"""akunu.Tokenizer: Hugging Face-identical tokenization from tokenizer.json or GGUF.
+
+    tok = akunu.Tokenizer.from_file("model-dir")        # or tokenizer.json, or a .gguf
+    ids = tok.encode("Hello")                            # BOS added as the tokenizer says
+    tok.decode(ids, skip_special_tokens=True)
+    tok.apply_chat_template([{"role": "user", "content": "Hi"}])
+
+Bytes given to encode() are decoded as strict UTF-8 (HF tokenizers accepts only str); invalid
+UTF-8 raises UnicodeDecodeError naming the position.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Iterable, Sequence
+
+from akunu import _akunu
+from akunu._akunu import Error
+
+
+def _read_text(path: pathlib.Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise Error(f"{path}: not UTF-8 ({e})") from None
+
+
+class Tokenizer:
+    """Encodes text to ids and decodes ids to text exactly as HF tokenizers does."""
+
+    def __init__(self, native: "_akunu.Tokenizer", bos_token: str | None = None, eos_token: str | None = None):
+        self._t = native
+        self.bos_token = bos_token if bos_token is not None else self._token_or_none(native.bos_id)
+        self.eos_token = eos_token if eos_token is not None else self._token_or_none(native.eos_id)
+
+    def _token_or_none(self, i: int) -> str | None:
+        return self._t.id_to_token(i) if i >= 0 else None
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path) -> "Tokenizer":
+        """tokenizer.json (with tokenizer_config.json beside it, if any), a model directory, or a GGUF."""
+        p = pathlib.Path(os.fspath(path))
+        if not p.exists():
+            raise Error(f"'{p}' does not exist")
+        if p.is_dir():
+            p = p / "tokenizer.json"
+            if not p.exists():
+                raise Error(f"'{p.parent}' has no tokenizer.json")
+        with open(p, "rb") as f:
+            magic = f.read(4)
+        if magic == b"GGUF":
+            return cls(_akunu.Tokenizer.from_gguf(_akunu.open_model(str(p))))
+        config_path = p.parent / "tokenizer_config.json"
+        config_text = _read_text(config_path) if config_path.exists() else None
+        native = _akunu.Tokenizer.from_json(_read_text(p), config_text, str(p))
+        bos = eos = None
+        if config_text:
+            config = json.loads(config_text)
+            bos, eos = _token_name(config.get("bos_token")), _token_name(config.get("eos_token"))
+        return cls(native, bos, eos)
+
+    # ---- encoding and decoding ---------------------------------------------------------------
+    def encode(self, text: str | bytes, add_special_tokens: bool = True, parse_special: bool = True) -> list[int]:
+        """Token ids of `text`. parse_special=False treats special-token strings as plain text."""
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8")  # strict: invalid UTF-8 raises UnicodeDecodeError
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes str or bytes, not {type(text).__name__}")
+        return self._t.encode(text, add_special_tokens, parse_special)
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True, parse_special: bool = True) -> list[list[int]]:
+        return self._t.encode_batch(list(texts), add_special_tokens, parse_special)
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
+        """Text of `ids`; an id outside the vocabulary raises akunu.Error."""
+        return self._t.decode([int(i) for i in ids], skip_special_tokens)
+
+    def stream(self, skip_special_tokens: bool = False) -> "StreamDecoder":
+        """An incremental decoder for streaming generation (never emits broken UTF-8)."""
+        return StreamDecoder(self, skip_special_tokens)
+
+    # ---- vocabulary --------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self._t.vocab_size
+
+    def id_to_token(self, i: int) -> str:
+        return self._t.id_to_token(i)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._t.token_to_id(token)
+
+    def is_special(self, i: int) -> bool:
+        return self._t.is_special(i)
+
+    @property
+    def bos_id(self) -> int | None:
+        return self._t.bos_id if self._t.bos_id >= 0 else None
+
+    @property
+    def eos_id(self) -> int | None:
+        return self._t.eos_id if self._t.eos_id >= 0 else None
+
+    @property
+    def stop_ids(self) -> list[int]:
+        """Ids that end generation: EOS plus the vocabulary's chat end markers."""
+        return list(self._t.stop_ids)
+
+    @property
+    def added_tokens(self) -> list[dict]:
+        return self._t.added_tokens
+
+    @property
+    def chat_template(self) -> str | None:
+        return self._t.chat_template or None
+
+    # ---- chat ----------------------------------------------------------------------------------
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True, tokenize: bool = False,
+                            chat_template: str | None = None, **kwargs):
+        """Renders `messages` with the model's Jinja2 chat template (as transformers does)."""
+        from akunu.chat_template import render
+
+        template = chat_template or self.chat_template
+        if not template:
+            raise Error(f"{self._t.source}: the tokenizer has no chat template; pass chat_template=")
+        text = render(template, messages=messages, add_generation_prompt=add_generation_prompt,
+                      bos_token=self.bos_token or "", eos_token=self.eos_token or "", **kwargs)
+        return self.encode(text, add_special_tokens=False) if tokenize else text
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self._t.source!r}, vocab={self.vocab_size})"
+
+
+def _token_name(v) -> str | None:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, dict):
+        return v.get("content")
+    return None
+
+
+class StreamDecoder:
+    """Turns ids arriving one at a time into text pieces whose concatenation equals decode(all).
+
+    A piece is released only when the decoded text grew and does not end in U+FFFD, so a
+    character split over several byte tokens comes out whole. Decoding restarts from a few
+    tokens back each time, so decoders that strip a leading space still see the context.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False):
+        self._tok = tokenizer
+        self._skip = skip_special_tokens
+        self._ids: list[int] = []
+        self._prefix = 0  # start of the window re-decoded for context
+        self._read = 0    # end of what has been emitted
+        self._emitted = ""
+
+    def put(self, token_id: int) -> str:
+        """Adds one id; returns the new text (possibly empty)."""
+        self._ids.append(int(token_id))
+        prefix_text = self._tok.decode(self._ids[self._prefix:self._read], self._skip)
+        new_text = self._tok.decode(self._ids[self._prefix:], self._skip)
+        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd"):
+            piece = new_text[len(prefix_text):]
+            self._prefix, self._read = self._read, len(self._ids)
+            self._emitted += piece
+            return piece
+        return ""
+
+    def flush(self) -> str:
+        """The rest of the text, including a trailing U+FFFD if the ids end mid-character."""
+        full = self._tok.decode(self._ids, self._skip)
+        piece = full[len(self._emitted):] if full.startswith(self._emitted) else ""
+        self._emitted += piece
+        self._prefix = self._read = len(self._ids)
+        return piece

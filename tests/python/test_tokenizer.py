@@ -1,0 +1,205 @@
+"""Tokenizers against Hugging Face: the fixture vectors (produced by HF tokenizers) for four
+families, GGUF-built tokenizers against HF on the same texts, round trips, streaming, chat
+templates and bad input."""
+from __future__ import annotations
+
+import json
+import lzma
+import pathlib
+import unicodedata
+
+import pytest
+
+import akunu
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FAMILIES = ["llama3", "qwen3", "gemma3", "mistral-spm"]
+TINY_MODELS = ["tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"]
+
+
+@pytest.fixture(scope="session")
+def family_dirs(tmp_path_factory):
+    """The families' tokenizer.json (stored xz-compressed) unpacked beside their configs."""
+    out = {}
+    for fam in FAMILIES:
+        d = tmp_path_factory.mktemp(fam)
+        src = FIXTURES / "tokenizers" / fam
+        (d / "tokenizer.json").write_bytes(lzma.open(src / "tokenizer.json.xz").read())
+        cfg = src / "tokenizer_config.json"
+        (d / "tokenizer_config.json").write_bytes(cfg.read_bytes() if cfg.exists() else lzma.open(f"{cfg}.xz").read())
+        out[fam] = d
+    return out
+
+
+@pytest.fixture(scope="session")
+def tokenizers(family_dirs):
+    return {fam: akunu.Tokenizer.from_file(d) for fam, d in family_dirs.items()}
+
+
+def vectors(fam):
+    return json.loads((FIXTURES / "tokenizers" / fam / "vectors.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_vectors_encode_and_decode_exactly(tokenizers, fam):
+    tok = tokenizers[fam]
+    cases = vectors(fam)
+    assert len(cases) >= 150
+    for c in cases:
+        assert tok.encode(c["text"], add_special_tokens=False) == c["ids"], repr(c["text"])
+        assert tok.encode(c["text"]) == c["ids_with_special"], repr(c["text"])
+        assert [tok.id_to_token(i) for i in c["ids"]] == c["tokens"], repr(c["text"])
+        assert tok.decode(c["ids"]) == c["decoded"], repr(c["text"])
+        assert tok.decode(c["ids_with_special"]) == c["decoded_with_special"], repr(c["text"])
+        assert tok.decode(c["ids_with_special"], skip_special_tokens=True) == c["decoded_skip_special"], repr(c["text"])
+
+
+@pytest.mark.parametrize("model", TINY_MODELS)
+def test_gguf_tokenizer_matches_hf_tokenizers(model):
+    """The GGUF vocabulary llama.cpp converted encodes every vector text as HF does on the
+    original tokenizer.json."""
+    hf_tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is the reference")
+    ref = hf_tokenizers.Tokenizer.from_file(str(FIXTURES / model / "hf" / "tokenizer.json"))
+    gguf = akunu.Tokenizer.from_file(FIXTURES / model / "gguf" / f"{model}-q8_0.gguf")
+    hf = akunu.Tokenizer.from_file(FIXTURES / model / "hf")
+    texts = [c["text"] for fam in FAMILIES for c in vectors(fam)]
+    for text in texts:
+        want = ref.encode(text, add_special_tokens=True).ids
+        assert hf.encode(text) == want, repr(text)
+        assert gguf.encode(text) == want, repr(text)
+        assert gguf.decode(want) == ref.decode(want, skip_special_tokens=False), repr(text)
+    manifest = json.loads((FIXTURES / model / "manifest.json").read_text())
+    for p in manifest["prompts"]:
+        assert gguf.encode(p["text"]) == p["ids"]
+
+
+def test_stop_tokens(tokenizers):
+    llama3 = tokenizers["llama3"]
+    assert llama3.token_to_id("<|eot_id|>") in llama3.stop_ids
+    assert tokenizers["qwen3"].token_to_id("<|im_end|>") in tokenizers["qwen3"].stop_ids
+    gemma = tokenizers["gemma3"]
+    assert {gemma.token_to_id("<end_of_turn>"), gemma.token_to_id("<eos>")} <= set(gemma.stop_ids)
+
+
+def test_parse_special_switch(tokenizers):
+    tok = tokenizers["llama3"]
+    special = tok.encode("<|eot_id|>", add_special_tokens=False)
+    assert special == [tok.token_to_id("<|eot_id|>")]
+    plain = tok.encode("<|eot_id|>", add_special_tokens=False, parse_special=False)
+    assert len(plain) > 1 and tok.decode(plain) == "<|eot_id|>"
+
+
+def test_decode_rejects_out_of_range_ids(tokenizers):
+    tok = tokenizers["qwen3"]
+    with pytest.raises(akunu.Error, match="token id 999999 is out of range"):
+        tok.decode([1, 999999])
+    with pytest.raises(akunu.Error, match="out of range"):
+        tok.decode([-1])
+
+
+def test_invalid_utf8_bytes_raise(tokenizers):
+    tok = tokenizers["llama3"]
+    assert tok.encode(b"caf\xc3\xa9", add_special_tokens=False) == tok.encode("café", add_special_tokens=False)
+    with pytest.raises(UnicodeDecodeError):
+        tok.encode(b"bad \xff byte")
+
+
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_streaming_never_emits_broken_utf8(tokenizers, fam):
+    tok = tokenizers[fam]
+    for c in vectors(fam):
+        stream = tok.stream()
+        pieces = [stream.put(i) for i in c["ids"]]
+        pieces.append(stream.flush())
+        assert "".join(pieces) == c["decoded"], repr(c["text"])
+        whole_has_replacement = "\ufffd" in c["decoded"]
+        if not whole_has_replacement:
+            assert all("\ufffd" not in p for p in pieces), repr(c["text"])
+
+
+def test_encode_batch_and_vocab(tokenizers):
+    tok = tokenizers["mistral-spm"]
+    texts = ["Hello world", "", "  spaces  ", "日本語"]
+    assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
+    assert tok.vocab_size == 32000
+    assert tok.token_to_id("▁Hello") == 22557 and tok.id_to_token(22557) == "▁Hello"
+    assert tok.token_to_id("definitely-not-a-token") is None
+
+
+def test_chat_templates(tokenizers):
+    msgs = [{"role": "user", "content": "Hi"}]
+    assert tokenizers["qwen3"].apply_chat_template(msgs) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert tokenizers["gemma3"].apply_chat_template(msgs) == \
+        "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
+    # This llama3 template appends the assistant header whatever add_generation_prompt says.
+    assert tokenizers["llama3"].apply_chat_template(msgs, add_generation_prompt=False) == \
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    ids = tokenizers["qwen3"].apply_chat_template(msgs, tokenize=True)
+    assert ids[0] == tokenizers["qwen3"].token_to_id("<|im_start|>")
+
+
+def test_a_template_that_raises_reaches_the_user(tokenizers):
+    bad_roles = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    with pytest.raises(akunu.Error, match="chat template: Conversation roles must alternate"):
+        tokenizers["gemma3"].apply_chat_template(bad_roles)
+    with pytest.raises(akunu.Error, match="syntax error at line 1"):
+        tokenizers["qwen3"].apply_chat_template([], chat_template="{% if %}")
+    with pytest.raises(akunu.Error, match="custom failure"):
+        tokenizers["qwen3"].apply_chat_template([], chat_template="{{ raise_exception('custom failure') }}")
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda t: t.pop("model"), "model: missing"),
+    (lambda t: t["model"].update(type="Unigram"), "model.type: model 'Unigram' is not supported"),
+    (lambda t: t["model"].update(vocab=[1, 2]), "model.vocab: expected an object"),
+    (lambda t: t["model"].update(merges=[["a"]]), r"model.merges\[0\]"),
+    (lambda t: t["model"].update(merges=[["zz-not-a-token", "q"]]), "merge #0 'zz-not-a-token q' uses a token"),
+    (lambda t: t.update(normalizer={"type": "Frobnicate"}), "normalizer.type: normalizer 'Frobnicate' is not supported"),
+    (lambda t: t.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}),
+     "does not compile"),
+    (lambda t: t.update(decoder={"type": "Sequence", "decoders": [{"type": "Nope"}]}), r"decoder.decoders\[0\].type"),
+    (lambda t: t["added_tokens"].append({"id": "x", "content": "y"}), r"added_tokens\[\d+\].id"),
+    (lambda t: t.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<q>"}}],
+                                        "special_tokens": {}}), "post_processor.special_tokens: no ids for '<q>'"),
+])
+def test_malformed_tokenizer_json_names_the_field(tmp_path, mutate, field):
+    data = json.loads((FIXTURES / "tiny-qwen3-random" / "hf" / "tokenizer.json").read_text())
+    mutate(data)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data))
+    with pytest.raises(akunu.Error, match=field):
+        akunu.Tokenizer.from_file(tmp_path / "tokenizer.json")
+
+
+def test_not_json_is_a_clear_error(tmp_path):
+    (tmp_path / "tokenizer.json").write_text("{\"model\": ")
+    with pytest.raises(akunu.Error, match="invalid JSON"):
+        akunu.Tokenizer.from_file(tmp_path)
+
+
+hypothesis = pytest.importorskip("hypothesis", reason="property tests need hypothesis")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_round_trip_and_agreement_with_hf_property(family_dirs, tokenizers, text):
+    """decode(encode(s)) == s where HF round-trips (byte-level BPE; qwen3 after NFC), and our
+    ids equal HF's on arbitrary text."""
+    hf_tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is the reference")
+    for fam, normalize in (("llama3", False), ("qwen3", True)):
+        tok = tokenizers[fam]
+        ids = tok.encode(text, add_special_tokens=False, parse_special=False)
+        want = unicodedata.normalize("NFC", text) if normalize else text
+        assert tok.decode(ids) == want
+    for fam in FAMILIES:
+        ref = _hf(hf_tokenizers, family_dirs[fam])
+        assert tokenizers[fam].encode(text) == ref.encode(text).ids, fam
+
+
+_HF_CACHE = {}
+
+
+def _hf(module, d):
+    if d not in _HF_CACHE:
+        _HF_CACHE[d] = module.Tokenizer.from_file(str(d / "tokenizer.json"))
+    return _HF_CACHE[d]
