@@ -86,6 +86,10 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self._t.vocab_size
 
+    def get_vocab(self) -> dict[str, int]:
+        """{token: id} for the whole vocabulary, added tokens included."""
+        return {self._t.id_to_token(i): i for i in range(self._t.vocab_size)}
+
     def id_to_token(self, i: int) -> str:
         return self._t.id_to_token(i)
 

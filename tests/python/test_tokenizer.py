@@ -203,3 +203,37 @@ def _hf(module, d):
     if d not in _HF_CACHE:
         _HF_CACHE[d] = module.Tokenizer.from_file(str(d / "tokenizer.json"))
     return _HF_CACHE[d]
+
+
+def test_gguf_sentencepiece_vocabulary_matches_hf(family_dirs, tmp_path):
+    """tokenizer.ggml.model = llama (SentencePiece BPE, merged by score): a GGUF vocabulary
+    built from the mistral-spm tokenizer, scored so that an earlier merge scores higher, as
+    SentencePiece's own scores do, encodes and decodes every vector exactly as HF."""
+    from gguf_bytes import ARR, F32, I32, STR, U32, gguf, kv
+    t = json.loads((family_dirs["mistral-spm"] / "tokenizer.json").read_text())
+    vocab = t["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    rank = {}
+    for r, m in enumerate(t["model"]["merges"]):
+        a, b = m.split(" ", 1) if isinstance(m, str) else m
+        rank.setdefault(a + b, r)
+    specials = {a["id"]: a["content"] for a in t["added_tokens"]}
+    types = [2 if specials.get(i) == "<unk>" else 3 if i in specials else 6 if tok.startswith("<0x") and len(tok) == 6
+             else 1 for i, tok in enumerate(tokens)]
+    scores = [-float(rank.get(tok, 0)) for tok in tokens]
+    path = tmp_path / "spm.gguf"
+    path.write_bytes(gguf([kv("general.architecture", STR, "llama"), kv("tokenizer.ggml.model", STR, "llama"),
+                           kv("tokenizer.ggml.tokens", ARR, (STR, tokens)), kv("tokenizer.ggml.scores", ARR, (F32, scores)),
+                           kv("tokenizer.ggml.token_type", ARR, (I32, types)), kv("tokenizer.ggml.bos_token_id", U32, 1),
+                           kv("tokenizer.ggml.eos_token_id", U32, 2), kv("tokenizer.ggml.unknown_token_id", U32, 0)], []))
+    tok = akunu.Tokenizer.from_file(path)
+    for c in vectors("mistral-spm"):
+        assert tok.encode(c["text"]) == c["ids_with_special"], repr(c["text"])
+        assert tok.decode(c["ids_with_special"]) == c["decoded_with_special"], repr(c["text"])
+
+
+def test_get_vocab(tokenizers):
+    v = tokenizers["qwen3"].get_vocab()
+    assert len(v) == tokenizers["qwen3"].vocab_size and v["<|im_end|>"] == 151645
