@@ -5,8 +5,10 @@
 # Expects, beside the checkout (git-ignored, carried to the machine):
 #   .gl/    the Vulkan loader .debs, unpacked into / (apt-get download libvulkan1 ...)
 #   .debs/  build-time .debs (libvulkan-dev, glslang-tools, spirv-tools, vulkan-validationlayers,
-#           libgtest-dev, nlohmann-json3-dev), unpacked into a prefix, never into /
-#   .whl/   wheels for Python packages the machine lacks (pytest and its dependencies)
+#           libgtest-dev, nlohmann-json3-dev, libpcre2-dev, libutf8proc-dev, pkgconf and their
+#           libraries), unpacked into a prefix, never into /
+#   .whl/   wheels for Python packages the machine lacks (pytest, hypothesis, gguf and their
+#           dependencies)
 # Logs go to $OUT when it is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,9 @@ export PATH=$prefix/usr/bin:$PATH
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export VK_LAYER_PATH=$prefix/usr/share/vulkan/explicit_layer.d
 export CMAKE_PREFIX_PATH=$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+# The .pc files of the unpacked packages say /usr: point pkg-config into the prefix.
+export PKG_CONFIG_PATH=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig:$prefix/usr/share/pkgconfig
+export PKG_CONFIG_SYSROOT_DIR=$prefix
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -f "$nvidia_icd" ] && ! ls /usr/share/vulkan/icd.d/*nvidia* /etc/vulkan/icd.d/*nvidia* >/dev/null 2>&1; then
