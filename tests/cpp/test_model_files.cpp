@@ -2,6 +2,8 @@
 // reproduces the seed's LLaMA-3.1-8B figures.
 #include <gtest/gtest.h>
 
+#include "vk_test.h"
+
 #include <cmath>
 
 #include "akunu/error.h"
@@ -14,6 +16,7 @@ namespace akunu::test {
 static const std::string kFixtures = AKUNU_FIXTURES;
 
 TEST(ModelFiles, FixturesOpenValidateAndPlan) {
+    AKUNU_REQUIRE_FIXTURES(kFixtures);
     for (const char* model : {"tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"}) {
         for (const std::string& path : {kFixtures + "/" + model + "/hf", kFixtures + "/" + model + "/gguf/" + model + "-q8_0.gguf"}) {
             auto files = ModelFiles::open(path);
@@ -30,6 +33,7 @@ TEST(ModelFiles, FixturesOpenValidateAndPlan) {
 }
 
 TEST(ModelFiles, GgufMetadataAndTensorLayout) {
+    AKUNU_REQUIRE_FIXTURES(kFixtures);
     auto files = ModelFiles::open(kFixtures + "/tiny-qwen3-random/gguf/tiny-qwen3-random-f16.gguf");
     const GgufFile* g = files->gguf();
     ASSERT_NE(g, nullptr);

@@ -2,6 +2,8 @@
 // prompt ids recorded by Hugging Face, and decode them back.
 #include <gtest/gtest.h>
 
+#include "vk_test.h"
+
 #include "akunu/error.h"
 #include "akunu/model_files.h"
 #include "akunu/tokenizer.h"
@@ -11,6 +13,7 @@ namespace akunu::test {
 static const std::string kFixtures = AKUNU_FIXTURES;
 
 TEST(Tokenizer, FixturePromptsFromJsonAndGguf) {
+    AKUNU_REQUIRE_FIXTURES(kFixtures);
     for (const char* model : {"tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"}) {
         const std::string dir = kFixtures + "/" + model;
         const nlohmann::json manifest = read_json_file(dir + "/manifest.json");

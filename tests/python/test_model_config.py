@@ -12,7 +12,9 @@ import akunu
 from akunu import _akunu
 from safetensors_writer import tiny_llama, write_model_dir
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+from fixture_paths import FIXTURES, requires_fixtures
+
+pytestmark = requires_fixtures
 MODELS = ["tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"]
 
 

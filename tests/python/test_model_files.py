@@ -11,7 +11,9 @@ import pytest
 import akunu
 from akunu import _akunu
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+from fixture_paths import FIXTURES, requires_fixtures
+
+pytestmark = requires_fixtures
 MODELS = ["tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"]
 
 

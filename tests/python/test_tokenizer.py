@@ -12,7 +12,9 @@ import pytest
 
 import akunu
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+from fixture_paths import FIXTURES, requires_fixtures
+
+pytestmark = requires_fixtures
 FAMILIES = ["llama3", "qwen3", "gemma3", "mistral-spm"]
 TINY_MODELS = ["tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"]
 
