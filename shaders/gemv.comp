@@ -2,18 +2,18 @@
 #extension GL_GOOGLE_include_directive : require
 // gemv_<wtype>: y[r] = dot(W[r, :], x) for ROWS rows per workgroup, fp32 accumulation.
 //
-// Bandwidth-bound at batch 1: every invocation streams 4 weights per load (WVEC) from each of
-// the workgroup's rows and reuses one x load across them; rows are then summed with subgroup
-// adds plus one shared-memory pass. A K that is not a multiple of 4 takes the scalar path.
+// Bandwidth-bound at batch 1: invocations stride over the row (4 weights per load for float
+// types, one 32-element block for block formats) and rows are summed with subgroup adds plus
+// one shared-memory pass. A float K that is not a multiple of 4 takes the scalar path.
 #include "common.glsl"
+#define W_BINDING 0
+#include "weights.glsl"
 
-layout(local_size_x_id = 0) in;             // workgroup size: specialization constant 0
+layout(local_size_x_id = 0) in;               // workgroup size: specialization constant 0
 layout(constant_id = 1) const uint ROWS = 4;  // rows per workgroup
 #define MAX_ROWS 8
 #define MAX_SUBGROUPS 128
 
-layout(std430, binding = 0) readonly buffer Wv { WVEC w4[]; };   // [rows, k/4] when k % 4 == 0
-layout(std430, binding = 0) readonly buffer Ws { WTYPE w1[]; };  // [rows, k]
 layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };   // [k/4]
 layout(std430, binding = 1) readonly buffer Xs { float x1[]; };  // [k]
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };   // [rows]
@@ -27,13 +27,14 @@ void main() {
     float acc[MAX_ROWS];
     for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
 
+#if W_BLOCK == 1
     if ((p.k & 3u) == 0u) {
         const uint k4 = p.k >> 2;
         for (uint i = tid; i < k4; i += gl_WorkGroupSize.x) {
             const vec4 xv = x4[i];
             for (uint r = 0; r < ROWS; ++r) {
                 const uint row = first_row + r;
-                if (row < p.rows) acc[r] += dot(vec4(w4[row * k4 + i]), xv);
+                if (row < p.rows) acc[r] += dot(w_load4(row * k4 + i), xv);
             }
         }
     } else {
@@ -41,10 +42,24 @@ void main() {
             const float xv = x1[i];
             for (uint r = 0; r < ROWS; ++r) {
                 const uint row = first_row + r;
-                if (row < p.rows) acc[r] += float(w1[row * p.k + i]) * xv;
+                if (row < p.rows) acc[r] += w_load1(row * p.k + i) * xv;
             }
         }
     }
+#else
+    const uint blocks = p.k / W_BLOCK;
+    for (uint b = tid; b < blocks; b += gl_WorkGroupSize.x) {
+        for (uint r = 0; r < ROWS; ++r) {
+            const uint row = first_row + r;
+            if (row >= p.rows) continue;
+            float v[32];
+            w_block(row * blocks + b, v);
+            float s = 0.0;
+            for (uint j = 0; j < 32; ++j) s += v[j] * x1[b * 32 + j];
+            acc[r] += s;
+        }
+    }
+#endif
 
     for (uint r = 0; r < ROWS; ++r) {
         const float s = subgroupAdd(acc[r]);

@@ -66,8 +66,13 @@ void CommandList::begin() {
                          nullptr, 0, nullptr);
 }
 
-static bool contains(const std::vector<VkBuffer>& set, VkBuffer b) {
-    return std::find(set.begin(), set.end(), b) != set.end();
+// Two bindings conflict only where their byte ranges overlap: Q, K and V written into
+// separate parts of one qkv buffer need no barrier between them.
+template <class R>
+static bool overlaps(const std::vector<R>& set, const R& r) {
+    for (const R& s : set)
+        if (s.buffer == r.buffer && s.begin < r.end && r.begin < s.end) return true;
+    return false;
 }
 
 void CommandList::record_barrier() {
@@ -82,16 +87,14 @@ void CommandList::record_barrier() {
     ++barriers_;
 }
 
-void CommandList::barrier_if_needed(const std::vector<VkBuffer>& reads, const std::vector<VkBuffer>& writes) {
+void CommandList::barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes) {
     bool hazard = false;
-    for (VkBuffer b : reads) hazard = hazard || contains(written_since_barrier_, b);                  // RAW
-    for (VkBuffer b : writes)
-        hazard = hazard || contains(written_since_barrier_, b) || contains(read_since_barrier_, b);  // WAW, WAR
+    for (const Range& r : reads) hazard = hazard || overlaps(written_since_barrier_, r);                  // RAW
+    for (const Range& w : writes)
+        hazard = hazard || overlaps(written_since_barrier_, w) || overlaps(read_since_barrier_, w);  // WAW, WAR
     if (hazard) record_barrier();
-    for (VkBuffer b : reads)
-        if (!contains(read_since_barrier_, b)) read_since_barrier_.push_back(b);
-    for (VkBuffer b : writes)
-        if (!contains(written_since_barrier_, b)) written_since_barrier_.push_back(b);
+    read_since_barrier_.insert(read_since_barrier_.end(), reads.begin(), reads.end());
+    written_since_barrier_.insert(written_since_barrier_.end(), writes.begin(), writes.end());
 }
 
 void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
@@ -109,7 +112,7 @@ void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>&
                 "kernel '" + pipeline.name() + "': workgroup count " + std::to_string(gx) + " is outside [1, " +
                     std::to_string(p.max_workgroup_count_x) + "]");
 
-    std::vector<VkBuffer> reads, writes;
+    std::vector<Range> reads, writes;
     infos_.resize(bindings.size());
     writes_.resize(bindings.size());
     for (size_t i = 0; i < bindings.size(); ++i) {
@@ -136,7 +139,7 @@ void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>&
         writes_[i].descriptorCount = 1;
         writes_[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
         writes_[i].pBufferInfo = &infos_[i];
-        (iface.bindings[i].written ? writes : reads).push_back(b.buffer->handle());
+        (iface.bindings[i].written ? writes : reads).push_back({b.buffer->handle(), b.offset, b.offset + range});
     }
     barrier_if_needed(reads, writes);
 
@@ -154,7 +157,7 @@ void CommandList::copy(const Buffer& src, size_t src_offset, const Buffer& dst, 
     AKUNU_CHECK(recording_, "CommandList::copy outside begin()/end()");
     AKUNU_CHECK(src_offset + bytes <= src.size() && dst_offset + bytes <= dst.size() && bytes > 0,
                 "CommandList::copy: the range is empty or outside a buffer");
-    barrier_if_needed({src.handle()}, {dst.handle()});
+    barrier_if_needed({{src.handle(), src_offset, src_offset + bytes}}, {{dst.handle(), dst_offset, dst_offset + bytes}});
     VkBufferCopy region{src_offset, dst_offset, bytes};
     vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);
 }
@@ -209,6 +212,14 @@ double CommandList::elapsed_ms(int from, int to) const {
                               VK_QUERY_RESULT_64_BIT);
     if (r != VK_SUCCESS) return std::nan("");
     return double(int64_t(t[1] - t[0])) * device_->profile().timestamp_period_ns * 1e-6;
+}
+
+}  // namespace akunu
+
+namespace akunu {
+
+void DispatchTable::record(CommandList& cl) const {
+    for (const DispatchCmd& cmd : cmds_) cl.dispatch(cmd);
 }
 
 }  // namespace akunu

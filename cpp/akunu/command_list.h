@@ -9,19 +9,11 @@
 #include <memory>
 #include <vector>
 
-#include "akunu/buffer.h"
-#include "akunu/pipeline.h"
+#include "akunu/dispatch.h"
 
 namespace akunu {
 
-// A range of a buffer bound to a kernel's binding slot (in binding-number order).
-struct Binding {
-    const Buffer* buffer;
-    size_t offset = 0;
-    size_t range = 0;  // 0: to the end of the buffer
-};
-
-class CommandList {
+class CommandList : public DispatchSink {
 public:
     explicit CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps = 64);
     ~CommandList();
@@ -41,6 +33,11 @@ public:
         dispatch(pipeline, bindings, &params, sizeof(Params), groups_x, groups_y, groups_z);
     }
 
+    // DispatchSink: records the command now.
+    void dispatch(const DispatchCmd& cmd) override {
+        dispatch(*cmd.pipeline, cmd.bindings, cmd.params.data(), cmd.params.size(), cmd.groups[0], cmd.groups[1], cmd.groups[2]);
+    }
+
     void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes);
 
     // Writes a GPU timestamp after all work recorded so far; returns its index (or -1 when the
@@ -57,10 +54,14 @@ public:
 
     uint32_t dispatch_count() const { return dispatches_; }
     uint32_t barrier_count() const { return barriers_; }
-    Device& device() const { return *device_; }
+    Device& device() const override { return *device_; }
 
 private:
-    void barrier_if_needed(const std::vector<VkBuffer>& reads, const std::vector<VkBuffer>& writes);
+    struct Range {
+        VkBuffer buffer;
+        size_t begin, end;
+    };
+    void barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes);
     void record_barrier();
 
     std::shared_ptr<Device> device_;
@@ -75,7 +76,7 @@ private:
     bool in_flight_ = false;
 
     // Buffers read and written since the last barrier. Recording happens at load, not per token.
-    std::vector<VkBuffer> read_since_barrier_, written_since_barrier_;
+    std::vector<Range> read_since_barrier_, written_since_barrier_;
     std::vector<VkDescriptorBufferInfo> infos_;
     std::vector<VkWriteDescriptorSet> writes_;
     uint32_t dispatches_ = 0;

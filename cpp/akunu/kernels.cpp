@@ -2,6 +2,7 @@
 #include "akunu/kernels.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "akunu/error.h"
 #include "params.h"
@@ -19,19 +20,22 @@ constexpr uint32_t kGemvRows = 4;
 struct Grid { uint32_t x, y; };
 
 // Spreads `groups` workgroups over a 2-D grid within the device's per-dimension limit.
-Grid grid_for(const CommandList& cl, size_t groups) {
-    const size_t max_x = cl.device().profile().max_workgroup_count_x;
-    const size_t x = std::min(groups, max_x);
+Grid grid_for(const DispatchSink& s, size_t groups) {
+    const size_t max_x = s.device().profile().max_workgroup_count_x;
+    const size_t x = std::max<size_t>(1, std::min(groups, max_x));
     const size_t y = (groups + x - 1) / x;
     AKUNU_CHECK(y <= 65535, "problem too large for one dispatch: " + std::to_string(groups) + " workgroups");
-    return {uint32_t(x), uint32_t(y)};
+    return {uint32_t(x), uint32_t(std::max<size_t>(y, 1))};
 }
 
-void check_fits(const Buffer& b, size_t elements, DType dtype, const char* kernel, const char* operand) {
-    const size_t need = elements * dtype_traits(dtype).bytes;
-    AKUNU_CHECK(b.size() >= need, std::string(kernel) + ": " + operand + " needs " + std::to_string(need) +
-                                      " bytes (" + std::to_string(elements) + " x " + dtype_traits(dtype).name +
-                                      ") but its buffer holds " + std::to_string(b.size()));
+void check_bytes(const Binding& b, size_t need, const char* kernel, const char* operand) {
+    AKUNU_CHECK(b.buffer && *b.buffer, std::string(kernel) + ": " + operand + " is not a buffer");
+    AKUNU_CHECK(b.bytes() >= need, std::string(kernel) + ": " + operand + " needs " + std::to_string(need) +
+                                       " bytes but its binding holds " + std::to_string(b.bytes()));
+}
+
+void check_fits(const Binding& b, size_t elements, DType dtype, const char* kernel, const char* operand) {
+    check_bytes(b, elements * dtype_traits(dtype).bytes, kernel, operand);
 }
 
 void check_dtype(DType dtype, std::initializer_list<DType> allowed, const char* kernel) {
@@ -47,59 +51,143 @@ uint32_t checked_u32(size_t v, const char* what) {
     return uint32_t(v);
 }
 
+// Weight types with GEMV/embedding variants, and the variant suffix of each.
+const struct { TensorType type; const char* suffix; } kWeightVariants[] = {
+    {TensorType::F32, "f32"}, {TensorType::F16, "f16"}, {TensorType::BF16, "bf16"},
+    {TensorType::Q8_0, "q8_0"}, {TensorType::Q4_0, "q4_0"}, {TensorType::Q4_1, "q4_1"},
+};
+
+std::string weight_variant(const char* kernel, TensorType t) {
+    for (const auto& v : kWeightVariants)
+        if (v.type == t) return std::string(kernel) + "_" + v.suffix;
+    throw Error(std::string(kernel) + ": weight type " + type_traits(t).name + " is not supported yet");
+}
+
+template <class P>
+void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec, std::vector<Binding> bindings,
+          const P& params, Grid g) {
+    DispatchCmd cmd;
+    cmd.label = s.label();
+    cmd.pipeline = &s.device().pipeline(kernel, spec);
+    cmd.bindings = std::move(bindings);
+    cmd.params.resize(sizeof(P));
+    std::memcpy(cmd.params.data(), &params, sizeof(P));
+    cmd.groups[0] = g.x;
+    cmd.groups[1] = g.y;
+    s.dispatch(cmd);
+}
+
+uint32_t reduce_group(const DispatchSink& s) { return std::min<uint32_t>(256, s.device().profile().max_workgroup_invocations); }
+
 }  // namespace
 
-void fill(CommandList& cl, const Buffer& out, DType dtype, size_t n, float value, uint32_t bits) {
+void fill(DispatchSink& s, const Binding& out, DType dtype, size_t n, float value, uint32_t bits) {
     check_dtype(dtype, {DType::kF32, DType::kF16, DType::kU32}, "fill");
     check_fits(out, n, dtype, "fill", "out");
     FillParams p{checked_u32(n, "fill: n"), value, bits};
-    const Grid g = grid_for(cl, (n + kElementwiseGroup - 1) / kElementwiseGroup);
-    cl.dispatch(cl.device().pipeline(variant("fill", dtype)), {{&out}}, p, g.x, g.y);
+    emit(s, variant("fill", dtype), {}, {out}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
-void copy(CommandList& cl, const Buffer& src, const Buffer& dst, size_t bytes) {
+void copy(DispatchSink& s, const Binding& src, const Binding& dst, size_t bytes) {
     AKUNU_CHECK(bytes % 4 == 0, "copy: " + std::to_string(bytes) + " bytes is not a whole number of 32-bit words");
     check_fits(src, bytes / 4, DType::kU32, "copy", "src");
     check_fits(dst, bytes / 4, DType::kU32, "copy", "dst");
     const size_t words = bytes / 4;
     CopyParams p{checked_u32(words, "copy: words")};
     const size_t per_group = (words % 4 == 0 ? 4 : 1) * kElementwiseGroup;
-    const Grid g = grid_for(cl, (words + per_group - 1) / per_group);
-    cl.dispatch(cl.device().pipeline("copy_u32"), {{&src}, {&dst}}, p, g.x, g.y);
+    emit(s, "copy_u32", {}, {src, dst}, p, grid_for(s, (words + per_group - 1) / per_group));
 }
 
-void add(CommandList& cl, const Buffer& a, const Buffer& b, const Buffer& c, DType dtype, size_t n) {
+void add(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, size_t n) {
     check_dtype(dtype, {DType::kF32, DType::kF16}, "add");
     check_fits(a, n, dtype, "add", "a");
     check_fits(b, n, dtype, "add", "b");
     check_fits(c, n, dtype, "add", "c");
     AddParams p{checked_u32(n, "add: n")};
-    const Grid g = grid_for(cl, (n + kElementwiseGroup - 1) / kElementwiseGroup);
-    cl.dispatch(cl.device().pipeline(variant("add", dtype)), {{&a}, {&b}, {&c}}, p, g.x, g.y);
+    emit(s, variant("add", dtype), {}, {a, b, c}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
-void rmsnorm(CommandList& cl, const Buffer& x, const Buffer& w, const Buffer& y, DType dtype, size_t rows,
-             size_t dim, float eps, float weight_offset) {
+void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows, size_t dim,
+             float eps, float weight_offset) {
     check_dtype(dtype, {DType::kF32, DType::kF16}, "rmsnorm");
     check_fits(x, rows * dim, dtype, "rmsnorm", "x");
     check_fits(w, dim, dtype, "rmsnorm", "w");
     check_fits(y, rows * dim, dtype, "rmsnorm", "y");
     AKUNU_CHECK(eps >= 0.0f, "rmsnorm: eps must be >= 0");
     RmsNormParams p{checked_u32(rows, "rmsnorm: rows"), checked_u32(dim, "rmsnorm: dim"), eps, weight_offset};
-    const uint32_t group = std::min<uint32_t>(256, cl.device().profile().max_workgroup_invocations);
-    const Grid g = grid_for(cl, rows);
-    cl.dispatch(cl.device().pipeline(variant("rmsnorm", dtype), {group}), {{&x}, {&w}, {&y}}, p, g.x, g.y);
+    emit(s, variant("rmsnorm", dtype), {reduce_group(s)}, {x, w, y}, p, grid_for(s, rows));
 }
 
-void gemv(CommandList& cl, const Buffer& w, DType wtype, const Buffer& x, const Buffer& y, size_t rows, size_t k) {
-    check_dtype(wtype, {DType::kF16, DType::kF32}, "gemv");
-    check_fits(w, rows * k, wtype, "gemv", "W");
+bool weight_type_supported(TensorType type) {
+    for (const auto& v : kWeightVariants)
+        if (v.type == type) return true;
+    return false;
+}
+
+void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k) {
+    const TensorTypeTraits& t = type_traits(wtype);
+    AKUNU_CHECK(k % t.block_size == 0, "gemv: k = " + std::to_string(k) + " is not a whole number of " + t.name + " blocks");
+    check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
     check_fits(x, k, DType::kF32, "gemv", "x");
     check_fits(y, rows, DType::kF32, "gemv", "y");
     GemvParams p{checked_u32(rows, "gemv: rows"), checked_u32(k, "gemv: k")};
-    const Grid g = grid_for(cl, (rows + kGemvRows - 1) / kGemvRows);
-    cl.dispatch(cl.device().pipeline(variant("gemv", wtype), {kGemvGroup, kGemvRows}), {{&w}, {&x}, {&y}}, p, g.x,
-                g.y);
+    emit(s, weight_variant("gemv", wtype), {kGemvGroup, kGemvRows}, {w, x, y}, p,
+         grid_for(s, (rows + kGemvRows - 1) / kGemvRows));
+}
+
+void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids, const Binding& step,
+           const Binding& out, size_t dim, float scale) {
+    const TensorTypeTraits& t = type_traits(wtype);
+    AKUNU_CHECK(dim % t.block_size == 0, "embed: dim is not a whole number of " + std::string(t.name) + " blocks");
+    check_bytes(w, tensor_bytes(t, uint64_t(vocab) * dim, "embedding"), "embed", "W");
+    check_fits(out, dim, DType::kF32, "embed", "out");
+    check_bytes(step, sizeof(StepState), "embed", "step");
+    EmbedParams p{checked_u32(dim, "embed: dim"), scale};
+    const size_t items = dim / t.block_size;
+    emit(s, weight_variant("embed", wtype), {}, {w, token_ids, step, out}, p, grid_for(s, (items + 63) / 64));
+}
+
+void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const Binding& k_cache,
+             const Binding& v_cache, const Binding& step, const RopeKvShape& sh) {
+    const size_t half = sh.head_dim / 2, q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
+    check_fits(qkv, q_dim + 2 * kv_dim, DType::kF32, "rope_kv", "qkv");
+    check_fits(cos, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "cos");
+    check_fits(sin, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "sin");
+    check_fits(k_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "rope_kv", "k_cache");
+    check_fits(v_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "rope_kv", "v_cache");
+    RopeKvParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.interleaved ? 1u : 0u, sh.rotate ? 1u : 0u};
+    const size_t items = (size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim;
+    emit(s, "rope_kv", {}, {qkv, cos, sin, k_cache, v_cache, step}, p, grid_for(s, (items + 63) / 64));
+}
+
+void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& scores,
+               const Binding& out, const Binding& step, const AttentionShape& sh) {
+    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "attention: n_heads must be a multiple of n_kv_heads");
+    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
+    check_fits(q, q_dim, DType::kF32, "attention", "q");
+    check_fits(k_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "attention", "k_cache");
+    check_fits(v_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "attention", "v_cache");
+    check_fits(scores, size_t(sh.n_heads) * sh.max_len, DType::kF32, "attention", "scores");
+    check_fits(out, q_dim, DType::kF32, "attention", "out");
+    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap};
+    emit(s, "attention", {reduce_group(s)}, {q, k_cache, v_cache, scores, out, step}, p, grid_for(s, sh.n_heads));
+}
+
+void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n) {
+    check_fits(gate, n, DType::kF32, "act", "gate");
+    check_fits(up, n, DType::kF32, "act", "up");
+    check_fits(out, n, DType::kF32, "act", "out");
+    const char* kernel = act == Activation::kSilu ? "act_silu" : act == Activation::kGeluTanh ? "act_gelu_tanh" : nullptr;
+    AKUNU_CHECK(kernel, "act: this activation has no gated kernel yet");
+    ActParams p{checked_u32(n, "act: n")};
+    emit(s, kernel, {}, {gate, up, out}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
+}
+
+void argmax(DispatchSink& s, const Binding& logits, const Binding& token_ids, size_t n, uint32_t out_slot) {
+    check_fits(logits, n, DType::kF32, "argmax", "logits");
+    check_fits(token_ids, size_t(out_slot) + 1, DType::kU32, "argmax", "token_ids");
+    ArgmaxParams p{checked_u32(n, "argmax: n"), out_slot};
+    emit(s, "argmax", {}, {logits, token_ids}, p, {1, 1});
 }
 
 }  // namespace akunu::kernels

@@ -1,27 +1,59 @@
-// Launchers for akunu's elementwise, normalisation and GEMV kernels. Each checks its arguments
-// against the buffers (a wrong shape is an akunu::Error naming the operand, never an
-// out-of-bounds read), picks the variant from the dtype table and records one dispatch.
+// Launchers for akunu's kernels. Each checks its arguments against the bound ranges (a wrong
+// shape is an akunu::Error naming the operand, never an out-of-bounds access), picks the
+// variant from the dtype or weight-type table, and emits one DispatchCmd into a sink: a
+// CommandList (run now) or a DispatchTable (recorded once, replayed per token).
 #pragma once
 
+#include "akunu/arch.h"
 #include "akunu/command_list.h"
 #include "akunu/dtype.h"
+#include "akunu/tensor_types.h"
 
 namespace akunu::kernels {
 
 // out[0:n] = value (f32, f16), or the raw 32-bit pattern `bits` for u32.
-void fill(CommandList& cl, const Buffer& out, DType dtype, size_t n, float value, uint32_t bits = 0);
+void fill(DispatchSink& s, const Binding& out, DType dtype, size_t n, float value, uint32_t bits = 0);
 
 // dst[0:bytes] = src[0:bytes] on the compute queue; bytes must be a multiple of 4.
-void copy(CommandList& cl, const Buffer& src, const Buffer& dst, size_t bytes);
+void copy(DispatchSink& s, const Binding& src, const Binding& dst, size_t bytes);
 
 // c[0:n] = a[0:n] + b[0:n]; dtype f32 or f16.
-void add(CommandList& cl, const Buffer& a, const Buffer& b, const Buffer& c, DType dtype, size_t n);
+void add(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, size_t n);
 
 // y[rows, dim] = rmsnorm(x[rows, dim]) * (w[dim] + weight_offset); dtype f32 or f16.
-void rmsnorm(CommandList& cl, const Buffer& x, const Buffer& w, const Buffer& y, DType dtype, size_t rows,
+void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows,
              size_t dim, float eps, float weight_offset = 0.0f);
 
-// y[rows] f32 = W[rows, k] (wtype f16 or f32) · x[k] f32.
-void gemv(CommandList& cl, const Buffer& w, DType wtype, const Buffer& x, const Buffer& y, size_t rows, size_t k);
+// Weight types the GEMV and embedding kernels read directly (quantized weights stay quantized).
+bool weight_type_supported(TensorType type);
+
+// y[rows] f32 = W[rows, k] · x[k] f32, W of any supported weight type.
+void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k);
+
+// out[dim] f32 = scale * W[token_ids[step.token_slot], :].
+void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,
+           const Binding& step, const Binding& out, size_t dim, float scale);
+
+struct RopeKvShape {
+    uint32_t n_heads, n_kv_heads, head_dim, max_len;
+    bool interleaved, rotate;
+};
+// RoPE on Q and K of qkv (in place) at step.pos, and the K/V cache write.
+void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const Binding& k_cache,
+             const Binding& v_cache, const Binding& step, const RopeKvShape& shape);
+
+struct AttentionShape {
+    uint32_t n_heads, n_kv_heads, head_dim, max_len, window;
+    float scale, softcap;
+};
+// out[n_heads, head_dim] = softmax(q K^T * scale) V over the cache rows up to step.pos.
+void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& scores,
+               const Binding& out, const Binding& step, const AttentionShape& shape);
+
+// out[n] = act(gate[n]) * up[n].
+void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n);
+
+// token_ids[out_slot] = argmax(logits[0:n]).
+void argmax(DispatchSink& s, const Binding& logits, const Binding& token_ids, size_t n, uint32_t out_slot);
 
 }  // namespace akunu::kernels

@@ -1,5 +1,8 @@
 // Python view of CommandList and the kernel launchers.
+#include <cctype>
+
 #include "akunu/command_list.h"
+#include "akunu/error.h"
 #include "akunu/kernels.h"
 #include "akunu/shader_library.h"
 #include "bindings.h"
@@ -39,9 +42,14 @@ void init_kernels(py::module_& m) {
           },
           py::arg("cl"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("dtype"), py::arg("rows"), py::arg("dim"),
           py::arg("eps"), py::arg("weight_offset") = 0.0f);
-    k.def("gemv", [dt](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x,
-                       const PyBuffer& y, size_t rows, size_t kk) {
-        kernels::gemv(cl, w.buffer, dt(wtype), x.buffer, y.buffer, rows, kk);
+    k.def("gemv", [](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x,
+                     const PyBuffer& y, size_t rows, size_t kk) {
+        // wtype: an akunu dtype name ("f16") or a ggml type name ("Q4_0")
+        std::string name = wtype;
+        for (auto& c : name) c = char(std::toupper(static_cast<unsigned char>(c)));
+        const TensorTypeTraits* t = find_type_by_name(name);
+        AKUNU_CHECK(t, "gemv: unknown weight type '" + wtype + "'");
+        kernels::gemv(cl, w.buffer, t->type, x.buffer, y.buffer, rows, kk);
     });
     m.def("kernel_names", &kernel_names, "The embedded SPIR-V kernels (rows of shaders/kernels.cmake).");
 }

@@ -48,12 +48,65 @@ struct RmsNormParams {
 };
 AKUNU_PARAMS_SIZE(RmsNormParams, 16)
 
-// gemv_*: y[n] = sum_k W[n, k] * x[k] for n < rows; W row-major [rows, k].
+// gemv_*: y[n] = sum_k W[n, k] * x[k] for n < rows; W row-major [rows, k] of the variant's
+// weight type (block formats: rows of k/32 blocks).
 struct GemvParams {
     uint rows;
     uint k;
 };
 AKUNU_PARAMS_SIZE(GemvParams, 8)
+
+// The step state: what changes from one decode step to the next, read by kernels from a small
+// device buffer so that a recorded command buffer is replayed unchanged.
+struct StepState {
+    uint pos;         // position of the token being decoded (its KV-cache slot)
+    uint token_slot;  // index into token_ids of the token being embedded
+};
+
+// embed_*: out[0:dim] = scale * W[token_ids[step.token_slot], :]
+struct EmbedParams {
+    uint dim;
+    float scale;
+};
+AKUNU_PARAMS_SIZE(EmbedParams, 8)
+
+// rope_kv: rotates Q and K of one token in place (qkv = [q | k | v], f32) by the cos/sin table
+// row of step.pos, and writes K and V into the f16 caches at that position.
+struct RopeKvParams {
+    uint n_heads;
+    uint n_kv_heads;
+    uint head_dim;
+    uint max_len;      // cache rows per head
+    uint interleaved;  // 1: pairs (2i, 2i+1) (GGUF llama); 0: pairs (i, i + head_dim/2) (HF, NeoX)
+    uint rotate;       // 0: no RoPE (encoders)
+};
+AKUNU_PARAMS_SIZE(RopeKvParams, 24)
+
+// attention: one workgroup per query head; softmax(q.K^T * scale) V over cache rows
+// [max(0, pos + 1 - window), pos], GQA-mapped to KV head h / (n_heads / n_kv_heads).
+struct AttentionParams {
+    uint n_heads;
+    uint n_kv_heads;
+    uint head_dim;
+    uint max_len;
+    uint window;    // 0: none
+    float scale;
+    float softcap;  // 0: none
+};
+AKUNU_PARAMS_SIZE(AttentionParams, 28)
+
+// act_*: out[i] = act(gate[i]) * up[i] (SiLU or GELU-tanh).
+struct ActParams {
+    uint n;
+};
+AKUNU_PARAMS_SIZE(ActParams, 4)
+
+// argmax: token_ids[out_slot] = argmax(logits[0:n]), lowest index on ties.
+struct ArgmaxParams {
+    uint n;
+    uint out_slot;
+};
+AKUNU_PARAMS_SIZE(ArgmaxParams, 8)
 
 #ifdef __cplusplus
 }  // namespace akunu

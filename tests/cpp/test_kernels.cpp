@@ -169,7 +169,7 @@ TEST_F(KernelTest, GemvMatchesCpu) {
             Buffer gy = poisoned(dev, rows, DType::kF32);
             CommandList cl(dev);
             cl.begin();
-            kernels::gemv(cl, gw, wt, gx, gy, rows, k);
+            kernels::gemv(cl, gw, wt == DType::kF16 ? TensorType::F16 : TensorType::F32, gx, gy, rows, k);
             cl.end();
             cl.submit_and_wait();
             std::vector<float> want(rows);
@@ -234,7 +234,7 @@ TEST_F(KernelTest, RejectsWrongShapesAndTypes) {
     CommandList cl(dev);
     cl.begin();
     try {
-        kernels::gemv(cl, small, DType::kF16, big, big, 10, 10);
+        kernels::gemv(cl, small, TensorType::F16, big, big, 10, 10);
         FAIL();
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("gemv: W needs 200 bytes"), std::string::npos) << e.what();

@@ -27,6 +27,8 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
     const struct { const char* prefix; size_t bytes; size_t bindings; } expected[] = {
         {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3}, {"gemv_", sizeof(GemvParams), 3},
+        {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
+        {"attention", sizeof(AttentionParams), 6}, {"act_", sizeof(ActParams), 3}, {"argmax", sizeof(ArgmaxParams), 2},
     };
     size_t checked = 0;
     for (const auto& name : kernel_names()) {
