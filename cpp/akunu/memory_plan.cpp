@@ -6,6 +6,7 @@
 
 #include "akunu/error.h"
 #include "akunu/validate.h"
+#include "akunu/weights.h"
 
 namespace akunu {
 
@@ -38,21 +39,31 @@ uint64_t kv_row_bytes(KvDType t, int head_dim) {
     return 0;
 }
 
-std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain) {
-    const uint64_t f16 = 2, dim = uint64_t(c.dim), ffn = uint64_t(c.ffn_dim);
-    return {
-        {"h0", dim * f16},
-        {"h1", dim * f16},
-        {"residual", dim * f16},
-        {"qkv", uint64_t(c.q_dim + 2 * c.kv_dim) * f16},
-        {"attn_out", uint64_t(std::max(c.q_dim, c.dim)) * f16},
-        {"post_norm", dim * f16},
-        {"ffn_gate", 2 * ffn * f16},  // room for a fused gate|up projection
-        {"ffn_up", ffn * f16},
-        {"ffn_act", ffn * f16},
-        {"logits", uint64_t(c.vocab_size) * 4},  // f32: what NumPy users read and samplers need
-        {"token_ids", uint64_t(std::max(max_chain, 1)) * 4},
+std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain, int context) {
+    const uint64_t f32 = 4, dim = uint64_t(c.dim), ffn = uint64_t(c.ffn_dim), ctx = uint64_t(context);
+    const uint64_t table = ctx * uint64_t(c.head_dim / 2) * f32;
+    std::vector<NamedSize> out = {
+        {"h0", dim * f32},
+        {"h1", dim * f32},
+        {"residual", dim * f32},
+        {"qkv", uint64_t(c.q_dim + 2 * c.kv_dim) * f32},
+        {"attn_out", uint64_t(std::max(c.q_dim, c.dim)) * f32},
+        {"post_norm", dim * f32},
+        {"ffn_gate", 2 * ffn * f32},  // room for a fused gate|up projection
+        {"ffn_up", ffn * f32},
+        {"ffn_act", ffn * f32},
+        {"logits", uint64_t(c.vocab_size) * f32},
+        {"token_ids", uint64_t(std::max(max_chain, 2)) * 4},
+        {"attn_scores", uint64_t(c.n_heads) * ctx * f32},
+        {"step", 16},
+        {"rope_cos", table},
+        {"rope_sin", table},
     };
+    if (c.n_sliding_layers > 0 && c.rope_theta_local != c.rope_theta) {
+        out.push_back({"rope_cos_local", table});
+        out.push_back({"rope_sin_local", table});
+    }
+    return out;
 }
 
 std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int chunk) {
@@ -90,9 +101,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
 
     std::map<std::string, uint64_t> by_type;
     if (files && files->has_weights()) {
-        for (const auto& t : files->tensors()) {
-            by_type[t.type->name] += t.bytes;
-            p.largest_tensor_bytes = std::max<uint64_t>(p.largest_tensor_bytes, t.bytes);
+        for (const UploadItem& u : plan_weight_uploads(*files, c)) {
+            by_type[type_traits(u.device_type).name] += u.bytes;
+            p.largest_tensor_bytes = std::max<uint64_t>(p.largest_tensor_bytes, u.bytes);
         }
     } else {
         // No weights: 2-D matrices in weights_dtype, 1-D tensors (norms, biases) in F32.
@@ -118,7 +129,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     // K and V: [n_kv_heads, context, head_dim] per layer.
     p.kv_bytes_per_layer = 2 * uint64_t(c.n_kv_heads) * uint64_t(p.options.context) * kv_row_bytes(p.options.kv_dtype, c.head_dim);
     p.kv_bytes = p.kv_bytes_per_layer * uint64_t(c.n_layers);
-    p.decode_scratch = decode_scratch_layout(c, p.options.max_chain);
+    p.decode_scratch = decode_scratch_layout(c, p.options.max_chain, p.options.context);
     p.prefill_scratch = prefill_scratch_layout(c, p.options.prefill_chunk);
     p.decode_scratch_bytes = sum(p.decode_scratch);
     p.prefill_scratch_bytes = sum(p.prefill_scratch);

@@ -26,9 +26,11 @@ struct NamedSize {
     uint64_t bytes;
 };
 
-// The seed's scratch buffers: the decode set ([dim]-sized, f16 activations, f32 logits) and
-// the prefill set ([prefill_chunk, ...]).
-std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain);
+// The seed's scratch buffers: the decode set and the prefill set ([prefill_chunk, ...], f16).
+// Decode activations are f32 (a [dim] vector costs nothing next to the weights, and NumPy
+// users read them); beside the seed's set the Vulkan kernels need attention scores, the step
+// state and the RoPE cos/sin tables (a second pair for sliding layers with their own theta).
+std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain, int context);
 std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int prefill_chunk);
 
 struct PlanOptions {

@@ -14,18 +14,18 @@ static size_t element_count(const std::vector<size_t>& shape) {
 
 static Residency parse_residency(bool host_visible) { return host_visible ? Residency::kAuto : Residency::kDeviceOnly; }
 
-py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::vector<size_t> shape) {
-    const Buffer& b = self->buffer;
+py::array buffer_view(const Buffer& b, DType dtype, std::vector<size_t> shape, py::object owner, size_t offset) {
     AKUNU_CHECK(b, "this buffer has been freed");
     const DTypeTraits& t = dtype_traits(dtype);
+    AKUNU_CHECK(offset <= b.size(), "view offset past the end of the buffer");
     if (shape.empty()) {
-        AKUNU_CHECK(b.size() % t.bytes == 0, "a buffer of " + std::to_string(b.size()) + " bytes is not a whole number of " +
-                                                 t.name + " elements; give a shape");
-        shape = {b.size() / t.bytes};
+        AKUNU_CHECK((b.size() - offset) % t.bytes == 0, "a buffer of " + std::to_string(b.size()) +
+                                                            " bytes is not a whole number of " + t.name + " elements; give a shape");
+        shape = {(b.size() - offset) / t.bytes};
     }
     const size_t bytes = element_count(shape) * t.bytes;
-    AKUNU_CHECK(bytes <= b.size(), "a view of " + std::to_string(bytes) + " bytes does not fit in a buffer of " +
-                                       std::to_string(b.size()) + " bytes");
+    AKUNU_CHECK(bytes <= b.size() - offset, "a view of " + std::to_string(bytes) + " bytes does not fit in a buffer of " +
+                                                std::to_string(b.size()) + " bytes");
     std::vector<py::ssize_t> dims(shape.begin(), shape.end()), strides(shape.size());
     py::ssize_t stride = py::ssize_t(t.bytes);
     for (size_t i = shape.size(); i-- > 0;) {
@@ -35,9 +35,15 @@ py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::ve
     const py::dtype np_dtype(t.numpy_format);
     if (!b.host_visible()) {  // an explicit copy: the device memory cannot be mapped
         py::array copy(np_dtype, dims, strides);
-        b.read(copy.mutable_data(), bytes);
+        b.read(copy.mutable_data(), bytes, offset);
         return copy;
     }
+    return py::array(np_dtype, dims, strides, static_cast<char*>(b.contents()) + offset, owner);
+}
+
+py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::vector<size_t> shape) {
+    AKUNU_CHECK(self->buffer, "this buffer has been freed");
+    if (!self->buffer.host_visible()) return buffer_view(self->buffer, dtype, std::move(shape), py::none());
     // The capsule is the array's base: it holds the buffer (and so the device) alive and lets
     // free() know that a view still points into the mapping.
     auto* keep = new std::shared_ptr<PyBuffer>(self);
@@ -47,7 +53,7 @@ py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::ve
         --(*holder)->live_views;
         delete holder;
     });
-    return py::array(np_dtype, dims, strides, b.contents(), base);
+    return buffer_view(self->buffer, dtype, std::move(shape), base);
 }
 
 void init_buffer(py::module_& m, DeviceClass& device_class) {

@@ -28,8 +28,12 @@ struct PyBuffer {
     int live_views = 0;
 };
 
-// The NumPy array for `self` (one helper for every dtype): a zero-copy view whose base keeps
-// `self` alive when the memory is host-visible, otherwise a copy read back from the device.
+// The NumPy array of `buffer` (one helper for every dtype): a zero-copy view whose base is
+// `owner` (which must keep the buffer alive) when the memory is host-visible, otherwise a copy
+// read back from the device. An empty shape means the whole buffer as a 1-D array.
+py::array buffer_view(const Buffer& buffer, DType dtype, std::vector<size_t> shape, py::object owner, size_t offset = 0);
+
+// buffer_view for a Python Buffer; the view counts toward its live_views.
 py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::vector<size_t> shape);
 
 using DeviceClass = py::class_<Device, std::shared_ptr<Device>>;
@@ -40,5 +44,6 @@ void init_kernels(py::module_& m);
 void init_model(py::module_& m);
 void init_config(py::module_& m);
 void init_tokenizer(py::module_& m);
+void init_engine(py::module_& m);
 
 }  // namespace akunu::py_bindings

@@ -14,6 +14,7 @@ PYBIND11_MODULE(_akunu, m) {
     init_model(m);
     init_config(m);
     init_tokenizer(m);
+    init_engine(m);
 }
 
 }  // namespace akunu::py_bindings

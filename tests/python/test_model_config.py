@@ -173,7 +173,7 @@ def test_plan_reproduces_the_seed_figures_for_llama31_8b():
     names = [n for n, _ in p.prefill_scratch]
     assert names[:3] == ["batch_h0", "batch_h1", "batch_residual"] and "batch_gate" in names
     assert 4.0e9 < p.weights_bytes < 4.7e9  # seed: ~4.3 GB in Q4_0
-    assert p.decode_scratch_bytes < 2**20
+    assert p.decode_scratch_bytes < 8 * 2**20  # [dim]-sized vectors, attention scores, RoPE tables
 
 
 def test_plan_says_when_it_does_not_fit():

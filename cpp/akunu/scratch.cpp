@@ -1,0 +1,25 @@
+// ScratchBuffers allocation from the shared layout.
+#include "akunu/scratch.h"
+
+#include "akunu/error.h"
+
+namespace akunu {
+
+ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain)
+    : q_dim_(size_t(c.q_dim)), kv_dim_(size_t(c.kv_dim)) {
+    for (const NamedSize& s : decode_scratch_layout(c, max_chain, context)) {
+        // The CPU writes the step state and token ids before each submit and reads the sampled
+        // ids after it: host memory, whatever the device.
+        const bool host = s.name == "step" || s.name == "token_ids";
+        buffers_.emplace(s.name, Buffer::allocate(device, s.bytes, host ? Residency::kHost : Residency::kAuto));
+        bytes_ += s.bytes;
+    }
+}
+
+const Buffer& ScratchBuffers::get(const std::string& name) const {
+    auto it = buffers_.find(name);
+    AKUNU_CHECK(it != buffers_.end(), "no scratch buffer named '" + name + "'");
+    return it->second;
+}
+
+}  // namespace akunu

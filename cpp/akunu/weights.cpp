@@ -1,0 +1,96 @@
+// Weight upload: matrices byte for byte, 1-D tensors dequantized to f32.
+#include "akunu/weights.h"
+
+#include <functional>
+
+#include "akunu/device.h"
+#include "akunu/error.h"
+#include "akunu/kernels.h"
+#include "akunu/validate.h"
+
+namespace akunu {
+
+std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const ModelConfig& c) {
+    const ArchDescriptor& a = c.arch();
+    const bool gguf = files.gguf() != nullptr;
+    std::vector<UploadItem> out;
+    for (const ExpectedTensor& e : expected_tensors(c)) {
+        if (e.role == TensorRole::kRopeFreqs) continue;  // used on the CPU to build the RoPE tables
+        const std::string name = tensor_name(a, e.role, e.layer, gguf);
+        const TensorInfo* t = name.empty() ? nullptr : files.find(name);
+        if (!t) continue;
+        if (t->shape.size() == 1) {
+            out.push_back({e.role, e.layer, t, TensorType::F32, size_t(t->n_elements) * 4});
+        } else {
+            out.push_back({e.role, e.layer, t, t->type->type, t->bytes});
+        }
+    }
+    return out;
+}
+
+static Weight upload(const std::shared_ptr<Device>& device, const UploadItem& item) {
+    Weight w;
+    w.type = item.device_type;
+    w.shape = item.tensor->shape;
+    if (item.device_type == item.tensor->type->type) {
+        w.buffer = Buffer::allocate(device, item.tensor->data, item.bytes);
+    } else {
+        std::vector<float> f(size_t(item.tensor->n_elements));
+        dequantize(*item.tensor->type, item.tensor->data, f.data(), item.tensor->n_elements, item.tensor->name);
+        w.buffer = Buffer::allocate(device, f.data(), item.bytes);
+    }
+    return w;
+}
+
+ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFiles& files, const ModelConfig& c,
+                            const std::function<void(size_t, size_t)>& progress) {
+    ModelWeights m;
+    m.layers.resize(size_t(c.n_layers));
+    const auto items = plan_weight_uploads(files, c);
+    using R = TensorRole;
+    for (const UploadItem& it : items)
+        AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),
+                    files.path() + ": tensor " + it.tensor->name + " has weight type " + it.tensor->type->name +
+                        ", which the GPU kernels do not support yet (F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+    for (size_t i = 0; i < items.size(); ++i) {
+        const UploadItem& it = items[i];
+        Weight w = upload(device, it);
+        m.bytes += it.bytes;
+        LayerWeights* L = it.layer >= 0 ? &m.layers[size_t(it.layer)] : nullptr;
+        Weight* slot = nullptr;
+        switch (it.role) {
+            case R::kTokenEmbd: slot = &m.token_embd; break;
+            case R::kOutputNorm: slot = &m.output_norm; break;
+            case R::kOutput: slot = &m.output; break;
+            case R::kAttnNorm: slot = &L->attn_norm; break;
+            case R::kAttnQ: slot = &L->q; break;
+            case R::kAttnK: slot = &L->k; break;
+            case R::kAttnV: slot = &L->v; break;
+            case R::kAttnQBias: slot = &L->q_bias; break;
+            case R::kAttnKBias: slot = &L->k_bias; break;
+            case R::kAttnVBias: slot = &L->v_bias; break;
+            case R::kAttnOutput: slot = &L->o; break;
+            case R::kAttnQNorm: slot = &L->q_norm; break;
+            case R::kAttnKNorm: slot = &L->k_norm; break;
+            case R::kPostAttnNorm: slot = &L->post_attn_norm; break;
+            case R::kFfnNorm: slot = &L->ffn_norm; break;
+            case R::kFfnGate: slot = &L->gate; break;
+            case R::kFfnUp: slot = &L->up; break;
+            case R::kFfnDown: slot = &L->down; break;
+            case R::kPostFfnNorm: slot = &L->post_ffn_norm; break;
+            default:
+                throw Error("tensor " + it.tensor->name + ": decoder models do not use role " + tensor_role_name(it.role));
+        }
+        *slot = std::move(w);
+        if (progress) progress(i + 1, items.size());
+    }
+    if (c.rope_freqs_tensor) {
+        const TensorInfo* t = files.find(tensor_name(c.arch(), R::kRopeFreqs, 0, true));
+        AKUNU_CHECK(t && t->n_elements == uint64_t(c.head_dim / 2), "rope_freqs.weight must hold head_dim / 2 values");
+        m.rope_divisors.resize(size_t(t->n_elements));
+        dequantize(*t->type, t->data, m.rope_divisors.data(), t->n_elements, t->name);
+    }
+    return m;
+}
+
+}  // namespace akunu

@@ -1,0 +1,85 @@
+// Python view of the engine: Model loading, decoding, and NumPy views of its KV cache and
+// scratch buffers (zero-copy where the memory is host-visible; each view keeps the model alive).
+#include "akunu/device.h"
+#include "akunu/error.h"
+#include "akunu/model.h"
+#include "bindings.h"
+
+namespace akunu::py_bindings {
+
+static DType scratch_dtype(const std::string& name) {
+    return name == "token_ids" || name == "step" ? DType::kU32 : DType::kF32;
+}
+
+void init_engine(py::module_& m) {
+    py::class_<Model, std::shared_ptr<Model>>(m, "Engine")
+        .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress) {
+                 LoadOptions o;
+                 o.context = context;
+                 o.device = device;
+                 if (!progress.is_none())
+                     o.progress = [progress](const std::string& stage, size_t done, size_t total) {
+                         py::gil_scoped_acquire gil;
+                         progress(stage, done, total);
+                     };
+                 py::gil_scoped_release release;
+                 return std::shared_ptr<Model>(Model::load(path, o));
+             }),
+             py::arg("path"), py::arg("context") = 4096, py::arg("device") = "", py::arg("progress") = py::none())
+        .def_property_readonly("config", &Model::config)
+        .def_property_readonly("context", &Model::context)
+        .def_property_readonly("device_name", [](const Model& mo) { return mo.device().profile().name; })
+        .def("decode", &Model::decode, py::call_guard<py::gil_scoped_release>())
+        .def("eval", &Model::eval, py::call_guard<py::gil_scoped_release>())
+        .def("argmax_token", &Model::argmax_token)
+        .def("reset", &Model::reset)
+        .def("truncate", [](Model& mo, int n) { mo.kv_cache().truncate(n); })
+        .def_property_readonly("kv_length", [](Model& mo) { return mo.kv_cache().current_length(); })
+        .def("kv_view",
+             [](const std::shared_ptr<Model>& self, int layer, bool values) {
+                 KVCache& kv = self->kv_cache();
+                 AKUNU_CHECK(layer >= 0 && layer < kv.n_layers(), "layer " + std::to_string(layer) + " is out of range (0 to " +
+                                                                       std::to_string(kv.n_layers() - 1) + ")");
+                 const Buffer& b = values ? kv.v(layer) : kv.k(layer);
+                 return buffer_view(b, DType::kF16,
+                                    {size_t(kv.n_kv_heads()), size_t(kv.max_length()), size_t(kv.head_dim())}, py::cast(self));
+             },
+             py::arg("layer"), py::arg("values"))
+        .def_property_readonly("scratch_names",
+                               [](const Model& mo) {
+                                   std::vector<std::string> names;
+                                   for (const auto& [name, b] : mo.scratch().all()) names.push_back(name);
+                                   return names;
+                               })
+        .def("scratch_view",
+             [](const std::shared_ptr<Model>& self, const std::string& name) {
+                 return buffer_view(self->scratch().get(name), scratch_dtype(name), {}, py::cast(self));
+             })
+        .def("memory_report",
+             [](const Model& mo) {
+                 const MemoryPlan& p = mo.plan();
+                 py::dict d;
+                 d["weights"] = py::make_tuple(p.weights_bytes, mo.weight_bytes());
+                 d["kv_cache"] = py::make_tuple(p.kv_bytes, mo.kv_cache().bytes());
+                 d["decode_scratch"] = py::make_tuple(p.decode_scratch_bytes, mo.scratch().bytes());
+                 d["device_allocated"] = mo.device().allocated_bytes();
+                 d["device_allocations"] = mo.device().allocations_total();
+                 return d;
+             })
+        .def("dispatch_table", [](const Model& mo) {
+            py::list out;
+            for (const DispatchCmd& c : mo.dispatch_table().commands()) {
+                py::dict d;
+                d["label"] = c.label;
+                d["kernel"] = c.pipeline->name();
+                d["groups"] = py::make_tuple(c.groups[0], c.groups[1], c.groups[2]);
+                py::list bindings;
+                for (const Binding& b : c.bindings) bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));
+                d["bindings"] = bindings;
+                out.append(d);
+            }
+            return out;
+        });
+}
+
+}  // namespace akunu::py_bindings
