@@ -1,0 +1,206 @@
+"""The engine against the reference fixtures (transformers' float64 forward passes): logits at
+every prompt position, the KV cache, greedy continuations; plus the hot path allocating
+nothing, and bad input failing cleanly."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import akunu
+from fixture_paths import FIXTURES, requires_fixtures
+
+pytestmark = requires_fixtures
+
+# (model, source, reference logits prefix, max |dlogit|): fp32 compute with an f16 KV cache,
+# held to the fixture README's fp16 thresholds (0.05 random models, 0.1 the trained one).
+SOURCES = [
+    ("tiny-llama3-random", "gguf/tiny-llama3-random-f16.gguf", "logits", 0.05),
+    ("tiny-llama3-random", "gguf/tiny-llama3-random-q8_0.gguf", "logits_q8_0", 0.05),
+    ("tiny-llama3-random", "hf", "logits", 0.05),
+    ("tiny-llama3-random", "hf-bf16", "logits", 0.05),
+    ("tiny-qwen3-random", "gguf/tiny-qwen3-random-f16.gguf", "logits", 0.05),
+    ("tiny-qwen3-random", "gguf/tiny-qwen3-random-q8_0.gguf", "logits_q8_0", 0.05),
+    ("tiny-qwen3-random", "hf", "logits", 0.05),
+    ("tiny-gemma3-random", "gguf/tiny-gemma3-random-f16.gguf", "logits", 0.05),
+    ("tiny-gemma3-random", "gguf/tiny-gemma3-random-q8_0.gguf", "logits_q8_0", 0.05),
+    ("tiny-gemma3-random", "hf", "logits", 0.05),
+    ("trained-code-llama", "gguf/trained-code-llama-f16.gguf", "logits", 0.1),
+    ("trained-code-llama", "gguf/trained-code-llama-q8_0.gguf", "logits_q8_0", 0.1),
+    ("trained-code-llama", "hf", "logits", 0.1),
+]
+
+
+def manifest(model):
+    return json.loads((FIXTURES / model / "manifest.json").read_text())
+
+
+_MODELS = {}
+
+
+def load(model, source, context=256):
+    key = (model, source, context)
+    if key not in _MODELS:
+        _MODELS[key] = akunu.Model(FIXTURES / model / source, context=context, progress=False)
+    return _MODELS[key]
+
+
+@pytest.mark.parametrize("model, source, ref, tol", SOURCES, ids=[f"{m}:{s}" for m, s, _, _ in SOURCES])
+def test_logits_at_every_position(model, source, ref, tol):
+    m = load(model, source)
+    man = manifest(model)
+    prompts = man.get("logit_prompts") or man["prompts"]  # the trained model keeps them apart
+    checked = 0
+    for k, p in enumerate(prompts):
+        path = FIXTURES / model / "ref" / f"{ref}_p{p.get('index', k)}.npy"
+        if not path.exists():
+            continue
+        checked += 1
+        want = np.load(path)
+        m.reset()
+        got = np.stack([m.eval([i]).copy() for i in p["ids"]])
+        err = np.abs(got - want)
+        assert err.max() <= tol, f"prompt {k}: max |dlogit| {err.max():.4f}"
+        assert err.mean() <= 5e-3, f"prompt {k}: mean |dlogit| {err.mean():.5f}"
+        top2 = np.sort(want, axis=1)[:, -2:]
+        sure = top2[:, 1] - top2[:, 0] > 0.1
+        assert np.array_equal(got.argmax(1)[sure], want.argmax(1)[sure]), f"prompt {k}: top-1 differs"
+    assert checked >= 2
+
+
+@pytest.mark.parametrize("model, source", [("tiny-llama3-random", "gguf/tiny-llama3-random-f16.gguf"),
+                                           ("tiny-llama3-random", "hf"),
+                                           ("tiny-qwen3-random", "gguf/tiny-qwen3-random-f16.gguf"),
+                                           ("tiny-gemma3-random", "hf"),
+                                           ("trained-code-llama", "gguf/trained-code-llama-f16.gguf")])
+def test_kv_cache_matches_the_reference(model, source):
+    """K and V of prompt 0 in layer 0 and the last layer. A GGUF llama holds each K head in
+    llama.cpp's permuted order (its Q/K rows were permuted for interleaved RoPE):
+    k_gguf[..., 2i] = k_hf[..., i] and k_gguf[..., 2i + 1] = k_hf[..., i + head_dim/2]."""
+    m = load(model, source)
+    m.reset()
+    m.eval(manifest(model)["prompts"][0]["ids"])
+    permuted = source.endswith(".gguf") and m.config.architecture == "llama"
+    for layer in sorted({0, m.config.n_layers - 1}):
+        path_k = FIXTURES / model / "ref" / f"k_p0_l{layer}.npy"
+        if not path_k.exists():
+            continue
+        want_k, want_v = np.load(path_k), np.load(FIXTURES / model / "ref" / f"v_p0_l{layer}.npy")
+        k = m.kv_cache.k(layer).astype(np.float32)
+        v = m.kv_cache.v(layer).astype(np.float32)
+        assert k.shape == want_k.shape and v.shape == want_v.shape
+        if permuted:
+            half = k.shape[-1] // 2
+            k = np.concatenate([k[..., 0::2], k[..., 1::2]], axis=-1)
+            assert half > 0
+        scale = np.abs(want_k).max()
+        np.testing.assert_allclose(k, want_k, rtol=2e-3, atol=2e-3 * scale)
+        np.testing.assert_allclose(v, want_v, rtol=2e-3, atol=2e-3 * np.abs(want_v).max())
+
+
+@pytest.mark.parametrize("model, source", [("trained-code-llama", "gguf/trained-code-llama-f16.gguf"),
+                                           ("tiny-qwen3-random", "gguf/tiny-qwen3-random-f16.gguf"),
+                                           ("tiny-gemma3-random", "gguf/tiny-gemma3-random-f16.gguf")])
+def test_greedy_continuations(model, source):
+    """Token by token, up to the first step whose reference top1-top2 margin is below our
+    logit tolerance (near-ties may legitimately flip)."""
+    m = load(model, source)
+    for p in manifest(model)["prompts"]:
+        want = p.get("greedy16") or p.get("greedy64")
+        ids, margins = want["ids"], want.get("top1_minus_top2_logit")
+        n = len(ids) if not margins else next((i for i, mg in enumerate(margins) if mg < 0.05), len(ids))
+        got = _greedy(m, p["ids"], len(ids))
+        assert got[:n] == ids[:n], p["text"][:40]
+
+
+def _greedy(m, prompt_ids, n):
+    """Greedy ids without stopping at EOS (the reference does not stop)."""
+    m.reset()
+    m.eval(prompt_ids)
+    out = []
+    for _ in range(n):
+        out.append(m._engine.argmax_token())
+        m.eval([out[-1]])
+    return out
+
+
+def test_trained_model_continues_code():
+    m = load("trained-code-llama", "gguf/trained-code-llama-q8_0.gguf")
+    text = m.generate("import numpy as np\n\n\ndef ", max_tokens=12, stream=False)
+    assert text.startswith("zeros_like(x):")
+
+
+def test_decoding_allocates_nothing():
+    m = load("tiny-qwen3-random", "gguf/tiny-qwen3-random-q8_0.gguf")
+    before = m.memory_report()["device_allocations"]
+    m.reset()
+    list(m.generate("hello world", max_tokens=20))
+    m.eval(m.tokenize("more text"))
+    assert m.memory_report()["device_allocations"] == before
+
+
+def test_memory_report_equals_the_plan_to_the_byte():
+    m = load("tiny-gemma3-random", "gguf/tiny-gemma3-random-q8_0.gguf")
+    report = m.memory_report()
+    for part in ("weights", "kv_cache", "decode_scratch"):
+        planned, allocated = report[part]
+        assert planned == allocated, part
+    plan = akunu.plan(FIXTURES / "tiny-gemma3-random" / "gguf" / "tiny-gemma3-random-q8_0.gguf", context=256,
+                      max_chain=2, check_device=False)
+    assert plan.kv_bytes == report["kv_cache"][1]
+
+
+def test_views_and_dispatch_table():
+    m = load("tiny-llama3-random", "gguf/tiny-llama3-random-f16.gguf")
+    m.reset()
+    m.eval(m.tokenize("abc"))
+    assert m.kv_cache.current_length == len(m.tokenize("abc"))
+    assert m.kv_cache.k(1).shape == (2, m.kv_cache.current_length, 64)
+    assert {"h0", "qkv", "logits", "token_ids"} <= set(m.scratch.names())
+    assert m.scratch["logits"].shape == (2048,)
+    table = m.dispatch_table()
+    kernels = {c["kernel"] for c in table}
+    assert {"embed_f16", "gemv_f16", "rope_kv", "attention", "act_silu", "argmax"} <= kernels
+    assert table[0]["label"] == "token_embd" and table[-1]["label"] == "argmax"
+    m.kv_cache.truncate(1)
+    assert m.kv_cache.current_length == 1
+    with pytest.raises(akunu.Error, match="truncate"):
+        m.kv_cache.truncate(5)
+
+
+def test_bad_input_changes_nothing():
+    m = load("tiny-qwen3-random", "gguf/tiny-qwen3-random-f16.gguf", context=64)
+    m.reset()
+    first = m.eval([1, 2, 3]).copy()
+    with pytest.raises(akunu.Error, match="does not fit"):
+        m.eval(list(range(100)))
+    with pytest.raises(akunu.Error, match="token id 4096 is out of range"):
+        m.eval([5, 4096])
+    assert m.kv_cache.current_length == 3
+    m.reset()
+    np.testing.assert_array_equal(m.eval([1, 2, 3]), first)  # still usable, same result
+
+
+def test_a_model_that_does_not_fit_fails_before_allocating(tmp_path):
+    """A GGUF whose tensors claim 16 GiB (a sparse file) is refused by the plan."""
+    from gguf_bytes import F32, STR, U32, gguf, kv, tensor_info
+    dim, vocab = 4096, 1 << 20
+    kvs = [kv("general.architecture", STR, "llama"), kv("llama.block_count", U32, 1), kv("llama.embedding_length", U32, dim),
+           kv("llama.attention.head_count", U32, 32), kv("llama.feed_forward_length", U32, 64),
+           kv("llama.context_length", U32, 128), kv("llama.vocab_size", U32, vocab)]
+    shapes = {"token_embd.weight": [dim, vocab], "output_norm.weight": [dim], "output.weight": [dim, vocab],
+              "blk.0.attn_norm.weight": [dim], "blk.0.attn_q.weight": [dim, dim], "blk.0.attn_k.weight": [dim, dim],
+              "blk.0.attn_v.weight": [dim, dim], "blk.0.attn_output.weight": [dim, dim], "blk.0.ffn_norm.weight": [dim],
+              "blk.0.ffn_gate.weight": [dim, 64], "blk.0.ffn_up.weight": [dim, 64], "blk.0.ffn_down.weight": [64, dim]}
+    infos, offset = [], 0
+    for name, ne in shapes.items():
+        infos.append(tensor_info(name, ne, 0, offset))
+        offset += int(np.prod(ne)) * 4
+    head = gguf(kvs, infos)
+    path = tmp_path / "huge.gguf"
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(len(head) + offset)  # sparse: no disk is used
+    with pytest.raises(akunu.Error, match="does not fit"):
+        akunu.Model(path, context=128, progress=False)
