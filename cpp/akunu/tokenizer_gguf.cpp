@@ -89,8 +89,12 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
             p.pre_tokenizer.push_back({PreTokenizerStep::kSplit, std::make_shared<Regex>(kQwen2Pattern)});
         } else if (pre == "default" || pre == "gpt-2" || pre == "gpt2") {
             byte_level.use_regex = true;
+        } else if (pre == "smollm") {
+            // HF: Digits(individual_digits) then ByteLevel with GPT-2's regex.
+            p.pre_tokenizer.push_back({PreTokenizerStep::kSplit, std::make_shared<Regex>("\\p{N}")});
+            byte_level.use_regex = true;
         } else {
-            throw Error(g.path() + ": tokenizer.ggml.pre '" + pre + "' is not supported (llama-bpe, qwen2, gpt-2)");
+            throw Error(g.path() + ": tokenizer.ggml.pre '" + pre + "' is not supported (llama-bpe, qwen2, smollm, gpt-2)");
         }
         p.pre_tokenizer.push_back(byte_level);
         p.decoder.push_back({DecoderStep::kByteLevel});

@@ -1,0 +1,71 @@
+"""An independent float64 forward pass of a llama-architecture GGUF file, in NumPy.
+
+Weights are read and dequantized by gguf-py (llama.cpp's own Python package), not by akunu,
+so the comparison checks akunu's reader, dequantizers and kernels together. GGUF llama files
+hold Q and K rows permuted for interleaved RoPE: pairs (2i, 2i+1) rotate together.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class NumpyLlama:
+    def __init__(self, path: str):
+        import gguf
+
+        r = gguf.GGUFReader(path)
+        self.meta = {f.name: f.contents() for f in r.fields.values() if not f.name.startswith("tokenizer.")}
+        arch = self.meta["general.architecture"]
+        assert arch == "llama", arch
+        g = lambda k, d=None: self.meta.get(f"llama.{k}", d)  # noqa: E731
+        self.n_layers, self.dim = int(g("block_count")), int(g("embedding_length"))
+        self.n_heads = int(g("attention.head_count"))
+        self.n_kv = int(g("attention.head_count_kv", self.n_heads))
+        self.head_dim = int(g("attention.key_length", self.dim // self.n_heads))
+        self.eps = float(g("attention.layer_norm_rms_epsilon", 1e-5))
+        self.theta = float(g("rope.freq_base", 10000.0))
+        self.w = {}
+        for t in r.tensors:
+            shape = tuple(int(d) for d in reversed(t.shape))
+            self.w[t.name] = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64).reshape(shape)
+        self.output = self.w.get("output.weight", self.w["token_embd.weight"])
+
+    def _rms(self, x, w):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
+
+    def _rope(self, x, positions):  # x [T, heads, head_dim], interleaved pairs
+        half = self.head_dim // 2
+        inv = 1.0 / self.theta ** (np.arange(half) * 2.0 / self.head_dim)
+        ang = positions[:, None] * inv[None, :]
+        c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        a, b = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2] = a * c - b * s
+        out[..., 1::2] = a * s + b * c
+        return out
+
+    def logits(self, ids: list[int]) -> np.ndarray:
+        """[len(ids), vocab] logits of a causal forward pass over `ids`."""
+        T = len(ids)
+        pos = np.arange(T, dtype=np.float64)
+        x = self.w["token_embd.weight"][ids]
+        group = self.n_heads // self.n_kv
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        for l in range(self.n_layers):
+            p = f"blk.{l}."
+            h = self._rms(x, self.w[p + "attn_norm.weight"])
+            q = (h @ self.w[p + "attn_q.weight"].T).reshape(T, self.n_heads, self.head_dim)
+            k = (h @ self.w[p + "attn_k.weight"].T).reshape(T, self.n_kv, self.head_dim)
+            v = (h @ self.w[p + "attn_v.weight"].T).reshape(T, self.n_kv, self.head_dim)
+            q, k = self._rope(q, pos), self._rope(k, pos)
+            out = np.empty_like(q)
+            for hh in range(self.n_heads):
+                kv = hh // group
+                s = q[:, hh] @ k[:, kv].T / np.sqrt(self.head_dim) + mask
+                s = np.exp(s - s.max(axis=1, keepdims=True))
+                out[:, hh] = (s / s.sum(axis=1, keepdims=True)) @ v[:, kv]
+            x = x + out.reshape(T, -1) @ self.w[p + "attn_output.weight"].T
+            h = self._rms(x, self.w[p + "ffn_norm.weight"])
+            gate, up = h @ self.w[p + "ffn_gate.weight"].T, h @ self.w[p + "ffn_up.weight"].T
+            x = x + (gate / (1 + np.exp(-gate)) * up) @ self.w[p + "ffn_down.weight"].T
+        return self._rms(x, self.w["output_norm.weight"]) @ self.output.T
