@@ -7,6 +7,7 @@
 #   .debs/  build-time .debs (libvulkan-dev, glslang-tools, spirv-tools, vulkan-validationlayers,
 #           libgtest-dev, nlohmann-json3-dev, libpcre2-dev, libutf8proc-dev, pkgconf and their
 #           libraries), unpacked into a prefix, never into /
+#   .shared/tools/make_random_gguf.py   a copy of ../shared/tools/make_random_gguf.py (benchmark files)
 #   .whl/   wheels for Python packages the machine lacks (pytest, hypothesis, gguf and their
 #           dependencies)
 # Logs go to $OUT when it is set.
@@ -54,6 +55,9 @@ python3 -m akunu devices 2>&1 | tee "$out/devices.txt"
 export AKUNU_VALIDATION=1
 # ../shared does not travel with the checkout: fixture tests skip here and run in CI.
 [ -d ../shared/fixtures ] || export AKUNU_ALLOW_MISSING_FIXTURES=1
+make_random=../shared/tools/make_random_gguf.py
+[ -f $make_random ] || make_random=.shared/tools/make_random_gguf.py
+export AKUNU_MAKE_RANDOM_GGUF=$make_random
 ctest --test-dir build/gpu --output-on-failure -j 8 >"$out/ctest.log" 2>&1
 ctest_rc=$?
 python3 -m pytest -q -p no:cacheprovider tests/python >"$out/pytest.log" 2>&1
@@ -61,6 +65,15 @@ pytest_rc=$?
 unset AKUNU_VALIDATION
 python3 -m akunu selfcheck >"$out/selfcheck.txt" 2>&1
 python3 -m akunu kernel-bench 2>&1 | tee "$out/bench.txt"
+
+echo "== decode benchmark (random weights, make_random_gguf.py)"
+files=()
+for spec in ${AKUNU_BENCH_MODELS:-1b:f16 1b:q8_0 1b:q4_0 llama2-7b:f16 llama2-7b:q8_0 llama2-7b:q4_0}; do
+    shape=${spec%%:*} type=${spec##*:} file=/tmp/bench-$shape-$type.gguf
+    [ -f $file ] || python3 $make_random --shape $shape --type $type -o $file >/dev/null
+    files+=($file)
+done
+python3 -m akunu decode-bench "${files[@]}" --tokens ${AKUNU_BENCH_TOKENS:-128} 2>&1 | tee "$out/decode.txt"
 
 echo
 echo "== summary"

@@ -47,6 +47,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     validate_model(*m->files_, m->config_);
     AKUNU_CHECK(options.context > 0, "context must be positive");
     m->context_ = std::min(options.context, m->config_.max_context);
+    if (const GgufFile* g = m->files_->gguf())
+        if (const GgufValue* e = g->find("tokenizer.ggml.eos_token_id")) m->eos_id_ = int(e->as_int("tokenizer.ggml.eos_token_id"));
 
     stage("device");
     m->device_ = Device::create(options.device);

@@ -42,6 +42,7 @@ public:
     const MemoryPlan& plan() const { return plan_; }
     size_t weight_bytes() const { return weights_.bytes; }
     int context() const { return context_; }
+    int eos_id() const { return eos_id_; }  // -1 when the file names none
 
     // Runs one token at the next position; logits land in scratch "logits" and the argmax in
     // token_ids[1]. Throws (changing nothing) when the context is full or the id is out of range.
@@ -66,6 +67,7 @@ private:
     std::unique_ptr<DispatchTable> table_;
     std::unique_ptr<CommandList> step_;
     int context_ = 0;
+    int eos_id_ = -1;
 };
 
 }  // namespace akunu

@@ -17,7 +17,7 @@ from fixture_paths import FIXTURES
 pytest.importorskip("gguf", reason="gguf-py reads the weights for the independent reference")
 from numpy_llama import NumpyLlama  # noqa: E402
 
-MAKE_RANDOM = FIXTURES.parent / "tools" / "make_random_gguf.py"
+MAKE_RANDOM = pathlib.Path(os.environ.get("AKUNU_MAKE_RANDOM_GGUF") or FIXTURES.parent / "tools" / "make_random_gguf.py")
 CACHE = pathlib.Path(os.environ.get("AKUNU_CACHE", pathlib.Path.home() / ".cache" / "akunu"))
 
 
