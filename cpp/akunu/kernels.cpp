@@ -160,17 +160,28 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     emit(s, "rope_kv", {}, {qkv, cos, sin, k_cache, v_cache, step}, p, grid_for(s, (items + 63) / 64));
 }
 
-void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& scores,
+size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len) {
+    const size_t chunks = (size_t(max_len) + AKUNU_ATTENTION_CHUNK - 1) / AKUNU_ATTENTION_CHUNK;
+    return size_t(n_heads) * chunks * (size_t(head_dim) + 2);
+}
+
+void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& partial,
                const Binding& out, const Binding& step, const AttentionShape& sh) {
     AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "attention: n_heads must be a multiple of n_kv_heads");
+    AKUNU_CHECK(s.device().profile().max_workgroup_invocations >= AKUNU_ATTENTION_CHUNK,
+                "attention: the device runs fewer than " + std::to_string(AKUNU_ATTENTION_CHUNK) + " invocations per workgroup");
     const size_t q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
+    const uint32_t chunks = uint32_t((size_t(sh.max_len) + AKUNU_ATTENTION_CHUNK - 1) / AKUNU_ATTENTION_CHUNK);
     check_fits(q, q_dim, DType::kF32, "attention", "q");
     check_fits(k_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "attention", "k_cache");
     check_fits(v_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "attention", "v_cache");
-    check_fits(scores, size_t(sh.n_heads) * sh.max_len, DType::kF32, "attention", "scores");
+    check_fits(partial, attention_partial_floats(sh.n_heads, sh.head_dim, sh.max_len), DType::kF32, "attention", "partial");
     check_fits(out, q_dim, DType::kF32, "attention", "out");
-    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap};
-    emit(s, "attention", {reduce_group(s)}, {q, k_cache, v_cache, scores, out, step}, p, grid_for(s, sh.n_heads));
+    AKUNU_CHECK(chunks <= 65535 && sh.n_heads <= s.device().profile().max_workgroup_count_x,
+                "attention: too many heads or cache rows for one dispatch");
+    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks};
+    emit(s, "attention_split", {}, {q, k_cache, v_cache, partial, step}, p, {sh.n_heads, chunks});
+    emit(s, "attention_merge", {}, {partial, out}, p, grid_for(s, sh.n_heads));
 }
 
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n) {

@@ -46,8 +46,11 @@ struct AttentionShape {
     uint32_t n_heads, n_kv_heads, head_dim, max_len, window;
     float scale, softcap;
 };
-// out[n_heads, head_dim] = softmax(q K^T * scale) V over the cache rows up to step.pos.
-void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& scores,
+// Floats of the partial results attention() needs: [n_heads, chunks, head_dim + 2].
+size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len);
+// out[n_heads, head_dim] = softmax(q K^T * scale) V over the cache rows up to step.pos, split
+// along the sequence into chunks (two dispatches: split, then merge).
+void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& partial,
                const Binding& out, const Binding& step, const AttentionShape& shape);
 
 // out[n] = act(gate[n]) * up[n].

@@ -7,6 +7,7 @@
 #include "akunu/error.h"
 #include "akunu/validate.h"
 #include "akunu/weights.h"
+#include "akunu/kernels.h"
 
 namespace akunu {
 
@@ -54,7 +55,8 @@ std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain
         {"ffn_act", ffn * f32},
         {"logits", uint64_t(c.vocab_size) * f32},
         {"token_ids", uint64_t(std::max(max_chain, 2)) * 4},
-        {"attn_scores", uint64_t(c.n_heads) * ctx * f32},
+        {"attn_partial", uint64_t(kernels::attention_partial_floats(uint32_t(c.n_heads), uint32_t(c.head_dim),
+                                                                     uint32_t(context))) * f32},
         {"step", 16},
         {"rope_cos", table},
         {"rope_sin", table},

@@ -106,7 +106,7 @@ void Model::build_table() {
     DispatchTable& t = *table_;
     const Buffer &h0 = s.get("h0"), &h1 = s.get("h1"), &residual = s.get("residual"), &qkv = s.get("qkv");
     const Buffer &attn_out = s.get("attn_out"), &gate = s.get("ffn_gate"), &up = s.get("ffn_up"), &act = s.get("ffn_act");
-    const Buffer &logits = s.get("logits"), &ids = s.get("token_ids"), &step = s.get("step"), &scores = s.get("attn_scores");
+    const Buffer &logits = s.get("logits"), &ids = s.get("token_ids"), &step = s.get("step"), &partial = s.get("attn_partial");
     const size_t dim = size_t(c.dim), q_dim = size_t(c.q_dim), kv_dim = size_t(c.kv_dim), ffn = size_t(c.ffn_dim);
     const Binding q(qkv, s.q_offset(), q_dim * 4), k(qkv, s.k_offset(), kv_dim * 4), v(qkv, s.v_offset(), kv_dim * 4);
     const bool local_tables = s.all().count("rope_cos_local") > 0;
@@ -146,7 +146,7 @@ void Model::build_table() {
                          {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
                           style == RopeStyle::kInterleaved, style != RopeStyle::kNone});
         t.set_label(blk + "attention");
-        kernels::attention(t, q, kv_->k(l), kv_->v(l), scores, attn_out, step,
+        kernels::attention(t, q, kv_->k(l), kv_->v(l), partial, attn_out, step,
                            {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
                             sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap});
         t.set_label(blk + "attn_output");

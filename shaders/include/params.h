@@ -82,8 +82,12 @@ struct RopeKvParams {
 };
 AKUNU_PARAMS_SIZE(RopeKvParams, 24)
 
-// attention: one workgroup per query head; softmax(q.K^T * scale) V over cache rows
-// [max(0, pos + 1 - window), pos], GQA-mapped to KV head h / (n_heads / n_kv_heads).
+// Decode attention is split along the sequence (flash-decoding): attention_split gives each
+// (query head, chunk of AKUNU_ATTENTION_CHUNK cache rows) a workgroup that writes a partial
+// result [head_dim values, running max, sum of exps]; attention_merge combines the chunks.
+// Rows attended: [max(0, pos + 1 - window), pos]; query head h reads KV head
+// h / (n_heads / n_kv_heads).
+#define AKUNU_ATTENTION_CHUNK 256
 struct AttentionParams {
     uint n_heads;
     uint n_kv_heads;
@@ -92,8 +96,9 @@ struct AttentionParams {
     uint window;    // 0: none
     float scale;
     float softcap;  // 0: none
+    uint n_chunks;  // ceil(max_len / AKUNU_ATTENTION_CHUNK)
 };
-AKUNU_PARAMS_SIZE(AttentionParams, 28)
+AKUNU_PARAMS_SIZE(AttentionParams, 32)
 
 // act_*: out[i] = act(gate[i]) * up[i] (SiLU or GELU-tanh).
 struct ActParams {

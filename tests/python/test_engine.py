@@ -161,7 +161,7 @@ def test_views_and_dispatch_table():
     assert m.scratch["logits"].shape == (2048,)
     table = m.dispatch_table()
     kernels = {c["kernel"] for c in table}
-    assert {"embed_f16", "gemv_f16", "rope_kv", "attention", "act_silu", "argmax"} <= kernels
+    assert {"embed_f16", "gemv_f16", "rope_kv", "attention_split", "attention_merge", "act_silu", "argmax"} <= kernels
     assert table[0]["label"] == "token_embd" and table[-1]["label"] == "argmax"
     m.kv_cache.truncate(1)
     assert m.kv_cache.current_length == 1

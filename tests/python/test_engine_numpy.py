@@ -94,3 +94,17 @@ def test_smollm2_chat_answer_is_coherent(smollm2):
     prompt = m.tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}])
     answer = m.generate(m.tokenize(prompt, add_special_tokens=False), max_tokens=12, stream=False)
     assert "Paris" in answer, answer
+
+
+def test_attention_chunks_merge_over_long_prompts(tmp_path_factory):
+    """Decode attention splits the cache into chunks of 256 rows; 600 positions span three,
+    and every position's logits still match the float64 reference."""
+    path = random_gguf(tmp_path_factory, "f16")
+    rng = np.random.default_rng(3)
+    ids = rng.integers(3, 1000, 600).tolist()
+    want = NumpyLlama(str(path)).logits(ids)
+    m = akunu.Model(path, context=640, progress=False)
+    got = np.stack([m.eval([i]).copy() for i in ids])
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() <= 2e-3 * scale + 1e-3
+    assert [c["groups"][1] for c in m.dispatch_table() if c["kernel"] == "attention_split"][0] == 3
