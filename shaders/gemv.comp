@@ -6,7 +6,11 @@
 // types, one 32-element block for block formats) and rows are summed with subgroup adds plus
 // one shared-memory pass. A float K that is not a multiple of 4 takes the scalar path.
 #include "common.glsl"
+
+layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };   // [k/4]
+layout(std430, binding = 1) readonly buffer Xs { float x1[]; };  // [k]
 #define W_BINDING 0
+#define W_X(i) x1[i]
 #include "weights.glsl"
 
 layout(local_size_x_id = 0) in;               // workgroup size: specialization constant 0
@@ -14,8 +18,6 @@ layout(constant_id = 1) const uint ROWS = 4;  // rows per workgroup
 #define MAX_ROWS 8
 #define MAX_SUBGROUPS 128
 
-layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };   // [k/4]
-layout(std430, binding = 1) readonly buffer Xs { float x1[]; };  // [k]
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };   // [rows]
 layout(push_constant) uniform Push { GemvParams p; };
 
@@ -52,11 +54,7 @@ void main() {
         for (uint r = 0; r < ROWS; ++r) {
             const uint row = first_row + r;
             if (row >= p.rows) continue;
-            float v[32];
-            w_block(row * blocks + b, v);
-            float s = 0.0;
-            for (uint j = 0; j < 32; ++j) s += v[j] * x1[b * 32 + j];
-            acc[r] += s;
+            acc[r] += w_block_dot(row * blocks + b, b * 32);
         }
     }
 #endif

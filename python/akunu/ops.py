@@ -50,9 +50,15 @@ def rmsnorm(x, w, out, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
     return _run(out.device, lambda cl: kernels.rmsnorm(cl, x, w, out, x.dtype, rows, dim, eps, weight_offset))
 
 
-def gemv(w, x, y) -> float:
-    """y = W @ x with W [rows, k] in f16 or f32, x [k] f32, y [rows] f32."""
-    if len(w.shape) != 2:
-        raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
-    rows, k = w.shape
-    return _run(y.device, lambda cl: kernels.gemv(cl, w, w.dtype, x, y, rows, k))
+def gemv(w, x, y, wtype: str | None = None) -> float:
+    """y = W @ x with W [rows, k], x [k] f32, y [rows] f32. W is an f32/f16/bf16 array, or raw
+    blocks of a ggml type named by `wtype` ("Q8_0", "Q4_0", "Q4_1"), with rows and k taken
+    from y and x."""
+    if wtype is None:
+        if len(w.shape) != 2:
+            raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
+        rows, k = w.shape
+        wtype = w.dtype
+    else:
+        rows, k = _count(y), _count(x)
+    return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k))

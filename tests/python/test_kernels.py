@@ -60,6 +60,23 @@ def test_gemv(device, rng, wtype, rows, k):
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("wtype, block_bytes, scales", [("Q8_0", 34, [0]), ("Q4_0", 18, [0]), ("Q4_1", 20, [0, 2])])
+@pytest.mark.parametrize("rows, k", [(1, 32), (7, 96), (130, 1024)])
+def test_gemv_quantized(device, rng, wtype, block_bytes, scales, rows, k):
+    """Raw ggml blocks straight into the kernel, against akunu's CPU dequantizer (itself
+    checked against gguf-py)."""
+    from akunu import _akunu
+    raw = rng.integers(0, 256, (rows * k // 32, block_bytes), dtype=np.uint8)
+    for off in scales:
+        raw[:, off:off + 2] = rng.uniform(-0.05, 0.05, raw.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
+    x = rng.standard_normal(k).astype(np.float32)
+    y = poisoned(device, rows, np.float32)
+    ops.gemv(device.upload(raw.reshape(-1)), device.upload(x), y, wtype=wtype)
+    w = _akunu.dequantize(raw.reshape(-1), wtype).astype(np.float64).reshape(rows, k)
+    want = w @ x.astype(np.float64)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.abs(w).max() * np.sqrt(k))
+
+
 def test_wrong_shapes_are_clear_errors(device):
     w = device.empty([10, 10], "f16")
     x = device.empty([5], "f32")
