@@ -10,7 +10,7 @@
 layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };   // [k/4]
 layout(std430, binding = 1) readonly buffer Xs { float x1[]; };  // [k]
 #define W_BINDING 0
-#define W_X(i) x1[i]
+#define W_X4(i) x4[i]
 #include "weights.glsl"
 
 layout(local_size_x_id = 0) in;               // workgroup size: specialization constant 0
@@ -50,11 +50,11 @@ void main() {
     }
 #else
     const uint blocks = p.k / W_BLOCK;
-    for (uint b = tid; b < blocks; b += gl_WorkGroupSize.x) {
+    for (uint u = tid; u < blocks * W_LANES; u += gl_WorkGroupSize.x) {
+        const uint b = u / W_LANES, lane = u % W_LANES;
         for (uint r = 0; r < ROWS; ++r) {
             const uint row = first_row + r;
-            if (row >= p.rows) continue;
-            acc[r] += w_block_dot(row * blocks + b, b * 32);
+            if (row < p.rows) acc[r] += w_lane_dot(row * blocks + b, b, lane);
         }
     }
 #endif

@@ -74,40 +74,43 @@ void w_block(uint block, out float v[32]) {
 #error "no WTYPE_* defined"
 #endif
 
-// dot(block, x[xbase : xbase + 32]) where the includer defines W_X(i) as its x[i].
-#ifdef W_X
-float w_block_dot(uint block, uint xbase) {
-    const uint w = block * (W_BLOCK_BYTES / 2);
+// Block dot products split over lanes, so that neighbouring invocations read neighbouring
+// bytes of a block and neighbouring vec4s of x (coalesced loads). W_LANES lanes share a block;
+// w_lane_dot(block, xblock, lane) is that lane's share of dot(block, x[xblock * 32 : +32]). The includer
+// defines W_X4(i) as its x viewed as vec4s.
+#ifdef W_X4
 #if defined(WTYPE_Q8_0)
-    float s = 0.0;
-    for (uint j = 0; j < 16; ++j) {
-        const uint u = uint(wh[w + 1 + j]);
-        s += float(int8_t(u & 255u)) * W_X(xbase + 2 * j) + float(int8_t(u >> 8)) * W_X(xbase + 2 * j + 1);
-    }
-    return w_half_word(w) * s;
+#define W_LANES 8
+// Lane l holds qs bytes 4l..4l+3 = elements 4l..4l+3.
+float w_lane_dot(uint block, uint xblock, uint lane) {
+    const uint w = block * 17;
+    const uint u = uint(wh[w + 1 + 2 * lane]) | (uint(wh[w + 2 + 2 * lane]) << 16);
+    const vec4 q = vec4(float(int8_t(u & 255u)), float(int8_t((u >> 8) & 255u)), float(int8_t((u >> 16) & 255u)),
+                        float(int8_t(u >> 24)));
+    return w_half_word(w) * dot(q, W_X4(xblock * 8 + lane));
+}
 #else
+#define W_LANES 4
+// Lane l holds qs bytes 4l..4l+3: low nibbles are elements 4l..4l+3, high nibbles 16+4l..
+float w_lane_dot(uint block, uint xblock, uint lane) {
 #if defined(WTYPE_Q4_0)
-    const uint q0 = w + 1;
+    const uint w = block * 9, q0 = w + 1;
 #else
-    const uint q0 = w + 2;
+    const uint w = block * 10, q0 = w + 2;
 #endif
-    float s = 0.0, sx = 0.0;
-    for (uint j = 0; j < 8; ++j) {
-        const uint u = uint(wh[q0 + j]);  // bytes 2j and 2j+1 of qs
-        // Low nibbles are elements 0..15, high nibbles 16..31.
-        const float xa = W_X(xbase + 2 * j), xb = W_X(xbase + 2 * j + 1);
-        const float xc = W_X(xbase + 2 * j + 16), xd = W_X(xbase + 2 * j + 17);
-        s += float(u & 15u) * xa + float((u >> 4) & 15u) * xc + float((u >> 8) & 15u) * xb + float(u >> 12) * xd;
-        sx += xa + xb + xc + xd;
-    }
+    const uint u = uint(wh[q0 + 2 * lane]) | (uint(wh[q0 + 2 * lane + 1]) << 16);
+    const vec4 lo = vec4(u & 15u, (u >> 8) & 15u, (u >> 16) & 15u, (u >> 24) & 15u);
+    const vec4 hi = vec4((u >> 4) & 15u, (u >> 12) & 15u, (u >> 20) & 15u, u >> 28);
+    const vec4 xa = W_X4(xblock * 8 + lane), xb = W_X4(xblock * 8 + 4 + lane);
+    const float s = dot(lo, xa) + dot(hi, xb), sx = dot(xa + xb, vec4(1.0));
 #if defined(WTYPE_Q4_0)
     return w_half_word(w) * (s - 8.0 * sx);
 #else
     return w_half_word(w) * s + w_half_word(w + 1) * sx;
 #endif
-#endif
 }
-#endif
-#endif
+#endif  // WTYPE_Q8_0
+#endif  // W_X4
+#endif  // block formats
 
 #endif
