@@ -8,6 +8,7 @@
 #           libgtest-dev, nlohmann-json3-dev, libpcre2-dev, libutf8proc-dev, pkgconf and their
 #           libraries), unpacked into a prefix, never into /
 #   .shared/tools/make_random_gguf.py   a copy of ../shared/tools/make_random_gguf.py (benchmark files)
+#   .shared/fixtures/   optional: a subset of ../shared/fixtures for the engine's reference tests
 #   .whl/   wheels for Python packages the machine lacks (pytest, hypothesis, gguf and their
 #           dependencies)
 # Logs go to $OUT when it is set.
@@ -54,7 +55,11 @@ python3 -m akunu devices 2>&1 | tee "$out/devices.txt"
 
 export AKUNU_VALIDATION=1
 # ../shared does not travel with the checkout: fixture tests skip here and run in CI.
-[ -d ../shared/fixtures ] || export AKUNU_ALLOW_MISSING_FIXTURES=1
+if [ ! -d ../shared/fixtures ]; then
+    export AKUNU_ALLOW_MISSING_FIXTURES=1
+    # A carried subset of the fixtures (.shared/fixtures) runs the engine's reference tests here.
+    [ -d .shared/fixtures ] && export AKUNU_FIXTURES=$PWD/.shared/fixtures
+fi
 make_random=../shared/tools/make_random_gguf.py
 [ -f $make_random ] || make_random=.shared/tools/make_random_gguf.py
 export AKUNU_MAKE_RANDOM_GGUF=$make_random

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 import akunu
-from fixture_paths import FIXTURES, requires_fixtures
-
-pytestmark = requires_fixtures
+from fixture_paths import FIXTURES, require
 
 # (model, source, reference logits prefix, max |dlogit|): fp32 compute with an f16 KV cache,
 # held to the fixture README's fp16 thresholds (0.05 random models, 0.1 the trained one).
@@ -33,7 +31,7 @@ SOURCES = [
 
 
 def manifest(model):
-    return json.loads((FIXTURES / model / "manifest.json").read_text())
+    return json.loads(require(model, "manifest.json").read_text())
 
 
 _MODELS = {}
@@ -42,7 +40,7 @@ _MODELS = {}
 def load(model, source, context=256):
     key = (model, source, context)
     if key not in _MODELS:
-        _MODELS[key] = akunu.Model(FIXTURES / model / source, context=context, progress=False)
+        _MODELS[key] = akunu.Model(require(model, source), context=context, progress=False)
     return _MODELS[key]
 
 
@@ -146,7 +144,7 @@ def test_memory_report_equals_the_plan_to_the_byte():
     for part in ("weights", "kv_cache", "decode_scratch"):
         planned, allocated = report[part]
         assert planned == allocated, part
-    plan = akunu.plan(FIXTURES / "tiny-gemma3-random" / "gguf" / "tiny-gemma3-random-q8_0.gguf", context=256,
+    plan = akunu.plan(require("tiny-gemma3-random", "gguf", "tiny-gemma3-random-q8_0.gguf"), context=256,
                       max_chain=2, check_device=False)
     assert plan.kv_bytes == report["kv_cache"][1]
 
