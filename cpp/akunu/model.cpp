@@ -15,7 +15,7 @@ namespace akunu {
 namespace {
 
 // cos/sin of pos * inv_freq[i], the angle formed in f32 as transformers forms it.
-void fill_rope_tables(const Buffer& cos_b, const Buffer& sin_b, const std::vector<float>& inv_freq, int context) {
+void fill_rope_tables(Buffer& cos_b, Buffer& sin_b, const std::vector<float>& inv_freq, int context) {
     const size_t half = inv_freq.size();
     std::vector<float> c(size_t(context) * half), s(c.size());
     for (int pos = 0; pos < context; ++pos)
@@ -24,8 +24,8 @@ void fill_rope_tables(const Buffer& cos_b, const Buffer& sin_b, const std::vecto
             c[size_t(pos) * half + i] = float(std::cos(double(angle)));
             s[size_t(pos) * half + i] = float(std::sin(double(angle)));
         }
-    const_cast<Buffer&>(cos_b).write(c.data(), c.size() * 4);
-    const_cast<Buffer&>(sin_b).write(s.data(), s.size() * 4);
+    cos_b.write(c.data(), c.size() * 4);
+    sin_b.write(s.data(), s.size() * 4);
 }
 
 }  // namespace
@@ -190,8 +190,8 @@ void Model::decode(int token) {
     AKUNU_CHECK(pos < context_, "the context of " + std::to_string(context_) + " tokens is full; reset() or truncate() the cache");
     const uint32_t id = uint32_t(token);
     const StepState st{uint32_t(pos), 0};
-    const_cast<Buffer&>(scratch_->get("token_ids")).write(&id, 4);
-    const_cast<Buffer&>(scratch_->get("step")).write(&st, sizeof st);
+    scratch_->get("token_ids").write(&id, 4);
+    scratch_->get("step").write(&st, sizeof st);
     step_->submit_and_wait();
     kv_->set_length(pos + 1);
 }

@@ -22,4 +22,8 @@ const Buffer& ScratchBuffers::get(const std::string& name) const {
     return it->second;
 }
 
+Buffer& ScratchBuffers::get(const std::string& name) {
+    return const_cast<Buffer&>(static_cast<const ScratchBuffers&>(*this).get(name));
+}
+
 }  // namespace akunu

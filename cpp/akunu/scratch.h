@@ -18,6 +18,7 @@ public:
     ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain);
 
     const Buffer& get(const std::string& name) const;  // throws for unknown names
+    Buffer& get(const std::string& name);
     const std::map<std::string, Buffer>& all() const { return buffers_; }
     size_t bytes() const { return bytes_; }
 
