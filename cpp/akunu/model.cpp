@@ -52,9 +52,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 
     stage("device");
     m->device_ = Device::create(options.device);
+    // Chain length: long chains amortise a submission on GPUs; lavapipe gains little from them.
+    m->chain_ = options.chain > 0 ? options.chain : (m->device_->profile().type == DeviceType::kCpu ? 4 : 16);
+    AKUNU_CHECK(m->chain_ <= 256, "chain length " + std::to_string(m->chain_) + " is out of range (1 to 256)");
+    m->chain_ = std::min(m->chain_, m->context_);
     PlanOptions po;
     po.context = m->context_;
-    po.max_chain = 2;
+    po.max_chain = m->chain_;
     po.prefill_chunk = 1;
     m->plan_ = plan_memory(m->config_, m->files_.get(), po);
     const PlanFit fit = check_fit(m->plan_, m->device_->profile());
@@ -73,7 +77,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     stage("kv cache");
     m->kv_ = std::make_unique<KVCache>(m->device_, m->config_, m->context_);
     stage("scratch");
-    m->scratch_ = std::make_unique<ScratchBuffers>(m->device_, m->config_, m->context_, 2);
+    m->scratch_ = std::make_unique<ScratchBuffers>(m->device_, m->config_, m->context_, m->chain_);
 
     stage("rope");
     const ModelConfig& c = m->config_;
@@ -84,11 +88,16 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
                          m->context_);
 
     stage("dispatch table");
-    m->build_table();
+    m->table_ = m->build_table(0);
     m->step_ = std::make_unique<CommandList>(m->device_, 0);
     m->step_->begin();
     m->table_->record(*m->step_);
     m->step_->end();
+    m->chain_cl_ = std::make_unique<CommandList>(m->device_, 0);
+    m->chain_cl_->begin();
+    m->table_->record(*m->chain_cl_);
+    for (int k = 1; k < m->chain_; ++k) m->build_table(k)->record(*m->chain_cl_);
+    m->chain_cl_->end();
 
     stage("warmup");
     m->decode(0);  // runs every pipeline once; the cache is then rewound
@@ -96,17 +105,20 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     return m;
 }
 
-void Model::build_table() {
+// The table of chained step `step`: it embeds token_ids[step], reads StepState[step] and
+// writes its argmax to token_ids[step + 1], where step + 1 embeds it.
+std::unique_ptr<DispatchTable> Model::build_table(int step_index) {
     const ModelConfig& c = config_;
     const ArchDescriptor& a = c.arch();
     const bool gguf = files_->gguf() != nullptr;
     const float norm_offset = a.norm_plus_one && !gguf ? 1.0f : 0.0f;  // GGUF stores gemma's w + 1
     const ScratchBuffers& s = *scratch_;
-    table_ = std::make_unique<DispatchTable>(*device_);
-    DispatchTable& t = *table_;
+    auto table = std::make_unique<DispatchTable>(*device_);
+    DispatchTable& t = *table;
     const Buffer &h0 = s.get("h0"), &h1 = s.get("h1"), &residual = s.get("residual"), &qkv = s.get("qkv");
     const Buffer &attn_out = s.get("attn_out"), &gate = s.get("ffn_gate"), &up = s.get("ffn_up"), &act = s.get("ffn_act");
-    const Buffer &logits = s.get("logits"), &ids = s.get("token_ids"), &step = s.get("step"), &partial = s.get("attn_partial");
+    const Buffer &logits = s.get("logits"), &ids = s.get("token_ids"), &partial = s.get("attn_partial");
+    const Binding step(s.get("step"), size_t(step_index) * 16, 16);
     const size_t dim = size_t(c.dim), q_dim = size_t(c.q_dim), kv_dim = size_t(c.kv_dim), ffn = size_t(c.ffn_dim);
     const Binding q(qkv, s.q_offset(), q_dim * 4), k(qkv, s.k_offset(), kv_dim * 4), v(qkv, s.v_offset(), kv_dim * 4);
     const bool local_tables = s.all().count("rope_cos_local") > 0;
@@ -180,7 +192,8 @@ void Model::build_table() {
     t.set_label("output");
     kernels::gemv(t, head.buffer, head.type, residual, logits, size_t(c.vocab_size), dim);
     t.set_label("argmax");
-    kernels::argmax(t, logits, ids, size_t(c.vocab_size), 1);
+    kernels::argmax(t, logits, ids, size_t(c.vocab_size), uint32_t(step_index + 1));
+    return table;
 }
 
 void Model::decode(int token) {
@@ -194,6 +207,28 @@ void Model::decode(int token) {
     scratch_->get("step").write(&st, sizeof st);
     step_->submit_and_wait();
     kv_->set_length(pos + 1);
+}
+
+std::vector<int> Model::decode_chain(int token) {
+    AKUNU_CHECK(token >= 0 && token < config_.vocab_size,
+                "token id " + std::to_string(token) + " is out of range for a vocabulary of " + std::to_string(config_.vocab_size));
+    const int pos = kv_->current_length();
+    AKUNU_CHECK(pos + chain_ <= context_, "a chain of " + std::to_string(chain_) + " steps does not fit: " +
+                                              std::to_string(pos) + " of " + std::to_string(context_) + " positions are used");
+    const uint32_t id = uint32_t(token);
+    scratch_->get("token_ids").write(&id, 4);
+    // One StepState {pos, token_slot} per step, 16 bytes apart (storage-buffer offset alignment).
+    std::vector<uint32_t> packed(size_t(chain_) * 4, 0);
+    for (int k = 0; k < chain_; ++k) {
+        packed[size_t(k) * 4] = uint32_t(pos + k);
+        packed[size_t(k) * 4 + 1] = uint32_t(k);
+    }
+    scratch_->get("step").write(packed.data(), packed.size() * 4);
+    chain_cl_->submit_and_wait();
+    kv_->set_length(pos + chain_);
+    std::vector<uint32_t> out(static_cast<size_t>(chain_));
+    scratch_->get("token_ids").read(out.data(), out.size() * 4, 4);
+    return std::vector<int>(out.begin(), out.end());
 }
 
 int Model::argmax_token() const {

@@ -24,6 +24,7 @@ namespace akunu {
 struct LoadOptions {
     int context = 4096;           // KV-cache length; clipped to the model's trained context
     std::string device;           // selector, as Device::create
+    int chain = 0;                // decode steps per submission; 0: from the device profile
     std::function<void(const std::string& stage, size_t done, size_t total)> progress;
 };
 
@@ -49,13 +50,18 @@ public:
     void decode(int token);
     // The greedy next token after the last decode.
     int argmax_token() const;
+    // Chain decode: feeds `token`, then each sampled id to the next step, chain() steps in one
+    // submission with no CPU work between steps. Returns the chain() sampled ids; the cache
+    // grows by chain() positions (rewind with truncate() to drop steps after a stop token).
+    std::vector<int> decode_chain(int token);
+    int chain() const { return chain_; }
     // Runs `ids` one after another (prefill by decode steps).
     void eval(const std::vector<int>& ids);
     void reset() { kv_->reset(); }
 
 private:
     Model() = default;
-    void build_table();
+    std::unique_ptr<DispatchTable> build_table(int step);
 
     std::shared_ptr<Device> device_;
     std::shared_ptr<ModelFiles> files_;
@@ -65,7 +71,9 @@ private:
     std::unique_ptr<KVCache> kv_;
     std::unique_ptr<ScratchBuffers> scratch_;
     std::unique_ptr<DispatchTable> table_;
-    std::unique_ptr<CommandList> step_;
+    std::unique_ptr<CommandList> step_;   // one decode step (table 0)
+    std::unique_ptr<CommandList> chain_cl_;  // chain_ steps
+    int chain_ = 1;
     int context_ = 0;
     int eos_id_ = -1;
 };

@@ -13,10 +13,11 @@ static DType scratch_dtype(const std::string& name) {
 
 void init_engine(py::module_& m) {
     py::class_<Model, std::shared_ptr<Model>>(m, "Engine")
-        .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress) {
+        .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress, int chain) {
                  LoadOptions o;
                  o.context = context;
                  o.device = device;
+                 o.chain = chain;
                  if (!progress.is_none())
                      o.progress = [progress](const std::string& stage, size_t done, size_t total) {
                          py::gil_scoped_acquire gil;
@@ -25,13 +26,16 @@ void init_engine(py::module_& m) {
                  py::gil_scoped_release release;
                  return std::shared_ptr<Model>(Model::load(path, o));
              }),
-             py::arg("path"), py::arg("context") = 4096, py::arg("device") = "", py::arg("progress") = py::none())
+             py::arg("path"), py::arg("context") = 4096, py::arg("device") = "", py::arg("progress") = py::none(),
+             py::arg("chain") = 0)
         .def_property_readonly("config", &Model::config)
         .def_property_readonly("context", &Model::context)
         .def_property_readonly("device_name", [](const Model& mo) { return mo.device().profile().name; })
         .def("decode", &Model::decode, py::call_guard<py::gil_scoped_release>())
         .def("eval", &Model::eval, py::call_guard<py::gil_scoped_release>())
         .def("argmax_token", &Model::argmax_token)
+        .def("decode_chain", &Model::decode_chain, py::call_guard<py::gil_scoped_release>())
+        .def_property_readonly("chain", &Model::chain)
         .def("reset", &Model::reset)
         .def("truncate", [](Model& mo, int n) { mo.kv_cache().truncate(n); })
         .def_property_readonly("kv_length", [](Model& mo) { return mo.kv_cache().current_length(); })

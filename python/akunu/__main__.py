@@ -53,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
             bandwidth = decode_bench.copy_bandwidth(akunu.Device(args.device))
             rows = []
             for f in args.path:
-                rows.append(decode_bench.run(f, args.tokens, bandwidth))
-                print(f"{f}: {rows[-1]['tok_per_s']:.1f} tok/s", flush=True)
+                for chain in (1, 0):  # one token per submission, then the profile's chain
+                    rows.append(decode_bench.run(f, args.tokens, bandwidth, chain))
+                    print(f"{f} (chain {rows[-1]['chain']}): {rows[-1]['tok_per_s']:.1f} tok/s", flush=True)
             print(decode_bench.format_table(rows, bandwidth))
         if args.command == "kernel-bench":
             from akunu import kernel_bench

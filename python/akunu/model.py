@@ -74,13 +74,15 @@ class ScratchView:
 
 
 class Model:
-    def __init__(self, path, context: int = 4096, device: str | int | None = None, progress: bool | None = None):
+    def __init__(self, path, context: int = 4096, device: str | int | None = None, progress: bool | None = None,
+                 chain: int = 0):
+        """chain: decode steps per GPU submission (0: chosen from the device profile)."""
         path = os.fspath(path)
         self.path = path
         bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
         # The engine validates and plans the model before it allocates anything; the tokenizer
         # comes after (seed stage 11), so a model that does not fit fails first.
-        self._engine = _akunu.Engine(path, context, "" if device is None else str(device), bar)
+        self._engine = _akunu.Engine(path, context, "" if device is None else str(device), bar, chain)
         if bar is not None:
             bar.close()
         self.tokenizer = Tokenizer.from_file(path)
@@ -118,32 +120,71 @@ class Model:
         return pieces if stream else "".join(p.text for p in pieces)
 
     def _generate(self, prompt, max_tokens, stop, reset) -> Iterator[Piece]:
+        """Greedy decoding in chains: each submission runs `chain` steps on the GPU, each step
+        embedding the id the previous one sampled. Ids are read once per chain; a stop token
+        ends generation at exactly that token, and the cache is rewound past the steps after it."""
         if reset:
             self.reset()
         ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
         start = time.perf_counter()
-        self._engine.eval(ids)
+        e = self._engine
+        e.eval(ids)
         decoder = self.tokenizer.stream(skip_special_tokens=True)
         stop_ids = set(self.tokenizer.stop_ids)
-        text = ""
-        for _ in range(max_tokens):
-            token = self._engine.argmax_token()
+        state = {"text": "", "produced": 0}
+
+        def emit(token):
+            """The piece for `token`, or None when generation must end before it."""
             if token in stop_ids:
-                break
+                return None
             piece = decoder.put(token)
-            text += piece
-            hit = next((s for s in stop if s in text), None)
+            state["text"] += piece
+            state["produced"] += 1
+            return piece
+
+        pending = e.argmax_token()  # sampled, not yet fed to the model
+        while True:
+            piece = emit(pending)
+            if piece is None:
+                return
+            hit = next((s for s in stop if s in state["text"]), None)
             if hit is not None:
-                cut = text.index(hit)
-                piece = piece[: max(0, len(piece) - (len(text) - cut))]
-                if piece:
-                    yield Piece(token, piece, time.perf_counter() - start)
+                yield from self._cut_at_stop(piece, hit, state["text"], pending, start)
                 return
             if piece:
-                yield Piece(token, piece, time.perf_counter() - start)
-            if self.kv_cache.current_length >= self.context:
+                yield Piece(pending, piece, time.perf_counter() - start)
+            if state["produced"] >= max_tokens or e.kv_length >= self.context:
                 return
-            self._engine.decode(token)
+            if e.chain > 1 and e.kv_length + e.chain <= self.context:
+                base = e.kv_length
+                sampled = e.decode_chain(pending)  # fed: pending, sampled[0 .. chain-2]
+                for k, token in enumerate(sampled[:-1]):
+                    piece = emit(token)
+                    if piece is None:  # a stop token: drop it and the steps fed after it
+                        e.truncate(base + k + 1)
+                        return
+                    hit = next((s for s in stop if s in state["text"]), None)
+                    if hit is not None:
+                        e.truncate(base + k + 1)
+                        yield from self._cut_at_stop(piece, hit, state["text"], token, start)
+                        return
+                    if piece:
+                        yield Piece(token, piece, time.perf_counter() - start)
+                    if state["produced"] >= max_tokens:  # as unchained: the last token is not fed
+                        e.truncate(base + k + 1)
+                        return
+                pending = sampled[-1]
+            else:
+                e.decode(pending)
+                pending = e.argmax_token()
+
+    @staticmethod
+    def _cut_at_stop(piece, hit, text, token, start):
+        """The part of `piece` before the stop string `hit` (which ends `text`'s search)."""
+        cut = text.index(hit)
+        keep = piece[: max(0, len(piece) - (len(text) - cut))]
+        if keep:
+            yield Piece(token, keep, time.perf_counter() - start)
 
     def reset(self) -> None:
         self._engine.reset()

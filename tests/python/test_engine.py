@@ -202,3 +202,23 @@ def test_a_model_that_does_not_fit_fails_before_allocating(tmp_path):
         f.truncate(len(head) + offset)  # sparse: no disk is used
     with pytest.raises(akunu.Error, match="does not fit"):
         akunu.Model(path, context=128, progress=False)
+
+
+@pytest.mark.parametrize("stop", [None, ["Parameters"]])
+def test_chain_decode_matches_single_steps(stop):
+    """K steps per submission give the same tokens, the same cache length and the same cache
+    contents as one step per submission, also when a stop string ends generation mid-chain."""
+    path = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
+    results = []
+    for chain in (1, 5):
+        m = akunu.Model(path, context=128, progress=False, chain=chain)
+        assert m._engine.chain == chain
+        pieces = list(m.generate("import numpy as np\n\n\ndef ", max_tokens=40, stop=stop))
+        n = m.kv_cache.current_length
+        results.append(([p.token_id for p in pieces], "".join(p.text for p in pieces), n,
+                        m.kv_cache.k(5).astype(np.float32).copy()))
+    (ids1, text1, n1, k1), (ids5, text5, n5, k5) = results
+    assert ids1 == ids5 and text1 == text5 and n1 == n5
+    np.testing.assert_array_equal(k1, k5)
+    if stop:
+        assert "Parameters" not in text5 and text5.startswith("zeros_like(x):")
