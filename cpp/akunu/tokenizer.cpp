@@ -9,34 +9,31 @@
 
 namespace akunu {
 
-Tokenizer::Tokenizer(Parts p)
-    : source_(std::move(p.source)), model_(std::move(p.model)), added_(std::move(p.added)),
-      normalizer_(std::move(p.normalizer)), pre_tokenizer_(std::move(p.pre_tokenizer)), decoder_(std::move(p.decoder)),
-      template_(std::move(p.special_template)), bos_id_(p.bos_id), eos_id_(p.eos_id), chat_template_(std::move(p.chat_template)) {
+Tokenizer::Tokenizer(Parts parts) : p_(std::move(parts)) {
     int max_id = -1;
-    for (const auto& [tok, id] : model_->vocab()) max_id = std::max(max_id, id);
-    for (const auto& a : added_) max_id = std::max(max_id, a.id);
+    for (const auto& [tok, id] : p_.model->vocab()) max_id = std::max(max_id, id);
+    for (const auto& a : p_.added) max_id = std::max(max_id, a.id);
     id_to_token_.assign(size_t(max_id + 1), std::string());
     added_index_.assign(size_t(max_id + 1), -1);
-    for (const auto& [tok, id] : model_->vocab()) id_to_token_[size_t(id)] = tok;
-    for (size_t i = 0; i < added_.size(); ++i) {
-        id_to_token_[size_t(added_[i].id)] = added_[i].content;
-        added_index_[size_t(added_[i].id)] = int(i);
-        AKUNU_CHECK(!added_[i].content.empty(), source_ + ": added token " + std::to_string(added_[i].id) + " is empty");
+    for (const auto& [tok, id] : p_.model->vocab()) id_to_token_[size_t(id)] = tok;
+    for (size_t i = 0; i < p_.added.size(); ++i) {
+        id_to_token_[size_t(p_.added[i].id)] = p_.added[i].content;
+        added_index_[size_t(p_.added[i].id)] = int(i);
+        AKUNU_CHECK(!p_.added[i].content.empty(), p_.source + ": added token " + std::to_string(p_.added[i].id) + " is empty");
     }
     // Longest first, so that at one position the longest added token wins (HF: leftmost-longest).
-    std::stable_sort(added_.begin(), added_.end(),
+    std::stable_sort(p_.added.begin(), p_.added.end(),
                      [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
-    for (size_t i = 0; i < added_.size(); ++i) {
-        added_index_[size_t(added_[i].id)] = int(i);
-        added_by_first_byte_[uint8_t(added_[i].content[0])].push_back(int(i));
+    for (size_t i = 0; i < p_.added.size(); ++i) {
+        added_index_[size_t(p_.added[i].id)] = int(i);
+        added_by_first_byte_[uint8_t(p_.added[i].content[0])].push_back(int(i));
     }
 
     auto add_stop = [&](int id) {
         if (id >= 0 && std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
     };
-    add_stop(eos_id_);
-    for (int id : p.extra_eos_ids) add_stop(id);
+    add_stop(p_.eos_id);
+    for (int id : p_.extra_eos_ids) add_stop(id);
     for (const char* marker : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<eos>", "</s>", "<|eom_id|>"}) {
         const int id = token_to_id(marker);
         if (id >= 0 && is_special(id)) add_stop(id);
@@ -50,20 +47,20 @@ const std::string& Tokenizer::id_to_token(int id) const {
 }
 
 int Tokenizer::token_to_id(std::string_view token) const {
-    for (const auto& a : added_)
+    for (const auto& a : p_.added)
         if (a.content == token) return a.id;
-    return model_->find(token);
+    return p_.model->find(token);
 }
 
 bool Tokenizer::is_special(int id) const {
     if (id < 0 || size_t(id) >= added_index_.size() || added_index_[size_t(id)] < 0) return false;
-    return added_[size_t(added_index_[size_t(id)])].special;
+    return p_.added[size_t(added_index_[size_t(id)])].special;
 }
 
 void Tokenizer::encode_segment(const std::string& text, bool first_segment, std::vector<int>& out) const {
     if (text.empty()) return;
-    const std::string normalized = apply_normalizer(normalizer_, text);
-    for (const std::string& word : apply_pre_tokenizer(pre_tokenizer_, normalized, first_segment)) model_->tokenize(word, out);
+    const std::string normalized = apply_normalizer(p_.normalizer, text);
+    for (const std::string& word : apply_pre_tokenizer(p_.pre_tokenizer, normalized, first_segment)) p_.model->tokenize(word, out);
 }
 
 static bool is_word_char(uint32_t cp) {
@@ -73,7 +70,7 @@ static bool is_word_char(uint32_t cp) {
 std::vector<int> Tokenizer::encode(std::string_view text, bool add_special_tokens, bool parse_special) const {
     AKUNU_CHECK(is_valid_utf8(text), "encode: the text is not valid UTF-8");
     std::vector<int> out;
-    if (add_special_tokens) out.insert(out.end(), template_.prefix.begin(), template_.prefix.end());
+    if (add_special_tokens) out.insert(out.end(), p_.special_template.prefix.begin(), p_.special_template.prefix.end());
 
     // Split out added tokens (leftmost, then longest) from the raw text. Tokens marked
     // `normalized` are matched the same way here: none of the supported families normalize
@@ -85,7 +82,7 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_special_token
         const AddedToken* hit = nullptr;
         {
             for (int index : added_by_first_byte_[uint8_t(s[i])]) {
-                const AddedToken& a = added_[size_t(index)];
+                const AddedToken& a = p_.added[size_t(index)];
                 if (a.special && !parse_special) continue;
                 if (s.compare(i, a.content.size(), a.content) != 0) continue;
                 if (a.single_word) {
@@ -113,7 +110,7 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_special_token
         segment_start = i = next;
     }
     encode_segment(s.substr(segment_start), first_segment, out);
-    if (add_special_tokens) out.insert(out.end(), template_.suffix.begin(), template_.suffix.end());
+    if (add_special_tokens) out.insert(out.end(), p_.special_template.suffix.begin(), p_.special_template.suffix.end());
     return out;
 }
 
@@ -125,13 +122,13 @@ std::string Tokenizer::decode(const std::vector<int>& ids, bool skip_special_tok
         if (skip_special_tokens && is_special(id)) continue;
         tokens.push_back(t);
     }
-    if (decoder_.empty()) {
+    if (p_.decoder.empty()) {
         std::string out;
         for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
         return out;
     }
     std::string out;
-    for (const auto& piece : apply_decoder(decoder_, std::move(tokens))) out += piece;
+    for (const auto& piece : apply_decoder(p_.decoder, std::move(tokens))) out += piece;
     return out;
 }
 

@@ -44,15 +44,15 @@ public:
     const std::string& id_to_token(int id) const;  // throws when out of range
     int token_to_id(std::string_view token) const;  // -1 when absent
     bool is_special(int id) const;
-    const std::vector<AddedToken>& added_tokens() const { return added_; }
+    const std::vector<AddedToken>& added_tokens() const { return p_.added; }
 
-    int bos_id() const { return bos_id_; }
-    int eos_id() const { return eos_id_; }
+    int bos_id() const { return p_.bos_id; }
+    int eos_id() const { return p_.eos_id; }
     // Ids that end generation: the model's EOS ids plus the usual chat end markers the
     // vocabulary has (<|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>, </s>, ...).
     const std::vector<int>& stop_ids() const { return stop_ids_; }
-    const std::string& chat_template() const { return chat_template_; }
-    const std::string& source() const { return source_; }
+    const std::string& chat_template() const { return p_.chat_template; }
+    const std::string& source() const { return p_.source; }
 
     // Builders use these (tokenizer_json.cpp, tokenizer_gguf.cpp).
     struct Parts {
@@ -72,19 +72,12 @@ public:
 private:
     void encode_segment(const std::string& text, bool first_segment, std::vector<int>& out) const;
 
-    std::string source_;
-    std::unique_ptr<BpeModel> model_;
-    std::vector<AddedToken> added_;
-    std::vector<NormalizerStep> normalizer_;
-    std::vector<PreTokenizerStep> pre_tokenizer_;
-    std::vector<DecoderStep> decoder_;
-    SpecialTemplate template_;
+    Parts p_;  // the pipeline as built; p_.added is sorted longest first
+    // Derived in the constructor:
     std::vector<std::string> id_to_token_;
-    std::vector<int> added_index_;  // id -> index into added_, or -1
-    int bos_id_ = -1, eos_id_ = -1;
+    std::vector<int> added_index_;               // id -> index into p_.added, or -1
+    std::vector<int> added_by_first_byte_[256];  // indices into p_.added, longest first
     std::vector<int> stop_ids_;
-    std::string chat_template_;
-    std::vector<int> added_by_first_byte_[256];  // indices into added_, longest first
 };
 
 }  // namespace akunu
