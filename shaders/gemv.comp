@@ -18,7 +18,7 @@ layout(constant_id = 1) const uint ROWS = 4;  // rows per workgroup
 #define MAX_ROWS 8
 #define MAX_SUBGROUPS 128
 
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };   // [rows]
+layout(std430, binding = 2) buffer Y { float y[]; };             // [rows]
 layout(push_constant) uniform Push { GemvParams p; };
 
 shared float partial[MAX_ROWS][MAX_SUBGROUPS];
@@ -67,6 +67,6 @@ void main() {
     if (tid < ROWS && first_row + tid < p.rows) {
         float total = 0.0;
         for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[tid][s];
-        y[first_row + tid] = total;
+        y[first_row + tid] = p.accumulate != 0 ? y[first_row + tid] + total : total;
     }
 }

@@ -27,8 +27,9 @@ void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding&
 // Weight types the GEMV and embedding kernels read directly (quantized weights stay quantized).
 bool weight_type_supported(TensorType type);
 
-// y[rows] f32 = W[rows, k] · x[k] f32, W of any supported weight type.
-void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k);
+// y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type.
+void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
+          bool accumulate = false);
 
 // out[dim] f32 = scale * W[token_ids[step.token_slot], :].
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,

@@ -161,14 +161,17 @@ std::unique_ptr<DispatchTable> Model::build_table(int step_index) {
         kernels::attention(t, q, kv_->k(l), kv_->v(l), partial, attn_out, step,
                            {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
                             sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap});
+        // Without a post-norm the projection adds straight into the residual stream h0.
         t.set_label(blk + "attn_output");
-        kernels::gemv(t, L.o.buffer, L.o.type, Binding(attn_out, 0, q_dim * 4), h1, dim, q_dim);
         if (a.post_attn_norm) {
+            kernels::gemv(t, L.o.buffer, L.o.type, Binding(attn_out, 0, q_dim * 4), h1, dim, q_dim);
             t.set_label(blk + "post_attention_norm");
             kernels::rmsnorm(t, h1, L.post_attn_norm.buffer, h1, DType::kF32, 1, dim, c.norm_eps, norm_offset);
+            t.set_label(blk + "attn_residual");
+            kernels::add(t, h0, h1, h0, DType::kF32, dim);
+        } else {
+            kernels::gemv(t, L.o.buffer, L.o.type, Binding(attn_out, 0, q_dim * 4), h0, dim, q_dim, true);
         }
-        t.set_label(blk + "attn_residual");
-        kernels::add(t, h0, h1, h0, DType::kF32, dim);
         t.set_label(blk + "ffn_norm");
         kernels::rmsnorm(t, h0, L.ffn_norm.buffer, residual, DType::kF32, 1, dim, c.norm_eps, norm_offset);
         t.set_label(blk + "ffn_gate");
@@ -178,13 +181,15 @@ std::unique_ptr<DispatchTable> Model::build_table(int step_index) {
         t.set_label(blk + "ffn_act");
         kernels::gated_activation(t, a.activation, gate, up, act, ffn);
         t.set_label(blk + "ffn_down");
-        kernels::gemv(t, L.down.buffer, L.down.type, act, h1, dim, ffn);
         if (a.post_ffn_norm) {
+            kernels::gemv(t, L.down.buffer, L.down.type, act, h1, dim, ffn);
             t.set_label(blk + "post_ffw_norm");
             kernels::rmsnorm(t, h1, L.post_ffn_norm.buffer, h1, DType::kF32, 1, dim, c.norm_eps, norm_offset);
+            t.set_label(blk + "ffn_residual");
+            kernels::add(t, h0, h1, h0, DType::kF32, dim);
+        } else {
+            kernels::gemv(t, L.down.buffer, L.down.type, act, h0, dim, ffn, true);
         }
-        t.set_label(blk + "ffn_residual");
-        kernels::add(t, h0, h1, h0, DType::kF32, dim);
     }
     t.set_label("output_norm");
     kernels::rmsnorm(t, h0, weights_.output_norm.buffer, residual, DType::kF32, 1, dim, c.norm_eps, norm_offset);

@@ -50,11 +50,14 @@ AKUNU_PARAMS_SIZE(RmsNormParams, 16)
 
 // gemv_*: y[n] = sum_k W[n, k] * x[k] for n < rows; W row-major [rows, k] of the variant's
 // weight type (block formats: rows of k/32 blocks).
+// accumulate = 1 adds to y instead of overwriting it: the residual add fused into the O and
+// down projections.
 struct GemvParams {
     uint rows;
     uint k;
+    uint accumulate;
 };
-AKUNU_PARAMS_SIZE(GemvParams, 8)
+AKUNU_PARAMS_SIZE(GemvParams, 12)
 
 // The step state: what changes from one decode step to the next, read by kernels from a small
 // device buffer so that a recorded command buffer is replayed unchanged.
