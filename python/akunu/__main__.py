@@ -1,75 +1,162 @@
-"""`python -m akunu`: the main job. For now it lists the Vulkan devices with their profiles and
-runs the kernel self-check on the selected device (AKUNU_DEVICE or --device)."""
+"""`python -m akunu` (or `akunu`): the command line.
+
+With no command it runs the main job: the Vulkan devices with their profiles, then the kernel
+self-check on the selected device. Errors print one line, without a traceback unless --debug.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="akunu", description=__doc__)
-    parser.add_argument("command", nargs="?", default="info", choices=["info", "devices", "selfcheck", "kernel-bench", "tokenizer-bench", "decode-bench"],
-                        help="info (default): devices, then the self-check; devices; selfcheck; "
-                             "kernel-bench: copy and GEMV bandwidth; tokenizer-bench PATH: encode speed; "
-                             "decode-bench FILE...: decode tok/s against the bandwidth floor")
-    parser.add_argument("path", nargs="*", help="tokenizer-bench: tokenizer.json, model directory or GGUF; "
-                                                "decode-bench: GGUF files")
-    parser.add_argument("--tokens", type=int, default=128, help="decode-bench: tokens per file")
-    parser.add_argument("--device", default="", help="device index or part of its name (default: AKUNU_DEVICE or best)")
-    parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
-    args = parser.parse_args(argv)
-
-    import akunu
+def _info(akunu, args) -> int:
     from akunu import selfcheck
 
+    if args.command in ("info", "devices"):
+        for d in akunu.devices():
+            print(f"[{d['index']}] {d['description']}\n")
+    if args.command in ("info", "selfcheck"):
+        dev = akunu.Device(args.device)
+        print(f"kernel self-check on {dev.name}")
+        results = selfcheck.run(dev)
+        print(selfcheck.format_table(results))
+        failed = [r.kernel for r in results if not r.passed]
+        if failed:
+            print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+            return 1
+        print("all kernels match NumPy")
+    return 0
+
+
+def _plan(akunu, args) -> int:
+    print(akunu.plan(args.model, context=args.context, prefill_chunk=args.prefill_chunk, kv_dtype=args.kv_dtype,
+                     device=args.device or None))
+    return 0
+
+
+def _inspect(akunu, args) -> int:
+    f = akunu.open(args.model)
+    print(f"{f.path}: {f.format}" + (f" v{f.gguf_version}" if f.gguf_version else ""))
+    for key, value in f.metadata.items():
+        if isinstance(value, list):
+            value = f"[{len(value)} items]"
+        text = str(value)
+        print(f"  {key:<44} {text[:80] + ('...' if len(text) > 80 else '')}")
+    print(f"{len(f.tensors)} tensors")
+    for t in f.tensors[: args.tensors]:
+        print(f"  {t['name']:<44} {t['dtype']:<6} {str(list(t['shape'])):<18} {t['bytes']:>12,} B")
+    if len(f.tensors) > args.tensors:
+        print(f"  ... {len(f.tensors) - args.tensors} more (--tensors N)")
+    print(akunu.load_config(f))
+    return 0
+
+
+def _generate(akunu, args) -> int:
+    m = akunu.Model(args.model, context=args.context, device=args.device or None)
+    prompt = args.prompt
+    if args.chat:
+        prompt = m.tokenizer.apply_chat_template([{"role": "user", "content": prompt}])
+        ids = m.tokenize(prompt, add_special_tokens=False)
+    else:
+        ids = m.tokenize(prompt)
+    n = 0
+    start = None
+    for piece in m.generate(ids, max_tokens=args.max_tokens):
+        start = start if start is not None else piece.seconds
+        print(piece.text, end="", flush=True)
+        n += 1
+        last = piece.seconds
+    print()
+    if n > 1:
+        print(f"[{len(ids)} prompt tokens; {n} tokens, {(n - 1) / max(last - start, 1e-9):.1f} tok/s after the first]",
+              file=sys.stderr)
+    return 0
+
+
+def _tokenizer_bench(akunu, args) -> int:
+    from akunu import tokenizer_bench
+
+    r = tokenizer_bench.run(akunu.Tokenizer.from_file(args.path))
+    print(f"{r['bytes'] / 1e6:.2f} MB -> {r['tokens']:,} tokens in {r['seconds']:.3f} s: {r['mb_per_s']:.2f} MB/s, "
+          f"{r['tokens_per_s']:,.0f} tokens/s (one thread; first pass, cold word cache: {r['cold_mb_per_s']:.2f} MB/s)")
+    return 0
+
+
+def _kernel_bench(akunu, args) -> int:
+    from akunu import kernel_bench
+
+    dev = akunu.Device(args.device)
+    scale = 1.0 if dev.profile["type"] != "cpu" else 1 / 16  # lavapipe: smaller problems
+    print(f"kernel bandwidth on {dev.name}")
+    print(kernel_bench.format_table(kernel_bench.run(dev, scale)))
+    return 0
+
+
+def _decode_bench(akunu, args) -> int:
+    from akunu import decode_bench
+
+    bandwidth = decode_bench.copy_bandwidth(akunu.Device(args.device))
+    rows = []
+    for f in args.files:
+        for chain in (1, 0):  # one token per submission, then the profile's chain
+            rows.append(decode_bench.run(f, args.tokens, bandwidth, chain))
+            print(f"{f} (chain {rows[-1]['chain']}): {rows[-1]['tok_per_s']:.1f} tok/s", flush=True)
+    print(decode_bench.format_table(rows, bandwidth))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="akunu", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="", help="device index or part of its name (default: AKUNU_DEVICE or best)")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    sub = parser.add_subparsers(dest="command")
+    for name, help_text in (("info", "devices, then the kernel self-check (the default)"),
+                            ("devices", "the Vulkan devices and their profiles"),
+                            ("selfcheck", "every kernel against NumPy")):
+        sub.add_parser(name, help=help_text).set_defaults(run=_info)
+    p = sub.add_parser("plan", help="will MODEL fit? (reads headers only)")
+    p.add_argument("model")
+    p.add_argument("--context", type=int, default=None)
+    p.add_argument("--prefill-chunk", type=int, default=4096)
+    p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4"])
+    p.set_defaults(run=_plan)
+    p = sub.add_parser("inspect", help="metadata, tensors and config of MODEL")
+    p.add_argument("model")
+    p.add_argument("--tensors", type=int, default=20, help="how many tensors to list")
+    p.set_defaults(run=_inspect)
+    p = sub.add_parser("generate", help="greedy continuation of PROMPT")
+    p.add_argument("model")
+    p.add_argument("prompt")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--chat", action="store_true", help="wrap PROMPT in the model's chat template")
+    p.set_defaults(run=_generate)
+    p = sub.add_parser("tokenizer-bench", help="encode speed of a tokenizer")
+    p.add_argument("path", help="tokenizer.json, model directory or GGUF")
+    p.set_defaults(run=_tokenizer_bench)
+    sub.add_parser("kernel-bench", help="copy and GEMV bandwidth").set_defaults(run=_kernel_bench)
+    p = sub.add_parser("decode-bench", help="decode tok/s against the bandwidth floor")
+    p.add_argument("files", nargs="+", help="GGUF files")
+    p.add_argument("--tokens", type=int, default=128)
+    p.set_defaults(run=_decode_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args.command, args.run = "info", _info
+    import akunu
+
     try:
-        if args.command in ("info", "devices"):
-            for d in akunu.devices():
-                print(f"[{d['index']}] {d['description']}\n")
-        if args.command in ("info", "selfcheck"):
-            dev = akunu.Device(args.device)
-            print(f"kernel self-check on {dev.name}")
-            results = selfcheck.run(dev)
-            print(selfcheck.format_table(results))
-            failed = [r.kernel for r in results if not r.passed]
-            if failed:
-                print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
-                return 1
-            print("all kernels match NumPy")
-        if args.command == "tokenizer-bench":
-            from akunu import tokenizer_bench
-
-            if len(args.path) != 1:
-                parser.error("tokenizer-bench needs one PATH")
-            r = tokenizer_bench.run(akunu.Tokenizer.from_file(args.path[0]))
-            print(f"{r['bytes'] / 1e6:.2f} MB -> {r['tokens']:,} tokens in {r['seconds']:.3f} s: "
-                  f"{r['mb_per_s']:.2f} MB/s, {r['tokens_per_s']:,.0f} tokens/s (one thread; first pass, "
-                  f"cold word cache: {r['cold_mb_per_s']:.2f} MB/s)")
-        if args.command == "decode-bench":
-            from akunu import decode_bench
-
-            if not args.path:
-                parser.error("decode-bench needs GGUF files")
-            bandwidth = decode_bench.copy_bandwidth(akunu.Device(args.device))
-            rows = []
-            for f in args.path:
-                for chain in (1, 0):  # one token per submission, then the profile's chain
-                    rows.append(decode_bench.run(f, args.tokens, bandwidth, chain))
-                    print(f"{f} (chain {rows[-1]['chain']}): {rows[-1]['tok_per_s']:.1f} tok/s", flush=True)
-            print(decode_bench.format_table(rows, bandwidth))
-        if args.command == "kernel-bench":
-            from akunu import kernel_bench
-
-            dev = akunu.Device(args.device)
-            scale = 1.0 if dev.profile["type"] != "cpu" else 1 / 16  # lavapipe: smaller problems
-            print(f"kernel bandwidth on {dev.name}")
-            print(kernel_bench.format_table(kernel_bench.run(dev, scale)))
-    except akunu.Error as e:
+        return args.run(akunu, args)
+    except (akunu.Error, OSError, KeyError, ValueError) as e:
         if args.debug:
             raise
         print(f"akunu: error: {e}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":
