@@ -123,6 +123,18 @@ std::unique_ptr<DispatchTable> Model::build_table(int step_index) {
     const Binding q(qkv, s.q_offset(), q_dim * 4), k(qkv, s.k_offset(), kv_dim * 4), v(qkv, s.v_offset(), kv_dim * 4);
     const bool local_tables = s.all().count("rope_cos_local") > 0;
 
+    // h0 += W·x, the output projections of attention and FFN. Without a post-norm the GEMV adds
+    // straight into the residual stream; with one (gemma2/3) the projection is normed in h1 first.
+    auto into_residual = [&](const Weight& w, const Binding& x, size_t k, const Weight* post_norm) {
+        if (!post_norm) {
+            kernels::gemv(t, w.buffer, w.type, x, h0, dim, k, true);
+            return;
+        }
+        kernels::gemv(t, w.buffer, w.type, x, h1, dim, k);
+        kernels::rmsnorm(t, h1, post_norm->buffer, h1, DType::kF32, 1, dim, c.norm_eps, norm_offset);
+        kernels::add(t, h0, h1, h0, DType::kF32, dim);
+    };
+
     t.set_label("token_embd");
     kernels::embed(t, weights_.token_embd.buffer, weights_.token_embd.type, size_t(c.vocab_size), ids, step, h0, dim,
                    c.embed_scale);
@@ -161,17 +173,8 @@ std::unique_ptr<DispatchTable> Model::build_table(int step_index) {
         kernels::attention(t, q, kv_->k(l), kv_->v(l), partial, attn_out, step,
                            {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
                             sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap});
-        // Without a post-norm the projection adds straight into the residual stream h0.
         t.set_label(blk + "attn_output");
-        if (a.post_attn_norm) {
-            kernels::gemv(t, L.o.buffer, L.o.type, Binding(attn_out, 0, q_dim * 4), h1, dim, q_dim);
-            t.set_label(blk + "post_attention_norm");
-            kernels::rmsnorm(t, h1, L.post_attn_norm.buffer, h1, DType::kF32, 1, dim, c.norm_eps, norm_offset);
-            t.set_label(blk + "attn_residual");
-            kernels::add(t, h0, h1, h0, DType::kF32, dim);
-        } else {
-            kernels::gemv(t, L.o.buffer, L.o.type, Binding(attn_out, 0, q_dim * 4), h0, dim, q_dim, true);
-        }
+        into_residual(L.o, Binding(attn_out, 0, q_dim * 4), q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
         t.set_label(blk + "ffn_norm");
         kernels::rmsnorm(t, h0, L.ffn_norm.buffer, residual, DType::kF32, 1, dim, c.norm_eps, norm_offset);
         t.set_label(blk + "ffn_gate");
@@ -181,15 +184,7 @@ std::unique_ptr<DispatchTable> Model::build_table(int step_index) {
         t.set_label(blk + "ffn_act");
         kernels::gated_activation(t, a.activation, gate, up, act, ffn);
         t.set_label(blk + "ffn_down");
-        if (a.post_ffn_norm) {
-            kernels::gemv(t, L.down.buffer, L.down.type, act, h1, dim, ffn);
-            t.set_label(blk + "post_ffw_norm");
-            kernels::rmsnorm(t, h1, L.post_ffn_norm.buffer, h1, DType::kF32, 1, dim, c.norm_eps, norm_offset);
-            t.set_label(blk + "ffn_residual");
-            kernels::add(t, h0, h1, h0, DType::kF32, dim);
-        } else {
-            kernels::gemv(t, L.down.buffer, L.down.type, act, h0, dim, ffn, true);
-        }
+        into_residual(L.down, act, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr);
     }
     t.set_label("output_norm");
     kernels::rmsnorm(t, h0, weights_.output_norm.buffer, residual, DType::kF32, 1, dim, c.norm_eps, norm_offset);
