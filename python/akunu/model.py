@@ -119,72 +119,56 @@ class Model:
         pieces = self._generate(prompt, max_tokens, stop or [], reset)
         return pieces if stream else "".join(p.text for p in pieces)
 
-    def _generate(self, prompt, max_tokens, stop, reset) -> Iterator[Piece]:
-        """Greedy decoding in chains: each submission runs `chain` steps on the GPU, each step
-        embedding the id the previous one sampled. Ids are read once per chain; a stop token
-        ends generation at exactly that token, and the cache is rewound past the steps after it."""
-        if reset:
-            self.reset()
-        ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
-        start = time.perf_counter()
+    def _sampled(self) -> Iterator[tuple[int, int]]:
+        """Greedy tokens after what the cache holds, each with the cache length that excludes
+        it: the length to rewind to if generation ends at that token. Chains run `chain` steps
+        per submission, each embedding the id the previous step sampled; single steps are used
+        where a whole chain no longer fits the context."""
         e = self._engine
-        e.eval(ids)
-        decoder = self.tokenizer.stream(skip_special_tokens=True)
-        stop_ids = set(self.tokenizer.stop_ids)
-        state = {"text": "", "produced": 0}
-
-        def emit(token):
-            """The piece for `token`, or None when generation must end before it."""
-            if token in stop_ids:
-                return None
-            piece = decoder.put(token)
-            state["text"] += piece
-            state["produced"] += 1
-            return piece
-
         pending = e.argmax_token()  # sampled, not yet fed to the model
         while True:
-            piece = emit(pending)
-            if piece is None:
-                return
-            hit = next((s for s in stop if s in state["text"]), None)
-            if hit is not None:
-                yield from self._cut_at_stop(piece, hit, state["text"], pending, start)
-                return
-            if piece:
-                yield Piece(pending, piece, time.perf_counter() - start)
-            if state["produced"] >= max_tokens or e.kv_length >= self.context:
+            yield pending, e.kv_length
+            if e.kv_length >= self.context:
                 return
             if e.chain > 1 and e.kv_length + e.chain <= self.context:
                 base = e.kv_length
                 sampled = e.decode_chain(pending)  # fed: pending, sampled[0 .. chain-2]
                 for k, token in enumerate(sampled[:-1]):
-                    piece = emit(token)
-                    if piece is None:  # a stop token: drop it and the steps fed after it
-                        e.truncate(base + k + 1)
-                        return
-                    hit = next((s for s in stop if s in state["text"]), None)
-                    if hit is not None:
-                        e.truncate(base + k + 1)
-                        yield from self._cut_at_stop(piece, hit, state["text"], token, start)
-                        return
-                    if piece:
-                        yield Piece(token, piece, time.perf_counter() - start)
-                    if state["produced"] >= max_tokens:  # as unchained: the last token is not fed
-                        e.truncate(base + k + 1)
-                        return
+                    yield token, base + k + 1
                 pending = sampled[-1]
             else:
                 e.decode(pending)
                 pending = e.argmax_token()
 
-    @staticmethod
-    def _cut_at_stop(piece, hit, text, token, start):
-        """The part of `piece` before the stop string `hit` (which ends `text`'s search)."""
-        cut = text.index(hit)
-        keep = piece[: max(0, len(piece) - (len(text) - cut))]
-        if keep:
-            yield Piece(token, keep, time.perf_counter() - start)
+    def _generate(self, prompt, max_tokens, stop, reset) -> Iterator[Piece]:
+        """A stop token or string ends generation at exactly that token, and the cache is
+        rewound past the steps a chain ran after it."""
+        if reset:
+            self.reset()
+        ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
+        start = time.perf_counter()
+        self._engine.eval(ids)
+        decoder = self.tokenizer.stream(skip_special_tokens=True)
+        stop_ids = set(self.tokenizer.stop_ids)
+        text = ""
+        for produced, (token, keep) in enumerate(self._sampled(), 1):
+            if token in stop_ids:
+                self._engine.truncate(keep)
+                return
+            piece = decoder.put(token)
+            text += piece
+            hit = next((s for s in stop if s in text), None)
+            if hit is not None:  # emit only what precedes the stop string
+                self._engine.truncate(keep)
+                piece = piece[: max(0, len(piece) - (len(text) - text.index(hit)))]
+                if piece:
+                    yield Piece(token, piece, time.perf_counter() - start)
+                return
+            if piece:
+                yield Piece(token, piece, time.perf_counter() - start)
+            if produced >= max_tokens:  # as unchained: the last token is not fed
+                self._engine.truncate(keep)
+                return
 
     def reset(self) -> None:
         self._engine.reset()
