@@ -10,7 +10,6 @@ UTF-8 raises UnicodeDecodeError naming the position.
 """
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 from typing import Iterable, Sequence
@@ -29,13 +28,11 @@ def _read_text(path: pathlib.Path) -> str:
 class Tokenizer:
     """Encodes text to ids and decodes ids to text exactly as HF tokenizers does."""
 
-    def __init__(self, native: "_akunu.Tokenizer", bos_token: str | None = None, eos_token: str | None = None):
+    def __init__(self, native: "_akunu.Tokenizer"):
         self._t = native
-        self.bos_token = bos_token if bos_token is not None else self._token_or_none(native.bos_id)
-        self.eos_token = eos_token if eos_token is not None else self._token_or_none(native.eos_id)
-
-    def _token_or_none(self, i: int) -> str | None:
-        return self._t.id_to_token(i) if i >= 0 else None
+        # The names chat templates use; the loader resolved them from tokenizer_config.json or GGUF.
+        self.bos_token = native.id_to_token(native.bos_id) if native.bos_id >= 0 else None
+        self.eos_token = native.id_to_token(native.eos_id) if native.eos_id >= 0 else None
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -54,12 +51,7 @@ class Tokenizer:
             return cls(_akunu.Tokenizer.from_gguf(_akunu.open_model(str(p))))
         config_path = p.parent / "tokenizer_config.json"
         config_text = _read_text(config_path) if config_path.exists() else None
-        native = _akunu.Tokenizer.from_json(_read_text(p), config_text, str(p))
-        bos = eos = None
-        if config_text:
-            config = json.loads(config_text)
-            bos, eos = _token_name(config.get("bos_token")), _token_name(config.get("eos_token"))
-        return cls(native, bos, eos)
+        return cls(_akunu.Tokenizer.from_json(_read_text(p), config_text, str(p)))
 
     # ---- encoding and decoding ---------------------------------------------------------------
     def encode(self, text: str | bytes, add_special_tokens: bool = True, parse_special: bool = True) -> list[int]:
@@ -135,14 +127,6 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({self._t.source!r}, vocab={self.vocab_size})"
-
-
-def _token_name(v) -> str | None:
-    if isinstance(v, str):
-        return v
-    if isinstance(v, dict):
-        return v.get("content")
-    return None
 
 
 class StreamDecoder:
