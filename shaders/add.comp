@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// add_<dtype>: c[i] = a[i] + b[i], in fp32 (the residual add).
+// add_<dtype>: c[r, i] = a[r, i] + b[r, i], in fp32 (residual adds; biases with b_stride 0).
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -10,7 +10,8 @@ layout(std430, binding = 2) writeonly buffer C { DTYPE c[]; };
 layout(push_constant) uniform Push { AddParams p; };
 
 void main() {
-    uint i = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
-    if (i >= p.n) return;
-    c[i] = DTYPE(float(a[i]) + float(b[i]));
+    const uint gid = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    const uint r = gid / p.n, i = gid % p.n;
+    if (r >= p.rows) return;
+    c[r * p.c_stride + i] = DTYPE(float(a[r * p.a_stride + i]) + float(b[r * p.b_stride + i]));
 }

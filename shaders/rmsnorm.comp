@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // rmsnorm_<dtype>: one workgroup per row; y = x * rsqrt(mean(x^2) + eps) * (w + weight_offset).
-// x, w, y share DTYPE; sums are fp32.
+// x, w, y share DTYPE; sums are fp32. Row addressing as RmsNormParams says.
 #include "common.glsl"
 #include "reduce.glsl"
 
@@ -14,7 +14,7 @@ layout(push_constant) uniform Push { RmsNormParams p; };
 void main() {
     const uint row = linear_group_id();
     if (row >= p.rows) return;  // uniform across the workgroup, so barriers stay safe
-    const uint base = row * p.dim;
+    const uint base = (row / p.group) * p.group_stride + (row % p.group) * p.dim;
     float sum_sq = 0.0;
     for (uint i = gl_LocalInvocationID.x; i < p.dim; i += gl_WorkGroupSize.x) {
         float v = float(x[base + i]);

@@ -1,12 +1,13 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// rope_kv: RoPE on this token's Q and K (in place in qkv), fused with the KV-cache write.
-// Invocations: first the Q pairs, then the K pairs (rotated, then written to the cache), then
-// the V elements (copied to the cache). cos/sin come from the table row of step.pos.
+// rope_kv: RoPE on each token's Q and K (in place in qkv), fused with the KV-cache write.
+// Per token row: first the Q pairs, then the K pairs (rotated, then written to the cache),
+// then the V elements (copied to the cache). cos/sin come from the table row of the token's
+// position, step.pos + row.
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
-layout(std430, binding = 0) buffer Qkv { float qkv[]; };                   // [q_dim | kv_dim | kv_dim]
+layout(std430, binding = 0) buffer Qkv { float qkv_data[]; };              // rows of [q | k | v]
 layout(std430, binding = 1) readonly buffer Cos { float cos_t[]; };        // [max_len, head_dim/2]
 layout(std430, binding = 2) readonly buffer Sin { float sin_t[]; };        // [max_len, head_dim/2]
 layout(std430, binding = 3) writeonly buffer K { float16_t k_cache[]; };   // [n_kv, max_len, head_dim]
@@ -14,12 +15,19 @@ layout(std430, binding = 4) writeonly buffer V { float16_t v_cache[]; };   // [n
 layout(std430, binding = 5) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { RopeKvParams p; };
 
+uint row_base;
+#define qkv(i) qkv_data[row_base + (i)]
+
 void main() {
-    const uint i = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
     const uint half_dim = p.head_dim / 2;
     const uint q_pairs = p.n_heads * half_dim, k_pairs = p.n_kv_heads * half_dim;
     const uint q_dim = p.n_heads * p.head_dim, kv_dim = p.n_kv_heads * p.head_dim;
-    const uint pos = step.pos;
+    const uint per_row = q_pairs + k_pairs + kv_dim;
+    const uint gid = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    const uint row = gid / per_row, i = gid % per_row;
+    if (row >= min(p.rows, step.n_tokens)) return;
+    row_base = row * p.row_stride;
+    const uint pos = step.pos + row;
     if (i < q_pairs + k_pairs) {
         const bool is_k = i >= q_pairs;
         const uint pair = is_k ? i - q_pairs : i;
@@ -27,23 +35,23 @@ void main() {
         const uint a = p.interleaved != 0 ? 2 * f : f;
         const uint b = p.interleaved != 0 ? 2 * f + 1 : f + half_dim;
         const uint base = (is_k ? q_dim : 0) + head * p.head_dim;
-        float x0 = qkv[base + a], x1 = qkv[base + b];
+        float x0 = qkv(base + a), x1 = qkv(base + b);
         if (p.rotate != 0) {
             const float c = cos_t[pos * half_dim + f], s = sin_t[pos * half_dim + f];
             const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
             x0 = r0;
             x1 = r1;
-            qkv[base + a] = x0;
-            qkv[base + b] = x1;
+            qkv(base + a) = x0;
+            qkv(base + b) = x1;
         }
         if (is_k) {
             const uint row = (head * p.max_len + pos) * p.head_dim;
             k_cache[row + a] = float16_t(x0);
             k_cache[row + b] = float16_t(x1);
         }
-    } else if (i < q_pairs + k_pairs + kv_dim) {
+    } else {
         const uint e = i - q_pairs - k_pairs;
         const uint head = e / p.head_dim, d = e % p.head_dim;
-        v_cache[(head * p.max_len + pos) * p.head_dim + d] = float16_t(qkv[q_dim + kv_dim + e]);
+        v_cache[(head * p.max_len + pos) * p.head_dim + d] = float16_t(qkv(q_dim + kv_dim + e));
     }
 }

@@ -145,6 +145,13 @@ Device::Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical)
     queue_info.pQueuePriorities = &priority;
 
     std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    if (profile_.gemm_coopmat) {
+        coopmat.cooperativeMatrix = VK_TRUE;
+        coopmat.pNext = features.pNext;
+        features.pNext = &coopmat;
+        extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    }
     VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     info.pNext = &features;
     info.queueCreateInfoCount = 1;

@@ -2,6 +2,7 @@
 #include "akunu/device_profile.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 
 #include "akunu/error.h"
@@ -111,6 +112,9 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     p.cooperative_matrix = has("VK_KHR_cooperative_matrix");
     p.cooperative_matrix2 = has("VK_NV_cooperative_matrix2");
     p.bfloat16 = has("VK_KHR_shader_bfloat16");
+    const char* no_coopmat = std::getenv("AKUNU_NO_COOPMAT");
+    p.gemm_coopmat = has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && p.fp16 && p.subgroup_size == 32 &&
+                     !(no_coopmat && *no_coopmat && std::string(no_coopmat) != "0");
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
     uint32_t n_families = 0;
@@ -175,8 +179,9 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  storage binding   %llu MiB max, offset alignment %llu B, push constants %u B\n",
             (unsigned long long)(max_storage_buffer_range >> 20), (unsigned long long)min_storage_buffer_offset_alignment,
             max_push_constants_bytes);
-    appendf(s, "  fp16 %s  int8 %s  integer dot %s  coopmat %s  coopmat2 %s  bf16 %s  push descriptors %s\n", yn(fp16),
-            yn(int8), yn(integer_dot_product), yn(cooperative_matrix), yn(cooperative_matrix2), yn(bfloat16),
+    appendf(s, "  fp16 %s  int8 %s  integer dot %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
+            yn(fp16),
+            yn(int8), yn(integer_dot_product), yn(cooperative_matrix), yn(cooperative_matrix2), yn(gemm_coopmat), yn(bfloat16),
             yn(push_descriptors));
     appendf(s, "  memory            device-local %s, host-visible device-local %s%s\n", gib(device_local_bytes).c_str(),
             gib(host_visible_device_bytes).c_str(), unified_memory ? " (unified: zero-copy views)" : "");

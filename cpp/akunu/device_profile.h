@@ -49,6 +49,9 @@ struct DeviceProfile {
     bool integer_dot_product = false;
     bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix
     bool cooperative_matrix2 = false;  // VK_NV_cooperative_matrix2
+    // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
+    // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
+    bool gemm_coopmat = false;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
     bool subgroup_size_control = false;

@@ -99,22 +99,35 @@ void copy(DispatchSink& s, const Binding& src, const Binding& dst, size_t bytes)
 }
 
 void add(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, size_t n) {
+    add_rows(s, a, b, c, dtype, {n, 1, n, n, n});
+}
+
+void add_rows(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, const RowsShape& r) {
     check_dtype(dtype, {DType::kF32, DType::kF16}, "add");
-    check_fits(a, n, dtype, "add", "a");
-    check_fits(b, n, dtype, "add", "b");
-    check_fits(c, n, dtype, "add", "c");
-    AddParams p{checked_u32(n, "add: n")};
-    emit(s, variant("add", dtype), {}, {a, b, c}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
+    AKUNU_CHECK(r.rows > 0, "add: rows must be positive");
+    check_fits(a, (r.rows - 1) * r.a_stride + r.n, dtype, "add", "a");
+    check_fits(b, (r.rows - 1) * r.b_stride + r.n, dtype, "add", "b");
+    check_fits(c, (r.rows - 1) * r.c_stride + r.n, dtype, "add", "c");
+    AddParams p{checked_u32(r.n, "add: n"), checked_u32(r.rows, "add: rows"), uint32_t(r.a_stride), uint32_t(r.b_stride),
+                uint32_t(r.c_stride)};
+    const size_t total = r.n * r.rows;
+    checked_u32(total, "add: elements");
+    emit(s, variant("add", dtype), {}, {a, b, c}, p, grid_for(s, (total + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
 void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows, size_t dim,
-             float eps, float weight_offset) {
+             float eps, float weight_offset, size_t group, size_t group_stride) {
     check_dtype(dtype, {DType::kF32, DType::kF16}, "rmsnorm");
-    check_fits(x, rows * dim, dtype, "rmsnorm", "x");
+    AKUNU_CHECK(group > 0 && rows % group == 0, "rmsnorm: rows must be a whole number of groups");
+    if (group_stride == 0) group_stride = group * dim;
+    AKUNU_CHECK(group_stride >= group * dim, "rmsnorm: group_stride is shorter than a group of rows");
+    const size_t extent = (rows / group - 1) * group_stride + group * dim;
+    check_fits(x, extent, dtype, "rmsnorm", "x");
     check_fits(w, dim, dtype, "rmsnorm", "w");
-    check_fits(y, rows * dim, dtype, "rmsnorm", "y");
+    check_fits(y, extent, dtype, "rmsnorm", "y");
     AKUNU_CHECK(eps >= 0.0f, "rmsnorm: eps must be >= 0");
-    RmsNormParams p{checked_u32(rows, "rmsnorm: rows"), checked_u32(dim, "rmsnorm: dim"), eps, weight_offset};
+    RmsNormParams p{checked_u32(rows, "rmsnorm: rows"), checked_u32(dim, "rmsnorm: dim"), eps, weight_offset,
+                    checked_u32(group, "rmsnorm: group"), checked_u32(group_stride, "rmsnorm: group_stride")};
     emit(s, variant("rmsnorm", dtype), {reduce_group(s)}, {x, w, y}, p, grid_for(s, rows));
 }
 
@@ -136,28 +149,59 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
          grid_for(s, (rows + kGemvRows - 1) / kGemvRows));
 }
 
+void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,
+          const Binding& step, bool accumulate) {
+    const TensorTypeTraits& t = type_traits(wtype);
+    AKUNU_CHECK(g.k % t.block_size == 0, "gemm: k = " + std::to_string(g.k) + " is not a whole number of " + t.name + " blocks");
+    AKUNU_CHECK(g.ldx >= g.k && g.ldy >= g.n, "gemm: row strides must cover k (X) and n (Y)");
+    check_bytes(w, tensor_bytes(t, uint64_t(g.n) * g.k, "gemm W"), "gemm", "W");
+    check_fits(x, (g.m - 1) * g.ldx + g.k, DType::kF32, "gemm", "X");
+    check_fits(y, (g.m - 1) * g.ldy + g.n, DType::kF32, "gemm", "Y");
+    check_bytes(step, sizeof(StepState), "gemm", "step");
+    GemmParams p{checked_u32(g.m, "gemm: m"), checked_u32(g.n, "gemm: n"), checked_u32(g.k, "gemm: k"),
+                 checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u};
+    const size_t tile = 64;  // gemm.comp BM = BN
+    const size_t gx = (g.n + tile - 1) / tile, gy = (g.m + tile - 1) / tile;
+    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
+    const std::string kernel = s.device().profile().gemm_coopmat ? weight_variant("gemm_cm", wtype) : weight_variant("gemm", wtype);
+    emit(s, kernel, {}, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy)});
+}
+
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids, const Binding& step,
-           const Binding& out, size_t dim, float scale) {
+           const Binding& out, size_t dim, float scale, size_t rows) {
     const TensorTypeTraits& t = type_traits(wtype);
     AKUNU_CHECK(dim % t.block_size == 0, "embed: dim is not a whole number of " + std::string(t.name) + " blocks");
     check_bytes(w, tensor_bytes(t, uint64_t(vocab) * dim, "embedding"), "embed", "W");
-    check_fits(out, dim, DType::kF32, "embed", "out");
+    check_fits(token_ids, rows, DType::kU32, "embed", "token_ids");
+    check_fits(out, rows * dim, DType::kF32, "embed", "out");
     check_bytes(step, sizeof(StepState), "embed", "step");
-    EmbedParams p{checked_u32(dim, "embed: dim"), scale};
-    const size_t items = dim / t.block_size;
+    EmbedParams p{checked_u32(dim, "embed: dim"), scale, checked_u32(rows, "embed: rows")};
+    const size_t items = rows * (dim / t.block_size);
     emit(s, weight_variant("embed", wtype), {}, {w, token_ids, step, out}, p, grid_for(s, (items + 63) / 64));
+}
+
+void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Binding& step, size_t rows, size_t dim) {
+    check_fits(src, rows * dim, DType::kF32, "last_row", "src");
+    check_fits(dst, dim, DType::kF32, "last_row", "dst");
+    check_bytes(step, sizeof(StepState), "last_row", "step");
+    LastRowParams p{checked_u32(dim, "last_row: dim")};
+    emit(s, "last_row", {}, {src, dst, step}, p, grid_for(s, (dim + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const Binding& k_cache,
              const Binding& v_cache, const Binding& step, const RopeKvShape& sh) {
     const size_t half = sh.head_dim / 2, q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
-    check_fits(qkv, q_dim + 2 * kv_dim, DType::kF32, "rope_kv", "qkv");
+    const size_t stride = sh.row_stride ? sh.row_stride : q_dim + 2 * kv_dim;
+    AKUNU_CHECK(stride >= q_dim + 2 * kv_dim, "rope_kv: row_stride is shorter than a [q | k | v] row");
+    check_fits(qkv, (sh.rows - 1) * stride + q_dim + 2 * kv_dim, DType::kF32, "rope_kv", "qkv");
     check_fits(cos, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "cos");
     check_fits(sin, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "sin");
     check_fits(k_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "rope_kv", "k_cache");
     check_fits(v_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "rope_kv", "v_cache");
-    RopeKvParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.interleaved ? 1u : 0u, sh.rotate ? 1u : 0u};
-    const size_t items = (size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim;
+    check_bytes(step, sizeof(StepState), "rope_kv", "step");
+    RopeKvParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.interleaved ? 1u : 0u, sh.rotate ? 1u : 0u,
+                   checked_u32(sh.rows, "rope_kv: rows"), uint32_t(stride)};
+    const size_t items = size_t(sh.rows) * ((size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim);
     emit(s, "rope_kv", {}, {qkv, cos, sin, k_cache, v_cache, step}, p, grid_for(s, (items + 63) / 64));
 }
 
@@ -183,6 +227,29 @@ void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const 
     AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks};
     emit(s, "attention_split", {}, {q, k_cache, v_cache, partial, step}, p, {sh.n_heads, chunks});
     emit(s, "attention_merge", {}, {partial, out}, p, grid_for(s, sh.n_heads));
+}
+
+void flash_attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& out,
+                     const Binding& step, const FlashShape& f) {
+    const AttentionShape& sh = f.heads;
+    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "flash_attention: n_heads must be a multiple of n_kv_heads");
+    AKUNU_CHECK(sh.head_dim % 8 == 0 && sh.head_dim <= AKUNU_FLASH_MAX_HEAD_DIM,
+                "flash_attention: head_dim " + std::to_string(sh.head_dim) + " must be a multiple of 8 up to " +
+                    std::to_string(AKUNU_FLASH_MAX_HEAD_DIM));
+    const DeviceProfile& d = s.device().profile();
+    AKUNU_CHECK(d.subgroup_shuffle && d.subgroup_size >= 8, "flash_attention needs subgroup shuffles over at least 8 lanes");
+    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
+    AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim, "flash_attention: row strides must cover n_heads * head_dim");
+    check_fits(q, (f.rows - 1) * size_t(f.q_stride) + q_dim, DType::kF32, "flash_attention", "q");
+    check_fits(k_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "flash_attention", "k_cache");
+    check_fits(v_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "flash_attention", "v_cache");
+    check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, DType::kF32, "flash_attention", "out");
+    check_bytes(step, sizeof(StepState), "flash_attention", "step");
+    FlashAttentionParams p{{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0},
+                           checked_u32(f.rows, "flash_attention: rows"), f.q_stride, f.out_stride};
+    const uint32_t blocks = (f.rows + AKUNU_FLASH_ROWS - 1) / AKUNU_FLASH_ROWS;
+    AKUNU_CHECK(blocks <= d.max_workgroup_count_x && sh.n_heads <= 65535, "flash_attention: too many rows or heads for one dispatch");
+    emit(s, "flash_attention", {sh.head_dim / 8}, {q, k_cache, v_cache, out, step}, p, {blocks, sh.n_heads});
 }
 
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n) {

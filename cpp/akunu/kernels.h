@@ -19,10 +19,17 @@ void copy(DispatchSink& s, const Binding& src, const Binding& dst, size_t bytes)
 
 // c[0:n] = a[0:n] + b[0:n]; dtype f32 or f16.
 void add(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, size_t n);
+// c[r, 0:n] = a[r, 0:n] + b[r, 0:n] for r < rows, each operand's rows `stride` elements apart
+// (b_stride 0: the same b row, such as a bias, for every row).
+struct RowsShape {
+    size_t n, rows, a_stride, b_stride, c_stride;
+};
+void add_rows(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, const RowsShape& shape);
 
-// y[rows, dim] = rmsnorm(x[rows, dim]) * (w[dim] + weight_offset); dtype f32 or f16.
+// y[rows, dim] = rmsnorm(x[rows, dim]) * (w[dim] + weight_offset); dtype f32 or f16. Rows come
+// in groups of `group` contiguous rows, group_stride elements apart (0: contiguous groups).
 void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows,
-             size_t dim, float eps, float weight_offset = 0.0f);
+             size_t dim, float eps, float weight_offset = 0.0f, size_t group = 1, size_t group_stride = 0);
 
 // Weight types the GEMV and embedding kernels read directly (quantized weights stay quantized).
 bool weight_type_supported(TensorType type);
@@ -31,15 +38,30 @@ bool weight_type_supported(TensorType type);
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
           bool accumulate = false);
 
-// out[dim] f32 = scale * W[token_ids[step.token_slot], :].
+// Y[m, n] f32 = X[m, k] f32 · W[n, k]^T (Y += with accumulate) for the rows m below
+// min(m, step.n_tokens); X rows ldx floats apart, Y rows ldy apart. Uses cooperative matrices
+// when the device has them (DeviceProfile::gemm_coopmat).
+struct GemmShape {
+    size_t m, n, k, ldx, ldy;
+};
+void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& shape,
+          const Binding& step, bool accumulate = false);
+
+// out[r, 0:dim] f32 = scale * W[token_ids[step.token_slot + r], :] for r < min(rows, step.n_tokens).
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,
-           const Binding& step, const Binding& out, size_t dim, float scale);
+           const Binding& step, const Binding& out, size_t dim, float scale, size_t rows = 1);
+
+// dst[0:dim] = src[step.n_tokens - 1, 0:dim].
+void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Binding& step, size_t rows, size_t dim);
 
 struct RopeKvShape {
     uint32_t n_heads, n_kv_heads, head_dim, max_len;
     bool interleaved, rotate;
+    uint32_t rows = 1;        // token rows of qkv
+    uint32_t row_stride = 0;  // floats between rows; 0: q_dim + 2 kv_dim
 };
-// RoPE on Q and K of qkv (in place) at step.pos, and the K/V cache write.
+// RoPE on Q and K of qkv (in place) for rows r < min(rows, step.n_tokens) at step.pos + r,
+// and the K/V cache write.
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const Binding& k_cache,
              const Binding& v_cache, const Binding& step, const RopeKvShape& shape);
 
@@ -53,6 +75,15 @@ size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t ma
 // along the sequence into chunks (two dispatches: split, then merge).
 void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& partial,
                const Binding& out, const Binding& step, const AttentionShape& shape);
+
+// Causal attention of a prefill chunk: out[r, h] for query rows r < min(rows, step.n_tokens)
+// at positions step.pos + r, over the cache (which rope_kv has filled through the chunk).
+struct FlashShape {
+    AttentionShape heads;
+    uint32_t rows, q_stride, out_stride;
+};
+void flash_attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& out,
+                     const Binding& step, const FlashShape& shape);
 
 // out[n] = act(gate[n]) * up[n].
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n);

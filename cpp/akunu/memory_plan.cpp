@@ -68,20 +68,27 @@ std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain
     return out;
 }
 
+int prefill_logit_rows(const ModelConfig& c, int chunk) {
+    const uint64_t row = uint64_t(c.vocab_size) * 4, budget = 32ull << 20;
+    uint64_t rows = std::max<uint64_t>(1, budget / row);
+    if (rows >= 16) rows -= rows % 16;
+    return int(std::min<uint64_t>(rows, uint64_t(chunk)));
+}
+
 std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int chunk) {
-    const uint64_t n = uint64_t(chunk) * 2;  // f16 activations
+    const uint64_t f32 = 4, n = uint64_t(chunk);
     return {
-        {"batch_h0", n * uint64_t(c.dim)},
-        {"batch_h1", n * uint64_t(c.dim)},
-        {"batch_residual", n * uint64_t(c.dim)},
-        {"batch_q", n * uint64_t(c.q_dim)},
-        {"batch_k", n * uint64_t(c.kv_dim)},
-        {"batch_v", n * uint64_t(c.kv_dim)},
-        {"batch_attn_out", n * uint64_t(std::max(c.q_dim, c.dim))},
-        {"batch_gate", n * uint64_t(c.ffn_dim)},
-        {"batch_up", n * uint64_t(c.ffn_dim)},
-        {"batch_act", n * uint64_t(c.ffn_dim)},
-        {"batch_post_norm", n * uint64_t(c.dim)},
+        {"batch_h0", n * uint64_t(c.dim) * f32},
+        {"batch_h1", n * uint64_t(c.dim) * f32},
+        {"batch_residual", n * uint64_t(c.dim) * f32},
+        {"batch_qkv", n * uint64_t(c.q_dim + 2 * c.kv_dim) * f32},
+        {"batch_attn_out", n * uint64_t(c.q_dim) * f32},
+        {"batch_ffn_gate", n * uint64_t(c.ffn_dim) * f32},
+        {"batch_ffn_up", n * uint64_t(c.ffn_dim) * f32},
+        {"batch_ffn_act", n * uint64_t(c.ffn_dim) * f32},
+        {"batch_logits", uint64_t(prefill_logit_rows(c, chunk)) * uint64_t(c.vocab_size) * f32},
+        {"batch_token_ids", n * 4},
+        {"batch_step", 16},
     };
 }
 

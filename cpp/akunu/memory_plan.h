@@ -26,16 +26,21 @@ struct NamedSize {
     uint64_t bytes;
 };
 
-// The seed's scratch buffers: the decode set and the prefill set ([prefill_chunk, ...], f16).
-// Decode activations are f32 (a [dim] vector costs nothing next to the weights, and NumPy
-// users read them); beside the seed's set the Vulkan kernels need attention scores, the step
-// state and the RoPE cos/sin tables (a second pair for sliding layers with their own theta).
+// The seed's scratch buffers: the decode set and the prefill set ([prefill_chunk, ...]).
+// Activations are f32 in both (the seed's prefill set is f16): the residual stream keeps the
+// decode path's precision, so prefill and decode logits agree, and NumPy users read them.
+// Beside the seed's set the Vulkan kernels need attention partials, the step state and the
+// RoPE cos/sin tables (a second pair for sliding layers with their own theta); the prefill set
+// adds the chunk's token ids, its step state and a block of all-position logits.
 std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain, int context);
 std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int prefill_chunk);
+// Rows of all-position logits one prefill submission produces (as many as fit 32 MiB, at most
+// the chunk): eval(all_logits=True) runs chunks of this many tokens.
+int prefill_logit_rows(const ModelConfig& c, int prefill_chunk);
 
 struct PlanOptions {
     int context = 0;           // 0: the model's trained context
-    int prefill_chunk = 4096;  // clipped to the context
+    int prefill_chunk = 512;   // tokens per prefill submission; clipped to the context
     int max_chain = 64;        // tokens per chain-decode submission
     KvDType kv_dtype = KvDType::kF16;
     std::string weights_dtype = "F16";  // for config-only plans: the type of the 2-D weights

@@ -56,10 +56,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     m->chain_ = options.chain > 0 ? options.chain : (m->device_->profile().type == DeviceType::kCpu ? 4 : 16);
     AKUNU_CHECK(m->chain_ <= 256, "chain length " + std::to_string(m->chain_) + " is out of range (1 to 256)");
     m->chain_ = std::min(m->chain_, m->context_);
+    AKUNU_CHECK(options.prefill_chunk >= 0, "prefill_chunk must be positive (0: the default of 512)");
+    m->prefill_chunk_ = std::min(options.prefill_chunk > 0 ? options.prefill_chunk : 512, m->context_);
+    m->logit_rows_ = prefill_logit_rows(m->config_, m->prefill_chunk_);
     PlanOptions po;
     po.context = m->context_;
     po.max_chain = m->chain_;
-    po.prefill_chunk = 1;
+    po.prefill_chunk = m->prefill_chunk_;
     m->plan_ = plan_memory(m->config_, m->files_.get(), po);
     const PlanFit fit = check_fit(m->plan_, m->device_->profile());
     if (!fit.fits) {
@@ -77,7 +80,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     stage("kv cache");
     m->kv_ = std::make_unique<KVCache>(m->device_, m->config_, m->context_);
     stage("scratch");
-    m->scratch_ = std::make_unique<ScratchBuffers>(m->device_, m->config_, m->context_, m->chain_);
+    m->scratch_ = std::make_unique<ScratchBuffers>(m->device_, m->config_, m->context_, m->chain_, m->prefill_chunk_);
 
     stage("rope");
     const ModelConfig& c = m->config_;
@@ -88,26 +91,39 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
                          m->context_);
 
     stage("dispatch table");
-    m->table_ = m->build_table(0);
-    m->step_ = std::make_unique<CommandList>(m->device_, 0);
-    m->step_->begin();
-    m->table_->record(*m->step_);
-    m->step_->end();
+    auto recorded = [&](std::initializer_list<const DispatchTable*> tables) {
+        auto cl = std::make_unique<CommandList>(m->device_, 0);
+        cl->begin();
+        for (const DispatchTable* t : tables) t->record(*cl);
+        cl->end();
+        return cl;
+    };
+    m->table_ = m->build_table({false, 1, 0, false});
+    m->step_ = recorded({m->table_.get()});
     m->chain_cl_ = std::make_unique<CommandList>(m->device_, 0);
     m->chain_cl_->begin();
     m->table_->record(*m->chain_cl_);
-    for (int k = 1; k < m->chain_; ++k) m->build_table(k)->record(*m->chain_cl_);
+    for (int k = 1; k < m->chain_; ++k) m->build_table({false, 1, k, false})->record(*m->chain_cl_);
     m->chain_cl_->end();
+    m->prefill_table_ = m->build_table({true, m->prefill_chunk_, 0, false});
+    m->prefill_cl_ = recorded({m->prefill_table_.get()});
+    m->prefill_all_table_ = m->build_table({true, m->logit_rows_, 0, true});
+    m->prefill_all_cl_ = recorded({m->prefill_all_table_.get()});
 
     stage("warmup");
     m->decode(0);  // runs every pipeline once; the cache is then rewound
     m->reset();
+    if (m->context_ >= 2) m->eval({0, 0});  // and the prefill table
+    m->reset();
     return m;
 }
 
-// The table of chained step `step`: it embeds token_ids[step], reads StepState[step] and
-// writes its argmax to token_ids[step + 1], where step + 1 embeds it.
-std::unique_ptr<DispatchTable> Model::build_table(int step_index) {
+// The table of one pass. A decode step (chained step k) embeds token_ids[k], reads
+// StepState[k] and writes its sampled id to token_ids[k + 1], where step k + 1 embeds it. A
+// prefill chunk embeds batch_token_ids[0 : n] at batch_step.pos; its buffers are the batch_*
+// twins of the decode set, its matrix products GEMMs, its attention causal flash attention; it
+// ends with the decode tail on its last row, so the next token is sampled as after a step.
+std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const ModelConfig& c = config_;
     const ArchDescriptor& a = c.arch();
     const bool gguf = files_->gguf() != nullptr;
@@ -115,51 +131,67 @@ std::unique_ptr<DispatchTable> Model::build_table(int step_index) {
     const ScratchBuffers& s = *scratch_;
     auto table = std::make_unique<DispatchTable>(*device_);
     DispatchTable& t = *table;
-    const Buffer &h0 = s.get("h0"), &h1 = s.get("h1"), &residual = s.get("residual"), &qkv = s.get("qkv");
-    const Buffer &attn_out = s.get("attn_out"), &gate = s.get("ffn_gate"), &up = s.get("ffn_up"), &act = s.get("ffn_act");
-    const Buffer &logits = s.get("logits"), &ids = s.get("token_ids"), &partial = s.get("attn_partial");
-    const Binding step(s.get("step"), size_t(step_index) * 16, 16);
+    const bool prefill = pass.prefill;
+    const size_t rows = prefill ? size_t(pass.rows) : 1;
+    auto buf = [&](const std::string& name) -> const Buffer& { return s.get(prefill ? "batch_" + name : name); };
+    const Buffer &h0 = buf("h0"), &h1 = buf("h1"), &residual = buf("residual"), &qkv = buf("qkv");
+    const Buffer &attn_out = buf("attn_out"), &gate = buf("ffn_gate"), &up = buf("ffn_up"), &act = buf("ffn_act");
+    const Buffer& ids = buf("token_ids");
+    const Binding step = prefill ? Binding(s.get("batch_step")) : Binding(s.get("step"), size_t(pass.step_index) * 16, 16);
     const size_t dim = size_t(c.dim), q_dim = size_t(c.q_dim), kv_dim = size_t(c.kv_dim), ffn = size_t(c.ffn_dim);
-    const Binding q(qkv, s.q_offset(), q_dim * 4), k(qkv, s.k_offset(), kv_dim * 4), v(qkv, s.v_offset(), kv_dim * 4);
+    const size_t qkv_row = q_dim + 2 * kv_dim;
+    auto column = [&](const Buffer& b, size_t first) { return Binding(b, first * 4, b.size() - first * 4); };
+    const Binding q = column(qkv, 0), k = column(qkv, q_dim), v = column(qkv, q_dim + kv_dim);
     const bool local_tables = s.all().count("rope_cos_local") > 0;
 
-    // h0 += W·x, the output projections of attention and FFN. Without a post-norm the GEMV adds
-    // straight into the residual stream; with one (gemma2/3) the projection is normed in h1 first.
-    auto into_residual = [&](const Weight& w, const Binding& x, size_t k, const Weight* post_norm) {
+    // y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step, GEMM for a chunk.
+    auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate) {
+        if (prefill)
+            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy}, step, accumulate);
+        else
+            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate);
+    };
+    // h0 += W·x, the output projections of attention and FFN. Without a post-norm the product
+    // adds straight into the residual stream; with one (gemma2/3) it is normed in h1 first.
+    auto into_residual = [&](const Weight& w, const Binding& x, size_t kk, const Weight* post_norm) {
         if (!post_norm) {
-            kernels::gemv(t, w.buffer, w.type, x, h0, dim, k, true);
+            matmul(w, x, h0, dim, kk, dim, true);
             return;
         }
-        kernels::gemv(t, w.buffer, w.type, x, h1, dim, k);
-        kernels::rmsnorm(t, h1, post_norm->buffer, h1, DType::kF32, 1, dim, c.norm_eps, norm_offset);
-        kernels::add(t, h0, h1, h0, DType::kF32, dim);
+        matmul(w, x, h1, dim, kk, dim, false);
+        kernels::rmsnorm(t, h1, post_norm->buffer, h1, DType::kF32, rows, dim, c.norm_eps, norm_offset);
+        kernels::add(t, h0, h1, h0, DType::kF32, rows * dim);
+    };
+    // Per-head norms of Q or K: n_heads rows of head_dim inside each token's qkv row.
+    auto head_norm = [&](const Binding& x, const Weight& w, int heads) {
+        kernels::rmsnorm(t, x, w.buffer, x, DType::kF32, rows * size_t(heads), size_t(c.head_dim), c.norm_eps, norm_offset,
+                         size_t(heads), qkv_row);
     };
 
     t.set_label("token_embd");
     kernels::embed(t, weights_.token_embd.buffer, weights_.token_embd.type, size_t(c.vocab_size), ids, step, h0, dim,
-                   c.embed_scale);
+                   c.embed_scale, rows);
     for (int l = 0; l < c.n_layers; ++l) {
         const LayerWeights& L = weights_.layers[size_t(l)];
         const std::string blk = "blk." + std::to_string(l) + ".";
         t.set_label(blk + "attn_norm");
-        kernels::rmsnorm(t, h0, L.attn_norm.buffer, residual, DType::kF32, 1, dim, c.norm_eps, norm_offset);
+        kernels::rmsnorm(t, h0, L.attn_norm.buffer, residual, DType::kF32, rows, dim, c.norm_eps, norm_offset);
         t.set_label(blk + "attn_q");
-        kernels::gemv(t, L.q.buffer, L.q.type, residual, q, q_dim, dim);
+        matmul(L.q, residual, q, q_dim, dim, qkv_row, false);
         t.set_label(blk + "attn_k");
-        kernels::gemv(t, L.k.buffer, L.k.type, residual, k, kv_dim, dim);
+        matmul(L.k, residual, k, kv_dim, dim, qkv_row, false);
         t.set_label(blk + "attn_v");
-        kernels::gemv(t, L.v.buffer, L.v.type, residual, v, kv_dim, dim);
+        matmul(L.v, residual, v, kv_dim, dim, qkv_row, false);
         if (c.qkv_bias) {
             t.set_label(blk + "attn_qkv_bias");
-            kernels::add(t, q, L.q_bias.buffer, q, DType::kF32, q_dim);
-            kernels::add(t, k, L.k_bias.buffer, k, DType::kF32, kv_dim);
-            kernels::add(t, v, L.v_bias.buffer, v, DType::kF32, kv_dim);
+            kernels::add_rows(t, q, L.q_bias.buffer, q, DType::kF32, {q_dim, rows, qkv_row, 0, qkv_row});
+            kernels::add_rows(t, k, L.k_bias.buffer, k, DType::kF32, {kv_dim, rows, qkv_row, 0, qkv_row});
+            kernels::add_rows(t, v, L.v_bias.buffer, v, DType::kF32, {kv_dim, rows, qkv_row, 0, qkv_row});
         }
         if (a.qk_norm) {
             t.set_label(blk + "attn_qk_norm");
-            kernels::rmsnorm(t, q, L.q_norm.buffer, q, DType::kF32, size_t(c.n_heads), size_t(c.head_dim), c.norm_eps, norm_offset);
-            kernels::rmsnorm(t, k, L.k_norm.buffer, k, DType::kF32, size_t(c.n_kv_heads), size_t(c.head_dim), c.norm_eps,
-                             norm_offset);
+            head_norm(q, L.q_norm, c.n_heads);
+            head_norm(k, L.k_norm, c.n_kv_heads);
         }
         const bool sliding = c.is_sliding(l);
         const bool local = sliding && local_tables;
@@ -168,31 +200,47 @@ std::unique_ptr<DispatchTable> Model::build_table(int step_index) {
         kernels::rope_kv(t, qkv, s.get(local ? "rope_cos_local" : "rope_cos"), s.get(local ? "rope_sin_local" : "rope_sin"),
                          kv_->k(l), kv_->v(l), step,
                          {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
-                          style == RopeStyle::kInterleaved, style != RopeStyle::kNone});
+                          style == RopeStyle::kInterleaved, style != RopeStyle::kNone, uint32_t(rows), uint32_t(qkv_row)});
         t.set_label(blk + "attention");
-        kernels::attention(t, q, kv_->k(l), kv_->v(l), partial, attn_out, step,
-                           {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
-                            sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap});
+        const kernels::AttentionShape heads{uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
+                                   sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap};
+        if (prefill)
+            kernels::flash_attention(t, q, kv_->k(l), kv_->v(l), attn_out, step,
+                                     {heads, uint32_t(rows), uint32_t(qkv_row), uint32_t(q_dim)});
+        else
+            kernels::attention(t, q, kv_->k(l), kv_->v(l), s.get("attn_partial"), attn_out, step, heads);
         t.set_label(blk + "attn_output");
-        into_residual(L.o, Binding(attn_out, 0, q_dim * 4), q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
+        into_residual(L.o, attn_out, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
         t.set_label(blk + "ffn_norm");
-        kernels::rmsnorm(t, h0, L.ffn_norm.buffer, residual, DType::kF32, 1, dim, c.norm_eps, norm_offset);
+        kernels::rmsnorm(t, h0, L.ffn_norm.buffer, residual, DType::kF32, rows, dim, c.norm_eps, norm_offset);
         t.set_label(blk + "ffn_gate");
-        kernels::gemv(t, L.gate.buffer, L.gate.type, residual, gate, ffn, dim);
+        matmul(L.gate, residual, gate, ffn, dim, ffn, false);
         t.set_label(blk + "ffn_up");
-        kernels::gemv(t, L.up.buffer, L.up.type, residual, up, ffn, dim);
+        matmul(L.up, residual, up, ffn, dim, ffn, false);
         t.set_label(blk + "ffn_act");
-        kernels::gated_activation(t, a.activation, gate, up, act, ffn);
+        kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn);
         t.set_label(blk + "ffn_down");
         into_residual(L.down, act, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr);
     }
-    t.set_label("output_norm");
-    kernels::rmsnorm(t, h0, weights_.output_norm.buffer, residual, DType::kF32, 1, dim, c.norm_eps, norm_offset);
     const Weight& head = weights_.output ? weights_.output : weights_.token_embd;
+    if (prefill && pass.all_logits) {
+        t.set_label("output_norm");
+        kernels::rmsnorm(t, h0, weights_.output_norm.buffer, residual, DType::kF32, rows, dim, c.norm_eps, norm_offset);
+        t.set_label("output");
+        matmul(head, residual, s.get("batch_logits"), size_t(c.vocab_size), dim, size_t(c.vocab_size), false);
+    }
+    // The decode tail: output norm, LM head and sampling of one row (a chunk's last).
+    const Buffer &last = s.get("h0"), &last_normed = s.get("residual");
+    if (prefill) {
+        t.set_label("last_row");
+        kernels::last_row(t, h0, last, step, rows, dim);
+    }
+    t.set_label("output_norm");
+    kernels::rmsnorm(t, last, weights_.output_norm.buffer, last_normed, DType::kF32, 1, dim, c.norm_eps, norm_offset);
     t.set_label("output");
-    kernels::gemv(t, head.buffer, head.type, residual, logits, size_t(c.vocab_size), dim);
+    kernels::gemv(t, head.buffer, head.type, last_normed, s.get("logits"), size_t(c.vocab_size), dim);
     t.set_label("argmax");
-    kernels::argmax(t, logits, ids, size_t(c.vocab_size), uint32_t(step_index + 1));
+    kernels::argmax(t, s.get("logits"), s.get("token_ids"), size_t(c.vocab_size), uint32_t(prefill ? 1 : pass.step_index + 1));
     return table;
 }
 
@@ -202,7 +250,7 @@ void Model::decode(int token) {
     const int pos = kv_->current_length();
     AKUNU_CHECK(pos < context_, "the context of " + std::to_string(context_) + " tokens is full; reset() or truncate() the cache");
     const uint32_t id = uint32_t(token);
-    const StepState st{uint32_t(pos), 0};
+    const StepState st{uint32_t(pos), 0, 1, 0};
     scratch_->get("token_ids").write(&id, 4);
     scratch_->get("step").write(&st, sizeof st);
     step_->submit_and_wait();
@@ -217,13 +265,9 @@ std::vector<int> Model::decode_chain(int token) {
                                               std::to_string(pos) + " of " + std::to_string(context_) + " positions are used");
     const uint32_t id = uint32_t(token);
     scratch_->get("token_ids").write(&id, 4);
-    // One StepState {pos, token_slot} per step, 16 bytes apart (storage-buffer offset alignment).
-    std::vector<uint32_t> packed(size_t(chain_) * 4, 0);
-    for (int k = 0; k < chain_; ++k) {
-        packed[size_t(k) * 4] = uint32_t(pos + k);
-        packed[size_t(k) * 4 + 1] = uint32_t(k);
-    }
-    scratch_->get("step").write(packed.data(), packed.size() * 4);
+    // One StepState per step, 16 bytes apart (storage-buffer offset alignment).
+    StepState* steps = static_cast<StepState*>(scratch_->get("step").contents());
+    for (int k = 0; k < chain_; ++k) steps[k] = StepState{uint32_t(pos + k), uint32_t(k), 1, 0};
     chain_cl_->submit_and_wait();
     kv_->set_length(pos + chain_);
     std::vector<uint32_t> out(static_cast<size_t>(chain_));
@@ -237,7 +281,7 @@ int Model::argmax_token() const {
     return int(id);
 }
 
-void Model::eval(const std::vector<int>& ids) {
+void Model::eval(const std::vector<int>& ids, float* all_logits) {
     AKUNU_CHECK(!ids.empty(), "eval needs at least one token");
     const int pos = kv_->current_length();
     AKUNU_CHECK(pos + int(ids.size()) <= context_,
@@ -246,7 +290,26 @@ void Model::eval(const std::vector<int>& ids) {
     for (int id : ids)
         AKUNU_CHECK(id >= 0 && id < config_.vocab_size,
                     "token id " + std::to_string(id) + " is out of range for a vocabulary of " + std::to_string(config_.vocab_size));
-    for (int id : ids) decode(id);
+    if (ids.size() == 1 && !all_logits) {
+        decode(ids[0]);
+        return;
+    }
+    // Chunks of up to prefill_chunk tokens (logit_rows with all-position logits), each one
+    // submission of a recorded table; the last chunk is shorter and its table skips the rest.
+    const size_t chunk = size_t(all_logits ? logit_rows_ : prefill_chunk_);
+    CommandList& cl = all_logits ? *prefill_all_cl_ : *prefill_cl_;
+    const size_t vocab = size_t(config_.vocab_size);
+    Buffer &batch_ids = scratch_->get("batch_token_ids"), &batch_step = scratch_->get("batch_step");
+    for (size_t at = 0; at < ids.size(); at += chunk) {
+        const size_t n = std::min(chunk, ids.size() - at);
+        const int first = kv_->current_length();
+        batch_ids.write(ids.data() + at, n * 4);  // ids are checked non-negative: int and u32 agree
+        const StepState st{uint32_t(first), 0, uint32_t(n), 0};
+        batch_step.write(&st, sizeof st);
+        cl.submit_and_wait();
+        kv_->set_length(first + int(n));
+        if (all_logits) scratch_->get("batch_logits").read(all_logits + at * vocab, n * vocab * 4);
+    }
 }
 
 }  // namespace akunu

@@ -25,6 +25,7 @@ struct LoadOptions {
     int context = 4096;           // KV-cache length; clipped to the model's trained context
     std::string device;           // selector, as Device::create
     int chain = 0;                // decode steps per submission; 0: from the device profile
+    int prefill_chunk = 0;        // prompt tokens per submission; 0: 512 (clipped to the context)
     std::function<void(const std::string& stage, size_t done, size_t total)> progress;
 };
 
@@ -55,13 +56,25 @@ public:
     // grows by chain() positions (rewind with truncate() to drop steps after a stop token).
     std::vector<int> decode_chain(int token);
     int chain() const { return chain_; }
-    // Runs `ids` one after another (prefill by decode steps).
-    void eval(const std::vector<int>& ids);
+    // Runs `ids` at the next positions in prefill chunks (GEMMs and flash attention); the last
+    // position's logits land in scratch "logits" and its argmax in token_ids[1], as after
+    // decode(). With all_logits ([ids.size(), vocab] floats) every position's logits are
+    // written there. Throws (changing nothing) when the prompt does not fit or an id is out
+    // of range.
+    void eval(const std::vector<int>& ids, float* all_logits = nullptr);
+    int prefill_chunk() const { return prefill_chunk_; }
     void reset() { kv_->reset(); }
 
 private:
+    // What one recorded table computes: a decode step or a prefill chunk of up to `rows` tokens.
+    struct Pass {
+        bool prefill;
+        int rows;         // prefill: the chunk's capacity
+        int step_index;   // decode: the chained step (StepState slot, token_ids slot)
+        bool all_logits;  // prefill: the LM head over every row, into batch_logits
+    };
     Model() = default;
-    std::unique_ptr<DispatchTable> build_table(int step);
+    std::unique_ptr<DispatchTable> build_table(const Pass& pass);
 
     std::shared_ptr<Device> device_;
     std::shared_ptr<ModelFiles> files_;
@@ -73,6 +86,10 @@ private:
     std::unique_ptr<DispatchTable> table_;
     std::unique_ptr<CommandList> step_;   // one decode step (table 0)
     std::unique_ptr<CommandList> chain_cl_;  // chain_ steps
+    std::unique_ptr<DispatchTable> prefill_table_, prefill_all_table_;
+    std::unique_ptr<CommandList> prefill_cl_, prefill_all_cl_;
+    int prefill_chunk_ = 1;
+    int logit_rows_ = 1;
     int chain_ = 1;
     int context_ = 0;
     int eos_id_ = -1;

@@ -5,15 +5,20 @@
 
 namespace akunu {
 
-ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain)
+ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain,
+                               int prefill_chunk)
     : q_dim_(size_t(c.q_dim)), kv_dim_(size_t(c.kv_dim)) {
-    for (const NamedSize& s : decode_scratch_layout(c, max_chain, context)) {
-        // The CPU writes the step state and token ids before each submit and reads the sampled
-        // ids after it: host memory, whatever the device.
-        const bool host = s.name == "step" || s.name == "token_ids";
-        buffers_.emplace(s.name, Buffer::allocate(device, s.bytes, host ? Residency::kHost : Residency::kAuto));
-        bytes_ += s.bytes;
-    }
+    auto allocate = [&](const std::vector<NamedSize>& layout, size_t& total) {
+        for (const NamedSize& s : layout) {
+            // The CPU writes step states and token ids before each submit and reads the
+            // sampled ids after it: host memory, whatever the device.
+            const bool host = s.name == "step" || s.name == "token_ids" || s.name == "batch_step" || s.name == "batch_token_ids";
+            buffers_.emplace(s.name, Buffer::allocate(device, s.bytes, host ? Residency::kHost : Residency::kAuto));
+            total += s.bytes;
+        }
+    };
+    allocate(decode_scratch_layout(c, max_chain, context), bytes_);
+    allocate(prefill_scratch_layout(c, prefill_chunk), prefill_bytes_);
 }
 
 const Buffer& ScratchBuffers::get(const std::string& name) const {

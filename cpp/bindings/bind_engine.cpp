@@ -8,16 +8,19 @@
 namespace akunu::py_bindings {
 
 static DType scratch_dtype(const std::string& name) {
-    return name == "token_ids" || name == "step" ? DType::kU32 : DType::kF32;
+    return name == "token_ids" || name == "step" || name == "batch_token_ids" || name == "batch_step" ? DType::kU32
+                                                                                                  : DType::kF32;
 }
 
 void init_engine(py::module_& m) {
     py::class_<Model, std::shared_ptr<Model>>(m, "Engine")
-        .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress, int chain) {
+        .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress, int chain,
+                         int prefill_chunk) {
                  LoadOptions o;
                  o.context = context;
                  o.device = device;
                  o.chain = chain;
+                 o.prefill_chunk = prefill_chunk;
                  if (!progress.is_none())
                      o.progress = [progress](const std::string& stage, size_t done, size_t total) {
                          py::gil_scoped_acquire gil;
@@ -27,12 +30,28 @@ void init_engine(py::module_& m) {
                  return std::shared_ptr<Model>(Model::load(path, o));
              }),
              py::arg("path"), py::arg("context") = 4096, py::arg("device") = "", py::arg("progress") = py::none(),
-             py::arg("chain") = 0)
+             py::arg("chain") = 0, py::arg("prefill_chunk") = 0)
         .def_property_readonly("config", &Model::config)
         .def_property_readonly("context", &Model::context)
         .def_property_readonly("device_name", [](const Model& mo) { return mo.device().profile().name; })
         .def("decode", &Model::decode, py::call_guard<py::gil_scoped_release>())
-        .def("eval", &Model::eval, py::call_guard<py::gil_scoped_release>())
+        .def("eval",
+             [](Model& mo, const std::vector<int>& ids, bool all_logits) -> py::object {
+                 if (!all_logits) {
+                     py::gil_scoped_release release;
+                     mo.eval(ids);
+                     return py::none();
+                 }
+                 py::array_t<float> out({ids.size(), size_t(mo.config().vocab_size)});
+                 float* data = out.mutable_data();
+                 {
+                     py::gil_scoped_release release;
+                     mo.eval(ids, data);
+                 }
+                 return std::move(out);
+             },
+             py::arg("ids"), py::arg("all_logits") = false)
+        .def_property_readonly("prefill_chunk", &Model::prefill_chunk)
         .def("argmax_token", &Model::argmax_token)
         .def("decode_chain", &Model::decode_chain, py::call_guard<py::gil_scoped_release>())
         .def_property_readonly("chain", &Model::chain)
@@ -66,6 +85,7 @@ void init_engine(py::module_& m) {
                  d["weights"] = py::make_tuple(p.weights_bytes, mo.weight_bytes());
                  d["kv_cache"] = py::make_tuple(p.kv_bytes, mo.kv_cache().bytes());
                  d["decode_scratch"] = py::make_tuple(p.decode_scratch_bytes, mo.scratch().bytes());
+                 d["prefill_scratch"] = py::make_tuple(p.prefill_scratch_bytes, mo.scratch().prefill_bytes());
                  d["device_allocated"] = mo.device().allocated_bytes();
                  d["device_allocations"] = mo.device().allocations_total();
                  return d;

@@ -42,14 +42,21 @@ void init_kernels(py::module_& m) {
           },
           py::arg("cl"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("dtype"), py::arg("rows"), py::arg("dim"),
           py::arg("eps"), py::arg("weight_offset") = 0.0f);
-    k.def("gemv", [](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x,
-                     const PyBuffer& y, size_t rows, size_t kk) {
-        // wtype: an akunu dtype name ("f16") or a ggml type name ("Q4_0")
+    // wtype: an akunu dtype name ("f16") or a ggml type name ("Q4_0")
+    auto weight_type = [](const std::string& wtype) {
         std::string name = wtype;
         for (auto& c : name) c = char(std::toupper(static_cast<unsigned char>(c)));
         const TensorTypeTraits* t = find_type_by_name(name);
-        AKUNU_CHECK(t, "gemv: unknown weight type '" + wtype + "'");
-        kernels::gemv(cl, w.buffer, t->type, x.buffer, y.buffer, rows, kk);
+        AKUNU_CHECK(t, "unknown weight type '" + wtype + "'");
+        return t->type;
+    };
+    k.def("gemv", [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x,
+                                const PyBuffer& y, size_t rows, size_t kk) {
+        kernels::gemv(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, rows, kk);
+    });
+    k.def("gemm", [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x,
+                                const PyBuffer& y, size_t m, size_t n, size_t kk, const PyBuffer& step) {
+        kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n}, step.buffer);
     });
     m.def("kernel_names", &kernel_names, "The embedded SPIR-V kernels (rows of shaders/kernels.cmake).");
 }

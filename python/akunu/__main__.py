@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="will MODEL fit? (reads headers only)")
     p.add_argument("model")
     p.add_argument("--context", type=int, default=None)
-    p.add_argument("--prefill-chunk", type=int, default=4096)
+    p.add_argument("--prefill-chunk", type=int, default=512)
     p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4"])
     p.set_defaults(run=_plan)
     p = sub.add_parser("inspect", help="metadata, tensors and config of MODEL")

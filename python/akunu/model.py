@@ -75,14 +75,15 @@ class ScratchView:
 
 class Model:
     def __init__(self, path, context: int = 4096, device: str | int | None = None, progress: bool | None = None,
-                 chain: int = 0):
-        """chain: decode steps per GPU submission (0: chosen from the device profile)."""
+                 chain: int = 0, prefill_chunk: int = 0):
+        """chain: decode steps per GPU submission (0: chosen from the device profile).
+        prefill_chunk: prompt tokens per prefill submission (0: 512)."""
         path = os.fspath(path)
         self.path = path
         bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
         # The engine validates and plans the model before it allocates anything; the tokenizer
         # comes after (seed stage 11), so a model that does not fit fails first.
-        self._engine = _akunu.Engine(path, context, "" if device is None else str(device), bar, chain)
+        self._engine = _akunu.Engine(path, context, "" if device is None else str(device), bar, chain, prefill_chunk)
         if bar is not None:
             bar.close()
         self.tokenizer = Tokenizer.from_file(path)
@@ -105,11 +106,15 @@ class Model:
     def context(self) -> int:
         return self._engine.context
 
-    def eval(self, ids: Sequence[int]) -> np.ndarray:
-        """Runs `ids` after what the cache holds; returns the last position's logits (a view
-        that the next step overwrites). A prompt longer than the free context raises and
-        changes nothing."""
-        self._engine.eval([int(i) for i in ids])
+    def eval(self, ids: Sequence[int], all_logits: bool = False) -> np.ndarray:
+        """Runs `ids` after what the cache holds, in batched prefill chunks. Returns the last
+        position's logits (a view of the logits scratch buffer, which the next step
+        overwrites) or, with all_logits=True, a new [len(ids), vocab] float32 array of every
+        position's logits. A prompt longer than the free context raises and changes nothing."""
+        ids = [int(i) for i in ids]
+        if all_logits:
+            return self._engine.eval(ids, True)
+        self._engine.eval(ids)
         return self.scratch["logits"]
 
     def generate(self, prompt: str | Sequence[int], max_tokens: int = 128, stop: Sequence[str] | None = None,

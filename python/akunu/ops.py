@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from akunu._akunu import CommandList, kernels
 
 
@@ -62,3 +64,16 @@ def gemv(w, x, y, wtype: str | None = None) -> float:
     else:
         rows, k = _count(y), _count(x)
     return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k))
+
+
+def gemm(w, x, y, wtype: str | None = None) -> float:
+    """Y = X @ W.T with X [m, k] f32, Y [m, n] f32 and W [n, k] as in gemv: the prefill kernel
+    (cooperative matrices where the device has them)."""
+    m, k = x.shape
+    n = y.shape[-1]
+    if wtype is None:
+        if tuple(w.shape) != (n, k):
+            raise ValueError(f"gemm: W must be [n, k] = [{n}, {k}], got shape {tuple(w.shape)}")
+        wtype = w.dtype
+    step = y.device.upload(np.array([0, 0, m, 0], dtype=np.uint32))  # StepState: all m rows
+    return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step))

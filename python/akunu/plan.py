@@ -74,7 +74,7 @@ def load_config(model) -> "_akunu.ModelConfig":
     return _akunu.load_config(_akunu.open_model(os.fspath(model)))
 
 
-def plan(model, context: int | None = None, prefill_chunk: int = 4096, kv_dtype: str = "f16",
+def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: str = "f16",
          device: str | int | None = None, weights_dtype: str = "F16", max_chain: int = 64,
          check_device: bool = True) -> MemoryPlan:
     """Plans the memory of `model` (a path, config dict, ModelConfig or opened model).

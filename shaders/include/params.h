@@ -32,21 +32,30 @@ struct CopyParams {
 };
 AKUNU_PARAMS_SIZE(CopyParams, 4)
 
-// add_*: out[i] = a[i] + b[i] for i < n, computed in fp32.
+// add_*: c[r, i] = a[r, i] + b[r, i] for r < rows, i < n, computed in fp32; row r of each
+// operand starts r * stride elements in (a b_stride of 0 adds one row, a bias, to every row).
 struct AddParams {
-    uint n;  // elements
+    uint n;  // elements per row
+    uint rows;
+    uint a_stride;
+    uint b_stride;
+    uint c_stride;
 };
-AKUNU_PARAMS_SIZE(AddParams, 4)
+AKUNU_PARAMS_SIZE(AddParams, 20)
 
 // rmsnorm_*: y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * (w + weight_offset).
-// weight_offset is 0 for llama-style norms and 1 for gemma's (1 + w).
+// weight_offset is 0 for llama-style norms and 1 for gemma's (1 + w). Rows come in groups of
+// `group` contiguous rows, groups group_stride elements apart: the per-head Q/K norms of a
+// prefill chunk are n_heads rows inside each token's [q | k | v] row.
 struct RmsNormParams {
     uint rows;
     uint dim;
     float eps;
     float weight_offset;
+    uint group;
+    uint group_stride;
 };
-AKUNU_PARAMS_SIZE(RmsNormParams, 16)
+AKUNU_PARAMS_SIZE(RmsNormParams, 24)
 
 // gemv_*: y[n] = sum_k W[n, k] * x[k] for n < rows; W row-major [rows, k] of the variant's
 // weight type (block formats: rows of k/32 blocks).
@@ -61,20 +70,46 @@ AKUNU_PARAMS_SIZE(GemvParams, 12)
 
 // The step state: what changes from one decode step to the next, read by kernels from a small
 // device buffer so that a recorded command buffer is replayed unchanged.
+// A decode step has n_tokens = 1; a prefill chunk runs n_tokens <= its table's rows, so one
+// recorded chunk table serves every prompt length (rows past n_tokens are skipped).
 struct StepState {
-    uint pos;         // position of the token being decoded (its KV-cache slot)
-    uint token_slot;  // index into token_ids of the token being embedded
+    uint pos;         // position of the first token (its KV-cache slot)
+    uint token_slot;  // index into the token-id buffer of the first token
+    uint n_tokens;    // tokens in this step
+    uint pad;
 };
+AKUNU_PARAMS_SIZE(StepState, 16)
 
-// embed_*: out[0:dim] = scale * W[token_ids[step.token_slot], :]
+// embed_*: out[r, 0:dim] = scale * W[token_ids[step.token_slot + r], :] for r < min(rows, step.n_tokens)
 struct EmbedParams {
     uint dim;
     float scale;
+    uint rows;
 };
-AKUNU_PARAMS_SIZE(EmbedParams, 8)
+AKUNU_PARAMS_SIZE(EmbedParams, 12)
 
-// rope_kv: rotates Q and K of one token in place (qkv = [q | k | v], f32) by the cos/sin table
-// row of step.pos, and writes K and V into the f16 caches at that position.
+// gemm_*: Y[m, n] = sum_k X[m, k] * W[n, k] for m < min(m, step.n_tokens), n < n (Y += with
+// accumulate). X f32 rows ldx floats apart, Y f32 rows ldy floats apart (Y may be a column
+// slice of a wider buffer, as Q, K and V are of qkv); W as in gemv.
+struct GemmParams {
+    uint m;
+    uint n;
+    uint k;
+    uint ldx;
+    uint ldy;
+    uint accumulate;
+};
+AKUNU_PARAMS_SIZE(GemmParams, 24)
+
+// last_row: dst[0:dim] = src[(step.n_tokens - 1) * dim : +dim], the prompt's last token.
+struct LastRowParams {
+    uint dim;
+};
+AKUNU_PARAMS_SIZE(LastRowParams, 4)
+
+// rope_kv: for each token row r < min(rows, step.n_tokens) of qkv (rows of [q | k | v], f32,
+// row_stride floats apart), rotates Q and K in place by the cos/sin table row of position
+// step.pos + r, and writes K and V into the f16 caches at that position.
 struct RopeKvParams {
     uint n_heads;
     uint n_kv_heads;
@@ -82,8 +117,10 @@ struct RopeKvParams {
     uint max_len;      // cache rows per head
     uint interleaved;  // 1: pairs (2i, 2i+1) (GGUF llama); 0: pairs (i, i + head_dim/2) (HF, NeoX)
     uint rotate;       // 0: no RoPE (encoders)
+    uint rows;
+    uint row_stride;   // floats from one token's q to the next
 };
-AKUNU_PARAMS_SIZE(RopeKvParams, 24)
+AKUNU_PARAMS_SIZE(RopeKvParams, 32)
 
 // Decode attention is split along the sequence (flash-decoding): attention_split gives each
 // (query head, chunk of AKUNU_ATTENTION_CHUNK cache rows) a workgroup that writes a partial
@@ -102,6 +139,21 @@ struct AttentionParams {
     uint n_chunks;  // ceil(max_len / AKUNU_ATTENTION_CHUNK)
 };
 AKUNU_PARAMS_SIZE(AttentionParams, 32)
+
+// flash_attention: causal attention for a prefill chunk. Query row r < min(rows, step.n_tokens)
+// sits at position step.pos + r and attends cache rows [max(0, pos + 1 - window), pos]. Q rows
+// are q_stride floats apart (inside qkv), output rows out_stride apart. Workgroup: (block of
+// AKUNU_FLASH_ROWS query rows, query head); 8 invocations per query row split head_dim.
+#define AKUNU_FLASH_ROWS 16
+#define AKUNU_FLASH_KEYS 16
+#define AKUNU_FLASH_MAX_HEAD_DIM 256
+struct FlashAttentionParams {
+    AttentionParams a;  // n_chunks unused
+    uint rows;
+    uint q_stride;
+    uint out_stride;
+};
+AKUNU_PARAMS_SIZE(FlashAttentionParams, 44)
 
 // act_*: out[i] = act(gate[i]) * up[i] (SiLU or GELU-tanh).
 struct ActParams {

@@ -28,6 +28,18 @@ layout(std430, binding = W_BINDING) readonly buffer Wv { u16vec4 w4[]; };
 layout(std430, binding = W_BINDING) readonly buffer Ws { uint16_t w1[]; };
 float w_load1(uint i) { return uintBitsToFloat(uint(w1[i]) << 16); }
 vec4 w_load4(uint i) { return uintBitsToFloat(uvec4(w4[i]) << 16); }
+#endif
+
+#if W_BLOCK == 1
+// Eight weights W[row, k0 : k0 + 8] of a [rows, K] matrix, zero past K: a GEMM tile load.
+void w_load8(uint row, uint k0, uint K, out float v[8]) {
+    if ((K & 3u) == 0u && k0 + 8 <= K) {
+        const vec4 a = w_load4((row * K + k0) >> 2), b = w_load4(((row * K + k0) >> 2) + 1);
+        v = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+    } else {
+        for (uint j = 0; j < 8; ++j) v[j] = k0 + j < K ? w_load1(row * K + k0 + j) : 0.0;
+    }
+}
 #else
 #define W_BLOCK 32
 // Every 32-element block format here is a whole number of 16-bit words (18, 20, 34 bytes), so
@@ -73,6 +85,31 @@ void w_block(uint block, out float v[32]) {
 #else
 #error "no WTYPE_* defined"
 #endif
+
+// Elements 8 * part .. 8 * part + 7 of a block, the GEMM's share of one block per invocation.
+void w_block8(uint block, uint part, out float v[8]) {
+    const uint b = block * W_BLOCK_BYTES;
+#if defined(WTYPE_Q8_0)
+    const float d = w_half(b);
+    for (uint j = 0; j < 8; ++j) v[j] = d * float(int8_t(wb[b + 2 + part * 8 + j]));
+#else
+#if defined(WTYPE_Q4_0)
+    const float d = w_half(b), m = -8.0 * d;
+    const uint qs = b + 2;
+#else
+    const float d = w_half(b), m = w_half(b + 2);
+    const uint qs = b + 4;
+#endif
+    // Elements 0..15 are the low nibbles of bytes 0..15, elements 16..31 the high nibbles.
+    const uint shift = part >= 2 ? 4 : 0, first = (part & 1u) * 8;
+    for (uint j = 0; j < 8; ++j) v[j] = d * float((uint(wb[qs + first + j]) >> shift) & 15u) + m;
+#endif
+}
+
+// Eight weights W[row, k0 : k0 + 8] of a [rows, K] matrix (k0 a multiple of 8).
+void w_load8(uint row, uint k0, uint K, out float v[8]) {
+    w_block8(row * (K / 32) + k0 / 32, (k0 % 32) / 8, v);
+}
 
 // Block dot products split over lanes, so that neighbouring invocations read neighbouring
 // bytes of a block and neighbouring vec4s of x (coalesced loads). W_LANES lanes share a block;

@@ -44,8 +44,11 @@ def load(model, source, context=256):
     return _MODELS[key]
 
 
+@pytest.mark.parametrize("path", ["decode", "prefill"])
 @pytest.mark.parametrize("model, source, ref, tol", SOURCES, ids=[f"{m}:{s}" for m, s, _, _ in SOURCES])
-def test_logits_at_every_position(model, source, ref, tol):
+def test_logits_at_every_position(model, source, ref, tol, path):
+    """decode: one token per step (GEMV, split attention); prefill: the whole prompt in one
+    eval(all_logits=True) (GEMM, flash attention)."""
     m = load(model, source)
     man = manifest(model)
     prompts = man.get("logit_prompts") or man["prompts"]  # the trained model keeps them apart
@@ -57,7 +60,10 @@ def test_logits_at_every_position(model, source, ref, tol):
         checked += 1
         want = np.load(path)
         m.reset()
-        got = np.stack([m.eval([i]).copy() for i in p["ids"]])
+        if path == "decode":
+            got = np.stack([m.eval([i]).copy() for i in p["ids"]])
+        else:
+            got = m.eval(p["ids"], all_logits=True)
         err = np.abs(got - want)
         assert err.max() <= tol, f"prompt {k}: max |dlogit| {err.max():.4f}"
         assert err.mean() <= 5e-3, f"prompt {k}: mean |dlogit| {err.mean():.5f}"
@@ -112,6 +118,36 @@ def test_greedy_continuations(model, source):
         assert got[:n] == ids[:n], p["text"][:40]
 
 
+@pytest.mark.parametrize("model, source", [("tiny-gemma3-random", "hf"), ("tiny-qwen3-random", "gguf/tiny-qwen3-random-q8_0.gguf"),
+                                           ("trained-code-llama", "gguf/trained-code-llama-q8_0.gguf")])
+def test_prefill_chunks_equal_decode_steps(model, source):
+    """A prompt split over chunks of an odd size (7: chunk edges fall inside GEMM and flash
+    attention tiles, and past gemma3's 32-token sliding window), started after tokens already
+    in the cache, gives the decode path's logits, KV cache and next token."""
+    ids = [p["ids"] for p in manifest(model)["prompts"]]
+    head, prompt = ids[0][:5], ids[1][:45]
+    chunked = akunu.Model(require(model, source), context=128, prefill_chunk=7, progress=False)
+    stepped = load(model, source)
+    stepped.reset()
+    for i in head:
+        stepped.eval([i])
+    want = np.stack([stepped.eval([i]).copy() for i in prompt])
+    chunked.eval(head)
+    got = chunked.eval(prompt, all_logits=True)
+    assert got.shape == (len(prompt), chunked.config.vocab_size)
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(got, want, atol=2e-3 * scale + 2e-3)
+    chunked.kv_cache.truncate(len(head))
+    last = chunked.eval(prompt)  # the last-row path, without all-position logits
+    np.testing.assert_allclose(last, want[-1], atol=2e-3 * scale + 2e-3)
+    assert chunked._engine.argmax_token() == int(np.argmax(last))
+    for layer in (0, chunked.config.n_layers - 1):
+        np.testing.assert_allclose(chunked.kv_cache.k(layer).astype(np.float32),
+                                   stepped.kv_cache.k(layer).astype(np.float32), atol=5e-3 * scale)
+        np.testing.assert_allclose(chunked.kv_cache.v(layer).astype(np.float32),
+                                   stepped.kv_cache.v(layer).astype(np.float32), atol=5e-3 * scale)
+
+
 def _greedy(m, prompt_ids, n):
     """Greedy ids without stopping at EOS (the reference does not stop)."""
     m.reset()
@@ -141,12 +177,14 @@ def test_decoding_allocates_nothing():
 def test_memory_report_equals_the_plan_to_the_byte():
     m = load("tiny-gemma3-random", "gguf/tiny-gemma3-random-q8_0.gguf")
     report = m.memory_report()
-    for part in ("weights", "kv_cache", "decode_scratch"):
+    for part in ("weights", "kv_cache", "decode_scratch", "prefill_scratch"):
         planned, allocated = report[part]
         assert planned == allocated, part
     plan = akunu.plan(require("tiny-gemma3-random", "gguf", "tiny-gemma3-random-q8_0.gguf"), context=256,
-                      max_chain=2, check_device=False)
+                      prefill_chunk=m._engine.prefill_chunk, max_chain=m._engine.chain, check_device=False)
     assert plan.kv_bytes == report["kv_cache"][1]
+    assert plan.prefill_scratch_bytes == report["prefill_scratch"][1]
+    assert plan.decode_scratch_bytes == report["decode_scratch"][1]
 
 
 def test_views_and_dispatch_table():

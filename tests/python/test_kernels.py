@@ -77,6 +77,37 @@ def test_gemv_quantized(device, rng, wtype, block_bytes, scales, rows, k):
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.abs(w).max() * np.sqrt(k))
 
 
+@pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1", np.float32, np.float16, "bf16"])
+@pytest.mark.parametrize("m, n, k", [(1, 7, 32), (37, 67, 96), (130, 65, 64)])
+def test_gemm(device, rng, wtype, m, n, k):
+    """The prefill GEMM over odd tile remainders (rows and outputs not multiples of 64), each
+    weight type against float64 NumPy on the same weights."""
+    from akunu import _akunu
+    blocks = {"Q8_0": (34, [0]), "Q4_0": (18, [0]), "Q4_1": (20, [0, 2])}
+    if wtype in blocks:
+        block_bytes, scales = blocks[wtype]
+        raw = rng.integers(0, 256, (n * k // 32, block_bytes), dtype=np.uint8)
+        for off in scales:
+            raw[:, off:off + 2] = rng.uniform(-0.05, 0.05, raw.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
+        w_dev = device.upload(raw.reshape(-1))
+        w = _akunu.dequantize(raw.reshape(-1), wtype).astype(np.float64).reshape(n, k)
+    elif wtype == "bf16":
+        bits = (rng.standard_normal((n, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        w_dev = device.upload(bits.view(np.uint8).reshape(-1))
+        w = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        wtype = "BF16"
+    else:
+        w_host = rng.standard_normal((n, k)).astype(wtype)
+        w_dev, w, wtype = device.upload(w_host), w_host.astype(np.float64), None
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    y = poisoned(device, [m, n], np.float32)
+    ops.gemm(w_dev, device.upload(x), y, wtype=wtype)
+    want = x.astype(np.float64) @ w.T
+    # fp32 accumulation, or f16 operands on the cooperative-matrix path
+    rtol = 2e-3 if device.profile["gemm_coopmat"] else 1e-4
+    np.testing.assert_allclose(y.numpy(), want, rtol=rtol, atol=rtol * np.abs(w).max() * np.sqrt(k) * 4)
+
+
 def test_wrong_shapes_are_clear_errors(device):
     w = device.empty([10, 10], "f16")
     x = device.empty([5], "f32")

@@ -1,0 +1,96 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+// flash_attention: causal attention for a prefill chunk, one pass over the cache with an
+// online softmax (no [rows, keys] score matrix is ever stored).
+//
+// Workgroup = (block of AKUNU_FLASH_ROWS query rows, one query head). Each query row has a
+// team of 8 neighbouring invocations (inside one subgroup on every device: subgroups hold 8,
+// 32 or 64); invocation `lane` of the team owns dims lane, lane + 8, ... of q and of the
+// output. Keys come in tiles of AKUNU_FLASH_KEYS rows staged in shared memory as f16, as the
+// cache stores them. Scores are summed across the team with three shuffles.
+#include "common.glsl"
+
+#define TEAM 8
+// head_dim / TEAM, a specialization constant so that every per-lane loop has a fixed trip
+// count and q and the output accumulators stay in registers.
+layout(constant_id = 0) const uint SLICE = 16;
+layout(local_size_x = AKUNU_FLASH_ROWS * TEAM) in;
+layout(std430, binding = 0) readonly buffer Q { float q[]; };            // [rows, q_stride]
+layout(std430, binding = 1) readonly buffer K { float16_t k_cache[]; };  // [n_kv, max_len, head_dim]
+layout(std430, binding = 2) readonly buffer V { float16_t v_cache[]; };  // [n_kv, max_len, head_dim]
+layout(std430, binding = 3) writeonly buffer O { float out_data[]; };    // [rows, out_stride]
+layout(std430, binding = 4) readonly buffer Step { StepState step; };
+layout(push_constant) uniform Push { FlashAttentionParams p; };
+
+shared float16_t k_tile[AKUNU_FLASH_KEYS * AKUNU_FLASH_MAX_HEAD_DIM];
+shared float16_t v_tile[AKUNU_FLASH_KEYS * AKUNU_FLASH_MAX_HEAD_DIM];
+
+// The first cache row a query at `pos` sees.
+uint first_key(uint pos) { return p.a.window > 0 && pos + 1 > p.a.window ? pos + 1 - p.a.window : 0; }
+
+void main() {
+    const uint n = min(p.rows, step.n_tokens);
+    const uint block = gl_WorkGroupID.x * AKUNU_FLASH_ROWS, h = gl_WorkGroupID.y;
+    if (block >= n) return;  // uniform across the workgroup
+    const uint tid = gl_LocalInvocationID.x, lane = tid % TEAM;
+    const uint row = block + tid / TEAM;
+    const bool live = row < n;
+    const uint pos = step.pos + row;
+    const uint kvh = h / (p.a.n_heads / p.a.n_kv_heads);
+    const uint hd = SLICE * TEAM;
+
+    float qv[SLICE], o[SLICE];
+    for (uint i = 0; i < SLICE; ++i) {
+        qv[i] = live ? q[row * p.q_stride + h * hd + lane + i * TEAM] : 0.0;
+        o[i] = 0.0;
+    }
+    float m = -1.0 / 0.0, l = 0.0;
+
+    // Keys any row of the block sees: from the first row's window start to the last row.
+    const uint last_row = min(block + AKUNU_FLASH_ROWS, n) - 1;
+    const uint key_begin = first_key(step.pos + block), key_end = step.pos + last_row + 1;
+    const uint my_first = first_key(pos);
+    const uint kv_base = kvh * p.a.max_len;
+    for (uint t0 = key_begin; t0 < key_end; t0 += AKUNU_FLASH_KEYS) {
+        const uint tile = min(AKUNU_FLASH_KEYS, key_end - t0);
+        for (uint e = tid; e < tile * hd; e += gl_WorkGroupSize.x) {
+            const uint at = (kv_base + t0) * hd + e;
+            k_tile[e] = k_cache[at];
+            v_tile[e] = v_cache[at];
+        }
+        barrier();
+
+        float s[AKUNU_FLASH_KEYS];
+        float tile_max = -1.0 / 0.0;
+        for (uint j = 0; j < AKUNU_FLASH_KEYS; ++j) {
+            float d = 0.0;
+            if (j < tile)
+                for (uint i = 0; i < SLICE; ++i) d += qv[i] * float(k_tile[j * hd + lane + i * TEAM]);
+            d += subgroupShuffleXor(d, 4);
+            d += subgroupShuffleXor(d, 2);
+            d += subgroupShuffleXor(d, 1);
+            d *= p.a.scale;
+            if (p.a.softcap > 0.0) d = p.a.softcap * tanh(d / p.a.softcap);
+            const uint key = t0 + j;
+            s[j] = live && j < tile && key >= my_first && key <= pos ? d : -1.0 / 0.0;
+            tile_max = max(tile_max, s[j]);
+        }
+        const float m_new = max(m, tile_max);
+        if (m_new > -1.0 / 0.0) {  // some key of this tile is visible to this row
+            const float correction = exp(m - m_new);
+            l *= correction;
+            for (uint i = 0; i < SLICE; ++i) o[i] *= correction;
+            for (uint j = 0; j < tile; ++j) {
+                const float w = exp(s[j] - m_new);
+                l += w;
+                for (uint i = 0; i < SLICE; ++i) o[i] += w * float(v_tile[j * hd + lane + i * TEAM]);
+            }
+            m = m_new;
+        }
+        barrier();
+    }
+
+    if (live)
+        for (uint i = 0; i < SLICE; ++i) out_data[row * p.out_stride + h * hd + lane + i * TEAM] = o[i] / l;
+}
