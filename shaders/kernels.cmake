@@ -43,7 +43,7 @@ set(AKUNU_KERNELS
   "last_row         last_row.comp"
   "act_silu         act.comp        ACT_SILU"
   "act_gelu_tanh    act.comp        ACT_GELU_TANH"
-  "argmax           argmax.comp"
+  "sample           sample.comp"
 )
 
 set(AKUNU_SHADER_DIR ${CMAKE_CURRENT_LIST_DIR})

@@ -66,7 +66,7 @@ akunu_status akunu_model_generate(akunu_model* model, int32_t* out_ids, size_t m
     return guarded([&] {
         akunu::Model& m = *model->model;
         for (size_t i = 0; i < max_tokens; ++i) {
-            const int token = m.argmax_token();
+            const int token = m.sampled_token();
             out_ids[(*n_out)++] = token;
             if (token == m.eos_id() || m.kv_cache().current_length() >= m.context()) break;
             m.decode(token);

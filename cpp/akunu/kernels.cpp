@@ -262,11 +262,19 @@ void gated_activation(DispatchSink& s, Activation act, const Binding& gate, cons
     emit(s, kernel, {}, {gate, up, out}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
-void argmax(DispatchSink& s, const Binding& logits, const Binding& token_ids, size_t n, uint32_t out_slot) {
-    check_fits(logits, n, DType::kF32, "argmax", "logits");
-    check_fits(token_ids, size_t(out_slot) + 1, DType::kU32, "argmax", "token_ids");
-    ArgmaxParams p{checked_u32(n, "argmax: n"), out_slot};
-    emit(s, "argmax", {}, {logits, token_ids}, p, {1, 1});
+void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs, const Binding& step,
+            const Binding& sampler, size_t n, uint32_t out_slot, size_t rows) {
+    check_fits(logits, rows * n, DType::kF32, "sample", "logits");
+    check_fits(token_ids, out_slot + rows, DType::kU32, "sample", "token_ids");
+    check_fits(logprobs, out_slot + rows, DType::kF32, "sample", "logprobs");
+    check_bytes(step, sizeof(StepState), "sample", "step");
+    check_bytes(sampler, sizeof(SamplerState), "sample", "sampler");
+    const DeviceProfile& d = s.device().profile();
+    AKUNU_CHECK(rows <= d.max_workgroup_count_x, "sample: too many rows for one dispatch");
+    // A CPU device runs a workgroup's invocations in turn: fewer of them, less barrier cost.
+    const uint32_t group = std::min<uint32_t>(d.type == DeviceType::kCpu ? 256 : 1024, d.max_workgroup_invocations);
+    SampleParams p{checked_u32(n, "sample: n"), out_slot};
+    emit(s, "sample", {group}, {logits, token_ids, logprobs, step, sampler}, p, {uint32_t(rows), 1});
 }
 
 }  // namespace akunu::kernels

@@ -88,7 +88,10 @@ void flash_attention(DispatchSink& s, const Binding& q, const Binding& k_cache, 
 // out[n] = act(gate[n]) * up[n].
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n);
 
-// token_ids[out_slot] = argmax(logits[0:n]).
-void argmax(DispatchSink& s, const Binding& logits, const Binding& token_ids, size_t n, uint32_t out_slot);
+// Samples one token per row of logits [rows, n] with the SamplerState in `sampler` (greedy,
+// or temperature with top-k, top-p and min-p; see shaders/sample.comp): token_ids[out_slot + r]
+// and logprobs[out_slot + r].
+void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs, const Binding& step,
+            const Binding& sampler, size_t n, uint32_t out_slot, size_t rows = 1);
 
 }  // namespace akunu::kernels

@@ -54,10 +54,14 @@ std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain
         {"ffn_up", ffn * f32},
         {"ffn_act", ffn * f32},
         {"logits", uint64_t(c.vocab_size) * f32},
-        {"token_ids", uint64_t(max_chain + 1) * 4},  // the chain's input token, then one sampled id per step
+        // Two pipelined chains: the CPU's input token, then one sampled id (and its logprob) per
+        // step of each chain.
+        {"token_ids", uint64_t(2 * max_chain + 1) * 4},
+        {"sampled_logprobs", uint64_t(2 * max_chain + 1) * 4},
+        {"sampler", 32},
         {"attn_partial", uint64_t(kernels::attention_partial_floats(uint32_t(c.n_heads), uint32_t(c.head_dim),
                                                                      uint32_t(context))) * f32},
-        {"step", uint64_t(max_chain) * 16},  // one StepState (16-byte aligned) per chained step
+        {"step", uint64_t(2 * max_chain) * 16},  // one StepState (16-byte aligned) per chained step
         {"rope_cos", table},
         {"rope_sin", table},
     };

@@ -98,13 +98,16 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
         cl->end();
         return cl;
     };
+    m->set_sampler(SamplerState{0.0f, 0, 1.0f, 0.0f, 0, 0, 0, 0});
     m->table_ = m->build_table({false, 1, 0, false});
     m->step_ = recorded({m->table_.get()});
-    m->chain_cl_ = std::make_unique<CommandList>(m->device_, 0);
-    m->chain_cl_->begin();
-    m->table_->record(*m->chain_cl_);
-    for (int k = 1; k < m->chain_; ++k) m->build_table({false, 1, k, false})->record(*m->chain_cl_);
-    m->chain_cl_->end();
+    for (int c = 0; c < 2; ++c) {
+        auto& cl = m->chains_[c];
+        cl = std::make_unique<CommandList>(m->device_, 0);
+        cl->begin();
+        for (int k = 0; k < m->chain_; ++k) m->build_table({false, 1, c * m->chain_ + k, false})->record(*cl);
+        cl->end();
+    }
     m->prefill_table_ = m->build_table({true, m->prefill_chunk_, 0, false});
     m->prefill_cl_ = recorded({m->prefill_table_.get()});
     m->prefill_all_table_ = m->build_table({true, m->logit_rows_, 0, true});
@@ -136,8 +139,9 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     auto buf = [&](const std::string& name) -> const Buffer& { return s.get(prefill ? "batch_" + name : name); };
     const Buffer &h0 = buf("h0"), &h1 = buf("h1"), &residual = buf("residual"), &qkv = buf("qkv");
     const Buffer &attn_out = buf("attn_out"), &gate = buf("ffn_gate"), &up = buf("ffn_up"), &act = buf("ffn_act");
-    const Buffer& ids = buf("token_ids");
     const Binding step = prefill ? Binding(s.get("batch_step")) : Binding(s.get("step"), size_t(pass.step_index) * 16, 16);
+    // Decode steps embed token_ids[step.token_slot]; a chunk embeds batch_token_ids[0 : n].
+    const Buffer& ids = prefill ? s.get("batch_token_ids") : s.get("token_ids");
     const size_t dim = size_t(c.dim), q_dim = size_t(c.q_dim), kv_dim = size_t(c.kv_dim), ffn = size_t(c.ffn_dim);
     const size_t qkv_row = q_dim + 2 * kv_dim;
     auto column = [&](const Buffer& b, size_t first) { return Binding(b, first * 4, b.size() - first * 4); };
@@ -239,14 +243,45 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     kernels::rmsnorm(t, last, weights_.output_norm.buffer, last_normed, DType::kF32, 1, dim, c.norm_eps, norm_offset);
     t.set_label("output");
     kernels::gemv(t, head.buffer, head.type, last_normed, s.get("logits"), size_t(c.vocab_size), dim);
-    t.set_label("argmax");
-    kernels::argmax(t, s.get("logits"), s.get("token_ids"), size_t(c.vocab_size), uint32_t(prefill ? 1 : pass.step_index + 1));
+    t.set_label("sample");
+    kernels::sample(t, s.get("logits"), s.get("token_ids"), s.get("sampled_logprobs"), step, s.get("sampler"),
+                    size_t(c.vocab_size), uint32_t(prefill ? 1 : pass.step_index + 1));
     return table;
 }
 
-void Model::decode(int token) {
+void Model::check_token(int token) const {
     AKUNU_CHECK(token >= 0 && token < config_.vocab_size,
                 "token id " + std::to_string(token) + " is out of range for a vocabulary of " + std::to_string(config_.vocab_size));
+}
+
+void Model::drain() {
+    for (int c : in_flight_) chains_[c]->wait();
+    in_flight_.clear();
+    in_flight_pos_.clear();
+}
+
+void Model::reset() {
+    drain();
+    kv_->reset();
+}
+
+void Model::truncate(int length) {
+    drain();
+    kv_->truncate(length);
+}
+
+void Model::set_sampler(const SamplerState& st) {
+    AKUNU_CHECK(std::isfinite(st.temperature) && st.temperature >= 0.0f, "temperature must be >= 0 (0: greedy)");
+    AKUNU_CHECK(st.top_p > 0.0f && st.top_p <= 1.0f, "top_p must be in (0, 1] (1: off)");
+    AKUNU_CHECK(st.min_p >= 0.0f && st.min_p <= 1.0f, "min_p must be in [0, 1] (0: off)");
+    drain();
+    sampler_ = st;
+    scratch_->get("sampler").write(&st, sizeof st);
+}
+
+void Model::decode(int token) {
+    check_token(token);
+    drain();
     const int pos = kv_->current_length();
     AKUNU_CHECK(pos < context_, "the context of " + std::to_string(context_) + " tokens is full; reset() or truncate() the cache");
     const uint32_t id = uint32_t(token);
@@ -257,28 +292,73 @@ void Model::decode(int token) {
     kv_->set_length(pos + 1);
 }
 
-std::vector<int> Model::decode_chain(int token) {
-    AKUNU_CHECK(token >= 0 && token < config_.vocab_size,
-                "token id " + std::to_string(token) + " is out of range for a vocabulary of " + std::to_string(config_.vocab_size));
+void Model::submit_chain(int c, uint32_t input_slot) {
+    const int pos = kv_->current_length();
+    StepState* steps = static_cast<StepState*>(scratch_->get("step").contents());
+    for (int k = 0; k < chain_; ++k) {
+        const uint32_t slot = k == 0 ? input_slot : uint32_t(c * chain_ + k);
+        steps[c * chain_ + k] = StepState{uint32_t(pos + k), slot, 1, 0};
+    }
+    chains_[c]->submit();
+    kv_->set_length(pos + chain_);
+    in_flight_.push_back(c);
+    in_flight_pos_.push_back(pos);
+    last_slot_ = uint32_t(c * chain_ + chain_);
+}
+
+void Model::start_first_chain(int token) {
+    check_token(token);
+    drain();
     const int pos = kv_->current_length();
     AKUNU_CHECK(pos + chain_ <= context_, "a chain of " + std::to_string(chain_) + " steps does not fit: " +
                                               std::to_string(pos) + " of " + std::to_string(context_) + " positions are used");
     const uint32_t id = uint32_t(token);
     scratch_->get("token_ids").write(&id, 4);
-    // One StepState per step, 16 bytes apart (storage-buffer offset alignment).
-    StepState* steps = static_cast<StepState*>(scratch_->get("step").contents());
-    for (int k = 0; k < chain_; ++k) steps[k] = StepState{uint32_t(pos + k), uint32_t(k), 1, 0};
-    chain_cl_->submit_and_wait();
-    kv_->set_length(pos + chain_);
-    std::vector<uint32_t> out(static_cast<size_t>(chain_));
-    scratch_->get("token_ids").read(out.data(), out.size() * 4, 4);
-    return std::vector<int>(out.begin(), out.end());
+    submit_chain(0, 0);
 }
 
-int Model::argmax_token() const {
+void Model::chain_start(int token) {
+    start_first_chain(token);
+    if (kv_->current_length() + chain_ <= context_) submit_chain(1, last_slot_);
+}
+
+bool Model::chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more) {
+    if (in_flight_.empty()) return false;
+    const int c = in_flight_.front();
+    first_pos = in_flight_pos_.front();
+    chains_[c]->wait();
+    in_flight_.erase(in_flight_.begin());
+    in_flight_pos_.erase(in_flight_pos_.begin());
+    ids.resize(size_t(chain_));
+    logprobs.resize(size_t(chain_));
+    const size_t first_slot = size_t(c * chain_ + 1) * 4;
+    scratch_->get("token_ids").read(ids.data(), ids.size() * 4, first_slot);  // u32 ids < vocab: int agrees
+    scratch_->get("sampled_logprobs").read(logprobs.data(), logprobs.size() * 4, first_slot);
+    // Chain c is free again: it continues from the newest chain's last id, on the GPU.
+    if (more && kv_->current_length() + chain_ <= context_) submit_chain(c, last_slot_);
+    return true;
+}
+
+std::vector<int> Model::decode_chain(int token, std::vector<float>* logprobs) {
+    start_first_chain(token);
+    std::vector<int> ids;
+    std::vector<float> lp;
+    int first = 0;
+    chain_next(ids, lp, first, false);
+    if (logprobs) *logprobs = std::move(lp);
+    return ids;
+}
+
+int Model::sampled_token() const {
     uint32_t id = 0;
     scratch_->get("token_ids").read(&id, 4, 4);
     return int(id);
+}
+
+float Model::sampled_logprob() const {
+    float lp = 0;
+    scratch_->get("sampled_logprobs").read(&lp, 4, 4);
+    return lp;
 }
 
 void Model::eval(const std::vector<int>& ids, float* all_logits) {
@@ -294,6 +374,7 @@ void Model::eval(const std::vector<int>& ids, float* all_logits) {
         decode(ids[0]);
         return;
     }
+    drain();
     // Chunks of up to prefill_chunk tokens (logit_rows with all-position logits), each one
     // submission of a recorded table; the last chunk is shorter and its table skips the rest.
     const size_t chunk = size_t(all_logits ? logit_rows_ : prefill_chunk_);

@@ -12,7 +12,8 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
         for (const NamedSize& s : layout) {
             // The CPU writes step states and token ids before each submit and reads the
             // sampled ids after it: host memory, whatever the device.
-            const bool host = s.name == "step" || s.name == "token_ids" || s.name == "batch_step" || s.name == "batch_token_ids";
+            const bool host = s.name == "step" || s.name == "token_ids" || s.name == "sampled_logprobs" ||
+                              s.name == "sampler" || s.name == "batch_step" || s.name == "batch_token_ids";
             buffers_.emplace(s.name, Buffer::allocate(device, s.bytes, host ? Residency::kHost : Residency::kAuto));
             total += s.bytes;
         }

@@ -8,8 +8,9 @@
 namespace akunu::py_bindings {
 
 static DType scratch_dtype(const std::string& name) {
-    return name == "token_ids" || name == "step" || name == "batch_token_ids" || name == "batch_step" ? DType::kU32
-                                                                                                  : DType::kF32;
+    for (const char* u32 : {"token_ids", "step", "batch_token_ids", "batch_step", "sampler"})
+        if (name == u32) return DType::kU32;
+    return DType::kF32;
 }
 
 void init_engine(py::module_& m) {
@@ -52,11 +53,41 @@ void init_engine(py::module_& m) {
              },
              py::arg("ids"), py::arg("all_logits") = false)
         .def_property_readonly("prefill_chunk", &Model::prefill_chunk)
-        .def("argmax_token", &Model::argmax_token)
-        .def("decode_chain", &Model::decode_chain, py::call_guard<py::gil_scoped_release>())
+        .def("sampled_token", &Model::sampled_token)
+        .def("sampled_logprob", &Model::sampled_logprob)
+        .def("set_sampler",
+             [](Model& mo, float temperature, uint32_t top_k, float top_p, float min_p, uint64_t seed) {
+                 mo.set_sampler(SamplerState{temperature, top_k, top_p, min_p, uint32_t(seed), uint32_t(seed >> 32), 0, 0});
+             },
+             py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("min_p"), py::arg("seed"))
+        .def("decode_chain",
+             [](Model& mo, int token) {
+                 std::vector<float> logprobs;
+                 std::vector<int> ids;
+                 {
+                     py::gil_scoped_release release;
+                     ids = mo.decode_chain(token, &logprobs);
+                 }
+                 return py::make_tuple(ids, logprobs);
+             })
+        .def("chain_start", &Model::chain_start, py::call_guard<py::gil_scoped_release>())
+        .def("chain_next",
+             [](Model& mo, bool more) -> py::object {
+                 std::vector<int> ids;
+                 std::vector<float> logprobs;
+                 int first = 0;
+                 bool got;
+                 {
+                     py::gil_scoped_release release;
+                     got = mo.chain_next(ids, logprobs, first, more);
+                 }
+                 if (!got) return py::none();
+                 return py::make_tuple(ids, logprobs, first);
+             },
+             py::arg("more") = true)
         .def_property_readonly("chain", &Model::chain)
         .def("reset", &Model::reset)
-        .def("truncate", [](Model& mo, int n) { mo.kv_cache().truncate(n); })
+        .def("truncate", &Model::truncate)
         .def_property_readonly("kv_length", [](Model& mo) { return mo.kv_cache().current_length(); })
         .def("kv_view",
              [](const std::shared_ptr<Model>& self, int layer, bool values) {

@@ -58,6 +58,10 @@ void init_kernels(py::module_& m) {
                                 const PyBuffer& y, size_t m, size_t n, size_t kk, const PyBuffer& step) {
         kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n}, step.buffer);
     });
+    k.def("sample", [](CommandList& cl, const PyBuffer& logits, const PyBuffer& token_ids, const PyBuffer& logprobs,
+                       const PyBuffer& step, const PyBuffer& sampler, size_t n, size_t rows) {
+        kernels::sample(cl, logits.buffer, token_ids.buffer, logprobs.buffer, step.buffer, sampler.buffer, n, 0, rows);
+    });
     m.def("kernel_names", &kernel_names, "The embedded SPIR-V kernels (rows of shaders/kernels.cmake).");
 }
 

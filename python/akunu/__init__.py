@@ -34,12 +34,17 @@ from akunu._device import upload  # noqa: E402
 from akunu.plan import MemoryPlan, load_config, plan  # noqa: E402
 from akunu.tokenizer import StreamDecoder, Tokenizer  # noqa: E402
 from akunu.model import Model  # noqa: E402
+from akunu.sampling import Generation, Piece, Sampler, Stream  # noqa: E402
 
 Device.upload = upload  # type: ignore[attr-defined]
 open = open_model  # akunu.open(path): inspect a model file without loading it  # noqa: A001
 
 __all__ = [
     "Model",
+    "Sampler",
+    "Generation",
+    "Piece",
+    "Stream",
     "StreamDecoder",
     "Tokenizer",
     "MemoryPlan",

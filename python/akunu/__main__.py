@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import numpy as np
+
 
 def _info(akunu, args) -> int:
     from akunu import selfcheck
@@ -59,17 +61,26 @@ def _generate(akunu, args) -> int:
         ids = m.tokenize(prompt, add_special_tokens=False)
     else:
         ids = m.tokenize(prompt)
-    n = 0
-    start = None
-    for piece in m.generate(ids, max_tokens=args.max_tokens):
-        start = start if start is not None else piece.seconds
+    sampler = akunu.Sampler(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
+    stream = m.generate(ids, max_tokens=args.max_tokens, sampler=sampler)
+    for piece in stream:
         print(piece.text, end="", flush=True)
-        n += 1
-        last = piece.seconds
     print()
-    if n > 1:
-        print(f"[{len(ids)} prompt tokens; {n} tokens, {(n - 1) / max(last - start, 1e-9):.1f} tok/s after the first]",
-              file=sys.stderr)
+    print(f"[{stream.result.summary()}]", file=sys.stderr)
+    return 0
+
+
+def _perplexity(akunu, args) -> int:
+    m = akunu.Model(args.model, context=args.context, device=args.device or None)
+    with open(args.file, encoding="utf-8") as f:
+        text = f.read()
+    ids = m.tokenize(text)
+    if len(ids) < 2:
+        raise ValueError(f"'{args.file}' holds fewer than two tokens")
+    scores = m.score(ids)
+    ppl = float(np.exp(-scores.mean()))
+    print(f"perplexity {ppl:.4f} over {len(scores)} tokens (windows of {m.context}), "
+          f"mean NLL {-scores.mean():.4f} nats")
     return 0
 
 
@@ -125,13 +136,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--tensors", type=int, default=20, help="how many tensors to list")
     p.set_defaults(run=_inspect)
-    p = sub.add_parser("generate", help="greedy continuation of PROMPT")
+    p = sub.add_parser("generate", help="continue PROMPT (greedy unless --temperature)")
     p.add_argument("model")
     p.add_argument("prompt")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--context", type=int, default=2048)
     p.add_argument("--chat", action="store_true", help="wrap PROMPT in the model's chat template")
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
+    p.add_argument("--top-k", type=int, default=0, help="0: off")
+    p.add_argument("--top-p", type=float, default=1.0, help="1: off")
+    p.add_argument("--min-p", type=float, default=0.0, help="0: off")
+    p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=_generate)
+    p = sub.add_parser("perplexity", help="perplexity of MODEL on a text FILE")
+    p.add_argument("model")
+    p.add_argument("file")
+    p.add_argument("--context", type=int, default=2048, help="tokens per scoring window")
+    p.set_defaults(run=_perplexity)
     p = sub.add_parser("tokenizer-bench", help="encode speed of a tokenizer")
     p.add_argument("path", help="tokenizer.json, model directory or GGUF")
     p.set_defaults(run=_tokenizer_bench)

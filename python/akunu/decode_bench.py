@@ -28,13 +28,16 @@ def run(path: str, tokens: int = 128, bandwidth: float | None = None, chain: int
     e.decode_chain(1) if k > 1 else e.decode(1)  # warm
     e.reset()
     t0 = time.perf_counter()
-    token = 1
-    for _ in range(tokens // k):
-        if k > 1:
-            token = e.decode_chain(token)[-1]
-        else:
+    if k > 1:  # pipelined: two chains in flight, the CPU reading one while the GPU runs the next
+        e.chain_start(1)
+        for n in range(tokens // k):
+            e.chain_next(n + 2 < tokens // k)
+        e.truncate(0)
+    else:
+        token = 1
+        for _ in range(tokens):
             e.decode(token)
-            token = e.argmax_token()
+            token = e.sampled_token()
     seconds = time.perf_counter() - t0
     weights = m.memory_report()["weights"][1]
     kv_row = 2 * c.n_kv_heads * c.head_dim * 2  # K and V, f16, per layer and position

@@ -8,24 +8,17 @@
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
-from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from akunu import _akunu
+from akunu.sampling import Generation, Piece, Sampler, Stream
 from akunu.tokenizer import Tokenizer
-
-
-@dataclass
-class Piece:
-    """One generated token: its id, the text it adds, and when it arrived."""
-    token_id: int
-    text: str
-    seconds: float  # since generate() started
 
 
 class KVCacheView:
@@ -117,63 +110,121 @@ class Model:
         self._engine.eval(ids)
         return self.scratch["logits"]
 
-    def generate(self, prompt: str | Sequence[int], max_tokens: int = 128, stop: Sequence[str] | None = None,
-                 stream: bool = True, reset: bool = True):
-        """Greedy generation. stream=True yields Piece objects as tokens arrive; stream=False
-        returns the text. Generation ends at max_tokens, a stop token, or a `stop` string."""
-        pieces = self._generate(prompt, max_tokens, stop or [], reset)
-        return pieces if stream else "".join(p.text for p in pieces)
+    def generate(self, prompt: str | Sequence[int], max_tokens: int = 128, sampler: Sampler | None = None,
+                 stop: Sequence[str] | None = None, stream: bool = True, reset: bool = True):
+        """Generates after `prompt` (text, or token ids used as given) with `sampler` (greedy by
+        default). stream=True returns a Stream that yields Piece objects (id, text, logprob,
+        time) as tokens arrive, its `result` filling in as they do; stream=False returns that
+        Generation: the text, token ids, logprobs, and the prompt and decode speeds.
+        Generation ends at max_tokens, a stop token, a `stop` string, or the end of the
+        context, and the KV cache then holds exactly the prompt and the tokens fed back."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
+        if not ids:
+            raise ValueError("the prompt is empty")
+        result = Generation(text="", prompt_tokens=len(ids))
+        pieces = Stream(self._generate(ids, max_tokens, sampler or Sampler(), stop or [], reset, result), result)
+        if stream:
+            return pieces
+        for _ in pieces:
+            pass
+        return result
 
-    def _sampled(self) -> Iterator[tuple[int, int]]:
-        """Greedy tokens after what the cache holds, each with the cache length that excludes
-        it: the length to rewind to if generation ends at that token. Chains run `chain` steps
-        per submission, each embedding the id the previous step sampled; single steps are used
-        where a whole chain no longer fits the context."""
+    def _sampled(self) -> Iterator[tuple[int, float, int]]:
+        """Sampled tokens after what the cache holds: (id, logprob, the cache length that
+        excludes it, the length to rewind to if generation ends at that token). Chains run
+        `chain` steps per submission, two in flight, each step embedding the id the previous
+        one sampled; single steps are used where a whole chain no longer fits the context."""
         e = self._engine
-        pending = e.argmax_token()  # sampled, not yet fed to the model
-        while True:
-            yield pending, e.kv_length
-            if e.kv_length >= self.context:
-                return
+        pending = e.sampled_token()  # sampled, not yet fed to the model
+        yield pending, e.sampled_logprob(), e.kv_length
+        while e.kv_length < self.context:
             if e.chain > 1 and e.kv_length + e.chain <= self.context:
-                base = e.kv_length
-                sampled = e.decode_chain(pending)  # fed: pending, sampled[0 .. chain-2]
-                for k, token in enumerate(sampled[:-1]):
-                    yield token, base + k + 1
-                pending = sampled[-1]
+                e.chain_start(pending)
+                while (done := e.chain_next(True)) is not None:
+                    ids, logprobs, first = done
+                    for k, (token, logprob) in enumerate(zip(ids, logprobs)):
+                        yield token, logprob, first + k + 1
+                    pending = ids[-1]
             else:
                 e.decode(pending)
-                pending = e.argmax_token()
+                pending = e.sampled_token()
+                yield pending, e.sampled_logprob(), e.kv_length
 
-    def _generate(self, prompt, max_tokens, stop, reset) -> Iterator[Piece]:
-        """A stop token or string ends generation at exactly that token, and the cache is
-        rewound past the steps a chain ran after it."""
+    def _generate(self, ids, max_tokens, sampler, stop, reset, result: Generation) -> Iterator[Piece]:
+        """A stop token or string ends generation at exactly that token; the cache is rewound
+        past the steps a chain ran after it."""
+        e = self._engine
         if reset:
             self.reset()
-        ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
+        e.set_sampler(sampler.temperature, sampler.top_k, sampler.top_p, sampler.min_p, sampler.seed)
         start = time.perf_counter()
-        self._engine.eval(ids)
+        e.eval(ids)
         decoder = self.tokenizer.stream(skip_special_tokens=True)
         stop_ids = set(self.tokenizer.stop_ids)
-        text = ""
-        for produced, (token, keep) in enumerate(self._sampled(), 1):
-            if token in stop_ids:
-                self._engine.truncate(keep)
-                return
-            piece = decoder.put(token)
-            text += piece
-            hit = next((s for s in stop if s in text), None)
-            if hit is not None:  # emit only what precedes the stop string
-                self._engine.truncate(keep)
-                piece = piece[: max(0, len(piece) - (len(text) - text.index(hit)))]
-                if piece:
-                    yield Piece(token, piece, time.perf_counter() - start)
-                return
-            if piece:
-                yield Piece(token, piece, time.perf_counter() - start)
-            if produced >= max_tokens:  # as unchained: the last token is not fed
-                self._engine.truncate(keep)
-                return
+        text, keep = "", e.kv_length
+        first_at = None
+
+        def piece(token, chars, logprob):
+            nonlocal first_at
+            now = time.perf_counter() - start
+            if first_at is None:
+                first_at = result.time_to_first_token = now
+            result.decode_seconds = now - first_at
+            result.token_ids.append(token)
+            result.logprobs.append(logprob)
+            return Piece(token, chars, logprob, now)
+
+        result.stop_reason = "context"
+        try:
+            for produced, (token, logprob, keep) in enumerate(self._sampled(), 1):
+                if token in stop_ids:
+                    result.stop_reason = "stop_token"
+                    return
+                chars = decoder.put(token)
+                text += chars
+                hit = next((s for s in stop if s in text), None)
+                if hit is not None:  # emit only what precedes the stop string
+                    result.stop_reason = "stop_string"
+                    yield piece(token, chars[: max(0, len(chars) - (len(text) - text.index(hit)))], logprob)
+                    return
+                yield piece(token, chars, logprob)
+                if produced >= max_tokens:  # as unchained: the last token is not fed
+                    result.stop_reason = "max_tokens"
+                    return
+        finally:  # also when the caller stops iterating early
+            e.truncate(min(keep, e.kv_length))
+
+    # ---- evaluation ----------------------------------------------------------------------------
+    def score(self, ids: Sequence[int], progress: bool | None = None) -> np.ndarray:
+        """log p(ids[i] | ids[:i]) for i = 1 .. len(ids) - 1, from all-position logits of the
+        batched prefill. Sequences longer than the context are scored in consecutive windows of
+        `context` tokens, each starting from an empty cache. The cache is reset."""
+        ids = [int(i) for i in ids]
+        if len(ids) < 2:
+            raise ValueError("scoring needs at least two tokens")
+        bar = _bar(len(ids) - 1, "scoring", progress)
+        out = []
+        for at in range(0, len(ids) - 1, self.context):
+            window = ids[at: at + self.context + 1]  # the last id is only a target
+            self.reset()
+            logits = self._engine.eval(window[:-1], True)
+            logits -= logits.max(axis=1, keepdims=True)
+            log_z = np.log(np.exp(logits).sum(axis=1))
+            out.append(logits[np.arange(len(window) - 1), window[1:]] - log_z)
+            if bar is not None:
+                bar.update(len(window) - 1)
+        if bar is not None:
+            bar.close()
+        self.reset()
+        return np.concatenate(out).astype(np.float64)
+
+    def perplexity(self, text: str | Sequence[int], progress: bool | None = None) -> float:
+        """exp(mean negative log-likelihood) of `text` (tokenized with the model's special
+        tokens, such as BOS) or of token ids, as score() computes them."""
+        ids = self.tokenize(text) if isinstance(text, str) else list(text)
+        return math.exp(-float(np.mean(self.score(ids, progress))))
 
     def reset(self) -> None:
         self._engine.reset()
@@ -190,6 +241,17 @@ class Model:
     def __repr__(self) -> str:
         c = self.config
         return f"Model({self.path!r}, {c.architecture}, context={self.context}, device={self._engine.device_name!r})"
+
+
+def _bar(total, desc, progress):
+    """A tqdm bar for long evaluations: on a terminal, or when asked."""
+    if not (progress if progress is not None else (sys.stderr.isatty() and total > 4096)):
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="tok", leave=False)
 
 
 def _progress_bar():

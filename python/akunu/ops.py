@@ -77,3 +77,28 @@ def gemm(w, x, y, wtype: str | None = None) -> float:
         wtype = w.dtype
     step = y.device.upload(np.array([0, 0, m, 0], dtype=np.uint32))  # StepState: all m rows
     return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step))
+
+
+def sample(logits, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
+           seed: int = 0, position: int = 0, device=None):
+    """Samples one token per row of logits [rows, n] (an f32 buffer, or a NumPy array copied to
+    `device`) with the GPU sampler the engine uses. Row r draws at `position + r`, so rows are
+    independent draws. Returns (ids, logprobs): NumPy arrays of the rows' tokens and their
+    log-probabilities under log_softmax(logits)."""
+    if isinstance(logits, np.ndarray):
+        if device is None:
+            raise ValueError("sample: pass device= with a NumPy array of logits")
+        host = np.ascontiguousarray(logits, dtype=np.float32)
+        logits = device.upload(host.reshape(-1, host.shape[-1]))
+    device = logits.device
+    rows, n = (1, logits.shape[0]) if len(logits.shape) == 1 else logits.shape
+    ids = device.upload(np.full(rows, 0xFFFFFFFF, np.uint32))
+    logprobs = device.upload(np.full(rows, np.nan, np.float32))
+    step = device.upload(np.array([position, 0, 0, 0], dtype=np.uint32))  # draws at pos + n_tokens + row
+    cfg = np.zeros(8, np.uint32)
+    cfg[[0, 2, 3]] = np.array([temperature, top_p, min_p], np.float32).view(np.uint32)
+    cfg[1] = top_k
+    cfg[4], cfg[5] = seed & 0xFFFFFFFF, seed >> 32
+    sampler = device.upload(cfg)
+    _run(device, lambda cl: kernels.sample(cl, logits, ids, logprobs, step, sampler, n, rows))
+    return ids.numpy().astype(np.int64), logprobs.numpy().copy()

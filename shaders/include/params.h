@@ -161,12 +161,29 @@ struct ActParams {
 };
 AKUNU_PARAMS_SIZE(ActParams, 4)
 
-// argmax: token_ids[out_slot] = argmax(logits[0:n]), lowest index on ties.
-struct ArgmaxParams {
+// The sampler settings, in a small device buffer that the CPU writes when they change (the
+// recorded tables read it, so changing the sampler re-records nothing).
+struct SamplerState {
+    float temperature;  // 0: greedy
+    uint top_k;         // 0: off
+    float top_p;        // 1: off
+    float min_p;        // 0: off
+    uint seed_lo;       // the 64-bit seed, the RNG's key
+    uint seed_hi;
+    uint pad0;
+    uint pad1;
+};
+AKUNU_PARAMS_SIZE(SamplerState, 32)
+
+// sample: for each of `rows` rows of logits [rows, n], token_ids[out_slot + row] = the sampled
+// token and logprobs[out_slot + row] = its log-probability under the unfiltered model
+// distribution (log_softmax of the raw logits). The token sits at position
+// step.pos + step.n_tokens + row, which keys the RNG.
+struct SampleParams {
     uint n;
     uint out_slot;
 };
-AKUNU_PARAMS_SIZE(ArgmaxParams, 8)
+AKUNU_PARAMS_SIZE(SampleParams, 8)
 
 #ifdef __cplusplus
 }  // namespace akunu

@@ -31,7 +31,24 @@ def test_generate_streams_the_continuation():
     gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
     r = akunu_cli("generate", gguf, "import numpy as np\n\n\ndef ", "--max-tokens", "6", "--context", "64")
     assert r.stdout.startswith("zeros_like(x)")
-    assert "tok/s" in r.stderr
+    assert "tok/s" in r.stderr and "6 generated" in r.stderr and "(max_tokens)" in r.stderr
+
+
+def test_generate_samples_with_a_seed_and_perplexity_reads_a_file(tmp_path):
+    gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
+    args = ["generate", gguf, "def ", "--max-tokens", "8", "--context", "64", "--temperature", "1.0", "--top-k", "20",
+            "--seed", "3"]
+    a, b = akunu_cli(*args), akunu_cli(*args)
+    assert a.stdout == b.stdout and a.stdout.strip()
+    text = tmp_path / "code.py"
+    text.write_text("import os\n\n\ndef main():\n    print(os.getcwd())\n")
+    r = akunu_cli("perplexity", gguf, str(text), "--context", "64")
+    ppl = float(r.stdout.split()[1])
+    assert 1.0 < ppl < 100.0, r.stdout
+    r = akunu_cli("perplexity", gguf, str(tmp_path / "missing.txt"), check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = akunu_cli("generate", gguf, "x", "--top-p", "0", check=False)
+    assert r.returncode == 2 and "top_p" in r.stderr
 
 
 def test_errors_are_one_line_without_debug(tmp_path):

@@ -140,7 +140,7 @@ def test_prefill_chunks_equal_decode_steps(model, source):
     chunked.kv_cache.truncate(len(head))
     last = chunked.eval(prompt)  # the last-row path, without all-position logits
     np.testing.assert_allclose(last, want[-1], atol=2e-3 * scale + 2e-3)
-    assert chunked._engine.argmax_token() == int(np.argmax(last))
+    assert chunked._engine.sampled_token() == int(np.argmax(last))
     for layer in (0, chunked.config.n_layers - 1):
         np.testing.assert_allclose(chunked.kv_cache.k(layer).astype(np.float32),
                                    stepped.kv_cache.k(layer).astype(np.float32), atol=5e-3 * scale)
@@ -154,15 +154,18 @@ def _greedy(m, prompt_ids, n):
     m.eval(prompt_ids)
     out = []
     for _ in range(n):
-        out.append(m._engine.argmax_token())
+        out.append(m._engine.sampled_token())
         m.eval([out[-1]])
     return out
 
 
 def test_trained_model_continues_code():
     m = load("trained-code-llama", "gguf/trained-code-llama-q8_0.gguf")
-    text = m.generate("import numpy as np\n\n\ndef ", max_tokens=12, stream=False)
-    assert text.startswith("zeros_like(x):")
+    result = m.generate("import numpy as np\n\n\ndef ", max_tokens=12, stream=False)
+    assert result.text.startswith("zeros_like(x):")
+    assert len(result.token_ids) == len(result.logprobs) == 12 and result.stop_reason == "max_tokens"
+    assert all(lp <= 0 for lp in result.logprobs)
+    assert result.prompt_tokens_per_second > 0 and result.decode_tokens_per_second > 0
 
 
 def test_decoding_allocates_nothing():
@@ -197,8 +200,8 @@ def test_views_and_dispatch_table():
     assert m.scratch["logits"].shape == (2048,)
     table = m.dispatch_table()
     kernels = {c["kernel"] for c in table}
-    assert {"embed_f16", "gemv_f16", "rope_kv", "attention_split", "attention_merge", "act_silu", "argmax"} <= kernels
-    assert table[0]["label"] == "token_embd" and table[-1]["label"] == "argmax"
+    assert {"embed_f16", "gemv_f16", "rope_kv", "attention_split", "attention_merge", "act_silu", "sample"} <= kernels
+    assert table[0]["label"] == "token_embd" and table[-1]["label"] == "sample"
     m.kv_cache.truncate(1)
     assert m.kv_cache.current_length == 1
     with pytest.raises(akunu.Error, match="truncate"):
@@ -260,3 +263,63 @@ def test_chain_decode_matches_single_steps(stop):
     np.testing.assert_array_equal(k1, k5)
     if stop:
         assert "Parameters" not in text5 and text5.startswith("zeros_like(x):")
+
+
+def test_a_seed_gives_the_same_text_whatever_the_chain_length():
+    """The determinism contract: with a seed, the sampled tokens depend on positions only, so
+    chains of 1, 7 and 64 steps (pipelined two at a time) give the same tokens and logprobs."""
+    path = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
+    sampler = akunu.Sampler(temperature=0.9, top_k=50, top_p=0.95, min_p=0.02, seed=2026)
+    runs = []
+    for chain in (1, 7, 64):
+        m = akunu.Model(path, context=256, progress=False, chain=chain)
+        r = m.generate("def fibonacci(n):\n", max_tokens=150, sampler=sampler, stream=False)
+        runs.append((r.token_ids, np.round(r.logprobs, 3).tolist(), r.text, m.kv_cache.current_length))
+    assert runs[0][0] == runs[1][0] == runs[2][0]
+    assert runs[0][1] == runs[1][1] == runs[2][1]
+    assert runs[0][3] == runs[1][3] == runs[2][3]
+    greedy = akunu.Model(path, context=256, progress=False).generate("def fibonacci(n):\n", max_tokens=150,
+                                                                     stream=False)
+    assert runs[0][0] != greedy.token_ids  # it did sample
+    other = akunu.Model(path, context=256, progress=False, chain=7).generate(
+        "def fibonacci(n):\n", max_tokens=150, sampler=akunu.Sampler(0.9, 50, 0.95, 0.02, seed=7), stream=False)
+    assert other.token_ids != runs[0][0]
+
+
+def test_stopping_early_rewinds_the_cache():
+    """Leaving the stream after three tokens keeps the prompt and the two tokens fed back,
+    even though pipelined chains ran further ahead."""
+    m = load("trained-code-llama", "gguf/trained-code-llama-q8_0.gguf")
+    prompt = m.tokenize("import numpy as np\n")
+    for n, piece in enumerate(m.generate(prompt, max_tokens=100), 1):
+        if n == 3:
+            break
+    assert m.kv_cache.current_length == len(prompt) + 2
+
+
+def test_score_matches_the_reference_logits():
+    """Prompt log-probabilities from one batched prefill against the fixture's float64 logits."""
+    model, source = "trained-code-llama", "gguf/trained-code-llama-f16.gguf"
+    m = load(model, source)
+    man = manifest(model)
+    p = next(p for p in man.get("logit_prompts") or man["prompts"] if len(p["ids"]) > 50)
+    want_logits = np.load(FIXTURES / model / "ref" / f"logits_p{p['index']}.npy").astype(np.float64)
+    want_logits -= want_logits.max(1, keepdims=True)
+    want = (want_logits - np.log(np.exp(want_logits).sum(1, keepdims=True)))[np.arange(len(p["ids"]) - 1), p["ids"][1:]]
+    got = m.score(p["ids"])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=0.02)
+    ppl = m.perplexity(p["ids"])
+    assert abs(ppl - np.exp(-want.mean())) / ppl < 0.01
+    assert m.kv_cache.current_length == 0
+
+
+def test_score_over_more_than_the_context():
+    """Windows of `context` tokens, each from an empty cache: the same as scoring each alone."""
+    m = load("trained-code-llama", "gguf/trained-code-llama-q8_0.gguf", context=64)
+    ids = m.tokenize("import os\nimport sys\n\n\ndef main(argv):\n    for arg in argv:\n        print(arg)\n" * 7)
+    assert len(ids) > 130
+    got = m.score(ids)
+    assert got.shape == (len(ids) - 1,)
+    np.testing.assert_allclose(got[:64], m.score(ids[:65]), atol=1e-5)
+    np.testing.assert_allclose(got[64:128], m.score(ids[64:129]), atol=1e-5)

@@ -1,0 +1,101 @@
+"""Sampler settings and generation results.
+
+The determinism contract (docs/determinism.md): for one model file, device, prompt and
+Sampler, a seed gives the same tokens whatever the chain length, prefill chunk or pipelining.
+The token at position p is argmax_i(z_i + g_i) over the tokens that survive the filters, where
+z = logits / temperature and g_i is Gumbel noise from Philox4x32-10 keyed by the seed and
+counted by (i, p); nothing depends on how many tokens one submission ran.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """How the next token is chosen, on the GPU, at the end of every step.
+
+    temperature 0 is greedy (the argmax, lowest id on ties). Otherwise the logits are divided
+    by the temperature and filtered in this order, each filter keeping ties at its threshold:
+    top_k (the k most likely; 0: off), top_p (the smallest set of most likely tokens holding
+    top_p of the remaining mass; 1: off), min_p (tokens at least min_p times as likely as the
+    most likely; 0: off). seed keys the random numbers (64 bits)."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if not (self.temperature >= 0.0):
+            raise ValueError(f"temperature must be >= 0 (0: greedy), got {self.temperature}")
+        if not (0 <= self.top_k < 2**32):
+            raise ValueError(f"top_k must be >= 0 (0: off), got {self.top_k}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise ValueError(f"top_p must be in (0, 1] (1: off), got {self.top_p}")
+        if not (0.0 <= self.min_p <= 1.0):
+            raise ValueError(f"min_p must be in [0, 1] (0: off), got {self.min_p}")
+        if not (0 <= self.seed < 2**64):
+            raise ValueError(f"seed must be in [0, 2^64), got {self.seed}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass
+class Piece:
+    """One generated token: its id, the text it adds, its log-probability under the model's
+    unfiltered distribution, and when it reached the caller."""
+    token_id: int
+    text: str
+    logprob: float
+    seconds: float  # since generate() started
+
+
+@dataclass
+class Generation:
+    """What generate(stream=False) returns: the text, its tokens, and the speeds."""
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    stop_reason: str = ""          # "stop_token", "stop_string", "max_tokens" or "context"
+    time_to_first_token: float = 0.0  # seconds: the prompt's prefill and the first sample
+    decode_seconds: float = 0.0       # from the first token to the last
+
+    @property
+    def prompt_tokens_per_second(self) -> float:
+        return self.prompt_tokens / self.time_to_first_token if self.time_to_first_token > 0 else 0.0
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        n = len(self.token_ids) - 1  # tokens after the first
+        return n / self.decode_seconds if n > 0 and self.decode_seconds > 0 else 0.0
+
+    def __str__(self) -> str:
+        return self.text
+
+    def summary(self) -> str:
+        return (f"{self.prompt_tokens} prompt tokens at {self.prompt_tokens_per_second:.1f} tok/s, "
+                f"first token after {self.time_to_first_token * 1000:.1f} ms, {len(self.token_ids)} generated at "
+                f"{self.decode_tokens_per_second:.1f} tok/s ({self.stop_reason})")
+
+
+class Stream:
+    """What generate(stream=True) returns: iterate it for Pieces; `result` fills in as they
+    arrive (the Generation that stream=False would have returned)."""
+
+    def __init__(self, pieces, result: Generation):
+        self._pieces = pieces
+        self.result = result
+
+    def __iter__(self):
+        for p in self._pieces:
+            self.result.text += p.text
+            yield p
+
+    def close(self) -> None:
+        """Stops generating (the cache is rewound to the tokens fed back so far)."""
+        self._pieces.close()
