@@ -103,16 +103,10 @@ def _kernel_bench(akunu, args) -> int:
     return 0
 
 
-def _decode_bench(akunu, args) -> int:
-    from akunu import decode_bench
-
-    bandwidth = decode_bench.copy_bandwidth(akunu.Device(args.device))
-    rows = []
-    for f in args.files:
-        for chain in (1, 0):  # one token per submission, then the profile's chain
-            rows.append(decode_bench.run(f, args.tokens, bandwidth, chain))
-            print(f"{f} (chain {rows[-1]['chain']}): {rows[-1]['tok_per_s']:.1f} tok/s", flush=True)
-    print(decode_bench.format_table(rows, bandwidth))
+def _bench(akunu, args) -> int:
+    from akunu import bench
+    bench.main(args.files, device=args.device or None, json_path=args.json, markdown_path=args.markdown,
+               pp=args.pp, ttft=args.ttft, tg=args.tokens, deep=args.deep_context, runs=args.runs)
     return 0
 
 
@@ -157,10 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="tokenizer.json, model directory or GGUF")
     p.set_defaults(run=_tokenizer_bench)
     sub.add_parser("kernel-bench", help="copy and GEMV bandwidth").set_defaults(run=_kernel_bench)
-    p = sub.add_parser("decode-bench", help="decode tok/s against the bandwidth floor")
-    p.add_argument("files", nargs="+", help="GGUF files")
-    p.add_argument("--tokens", type=int, default=128)
-    p.set_defaults(run=_decode_bench)
+    p = sub.add_parser("bench", help="prefill, time to first token and decode speed against the bandwidth floor")
+    p.add_argument("files", nargs="+", help="model files")
+    p.add_argument("--pp", type=int, default=512, help="prompt tokens for prefill speed")
+    p.add_argument("--ttft", type=int, default=2048, help="prompt tokens for time to first token")
+    p.add_argument("--tokens", type=int, default=128, help="decode tokens per run")
+    p.add_argument("--deep-context", type=int, default=4096, help="prompt tokens before the deep decode run")
+    p.add_argument("--runs", type=int, default=3, help="runs per measure (median, after a warmup)")
+    p.add_argument("--json", help="write the results as JSON here")
+    p.add_argument("--markdown", help="write the table as Markdown here")
+    p.set_defaults(run=_bench)
     return parser
 
 

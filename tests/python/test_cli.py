@@ -2,6 +2,7 @@
 with --debug)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -63,3 +64,13 @@ def test_errors_are_one_line_without_debug(tmp_path):
 def test_main_job_without_arguments():
     r = akunu_cli()
     assert "kernel self-check" in r.stdout and "all kernels match NumPy" in r.stdout
+
+
+def test_bench_writes_json_and_markdown(tmp_path):
+    gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
+    r = akunu_cli("bench", gguf, "--pp", "32", "--ttft", "48", "--tokens", "8", "--deep-context", "40", "--runs", "1",
+                  "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"))
+    rows = json.loads((tmp_path / "b.json").read_text())
+    assert len(rows) == 1 and rows[0]["pp_tok_s"] > 0 and rows[0]["tg_tok_s"] > 0 and rows[0]["ttft_s"] > 0
+    assert 0 < rows[0]["fraction_of_floor"] < 1.5
+    assert "| pp32 tok/s |" in (tmp_path / "b.md").read_text() and "trained-code-llama-q8_0.gguf" in r.stdout

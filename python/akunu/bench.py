@@ -1,0 +1,159 @@
+"""The benchmark harness: prompt and decode speed of model files, against the bandwidth floor.
+
+For each file it measures, each as the median of `runs` runs after a warmup:
+  load        seconds to load the model (file in page cache; pipelines compiled anew);
+  pp512       prompt tokens/s over a 512-token prompt (batched prefill);
+  ttft        time to first token for a long prompt (prefill, then the sampled token read);
+  tg          decode tokens/s after a short prompt: pipelined chains (the product path) and one
+              submission per token;
+  tg@ctx      decode tokens/s after `deep_context` prompt tokens (attention reads a long cache).
+The floor is bytes per token (every weight once plus the KV rows attended) over the copy
+bandwidth measured by the device-copy kernel in the same run. Results are JSON and Markdown.
+
+    python -m akunu bench FILE... [--json out.json] [--markdown out.md]
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from akunu import kernel_bench
+from akunu.model import Model
+
+
+def copy_bandwidth(device) -> float:
+    """Bytes/s of the copy kernel over 1 GiB (read + write; 64 MiB on a CPU device)."""
+    row = kernel_bench.run(device, scale=1.0 if device.profile["type"] != "cpu" else 1 / 16)[0]
+    return row.gb_per_s * 1e9
+
+
+@dataclass
+class Result:
+    file: str
+    device: str
+    chain: int
+    load_s: float
+    weights_bytes: int
+    kv_bytes_per_position: int
+    pp_tokens: int
+    pp_tok_s: float
+    ttft_tokens: int
+    ttft_s: float
+    tg_tokens: int
+    tg_tok_s: float          # pipelined chains
+    tg_single_tok_s: float   # one submission per token
+    deep_context: int
+    tg_deep_tok_s: float
+    bandwidth: float         # bytes/s, copy kernel
+    floor_tok_s: float = 0.0
+    fraction_of_floor: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def _median(f, runs: int) -> float:
+    f()  # warmup
+    return statistics.median(f() for _ in range(runs))
+
+
+def _timed(f) -> float:
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def _decode(e, tokens: int, chained: bool) -> None:
+    """`tokens` greedy steps after what the cache holds, then rewinds them."""
+    start = e.kv_length
+    if chained and e.chain > 1:
+        chains = max(1, tokens // e.chain)
+        e.chain_start(1)
+        for n in range(chains):
+            e.chain_next(n + 2 < chains)
+    else:
+        token = 1
+        for _ in range(tokens):
+            e.decode(token)
+            token = e.sampled_token()
+    e.truncate(start)
+
+
+def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int = 128, deep: int = 4096,
+        runs: int = 3, device=None, chain: int = 0) -> Result:
+    rng = np.random.default_rng(0)
+    t0 = time.perf_counter()
+    m = Model(path, context=max(pp, ttft, deep) + 2 * tg + 64, device=device, progress=False, chain=chain)
+    load = time.perf_counter() - t0
+    e, c = m._engine, m.config
+    vocab = c.vocab_size
+    ids = lambda n: rng.integers(0, vocab, n).tolist()  # noqa: E731
+
+    def prefill(n):
+        prompt = ids(n)
+
+        def once():
+            e.reset()
+            t = _timed(lambda: e.eval(prompt))
+            e.sampled_token()
+            return t
+        return _median(once, runs)
+
+    pp_s = prefill(pp)
+    ttft_s = prefill(ttft)
+    e.reset()
+    e.eval(ids(16))
+    tokens = max(e.chain, tg // max(e.chain, 1) * max(e.chain, 1))
+    tg_s = _median(lambda: _timed(lambda: _decode(e, tokens, True)), runs)
+    single_s = _median(lambda: _timed(lambda: _decode(e, tokens, False)), runs)
+    e.reset()
+    e.eval(ids(deep))
+    deep_s = _median(lambda: _timed(lambda: _decode(e, tokens, True)), runs)
+
+    weights = m.memory_report()["weights"][1]
+    kv_row = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 2  # K and V, f16, all layers, one position
+    r = Result(file=path, device=e.device_name, chain=e.chain, load_s=load, weights_bytes=weights,
+               kv_bytes_per_position=kv_row, pp_tokens=pp, pp_tok_s=pp / pp_s, ttft_tokens=ttft, ttft_s=ttft_s,
+               tg_tokens=tokens, tg_tok_s=tokens / tg_s, tg_single_tok_s=tokens / single_s, deep_context=deep,
+               tg_deep_tok_s=tokens / deep_s, bandwidth=bandwidth)
+    bytes_per_token = weights + kv_row * (16 + tokens / 2)  # the KV rows attended, on average
+    r.floor_tok_s = bandwidth / bytes_per_token
+    r.fraction_of_floor = r.tg_tok_s / r.floor_tok_s
+    return r
+
+
+def markdown(results: list[Result]) -> str:
+    if not results:
+        return ""
+    r0 = results[0]
+    lines = [f"Device: {r0.device}; floor = bytes per token / {r0.bandwidth / 1e12:.2f} TB/s (copy kernel, same run).",
+             "", f"| file | load s | pp{r0.pp_tokens} tok/s | TTFT {r0.ttft_tokens} ms | decode tok/s (chain) | "
+             f"1 submit/token | decode @{r0.deep_context} ctx | floor tok/s | of floor |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        name = r.file.rsplit("/", 1)[-1]
+        lines.append(f"| {name} | {r.load_s:.2f} | {r.pp_tok_s:,.0f} | {r.ttft_s * 1e3:,.1f} | "
+                     f"{r.tg_tok_s:,.1f} (K={r.chain}) | {r.tg_single_tok_s:,.1f} | {r.tg_deep_tok_s:,.1f} | "
+                     f"{r.floor_tok_s:,.0f} | {r.fraction_of_floor:.0%} |")
+    return "\n".join(lines)
+
+
+def main(files: list[str], device=None, json_path: str | None = None, markdown_path: str | None = None,
+         **kwargs) -> list[Result]:
+    from akunu import Device
+    bandwidth = copy_bandwidth(Device(device) if device is not None else Device())
+    results = []
+    for f in files:
+        results.append(run(f, bandwidth, device=device, **kwargs))
+        print(markdown(results[-1:]).splitlines()[-1], flush=True)
+    table = markdown(results)
+    print(table)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump([asdict(r) for r in results], f, indent=1)
+    if markdown_path:
+        with open(markdown_path, "w") as f:
+            f.write(table + "\n")
+    return results
