@@ -88,6 +88,10 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
     m = Model(path, context=max(pp, ttft, deep) + 2 * tg + 64, device=device, progress=False, chain=chain)
     load = time.perf_counter() - t0
     e, c = m._engine, m.config
+    # The context is clipped to what the model was trained for (4096 for llama2): the deep run
+    # then starts lower, so that its decode still fits.
+    room = m.context - 2 * tg - 64
+    pp, ttft, deep = min(pp, room), min(ttft, room), min(deep, room)
     vocab = c.vocab_size
     ids = lambda n: rng.integers(0, vocab, n).tolist()  # noqa: E731
 
@@ -130,12 +134,12 @@ def markdown(results: list[Result]) -> str:
     r0 = results[0]
     lines = [f"Device: {r0.device}; floor = bytes per token / {r0.bandwidth / 1e12:.2f} TB/s (copy kernel, same run).",
              "", f"| file | load s | pp{r0.pp_tokens} tok/s | TTFT {r0.ttft_tokens} ms | decode tok/s (chain) | "
-             f"1 submit/token | decode @{r0.deep_context} ctx | floor tok/s | of floor |",
+             f"1 submit/token | decode after a long prompt | floor tok/s | of floor |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         name = r.file.rsplit("/", 1)[-1]
         lines.append(f"| {name} | {r.load_s:.2f} | {r.pp_tok_s:,.0f} | {r.ttft_s * 1e3:,.1f} | "
-                     f"{r.tg_tok_s:,.1f} (K={r.chain}) | {r.tg_single_tok_s:,.1f} | {r.tg_deep_tok_s:,.1f} | "
+                     f"{r.tg_tok_s:,.1f} (K={r.chain}) | {r.tg_single_tok_s:,.1f} | {r.tg_deep_tok_s:,.1f} @{r.deep_context} | "
                      f"{r.floor_tok_s:,.0f} | {r.fraction_of_floor:.0%} |")
     return "\n".join(lines)
 
