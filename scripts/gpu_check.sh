@@ -87,8 +87,10 @@ python3 -m akunu bench "${files[@]}" --tokens ${AKUNU_BENCH_TOKENS:-128} --json 
 
 echo
 echo "== summary"
-[ -f "$out/ctest.log" ] && echo "ctest : $(status $ctest_rc)  $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
-[ -f "$out/pytest.log" ] && echo "pytest: $(status $pytest_rc)  $(tail -1 "$out/pytest.log")"
+if [ -f "$out/ctest.log" ]; then
+    echo "ctest : $(status $ctest_rc)  $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
+    echo "pytest: $(status $pytest_rc)  $(tail -1 "$out/pytest.log")"
+fi
 [ $ctest_rc -eq 0 ] || grep -E 'Failed|FAILED|validation' "$out/ctest.log" | head -20
 [ $pytest_rc -eq 0 ] || grep -E 'FAILED|Error' "$out/pytest.log" | head -20
 exit $(( ctest_rc || pytest_rc ))

@@ -32,6 +32,8 @@ void main() {
     const uint pos = step.pos;
     const uint first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
     const uint begin = chunk * AKUNU_ATTENTION_CHUNK;
+    // Chunks outside the attended rows write nothing; attention_merge does not read them.
+    if (begin > pos || begin + AKUNU_ATTENTION_CHUNK <= first) return;  // uniform
     const uint t = begin + tid;
     const bool valid = t >= first && t <= pos;
 

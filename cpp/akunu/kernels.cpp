@@ -160,10 +160,11 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     check_bytes(step, sizeof(StepState), "gemm", "step");
     GemmParams p{checked_u32(g.m, "gemm: m"), checked_u32(g.n, "gemm: n"), checked_u32(g.k, "gemm: k"),
                  checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u};
-    const size_t tile = 64;  // gemm.comp BM = BN
+    const bool coopmat = s.device().profile().gemm_coopmat;
+    const size_t tile = coopmat ? 128 : 64;  // gemm.comp BM = BN of the variant
     const size_t gx = (g.n + tile - 1) / tile, gy = (g.m + tile - 1) / tile;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
-    const std::string kernel = s.device().profile().gemm_coopmat ? weight_variant("gemm_cm", wtype) : weight_variant("gemm", wtype);
+    const std::string kernel = coopmat ? weight_variant("gemm_cm", wtype) : weight_variant("gemm", wtype);
     emit(s, kernel, {}, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy)});
 }
 
@@ -226,7 +227,7 @@ void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const 
                 "attention: too many heads or cache rows for one dispatch");
     AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks};
     emit(s, "attention_split", {}, {q, k_cache, v_cache, partial, step}, p, {sh.n_heads, chunks});
-    emit(s, "attention_merge", {}, {partial, out}, p, grid_for(s, sh.n_heads));
+    emit(s, "attention_merge", {}, {partial, out, step}, p, grid_for(s, sh.n_heads));
 }
 
 void flash_attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& out,

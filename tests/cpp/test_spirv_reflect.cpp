@@ -28,7 +28,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3}, {"gemv_", sizeof(GemvParams), 3},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
-        {"attention_split", sizeof(AttentionParams), 5}, {"attention_merge", sizeof(AttentionParams), 2},
+        {"attention_split", sizeof(AttentionParams), 5}, {"attention_merge", sizeof(AttentionParams), 3},
         {"act_", sizeof(ActParams), 3}, {"sample", sizeof(SampleParams), 5}, {"gemm_", sizeof(GemmParams), 4},
         {"flash_attention", sizeof(FlashAttentionParams), 5}, {"last_row", sizeof(LastRowParams), 3},
     };
