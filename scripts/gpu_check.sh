@@ -83,7 +83,14 @@ for spec in ${AKUNU_BENCH_MODELS:-1b:f16 1b:q8_0 1b:q4_0 llama2-7b:f16 llama2-7b
     [ -f $file ] || python3 $make_random --shape $shape --type $type -o $file >/dev/null
     files+=($file)
 done
-python3 -m akunu bench "${files[@]}" --tokens ${AKUNU_BENCH_TOKENS:-128} --json "$out/bench.json" --markdown "$out/bench.md" 2>&1 | tee "$out/decode.txt"
+# AKUNU_PROFILE=1: the per-kernel profile of a decode step and a 512-token chunk of each file.
+if [ -n "${AKUNU_PROFILE:-}" ]; then
+    for f in "${files[@]}"; do
+        python3 -m akunu profile "$f" --tokens 1 2>&1 | tee -a "$out/profile.txt"
+        python3 -m akunu profile "$f" --tokens 512 2>&1 | tee -a "$out/profile.txt"
+    done
+fi
+[ -n "${AKUNU_SKIP_BENCH:-}" ] || python3 -m akunu bench "${files[@]}" --tokens ${AKUNU_BENCH_TOKENS:-128} --json "$out/bench.json" --markdown "$out/bench.md" 2>&1 | tee "$out/decode.txt"
 
 echo
 echo "== summary"

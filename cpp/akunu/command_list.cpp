@@ -218,8 +218,12 @@ double CommandList::elapsed_ms(int from, int to) const {
 
 namespace akunu {
 
-void DispatchTable::record(CommandList& cl) const {
-    for (const DispatchCmd& cmd : cmds_) cl.dispatch(cmd);
+void DispatchTable::record(CommandList& cl, std::vector<int>* timestamps) const {
+    if (timestamps) timestamps->push_back(cl.timestamp());
+    for (const DispatchCmd& cmd : cmds_) {
+        cl.dispatch(cmd);
+        if (timestamps) timestamps->push_back(cl.timestamp());
+    }
 }
 
 }  // namespace akunu

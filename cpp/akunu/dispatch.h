@@ -55,7 +55,9 @@ public:
     explicit DispatchTable(Device& device) : device_(&device) {}
     Device& device() const override { return *device_; }
     void dispatch(const DispatchCmd& cmd) override { cmds_.push_back(cmd); }
-    void record(CommandList& cl) const;
+    // Records every command into `cl`; with `timestamps`, a GPU timestamp before the first
+    // command and after each one (their indices are appended): the per-kernel profile.
+    void record(CommandList& cl, std::vector<int>* timestamps = nullptr) const;
     const std::vector<DispatchCmd>& commands() const { return cmds_; }
 
 private:

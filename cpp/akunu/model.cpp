@@ -349,6 +349,29 @@ std::vector<int> Model::decode_chain(int token, std::vector<float>* logprobs) {
     return ids;
 }
 
+std::vector<Model::ProfileRow> Model::profile(int tokens) {
+    drain();
+    AKUNU_CHECK(device_->profile().timestamps, "'" + device_->profile().name + "' has no GPU timestamps to profile with");
+    AKUNU_CHECK(tokens >= 1 && tokens <= prefill_chunk_,
+                "profile: tokens must be 1 (a decode step) up to the prefill chunk (" + std::to_string(prefill_chunk_) + ")");
+    const int pos = kv_->current_length();
+    AKUNU_CHECK(pos + tokens <= context_, "profile: " + std::to_string(tokens) + " tokens do not fit the context");
+    const DispatchTable& table = tokens == 1 ? *table_ : *prefill_table_;
+    CommandList cl(device_, uint32_t(table.commands().size() + 1));
+    std::vector<int> ts;
+    cl.begin();
+    table.record(cl, &ts);
+    cl.end();
+    const std::vector<uint32_t> zeros(size_t(tokens), 0);
+    scratch_->get(tokens == 1 ? "token_ids" : "batch_token_ids").write(zeros.data(), zeros.size() * 4);
+    const StepState st{uint32_t(pos), 0, uint32_t(tokens), 0};
+    scratch_->get(tokens == 1 ? "step" : "batch_step").write(&st, sizeof st);
+    cl.submit_and_wait();
+    std::vector<ProfileRow> rows;
+    for (size_t i = 0; i < table.commands().size(); ++i) rows.push_back({&table.commands()[i], cl.elapsed_ms(ts[i], ts[i + 1])});
+    return rows;
+}
+
 int Model::sampled_token() const {
     uint32_t id = 0;
     scratch_->get("token_ids").read(&id, 4, 4);

@@ -78,6 +78,14 @@ public:
 
     void reset();
     void truncate(int length);
+
+    // GPU time of every command of a decode step (tokens = 1) or of a prefill chunk of
+    // `tokens` tokens, run once at the next positions (the cache length does not change).
+    struct ProfileRow {
+        const DispatchCmd* cmd;
+        double ms;
+    };
+    std::vector<ProfileRow> profile(int tokens);
     // Runs `ids` at the next positions in prefill chunks (GEMMs and flash attention); the last
     // position's logits land in scratch "logits" and its argmax in token_ids[1], as after
     // decode(). With all_logits ([ids.size(), vocab] floats) every position's logits are

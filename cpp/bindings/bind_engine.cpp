@@ -121,6 +121,27 @@ void init_engine(py::module_& m) {
                  d["device_allocations"] = mo.device().allocations_total();
                  return d;
              })
+        .def("profile",
+             [](Model& mo, int tokens) {
+                 std::vector<Model::ProfileRow> rows;
+                 {
+                     py::gil_scoped_release release;
+                     rows = mo.profile(tokens);
+                 }
+                 py::list out;
+                 for (const auto& r : rows) {
+                     size_t bytes = 0;
+                     for (const Binding& b : r.cmd->bindings) bytes += b.bytes();
+                     py::dict d;
+                     d["label"] = r.cmd->label;
+                     d["kernel"] = r.cmd->pipeline->name();
+                     d["ms"] = r.ms;
+                     d["bytes_bound"] = bytes;
+                     out.append(d);
+                 }
+                 return out;
+             },
+             py::arg("tokens") = 1)
         .def("dispatch_table", [](const Model& mo) {
             py::list out;
             for (const DispatchCmd& c : mo.dispatch_table().commands()) {

@@ -70,6 +70,16 @@ def _generate(akunu, args) -> int:
     return 0
 
 
+def _profile(akunu, args) -> int:
+    m = akunu.Model(args.model, context=args.context, device=args.device or None, progress=False)
+    m.profile(args.tokens)  # warm: pipelines and clocks
+    rows = m.profile(args.tokens)
+    what = "one decode step" if args.tokens == 1 else f"a prefill chunk of {args.tokens} tokens"
+    print(f"{m.path}: GPU time of {what} on {m._engine.device_name}")
+    print(akunu.profile_table(rows))
+    return 0
+
+
 def _perplexity(akunu, args) -> int:
     m = akunu.Model(args.model, context=args.context, device=args.device or None)
     with open(args.file, encoding="utf-8") as f:
@@ -142,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-p", type=float, default=0.0, help="0: off")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=_generate)
+    p = sub.add_parser("profile", help="GPU time per kernel class of a decode step or prefill chunk")
+    p.add_argument("model")
+    p.add_argument("--tokens", type=int, default=1, help="1: a decode step; more: a prefill chunk")
+    p.add_argument("--context", type=int, default=1024)
+    p.set_defaults(run=_profile)
     p = sub.add_parser("perplexity", help="perplexity of MODEL on a text FILE")
     p.add_argument("model")
     p.add_argument("file")

@@ -234,6 +234,12 @@ class Model:
         """{part: (planned bytes, allocated bytes)} for weights, KV cache and decode scratch."""
         return self._engine.memory_report()
 
+    def profile(self, tokens: int = 1) -> list[dict]:
+        """GPU time of each command of a decode step (tokens=1) or of a prefill chunk of
+        `tokens` tokens, run once after what the cache holds (its length does not change):
+        [{label, kernel, ms, bytes_bound}]. akunu.profile_table() sums them by kernel class."""
+        return self._engine.profile(int(tokens))
+
     def dispatch_table(self) -> list[dict]:
         """The per-token command list: label, kernel, workgroups, bindings (size, offset, range)."""
         return self._engine.dispatch_table()
@@ -241,6 +247,26 @@ class Model:
     def __repr__(self) -> str:
         c = self.config
         return f"Model({self.path!r}, {c.architecture}, context={self.context}, device={self._engine.device_name!r})"
+
+
+def profile_table(rows: list[dict]) -> str:
+    """Model.profile() rows summed by kernel class (the kernel name without its type suffix):
+    calls, GPU time, share of the total, and the bytes bound to those commands per second (an
+    upper bound on what they moved: a GEMV reads all of its weights, a GEMM rereads them)."""
+    classes: dict[str, list[float]] = {}
+    for r in rows:
+        name = r["kernel"].split("_")[0]
+        c = classes.setdefault(name, [0, 0.0, 0])
+        c[0] += 1
+        c[1] += r["ms"]
+        c[2] += r["bytes_bound"]
+    total = sum(c[1] for c in classes.values()) or float("nan")
+    lines = [f"{'kernel':<18}{'calls':>6}{'ms':>10}{'share':>8}{'GB/s bound':>12}"]
+    for name, (calls, ms, nbytes) in sorted(classes.items(), key=lambda kv: -kv[1][1]):
+        gbs = nbytes / (ms * 1e-3) / 1e9 if ms > 0 else float("nan")
+        lines.append(f"{name:<18}{calls:>6}{ms:>10.3f}{ms / total:>8.1%}{gbs:>12.0f}")
+    lines.append(f"{'total':<18}{len(rows):>6}{total:>10.3f}")
+    return "\n".join(lines)
 
 
 def _bar(total, desc, progress):

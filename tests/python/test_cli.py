@@ -74,3 +74,13 @@ def test_bench_writes_json_and_markdown(tmp_path):
     assert len(rows) == 1 and rows[0]["pp_tok_s"] > 0 and rows[0]["tg_tok_s"] > 0 and rows[0]["ttft_s"] > 0
     assert 0 < rows[0]["fraction_of_floor"] < 1.5
     assert "| pp32 tok/s |" in (tmp_path / "b.md").read_text() and "trained-code-llama-q8_0.gguf" in r.stdout
+
+
+def test_profile_sums_the_dispatch_table_by_kernel_class():
+    gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
+    r = akunu_cli("profile", gguf, "--tokens", "1", "--context", "64")
+    assert "gemv" in r.stdout and "attention" in r.stdout and "total" in r.stdout
+    r = akunu_cli("profile", gguf, "--tokens", "33", "--context", "64")
+    assert "gemm" in r.stdout and "flash" in r.stdout
+    r = akunu_cli("profile", gguf, "--tokens", "999", "--context", "64", check=False)
+    assert r.returncode == 2 and "prefill chunk" in r.stderr
