@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #ifdef GEMM_COOPMAT
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -89,9 +90,10 @@ void main() {
 #ifdef GEMM_COOPMAT
     // Subgroup sg (of 8, 32 invocations each) owns rows wm .. wm + 31 and columns wn .. wn + 63.
     const uint sg = gl_SubgroupID, wm = (sg / 2) * 32, wn = (sg % 2) * 64;
+    // Every loop over the accumulators is unrolled so that they stay in registers.
     fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[2][4];
-    for (uint i = 0; i < 2; ++i)
-        for (uint j = 0; j < 4; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    [[unroll]] for (uint i = 0; i < 2; ++i)
+        [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 #else
     const uint tm = tid / (BN / 4), tn = tid % (BN / 4);  // this invocation's 4 rows and 4 columns
     vec4 acc[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
@@ -101,15 +103,15 @@ void main() {
         stage_tiles(m0, n0, k0, m_end);
         barrier();
 #ifdef GEMM_COOPMAT
-        for (uint kb = 0; kb < BK; kb += 16) {
+        [[unroll]] for (uint kb = 0; kb < BK; kb += 16) {
             fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2], w[4];
-            for (uint i = 0; i < 2; ++i) coopMatLoadNV(a[i], xs, (wm + 16 * i) * BK + kb, BK, false);
-            for (uint j = 0; j < 4; ++j) coopMatLoadNV(w[j], ws, (wn + 16 * j) * BK + kb, BK, true);
-            for (uint i = 0; i < 2; ++i)
-                for (uint j = 0; j < 4; ++j) acc[i][j] = coopMatMulAddNV(a[i], w[j], acc[i][j]);
+            [[unroll]] for (uint i = 0; i < 2; ++i) coopMatLoadNV(a[i], xs, (wm + 16 * i) * BK + kb, BK, false);
+            [[unroll]] for (uint j = 0; j < 4; ++j) coopMatLoadNV(w[j], ws, (wn + 16 * j) * BK + kb, BK, true);
+            [[unroll]] for (uint i = 0; i < 2; ++i)
+                [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = coopMatMulAddNV(a[i], w[j], acc[i][j]);
         }
 #else
-        for (uint kk = 0; kk < BK; ++kk) {
+        [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
             const vec4 a = xs4[kk][tm], w = ws4[kk][tn];
             acc[0] += a.x * w;
             acc[1] += a.y * w;
@@ -122,8 +124,8 @@ void main() {
 
 #ifdef GEMM_COOPMAT
     const uint lane = gl_SubgroupInvocationID;
-    for (uint i = 0; i < 2; ++i)
-        for (uint j = 0; j < 4; ++j) {
+    [[unroll]] for (uint i = 0; i < 2; ++i)
+        [[unroll]] for (uint j = 0; j < 4; ++j) {
             coopMatStoreNV(acc[i][j], ys, sg * 256, 16, false);
             subgroupMemoryBarrierShared();
             subgroupBarrier();
