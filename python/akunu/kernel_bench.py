@@ -18,6 +18,7 @@ class BenchRow:
     name: str
     bytes_moved: int  # per repetition: bytes read + bytes written
     ms: float         # per repetition, median of the trials
+    flops: float = 0.0  # per repetition, for compute-bound kernels (GEMM)
 
     @property
     def gb_per_s(self) -> float:
@@ -74,13 +75,27 @@ def run(device, scale: float = 1.0) -> list[BenchRow]:
         ms = _time(device, record, reps=10 * len(ws))
         rows_out.append(BenchRow(f"gemv {ws[0].dtype} {rows}x{k}", w0.nbytes + x.size + 4 * rows, ms))
         del ws, ys
+
+    # Prefill GEMMs: a 512-token chunk through a 4096 x 4096 projection, f16 and Q4_0 weights.
+    shrink = min(1.0, scale * 4)
+    m, n, k = max(16, int(512 * shrink)), max(64, int(4096 * shrink)), max(64, int(4096 * shrink))
+    x = device.upload(rng.standard_normal((m, k)).astype(np.float32))
+    y = device.empty([m, n], "f32")
+    step = device.upload(np.array([0, 0, m, 0], np.uint32))
+    q4 = rng.integers(0, 256, (n * k // 32, 18), dtype=np.uint8)
+    q4[:, :2] = np.full(q4.shape[0], 0.01, np.float16).view(np.uint8).reshape(-1, 2)
+    for wtype, w in (("F16", device.upload(rng.standard_normal((n, k)).astype(np.float16))),
+                     ("Q4_0", device.upload(q4.reshape(-1)))):
+        ms = _time(device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step), reps=5)
+        rows_out.append(BenchRow(f"gemm {wtype} {m}x{n}x{k}", w.size + x.size + y.size, ms, flops=2.0 * m * n * k))
     return rows_out
 
 
 def format_table(rows: list[BenchRow]) -> str:
     copy = rows[0].gb_per_s
-    lines = [f"{'kernel':<26}{'MB moved':>10}{'us':>10}{'GB/s':>10}{'of copy':>9}"]
+    lines = [f"{'kernel':<26}{'MB moved':>10}{'us':>10}{'GB/s':>10}{'of copy':>9}{'TFLOP/s':>9}"]
     for r in rows:
+        tflops = f"{r.flops / (r.ms * 1e-3) / 1e12:>9.1f}" if r.flops else ""
         lines.append(f"{r.name:<26}{r.bytes_moved / 1e6:>10.1f}{r.ms * 1e3:>10.1f}{r.gb_per_s:>10.1f}"
-                     f"{r.gb_per_s / copy:>9.0%}")
+                     f"{r.gb_per_s / copy:>9.0%}{tflops}")
     return "\n".join(lines)
