@@ -9,7 +9,7 @@
 //
 // Each workgroup of 256 invocations computes a BM x BN tile of Y. Per step of BK along k it
 // stages the X tile and the W tile (dequantized from any supported weight type, 8 weights per
-// load) in shared memory, then multiplies them: on the scalar path each invocation accumulates
+// load) in shared memory, loads the next step's tiles into registers, then multiplies: on the scalar path each invocation accumulates
 // a 4 x 4 sub-tile (64 x 64 tiles); the GEMM_COOPMAT variant (128 x 128 tiles) gives each of
 // its 8 subgroups a 32 x 64 sub-tile of 16 x 16 NV cooperative matrices (f16 in, f32 out).
 // Rows past step.n_tokens are neither computed nor written: one recorded table serves every
@@ -30,14 +30,17 @@ layout(local_size_x = 256) in;
 #ifdef GEMM_COOPMAT
 #define BM 128
 #define BN 128
-// Tiles as the cooperative-matrix loads read them: X [BM][BK] and W [BN][BK], both row-major
-// in k, so W is loaded column-major as the k x n operand. Results leave through a 16 x 16
-// staging block per subgroup, which handles edges, row strides and accumulation.
-shared float16_t xs[BM * BK];
-shared float16_t ws[BN * BK];
+// Tiles as the cooperative-matrix loads read them: X [BM][PITCH] and W [BN][PITCH], both
+// row-major in k, so W is loaded column-major as the k x n operand. PITCH pads each row to 80
+// bytes (a multiple of 16, as the loads need) so that lanes staging neighbouring rows meet at
+// most 4 to a bank instead of 16. Results leave through a 16 x 16 staging block per subgroup,
+// which handles edges, row strides and accumulation.
+#define PITCH (BK + 8)
+shared float16_t xs[BM * PITCH];
+shared float16_t ws[BN * PITCH];
 shared float ys[8 * 16 * 16];
-void stage_x(uint m, uint kk, float v) { xs[m * BK + kk] = float16_t(v); }
-void stage_w(uint n, uint kk, float v) { ws[n * BK + kk] = float16_t(v); }
+void stage_x(uint m, uint kk, float v) { xs[m * PITCH + kk] = float16_t(v); }
+void stage_w(uint n, uint kk, float v) { ws[n * PITCH + kk] = float16_t(v); }
 #else
 #define BM 64
 #define BN 64
@@ -49,30 +52,47 @@ void stage_x(uint m, uint kk, float v) { xs4[kk][m / 4][m % 4] = v; }
 void stage_w(uint n, uint kk, float v) { ws4[kk][n / 4][n % 4] = v; }
 #endif
 
-// Stages X[m0 : m0 + BM, k0 : k0 + BK] and W[n0 : n0 + BN, k0 : k0 + BK], 8 values per item,
-// zero outside the matrices.
-void stage_tiles(uint m0, uint n0, uint k0, uint m_end) {
+// Tile loads, 8 values per item. Item i covers row i % rows and k offset 8 * (i / rows), so
+// the 32 lanes of a subgroup stage 32 different rows at the same k: their shared-memory stores
+// fall in 32 different banks.
+#define X_ITEMS (BM * (BK / 8) / 256)
+#define W_ITEMS (BN * (BK / 8) / 256)
+float xr[X_ITEMS][8], wr[W_ITEMS][8];
+
+// Reads X[m0 : m0 + BM, k0 : k0 + BK] and W[n0 : n0 + BN, k0 : k0 + BK] into registers, zero
+// outside the matrices; issued before the current tile's products, so the loads are in flight
+// while they run.
+void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
     const bool x_vec = (p.ldx & 3u) == 0u;
-    for (uint item = gl_LocalInvocationID.x; item < BM * (BK / 8); item += gl_WorkGroupSize.x) {
-        const uint row = item / (BK / 8), kk = (item % (BK / 8)) * 8, m = m0 + row, k = k0 + kk;
-        float v[8];
+    [[unroll]] for (uint t = 0; t < X_ITEMS; ++t) {
+        const uint item = gl_LocalInvocationID.x + 256 * t;
+        const uint m = m0 + item % BM, k = k0 + 8 * (item / BM);
         if (m < m_end && x_vec && k + 8 <= p.k) {
             const vec4 a = x4[(m * p.ldx + k) / 4], b = x4[(m * p.ldx + k) / 4 + 1];
-            v = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+            xr[t] = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
         } else {
-            for (uint j = 0; j < 8; ++j) v[j] = m < m_end && k + j < p.k ? x[m * p.ldx + k + j] : 0.0;
+            [[unroll]] for (uint j = 0; j < 8; ++j) xr[t][j] = m < m_end && k + j < p.k ? x[m * p.ldx + k + j] : 0.0;
         }
-        for (uint j = 0; j < 8; ++j) stage_x(row, kk + j, v[j]);
     }
-    for (uint item = gl_LocalInvocationID.x; item < BN * (BK / 8); item += gl_WorkGroupSize.x) {
-        const uint row = item / (BK / 8), kk = (item % (BK / 8)) * 8, n = n0 + row, k = k0 + kk;
-        float v[8];
+    [[unroll]] for (uint t = 0; t < W_ITEMS; ++t) {
+        const uint item = gl_LocalInvocationID.x + 256 * t;
+        const uint n = n0 + item % BN, k = k0 + 8 * (item / BN);
         if (n < p.n && k < p.k) {
-            w_load8(n, k, p.k, v);
+            w_load8(n, k, p.k, wr[t]);
         } else {
-            for (uint j = 0; j < 8; ++j) v[j] = 0.0;
+            [[unroll]] for (uint j = 0; j < 8; ++j) wr[t][j] = 0.0;
         }
-        for (uint j = 0; j < 8; ++j) stage_w(row, kk + j, v[j]);
+    }
+}
+
+void store_tiles() {
+    [[unroll]] for (uint t = 0; t < X_ITEMS; ++t) {
+        const uint item = gl_LocalInvocationID.x + 256 * t;
+        [[unroll]] for (uint j = 0; j < 8; ++j) stage_x(item % BM, 8 * (item / BM) + j, xr[t][j]);
+    }
+    [[unroll]] for (uint t = 0; t < W_ITEMS; ++t) {
+        const uint item = gl_LocalInvocationID.x + 256 * t;
+        [[unroll]] for (uint j = 0; j < 8; ++j) stage_w(item % BN, 8 * (item / BN) + j, wr[t][j]);
     }
 }
 
@@ -99,14 +119,16 @@ void main() {
     vec4 acc[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
 #endif
 
+    load_tiles(m0, n0, 0, m_end);
     for (uint k0 = 0; k0 < p.k; k0 += BK) {
-        stage_tiles(m0, n0, k0, m_end);
+        store_tiles();
         barrier();
+        if (k0 + BK < p.k) load_tiles(m0, n0, k0 + BK, m_end);
 #ifdef GEMM_COOPMAT
         [[unroll]] for (uint kb = 0; kb < BK; kb += 16) {
             fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2], w[4];
-            [[unroll]] for (uint i = 0; i < 2; ++i) coopMatLoadNV(a[i], xs, (wm + 16 * i) * BK + kb, BK, false);
-            [[unroll]] for (uint j = 0; j < 4; ++j) coopMatLoadNV(w[j], ws, (wn + 16 * j) * BK + kb, BK, true);
+            [[unroll]] for (uint i = 0; i < 2; ++i) coopMatLoadNV(a[i], xs, (wm + 16 * i) * PITCH + kb, PITCH, false);
+            [[unroll]] for (uint j = 0; j < 4; ++j) coopMatLoadNV(w[j], ws, (wn + 16 * j) * PITCH + kb, PITCH, true);
             [[unroll]] for (uint i = 0; i < 2; ++i)
                 [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = coopMatMulAddNV(a[i], w[j], acc[i][j]);
         }
