@@ -63,6 +63,8 @@ fi
 make_random=../shared/tools/make_random_gguf.py
 [ -f $make_random ] || make_random=.shared/tools/make_random_gguf.py
 export AKUNU_MAKE_RANDOM_GGUF=$make_random
+# AKUNU_GPU_CMD: a command to run in this environment after the build (experiments).
+if [ -n "${AKUNU_GPU_CMD:-}" ]; then eval "$AKUNU_GPU_CMD"; exit $?; fi
 ctest_rc=0 pytest_rc=0
 # AKUNU_SKIP_TESTS=1: benchmarks only (a second call on a machine that already passed).
 if [ -z "${AKUNU_SKIP_TESTS:-}" ]; then

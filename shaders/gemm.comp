@@ -145,14 +145,28 @@ void main() {
     }
 
 #ifdef GEMM_COOPMAT
+    // Whole blocks go straight to Y with cooperative stores (adding what Y holds when
+    // accumulating); blocks on the matrix edge, or with a row stride the stores cannot take,
+    // go through the subgroup's staging block one element per lane.
     const uint lane = gl_SubgroupInvocationID;
+    const bool direct_ok = (p.ldy & 3u) == 0u;
     [[unroll]] for (uint i = 0; i < 2; ++i)
         [[unroll]] for (uint j = 0; j < 4; ++j) {
+            const uint bm = m0 + wm + 16 * i, bn = n0 + wn + 16 * j;
+            if (direct_ok && bm + 16 <= m_end && bn + 16 <= p.n) {
+                if (p.accumulate != 0) {
+                    fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> old;
+                    coopMatLoadNV(old, y, bm * p.ldy + bn, p.ldy, false);
+                    acc[i][j] = acc[i][j] + old;
+                }
+                coopMatStoreNV(acc[i][j], y, bm * p.ldy + bn, p.ldy, false);
+                continue;
+            }
             coopMatStoreNV(acc[i][j], ys, sg * 256, 16, false);
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             for (uint e = lane; e < 256; e += gl_SubgroupSize) {
-                const uint m = m0 + wm + 16 * i + e / 16, n = n0 + wn + 16 * j + e % 16;
+                const uint m = bm + e / 16, n = bn + e % 16;
                 if (m < m_end && n < p.n) store(m, n, ys[sg * 256 + e]);
             }
             subgroupBarrier();
