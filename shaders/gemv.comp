@@ -9,8 +9,15 @@
 
 layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };   // [k/4]
 layout(std430, binding = 1) readonly buffer Xs { float x1[]; };  // [k]
+layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };   // [k/4] norm weight (norm = 1)
+layout(std430, binding = 3) readonly buffer Gs { float g1[]; };
+layout(push_constant) uniform Push { GemvParams p; };
+// x as the products read it: through the norm's weight when one is fused (its 1/rms scale is
+// applied to the finished sums).
+vec4 xw4(uint i) { return p.norm != 0 ? x4[i] * (g4[i] + p.weight_offset) : x4[i]; }
+float xw1(uint i) { return p.norm != 0 ? x1[i] * (g1[i] + p.weight_offset) : x1[i]; }
 #define W_BINDING 0
-#define W_X4(i) x4[i]
+#define W_X4(i) xw4(i)
 #include "weights.glsl"
 
 layout(local_size_x_id = 0) in;               // workgroup size: specialization constant 0
@@ -19,9 +26,9 @@ layout(constant_id = 1) const uint ROWS = 4;  // rows per workgroup
 #define MAX_SUBGROUPS 128
 
 layout(std430, binding = 2) buffer Y { float y[]; };             // [rows]
-layout(push_constant) uniform Push { GemvParams p; };
 
 shared float partial[MAX_ROWS][MAX_SUBGROUPS];
+shared float sum_sq_partial[MAX_SUBGROUPS];
 
 void main() {
     const uint first_row = linear_group_id() * ROWS;
@@ -33,7 +40,7 @@ void main() {
     if ((p.k & 3u) == 0u) {
         const uint k4 = p.k >> 2;
         for (uint i = tid; i < k4; i += gl_WorkGroupSize.x) {
-            const vec4 xv = x4[i];
+            const vec4 xv = xw4(i);
             for (uint r = 0; r < ROWS; ++r) {
                 const uint row = first_row + r;
                 if (row < p.rows) acc[r] += dot(w_load4(row * k4 + i), xv);
@@ -41,7 +48,7 @@ void main() {
         }
     } else {
         for (uint i = tid; i < p.k; i += gl_WorkGroupSize.x) {
-            const float xv = x1[i];
+            const float xv = xw1(i);
             for (uint r = 0; r < ROWS; ++r) {
                 const uint row = first_row + r;
                 if (row < p.rows) acc[r] += w_load1(row * p.k + i) * xv;
@@ -59,14 +66,23 @@ void main() {
     }
 #endif
 
+    float sum_sq = 0.0;
+    if (p.norm != 0)
+        for (uint i = tid; i < p.k; i += gl_WorkGroupSize.x) sum_sq += x1[i] * x1[i];
     for (uint r = 0; r < ROWS; ++r) {
         const float s = subgroupAdd(acc[r]);
         if (subgroupElect()) partial[r][gl_SubgroupID] = s;
     }
+    sum_sq = subgroupAdd(sum_sq);
+    if (subgroupElect()) sum_sq_partial[gl_SubgroupID] = sum_sq;
     barrier();
     if (tid < ROWS && first_row + tid < p.rows) {
-        float total = 0.0;
-        for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[tid][s];
+        float total = 0.0, ss = 0.0;
+        for (uint s = 0; s < gl_NumSubgroups; ++s) {
+            total += partial[tid][s];
+            ss += sum_sq_partial[s];
+        }
+        if (p.norm != 0) total *= inversesqrt(ss / float(p.k) + p.eps);
         y[first_row + tid] = p.accumulate != 0 ? y[first_row + tid] + total : total;
     }
 }

@@ -138,14 +138,17 @@ bool weight_type_supported(TensorType type) {
 }
 
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate) {
+          bool accumulate, const GemvNorm* norm) {
     const TensorTypeTraits& t = type_traits(wtype);
     AKUNU_CHECK(k % t.block_size == 0, "gemv: k = " + std::to_string(k) + " is not a whole number of " + t.name + " blocks");
     check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
     check_fits(x, k, DType::kF32, "gemv", "x");
     check_fits(y, rows, DType::kF32, "gemv", "y");
-    GemvParams p{checked_u32(rows, "gemv: rows"), checked_u32(k, "gemv: k"), accumulate ? 1u : 0u};
-    emit(s, weight_variant("gemv", wtype), {kGemvGroup, kGemvRows}, {w, x, y}, p,
+    if (norm) check_fits(norm->weight, k, DType::kF32, "gemv", "norm weight");
+    GemvParams p{checked_u32(rows, "gemv: rows"), checked_u32(k, "gemv: k"), accumulate ? 1u : 0u, norm ? 1u : 0u,
+                 norm ? norm->eps : 0.0f, norm ? norm->weight_offset : 0.0f};
+    // Without a norm the weight binding is unused: x stands in for it.
+    emit(s, weight_variant("gemv", wtype), {kGemvGroup, kGemvRows}, {w, x, y, norm ? norm->weight : x}, p,
          grid_for(s, (rows + kGemvRows - 1) / kGemvRows));
 }
 

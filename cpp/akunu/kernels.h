@@ -34,9 +34,16 @@ void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding&
 // Weight types the GEMV and embedding kernels read directly (quantized weights stay quantized).
 bool weight_type_supported(TensorType type);
 
-// y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type.
+// An RMSNorm folded into a GEMV's input: x * (weight + weight_offset) / sqrt(mean(x^2) + eps).
+struct GemvNorm {
+    Binding weight;  // [k] f32
+    float eps;
+    float weight_offset;
+};
+// y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type;
+// with `norm`, x is read through that RMSNorm.
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate = false);
+          bool accumulate = false, const GemvNorm* norm = nullptr);
 
 // Y[m, n] f32 = X[m, k] f32 · W[n, k]^T (Y += with accumulate) for the rows m below
 // min(m, step.n_tokens); X rows ldx floats apart, Y rows ldy apart. Uses cooperative matrices

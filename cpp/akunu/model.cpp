@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "akunu/device.h"
 #include "akunu/error.h"
@@ -149,11 +150,27 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const bool local_tables = s.all().count("rope_cos_local") > 0;
 
     // y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step, GEMM for a chunk.
-    auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate) {
+    auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
+                      const kernels::GemvNorm* norm = nullptr) {
         if (prefill)
             kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy}, step, accumulate);
         else
-            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate);
+            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, norm);
+    };
+    // The input of the projections after a pre-norm: a chunk norms h0 once into `residual`; a
+    // step folds the norm into each GEMV, which reads all of x anyway (one dispatch and one
+    // barrier fewer per norm). Returns the x to project and the norm to fold, if any.
+    struct NormedInput {
+        Binding x;
+        std::optional<kernels::GemvNorm> norm;
+        const kernels::GemvNorm* fold() const { return norm ? &*norm : nullptr; }
+    };
+    auto pre_norm = [&](const Weight& w) -> NormedInput {
+        if (prefill) {
+            kernels::rmsnorm(t, h0, w.buffer, residual, DType::kF32, rows, dim, c.norm_eps, norm_offset);
+            return {Binding(residual), std::nullopt};
+        }
+        return {Binding(h0), kernels::GemvNorm{Binding(w.buffer), c.norm_eps, norm_offset}};
     };
     // h0 += W·x, the output projections of attention and FFN. Without a post-norm the product
     // adds straight into the residual stream; with one (gemma2/3) it is normed in h1 first.
@@ -179,13 +196,13 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const LayerWeights& L = weights_.layers[size_t(l)];
         const std::string blk = "blk." + std::to_string(l) + ".";
         t.set_label(blk + "attn_norm");
-        kernels::rmsnorm(t, h0, L.attn_norm.buffer, residual, DType::kF32, rows, dim, c.norm_eps, norm_offset);
+        const NormedInput attn_in = pre_norm(L.attn_norm);
         t.set_label(blk + "attn_q");
-        matmul(L.q, residual, q, q_dim, dim, qkv_row, false);
+        matmul(L.q, attn_in.x, q, q_dim, dim, qkv_row, false, attn_in.fold());
         t.set_label(blk + "attn_k");
-        matmul(L.k, residual, k, kv_dim, dim, qkv_row, false);
+        matmul(L.k, attn_in.x, k, kv_dim, dim, qkv_row, false, attn_in.fold());
         t.set_label(blk + "attn_v");
-        matmul(L.v, residual, v, kv_dim, dim, qkv_row, false);
+        matmul(L.v, attn_in.x, v, kv_dim, dim, qkv_row, false, attn_in.fold());
         if (c.qkv_bias) {
             t.set_label(blk + "attn_qkv_bias");
             kernels::add_rows(t, q, L.q_bias.buffer, q, DType::kF32, {q_dim, rows, qkv_row, 0, qkv_row});
@@ -216,11 +233,11 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         t.set_label(blk + "attn_output");
         into_residual(L.o, attn_out, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
         t.set_label(blk + "ffn_norm");
-        kernels::rmsnorm(t, h0, L.ffn_norm.buffer, residual, DType::kF32, rows, dim, c.norm_eps, norm_offset);
+        const NormedInput ffn_in = pre_norm(L.ffn_norm);
         t.set_label(blk + "ffn_gate");
-        matmul(L.gate, residual, gate, ffn, dim, ffn, false);
+        matmul(L.gate, ffn_in.x, gate, ffn, dim, ffn, false, ffn_in.fold());
         t.set_label(blk + "ffn_up");
-        matmul(L.up, residual, up, ffn, dim, ffn, false);
+        matmul(L.up, ffn_in.x, up, ffn, dim, ffn, false, ffn_in.fold());
         t.set_label(blk + "ffn_act");
         kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn);
         t.set_label(blk + "ffn_down");
@@ -233,16 +250,16 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         t.set_label("output");
         matmul(head, residual, s.get("batch_logits"), size_t(c.vocab_size), dim, size_t(c.vocab_size), false);
     }
-    // The decode tail: output norm, LM head and sampling of one row (a chunk's last).
-    const Buffer &last = s.get("h0"), &last_normed = s.get("residual");
+    // The decode tail: the LM head over one row (a chunk's last) with the output norm folded
+    // in, and sampling.
+    const Buffer& last = s.get("h0");
     if (prefill) {
         t.set_label("last_row");
         kernels::last_row(t, h0, last, step, rows, dim);
     }
-    t.set_label("output_norm");
-    kernels::rmsnorm(t, last, weights_.output_norm.buffer, last_normed, DType::kF32, 1, dim, c.norm_eps, norm_offset);
     t.set_label("output");
-    kernels::gemv(t, head.buffer, head.type, last_normed, s.get("logits"), size_t(c.vocab_size), dim);
+    const kernels::GemvNorm output_norm{Binding(weights_.output_norm.buffer), c.norm_eps, norm_offset};
+    kernels::gemv(t, head.buffer, head.type, last, s.get("logits"), size_t(c.vocab_size), dim, false, &output_norm);
     t.set_label("sample");
     kernels::sample(t, s.get("logits"), s.get("token_ids"), s.get("sampled_logprobs"), step, s.get("sampler"),
                     size_t(c.vocab_size), uint32_t(prefill ? 1 : pass.step_index + 1));

@@ -50,10 +50,15 @@ void init_kernels(py::module_& m) {
         AKUNU_CHECK(t, "unknown weight type '" + wtype + "'");
         return t->type;
     };
-    k.def("gemv", [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x,
-                                const PyBuffer& y, size_t rows, size_t kk) {
-        kernels::gemv(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, rows, kk);
-    });
+    k.def("gemv",
+          [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x, const PyBuffer& y,
+                        size_t rows, size_t kk, const PyBuffer* norm_weight, float eps, float weight_offset) {
+              const kernels::GemvNorm norm{norm_weight ? Binding(norm_weight->buffer) : Binding(), eps, weight_offset};
+              kernels::gemv(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, rows, kk, false,
+                            norm_weight ? &norm : nullptr);
+          },
+          py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("rows"), py::arg("k"),
+          py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f);
     k.def("gemm", [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x,
                                 const PyBuffer& y, size_t m, size_t n, size_t kk, const PyBuffer& step) {
         kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n}, step.buffer);

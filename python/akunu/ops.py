@@ -52,10 +52,11 @@ def rmsnorm(x, w, out, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
     return _run(out.device, lambda cl: kernels.rmsnorm(cl, x, w, out, x.dtype, rows, dim, eps, weight_offset))
 
 
-def gemv(w, x, y, wtype: str | None = None) -> float:
+def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
     """y = W @ x with W [rows, k], x [k] f32, y [rows] f32. W is an f32/f16/bf16 array, or raw
     blocks of a ggml type named by `wtype` ("Q8_0", "Q4_0", "Q4_1"), with rows and k taken
-    from y and x."""
+    from y and x. With `norm` (a [k] f32 buffer g), x is read through an RMSNorm first:
+    x * (g + weight_offset) / sqrt(mean(x^2) + eps), as the engine folds its norms."""
     if wtype is None:
         if len(w.shape) != 2:
             raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
@@ -63,7 +64,7 @@ def gemv(w, x, y, wtype: str | None = None) -> float:
         wtype = w.dtype
     else:
         rows, k = _count(y), _count(x)
-    return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k))
+    return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k, norm, eps, weight_offset))
 
 
 def gemm(w, x, y, wtype: str | None = None) -> float:

@@ -60,13 +60,18 @@ AKUNU_PARAMS_SIZE(RmsNormParams, 24)
 // gemv_*: y[n] = sum_k W[n, k] * x[k] for n < rows; W row-major [rows, k] of the variant's
 // weight type (block formats: rows of k/32 blocks).
 // accumulate = 1 adds to y instead of overwriting it: the residual add fused into the O and
-// down projections.
+// down projections. norm = 1 reads x through an RMSNorm with weight g (binding 3):
+// x * (g + weight_offset) / sqrt(mean(x^2) + eps), the norm fused into the projections that
+// follow it (every workgroup reads all of x anyway, so each forms the mean itself).
 struct GemvParams {
     uint rows;
     uint k;
     uint accumulate;
+    uint norm;
+    float eps;
+    float weight_offset;
 };
-AKUNU_PARAMS_SIZE(GemvParams, 12)
+AKUNU_PARAMS_SIZE(GemvParams, 24)
 
 // The step state: what changes from one decode step to the next, read by kernels from a small
 // device buffer so that a recorded command buffer is replayed unchanged.

@@ -15,7 +15,7 @@ static ShaderInterface reflect(const std::string& name) {
 TEST(SpirvReflect, GemvBindingsAndPushConstants) {
     for (const char* name : {"gemv_f16", "gemv_f32"}) {
         ShaderInterface i = reflect(name);
-        ASSERT_EQ(i.bindings.size(), 3u) << name;  // aliased views of W and x are merged
+        ASSERT_EQ(i.bindings.size(), 4u) << name;  // aliased views of W, x and the norm weight are merged
         EXPECT_FALSE(i.bindings[0].written);
         EXPECT_FALSE(i.bindings[1].written);
         EXPECT_TRUE(i.bindings[2].written);
@@ -26,7 +26,7 @@ TEST(SpirvReflect, GemvBindingsAndPushConstants) {
 TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
     const struct { const char* prefix; size_t bytes; size_t bindings; } expected[] = {
         {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"add_", sizeof(AddParams), 3},
-        {"rmsnorm_", sizeof(RmsNormParams), 3}, {"gemv_", sizeof(GemvParams), 3},
+        {"rmsnorm_", sizeof(RmsNormParams), 3}, {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 5}, {"attention_merge", sizeof(AttentionParams), 3},
         {"act_", sizeof(ActParams), 3}, {"sample", sizeof(SampleParams), 5}, {"gemm_", sizeof(GemmParams), 4},

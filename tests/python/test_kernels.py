@@ -60,6 +60,21 @@ def test_gemv(device, rng, wtype, rows, k):
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("wtype, k", [(np.float32, 37), (np.float16, 256), (np.float32, 1000)])
+def test_gemv_with_a_folded_rmsnorm(device, rng, wtype, k):
+    """The decode projections read x through the preceding RMSNorm (odd k takes the scalar
+    path): the same as norming first, then the GEMV."""
+    rows = 7
+    w = rng.standard_normal((rows, k)).astype(wtype)
+    x = (rng.standard_normal(k) * 3).astype(np.float32)
+    g = rng.standard_normal(k).astype(np.float32)
+    y = poisoned(device, rows, np.float32)
+    ops.gemv(device.upload(w), device.upload(x), y, norm=device.upload(g), eps=1e-6, weight_offset=1.0)
+    xd = x.astype(np.float64)
+    normed = xd / np.sqrt(np.mean(xd * xd) + 1e-6) * (g + 1.0)
+    np.testing.assert_allclose(y.numpy(), w.astype(np.float64) @ normed, rtol=1e-4, atol=1e-4 * np.sqrt(k) * 3)
+
+
 @pytest.mark.parametrize("wtype, block_bytes, scales", [("Q8_0", 34, [0]), ("Q4_0", 18, [0]), ("Q4_1", 20, [0, 2])])
 @pytest.mark.parametrize("rows, k", [(1, 32), (7, 96), (130, 1024)])
 def test_gemv_quantized(device, rng, wtype, block_bytes, scales, rows, k):
