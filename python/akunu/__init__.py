@@ -29,7 +29,7 @@ from akunu._akunu import (  # noqa: E402
     validation_enabled,
     validation_messages,
 )
-from akunu import ops  # noqa: E402
+from akunu import models, ops  # noqa: E402
 from akunu._device import upload  # noqa: E402
 from akunu.plan import MemoryPlan, load_config, plan  # noqa: E402
 from akunu.tokenizer import StreamDecoder, Tokenizer  # noqa: E402
@@ -64,6 +64,7 @@ __all__ = [
     "kernel_names",
     "open",
     "open_model",
+    "models",
     "ops",
     "validation_enabled",
     "validation_messages",

@@ -54,11 +54,11 @@ def test_logits_at_every_position(model, source, ref, tol, path):
     prompts = man.get("logit_prompts") or man["prompts"]  # the trained model keeps them apart
     checked = 0
     for k, p in enumerate(prompts):
-        path = FIXTURES / model / "ref" / f"{ref}_p{p.get('index', k)}.npy"
-        if not path.exists():
+        ref_file = FIXTURES / model / "ref" / f"{ref}_p{p.get('index', k)}.npy"
+        if not ref_file.exists():
             continue
         checked += 1
-        want = np.load(path)
+        want = np.load(ref_file)
         m.reset()
         if path == "decode":
             got = np.stack([m.eval([i]).copy() for i in p["ids"]])
