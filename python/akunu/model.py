@@ -30,19 +30,24 @@ class KVCacheView:
 
     @property
     def current_length(self) -> int:
+        """Positions that hold valid K/V rows."""
         return self._e.kv_length
 
     @property
     def max_length(self) -> int:
+        """Positions the cache was allocated for (the model's context)."""
         return self._e.context
 
     def k(self, layer: int) -> np.ndarray:
+        """Keys of `layer`: [n_kv_heads, current_length, head_dim] f16."""
         return self._e.kv_view(layer, False)[:, : self.current_length, :]
 
     def v(self, layer: int) -> np.ndarray:
+        """Values of `layer`: [n_kv_heads, current_length, head_dim] f16."""
         return self._e.kv_view(layer, True)[:, : self.current_length, :]
 
     def reset(self) -> None:
+        """Empties the cache (nothing is freed or cleared; the length goes to 0)."""
         self._e.reset()
 
     def truncate(self, n: int) -> None:
@@ -57,6 +62,7 @@ class ScratchView:
         self._e = engine
 
     def names(self) -> list[str]:
+        """The scratch buffer names, for indexing."""
         return list(self._e.scratch_names)
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -67,6 +73,8 @@ class ScratchView:
 
 
 class Model:
+    """A loaded model: tokenizer, engine and views of its KV cache and scratch buffers."""
+
     def __init__(self, path, context: int = 4096, device: str | int | None = None, progress: bool | None = None,
                  chain: int = 0, prefill_chunk: int = 0):
         """chain: decode steps per GPU submission (0: chosen from the device profile).
@@ -85,18 +93,22 @@ class Model:
 
     # ---- text ----------------------------------------------------------------------------------
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of `text`, with the model's special tokens (such as BOS) unless told not to."""
         return self.tokenizer.encode(text, add_special_tokens)
 
     def detokenize(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """The text of token ids."""
         return self.tokenizer.decode(ids, skip_special_tokens)
 
     # ---- running -------------------------------------------------------------------------------
     @property
     def config(self):
+        """The ModelConfig: shapes, architecture, RoPE and norm settings."""
         return self._engine.config
 
     @property
     def context(self) -> int:
+        """Positions the KV cache holds (the requested context, clipped to the trained one)."""
         return self._engine.context
 
     def eval(self, ids: Sequence[int], all_logits: bool = False) -> np.ndarray:
@@ -227,6 +239,7 @@ class Model:
         return math.exp(-float(np.mean(self.score(ids, progress))))
 
     def reset(self) -> None:
+        """Empties the KV cache (waiting for any chains still on the GPU)."""
         self._engine.reset()
 
     # ---- inspection ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ SHIPPED = pathlib.Path(__file__).resolve().parents[2] / "models" / "trained-code
 
 
 def cache_dir() -> pathlib.Path:
+    """Where fetched models live: $AKUNU_CACHE, or ~/.cache/akunu."""
     return pathlib.Path(os.environ.get("AKUNU_CACHE") or pathlib.Path.home() / ".cache" / "akunu")
 
 

@@ -41,6 +41,7 @@ class Sampler:
 
     @property
     def greedy(self) -> bool:
+        """True when the argmax is taken (temperature 0)."""
         return self.temperature == 0.0
 
 
@@ -67,10 +68,12 @@ class Generation:
 
     @property
     def prompt_tokens_per_second(self) -> float:
+        """Prompt tokens over the time to the first token."""
         return self.prompt_tokens / self.time_to_first_token if self.time_to_first_token > 0 else 0.0
 
     @property
     def decode_tokens_per_second(self) -> float:
+        """Tokens after the first over the time from the first to the last."""
         n = len(self.token_ids) - 1  # tokens after the first
         return n / self.decode_seconds if n > 0 and self.decode_seconds > 0 else 0.0
 
@@ -78,6 +81,7 @@ class Generation:
         return self.text
 
     def summary(self) -> str:
+        """One line: prompt and decode speeds, time to first token, why it stopped."""
         return (f"{self.prompt_tokens} prompt tokens at {self.prompt_tokens_per_second:.1f} tok/s, "
                 f"first token after {self.time_to_first_token * 1000:.1f} ms, {len(self.token_ids)} generated at "
                 f"{self.decode_tokens_per_second:.1f} tok/s ({self.stop_reason})")
