@@ -26,7 +26,7 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" "numpy>=1.24" "pytest>=7" gguf tokenizers jinja2 tqdm hypothesis cmake ninja
+.venv/bin/python -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" "numpy>=1.24" "pytest>=7" gguf tokenizers jinja2 tqdm hypothesis cmake ninja nbclient nbformat ipykernel matplotlib
 
 # 3. akunu itself, editable, with the C++ tests built into the same build directory.
 .venv/bin/python -m pip install -q --no-build-isolation -e . \

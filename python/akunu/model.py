@@ -107,6 +107,16 @@ class Model:
         return self._engine.config
 
     @property
+    def chain(self) -> int:
+        """Decode steps per GPU submission (from the device profile unless given at load)."""
+        return self._engine.chain
+
+    @property
+    def prefill_chunk(self) -> int:
+        """Prompt tokens per prefill submission."""
+        return self._engine.prefill_chunk
+
+    @property
     def context(self) -> int:
         """Positions the KV cache holds (the requested context, clipped to the trained one)."""
         return self._engine.context

@@ -1,0 +1,69 @@
+"""The notebooks in notebooks/: each one runs top to bottom on the shipped model (their asserts
+are the checks), and each is stored without outputs.
+
+Every notebook is executed with nbclient in a fresh "python3" kernel, from a copy in a temporary
+directory that is also the kernel's working directory, so a run leaves nothing in the checkout.
+The kernel inherits this process's environment (AKUNU_VALIDATION=1 from conftest.py), and a
+last cell, added to the copy only, fails on any message of the validation layer.
+"""
+from __future__ import annotations
+
+import pathlib
+import shutil
+
+import pytest
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[2] / "notebooks"
+ALL = sorted(NOTEBOOKS.glob("*.ipynb"))
+
+try:
+    import ipykernel  # noqa: F401  (the kernel nbclient starts)
+    import nbclient
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+except ImportError as e:  # pragma: no cover - depends on the environment
+    pytest.skip(f"executing notebooks needs nbclient, nbformat and ipykernel ({e}); "
+                "scripts/install.sh installs them", allow_module_level=True)
+
+NO_VALIDATION_MESSAGES = """import akunu
+_messages = akunu.validation_messages()
+assert not _messages, "validation messages:\\n" + "\\n".join(_messages)"""
+
+
+def test_the_notebooks_are_there():
+    names = {p.name for p in ALL}
+    assert {"logits_explorer.ipynb", "kv_cache_inspector.ipynb", "memory_budget.ipynb"} <= names
+
+
+def test_a_python3_kernel_is_installed():
+    try:
+        KernelSpecManager().get_kernel_spec("python3")
+    except NoSuchKernel:
+        pytest.fail("no 'python3' Jupyter kernel: run `python -m ipykernel install --sys-prefix` in the venv")
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
+def test_notebook_is_stored_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        assert cell.get("outputs") == [], f"{path.name}: cell {i} has outputs (clear them before saving)"
+        assert cell.get("execution_count") is None, f"{path.name}: cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
+def test_notebook_runs(path, tmp_path):
+    copy = tmp_path / path.name
+    shutil.copyfile(path, copy)
+    nb = nbformat.read(copy, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(NO_VALIDATION_MESSAGES))
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    try:
+        client.execute()
+    except nbclient.exceptions.CellExecutionError as e:
+        pytest.fail(f"{path.name} failed:\n{e}", pytrace=False)
+    errors = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs if o.output_type == "error"]
+    assert not errors, f"{path.name}: {errors}"
