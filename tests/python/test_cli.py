@@ -101,3 +101,32 @@ def test_chat_needs_a_chat_template():
     gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
     r = akunu_cli("chat", gguf, "--context", "64", check=False, stdin="hi\n")
     assert r.returncode == 2 and "no chat template" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("command", [["plan"], ["inspect"], ["generate", "{model}", "hi"], ["chat"], ["perplexity", "{model}", "{text}"],
+                                     ["bench"], ["profile"]])
+def test_every_model_command_fails_clearly_on_a_missing_or_bad_file(tmp_path, command):
+    """A missing file and a file that is not a model are one-line errors naming the file."""
+    text = tmp_path / "t.txt"
+    text.write_text("x = 1\n")
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    for model in (tmp_path / "missing.gguf", bad):
+        args = [a.format(model=model, text=text) for a in command]
+        if len(args) == 1:
+            args.append(str(model))
+        r = akunu_cli(*args, check=False, stdin="")
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert r.stderr.startswith("akunu: error:") and model.name in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_prompt_longer_than_the_context_is_refused():
+    gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
+    r = akunu_cli("generate", gguf, "x = 1\n" * 200, "--context", "64", check=False)
+    assert r.returncode == 2 and "does not fit" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_devices_and_the_small_benchmarks():
+    assert "subgroup size" in akunu_cli("devices").stdout
+    tokenizer = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
+    assert "MB/s" in akunu_cli("tokenizer-bench", tokenizer).stdout
