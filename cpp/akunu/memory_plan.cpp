@@ -49,8 +49,7 @@ std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain
         {"residual", dim * f32},
         {"qkv", uint64_t(c.q_dim + 2 * c.kv_dim) * f32},
         {"attn_out", uint64_t(std::max(c.q_dim, c.dim)) * f32},
-        {"post_norm", dim * f32},
-        {"ffn_gate", 2 * ffn * f32},  // room for a fused gate|up projection
+        {"ffn_gate", ffn * f32},
         {"ffn_up", ffn * f32},
         {"ffn_act", ffn * f32},
         {"logits", uint64_t(c.vocab_size) * f32},
