@@ -254,7 +254,8 @@ class Model:
 
     # ---- inspection ----------------------------------------------------------------------------
     def memory_report(self) -> dict:
-        """{part: (planned bytes, allocated bytes)} for weights, KV cache and decode scratch."""
+        """{part: (planned bytes, allocated bytes)} for weights, KV cache, decode and prefill scratch,
+        plus device_allocated and device_allocations (plain numbers)."""
         return self._engine.memory_report()
 
     def profile(self, tokens: int = 1) -> list[dict]:
