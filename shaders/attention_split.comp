@@ -1,8 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// attention_split: one workgroup per (query head, chunk of cache rows). Each invocation scores
-// one row; the workgroup forms the chunk's max and sum of exps and its exp-weighted V sum, and
-// writes them as a partial [head_dim | max | sum] for attention_merge.
+#extension GL_KHR_shader_subgroup_shuffle : require
+// attention_split: one workgroup per (query head, chunk of cache rows). The workgroup scores
+// the chunk's rows, forms their max and sum of exps and the exp-weighted V sum, and writes
+// them as a partial [head_dim | max | sum] for attention_merge.
 #include "common.glsl"
 #include "reduce.glsl"
 
@@ -34,29 +35,51 @@ void main() {
     const uint begin = chunk * AKUNU_ATTENTION_CHUNK;
     // Chunks outside the attended rows write nothing; attention_merge does not read them.
     if (begin > pos || begin + AKUNU_ATTENTION_CHUNK <= first) return;  // uniform
-    const uint t = begin + tid;
-    const bool valid = t >= first && t <= pos;
-
-    float s = -1.0 / 0.0;
-    if (valid) {
-        const uint qb = h * p.head_dim, kb = (kvh * p.max_len + t) * p.head_dim;
-        s = 0.0;
-        for (uint d = 0; d < p.head_dim; ++d) s += q[qb + d] * float(k_cache[kb + d]);
-        s *= p.scale;
-        if (p.softcap > 0.0) s = p.softcap * tanh(s / p.softcap);
+    // Scores: teams of 8 neighbouring invocations share a cache row, lane l reading dims
+    // l, l + 8, ... so that a team's loads of the row are contiguous; 32 teams cover 32 rows
+    // per pass, and three shuffles sum a team's products.
+    const uint lane = tid % 8, team = tid / 8;
+    const uint qb = h * p.head_dim, kv_base = kvh * p.max_len;
+    for (uint r = team; r < AKUNU_ATTENTION_CHUNK; r += gl_WorkGroupSize.x / 8) {
+        const uint t = begin + r;
+        float d = 0.0;
+        if (t <= pos && t < p.max_len) {
+            const uint kb = (kv_base + t) * p.head_dim;
+            for (uint i = lane; i < p.head_dim; i += 8) d += q[qb + i] * float(k_cache[kb + i]);
+        }
+        d += subgroupShuffleXor(d, 4);
+        d += subgroupShuffleXor(d, 2);
+        d += subgroupShuffleXor(d, 1);
+        if (lane == 0) {
+            d *= p.scale;
+            if (p.softcap > 0.0) d = p.softcap * tanh(d / p.softcap);
+            weight[r] = t >= first && t <= pos ? d : -1.0 / 0.0;
+        }
     }
+    barrier();
+    const float s = weight[tid];
+    const bool valid = s > -1.0 / 0.0;
     const float m = workgroup_max(s);
     const float e = valid ? exp(s - m) : 0.0;
     const float l = workgroup_sum(e);
     weight[tid] = e;
     barrier();
 
+    // Weighted V: invocation tid takes dim tid % head_dim of every (256 / head_dim)-th row,
+    // so all 256 invocations work; the row groups are summed through shared memory.
     const uint slot = (h * p.n_chunks + chunk) * (p.head_dim + 2);
-    const uint rows = pos >= begin ? min(AKUNU_ATTENTION_CHUNK, pos + 1 - begin) : 0;
-    for (uint d = tid; d < p.head_dim; d += gl_WorkGroupSize.x) {
-        float acc = 0.0;
-        for (uint j = 0; j < rows; ++j) acc += weight[j] * float(v_cache[(kvh * p.max_len + begin + j) * p.head_dim + d]);
-        partial[slot + d] = acc;
+    const uint rows = min(AKUNU_ATTENTION_CHUNK, pos + 1 - begin);
+    const uint groups = gl_WorkGroupSize.x / p.head_dim, dim = tid % p.head_dim, group = tid / p.head_dim;
+    float acc = 0.0;
+    if (group < groups)
+        for (uint j = group; j < rows; j += groups) acc += weight[j] * float(v_cache[(kv_base + begin + j) * p.head_dim + dim]);
+    barrier();  // every weight has been read
+    weight[tid] = acc;
+    barrier();
+    if (tid < p.head_dim) {
+        float total = 0.0;
+        for (uint g = 0; g < groups; ++g) total += weight[g * p.head_dim + tid];
+        partial[slot + tid] = total;
     }
     if (tid == 0) {
         partial[slot + p.head_dim] = m;

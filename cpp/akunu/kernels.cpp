@@ -219,6 +219,11 @@ void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const 
     AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "attention: n_heads must be a multiple of n_kv_heads");
     AKUNU_CHECK(s.device().profile().max_workgroup_invocations >= AKUNU_ATTENTION_CHUNK,
                 "attention: the device runs fewer than " + std::to_string(AKUNU_ATTENTION_CHUNK) + " invocations per workgroup");
+    AKUNU_CHECK(sh.head_dim % 8 == 0 && sh.head_dim <= AKUNU_ATTENTION_CHUNK,
+                "attention: head_dim " + std::to_string(sh.head_dim) + " must be a multiple of 8 up to " +
+                    std::to_string(AKUNU_ATTENTION_CHUNK));
+    AKUNU_CHECK(s.device().profile().subgroup_shuffle && s.device().profile().subgroup_size >= 8,
+                "attention needs subgroup shuffles over at least 8 lanes");
     const size_t q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
     const uint32_t chunks = uint32_t((size_t(sh.max_len) + AKUNU_ATTENTION_CHUNK - 1) / AKUNU_ATTENTION_CHUNK);
     check_fits(q, q_dim, DType::kF32, "attention", "q");
