@@ -157,24 +157,23 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         else
             kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, norm);
     };
-    // The input of the projections after a pre-norm: a chunk norms h0 once into `residual`; a
-    // step folds the norm into each GEMV, which reads all of x anyway (one dispatch and one
-    // barrier fewer per norm). Measured on the H200, folding speeds float weights up (7b f16
-    // 161 -> 176 tok/s) and slows block formats down (7b q4_0 179 -> 158: their GEMV reads x
-    // once per row and block, and the norm weight doubles those loads), so block-quantized
-    // projections keep the separate norm. Returns the x to project and the norm to fold.
+    // The input of the projections after a pre-norm of `x` (n_rows rows): normed once into
+    // `normed` for GEMMs, or folded into each GEMV that reads it, which reads all of x anyway (one dispatch and one barrier fewer per norm). Measured on the H200, folding
+    // speeds float weights up (7b f16 161 -> 176 tok/s) and slows block formats down (7b q4_0
+    // 179 -> 158: their GEMV reads x once per row and block, and the norm weight doubles those
+    // loads), so block-quantized projections keep the separate norm.
     struct NormedInput {
         Binding x;
         std::optional<kernels::GemvNorm> norm;
         const kernels::GemvNorm* fold() const { return norm ? &*norm : nullptr; }
     };
-    auto folds_norm = [](TensorType projection_type) { return type_traits(projection_type).block_size == 1; };
-    auto pre_norm = [&](const Weight& w, TensorType projection_type) -> NormedInput {
-        if (prefill || !folds_norm(projection_type)) {
-            kernels::rmsnorm(t, h0, w.buffer, residual, DType::kF32, rows, dim, c.norm_eps, norm_offset);
-            return {Binding(residual), std::nullopt};
+    auto pre_norm = [&](const Weight& w, TensorType projection_type, const Buffer& x, const Buffer& normed, size_t n_rows,
+                        bool read_by_gemv) -> NormedInput {
+        if (!read_by_gemv || type_traits(projection_type).block_size > 1) {
+            kernels::rmsnorm(t, x, w.buffer, normed, DType::kF32, n_rows, dim, c.norm_eps, norm_offset);
+            return {Binding(normed), std::nullopt};
         }
-        return {Binding(h0), kernels::GemvNorm{Binding(w.buffer), c.norm_eps, norm_offset}};
+        return {Binding(x), kernels::GemvNorm{Binding(w.buffer), c.norm_eps, norm_offset}};
     };
     // h0 += W·x, the output projections of attention and FFN. Without a post-norm the product
     // adds straight into the residual stream; with one (gemma2/3) it is normed in h1 first.
@@ -200,7 +199,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const LayerWeights& L = weights_.layers[size_t(l)];
         const std::string blk = "blk." + std::to_string(l) + ".";
         t.set_label(blk + "attn_norm");
-        const NormedInput attn_in = pre_norm(L.attn_norm, L.q.type);
+        const NormedInput attn_in = pre_norm(L.attn_norm, L.q.type, h0, residual, rows, !prefill);
         t.set_label(blk + "attn_q");
         matmul(L.q, attn_in.x, q, q_dim, dim, qkv_row, false, attn_in.fold());
         t.set_label(blk + "attn_k");
@@ -237,7 +236,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         t.set_label(blk + "attn_output");
         into_residual(L.o, attn_out, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
         t.set_label(blk + "ffn_norm");
-        const NormedInput ffn_in = pre_norm(L.ffn_norm, L.gate.type);
+        const NormedInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
         t.set_label(blk + "ffn_gate");
         matmul(L.gate, ffn_in.x, gate, ffn, dim, ffn, false, ffn_in.fold());
         t.set_label(blk + "ffn_up");
@@ -250,27 +249,20 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const Weight& head = weights_.output ? weights_.output : weights_.token_embd;
     if (prefill && pass.all_logits) {
         t.set_label("output_norm");
-        kernels::rmsnorm(t, h0, weights_.output_norm.buffer, residual, DType::kF32, rows, dim, c.norm_eps, norm_offset);
+        const NormedInput all_in = pre_norm(weights_.output_norm, head.type, h0, residual, rows, false);
         t.set_label("output");
-        matmul(head, residual, s.get("batch_logits"), size_t(c.vocab_size), dim, size_t(c.vocab_size), false);
+        matmul(head, all_in.x, s.get("batch_logits"), size_t(c.vocab_size), dim, size_t(c.vocab_size), false);
     }
-    // The decode tail: the LM head over one row (a chunk's last) with the output norm folded
-    // in, and sampling.
+    // The decode tail: output norm, LM head and sampling of one row (a chunk's last).
     const Buffer& last = s.get("h0");
     if (prefill) {
         t.set_label("last_row");
         kernels::last_row(t, h0, last, step, rows, dim);
     }
-    const kernels::GemvNorm output_norm{Binding(weights_.output_norm.buffer), c.norm_eps, norm_offset};
-    const bool fold_output_norm = folds_norm(head.type);
-    if (!fold_output_norm) {
-        t.set_label("output_norm");
-        kernels::rmsnorm(t, last, weights_.output_norm.buffer, s.get("residual"), DType::kF32, 1, dim, c.norm_eps,
-                         norm_offset);
-    }
+    t.set_label("output_norm");
+    const NormedInput head_in = pre_norm(weights_.output_norm, head.type, last, s.get("residual"), 1, true);
     t.set_label("output");
-    kernels::gemv(t, head.buffer, head.type, fold_output_norm ? last : s.get("residual"), s.get("logits"),
-                  size_t(c.vocab_size), dim, false, fold_output_norm ? &output_norm : nullptr);
+    kernels::gemv(t, head.buffer, head.type, head_in.x, s.get("logits"), size_t(c.vocab_size), dim, false, head_in.fold());
     t.set_label("sample");
     kernels::sample(t, s.get("logits"), s.get("token_ids"), s.get("sampled_logprobs"), step, s.get("sampler"),
                     size_t(c.vocab_size), uint32_t(prefill ? 1 : pass.step_index + 1));
