@@ -3,14 +3,15 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 // attention_split: one workgroup per (query head, chunk of cache rows). The workgroup scores
 // the chunk's rows, forms their max and sum of exps and the exp-weighted V sum, and writes
-// them as a partial [head_dim | max | sum] for attention_merge.
+// them as a partial [head_dim | max | sum] for attention_merge. With a KV_* define it reads a
+// quantized cache (kv_format.glsl), dequantizing in registers.
 #include "common.glsl"
+#define KV_HEAD_DIM p.head_dim
+#include "kv_cache_read.glsl"
 #include "reduce.glsl"
 
 layout(local_size_x = AKUNU_ATTENTION_CHUNK) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };              // [n_heads, head_dim]
-layout(std430, binding = 1) readonly buffer K { float16_t k_cache[]; };    // [n_kv, max_len, head_dim]
-layout(std430, binding = 2) readonly buffer V { float16_t v_cache[]; };    // [n_kv, max_len, head_dim]
 layout(std430, binding = 3) writeonly buffer P { float partial[]; };       // [n_heads, n_chunks, head_dim + 2]
 layout(std430, binding = 4) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { AttentionParams p; };
@@ -34,8 +35,8 @@ void main() {
         const uint t = begin + r;
         float d = 0.0;
         if (t <= pos && t < p.max_len) {
-            const uint kb = (kv_base + t) * p.head_dim;
-            for (uint i = lane; i < p.head_dim; i += 8) d += q[qb + i] * float(k_cache[kb + i]);
+            for (uint i = lane; i < p.head_dim; i += 8) d += q[qb + i] * K_AT(kv_base + t, i);
+            d *= K_SCALE(kv_base + t);
         }
         d += subgroupShuffleXor(d, 4);
         d += subgroupShuffleXor(d, 2);
@@ -52,7 +53,8 @@ void main() {
     const float m = workgroup_max(s);
     const float e = valid ? exp(s - m) : 0.0;
     const float l = workgroup_sum(e);
-    weight[tid] = e;
+    // The V rows' scales ride on the weights (1 for an f16 cache).
+    weight[tid] = valid ? e * V_SCALE(kv_base + begin + tid) : 0.0;
     barrier();
 
     // Weighted V: invocation tid takes dim tid % head_dim of every (256 / head_dim)-th row,
@@ -62,7 +64,7 @@ void main() {
     const uint groups = gl_WorkGroupSize.x / p.head_dim, dim = tid % p.head_dim, group = tid / p.head_dim;
     float acc = 0.0;
     if (group < groups)
-        for (uint j = group; j < rows; j += groups) acc += weight[j] * float(v_cache[(kv_base + begin + j) * p.head_dim + dim]);
+        for (uint j = group; j < rows; j += groups) acc += weight[j] * V_AT(kv_base + begin + j, dim);
     barrier();  // every weight has been read
     weight[tid] = acc;
     barrier();

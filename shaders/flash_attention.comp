@@ -8,8 +8,12 @@
 // team of 8 neighbouring invocations (inside one subgroup on every device: subgroups hold 8,
 // 32 or 64); invocation `lane` of the team owns dims lane, lane + 8, ... of q and of the
 // output. Keys come in tiles of AKUNU_FLASH_KEYS rows staged in shared memory as f16, as the
-// cache stores them. Scores are summed across the team with three shuffles.
+// cache stores them; a quantized cache (KV_* define, kv_format.glsl) stages its codes, which
+// f16 holds exactly, and each row's scale beside them. Scores are summed across the team with
+// three shuffles.
 #include "common.glsl"
+#define KV_HEAD_DIM p.a.head_dim
+#include "kv_cache_read.glsl"
 
 #define TEAM 8
 // head_dim / TEAM, a specialization constant so that every per-lane loop has a fixed trip
@@ -17,14 +21,20 @@
 layout(constant_id = 0) const uint SLICE = 16;
 layout(local_size_x = AKUNU_FLASH_ROWS * TEAM) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };            // [rows, q_stride]
-layout(std430, binding = 1) readonly buffer K { float16_t k_cache[]; };  // [n_kv, max_len, head_dim]
-layout(std430, binding = 2) readonly buffer V { float16_t v_cache[]; };  // [n_kv, max_len, head_dim]
 layout(std430, binding = 3) writeonly buffer O { float out_data[]; };    // [rows, out_stride]
 layout(std430, binding = 4) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { FlashAttentionParams p; };
 
 shared float16_t k_tile[AKUNU_FLASH_KEYS * AKUNU_FLASH_MAX_HEAD_DIM];
 shared float16_t v_tile[AKUNU_FLASH_KEYS * AKUNU_FLASH_MAX_HEAD_DIM];
+#ifdef KV_QUANTIZED
+shared float k_scale_tile[AKUNU_FLASH_KEYS], v_scale_tile[AKUNU_FLASH_KEYS];
+#define K_TILE_SCALE(j) k_scale_tile[j]
+#define V_TILE_SCALE(j) v_scale_tile[j]
+#else
+#define K_TILE_SCALE(j) 1.0
+#define V_TILE_SCALE(j) 1.0
+#endif
 
 // The first cache row a query at `pos` sees.
 uint first_key(uint pos) { return p.a.window > 0 && pos + 1 > p.a.window ? pos + 1 - p.a.window : 0; }
@@ -55,10 +65,22 @@ void main() {
     for (uint t0 = key_begin; t0 < key_end; t0 += AKUNU_FLASH_KEYS) {
         const uint tile = min(AKUNU_FLASH_KEYS, key_end - t0);
         for (uint e = tid; e < tile * hd; e += gl_WorkGroupSize.x) {
+#ifdef KV_QUANTIZED
+            const uint r = kv_base + t0 + e / hd, i = e % hd;
+            k_tile[e] = float16_t(K_AT(r, i));
+            v_tile[e] = float16_t(V_AT(r, i));
+#else
             const uint at = (kv_base + t0) * hd + e;
             k_tile[e] = k_cache[at];
             v_tile[e] = v_cache[at];
+#endif
         }
+#ifdef KV_QUANTIZED
+        if (tid < tile) {
+            k_scale_tile[tid] = K_SCALE(kv_base + t0 + tid);
+            v_scale_tile[tid] = V_SCALE(kv_base + t0 + tid);
+        }
+#endif
         barrier();
 
         float s[AKUNU_FLASH_KEYS];
@@ -70,7 +92,7 @@ void main() {
             d += subgroupShuffleXor(d, 4);
             d += subgroupShuffleXor(d, 2);
             d += subgroupShuffleXor(d, 1);
-            d *= p.a.scale;
+            d *= p.a.scale * (j < tile ? K_TILE_SCALE(j) : 1.0);
             if (p.a.softcap > 0.0) d = p.a.softcap * tanh(d / p.a.softcap);
             const uint key = t0 + j;
             s[j] = live && j < tile && key >= my_first && key <= pos ? d : -1.0 / 0.0;
@@ -84,7 +106,8 @@ void main() {
             for (uint j = 0; j < tile; ++j) {
                 const float w = exp(s[j] - m_new);
                 l += w;
-                for (uint i = 0; i < SLICE; ++i) o[i] += w * float(v_tile[j * hd + lane + i * TEAM]);
+                const float wv = w * V_TILE_SCALE(j);
+                for (uint i = 0; i < SLICE; ++i) o[i] += wv * float(v_tile[j * hd + lane + i * TEAM]);
             }
             m = m_new;
         }

@@ -3,7 +3,8 @@
 // rope_kv: RoPE on each token's Q and K (in place in qkv), fused with the KV-cache write.
 // Per token row: first the Q pairs, then the K pairs (rotated, then written to the cache),
 // then the V elements (copied to the cache). cos/sin come from the table row of the token's
-// position, step.pos + row.
+// position, step.pos + row. Built with ROPE_ONLY for the quantized cache formats: it only
+// rotates, and kv_store packs the rotated K and V into the cache.
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
@@ -44,6 +45,7 @@ void main() {
             qkv(base + a) = x0;
             qkv(base + b) = x1;
         }
+#ifndef ROPE_ONLY
         if (is_k) {
             const uint row = (head * p.max_len + pos) * p.head_dim;
             k_cache[row + a] = float16_t(x0);
@@ -53,5 +55,6 @@ void main() {
         const uint e = i - q_pairs - k_pairs;
         const uint head = e / p.head_dim, d = e % p.head_dim;
         v_cache[(head * p.max_len + pos) * p.head_dim + d] = float16_t(qkv(q_dim + kv_dim + e));
+#endif
     }
 }

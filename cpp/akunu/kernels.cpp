@@ -77,6 +77,31 @@ void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec
     s.dispatch(cmd);
 }
 
+// The cache bindings a kernel reads or writes, checked against the cache layout: K and V (and
+// for a quantized cache their row scales) for `rows` = n_kv_heads * max_len rows of head_dim.
+void check_cache(const KvBindings& c, size_t rows, size_t head_dim, const char* kernel) {
+    const size_t data = rows * head_dim * size_t(kv_value_bits(c.dtype)) / 8;
+    check_bytes(c.k, data, kernel, "k_cache");
+    check_bytes(c.v, data, kernel, "v_cache");
+    if (c.dtype == KvDType::kF16) return;
+    AKUNU_CHECK(head_dim % 8 == 0, std::string(kernel) + ": a quantized cache needs head_dim to be a multiple of 8");
+    check_bytes(c.k_scales, rows * 2, kernel, "k_scales");
+    check_bytes(c.v_scales, rows * 2, kernel, "v_scales");
+}
+
+// A cache reader's variant ("attention_split_int4") and its bindings: `first` (bindings 0 to 4
+// with K and V at 1 and 2), then a quantized cache's scales at 5 and 6.
+std::string cache_variant(const char* kernel, KvDType t) {
+    return t == KvDType::kF16 ? std::string(kernel) : std::string(kernel) + "_" + kv_dtype_name(t);
+}
+std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings& c) {
+    if (c.dtype != KvDType::kF16) {
+        first.push_back(c.k_scales);
+        first.push_back(c.v_scales);
+    }
+    return first;
+}
+
 uint32_t reduce_group(const DispatchSink& s) { return std::min<uint32_t>(256, s.device().profile().max_workgroup_invocations); }
 
 }  // namespace
@@ -192,21 +217,26 @@ void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Bin
     emit(s, "last_row", {}, {src, dst, step}, p, grid_for(s, (dim + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
-void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const Binding& k_cache,
-             const Binding& v_cache, const Binding& step, const RopeKvShape& sh) {
+void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
+             const Binding& step, const RopeKvShape& sh) {
     const size_t half = sh.head_dim / 2, q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
     const size_t stride = sh.row_stride ? sh.row_stride : q_dim + 2 * kv_dim;
     AKUNU_CHECK(stride >= q_dim + 2 * kv_dim, "rope_kv: row_stride is shorter than a [q | k | v] row");
     check_fits(qkv, (sh.rows - 1) * stride + q_dim + 2 * kv_dim, DType::kF32, "rope_kv", "qkv");
     check_fits(cos, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "cos");
     check_fits(sin, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "sin");
-    check_fits(k_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "rope_kv", "k_cache");
-    check_fits(v_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "rope_kv", "v_cache");
+    check_cache(cache, size_t(sh.n_kv_heads) * sh.max_len, sh.head_dim, "rope_kv");
     check_bytes(step, sizeof(StepState), "rope_kv", "step");
     RopeKvParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.interleaved ? 1u : 0u, sh.rotate ? 1u : 0u,
                    checked_u32(sh.rows, "rope_kv: rows"), uint32_t(stride)};
     const size_t items = size_t(sh.rows) * ((size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim);
-    emit(s, "rope_kv", {}, {qkv, cos, sin, k_cache, v_cache, step}, p, grid_for(s, (items + 63) / 64));
+    const bool f16 = cache.dtype == KvDType::kF16;
+    emit(s, f16 ? "rope_kv" : "rope_only", {}, {qkv, cos, sin, cache.k, cache.v, step}, p, grid_for(s, (items + 63) / 64));
+    if (f16) return;
+    // kv_store: one invocation per packed word of each token's K and V rows.
+    const size_t words = size_t(sh.rows) * 2 * kv_dim * size_t(kv_value_bits(cache.dtype)) / 32;
+    emit(s, cache_variant("kv_store", cache.dtype), {}, {qkv, cache.k, cache.v, cache.k_scales, cache.v_scales, step}, p,
+         grid_for(s, (words + 63) / 64));
 }
 
 size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len) {
@@ -214,8 +244,8 @@ size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t ma
     return size_t(n_heads) * chunks * (size_t(head_dim) + 2);
 }
 
-void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& partial,
-               const Binding& out, const Binding& step, const AttentionShape& sh) {
+void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
+               const Binding& step, const AttentionShape& sh) {
     AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "attention: n_heads must be a multiple of n_kv_heads");
     AKUNU_CHECK(s.device().profile().max_workgroup_invocations >= AKUNU_ATTENTION_CHUNK,
                 "attention: the device runs fewer than " + std::to_string(AKUNU_ATTENTION_CHUNK) + " invocations per workgroup");
@@ -224,22 +254,22 @@ void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const 
                     std::to_string(AKUNU_ATTENTION_CHUNK));
     AKUNU_CHECK(s.device().profile().subgroup_shuffle && s.device().profile().subgroup_size >= 8,
                 "attention needs subgroup shuffles over at least 8 lanes");
-    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
+    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim;
     const uint32_t chunks = uint32_t((size_t(sh.max_len) + AKUNU_ATTENTION_CHUNK - 1) / AKUNU_ATTENTION_CHUNK);
     check_fits(q, q_dim, DType::kF32, "attention", "q");
-    check_fits(k_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "attention", "k_cache");
-    check_fits(v_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "attention", "v_cache");
+    check_cache(cache, size_t(sh.n_kv_heads) * sh.max_len, sh.head_dim, "attention");
     check_fits(partial, attention_partial_floats(sh.n_heads, sh.head_dim, sh.max_len), DType::kF32, "attention", "partial");
     check_fits(out, q_dim, DType::kF32, "attention", "out");
     AKUNU_CHECK(chunks <= 65535 && sh.n_heads <= s.device().profile().max_workgroup_count_x,
                 "attention: too many heads or cache rows for one dispatch");
     AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks};
-    emit(s, "attention_split", {}, {q, k_cache, v_cache, partial, step}, p, {sh.n_heads, chunks});
+    emit(s, cache_variant("attention_split", cache.dtype), {}, cache_bindings({q, cache.k, cache.v, partial, step}, cache), p,
+         {sh.n_heads, chunks});
     emit(s, "attention_merge", {}, {partial, out, step}, p, grid_for(s, sh.n_heads));
 }
 
-void flash_attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& out,
-                     const Binding& step, const FlashShape& f) {
+void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
+                     const FlashShape& f) {
     const AttentionShape& sh = f.heads;
     AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "flash_attention: n_heads must be a multiple of n_kv_heads");
     AKUNU_CHECK(sh.head_dim % 8 == 0 && sh.head_dim <= AKUNU_FLASH_MAX_HEAD_DIM,
@@ -247,18 +277,18 @@ void flash_attention(DispatchSink& s, const Binding& q, const Binding& k_cache, 
                     std::to_string(AKUNU_FLASH_MAX_HEAD_DIM));
     const DeviceProfile& d = s.device().profile();
     AKUNU_CHECK(d.subgroup_shuffle && d.subgroup_size >= 8, "flash_attention needs subgroup shuffles over at least 8 lanes");
-    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
+    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim;
     AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim, "flash_attention: row strides must cover n_heads * head_dim");
     check_fits(q, (f.rows - 1) * size_t(f.q_stride) + q_dim, DType::kF32, "flash_attention", "q");
-    check_fits(k_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "flash_attention", "k_cache");
-    check_fits(v_cache, size_t(sh.max_len) * kv_dim, DType::kF16, "flash_attention", "v_cache");
+    check_cache(cache, size_t(sh.n_kv_heads) * sh.max_len, sh.head_dim, "flash_attention");
     check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, DType::kF32, "flash_attention", "out");
     check_bytes(step, sizeof(StepState), "flash_attention", "step");
     FlashAttentionParams p{{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0},
                            checked_u32(f.rows, "flash_attention: rows"), f.q_stride, f.out_stride};
     const uint32_t blocks = (f.rows + AKUNU_FLASH_ROWS - 1) / AKUNU_FLASH_ROWS;
     AKUNU_CHECK(blocks <= d.max_workgroup_count_x && sh.n_heads <= 65535, "flash_attention: too many rows or heads for one dispatch");
-    emit(s, "flash_attention", {sh.head_dim / 8}, {q, k_cache, v_cache, out, step}, p, {blocks, sh.n_heads});
+    emit(s, cache_variant("flash_attention", cache.dtype), {sh.head_dim / 8}, cache_bindings({q, cache.k, cache.v, out, step}, cache),
+         p, {blocks, sh.n_heads});
 }
 
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n) {

@@ -7,6 +7,7 @@
 #include "akunu/arch.h"
 #include "akunu/command_list.h"
 #include "akunu/dtype.h"
+#include "akunu/kv_format.h"
 #include "akunu/tensor_types.h"
 
 namespace akunu::kernels {
@@ -68,9 +69,9 @@ struct RopeKvShape {
     uint32_t row_stride = 0;  // floats between rows; 0: q_dim + 2 kv_dim
 };
 // RoPE on Q and K of qkv (in place) for rows r < min(rows, step.n_tokens) at step.pos + r,
-// and the K/V cache write.
-void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const Binding& k_cache,
-             const Binding& v_cache, const Binding& step, const RopeKvShape& shape);
+// and the K/V cache write (for a quantized cache, a second dispatch packs the rows).
+void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
+             const Binding& step, const RopeKvShape& shape);
 
 struct AttentionShape {
     uint32_t n_heads, n_kv_heads, head_dim, max_len, window;
@@ -80,8 +81,8 @@ struct AttentionShape {
 size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len);
 // out[n_heads, head_dim] = softmax(q K^T * scale) V over the cache rows up to step.pos, split
 // along the sequence into chunks (two dispatches: split, then merge).
-void attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& partial,
-               const Binding& out, const Binding& step, const AttentionShape& shape);
+void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
+               const Binding& step, const AttentionShape& shape);
 
 // Causal attention of a prefill chunk: out[r, h] for query rows r < min(rows, step.n_tokens)
 // at positions step.pos + r, over the cache (which rope_kv has filled through the chunk).
@@ -89,8 +90,8 @@ struct FlashShape {
     AttentionShape heads;
     uint32_t rows, q_stride, out_stride;
 };
-void flash_attention(DispatchSink& s, const Binding& q, const Binding& k_cache, const Binding& v_cache, const Binding& out,
-                     const Binding& step, const FlashShape& shape);
+void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
+                     const FlashShape& shape);
 
 // out[n] = act(gate[n]) * up[n].
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n);

@@ -1,4 +1,5 @@
-// KVCache: per layer, K and V as [n_kv_heads, max_len, head_dim] f16, allocated up front.
+// KVCache: per layer, one K and one V buffer of [n_kv_heads, max_len] rows in the cache's
+// format (kv_format.h: f16 values, or packed codes plus f16 row scales), allocated up front.
 //
 // current_length counts the positions that hold valid rows; reset() and truncate(n) only move
 // it (a rewind), so nothing is freed or cleared in the hot path.
@@ -8,16 +9,20 @@
 #include <vector>
 
 #include "akunu/buffer.h"
+#include "akunu/kv_format.h"
 #include "akunu/model_config.h"
 
 namespace akunu {
 
 class KVCache {
 public:
-    KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, int max_len);
+    KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, int max_len, KvDType dtype = KvDType::kF16);
 
     const Buffer& k(int layer) const { return k_[size_t(layer)]; }
     const Buffer& v(int layer) const { return v_[size_t(layer)]; }
+    KvBindings bindings(int layer) const;
+    KvDType dtype() const { return dtype_; }
+    const KvLayout& layout() const { return layout_; }
     int n_layers() const { return int(k_.size()); }
     int n_kv_heads() const { return n_kv_heads_; }
     int head_dim() const { return head_dim_; }
@@ -31,6 +36,8 @@ public:
 
 private:
     std::vector<Buffer> k_, v_;
+    KvDType dtype_;
+    KvLayout layout_;
     int n_kv_heads_, head_dim_, max_len_;
     int length_ = 0;
     size_t bytes_ = 0;

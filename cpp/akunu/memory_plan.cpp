@@ -11,35 +11,6 @@
 
 namespace akunu {
 
-KvDType parse_kv_dtype(const std::string& name) {
-    if (name == "f16") return KvDType::kF16;
-    if (name == "q8") return KvDType::kQ8;
-    if (name == "int4") return KvDType::kInt4;
-    if (name == "fp4") return KvDType::kFp4;
-    throw Error("unknown kv_dtype '" + name + "'; expected f16, q8, int4 or fp4");
-}
-
-const char* kv_dtype_name(KvDType t) {
-    switch (t) {
-        case KvDType::kF16: return "f16";
-        case KvDType::kQ8: return "q8";
-        case KvDType::kInt4: return "int4";
-        case KvDType::kFp4: return "fp4";
-    }
-    return "?";
-}
-
-uint64_t kv_row_bytes(KvDType t, int head_dim) {
-    const uint64_t d = uint64_t(head_dim);
-    switch (t) {
-        case KvDType::kF16: return d * 2;
-        case KvDType::kQ8: return d + 2;             // int8 values + f16 scale
-        case KvDType::kInt4:
-        case KvDType::kFp4: return (d + 1) / 2 + 2;  // 4-bit values (8 per u32) + f16 scale
-    }
-    return 0;
-}
-
 std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain, int context) {
     const uint64_t f32 = 4, dim = uint64_t(c.dim), ffn = uint64_t(c.ffn_dim), ctx = uint64_t(context);
     const uint64_t table = ctx * uint64_t(c.head_dim / 2) * f32;
@@ -138,8 +109,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
         p.weights_bytes += bytes;
     }
 
-    // K and V: [n_kv_heads, context, head_dim] per layer.
-    p.kv_bytes_per_layer = 2 * uint64_t(c.n_kv_heads) * uint64_t(p.options.context) * kv_row_bytes(p.options.kv_dtype, c.head_dim);
+    // K and V per layer, each as kv_format.h lays it out.
+    p.kv_bytes_per_layer = 2 * kv_layout(p.options.kv_dtype, c.n_kv_heads, p.options.context, c.head_dim).bytes;
     p.kv_bytes = p.kv_bytes_per_layer * uint64_t(c.n_layers);
     p.decode_scratch = decode_scratch_layout(c, p.options.max_chain, p.options.context);
     p.prefill_scratch = prefill_scratch_layout(c, p.options.prefill_chunk);

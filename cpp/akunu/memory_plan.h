@@ -10,16 +10,11 @@
 #include <vector>
 
 #include "akunu/device_profile.h"
+#include "akunu/kv_format.h"
 #include "akunu/model_config.h"
 #include "akunu/model_files.h"
 
 namespace akunu {
-
-enum class KvDType { kF16, kQ8, kInt4, kFp4 };
-KvDType parse_kv_dtype(const std::string& name);  // "f16", "q8", "int4", "fp4"
-const char* kv_dtype_name(KvDType t);
-// Bytes of one (head, position) row of K or V: values plus, when quantized, one f16 scale.
-uint64_t kv_row_bytes(KvDType t, int head_dim);
 
 struct NamedSize {
     std::string name;

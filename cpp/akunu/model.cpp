@@ -64,6 +64,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     po.context = m->context_;
     po.max_chain = m->chain_;
     po.prefill_chunk = m->prefill_chunk_;
+    po.kv_dtype = options.kv_dtype;
     m->plan_ = plan_memory(m->config_, m->files_.get(), po);
     const PlanFit fit = check_fit(m->plan_, m->device_->profile());
     if (!fit.fits) {
@@ -79,7 +80,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     m->weights_ = upload_weights(m->device_, *m->files_, m->config_, progress);
 
     stage("kv cache");
-    m->kv_ = std::make_unique<KVCache>(m->device_, m->config_, m->context_);
+    m->kv_ = std::make_unique<KVCache>(m->device_, m->config_, m->context_, options.kv_dtype);
     stage("scratch");
     m->scratch_ = std::make_unique<ScratchBuffers>(m->device_, m->config_, m->context_, m->chain_, m->prefill_chunk_);
 
@@ -222,17 +223,17 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         t.set_label(blk + "rope_kv");
         const RopeStyle style = gguf ? a.rope_gguf : a.rope_hf;
         kernels::rope_kv(t, qkv, s.get(local ? "rope_cos_local" : "rope_cos"), s.get(local ? "rope_sin_local" : "rope_sin"),
-                         kv_->k(l), kv_->v(l), step,
+                         kv_->bindings(l), step,
                          {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
                           style == RopeStyle::kInterleaved, style != RopeStyle::kNone, uint32_t(rows), uint32_t(qkv_row)});
         t.set_label(blk + "attention");
         const kernels::AttentionShape heads{uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
                                    sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap};
         if (prefill)
-            kernels::flash_attention(t, q, kv_->k(l), kv_->v(l), attn_out, step,
+            kernels::flash_attention(t, q, kv_->bindings(l), attn_out, step,
                                      {heads, uint32_t(rows), uint32_t(qkv_row), uint32_t(q_dim)});
         else
-            kernels::attention(t, q, kv_->k(l), kv_->v(l), s.get("attn_partial"), attn_out, step, heads);
+            kernels::attention(t, q, kv_->bindings(l), s.get("attn_partial"), attn_out, step, heads);
         t.set_label(blk + "attn_output");
         into_residual(L.o, attn_out, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
         t.set_label(blk + "ffn_norm");

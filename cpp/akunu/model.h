@@ -27,6 +27,7 @@ struct LoadOptions {
     std::string device;           // selector, as Device::create
     int chain = 0;                // decode steps per submission; 0: from the device profile
     int prefill_chunk = 0;        // prompt tokens per submission; 0: 512 (clipped to the context)
+    KvDType kv_dtype = KvDType::kF16;  // the KV cache's storage format (kv_format.h)
     std::function<void(const std::string& stage, size_t done, size_t total)> progress;
 };
 

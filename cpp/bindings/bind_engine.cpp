@@ -16,8 +16,9 @@ static DType scratch_dtype(const std::string& name) {
 void init_engine(py::module_& m) {
     py::class_<Model, std::shared_ptr<Model>>(m, "Engine")
         .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress, int chain,
-                         int prefill_chunk) {
+                         int prefill_chunk, const std::string& kv_dtype) {
                  LoadOptions o;
+                 o.kv_dtype = parse_kv_dtype(kv_dtype);
                  o.context = context;
                  o.device = device;
                  o.chain = chain;
@@ -31,7 +32,7 @@ void init_engine(py::module_& m) {
                  return std::shared_ptr<Model>(Model::load(path, o));
              }),
              py::arg("path"), py::arg("context") = 4096, py::arg("device") = "", py::arg("progress") = py::none(),
-             py::arg("chain") = 0, py::arg("prefill_chunk") = 0)
+             py::arg("chain") = 0, py::arg("prefill_chunk") = 0, py::arg("kv_dtype") = "f16")
         .def_property_readonly("config", &Model::config)
         .def_property_readonly("context", &Model::context)
         .def_property_readonly("device_name", [](const Model& mo) { return mo.device().profile().name; })
@@ -90,15 +91,23 @@ void init_engine(py::module_& m) {
         .def("truncate", &Model::truncate)
         .def_property_readonly("kv_length", [](Model& mo) { return mo.kv_cache().current_length(); })
         .def("kv_view",
-             [](const std::shared_ptr<Model>& self, int layer, bool values) {
+             [](const std::shared_ptr<Model>& self, int layer, bool values, bool scales) {
                  KVCache& kv = self->kv_cache();
                  AKUNU_CHECK(layer >= 0 && layer < kv.n_layers(), "layer " + std::to_string(layer) + " is out of range (0 to " +
                                                                        std::to_string(kv.n_layers() - 1) + ")");
                  const Buffer& b = values ? kv.v(layer) : kv.k(layer);
-                 return buffer_view(b, DType::kF16,
-                                    {size_t(kv.n_kv_heads()), size_t(kv.max_length()), size_t(kv.head_dim())}, py::cast(self));
+                 const size_t heads = size_t(kv.n_kv_heads()), rows = size_t(kv.max_length());
+                 if (scales) {
+                     AKUNU_CHECK(kv.dtype() != KvDType::kF16, "an f16 KV cache has no row scales");
+                     return buffer_view(b, DType::kF16, {heads, rows}, py::cast(self), size_t(kv.layout().scale_offset));
+                 }
+                 if (kv.dtype() == KvDType::kF16)
+                     return buffer_view(b, DType::kF16, {heads, rows, size_t(kv.head_dim())}, py::cast(self));
+                 const size_t words = size_t(kv.head_dim()) * size_t(kv_value_bits(kv.dtype())) / 32;
+                 return buffer_view(b, DType::kU32, {heads, rows, words}, py::cast(self));
              },
-             py::arg("layer"), py::arg("values"))
+             py::arg("layer"), py::arg("values"), py::arg("scales") = false)
+        .def_property_readonly("kv_dtype", [](const Model& mo) { return kv_dtype_name(mo.kv_cache().dtype()); })
         .def_property_readonly("scratch_names",
                                [](const Model& mo) {
                                    std::vector<std::string> names;

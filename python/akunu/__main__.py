@@ -146,6 +146,24 @@ def _perplexity(akunu, args) -> int:
     return 0
 
 
+def _kv_quality(akunu, args) -> int:
+    from akunu import kv_quality
+
+    tok = akunu.Tokenizer.from_file(args.model)
+    if args.text:
+        ids = []
+        for name in args.text:
+            with open(name, encoding="utf-8") as f:
+                ids += tok.encode(f.read())
+        ids = ids[: args.tokens]
+    else:
+        ids = kv_quality.python_corpus(tok, args.tokens, tok.bos_id, tok.eos_id)
+    print(f"kv-quality: {len(ids):,} tokens, kv_dtype {', '.join(args.kv_dtype)}")
+    rows = kv_quality.measure(args.model, ids, args.kv_dtype, context=args.context, progress=args.progress)
+    print(kv_quality.markdown(rows, len(ids)))
+    return 0
+
+
 def _tokenizer_bench(akunu, args) -> int:
     from akunu import tokenizer_bench
 
@@ -232,6 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--context", type=int, default=2048, help="tokens per scoring window")
     p.set_defaults(run=_perplexity)
+    p = sub.add_parser("kv-quality", help="perplexity and KL divergence of each KV-cache format against f16")
+    p.add_argument("model")
+    p.add_argument("--tokens", type=int, default=50000, help="tokens to score")
+    p.add_argument("--text", nargs="*", help="text files (default: this Python's standard library source)")
+    p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "int4", "fp4"], help="formats to compare")
+    p.add_argument("--context", type=int, default=None, help="tokens per scoring window (default: the model's)")
+    p.add_argument("--progress", action="store_true")
+    p.set_defaults(run=_kv_quality)
     p = sub.add_parser("tokenizer-bench", help="encode speed of a tokenizer")
     p.add_argument("path", help="tokenizer.json, model directory or GGUF")
     p.set_defaults(run=_tokenizer_bench)

@@ -21,12 +21,42 @@ from akunu.sampling import Generation, Piece, Sampler, Stream
 from akunu.tokenizer import Tokenizer
 
 
+# E2M1 values of the 16 fp4 codes: sign bit 3, exponent bits 2-1, mantissa bit 0.
+_FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+
+
+def dequantize_kv(words: np.ndarray, scales: np.ndarray, kv_dtype: str) -> np.ndarray:
+    """float32 [..., head_dim] from a quantized cache's packed words [..., head_dim * bits / 32]
+    (u32, value j of a word in bits [j * bits, (j + 1) * bits)) and row scales [...] (f16):
+    code * scale, with int8 codes for q8, int4 codes in [-8, 7] for int4 and E2M1 codes for
+    fp4 (see shaders/include/kv_format.glsl)."""
+    bits = 8 if kv_dtype == "q8" else 4
+    if kv_dtype not in ("q8", "int4", "fp4"):
+        raise ValueError(f"kv_dtype {kv_dtype!r} is not a quantized format (q8, int4, fp4)")
+    shifts = np.arange(32 // bits, dtype=np.uint32) * bits
+    codes = ((np.asarray(words, dtype=np.uint32)[..., None] >> shifts) & ((1 << bits) - 1)).reshape(*words.shape[:-1], -1)
+    if kv_dtype == "fp4":
+        values = _FP4_VALUES[codes]
+    else:
+        signed = codes.astype(np.int32)
+        values = (signed - ((signed >> (bits - 1)) << bits)).astype(np.float32)
+    return values * np.asarray(scales, dtype=np.float32)[..., None]
+
+
 class KVCacheView:
-    """The model's KV cache. k(layer)/v(layer) are [n_kv_heads, current_length, head_dim] f16
-    views (copies where the device memory is not host-visible)."""
+    """The model's KV cache, as stored: for kv_dtype f16, k(layer)/v(layer) are
+    [n_kv_heads, current_length, head_dim] f16 views; for q8/int4/fp4 they are the packed codes,
+    u32 [n_kv_heads, current_length, head_dim * bits / 32], with k_scales/v_scales the f16 row
+    scales [n_kv_heads, current_length]. k(layer, dequantize=True) gives float32 values in every
+    format. Views are copies where the device memory is not host-visible."""
 
     def __init__(self, engine):
         self._e = engine
+
+    @property
+    def dtype(self) -> str:
+        """The storage format: "f16", "q8", "int4" or "fp4"."""
+        return self._e.kv_dtype
 
     @property
     def current_length(self) -> int:
@@ -38,13 +68,31 @@ class KVCacheView:
         """Positions the cache was allocated for (the model's context)."""
         return self._e.context
 
-    def k(self, layer: int) -> np.ndarray:
-        """Keys of `layer`: [n_kv_heads, current_length, head_dim] f16."""
-        return self._e.kv_view(layer, False)[:, : self.current_length, :]
+    def k(self, layer: int, dequantize: bool = False) -> np.ndarray:
+        """Keys of `layer` as stored ([n_kv_heads, current_length, head_dim] f16, or packed u32
+        codes), or with dequantize float32 [n_kv_heads, current_length, head_dim]."""
+        return self._side(layer, False, dequantize)
 
-    def v(self, layer: int) -> np.ndarray:
-        """Values of `layer`: [n_kv_heads, current_length, head_dim] f16."""
-        return self._e.kv_view(layer, True)[:, : self.current_length, :]
+    def v(self, layer: int, dequantize: bool = False) -> np.ndarray:
+        """Values of `layer`, as k()."""
+        return self._side(layer, True, dequantize)
+
+    def k_scales(self, layer: int) -> np.ndarray:
+        """Row scales of a quantized cache's keys: f16 [n_kv_heads, current_length]."""
+        return self._e.kv_view(layer, False, True)[:, : self.current_length]
+
+    def v_scales(self, layer: int) -> np.ndarray:
+        """Row scales of a quantized cache's values: f16 [n_kv_heads, current_length]."""
+        return self._e.kv_view(layer, True, True)[:, : self.current_length]
+
+    def _side(self, layer: int, values: bool, dequantize: bool) -> np.ndarray:
+        stored = self._e.kv_view(layer, values)[:, : self.current_length, :]
+        if not dequantize:
+            return stored
+        if self.dtype == "f16":
+            return stored.astype(np.float32)
+        scales = self.v_scales(layer) if values else self.k_scales(layer)
+        return dequantize_kv(stored, scales, self.dtype)
 
     def reset(self) -> None:
         """Empties the cache (nothing is freed or cleared; the length goes to 0)."""
@@ -76,15 +124,18 @@ class Model:
     """A loaded model: tokenizer, engine and views of its KV cache and scratch buffers."""
 
     def __init__(self, path, context: int = 4096, device: str | int | None = None, progress: bool | None = None,
-                 chain: int = 0, prefill_chunk: int = 0):
+                 chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16"):
         """chain: decode steps per GPU submission (0: chosen from the device profile).
-        prefill_chunk: prompt tokens per prefill submission (0: 512)."""
+        prefill_chunk: prompt tokens per prefill submission (0: 512).
+        kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
+        position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1); see KVCacheView."""
         path = os.fspath(path)
         self.path = path
         bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
         # The engine validates and plans the model before it allocates anything; the tokenizer
         # comes after (seed stage 11), so a model that does not fit fails first.
-        self._engine = _akunu.Engine(path, context, "" if device is None else str(device), bar, chain, prefill_chunk)
+        self._engine = _akunu.Engine(path, context, "" if device is None else str(device), bar, chain, prefill_chunk,
+                                     kv_dtype)
         if bar is not None:
             bar.close()
         self.tokenizer = Tokenizer.from_file(path)

@@ -44,8 +44,10 @@ class NumpyLlama:
         out[..., 1::2] = a * s + b * c
         return out
 
-    def logits(self, ids: list[int]) -> np.ndarray:
-        """[len(ids), vocab] logits of a causal forward pass over `ids`."""
+    def logits(self, ids: list[int], kv_hook=None) -> np.ndarray:
+        """[len(ids), vocab] logits of a causal forward pass over `ids`. With `kv_hook`, each layer's
+        attention uses kv_hook(layer, k, v) -> (k, v) in place of its K and V ([T, n_kv, head_dim],
+        after RoPE): a hook to read them, or to put another cache's contents in their place."""
         T = len(ids)
         pos = np.arange(T, dtype=np.float64)
         x = self.w["token_embd.weight"][ids]
@@ -58,6 +60,8 @@ class NumpyLlama:
             k = (h @ self.w[p + "attn_k.weight"].T).reshape(T, self.n_kv, self.head_dim)
             v = (h @ self.w[p + "attn_v.weight"].T).reshape(T, self.n_kv, self.head_dim)
             q, k = self._rope(q, pos), self._rope(k, pos)
+            if kv_hook is not None:
+                k, v = kv_hook(l, k, v)
             out = np.empty_like(q)
             for hh in range(self.n_heads):
                 kv = hh // group

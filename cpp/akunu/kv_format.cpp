@@ -1,0 +1,47 @@
+// KV-cache formats: names, sizes and the buffer layout the cache, the kernels and the memory
+// plan share.
+#include "akunu/kv_format.h"
+
+#include "akunu/error.h"
+
+namespace akunu {
+
+KvDType parse_kv_dtype(const std::string& name) {
+    if (name == "f16") return KvDType::kF16;
+    if (name == "q8") return KvDType::kQ8;
+    if (name == "int4") return KvDType::kInt4;
+    if (name == "fp4") return KvDType::kFp4;
+    throw Error("unknown kv_dtype '" + name + "'; expected f16, q8, int4 or fp4");
+}
+
+const char* kv_dtype_name(KvDType t) {
+    switch (t) {
+        case KvDType::kF16: return "f16";
+        case KvDType::kQ8: return "q8";
+        case KvDType::kInt4: return "int4";
+        case KvDType::kFp4: return "fp4";
+    }
+    return "?";
+}
+
+int kv_value_bits(KvDType t) { return t == KvDType::kF16 ? 16 : t == KvDType::kQ8 ? 8 : 4; }
+
+uint64_t kv_row_bytes(KvDType t, int head_dim) {
+    const uint64_t values = uint64_t(head_dim) * uint64_t(kv_value_bits(t)) / 8;
+    return t == KvDType::kF16 ? values : values + 2;
+}
+
+KvLayout kv_layout(KvDType t, int n_kv_heads, int max_len, int head_dim) {
+    const uint64_t rows = uint64_t(n_kv_heads) * uint64_t(max_len);
+    if (t == KvDType::kF16) {
+        const uint64_t bytes = rows * uint64_t(head_dim) * 2;
+        return {bytes, bytes, bytes};
+    }
+    AKUNU_CHECK(head_dim % 8 == 0, "kv_dtype " + std::string(kv_dtype_name(t)) + " packs whole 32-bit words per row: head_dim " +
+                                       std::to_string(head_dim) + " is not a multiple of 8; use kv_dtype f16");
+    const uint64_t data = rows * uint64_t(head_dim) * uint64_t(kv_value_bits(t)) / 8;
+    const uint64_t scale_offset = (data + 15) / 16 * 16;
+    return {data, scale_offset, scale_offset + (rows * 2 + 3) / 4 * 4};
+}
+
+}  // namespace akunu

@@ -1,0 +1,43 @@
+// KV-cache storage formats and the layout of one layer's K (or V) buffer.
+//
+// f16 stores values. The quantized formats (see shaders/include/kv_format.glsl for the codes)
+// store each (head, position) row of head_dim values as packed 32-bit words, 8 bits (q8) or
+// 4 bits (int4, fp4) per value, plus one f16 scale per row:
+//
+//   [n_kv_heads, max_len, head_dim * bits / 32] u32   packed codes
+//   (padding to 16 bytes, the storage-buffer offset alignment, where the codes need it)
+//   [n_kv_heads, max_len] f16                         row scales
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "akunu/dispatch.h"
+
+namespace akunu {
+
+enum class KvDType { kF16, kQ8, kInt4, kFp4 };
+KvDType parse_kv_dtype(const std::string& name);  // "f16", "q8", "int4", "fp4"
+const char* kv_dtype_name(KvDType t);
+// Bits per stored value: 16, 8 or 4.
+int kv_value_bits(KvDType t);
+// Bytes of one (head, position) row of K or V: values plus, when quantized, one f16 scale.
+uint64_t kv_row_bytes(KvDType t, int head_dim);
+
+struct KvLayout {
+    uint64_t data_bytes;    // the values (f16) or packed codes
+    uint64_t scale_offset;  // where the row scales start; == bytes for f16
+    uint64_t bytes;         // the whole buffer
+};
+// Throws when head_dim does not pack into whole words.
+KvLayout kv_layout(KvDType t, int n_kv_heads, int max_len, int head_dim);
+
+// What the attention kernels bind for one layer: values (or codes) and, when quantized, the
+// row scales, ranges of the same two buffers.
+struct KvBindings {
+    KvDType dtype;
+    Binding k, v;                // f16 [n_kv, max_len, head_dim] or u32 codes
+    Binding k_scales, v_scales;  // f16 [n_kv, max_len]; unset for f16
+};
+
+}  // namespace akunu

@@ -1,0 +1,31 @@
+// The K and V cache bindings (1 and 2, and for quantized formats their scales at 5 and 6) of
+// the attention kernels, and the reads they share. `row` is a cache row, head * max_len + t;
+// `i` a dimension. K_AT/V_AT are the values without the row scale (a quantized format's codes,
+// which f16 holds exactly), K_SCALE/V_SCALE the row scales (1 for f16): kernels fold a scale
+// into a dot product or a weight instead of multiplying every element.
+// The including kernel defines KV_HEAD_DIM, the head_dim of its parameters.
+#ifndef AKUNU_KV_CACHE_READ_GLSL
+#define AKUNU_KV_CACHE_READ_GLSL
+
+#include "kv_format.glsl"
+
+#ifdef KV_QUANTIZED
+layout(std430, binding = 1) readonly buffer K { uint k_words[]; };        // [n_kv, max_len, head_dim / KV_PER_WORD]
+layout(std430, binding = 2) readonly buffer V { uint v_words[]; };        // [n_kv, max_len, head_dim / KV_PER_WORD]
+layout(std430, binding = 5) readonly buffer KS { float16_t k_scales[]; }; // [n_kv, max_len]
+layout(std430, binding = 6) readonly buffer VS { float16_t v_scales[]; }; // [n_kv, max_len]
+#define KV_ROW_WORDS (KV_HEAD_DIM / KV_PER_WORD)
+#define K_AT(row, i) kv_code(k_words[(row) * KV_ROW_WORDS + (i) / KV_PER_WORD], (i) % KV_PER_WORD)
+#define V_AT(row, i) kv_code(v_words[(row) * KV_ROW_WORDS + (i) / KV_PER_WORD], (i) % KV_PER_WORD)
+#define K_SCALE(row) float(k_scales[row])
+#define V_SCALE(row) float(v_scales[row])
+#else
+layout(std430, binding = 1) readonly buffer K { float16_t k_cache[]; };   // [n_kv, max_len, head_dim]
+layout(std430, binding = 2) readonly buffer V { float16_t v_cache[]; };   // [n_kv, max_len, head_dim]
+#define K_AT(row, i) float(k_cache[(row) * KV_HEAD_DIM + (i)])
+#define V_AT(row, i) float(v_cache[(row) * KV_HEAD_DIM + (i)])
+#define K_SCALE(row) 1.0
+#define V_SCALE(row) 1.0
+#endif
+
+#endif

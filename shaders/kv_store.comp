@@ -1,0 +1,46 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// kv_store: the KV-cache write of the quantized formats (kv_format.glsl). Runs after rope_kv
+// (built with ROPE_ONLY), which leaves each token's rotated K in qkv. One invocation per
+// (token row, K or V, kv head, packed word): it forms its row's max |x| (the row is read by
+// all of the row's word invocations; it is short and cached), rounds the row scale to f16,
+// and packs its word's codes; word 0 also stores the scale.
+#include "common.glsl"
+#include "kv_format.glsl"
+
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer Qkv { float qkv[]; };             // rows of [q | k | v]
+layout(std430, binding = 1) writeonly buffer KW { uint k_words[]; };          // [n_kv, max_len, head_dim / KV_PER_WORD]
+layout(std430, binding = 2) writeonly buffer VW { uint v_words[]; };          // [n_kv, max_len, head_dim / KV_PER_WORD]
+layout(std430, binding = 3) writeonly buffer KS { float16_t k_scales[]; };    // [n_kv, max_len]
+layout(std430, binding = 4) writeonly buffer VS { float16_t v_scales[]; };    // [n_kv, max_len]
+layout(std430, binding = 5) readonly buffer Step { StepState step; };
+layout(push_constant) uniform Push { RopeKvParams p; };
+
+void main() {
+    const uint words = p.head_dim / KV_PER_WORD;
+    const uint per_side = p.n_kv_heads * words;  // words of one token's K (or V)
+    const uint gid = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+    const uint row = gid / (2 * per_side), r = gid % (2 * per_side);
+    if (row >= min(p.rows, step.n_tokens)) return;
+    const bool is_v = r >= per_side;
+    const uint head = (r % per_side) / words, w = r % words;
+    const uint q_dim = p.n_heads * p.head_dim, kv_dim = p.n_kv_heads * p.head_dim;
+    const uint src = row * p.row_stride + q_dim + (is_v ? kv_dim : 0) + head * p.head_dim;
+
+    float amax = 0.0;
+    for (uint d = 0; d < p.head_dim; ++d) amax = max(amax, abs(qkv[src + d]));
+    const float16_t scale = float16_t(amax / KV_QMAX);
+    const float inv = float(scale) > 0.0 ? 1.0 / float(scale) : 0.0;
+    uint packed = 0;
+    for (uint j = 0; j < KV_PER_WORD; ++j) packed |= kv_encode(qkv[src + w * KV_PER_WORD + j] * inv) << (j * KV_BITS);
+
+    const uint cache_row = head * p.max_len + step.pos + row;
+    if (is_v) {
+        v_words[cache_row * words + w] = packed;
+        if (w == 0) v_scales[cache_row] = scale;
+    } else {
+        k_words[cache_row * words + w] = packed;
+        if (w == 0) k_scales[cache_row] = scale;
+    }
+}

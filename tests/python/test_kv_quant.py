@@ -1,0 +1,179 @@
+"""Quantized KV caches (kv_dtype q8, int4, fp4).
+
+- The cache write against an independent NumPy quantizer (kv_reference.py) applied to the K and
+  V of a float64 forward pass and to transformers' K/V of the reference fixtures.
+- Attention, decode and prefill, against a float64 forward pass whose attention reads the very
+  codes and scales akunu stored (decoded by kv_reference, not by akunu): what is left is the
+  kernels' arithmetic, so the tolerance is the f16 one. Rounding flips between akunu's f32 K
+  and NumPy's f64 K would otherwise dominate a 4-bit comparison.
+- Views, the memory plan and bad input.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import akunu
+import kv_reference as ref
+from fixture_paths import require
+
+FORMATS = ["q8", "int4", "fp4"]
+# 13 ids of the trained model's 4096 (odd count, BOS first).
+IDS = [4092, 475, 1234, 99, 17, 300, 5, 12, 77, 8, 901, 33, 2047]
+
+
+def trained_gguf():
+    return require("trained-code-llama", "gguf", "trained-code-llama-f16.gguf")
+
+
+@pytest.fixture(scope="module")
+def numpy_model():
+    pytest.importorskip("gguf", reason="gguf-py reads the weights for the independent reference")
+    from numpy_llama import NumpyLlama
+    return NumpyLlama(str(trained_gguf()))
+
+
+def cache_contents(m: akunu.Model, fmt: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per layer, (K, V) as [T, n_kv, head_dim] float64, decoded from the stored codes and scales."""
+    kv = m.kv_cache
+    out = []
+    for layer in range(m.config.n_layers):
+        k = ref.dequantize(ref.unpack(kv.k(layer), fmt), kv.k_scales(layer))
+        v = ref.dequantize(ref.unpack(kv.v(layer), fmt), kv.v_scales(layer))
+        out.append((k.transpose(1, 0, 2), v.transpose(1, 0, 2)))
+    return out
+
+
+def within_one_code(got: np.ndarray, want: np.ndarray, scale: np.ndarray, fmt: str, what: str) -> None:
+    """Codes agree except where akunu's f32 and the reference's value straddle a rounding
+    boundary; there they differ by one code step (fp4's widest step is 2 at magnitude 4..6)."""
+    step = scale.astype(np.float64)[..., None] * (2.0 if fmt == "fp4" else 1.0)
+    diff = np.abs(got - want)
+    assert (diff <= step * 1.001 + 1e-6).all(), f"{fmt} {what}: a value is more than one code step off"
+    exact = np.isclose(got, want, rtol=0, atol=1e-6).mean()
+    assert exact >= 0.99, f"{fmt} {what}: only {exact:.4f} of the codes agree with the reference quantizer"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cache_write_matches_numpy_quantizer(numpy_model, fmt):
+    captured = []
+
+    def quantized(layer, k, v):  # the reference runs over a quantized cache too, as akunu does
+        captured.append((k, v))
+        return tuple(ref.dequantize(*ref.quantize(x, fmt)) for x in (k, v))
+
+    numpy_model.logits(IDS, kv_hook=quantized)
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt)
+    m.kv_cache.k(0)[...] = 0x5A5A5A5A  # poison: the write must replace every word it owns
+    m.eval(IDS)
+    assert m.kv_cache.dtype == fmt
+    for layer, (k_ref, v_ref) in enumerate(captured):
+        for name, got_words, got_scales, x in (("K", m.kv_cache.k(layer), m.kv_cache.k_scales(layer), k_ref),
+                                               ("V", m.kv_cache.v(layer), m.kv_cache.v_scales(layer), v_ref)):
+            codes, scales = ref.quantize(x.transpose(1, 0, 2), fmt)  # [n_kv, T, head_dim]
+            np.testing.assert_allclose(got_scales.astype(np.float64), scales.astype(np.float64), rtol=2e-3,
+                                       err_msg=f"{fmt} layer {layer} {name} scales")
+            within_one_code(ref.dequantize(ref.unpack(got_words, fmt), got_scales), ref.dequantize(codes, scales),
+                            scales, fmt, f"layer {layer} {name}")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("path", ["prefill", "decode"])
+def test_attention_over_quantized_cache_matches_float64(numpy_model, fmt, path):
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt, prefill_chunk=8)
+    if path == "prefill":  # two chunks: 8 tokens, then 5 that attend across the chunk boundary
+        got = m._engine.eval(IDS, True)
+    else:
+        got = np.stack([m.eval([i]).copy() for i in IDS])
+    stored = cache_contents(m, fmt)
+    want = numpy_model.logits(IDS, kv_hook=lambda layer, k, v: stored[layer])
+    unquantized = numpy_model.logits(IDS)
+    err = np.abs(got - want).max()
+    assert err <= 0.05, f"{fmt} {path}: max |dlogit| {err:.4f} against float64 attention over the same cache"
+    # The comparison can tell: the quantization moves the logits by more than the tolerance.
+    if fmt != "q8":
+        assert np.abs(got - unquantized).max() > 0.2, f"{fmt}: logits look unquantized"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("model", ["tiny-qwen3-random", "tiny-gemma3-random"])
+def test_cache_write_matches_transformers_kv(model, fmt):
+    """head_dim 128 (qwen3), (1+w) k_norm (gemma3): layer 0's K/V of prompt 0 from transformers'
+    cache, quantized by the reference, against what akunu stored. (Later layers see the
+    quantized cache's attention in akunu, transformers' exact one in the fixture.)"""
+    d = require(model)
+    manifest = json.loads((d / "manifest.json").read_text())
+    ids = manifest["prompts"][0]["ids"]
+    gguf = next((d / "gguf").glob("*-f16.gguf"))
+    m = akunu.Model(gguf, context=256, progress=False, kv_dtype=fmt)
+    m.eval(ids)
+    for layer in [0]:
+        for name, words, scales_got in (("k", m.kv_cache.k(layer), m.kv_cache.k_scales(layer)),
+                                        ("v", m.kv_cache.v(layer), m.kv_cache.v_scales(layer))):
+            x = np.load(d / "ref" / f"{name}_p0_l{layer}.npy")  # [n_kv, T, head_dim]; NeoX order as GGUF
+            codes, scales = ref.quantize(x, fmt)
+            np.testing.assert_allclose(scales_got.astype(np.float64), scales.astype(np.float64), rtol=5e-3)
+            # transformers ran in float64 with f32 islands: allow rather more flips than above.
+            got = ref.dequantize(ref.unpack(words, fmt), scales_got)
+            step = scales.astype(np.float64)[..., None] * (2.0 if fmt == "fp4" else 1.0)
+            assert (np.abs(got - ref.dequantize(codes, scales)) <= step * 1.01 + 1e-5).all(), f"{model} {fmt} {name}{layer}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_long_prompt_over_sliding_window_agrees_between_prefill_and_decode(fmt):
+    """gemma3's sliding layers (window 32) over a 129-token prompt: the decode kernel, run at a
+    position after rewinding a prefilled cache, reads the rows the prefill kernel read and must
+    give its logits. (Decoding the whole prompt instead would store slightly different K,
+    GEMV against GEMM, and 4-bit codes would flip.)"""
+    d = require("tiny-gemma3-random")
+    ids = json.loads((d / "manifest.json").read_text())["prompts"][3]["ids"]
+    gguf = next((d / "gguf").glob("*-f16.gguf"))
+    m = akunu.Model(gguf, context=256, progress=False, kv_dtype=fmt, prefill_chunk=48)
+    prefill = m._engine.eval(ids, True)
+    for t in (31, 32, 47, 48, 100, len(ids) - 1):
+        m.kv_cache.truncate(t)
+        got = m.eval([ids[t]])
+        assert np.abs(got - prefill[t]).max() <= 0.05, f"position {t}"
+        m.eval(ids[t + 1:]) if t + 1 < len(ids) else None
+
+
+def test_dequantize_view_agrees_with_reference_decoder():
+    m = akunu.Model(trained_gguf(), context=32, progress=False, kv_dtype="fp4")
+    m.eval(IDS)
+    kv = m.kv_cache
+    want = ref.dequantize(ref.unpack(kv.v(2), "fp4"), kv.v_scales(2))
+    np.testing.assert_array_equal(kv.v(2, dequantize=True), want.astype(np.float32))
+    assert kv.k(1).dtype == np.uint32 and kv.k(1).shape == (2, len(IDS), 64 * 4 // 32)
+    assert kv.k_scales(1).dtype == np.float16 and kv.k_scales(1).shape == (2, len(IDS))
+    f16 = akunu.Model(trained_gguf(), context=32, progress=False)
+    f16.eval(IDS)
+    assert f16.kv_cache.k(0, dequantize=True).dtype == np.float32
+    with pytest.raises(akunu.Error, match="no row scales"):
+        f16.kv_cache.k_scales(0)
+
+
+@pytest.mark.parametrize("fmt, row_bytes", [("f16", 128), ("q8", 66), ("int4", 34), ("fp4", 34)])
+def test_memory_report_counts_each_format_exactly(fmt, row_bytes):
+    m = akunu.Model(trained_gguf(), context=40, progress=False, kv_dtype=fmt)
+    planned, allocated = m.memory_report()["kv_cache"]
+    # 6 layers x (K, V) x 2 kv heads x 40 positions x row bytes (codes + f16 scale)
+    assert planned == allocated == 6 * 2 * 2 * 40 * row_bytes
+    assert akunu.plan(trained_gguf(), context=40, kv_dtype=fmt, check_device=False).kv_bytes == planned
+
+
+def test_rewind_and_continue_is_exact_on_a_quantized_cache():
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4")
+    m.eval(IDS)
+    first = m.eval([42]).copy()
+    m.kv_cache.truncate(len(IDS) - 3)
+    m.eval(IDS[-3:])
+    np.testing.assert_array_equal(m.eval([42]), first)
+    with pytest.raises(akunu.Error, match="truncate"):
+        m.kv_cache.truncate(len(IDS) + 5)
+
+
+def test_unknown_kv_dtype_is_refused():
+    with pytest.raises(akunu.Error, match="unknown kv_dtype 'int3'; expected f16, q8, int4 or fp4"):
+        akunu.Model(trained_gguf(), context=32, progress=False, kv_dtype="int3")
