@@ -7,6 +7,7 @@ import pytest
 
 import akunu
 from akunu import _akunu, ops, selfcheck
+from ggml_blocks import BLOCK_FORMATS, random_blocks
 
 
 def poisoned(device, shape, dtype):
@@ -75,24 +76,16 @@ def test_gemv_with_a_folded_rmsnorm(device, rng, wtype, k):
     np.testing.assert_allclose(y.numpy(), w.astype(np.float64) @ normed, rtol=1e-4, atol=1e-4 * np.sqrt(k) * 3)
 
 
-# The ggml block formats the kernels read in place: elements and bytes per block, and the byte
-# offsets of its f16 scales (the rest of a block, quants and packed sub-block scales, is valid as
-# any bytes).
-BLOCK_FORMATS = {
-    "Q8_0": (32, 34, [0]), "Q4_0": (32, 18, [0]), "Q4_1": (32, 20, [0, 2]),
-    "Q4_K": (256, 144, [0, 2]), "Q5_K": (256, 176, [0, 2]), "Q6_K": (256, 210, [208]),
-}
+# The ggml block formats the kernels read in place.
+GPU_FORMATS = ["Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"]
 
 
-def random_blocks(rng, wtype, rows, k):
+def random_weight_blocks(rng, wtype, rows, k):
     """Random but valid raw blocks of W [rows, k] (uint8 [blocks, block bytes]) and W as
     float64, dequantized by gguf-py (llama.cpp's own reference, independent of akunu), which
     akunu's CPU dequantizer must match exactly."""
     gguf = pytest.importorskip("gguf", reason="gguf-py dequantizes the reference weights")
-    block, nbytes, halves = BLOCK_FORMATS[wtype]
-    raw = rng.integers(0, 256, (rows * k // block, nbytes), dtype=np.uint8)
-    for off in halves:
-        raw[:, off:off + 2] = rng.uniform(-0.05, 0.05, raw.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
+    raw = random_blocks(rng, wtype, rows * k)
     want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[wtype]).reshape(rows, k)
     np.testing.assert_array_equal(_akunu.dequantize(raw.reshape(-1), wtype).reshape(rows, k), want)
     return raw, want.astype(np.float64)
@@ -101,8 +94,8 @@ def random_blocks(rng, wtype, rows, k):
 def random_weights(device, rng, wtype, rows, k):
     """W [rows, k] of any weight type on the device: (buffer, W as float64, the wtype argument
     of ops: the ggml name for raw blocks and bf16 bits, None where the buffer's dtype says it)."""
-    if wtype in BLOCK_FORMATS:
-        raw, w = random_blocks(rng, wtype, rows, k)
+    if wtype in GPU_FORMATS:
+        raw, w = random_weight_blocks(rng, wtype, rows, k)
         return device.upload(raw.reshape(-1)), w, wtype
     if wtype == "bf16":
         bits = (rng.standard_normal((rows, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
@@ -113,10 +106,10 @@ def random_weights(device, rng, wtype, rows, k):
 
 def row_length(wtype, units):
     """k = units blocks of 32 (float types and 32-element blocks) or of 256 (k-quants)."""
-    return units * max(32, BLOCK_FORMATS.get(wtype, (1,))[0])
+    return units * (BLOCK_FORMATS[wtype][0] if wtype in GPU_FORMATS else 32)
 
 
-@pytest.mark.parametrize("wtype", list(BLOCK_FORMATS))
+@pytest.mark.parametrize("wtype", GPU_FORMATS)
 @pytest.mark.parametrize("rows", [1, 7, 33, 257])
 @pytest.mark.parametrize("units", [1, 2, 3, 9, 40])
 def test_gemv_quantized(device, rng, wtype, rows, units):
@@ -132,7 +125,7 @@ def test_gemv_quantized(device, rng, wtype, rows, units):
 
 
 @pytest.mark.parametrize("variant", ["scalar", "coopmat"])
-@pytest.mark.parametrize("wtype", [*BLOCK_FORMATS, np.float32, np.float16, "bf16"])
+@pytest.mark.parametrize("wtype", [*GPU_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("m, n, units", [(1, 7, 1), (37, 67, 3), (130, 65, 2), (67, 257, 9)])
 def test_gemm(device, rng, variant, wtype, m, n, units):
     """The prefill GEMM over odd tile remainders (rows and outputs not multiples of the 64 or
@@ -151,12 +144,12 @@ def test_gemm(device, rng, variant, wtype, m, n, units):
     np.testing.assert_allclose(y.numpy(), want, rtol=rtol, atol=rtol * np.abs(w).max() * np.sqrt(k) * 4)
 
 
-@pytest.mark.parametrize("wtype", [*BLOCK_FORMATS, np.float32, np.float16, "bf16"])
+@pytest.mark.parametrize("wtype", [*GPU_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("units", [1, 3, 9])
 def test_embed(device, rng, wtype, units):
     """Embedding rows of every weight type, scaled, for ids that repeat and include the first
     and last rows of the table."""
-    vocab, dim = 37, row_length(wtype, units) - (1 if wtype not in BLOCK_FORMATS else 0)  # odd float rows
+    vocab, dim = 37, row_length(wtype, units) - (0 if wtype in GPU_FORMATS else 1)  # odd float rows
     w_dev, w, wname = random_weights(device, rng, wtype, vocab, dim)
     ids = np.array([vocab - 1, 0, 5, 5, 17], np.uint32)
     out = poisoned(device, [len(ids), dim], np.float32)
