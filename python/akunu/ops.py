@@ -56,8 +56,9 @@ def rmsnorm(x, w, out, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
 def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
     """y = W @ x with W [rows, k], x [k] f32, y [rows] f32. W is an f32/f16/bf16 array, or raw
     blocks of a ggml type named by `wtype` ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"),
-    with rows and k taken from y and x. With `norm` (a [k] f32 buffer g), x is read through an RMSNorm first:
-    x * (g + weight_offset) / sqrt(mean(x^2) + eps), as the engine folds its norms."""
+    with rows and k taken from y and x. With `norm` (a [k] f32 buffer g), x is read through an
+    RMSNorm first: x * (g + weight_offset) / sqrt(mean(x^2) + eps), as the engine folds its
+    norms."""
     if wtype is None:
         if len(w.shape) != 2:
             raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
