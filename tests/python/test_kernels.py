@@ -99,7 +99,8 @@ def random_weights(device, rng, wtype, rows, k):
         return device.upload(raw.reshape(-1)), w, wtype
     if wtype == "bf16":
         bits = (rng.standard_normal((rows, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-        return device.upload(bits.view(np.uint8).reshape(-1)), (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64), "BF16"
+        w = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return device.upload(bits.view(np.uint8).reshape(-1)), w, "BF16"
     w = rng.standard_normal((rows, k)).astype(wtype)
     return device.upload(w), w.astype(np.float64), None
 
