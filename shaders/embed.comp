@@ -1,8 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // embed_<wtype>: out[r] = scale * W[token, :] for the token in token_ids[step.token_slot + r],
-// dequantized to f32. One invocation per element (float types) or per block (block formats)
-// of each row.
+// dequantized to f32. One invocation per element (float types) or per AKUNU_EMBED_BLOCK_ITEM
+// elements of a block (block formats) of each row.
 #include "common.glsl"
 #define W_BINDING 0
 #include "weights.glsl"
@@ -13,8 +13,14 @@ layout(std430, binding = 2) readonly buffer Step { StepState step; };
 layout(std430, binding = 3) writeonly buffer Out { float out_data[]; };  // [rows, dim]
 layout(push_constant) uniform Push { EmbedParams p; };
 
+#if W_BLOCK == 1
+#define ITEM 1
+#else
+#define ITEM AKUNU_EMBED_BLOCK_ITEM
+#endif
+
 void main() {
-    const uint items = p.dim / W_BLOCK;
+    const uint items = p.dim / ITEM;
     const uint gid = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
     const uint row = gid / items, i = gid % items;
     if (row >= min(p.rows, step.n_tokens)) return;
@@ -23,8 +29,8 @@ void main() {
 #if W_BLOCK == 1
     out_data[out_base + i] = p.scale * w_load1(token * p.dim + i);
 #else
-    float v[32];
-    w_block(token * items + i, v);
-    for (uint j = 0; j < 32; ++j) out_data[out_base + i * 32 + j] = p.scale * v[j];
+    float v[ITEM];
+    w_load8(token, i * ITEM, p.dim, v);
+    for (uint j = 0; j < ITEM; ++j) out_data[out_base + i * ITEM + j] = p.scale * v[j];
 #endif
 }

@@ -51,16 +51,25 @@ uint32_t checked_u32(size_t v, const char* what) {
     return uint32_t(v);
 }
 
-// Weight types with GEMV/embedding variants, and the variant suffix of each.
+// Weight types with GEMV/GEMM/embedding variants, and the variant suffix of each.
 const struct { TensorType type; const char* suffix; } kWeightVariants[] = {
-    {TensorType::F32, "f32"}, {TensorType::F16, "f16"}, {TensorType::BF16, "bf16"},
+    {TensorType::F32, "f32"},   {TensorType::F16, "f16"},   {TensorType::BF16, "bf16"},
     {TensorType::Q8_0, "q8_0"}, {TensorType::Q4_0, "q4_0"}, {TensorType::Q4_1, "q4_1"},
+    {TensorType::Q4_K, "q4_k"}, {TensorType::Q5_K, "q5_k"}, {TensorType::Q6_K, "q6_k"},
 };
 
 std::string weight_variant(const char* kernel, TensorType t) {
     for (const auto& v : kWeightVariants)
         if (v.type == t) return std::string(kernel) + "_" + v.suffix;
-    throw Error(std::string(kernel) + ": weight type " + type_traits(t).name + " is not supported yet");
+    throw Error(std::string(kernel) + ": weight type " + type_traits(t).name + " is not supported yet (supported: " +
+                supported_weight_types() + ")");
+}
+
+// Throws unless a row of `k` elements is a whole number of the weight type's blocks.
+void check_row_blocks(const TensorTypeTraits& t, size_t k, const char* kernel, const char* what) {
+    AKUNU_CHECK(k % t.block_size == 0, std::string(kernel) + ": " + what + " = " + std::to_string(k) +
+                                           " is not a whole number of " + t.name + " blocks (" +
+                                           std::to_string(t.block_size) + " elements each)");
 }
 
 template <class P>
@@ -162,10 +171,16 @@ bool weight_type_supported(TensorType type) {
     return false;
 }
 
+std::string supported_weight_types() {
+    std::string out;
+    for (const auto& v : kWeightVariants) out += (out.empty() ? "" : ", ") + std::string(type_traits(v.type).name);
+    return out;
+}
+
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
           bool accumulate, const GemvNorm* norm) {
     const TensorTypeTraits& t = type_traits(wtype);
-    AKUNU_CHECK(k % t.block_size == 0, "gemv: k = " + std::to_string(k) + " is not a whole number of " + t.name + " blocks");
+    check_row_blocks(t, k, "gemv", "k");
     check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
     check_fits(x, k, DType::kF32, "gemv", "x");
     check_fits(y, rows, DType::kF32, "gemv", "y");
@@ -178,9 +193,9 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 }
 
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,
-          const Binding& step, bool accumulate) {
+          const Binding& step, bool accumulate, bool allow_coopmat) {
     const TensorTypeTraits& t = type_traits(wtype);
-    AKUNU_CHECK(g.k % t.block_size == 0, "gemm: k = " + std::to_string(g.k) + " is not a whole number of " + t.name + " blocks");
+    check_row_blocks(t, g.k, "gemm", "k");
     AKUNU_CHECK(g.ldx >= g.k && g.ldy >= g.n, "gemm: row strides must cover k (X) and n (Y)");
     check_bytes(w, tensor_bytes(t, uint64_t(g.n) * g.k, "gemm W"), "gemm", "W");
     check_fits(x, (g.m - 1) * g.ldx + g.k, DType::kF32, "gemm", "X");
@@ -188,7 +203,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     check_bytes(step, sizeof(StepState), "gemm", "step");
     GemmParams p{checked_u32(g.m, "gemm: m"), checked_u32(g.n, "gemm: n"), checked_u32(g.k, "gemm: k"),
                  checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u};
-    const bool coopmat = s.device().profile().gemm_coopmat;
+    const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
     const size_t tile = coopmat ? 128 : 64;  // gemm.comp BM = BN of the variant
     const size_t gx = (g.n + tile - 1) / tile, gy = (g.m + tile - 1) / tile;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
@@ -199,13 +214,13 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids, const Binding& step,
            const Binding& out, size_t dim, float scale, size_t rows) {
     const TensorTypeTraits& t = type_traits(wtype);
-    AKUNU_CHECK(dim % t.block_size == 0, "embed: dim is not a whole number of " + std::string(t.name) + " blocks");
+    check_row_blocks(t, dim, "embed", "dim");
     check_bytes(w, tensor_bytes(t, uint64_t(vocab) * dim, "embedding"), "embed", "W");
     check_fits(token_ids, rows, DType::kU32, "embed", "token_ids");
     check_fits(out, rows * dim, DType::kF32, "embed", "out");
     check_bytes(step, sizeof(StepState), "embed", "step");
     EmbedParams p{checked_u32(dim, "embed: dim"), scale, checked_u32(rows, "embed: rows")};
-    const size_t items = rows * (dim / t.block_size);
+    const size_t items = rows * (t.block_size == 1 ? dim : dim / AKUNU_EMBED_BLOCK_ITEM);  // embed.comp ITEM
     emit(s, weight_variant("embed", wtype), {}, {w, token_ids, step, out}, p, grid_for(s, (items + 63) / 64));
 }
 

@@ -32,8 +32,10 @@ void add_rows(DispatchSink& s, const Binding& a, const Binding& b, const Binding
 void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows,
              size_t dim, float eps, float weight_offset = 0.0f, size_t group = 1, size_t group_stride = 0);
 
-// Weight types the GEMV and embedding kernels read directly (quantized weights stay quantized).
+// Weight types the GEMV, GEMM and embedding kernels read directly (quantized weights stay
+// quantized), and their names as a list for error messages ("F32, F16, ..., Q6_K").
 bool weight_type_supported(TensorType type);
+std::string supported_weight_types();
 
 // An RMSNorm folded into a GEMV's input: x * (weight + weight_offset) / sqrt(mean(x^2) + eps).
 struct GemvNorm {
@@ -48,12 +50,13 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 
 // Y[m, n] f32 = X[m, k] f32 · W[n, k]^T (Y += with accumulate) for the rows m below
 // min(m, step.n_tokens); X rows ldx floats apart, Y rows ldy apart. Uses cooperative matrices
-// when the device has them (DeviceProfile::gemm_coopmat).
+// when the device has them (DeviceProfile::gemm_coopmat) unless allow_coopmat is false (tests
+// check the scalar variant on such devices too).
 struct GemmShape {
     size_t m, n, k, ldx, ldy;
 };
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& shape,
-          const Binding& step, bool accumulate = false);
+          const Binding& step, bool accumulate = false, bool allow_coopmat = true);
 
 // out[r, 0:dim] f32 = scale * W[token_ids[step.token_slot + r], :] for r < min(rows, step.n_tokens).
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,

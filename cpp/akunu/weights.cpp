@@ -51,7 +51,7 @@ ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFi
     for (const UploadItem& it : items)
         AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),
                     files.path() + ": tensor " + it.tensor->name + " has weight type " + it.tensor->type->name +
-                        ", which the GPU kernels do not support yet (F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                        ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() + ")");
     for (size_t i = 0; i < items.size(); ++i) {
         const UploadItem& it = items[i];
         Weight w = upload(device, it);

@@ -59,9 +59,18 @@ void init_kernels(py::module_& m) {
           },
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("rows"), py::arg("k"),
           py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f);
-    k.def("gemm", [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x,
-                                const PyBuffer& y, size_t m, size_t n, size_t kk, const PyBuffer& step) {
-        kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n}, step.buffer);
+    k.def("gemm",
+          [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x, const PyBuffer& y,
+                        size_t m, size_t n, size_t kk, const PyBuffer& step, bool allow_coopmat) {
+              kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n}, step.buffer, false,
+                            allow_coopmat);
+          },
+          py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("m"), py::arg("n"),
+          py::arg("k"), py::arg("step"), py::arg("allow_coopmat") = true);
+    k.def("embed", [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, size_t vocab,
+                                 const PyBuffer& token_ids, const PyBuffer& step, const PyBuffer& out, size_t dim,
+                                 float scale, size_t rows) {
+        kernels::embed(cl, w.buffer, weight_type(wtype), vocab, token_ids.buffer, step.buffer, out.buffer, dim, scale, rows);
     });
     k.def("sample", [](CommandList& cl, const PyBuffer& logits, const PyBuffer& token_ids, const PyBuffer& logprobs,
                        const PyBuffer& step, const PyBuffer& sampler, size_t n, size_t rows) {

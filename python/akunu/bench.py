@@ -27,7 +27,7 @@ from akunu.model import Model
 
 def copy_bandwidth(device) -> float:
     """Bytes/s of the copy kernel over 1 GiB (read + write; 64 MiB on a CPU device)."""
-    row = kernel_bench.run(device, scale=1.0 if device.profile["type"] != "cpu" else 1 / 16)[0]
+    row = kernel_bench.copy_row(device, scale=1.0 if device.profile["type"] != "cpu" else 1 / 16)
     return row.gb_per_s * 1e9
 
 

@@ -42,14 +42,33 @@ def _time(device, record, reps: int, trials: int = 5) -> float:
     return float(np.median(times[1:]))
 
 
+# Block formats the benchmark times: (elements, bytes) per block and the byte offsets of its
+# f16 scales; the other bytes of a block are valid as random bytes.
+_BLOCKS = {"Q4_0": (32, 18, [0]), "Q4_K": (256, 144, [0, 2]), "Q6_K": (256, 210, [208])}
+
+
+def random_blocks(rng, wtype: str, n: int) -> np.ndarray:
+    """n weights of a block format as raw bytes (uint8), with small finite scales."""
+    block, nbytes, halves = _BLOCKS[wtype]
+    raw = rng.integers(0, 256, (n // block, nbytes), dtype=np.uint8)
+    for off in halves:
+        raw[:, off:off + 2] = np.full(raw.shape[0], 0.001, np.float16).view(np.uint8).reshape(-1, 2)
+    return raw.reshape(-1)
+
+
+def copy_row(device, scale: float = 1.0, buffers=None) -> BenchRow:
+    """The copy kernel over 1 GiB (times `scale`): the bandwidth every other row is compared with."""
+    copy_bytes = int((1 << 30) * scale) // 256 * 256
+    a, b = buffers or (device.allocate(copy_bytes), device.allocate(copy_bytes))
+    ms = _time(device, lambda cl: kernels.copy(cl, a, b, copy_bytes), reps=10)
+    return BenchRow(f"copy kernel {copy_bytes >> 20} MiB", 2 * copy_bytes, ms)
+
+
 def run(device, scale: float = 1.0) -> list[BenchRow]:
-    """`scale` shrinks the problems for slow devices (lavapipe). The first row, a copy kernel over
-    1 GiB, is the bandwidth every other row is compared with."""
-    rows_out = []
+    """`scale` shrinks the problems for slow devices (lavapipe). The first row is copy_row()."""
     copy_bytes = int((1 << 30) * scale) // 256 * 256
     a, b = device.allocate(copy_bytes), device.allocate(copy_bytes)
-    ms = _time(device, lambda cl: kernels.copy(cl, a, b, copy_bytes), reps=10)
-    rows_out.append(BenchRow(f"copy kernel {copy_bytes >> 20} MiB", 2 * copy_bytes, ms))
+    rows_out = [copy_row(device, scale, (a, b))]
     ms = _time(device, lambda cl: cl.copy(a, 0, b, 0, copy_bytes), reps=10)
     rows_out.append(BenchRow(f"vkCmdCopyBuffer {copy_bytes >> 20} MiB", 2 * copy_bytes, ms))
     del a, b
@@ -58,11 +77,16 @@ def run(device, scale: float = 1.0) -> list[BenchRow]:
     # Enough distinct weight matrices that their sum is well past any last-level cache (the
     # H200's L2 is 60 MB), cycled so each dispatch streams from memory as decode does.
     stream_bytes = int((512 << 20) * scale)
-    # Llama-7B/8B projection shapes: attention (4096x4096) and FFN up/down.
+    # Llama-7B/8B projection shapes: attention (4096x4096) and FFN up/down, then the block
+    # formats on the attention shape.
     for wtype, rows, k in ((np.float16, 4096, 4096), (np.float16, 14336, 4096), (np.float16, 4096, 14336),
-                           (np.float32, 4096, 4096)):
+                           (np.float32, 4096, 4096), ("Q4_0", 4096, 4096), ("Q4_K", 4096, 4096), ("Q6_K", 4096, 4096)):
         rows = max(4, int(rows * min(1.0, scale * 4)))
-        w0 = rng.standard_normal((rows, k)).astype(wtype)
+        if isinstance(wtype, str):
+            w0, name = random_blocks(rng, wtype, rows * k), wtype
+        else:
+            w0 = rng.standard_normal((rows, k)).astype(wtype)
+            name = "f16" if wtype == np.float16 else "f32"
         ws = [device.upload(w0) for _ in range(max(1, -(-stream_bytes // w0.nbytes)))]
         x = device.upload(rng.standard_normal(k).astype(np.float32))
         ys = [device.empty([rows], "f32") for _ in ws]  # distinct outputs: no barrier between GEMVs
@@ -70,10 +94,10 @@ def run(device, scale: float = 1.0) -> list[BenchRow]:
 
         def record(cl):
             i = next(turn) % len(ws)
-            kernels.gemv(cl, ws[i], ws[i].dtype, x, ys[i], rows, k)
+            kernels.gemv(cl, ws[i], name, x, ys[i], rows, k)
 
         ms = _time(device, record, reps=10 * len(ws))
-        rows_out.append(BenchRow(f"gemv {ws[0].dtype} {rows}x{k}", w0.nbytes + x.size + 4 * rows, ms))
+        rows_out.append(BenchRow(f"gemv {name} {rows}x{k}", w0.nbytes + x.size + 4 * rows, ms))
         del ws, ys
 
     # Prefill GEMMs: a 512-token chunk through a 4096 x 4096 projection, f16 and Q4_0 weights.
@@ -82,10 +106,9 @@ def run(device, scale: float = 1.0) -> list[BenchRow]:
     x = device.upload(rng.standard_normal((m, k)).astype(np.float32))
     y = device.empty([m, n], "f32")
     step = device.upload(np.array([0, 0, m, 0], np.uint32))
-    q4 = rng.integers(0, 256, (n * k // 32, 18), dtype=np.uint8)
-    q4[:, :2] = np.full(q4.shape[0], 0.01, np.float16).view(np.uint8).reshape(-1, 2)
     for wtype, w in (("F16", device.upload(rng.standard_normal((n, k)).astype(np.float16))),
-                     ("Q4_0", device.upload(q4.reshape(-1)))):
+                     ("Q4_0", device.upload(random_blocks(rng, "Q4_0", n * k))),
+                     ("Q4_K", device.upload(random_blocks(rng, "Q4_K", n * k)))):
         ms = _time(device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step), reps=5)
         rows_out.append(BenchRow(f"gemm {wtype} {m}x{n}x{k}", w.size + x.size + y.size, ms, flops=2.0 * m * n * k))
     return rows_out

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from akunu import _akunu
 from akunu._akunu import CommandList, kernels
 
 
@@ -54,9 +55,10 @@ def rmsnorm(x, w, out, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
 
 def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
     """y = W @ x with W [rows, k], x [k] f32, y [rows] f32. W is an f32/f16/bf16 array, or raw
-    blocks of a ggml type named by `wtype` ("Q8_0", "Q4_0", "Q4_1"), with rows and k taken
-    from y and x. With `norm` (a [k] f32 buffer g), x is read through an RMSNorm first:
-    x * (g + weight_offset) / sqrt(mean(x^2) + eps), as the engine folds its norms."""
+    blocks of a ggml type named by `wtype` ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"),
+    with rows and k taken from y and x. With `norm` (a [k] f32 buffer g), x is read through an
+    RMSNorm first: x * (g + weight_offset) / sqrt(mean(x^2) + eps), as the engine folds its
+    norms."""
     if wtype is None:
         if len(w.shape) != 2:
             raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
@@ -67,9 +69,12 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
     return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k, norm, eps, weight_offset))
 
 
-def gemm(w, x, y, wtype: str | None = None) -> float:
-    """Y = X @ W.T with X [m, k] f32, Y [m, n] f32 and W [n, k] as in gemv: the prefill kernel
-    (cooperative matrices where the device has them)."""
+def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None) -> float:
+    """Y = X @ W.T with X [m, k] f32, Y [m, n] f32 and W [n, k] as in gemv: the prefill kernel.
+    coopmat: None takes the engine's choice (cooperative matrices where the device has them),
+    False the scalar variant, True the cooperative-matrix one (an error where the device has none)."""
+    if coopmat and not y.device.profile["gemm_coopmat"]:
+        raise ValueError("gemm: this device has no cooperative-matrix GEMM (coopmat=True)")
     m, k = x.shape
     n = y.shape[-1]
     if wtype is None:
@@ -77,7 +82,23 @@ def gemm(w, x, y, wtype: str | None = None) -> float:
             raise ValueError(f"gemm: W must be [n, k] = [{n}, {k}], got shape {tuple(w.shape)}")
         wtype = w.dtype
     step = y.device.upload(np.array([0, 0, m, 0], dtype=np.uint32))  # StepState: all m rows
-    return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step))
+    return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step, coopmat is not False))
+
+
+def embed(w, token_ids, out, wtype: str | None = None, scale: float = 1.0) -> float:
+    """out[r] = scale * W[token_ids[r]] as f32, the engine's embedding lookup: W [vocab, dim] as
+    in gemv (raw blocks with `wtype`, vocab then taken from the blocks' count), token_ids a u32
+    buffer of the rows' ids, out [rows, dim] f32."""
+    rows, dim = (1, out.shape[0]) if len(out.shape) == 1 else out.shape
+    if wtype is None:
+        if len(w.shape) != 2 or w.shape[1] != dim:
+            raise ValueError(f"embed: W must be [vocab, {dim}], got shape {tuple(w.shape)}")
+        vocab, wtype = w.shape[0], w.dtype
+    else:
+        t = next(t for t in _akunu.tensor_types() if t["name"] == wtype.upper())
+        vocab = w.size // t["block_bytes"] * t["block_size"] // dim
+    step = out.device.upload(np.array([0, 0, rows, 0], dtype=np.uint32))  # StepState: all rows, ids from slot 0
+    return _run(out.device, lambda cl: kernels.embed(cl, w, wtype, vocab, token_ids, step, out, dim, scale, rows))
 
 
 def sample(logits, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,

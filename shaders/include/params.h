@@ -92,6 +92,8 @@ struct EmbedParams {
     uint rows;
 };
 AKUNU_PARAMS_SIZE(EmbedParams, 12)
+// Elements per invocation of embed_* for block formats: one w_load8() (float types: 1).
+#define AKUNU_EMBED_BLOCK_ITEM 8
 
 // gemm_*: Y[m, n] = sum_k X[m, k] * W[n, k] for m < min(m, step.n_tokens), n < n (Y += with
 // accumulate). X f32 rows ldx floats apart, Y f32 rows ldy floats apart (Y may be a column

@@ -1,7 +1,9 @@
 // Weight access for every supported weight type, selected by one define per variant
-// (WTYPE_F32, WTYPE_F16, WTYPE_BF16, WTYPE_Q8_0, WTYPE_Q4_0, WTYPE_Q4_1). The includer sets
-// W_BINDING. Float types expose w_load1/w_load4; block formats (32 elements per block, ggml
-// layouts) expose w_block(), which decodes one block into 32 floats.
+// (WTYPE_F32, WTYPE_F16, WTYPE_BF16, WTYPE_Q8_0, WTYPE_Q4_0, WTYPE_Q4_1, WTYPE_Q4_K, WTYPE_Q5_K,
+// WTYPE_Q6_K). The includer sets W_BINDING. Float types expose w_load1/w_load4; block formats
+// (ggml layouts, W_BLOCK elements per block) expose w_block8(), which decodes 8 elements of a
+// block, and, where the includer defines W_X4, w_lane_dot() for the GEMV. Every type exposes
+// w_load8() for GEMM tiles and embedding rows.
 #ifndef AKUNU_WEIGHTS_GLSL
 #define AKUNU_WEIGHTS_GLSL
 
@@ -41,52 +43,30 @@ void w_load8(uint row, uint k0, uint K, out float v[8]) {
     }
 }
 #else
-#define W_BLOCK 32
-// Every 32-element block format here is a whole number of 16-bit words (18, 20, 34 bytes), so
-// blocks are read as 16-bit words: two weights per load for Q8_0, four for Q4_0/Q4_1.
+// Block formats are read bytewise or as 16-bit words: the 32-element blocks are 18, 20 or 34
+// bytes (only 2-byte aligned), as is Q6_K's 210-byte block.
 layout(std430, binding = W_BINDING) readonly buffer Wb { uint8_t wb[]; };
 layout(std430, binding = W_BINDING) readonly buffer Wh { uint16_t wh[]; };
 
 float w_half(uint byte) { return unpackHalf2x16(uint(wb[byte]) | (uint(wb[byte + 1]) << 8)).x; }
 float w_half_word(uint word) { return unpackHalf2x16(uint(wh[word])).x; }
 
+#if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K) || defined(WTYPE_Q6_K)
+#include "kquants.glsl"
+#else
+#define W_BLOCK 32
 #if defined(WTYPE_Q8_0)
-#define W_BLOCK_BYTES 34
-// block_q8_0 {half d; int8 qs[32]}
-void w_block(uint block, out float v[32]) {
-    const uint b = block * W_BLOCK_BYTES;
-    const float d = w_half(b);
-    for (uint j = 0; j < 32; ++j) v[j] = d * float(int8_t(wb[b + 2 + j]));
-}
+#define W_BLOCK_BYTES 34  // block_q8_0 {half d; int8 qs[32]}
 #elif defined(WTYPE_Q4_0)
-#define W_BLOCK_BYTES 18
-// block_q4_0 {half d; u8 qs[16]}: low nibbles are elements 0..15, high nibbles 16..31.
-void w_block(uint block, out float v[32]) {
-    const uint b = block * W_BLOCK_BYTES;
-    const float d = w_half(b);
-    for (uint j = 0; j < 16; ++j) {
-        const uint q = uint(wb[b + 2 + j]);
-        v[j] = d * (float(q & 15u) - 8.0);
-        v[j + 16] = d * (float(q >> 4) - 8.0);
-    }
-}
+#define W_BLOCK_BYTES 18  // block_q4_0 {half d; u8 qs[16]}: low nibbles are elements 0..15, high nibbles 16..31
 #elif defined(WTYPE_Q4_1)
-#define W_BLOCK_BYTES 20
-// block_q4_1 {half d; half m; u8 qs[16]}
-void w_block(uint block, out float v[32]) {
-    const uint b = block * W_BLOCK_BYTES;
-    const float d = w_half(b), m = w_half(b + 2);
-    for (uint j = 0; j < 16; ++j) {
-        const uint q = uint(wb[b + 4 + j]);
-        v[j] = d * float(q & 15u) + m;
-        v[j + 16] = d * float(q >> 4) + m;
-    }
-}
+#define W_BLOCK_BYTES 20  // block_q4_1 {half d; half m; u8 qs[16]}
 #else
 #error "no WTYPE_* defined"
 #endif
 
-// Elements 8 * part .. 8 * part + 7 of a block, the GEMM's share of one block per invocation.
+// Elements 8 * part .. 8 * part + 7 of a block: what one invocation of the GEMM or the
+// embedding reads at a time.
 void w_block8(uint block, uint part, out float v[8]) {
     const uint b = block * W_BLOCK_BYTES;
 #if defined(WTYPE_Q8_0)
@@ -106,15 +86,10 @@ void w_block8(uint block, uint part, out float v[8]) {
 #endif
 }
 
-// Eight weights W[row, k0 : k0 + 8] of a [rows, K] matrix (k0 a multiple of 8).
-void w_load8(uint row, uint k0, uint K, out float v[8]) {
-    w_block8(row * (K / 32) + k0 / 32, (k0 % 32) / 8, v);
-}
-
 // Block dot products split over lanes, so that neighbouring invocations read neighbouring
 // bytes of a block and neighbouring vec4s of x (coalesced loads). W_LANES lanes share a block;
-// w_lane_dot(block, xblock, lane) is that lane's share of dot(block, x[xblock * 32 : +32]). The includer
-// defines W_X4(i) as its x viewed as vec4s.
+// w_lane_dot(block, xblock, lane) is that lane's share of dot(block, x[xblock * W_BLOCK : +W_BLOCK]).
+// The includer defines W_X4(i) as its x viewed as vec4s.
 #ifdef W_X4
 #if defined(WTYPE_Q8_0)
 #define W_LANES 8
@@ -148,6 +123,12 @@ float w_lane_dot(uint block, uint xblock, uint lane) {
 }
 #endif  // WTYPE_Q8_0
 #endif  // W_X4
+#endif  // k-quants or 32-element blocks
+
+// Eight weights W[row, k0 : k0 + 8] of a [rows, K] matrix (k0 a multiple of 8).
+void w_load8(uint row, uint k0, uint K, out float v[8]) {
+    w_block8(row * (K / W_BLOCK) + k0 / W_BLOCK, (k0 % W_BLOCK) / 8, v);
+}
 #endif  // block formats
 
 #endif

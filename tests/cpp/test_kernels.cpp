@@ -1,7 +1,9 @@
 // Every kernel against a CPU reference on odd sizes, with outputs poisoned (NaN) beforehand so
 // that an element the kernel fails to write cannot pass. Also: barrier placement, argument
 // checks and timestamps.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "akunu/command_list.h"
 #include "akunu/error.h"
@@ -181,6 +183,62 @@ TEST_F(KernelTest, GemvMatchesCpu) {
             expect_close(download(gy, rows, DType::kF32), want, 1e-4f, 1e-4f,
                          "gemv rows=" + std::to_string(rows) + " k=" + std::to_string(k));
         }
+    }
+}
+
+// Random k-quant blocks (any bytes are valid quants and sub-block scales) with small finite f16
+// scales at the given byte offsets; `ref` gets them dequantized by the CPU dequantizer.
+static Buffer random_k_blocks(const std::shared_ptr<Device>& dev, TensorType type, const std::vector<size_t>& scales,
+                              size_t n, std::vector<float>* ref) {
+    const TensorTypeTraits& t = type_traits(type);
+    std::vector<uint8_t> raw(n / t.block_size * t.block_bytes);
+    const std::vector<float> bytes = random_floats(raw.size(), 11, 0.0f, 255.99f);
+    for (size_t i = 0; i < raw.size(); ++i) raw[i] = uint8_t(bytes[i]);
+    const std::vector<float> d = random_floats(n / t.block_size, 12, -0.05f, 0.05f);
+    for (size_t b = 0; b < d.size(); ++b)
+        for (size_t off : scales) {
+            const uint16_t h = float_to_half(d[b]);
+            std::memcpy(&raw[b * t.block_bytes + off], &h, 2);
+        }
+    ref->resize(n);
+    dequantize(t, raw.data(), ref->data(), n, "test");
+    return dev->allocate(raw.data(), raw.size());
+}
+
+// Mirrors tests/python/test_kernels.py for the k-quants: 7 rows of 3 super-blocks make 21
+// blocks, so half of the 210-byte Q6_K blocks start off a 4-byte boundary.
+TEST_F(KernelTest, KQuantGemvAndGemmMatchCpu) {
+    auto dev = device();
+    const size_t rows = 7, k = 768, m = 5;
+    const std::pair<TensorType, std::vector<size_t>> types[] = {
+        {TensorType::Q4_K, {0, 2}}, {TensorType::Q5_K, {0, 2}}, {TensorType::Q6_K, {208}}};
+    for (const auto& [type, scales] : types) {
+        std::vector<float> w, x;
+        Buffer gw = random_k_blocks(dev, type, scales, rows * k, &w);
+        Buffer gx = upload(dev, random_floats(m * k, 13), DType::kF32, &x);
+        Buffer gy = poisoned(dev, rows, DType::kF32), gym = poisoned(dev, m * rows, DType::kF32);
+        const uint32_t step_state[4] = {0, 0, uint32_t(m), 0};
+        Buffer step = dev->allocate(step_state, sizeof step_state);
+        CommandList cl(dev);
+        cl.begin();
+        kernels::gemv(cl, gw, type, gx, gy, rows, k);
+        kernels::gemm(cl, gw, type, gx, gym, {m, rows, k, k, rows}, step);
+        cl.end();
+        cl.submit_and_wait();
+        std::vector<float> want(m * rows);
+        float wmax = 0;
+        for (float v : w) wmax = std::max(wmax, std::fabs(v));
+        for (size_t i = 0; i < m; ++i)
+            for (size_t r = 0; r < rows; ++r) {
+                double acc = 0;
+                for (size_t j = 0; j < k; ++j) acc += double(w[r * k + j]) * x[i * k + j];
+                want[i * rows + r] = float(acc);
+            }
+        const float atol = 1e-4f * wmax * std::sqrt(float(k));
+        const std::string name = type_traits(type).name;
+        expect_close(download(gy, rows, DType::kF32), {want.begin(), want.begin() + rows}, 1e-4f, atol, "gemv " + name);
+        if (!dev->profile().gemm_coopmat)  // f16 operands on the cooperative-matrix path: the Python test covers it
+            expect_close(download(gym, m * rows, DType::kF32), want, 1e-4f, atol, "gemm " + name);
     }
 }
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import akunu
-from akunu import ops, selfcheck
+from akunu import _akunu, ops, selfcheck
+from ggml_blocks import BLOCK_FORMATS, random_blocks
 
 
 def poisoned(device, shape, dtype):
@@ -75,52 +76,86 @@ def test_gemv_with_a_folded_rmsnorm(device, rng, wtype, k):
     np.testing.assert_allclose(y.numpy(), w.astype(np.float64) @ normed, rtol=1e-4, atol=1e-4 * np.sqrt(k) * 3)
 
 
-@pytest.mark.parametrize("wtype, block_bytes, scales", [("Q8_0", 34, [0]), ("Q4_0", 18, [0]), ("Q4_1", 20, [0, 2])])
-@pytest.mark.parametrize("rows, k", [(1, 32), (7, 96), (130, 1024)])
-def test_gemv_quantized(device, rng, wtype, block_bytes, scales, rows, k):
-    """Raw ggml blocks straight into the kernel, against akunu's CPU dequantizer (itself
-    checked against gguf-py)."""
-    from akunu import _akunu
-    raw = rng.integers(0, 256, (rows * k // 32, block_bytes), dtype=np.uint8)
-    for off in scales:
-        raw[:, off:off + 2] = rng.uniform(-0.05, 0.05, raw.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
+# The ggml block formats the kernels read in place.
+GPU_FORMATS = ["Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"]
+
+
+def random_weight_blocks(rng, wtype, rows, k):
+    """Random but valid raw blocks of W [rows, k] (uint8 [blocks, block bytes]) and W as
+    float64, dequantized by gguf-py (llama.cpp's own reference, independent of akunu), which
+    akunu's CPU dequantizer must match exactly."""
+    gguf = pytest.importorskip("gguf", reason="gguf-py dequantizes the reference weights")
+    raw = random_blocks(rng, wtype, rows * k)
+    want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[wtype]).reshape(rows, k)
+    np.testing.assert_array_equal(_akunu.dequantize(raw.reshape(-1), wtype).reshape(rows, k), want)
+    return raw, want.astype(np.float64)
+
+
+def random_weights(device, rng, wtype, rows, k):
+    """W [rows, k] of any weight type on the device: (buffer, W as float64, the wtype argument
+    of ops: the ggml name for raw blocks and bf16 bits, None where the buffer's dtype says it)."""
+    if wtype in GPU_FORMATS:
+        raw, w = random_weight_blocks(rng, wtype, rows, k)
+        return device.upload(raw.reshape(-1)), w, wtype
+    if wtype == "bf16":
+        bits = (rng.standard_normal((rows, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        w = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return device.upload(bits.view(np.uint8).reshape(-1)), w, "BF16"
+    w = rng.standard_normal((rows, k)).astype(wtype)
+    return device.upload(w), w.astype(np.float64), None
+
+
+def row_length(wtype, units):
+    """k = units blocks of 32 (float types and 32-element blocks) or of 256 (k-quants)."""
+    return units * (BLOCK_FORMATS[wtype][0] if wtype in GPU_FORMATS else 32)
+
+
+@pytest.mark.parametrize("wtype", GPU_FORMATS)
+@pytest.mark.parametrize("rows", [1, 7, 33, 257])
+@pytest.mark.parametrize("units", [1, 2, 3, 9, 40])
+def test_gemv_quantized(device, rng, wtype, rows, units):
+    """Raw ggml blocks straight into the kernel. Rows leave partial workgroups (4 rows each);
+    k-quant rows of 256 .. 10,240 elements give a workgroup's 128 invocations (16 per block)
+    less than one pass over a row, or several."""
+    k = row_length(wtype, units)
+    w_dev, w, _ = random_weights(device, rng, wtype, rows, k)
     x = rng.standard_normal(k).astype(np.float32)
     y = poisoned(device, rows, np.float32)
-    ops.gemv(device.upload(raw.reshape(-1)), device.upload(x), y, wtype=wtype)
-    w = _akunu.dequantize(raw.reshape(-1), wtype).astype(np.float64).reshape(rows, k)
-    want = w @ x.astype(np.float64)
-    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.abs(w).max() * np.sqrt(k))
+    ops.gemv(w_dev, device.upload(x), y, wtype=wtype)
+    np.testing.assert_allclose(y.numpy(), w @ x.astype(np.float64), rtol=1e-4, atol=1e-4 * np.abs(w).max() * np.sqrt(k))
 
 
-@pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1", np.float32, np.float16, "bf16"])
-@pytest.mark.parametrize("m, n, k", [(1, 7, 32), (37, 67, 96), (130, 65, 64)])
-def test_gemm(device, rng, wtype, m, n, k):
-    """The prefill GEMM over odd tile remainders (rows and outputs not multiples of 64), each
-    weight type against float64 NumPy on the same weights."""
-    from akunu import _akunu
-    blocks = {"Q8_0": (34, [0]), "Q4_0": (18, [0]), "Q4_1": (20, [0, 2])}
-    if wtype in blocks:
-        block_bytes, scales = blocks[wtype]
-        raw = rng.integers(0, 256, (n * k // 32, block_bytes), dtype=np.uint8)
-        for off in scales:
-            raw[:, off:off + 2] = rng.uniform(-0.05, 0.05, raw.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
-        w_dev = device.upload(raw.reshape(-1))
-        w = _akunu.dequantize(raw.reshape(-1), wtype).astype(np.float64).reshape(n, k)
-    elif wtype == "bf16":
-        bits = (rng.standard_normal((n, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-        w_dev = device.upload(bits.view(np.uint8).reshape(-1))
-        w = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-        wtype = "BF16"
-    else:
-        w_host = rng.standard_normal((n, k)).astype(wtype)
-        w_dev, w, wtype = device.upload(w_host), w_host.astype(np.float64), None
+@pytest.mark.parametrize("variant", ["scalar", "coopmat"])
+@pytest.mark.parametrize("wtype", [*GPU_FORMATS, np.float32, np.float16, "bf16"])
+@pytest.mark.parametrize("m, n, units", [(1, 7, 1), (37, 67, 3), (130, 65, 2), (67, 257, 9)])
+def test_gemm(device, rng, variant, wtype, m, n, units):
+    """The prefill GEMM over odd tile remainders (rows and outputs not multiples of the 64 or
+    128 tiles), each weight type against float64 NumPy on the same weights; both variants where
+    the device has cooperative matrices."""
+    coopmat = variant == "coopmat"
+    if coopmat and not device.profile["gemm_coopmat"]:
+        pytest.skip("the device has no cooperative matrices (lavapipe runs only the scalar GEMM)")
+    k = row_length(wtype, units)
+    w_dev, w, wname = random_weights(device, rng, wtype, n, k)
     x = rng.standard_normal((m, k)).astype(np.float32)
     y = poisoned(device, [m, n], np.float32)
-    ops.gemm(w_dev, device.upload(x), y, wtype=wtype)
+    ops.gemm(w_dev, device.upload(x), y, wtype=wname, coopmat=coopmat)
     want = x.astype(np.float64) @ w.T
-    # fp32 accumulation, or f16 operands on the cooperative-matrix path
-    rtol = 2e-3 if device.profile["gemm_coopmat"] else 1e-4
+    rtol = 2e-3 if coopmat else 1e-4  # f16 operands on the cooperative-matrix path, else fp32 throughout
     np.testing.assert_allclose(y.numpy(), want, rtol=rtol, atol=rtol * np.abs(w).max() * np.sqrt(k) * 4)
+
+
+@pytest.mark.parametrize("wtype", [*GPU_FORMATS, np.float32, np.float16, "bf16"])
+@pytest.mark.parametrize("units", [1, 3, 9])
+def test_embed(device, rng, wtype, units):
+    """Embedding rows of every weight type, scaled, for ids that repeat and include the first
+    and last rows of the table."""
+    vocab, dim = 37, row_length(wtype, units) - (0 if wtype in GPU_FORMATS else 1)  # odd float rows
+    w_dev, w, wname = random_weights(device, rng, wtype, vocab, dim)
+    ids = np.array([vocab - 1, 0, 5, 5, 17], np.uint32)
+    out = poisoned(device, [len(ids), dim], np.float32)
+    ops.embed(w_dev, device.upload(ids), out, wtype=wname, scale=0.75)
+    np.testing.assert_allclose(out.numpy(), 0.75 * w[ids], rtol=1e-6, atol=0)
 
 
 def test_wrong_shapes_are_clear_errors(device):
@@ -133,6 +168,19 @@ def test_wrong_shapes_are_clear_errors(device):
         ops.fill(device.allocate(64), 1.0)
     with pytest.raises(ValueError, match="2-D"):
         ops.gemv(x, x, y)
+    # k-quant rows are whole 256-element super-blocks
+    with pytest.raises(akunu.Error, match=r"gemv: k = 300 is not a whole number of Q4_K blocks \(256 elements each\)"):
+        ops.gemv(device.allocate(144 * 2), device.empty([300], "f32"), y, wtype="Q4_K")
+
+
+@pytest.mark.parametrize("wtype", ["Q3_K", "Q2_K", "Q5_0"])
+def test_unsupported_weight_types_are_named_with_the_supported_ones(device, wtype):
+    """Types akunu knows but no kernel reads: the error names the type and lists the others."""
+    supported = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"
+    block, nbytes = next((t["block_size"], t["block_bytes"]) for t in _akunu.tensor_types() if t["name"] == wtype)
+    w, x, y = device.allocate(nbytes * 2), device.empty([2 * block], "f32"), device.empty([1], "f32")
+    with pytest.raises(akunu.Error, match=rf"gemv: weight type {wtype} is not supported yet \(supported: {supported}\)"):
+        ops.gemv(w, x, y, wtype=wtype)
 
 
 def test_selfcheck_passes_and_can_fail(device):
