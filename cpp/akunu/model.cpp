@@ -449,11 +449,18 @@ Model::TapVariant& Model::tap_variant(const std::vector<int>& layers, bool all_l
     auto it = tap_variants_.find({layers, all_logits});
     if (it != tap_variants_.end()) return it->second;
     const int rows = all_logits ? base_->logit_rows : base_->prefill_chunk;
-    TapVariant v;
-    v.taps = Buffer::allocate(base_->device, layers.size() * size_t(rows) * size_t(config().dim) * 4);
-    v.table = build_table({true, rows, 0, all_logits, layers, &v.taps});
-    v.cl = record({v.table.get()});
-    return tap_variants_.emplace(std::make_pair(layers, all_logits), std::move(v)).first->second;
+    Buffer taps = Buffer::allocate(base_->device, layers.size() * size_t(rows) * size_t(config().dim) * 4);
+    // The table keeps a pointer to the taps buffer: build it once the buffer has its place.
+    TapVariant& v = tap_variants_.emplace(std::make_pair(layers, all_logits), TapVariant{std::move(taps), {}, {}})
+                        .first->second;
+    try {
+        v.table = build_table({true, rows, 0, all_logits, layers, &v.taps});
+        v.cl = record({v.table.get()});
+    } catch (...) {
+        tap_variants_.erase({layers, all_logits});
+        throw;
+    }
+    return v;
 }
 
 void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vector<int>& taps, float* tap_out) {
