@@ -46,7 +46,13 @@ class NumpyLlama:
 
     def logits(self, ids: list[int]) -> np.ndarray:
         """[len(ids), vocab] logits of a causal forward pass over `ids`."""
+        return self.forward(ids)[0]
+
+    def forward(self, ids: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The logits and the residual stream after each layer ([len(ids), dim] each, the last
+        one before the output norm) of a causal forward pass over `ids`."""
         T = len(ids)
+        residuals = []
         pos = np.arange(T, dtype=np.float64)
         x = self.w["token_embd.weight"][ids]
         group = self.n_heads // self.n_kv
@@ -68,4 +74,5 @@ class NumpyLlama:
             h = self._rms(x, self.w[p + "ffn_norm.weight"])
             gate, up = h @ self.w[p + "ffn_gate.weight"].T, h @ self.w[p + "ffn_up.weight"].T
             x = x + (gate / (1 + np.exp(-gate)) * up) @ self.w[p + "ffn_down.weight"].T
-        return self._rms(x, self.w["output_norm.weight"]) @ self.output.T
+            residuals.append(x)
+        return self._rms(x, self.w["output_norm.weight"]) @ self.output.T, residuals
