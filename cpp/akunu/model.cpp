@@ -31,6 +31,24 @@ void fill_rope_tables(Buffer& cos_b, Buffer& sin_b, const std::vector<float>& in
     sin_b.write(s.data(), s.size() * 4);
 }
 
+// A layer index as Python reads it: negative ones count from the end.
+int layer_index(int layer, int n_layers) { return layer < 0 ? layer + n_layers : layer; }
+
+// The layers `taps` name, ascending and each once; throws for a layer the model lacks.
+std::vector<int> tapped_layers(const std::vector<int>& taps, int n_layers) {
+    std::vector<int> layers;
+    for (int l : taps) {
+        AKUNU_CHECK(l >= -n_layers && l < n_layers, "hidden state of layer " + std::to_string(l) + ": the model has " +
+                                                        std::to_string(n_layers) + " layers (0 to " +
+                                                        std::to_string(n_layers - 1) + ", or -1 to -" +
+                                                        std::to_string(n_layers) + " from the end)");
+        layers.push_back(layer_index(l, n_layers));
+    }
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    return layers;
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
@@ -473,17 +491,8 @@ void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vect
         AKUNU_CHECK(id >= 0 && id < base_->config.vocab_size,
                     "token id " + std::to_string(id) + " is out of range for a vocabulary of " + std::to_string(base_->config.vocab_size));
     const int n_layers = config().n_layers;
-    std::vector<int> layers;  // the tapped layers, ascending, each once
-    for (int l : taps) {
-        AKUNU_CHECK(l >= -n_layers && l < n_layers, "hidden state of layer " + std::to_string(l) + ": the model has " +
-                                                        std::to_string(n_layers) + " layers (0 to " +
-                                                        std::to_string(n_layers - 1) + ", or -1 to -" +
-                                                        std::to_string(n_layers) + " from the end)");
-        layers.push_back(l < 0 ? l + n_layers : l);
-    }
+    const std::vector<int> layers = tapped_layers(taps, n_layers);
     AKUNU_CHECK(layers.empty() || tap_out, "eval: taps need an output array");
-    std::sort(layers.begin(), layers.end());
-    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
     if (ids.size() == 1 && !all_logits && layers.empty()) {
         decode(ids[0]);
         return;
@@ -507,7 +516,7 @@ void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vect
         if (all_logits) scratch_->get("batch_logits").read(all_logits + at * vocab, n * vocab * 4);
         // tap_out[i, at : at + n, :] = taps[slot of layer taps[i], 0 : n, :]
         for (size_t i = 0; i < taps.size(); ++i) {
-            const int l = taps[i] < 0 ? taps[i] + n_layers : taps[i];
+            const int l = layer_index(taps[i], n_layers);
             const size_t slot = size_t(std::lower_bound(layers.begin(), layers.end(), l) - layers.begin());
             tapped->taps.read(tap_out + (i * ids.size() + at) * dim, n * dim * 4, slot * chunk * dim * 4);
         }
