@@ -1,4 +1,4 @@
-// KVCache allocation and rewind.
+// KVCache allocation, rewind, and copying rows out and in.
 #include "akunu/kv_cache.h"
 
 #include "akunu/error.h"
@@ -27,12 +27,55 @@ KvBindings KVCache::bindings(int layer) const {
 
 void KVCache::truncate(int n) {
     AKUNU_CHECK(n >= 0 && n <= length_, "truncate(" + std::to_string(n) + "): the cache holds " + std::to_string(length_) +
-                                            " positions");
+                                            " positions; truncate rewinds to a length from 0 to " +
+                                            std::to_string(length_) + " (eval adds positions)");
     length_ = n;
 }
 
 void KVCache::set_length(int n) {
     AKUNU_CHECK(n >= 0 && n <= max_len_, "KV cache length " + std::to_string(n) + " is outside [0, " + std::to_string(max_len_) + "]");
+    length_ = n;
+}
+
+void KVCache::walk_rows(int n, const std::function<void(size_t, bool, size_t, size_t)>& visit) const {
+    AKUNU_CHECK(n >= 0 && n <= max_len_, "KV rows [0, " + std::to_string(n) + ") are outside a cache of " +
+                                             std::to_string(max_len_) + " positions");
+    // Head h's rows are [h, 0 : max_len, ...] in the values (codes) and, for a quantized
+    // cache, in the scales: rows [0, n) are one piece of each.
+    const size_t row = size_t(head_dim_) * size_t(kv_value_bits(dtype_)) / 8, rows = size_t(max_len_);
+    for (size_t l = 0; l < k_.size(); ++l)
+        for (const bool values : {false, true})
+            for (int h = 0; h < n_kv_heads_; ++h) {
+                visit(l, values, size_t(h) * rows * row, size_t(n) * row);
+                if (dtype_ != KvDType::kF16) visit(l, values, size_t(layout_.scale_offset) + size_t(h) * rows * 2, size_t(n) * 2);
+            }
+}
+
+size_t KVCache::rows_bytes(int n) const {
+    size_t total = 0;
+    walk_rows(n, [&](size_t, bool, size_t, size_t bytes) { total += bytes; });
+    return total;
+}
+
+std::vector<uint8_t> KVCache::save_rows(int n) const {
+    std::vector<uint8_t> out(rows_bytes(n));
+    size_t at = 0;
+    walk_rows(n, [&](size_t layer, bool values, size_t offset, size_t bytes) {
+        (values ? v_ : k_)[layer].read(out.data() + at, bytes, offset);
+        at += bytes;
+    });
+    return out;
+}
+
+void KVCache::load_rows(const uint8_t* data, size_t size, int n) {
+    const size_t want = rows_bytes(n);
+    AKUNU_CHECK(size == want, "KV rows for " + std::to_string(n) + " positions take " + std::to_string(want) +
+                                  " bytes in this cache, not " + std::to_string(size));
+    size_t at = 0;
+    walk_rows(n, [&](size_t layer, bool values, size_t offset, size_t bytes) {
+        (values ? v_ : k_)[layer].write(data + at, bytes, offset);
+        at += bytes;
+    });
     length_ = n;
 }
 

@@ -2,9 +2,13 @@
 // format (kv_format.h: f16 values, or packed codes plus f16 row scales), allocated up front.
 //
 // current_length counts the positions that hold valid rows; reset() and truncate(n) only move
-// it (a rewind), so nothing is freed or cleared in the hot path.
+// it (a rewind), so nothing is freed or cleared in the hot path. save_rows/load_rows copy the
+// first n positions out and in (saved model states, forks), in one order that the layout
+// defines: per layer, K then V, per KV head, rows [0, n).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,11 +34,22 @@ public:
     int current_length() const { return length_; }
     size_t bytes() const { return bytes_; }
 
+    // Rows [0, n) of every layer's K and V, in the order above: n * row bytes per head.
+    size_t rows_bytes(int n) const;
+    std::vector<uint8_t> save_rows(int n) const;  // the GPU must be idle
+    // Writes rows saved by save_rows(n) of a cache of the same shape and dtype (its max_length
+    // may differ) and sets the length to n; throws, writing nothing, when the size is wrong.
+    void load_rows(const uint8_t* data, size_t size, int n);
+
     void reset() { length_ = 0; }
     void truncate(int n);          // throws unless 0 <= n <= current_length
     void set_length(int n);        // the engine, after writing rows
 
 private:
+    // Calls visit(layer, values, offset, bytes) for each contiguous piece of rows [0, n) in
+    // the saved order (values: V rather than K): the one place that knows where a row lives.
+    void walk_rows(int n, const std::function<void(size_t, bool, size_t, size_t)>& visit) const;
+
     std::vector<Buffer> k_, v_;
     KvDType dtype_;
     KvLayout layout_;

@@ -116,17 +116,23 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     p.prefill_scratch = prefill_scratch_layout(c, p.options.prefill_chunk);
     p.decode_scratch_bytes = sum(p.decode_scratch);
     p.prefill_scratch_bytes = sum(p.prefill_scratch);
-    p.total_bytes = p.weights_bytes + p.kv_bytes + p.decode_scratch_bytes + p.prefill_scratch_bytes;
+    p.fork_bytes = p.kv_bytes + p.decode_scratch_bytes + p.prefill_scratch_bytes;
+    p.total_bytes = p.weights_bytes + p.fork_bytes;
     return p;
 }
 
 static std::string mib(uint64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; }
 
-PlanFit check_fit(const MemoryPlan& plan, const DeviceProfile& d) {
-    PlanFit fit{true, {}};
+uint64_t usable_heap_bytes(const DeviceProfile& d) {
     uint64_t heap = d.device_local_bytes;
     if (heap == 0)
         for (const auto& h : d.heaps) heap = std::max(heap, h.size_bytes);
+    return heap;
+}
+
+PlanFit check_fit(const MemoryPlan& plan, const DeviceProfile& d) {
+    PlanFit fit{true, {}};
+    const uint64_t heap = usable_heap_bytes(d);
     if (plan.total_bytes > heap) {
         fit.fits = false;
         fit.notes.push_back("needs " + mib(plan.total_bytes) + " but the largest device heap of '" + d.name + "' holds " +

@@ -55,6 +55,8 @@ struct MemoryPlan {
     uint64_t decode_scratch_bytes = 0;
     uint64_t prefill_scratch_bytes = 0;
     uint64_t total_bytes = 0;
+    // What each Model::fork() adds: its own KV cache and scratch (the weights are shared).
+    uint64_t fork_bytes = 0;
 };
 
 MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const PlanOptions& options);
@@ -64,5 +66,7 @@ struct PlanFit {
     std::vector<std::string> notes;  // why not, or what to watch (binding limits)
 };
 PlanFit check_fit(const MemoryPlan& plan, const DeviceProfile& device);
+// The heap a model's buffers come from: the largest device-local one, else the largest.
+uint64_t usable_heap_bytes(const DeviceProfile& device);
 
 }  // namespace akunu

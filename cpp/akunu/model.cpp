@@ -1,6 +1,7 @@
 // Model loading and the per-token dispatch table.
 #include "akunu/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -8,6 +9,7 @@
 #include "akunu/device.h"
 #include "akunu/error.h"
 #include "akunu/kernels.h"
+#include "akunu/model_state.h"
 #include "akunu/validate.h"
 #include "params.h"
 
@@ -29,98 +31,144 @@ void fill_rope_tables(Buffer& cos_b, Buffer& sin_b, const std::vector<float>& in
     sin_b.write(s.data(), s.size() * 4);
 }
 
+// A layer index as Python reads it: negative ones count from the end.
+int layer_index(int layer, int n_layers) { return layer < 0 ? layer + n_layers : layer; }
+
+// The layers `taps` name, ascending and each once; throws for a layer the model lacks.
+std::vector<int> tapped_layers(const std::vector<int>& taps, int n_layers) {
+    std::vector<int> layers;
+    for (int l : taps) {
+        AKUNU_CHECK(l >= -n_layers && l < n_layers, "hidden state of layer " + std::to_string(l) + ": the model has " +
+                                                        std::to_string(n_layers) + " layers (0 to " +
+                                                        std::to_string(n_layers - 1) + ", or -1 to -" +
+                                                        std::to_string(n_layers) + " from the end)");
+        layers.push_back(layer_index(l, n_layers));
+    }
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    return layers;
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
-    std::unique_ptr<Model> m(new Model());
     auto stage = [&](const char* name) {
         if (options.progress) options.progress(name, 0, 0);
     };
+    auto b = std::make_shared<LoadedModel>();
     // Stages 3, 5, 6, 10: format, config, architecture, validation, then the plan, all before
     // anything is allocated on the device.
     stage("format");
-    m->files_ = ModelFiles::open(path);
-    AKUNU_CHECK(m->files_->has_weights(), "'" + path + "' holds a config but no weights");
-    m->config_ = load_config(*m->files_);
-    const ArchDescriptor& arch = m->config_.arch();
-    AKUNU_CHECK(arch.causal, m->config_.architecture + " is an encoder; decoding needs a causal language model");
-    AKUNU_CHECK(m->config_.final_softcap == 0, m->config_.architecture + ": final-logit soft-capping is not implemented yet");
-    validate_model(*m->files_, m->config_);
+    b->files = ModelFiles::open(path);
+    AKUNU_CHECK(b->files->has_weights(), "'" + path + "' holds a config but no weights");
+    b->config = load_config(*b->files);
+    const ArchDescriptor& arch = b->config.arch();
+    AKUNU_CHECK(arch.causal, b->config.architecture + " is an encoder; decoding needs a causal language model");
+    AKUNU_CHECK(b->config.final_softcap == 0, b->config.architecture + ": final-logit soft-capping is not implemented yet");
+    validate_model(*b->files, b->config);
     AKUNU_CHECK(options.context > 0, "context must be positive");
-    m->context_ = std::min(options.context, m->config_.max_context);
-    if (const GgufFile* g = m->files_->gguf())
-        if (const GgufValue* e = g->find("tokenizer.ggml.eos_token_id")) m->eos_id_ = int(e->as_int("tokenizer.ggml.eos_token_id"));
+    b->context = std::min(options.context, b->config.max_context);
+    if (const GgufFile* g = b->files->gguf())
+        if (const GgufValue* e = g->find("tokenizer.ggml.eos_token_id")) b->eos_id = int(e->as_int("tokenizer.ggml.eos_token_id"));
+    b->fingerprint = model_fingerprint(*b->files, b->config);
 
     stage("device");
-    m->device_ = Device::create(options.device);
+    b->device = Device::create(options.device);
     // Chain length: long chains amortise a submission on GPUs; lavapipe gains little from them.
-    m->chain_ = options.chain > 0 ? options.chain : (m->device_->profile().type == DeviceType::kCpu ? 4 : 16);
-    AKUNU_CHECK(m->chain_ <= 256, "chain length " + std::to_string(m->chain_) + " is out of range (1 to 256)");
-    m->chain_ = std::min(m->chain_, m->context_);
+    b->chain = options.chain > 0 ? options.chain : (b->device->profile().type == DeviceType::kCpu ? 4 : 16);
+    AKUNU_CHECK(b->chain <= 256, "chain length " + std::to_string(b->chain) + " is out of range (1 to 256)");
+    b->chain = std::min(b->chain, b->context);
     AKUNU_CHECK(options.prefill_chunk >= 0, "prefill_chunk must be positive (0: the default of 512)");
-    m->prefill_chunk_ = std::min(options.prefill_chunk > 0 ? options.prefill_chunk : 512, m->context_);
-    m->logit_rows_ = prefill_logit_rows(m->config_, m->prefill_chunk_);
+    b->prefill_chunk = std::min(options.prefill_chunk > 0 ? options.prefill_chunk : 512, b->context);
+    b->logit_rows = prefill_logit_rows(b->config, b->prefill_chunk);
     PlanOptions po;
-    po.context = m->context_;
-    po.max_chain = m->chain_;
-    po.prefill_chunk = m->prefill_chunk_;
+    po.context = b->context;
+    po.max_chain = b->chain;
+    po.prefill_chunk = b->prefill_chunk;
     po.kv_dtype = options.kv_dtype;
-    m->plan_ = plan_memory(m->config_, m->files_.get(), po);
-    const PlanFit fit = check_fit(m->plan_, m->device_->profile());
+    b->plan = plan_memory(b->config, b->files.get(), po);
+    const PlanFit fit = check_fit(b->plan, b->device->profile());
     if (!fit.fits) {
         std::string why;
         for (const auto& n : fit.notes) why += "\n  " + n;
-        throw Error("the model does not fit on '" + m->device_->profile().name + "':" + why);
+        throw Error("the model does not fit on '" + b->device->profile().name + "':" + why);
     }
 
     stage("weights");
     auto progress = [&](size_t done, size_t total) {
         if (options.progress) options.progress("weights", done, total);
     };
-    m->weights_ = upload_weights(m->device_, *m->files_, m->config_, progress);
+    b->weights = upload_weights(b->device, *b->files, b->config, progress);
 
-    stage("kv cache");
-    m->kv_ = std::make_unique<KVCache>(m->device_, m->config_, m->context_, options.kv_dtype);
-    stage("scratch");
-    m->scratch_ = std::make_unique<ScratchBuffers>(m->device_, m->config_, m->context_, m->chain_, m->prefill_chunk_);
-
-    stage("rope");
-    const ModelConfig& c = m->config_;
-    const float* divisors = m->weights_.rope_divisors.empty() ? nullptr : m->weights_.rope_divisors.data();
-    fill_rope_tables(m->scratch_->get("rope_cos"), m->scratch_->get("rope_sin"), rope_inv_freq(c, false, divisors), m->context_);
-    if (m->scratch_->all().count("rope_cos_local"))
-        fill_rope_tables(m->scratch_->get("rope_cos_local"), m->scratch_->get("rope_sin_local"), rope_inv_freq(c, true),
-                         m->context_);
-
-    stage("dispatch table");
-    auto recorded = [&](std::initializer_list<const DispatchTable*> tables) {
-        auto cl = std::make_unique<CommandList>(m->device_, 0);
-        cl->begin();
-        for (const DispatchTable* t : tables) t->record(*cl);
-        cl->end();
-        return cl;
-    };
-    m->set_sampler(SamplerState{0.0f, 0, 1.0f, 0.0f, 0, 0, 0, 0});
-    m->table_ = m->build_table({false, 1, 0, false});
-    m->step_ = recorded({m->table_.get()});
-    for (int c = 0; c < 2; ++c) {
-        auto& cl = m->chains_[c];
-        cl = std::make_unique<CommandList>(m->device_, 0);
-        cl->begin();
-        for (int k = 0; k < m->chain_; ++k) m->build_table({false, 1, c * m->chain_ + k, false})->record(*cl);
-        cl->end();
-    }
-    m->prefill_table_ = m->build_table({true, m->prefill_chunk_, 0, false});
-    m->prefill_cl_ = recorded({m->prefill_table_.get()});
-    m->prefill_all_table_ = m->build_table({true, m->logit_rows_, 0, true});
-    m->prefill_all_cl_ = recorded({m->prefill_all_table_.get()});
-
+    std::unique_ptr<Model> m(new Model());
+    m->base_ = std::move(b);
+    m->create_runtime(options.progress);
     stage("warmup");
     m->decode(0);  // runs every pipeline once; the cache is then rewound
     m->reset();
-    if (m->context_ >= 2) m->eval({0, 0});  // and the prefill table
+    if (m->context() >= 2) m->eval({0, 0});  // and the prefill table
     m->reset();
     return m;
+}
+
+// What each model owns beside the shared weights: KV cache, scratch, RoPE tables, the
+// dispatch tables and their recordings.
+void Model::create_runtime(const std::function<void(const std::string&, size_t, size_t)>& progress) {
+    auto stage = [&](const char* name) {
+        if (progress) progress(name, 0, 0);
+    };
+    const LoadedModel& b = *base_;
+    stage("kv cache");
+    kv_ = std::make_unique<KVCache>(b.device, b.config, b.context, b.plan.options.kv_dtype);
+    stage("scratch");
+    scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, b.chain, b.prefill_chunk);
+
+    stage("rope");
+    const ModelConfig& c = b.config;
+    const float* divisors = b.weights.rope_divisors.empty() ? nullptr : b.weights.rope_divisors.data();
+    fill_rope_tables(scratch_->get("rope_cos"), scratch_->get("rope_sin"), rope_inv_freq(c, false, divisors), b.context);
+    if (scratch_->all().count("rope_cos_local"))
+        fill_rope_tables(scratch_->get("rope_cos_local"), scratch_->get("rope_sin_local"), rope_inv_freq(c, true), b.context);
+
+    stage("dispatch table");
+    set_sampler(SamplerState{0.0f, 0, 1.0f, 0.0f, 0, 0, 0, 0});
+    table_ = build_table({false, 1, 0, false});
+    step_ = record({table_.get()});
+    for (int ci = 0; ci < 2; ++ci) {
+        auto& cl = chains_[ci];
+        cl = std::make_unique<CommandList>(b.device, 0);
+        cl->begin();
+        for (int k = 0; k < b.chain; ++k) build_table({false, 1, ci * b.chain + k, false})->record(*cl);
+        cl->end();
+    }
+    prefill_table_ = build_table({true, b.prefill_chunk, 0, false});
+    prefill_cl_ = record({prefill_table_.get()});
+    prefill_all_table_ = build_table({true, b.logit_rows, 0, true});
+    prefill_all_cl_ = record({prefill_all_table_.get()});
+}
+
+std::unique_ptr<CommandList> Model::record(std::initializer_list<const DispatchTable*> tables) const {
+    auto cl = std::make_unique<CommandList>(base_->device, 0);
+    cl->begin();
+    for (const DispatchTable* t : tables) t->record(*cl);
+    cl->end();
+    return cl;
+}
+
+std::unique_ptr<Model> Model::fork() {
+    drain();
+    const Device& d = device();
+    const uint64_t heap = usable_heap_bytes(d.profile());
+    const uint64_t need = plan().fork_bytes;
+    AKUNU_CHECK(d.allocated_bytes() + need <= heap,
+                "fork needs " + std::to_string(need >> 20) + " MiB more (its KV cache and scratch) but '" + d.profile().name +
+                    "' has " + std::to_string(d.allocated_bytes() >> 20) + " of " + std::to_string(heap >> 20) +
+                    " MiB allocated; load with a smaller context or prefill chunk");
+    std::unique_ptr<Model> f(new Model());
+    f->base_ = base_;
+    f->create_runtime({});
+    f->restore_state(capture_state());
+    return f;
 }
 
 // The table of one pass. A decode step (chained step k) embeds token_ids[k], reads
@@ -129,12 +177,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 // twins of the decode set, its matrix products GEMMs, its attention causal flash attention; it
 // ends with the decode tail on its last row, so the next token is sampled as after a step.
 std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
-    const ModelConfig& c = config_;
+    const ModelConfig& c = base_->config;
     const ArchDescriptor& a = c.arch();
-    const bool gguf = files_->gguf() != nullptr;
+    const bool gguf = base_->files->gguf() != nullptr;
     const float norm_offset = a.norm_plus_one && !gguf ? 1.0f : 0.0f;  // GGUF stores gemma's w + 1
     const ScratchBuffers& s = *scratch_;
-    auto table = std::make_unique<DispatchTable>(*device_);
+    auto table = std::make_unique<DispatchTable>(*base_->device);
     DispatchTable& t = *table;
     const bool prefill = pass.prefill;
     const size_t rows = prefill ? size_t(pass.rows) : 1;
@@ -194,10 +242,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     };
 
     t.set_label("token_embd");
-    kernels::embed(t, weights_.token_embd.buffer, weights_.token_embd.type, size_t(c.vocab_size), ids, step, h0, dim,
+    kernels::embed(t, base_->weights.token_embd.buffer, base_->weights.token_embd.type, size_t(c.vocab_size), ids, step, h0, dim,
                    c.embed_scale, rows);
     for (int l = 0; l < c.n_layers; ++l) {
-        const LayerWeights& L = weights_.layers[size_t(l)];
+        const LayerWeights& L = base_->weights.layers[size_t(l)];
         const std::string blk = "blk." + std::to_string(l) + ".";
         t.set_label(blk + "attn_norm");
         const NormedInput attn_in = pre_norm(L.attn_norm, L.q.type, h0, residual, rows, !prefill);
@@ -224,10 +272,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const RopeStyle style = gguf ? a.rope_gguf : a.rope_hf;
         kernels::rope_kv(t, qkv, s.get(local ? "rope_cos_local" : "rope_cos"), s.get(local ? "rope_sin_local" : "rope_sin"),
                          kv_->bindings(l), step,
-                         {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
+                         {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(base_->context),
                           style == RopeStyle::kInterleaved, style != RopeStyle::kNone, uint32_t(rows), uint32_t(qkv_row)});
         t.set_label(blk + "attention");
-        const kernels::AttentionShape heads{uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(context_),
+        const kernels::AttentionShape heads{uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(base_->context),
                                    sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap};
         if (prefill)
             kernels::flash_attention(t, q, kv_->bindings(l), attn_out, step,
@@ -246,11 +294,18 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn);
         t.set_label(blk + "ffn_down");
         into_residual(L.down, act, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr);
+        // A tap: h0 now holds the residual stream after layer l, for every row of the chunk.
+        const auto tap = std::find(pass.taps.begin(), pass.taps.end(), l);
+        if (tap != pass.taps.end()) {
+            t.set_label(blk + "tap");
+            const size_t bytes = rows * dim * 4;
+            kernels::copy(t, h0, Binding(*pass.tap_buffer, size_t(tap - pass.taps.begin()) * bytes, bytes), bytes);
+        }
     }
-    const Weight& head = weights_.output ? weights_.output : weights_.token_embd;
+    const Weight& head = base_->weights.output ? base_->weights.output : base_->weights.token_embd;
     if (prefill && pass.all_logits) {
         t.set_label("output_norm");
-        const NormedInput all_in = pre_norm(weights_.output_norm, head.type, h0, residual, rows, false);
+        const NormedInput all_in = pre_norm(base_->weights.output_norm, head.type, h0, residual, rows, false);
         t.set_label("output");
         matmul(head, all_in.x, s.get("batch_logits"), size_t(c.vocab_size), dim, size_t(c.vocab_size), false);
     }
@@ -261,7 +316,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         kernels::last_row(t, h0, last, step, rows, dim);
     }
     t.set_label("output_norm");
-    const NormedInput head_in = pre_norm(weights_.output_norm, head.type, last, s.get("residual"), 1, true);
+    const NormedInput head_in = pre_norm(base_->weights.output_norm, head.type, last, s.get("residual"), 1, true);
     t.set_label("output");
     kernels::gemv(t, head.buffer, head.type, head_in.x, s.get("logits"), size_t(c.vocab_size), dim, false, head_in.fold());
     t.set_label("sample");
@@ -271,8 +326,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
 }
 
 void Model::check_token(int token) const {
-    AKUNU_CHECK(token >= 0 && token < config_.vocab_size,
-                "token id " + std::to_string(token) + " is out of range for a vocabulary of " + std::to_string(config_.vocab_size));
+    AKUNU_CHECK(token >= 0 && token < base_->config.vocab_size,
+                "token id " + std::to_string(token) + " is out of range for a vocabulary of " + std::to_string(base_->config.vocab_size));
 }
 
 void Model::drain() {
@@ -291,10 +346,14 @@ void Model::truncate(int length) {
     kv_->truncate(length);
 }
 
-void Model::set_sampler(const SamplerState& st) {
+void check_sampler(const SamplerState& st) {
     AKUNU_CHECK(std::isfinite(st.temperature) && st.temperature >= 0.0f, "temperature must be >= 0 (0: greedy)");
     AKUNU_CHECK(st.top_p > 0.0f && st.top_p <= 1.0f, "top_p must be in (0, 1] (1: off)");
     AKUNU_CHECK(st.min_p >= 0.0f && st.min_p <= 1.0f, "min_p must be in [0, 1] (0: off)");
+}
+
+void Model::set_sampler(const SamplerState& st) {
+    check_sampler(st);
     drain();
     sampler_ = st;
     scratch_->get("sampler").write(&st, sizeof st);
@@ -304,7 +363,7 @@ void Model::decode(int token) {
     check_token(token);
     drain();
     const int pos = kv_->current_length();
-    AKUNU_CHECK(pos < context_, "the context of " + std::to_string(context_) + " tokens is full; reset() or truncate() the cache");
+    AKUNU_CHECK(pos < base_->context, "the context of " + std::to_string(base_->context) + " tokens is full; reset() or truncate() the cache");
     const uint32_t id = uint32_t(token);
     const StepState st{uint32_t(pos), 0, 1, 0};
     scratch_->get("token_ids").write(&id, 4);
@@ -316,23 +375,23 @@ void Model::decode(int token) {
 void Model::submit_chain(int c, uint32_t input_slot) {
     const int pos = kv_->current_length();
     StepState* steps = static_cast<StepState*>(scratch_->get("step").contents());
-    for (int k = 0; k < chain_; ++k) {
-        const uint32_t slot = k == 0 ? input_slot : uint32_t(c * chain_ + k);
-        steps[c * chain_ + k] = StepState{uint32_t(pos + k), slot, 1, 0};
+    for (int k = 0; k < base_->chain; ++k) {
+        const uint32_t slot = k == 0 ? input_slot : uint32_t(c * base_->chain + k);
+        steps[c * base_->chain + k] = StepState{uint32_t(pos + k), slot, 1, 0};
     }
     chains_[c]->submit();
-    kv_->set_length(pos + chain_);
+    kv_->set_length(pos + base_->chain);
     in_flight_.push_back(c);
     in_flight_pos_.push_back(pos);
-    last_slot_ = uint32_t(c * chain_ + chain_);
+    last_slot_ = uint32_t(c * base_->chain + base_->chain);
 }
 
 void Model::start_first_chain(int token) {
     check_token(token);
     drain();
     const int pos = kv_->current_length();
-    AKUNU_CHECK(pos + chain_ <= context_, "a chain of " + std::to_string(chain_) + " steps does not fit: " +
-                                              std::to_string(pos) + " of " + std::to_string(context_) + " positions are used");
+    AKUNU_CHECK(pos + base_->chain <= base_->context, "a chain of " + std::to_string(base_->chain) + " steps does not fit: " +
+                                              std::to_string(pos) + " of " + std::to_string(base_->context) + " positions are used");
     const uint32_t id = uint32_t(token);
     scratch_->get("token_ids").write(&id, 4);
     submit_chain(0, 0);
@@ -340,7 +399,7 @@ void Model::start_first_chain(int token) {
 
 void Model::chain_start(int token) {
     start_first_chain(token);
-    if (kv_->current_length() + chain_ <= context_) submit_chain(1, last_slot_);
+    if (kv_->current_length() + base_->chain <= base_->context) submit_chain(1, last_slot_);
 }
 
 bool Model::chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more) {
@@ -350,13 +409,13 @@ bool Model::chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int&
     chains_[c]->wait();
     in_flight_.erase(in_flight_.begin());
     in_flight_pos_.erase(in_flight_pos_.begin());
-    ids.resize(size_t(chain_));
-    logprobs.resize(size_t(chain_));
-    const size_t first_slot = size_t(c * chain_ + 1) * 4;
+    ids.resize(size_t(base_->chain));
+    logprobs.resize(size_t(base_->chain));
+    const size_t first_slot = size_t(c * base_->chain + 1) * 4;
     scratch_->get("token_ids").read(ids.data(), ids.size() * 4, first_slot);  // u32 ids < vocab: int agrees
     scratch_->get("sampled_logprobs").read(logprobs.data(), logprobs.size() * 4, first_slot);
     // Chain c is free again: it continues from the newest chain's last id, on the GPU.
-    if (more && kv_->current_length() + chain_ <= context_) submit_chain(c, last_slot_);
+    if (more && kv_->current_length() + base_->chain <= base_->context) submit_chain(c, last_slot_);
     return true;
 }
 
@@ -372,13 +431,13 @@ std::vector<int> Model::decode_chain(int token, std::vector<float>* logprobs) {
 
 std::vector<Model::ProfileRow> Model::profile(int tokens) {
     drain();
-    AKUNU_CHECK(device_->profile().timestamps, "'" + device_->profile().name + "' has no GPU timestamps to profile with");
-    AKUNU_CHECK(tokens >= 1 && tokens <= prefill_chunk_,
-                "profile: tokens must be 1 (a decode step) up to the prefill chunk (" + std::to_string(prefill_chunk_) + ")");
+    AKUNU_CHECK(base_->device->profile().timestamps, "'" + base_->device->profile().name + "' has no GPU timestamps to profile with");
+    AKUNU_CHECK(tokens >= 1 && tokens <= base_->prefill_chunk,
+                "profile: tokens must be 1 (a decode step) up to the prefill chunk (" + std::to_string(base_->prefill_chunk) + ")");
     const int pos = kv_->current_length();
-    AKUNU_CHECK(pos + tokens <= context_, "profile: " + std::to_string(tokens) + " tokens do not fit the context");
+    AKUNU_CHECK(pos + tokens <= base_->context, "profile: " + std::to_string(tokens) + " tokens do not fit the context");
     const DispatchTable& table = tokens == 1 ? *table_ : *prefill_table_;
-    CommandList cl(device_, uint32_t(table.commands().size() + 1));
+    CommandList cl(base_->device, uint32_t(table.commands().size() + 1));
     std::vector<int> ts;
     cl.begin();
     table.record(cl, &ts);
@@ -405,25 +464,47 @@ float Model::sampled_logprob() const {
     return lp;
 }
 
-void Model::eval(const std::vector<int>& ids, float* all_logits) {
+Model::TapVariant& Model::tap_variant(const std::vector<int>& layers, bool all_logits) {
+    auto it = tap_variants_.find({layers, all_logits});
+    if (it != tap_variants_.end()) return it->second;
+    const int rows = all_logits ? base_->logit_rows : base_->prefill_chunk;
+    Buffer taps = Buffer::allocate(base_->device, layers.size() * size_t(rows) * size_t(config().dim) * 4);
+    // The table keeps a pointer to the taps buffer: build it once the buffer has its place.
+    TapVariant& v = tap_variants_.emplace(std::make_pair(layers, all_logits), TapVariant{std::move(taps), {}, {}})
+                        .first->second;
+    try {
+        v.table = build_table({true, rows, 0, all_logits, layers, &v.taps});
+        v.cl = record({v.table.get()});
+    } catch (...) {
+        tap_variants_.erase({layers, all_logits});
+        throw;
+    }
+    return v;
+}
+
+void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vector<int>& taps, float* tap_out) {
     AKUNU_CHECK(!ids.empty(), "eval needs at least one token");
     const int pos = kv_->current_length();
-    AKUNU_CHECK(pos + int(ids.size()) <= context_,
+    AKUNU_CHECK(pos + int(ids.size()) <= base_->context,
                 "a prompt of " + std::to_string(ids.size()) + " tokens does not fit: " + std::to_string(pos) + " of " +
-                    std::to_string(context_) + " positions are used");
+                    std::to_string(base_->context) + " positions are used");
     for (int id : ids)
-        AKUNU_CHECK(id >= 0 && id < config_.vocab_size,
-                    "token id " + std::to_string(id) + " is out of range for a vocabulary of " + std::to_string(config_.vocab_size));
-    if (ids.size() == 1 && !all_logits) {
+        AKUNU_CHECK(id >= 0 && id < base_->config.vocab_size,
+                    "token id " + std::to_string(id) + " is out of range for a vocabulary of " + std::to_string(base_->config.vocab_size));
+    const int n_layers = config().n_layers;
+    const std::vector<int> layers = tapped_layers(taps, n_layers);
+    AKUNU_CHECK(layers.empty() || tap_out, "eval: taps need an output array");
+    if (ids.size() == 1 && !all_logits && layers.empty()) {
         decode(ids[0]);
         return;
     }
     drain();
     // Chunks of up to prefill_chunk tokens (logit_rows with all-position logits), each one
     // submission of a recorded table; the last chunk is shorter and its table skips the rest.
-    const size_t chunk = size_t(all_logits ? logit_rows_ : prefill_chunk_);
-    CommandList& cl = all_logits ? *prefill_all_cl_ : *prefill_cl_;
-    const size_t vocab = size_t(config_.vocab_size);
+    const size_t chunk = size_t(all_logits ? base_->logit_rows : base_->prefill_chunk);
+    TapVariant* tapped = layers.empty() ? nullptr : &tap_variant(layers, all_logits != nullptr);
+    CommandList& cl = tapped ? *tapped->cl : all_logits ? *prefill_all_cl_ : *prefill_cl_;
+    const size_t vocab = size_t(base_->config.vocab_size), dim = size_t(config().dim);
     Buffer &batch_ids = scratch_->get("batch_token_ids"), &batch_step = scratch_->get("batch_step");
     for (size_t at = 0; at < ids.size(); at += chunk) {
         const size_t n = std::min(chunk, ids.size() - at);
@@ -434,6 +515,12 @@ void Model::eval(const std::vector<int>& ids, float* all_logits) {
         cl.submit_and_wait();
         kv_->set_length(first + int(n));
         if (all_logits) scratch_->get("batch_logits").read(all_logits + at * vocab, n * vocab * 4);
+        // tap_out[i, at : at + n, :] = taps[slot of layer taps[i], 0 : n, :]
+        for (size_t i = 0; i < taps.size(); ++i) {
+            const int l = layer_index(taps[i], n_layers);
+            const size_t slot = size_t(std::lower_bound(layers.begin(), layers.end(), l) - layers.begin());
+            tapped->taps.read(tap_out + (i * ids.size() + at) * dim, n * dim * 4, slot * chunk * dim * 4);
+        }
     }
 }
 

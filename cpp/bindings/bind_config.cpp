@@ -138,6 +138,7 @@ void init_config(py::module_& m) {
             d["decode_scratch_bytes"] = p.decode_scratch_bytes;
             d["prefill_scratch_bytes"] = p.prefill_scratch_bytes;
             d["total_bytes"] = p.total_bytes;
+            d["fork_bytes"] = p.fork_bytes;
             if (device) {
                 const DeviceInfo info = find_device(*device);
                 const PlanFit fit = check_fit(p, info.profile);

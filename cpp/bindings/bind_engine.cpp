@@ -38,21 +38,28 @@ void init_engine(py::module_& m) {
         .def_property_readonly("device_name", [](const Model& mo) { return mo.device().profile().name; })
         .def("decode", &Model::decode, py::call_guard<py::gil_scoped_release>())
         .def("eval",
-             [](Model& mo, const std::vector<int>& ids, bool all_logits) -> py::object {
-                 if (!all_logits) {
-                     py::gil_scoped_release release;
-                     mo.eval(ids);
-                     return py::none();
+             [](Model& mo, const std::vector<int>& ids, bool all_logits, const std::vector<int>& taps) -> py::object {
+                 // all_logits: [len(ids), vocab] f32; taps: [len(taps), len(ids), dim] f32
+                 py::object logits = py::none(), hidden = py::none();
+                 float *logits_data = nullptr, *hidden_data = nullptr;
+                 if (all_logits) {
+                     py::array_t<float> a({ids.size(), size_t(mo.config().vocab_size)});
+                     logits_data = a.mutable_data();
+                     logits = std::move(a);
                  }
-                 py::array_t<float> out({ids.size(), size_t(mo.config().vocab_size)});
-                 float* data = out.mutable_data();
+                 if (!taps.empty()) {
+                     py::array_t<float> a({taps.size(), ids.size(), size_t(mo.config().dim)});
+                     hidden_data = a.mutable_data();
+                     hidden = std::move(a);
+                 }
                  {
                      py::gil_scoped_release release;
-                     mo.eval(ids, data);
+                     mo.eval(ids, logits_data, taps, hidden_data);
                  }
-                 return std::move(out);
+                 if (taps.empty()) return logits;
+                 return py::make_tuple(logits, hidden);
              },
-             py::arg("ids"), py::arg("all_logits") = false)
+             py::arg("ids"), py::arg("all_logits") = false, py::arg("taps") = std::vector<int>{})
         .def_property_readonly("prefill_chunk", &Model::prefill_chunk)
         .def("sampled_token", &Model::sampled_token)
         .def("sampled_logprob", &Model::sampled_logprob)
@@ -89,6 +96,25 @@ void init_engine(py::module_& m) {
         .def_property_readonly("chain", &Model::chain)
         .def("reset", &Model::reset)
         .def("truncate", &Model::truncate)
+        .def("fork", [](Model& mo) { return std::shared_ptr<Model>(mo.fork()); }, py::call_guard<py::gil_scoped_release>())
+        .def("save_state",
+             [](Model& mo) {
+                 std::vector<uint8_t> bytes;
+                 {
+                     py::gil_scoped_release release;
+                     bytes = mo.save_state();
+                 }
+                 return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+             })
+        .def("load_state",
+             [](Model& mo, py::buffer data) {
+                 const py::buffer_info info = data.request();
+                 AKUNU_CHECK(info.itemsize == 1 && info.ndim == 1 && info.strides[0] == 1,
+                             "load_state takes bytes (a contiguous byte buffer)");
+                 py::gil_scoped_release release;
+                 mo.load_state(static_cast<const uint8_t*>(info.ptr), size_t(info.size));
+             })
+        .def_property_readonly("fingerprint", &Model::fingerprint)
         .def_property_readonly("kv_length", [](Model& mo) { return mo.kv_cache().current_length(); })
         .def("kv_view",
              [](const std::shared_ptr<Model>& self, int layer, bool values, bool scales) {
@@ -126,6 +152,8 @@ void init_engine(py::module_& m) {
                  d["kv_cache"] = py::make_tuple(p.kv_bytes, mo.kv_cache().bytes());
                  d["decode_scratch"] = py::make_tuple(p.decode_scratch_bytes, mo.scratch().bytes());
                  d["prefill_scratch"] = py::make_tuple(p.prefill_scratch_bytes, mo.scratch().prefill_bytes());
+                 d["fork"] = p.fork_bytes;
+                 d["weight_sharers"] = mo.weight_sharers();
                  d["device_allocated"] = mo.device().allocated_bytes();
                  d["device_allocations"] = mo.device().allocations_total();
                  return d;

@@ -5,9 +5,13 @@
     for piece in m.generate("def fib(n):", max_tokens=32):
         print(piece.text, end="")
     m.kv_cache.k(0)                                # [n_kv_heads, length, head_dim] f16 view
+    logits, hidden = m.eval(ids, hidden_states=[0, -1])  # residual stream after layers 0 and -1
+    state = m.save_state()                         # bytes; m.load_state(state) goes back to it
+    other = m.fork()                               # same weights, its own cache and state copy
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 import sys
@@ -99,7 +103,7 @@ class KVCacheView:
         self._e.reset()
 
     def truncate(self, n: int) -> None:
-        """Rewinds to the first n positions."""
+        """Rewinds to the first n positions; n past the current length raises akunu.Error."""
         self._e.truncate(n)
 
 
@@ -172,16 +176,27 @@ class Model:
         """Positions the KV cache holds (the requested context, clipped to the trained one)."""
         return self._engine.context
 
-    def eval(self, ids: Sequence[int], all_logits: bool = False) -> np.ndarray:
+    def eval(self, ids: Sequence[int], all_logits: bool = False, hidden_states: Sequence[int] | None = None):
         """Runs `ids` after what the cache holds, in batched prefill chunks. Returns the last
         position's logits (a view of the logits scratch buffer, which the next step
         overwrites) or, with all_logits=True, a new [len(ids), vocab] float32 array of every
-        position's logits. A prompt longer than the free context raises and changes nothing."""
+        position's logits. A prompt longer than the free context raises and changes nothing.
+
+        hidden_states: layer indices (negative ones count from the end, as in Python). Then
+        eval returns a pair (logits as above, {layer: [len(ids), dim] float32}): the residual
+        stream after each named layer, keyed by the index as given. The last layer's is taken
+        before the output norm. A layer the model does not have raises akunu.Error. The first
+        call for a set of layers builds a prefill table with copies after them (kept for later
+        calls); eval without hidden_states runs exactly as before."""
         ids = [int(i) for i in ids]
-        if all_logits:
-            return self._engine.eval(ids, True)
-        self._engine.eval(ids)
-        return self.scratch["logits"]
+        layers = [int(layer) for layer in hidden_states or []]
+        if not layers:
+            if all_logits:
+                return self._engine.eval(ids, True)
+            self._engine.eval(ids)
+            return self.scratch["logits"]
+        logits, hidden = self._engine.eval(ids, bool(all_logits), layers)
+        return (logits if all_logits else self.scratch["logits"]), dict(zip(layers, hidden))
 
     def generate(self, prompt: str | Sequence[int], max_tokens: int = 128, sampler: Sampler | None = None,
                  stop: Sequence[str] | None = None, stream: bool = True, reset: bool = True):
@@ -303,10 +318,53 @@ class Model:
         """Empties the KV cache (waiting for any chains still on the GPU)."""
         self._engine.reset()
 
+    # ---- state ---------------------------------------------------------------------------------
+    def save_state(self, path: str | os.PathLike | None = None) -> bytes | None:
+        """The model's state: the KV cache's rows, its length, the sampler settings (with the
+        seed, which with the position keys the sampler's RNG), the last sampled token, its
+        logprob and the last logits. Returns bytes, or writes them to `path` and returns None.
+        The format is versioned and checksummed, and names the model by a fingerprint of its
+        config and weights."""
+        data = self._engine.save_state()
+        if path is None:
+            return data
+        with open(path, "wb") as f:
+            f.write(data)
+        return None
+
+    def load_state(self, data_or_path: bytes | bytearray | memoryview | str | os.PathLike) -> None:
+        """Restores a state from save_state() (bytes or a file): the model then continues
+        exactly as the saved one would have, token for token and logit for logit. A state of
+        another model, of another format version, or damaged or truncated bytes raise
+        akunu.Error saying what differs, and the current state is kept."""
+        if isinstance(data_or_path, (bytes, bytearray, memoryview)):
+            self._engine.load_state(data_or_path)
+            return
+        path = os.fspath(data_or_path)
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            self._engine.load_state(data)
+        except _akunu.Error as e:
+            raise _akunu.Error(f"{path}: {e}") from None
+
+    def fork(self) -> "Model":
+        """A second Model on the same device and weights (nothing is loaded again) with its own
+        KV cache, scratch buffers and dispatch tables, starting from a copy of this model's
+        state: two continuations of one prompt, each independent of the other. Each fork adds
+        the KV cache and scratch of memory_report()["fork"] bytes."""
+        other = copy.copy(self)  # the path and the tokenizer are shared
+        other._engine = self._engine.fork()
+        other.kv_cache = KVCacheView(other._engine)
+        other.scratch = ScratchView(other._engine)
+        return other
+
     # ---- inspection ----------------------------------------------------------------------------
     def memory_report(self) -> dict:
         """{part: (planned bytes, allocated bytes)} for weights, KV cache, decode and prefill scratch,
-        plus device_allocated and device_allocations (plain numbers)."""
+        plus plain numbers: fork (the bytes each fork() adds: KV cache and scratch),
+        weight_sharers (this model and its forks, which share one copy of the weights),
+        device_allocated and device_allocations (over the device, forks included)."""
         return self._engine.memory_report()
 
     def profile(self, tokens: int = 1) -> list[dict]:

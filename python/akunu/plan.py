@@ -38,6 +38,7 @@ class MemoryPlan:
     decode_scratch_bytes: int
     prefill_scratch_bytes: int
     total_bytes: int
+    fork_bytes: int = 0  # what each Model.fork() adds: its KV cache and scratch (weights are shared)
     device: str | None = None
     device_bytes: int = 0
     fits: bool | None = None
@@ -55,6 +56,7 @@ class MemoryPlan:
         rows.append(f"  {'decode scratch':<44}{_mib(self.decode_scratch_bytes):>16}")
         rows.append(f"  {'prefill scratch':<44}{_mib(self.prefill_scratch_bytes):>16}")
         rows.append(f"  {'total':<44}{_mib(self.total_bytes):>16}")
+        rows.append(f"  {'each fork() adds (KV cache and scratch)':<44}{_mib(self.fork_bytes):>16}")
         if self.device is not None:
             verdict = "fits" if self.fits else "DOES NOT FIT"
             rows.append(f"  {self.device} ({_mib(self.device_bytes)} device memory): {verdict}")

@@ -45,10 +45,17 @@ class NumpyLlama:
         return out
 
     def logits(self, ids: list[int], kv_hook=None) -> np.ndarray:
-        """[len(ids), vocab] logits of a causal forward pass over `ids`. With `kv_hook`, each layer's
-        attention uses kv_hook(layer, k, v) -> (k, v) in place of its K and V ([T, n_kv, head_dim],
-        after RoPE): a hook to read them, or to put another cache's contents in their place."""
+        """[len(ids), vocab] logits of a causal forward pass over `ids` (kv_hook: see forward)."""
+        return self.forward(ids, kv_hook)[0]
+
+    def forward(self, ids: list[int], kv_hook=None) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The logits and the residual stream after each layer ([len(ids), dim] each, the last
+        one before the output norm) of a causal forward pass over `ids`. With `kv_hook`, each
+        layer's attention uses kv_hook(layer, k, v) -> (k, v) in place of its K and V
+        ([T, n_kv, head_dim], after RoPE): a hook to read them, or to put another cache's
+        contents in their place."""
         T = len(ids)
+        residuals = []
         pos = np.arange(T, dtype=np.float64)
         x = self.w["token_embd.weight"][ids]
         group = self.n_heads // self.n_kv
@@ -72,4 +79,5 @@ class NumpyLlama:
             h = self._rms(x, self.w[p + "ffn_norm.weight"])
             gate, up = h @ self.w[p + "ffn_gate.weight"].T, h @ self.w[p + "ffn_up.weight"].T
             x = x + (gate / (1 + np.exp(-gate)) * up) @ self.w[p + "ffn_down.weight"].T
-        return self._rms(x, self.w["output_norm.weight"]) @ self.output.T
+            residuals.append(x)
+        return self._rms(x, self.w["output_norm.weight"]) @ self.output.T, residuals

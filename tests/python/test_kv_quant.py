@@ -177,3 +177,20 @@ def test_rewind_and_continue_is_exact_on_a_quantized_cache():
 def test_unknown_kv_dtype_is_refused():
     with pytest.raises(akunu.Error, match="unknown kv_dtype 'int3'; expected f16, q8, int4 or fp4"):
         akunu.Model(trained_gguf(), context=32, progress=False, kv_dtype="int3")
+
+
+def test_state_round_trip_and_fork_on_a_quantized_cache():
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="fp4")
+    m.eval(IDS)
+    saved = m.save_state()
+    child = m.fork()
+    want = [m.eval([t]).copy() for t in (5, 6, 7)]
+    np.testing.assert_array_equal(np.stack([child.eval([t]).copy() for t in (5, 6, 7)]), np.stack(want))
+    m.reset()
+    m.eval([4092, 1, 2])
+    m.load_state(saved)
+    np.testing.assert_array_equal(m.kv_cache.k_scales(3), child.kv_cache.k_scales(3)[:, : len(IDS)])
+    np.testing.assert_array_equal(np.stack([m.eval([t]).copy() for t in (5, 6, 7)]), np.stack(want))
+    other = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4")
+    with pytest.raises(akunu.Error, match="'fp4' KV cache, this model's is 'int4'"):
+        other.load_state(saved)

@@ -1,0 +1,91 @@
+// Model state in C++ (the Python suite, tests/python/test_model_state.py, covers the cases in
+// full): KV rows copied out and into caches of other lengths, a saved state that continues bit
+// for bit, a fork that is independent of its original, and damaged bytes refused unchanged.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "akunu/error.h"
+#include "akunu/kv_cache.h"
+#include "akunu/model.h"
+#include "vk_test.h"
+
+namespace akunu::test {
+
+static const std::string kFixtures = AKUNU_FIXTURES;
+
+using ModelStateTest = VkTest;
+
+TEST_F(ModelStateTest, KvRowsRoundTripBetweenCachesOfOtherLengths) {
+    ModelConfig c;
+    c.n_layers = 2;
+    c.n_kv_heads = 3;
+    c.head_dim = 8;
+    KVCache a(device(), c, 16), b(device(), c, 5);
+    const size_t row = 8 * 2;  // head_dim f16
+    std::vector<uint8_t> all(a.rows_bytes(16));
+    ASSERT_EQ(all.size(), 2u * 2 * 3 * 16 * row);  // layers, K and V, heads, positions
+    for (size_t i = 0; i < all.size(); ++i) all[i] = uint8_t(i * 7 + i / 251);
+    a.load_rows(all.data(), all.size(), 16);
+    a.truncate(4);
+    const std::vector<uint8_t> rows = a.save_rows(4);
+    ASSERT_EQ(rows.size(), 2u * 2 * 3 * 4 * row);
+    b.load_rows(rows.data(), rows.size(), 4);
+    EXPECT_EQ(b.current_length(), 4);
+    EXPECT_EQ(b.save_rows(4), rows);
+    // Layer 1's V, head 1, rows [0, 4): piece 2 * 3 + 3 + 1 of 16 rows each in the saved order,
+    // and at head 1 of [3, 5, 8] in b.
+    std::vector<uint8_t> in_b(4 * row);
+    b.v(1).read(in_b.data(), in_b.size(), 1 * 5 * row);
+    const uint8_t* want = all.data() + (2 * 3 + 3 + 1) * 16 * row;
+    EXPECT_EQ(in_b, std::vector<uint8_t>(want, want + 4 * row));
+    EXPECT_THROW(b.load_rows(rows.data(), rows.size() - 1, 4), Error);
+    EXPECT_THROW(b.save_rows(6), Error);
+    EXPECT_EQ(b.current_length(), 4);
+}
+
+static std::vector<float> logits_of(const Model& m) {
+    std::vector<float> v(size_t(m.config().vocab_size));
+    m.scratch().get("logits").read(v.data(), v.size() * 4);
+    return v;
+}
+
+// n decode steps from the model's state: the ids and the logits each was sampled from.
+static std::pair<std::vector<int>, std::vector<float>> run(Model& m, int n) {
+    std::vector<int> ids;
+    std::vector<float> logits;
+    for (int i = 0; i < n; ++i) {
+        ids.push_back(m.sampled_token());
+        const auto l = logits_of(m);
+        logits.insert(logits.end(), l.begin(), l.end());
+        m.decode(ids.back());
+    }
+    return {ids, logits};
+}
+
+TEST_F(ModelStateTest, SavedStatesAndForksContinueBitIdentically) {
+    AKUNU_REQUIRE_FIXTURES(kFixtures);
+    LoadOptions o;
+    o.context = 64;
+    auto m = Model::load(kFixtures + "/tiny-llama3-random/gguf/tiny-llama3-random-f16.gguf", o);
+    m->set_sampler(SamplerState{0.9f, 20, 0.95f, 0.0f, 7, 0, 0, 0});
+    m->eval({2040, 17, 300, 5, 999});
+    const std::vector<uint8_t> state = m->save_state();
+    auto fork = m->fork();
+    EXPECT_EQ(m->weight_sharers(), 2);
+    const auto want = run(*m, 12);
+
+    m->reset();
+    m->eval({1, 2, 3});
+    std::vector<uint8_t> damaged = state;
+    damaged[damaged.size() / 2] ^= 1;
+    EXPECT_THROW(m->load_state(damaged.data(), damaged.size()), Error);
+    EXPECT_EQ(m->kv_cache().current_length(), 3);
+    m->load_state(state.data(), state.size());
+    EXPECT_EQ(m->kv_cache().current_length(), 5);
+    EXPECT_EQ(run(*m, 12), want);
+    EXPECT_EQ(fork->kv_cache().current_length(), 5);  // the original's steps did not reach it
+    EXPECT_EQ(run(*fork, 12), want);
+}
+
+}  // namespace akunu::test
