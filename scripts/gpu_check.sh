@@ -77,6 +77,8 @@ if [ -z "${AKUNU_SKIP_TESTS:-}" ]; then
     python3 -m akunu kernel-bench 2>&1 | tee "$out/kernel-bench.txt"
 fi
 unset AKUNU_VALIDATION
+# AKUNU_EXTRA_CMD: a command to run after the tests, before the benchmarks (reports).
+if [ -n "${AKUNU_EXTRA_CMD:-}" ]; then eval "$AKUNU_EXTRA_CMD"; fi
 
 echo "== model benchmark (random weights, make_random_gguf.py)"
 files=()

@@ -10,30 +10,33 @@
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Qkv { float qkv[]; };             // rows of [q | k | v]
-layout(std430, binding = 1) writeonly buffer KW { uint k_words[]; };          // [n_kv, max_len, head_dim / KV_PER_WORD]
-layout(std430, binding = 2) writeonly buffer VW { uint v_words[]; };          // [n_kv, max_len, head_dim / KV_PER_WORD]
+layout(std430, binding = 1) writeonly buffer KW { uint k_words[]; };          // [n_kv, max_len, head_dim / KV_PER_WORD(K_FORMAT)]
+layout(std430, binding = 2) writeonly buffer VW { uint v_words[]; };          // [n_kv, max_len, head_dim / KV_PER_WORD(V_FORMAT)]
 layout(std430, binding = 3) writeonly buffer KS { float16_t k_scales[]; };    // [n_kv, max_len]
 layout(std430, binding = 4) writeonly buffer VS { float16_t v_scales[]; };    // [n_kv, max_len]
 layout(std430, binding = 5) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { RopeKvParams p; };
 
 void main() {
-    const uint words = p.head_dim / KV_PER_WORD;
-    const uint per_side = p.n_kv_heads * words;  // words of one token's K (or V)
+    // Words of one token's K, then of its V (the formats may differ).
+    const uint k_words_row = p.head_dim / KV_PER_WORD(K_FORMAT), v_words_row = p.head_dim / KV_PER_WORD(V_FORMAT);
+    const uint k_side = p.n_kv_heads * k_words_row, per_token = k_side + p.n_kv_heads * v_words_row;
     const uint gid = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
-    const uint row = gid / (2 * per_side), r = gid % (2 * per_side);
+    const uint row = gid / per_token, r = gid % per_token;
     if (row >= min(p.rows, step.n_tokens)) return;
-    const bool is_v = r >= per_side;
-    const uint head = (r % per_side) / words, w = r % words;
+    const bool is_v = r >= k_side;
+    const uint f = is_v ? V_FORMAT : K_FORMAT, words = is_v ? v_words_row : k_words_row;
+    const uint head = (is_v ? r - k_side : r) / words, w = (is_v ? r - k_side : r) % words;
     const uint q_dim = p.n_heads * p.head_dim, kv_dim = p.n_kv_heads * p.head_dim;
     const uint src = row * p.row_stride + q_dim + (is_v ? kv_dim : 0) + head * p.head_dim;
 
     float amax = 0.0;
     for (uint d = 0; d < p.head_dim; ++d) amax = max(amax, abs(qkv[src + d]));
-    const float16_t scale = float16_t(amax / KV_QMAX);
+    const float16_t scale = float16_t(amax / kv_qmax(f));
     const float inv = float(scale) > 0.0 ? 1.0 / float(scale) : 0.0;
     uint packed = 0;
-    for (uint j = 0; j < KV_PER_WORD; ++j) packed |= kv_encode(qkv[src + w * KV_PER_WORD + j] * inv) << (j * KV_BITS);
+    const uint per_word = KV_PER_WORD(f);
+    for (uint j = 0; j < per_word; ++j) packed |= kv_encode(qkv[src + w * per_word + j] * inv, f) << (j * KV_BITS(f));
 
     const uint cache_row = head * p.max_len + step.pos + row;
     if (is_v) {

@@ -89,9 +89,8 @@ void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec
 // The cache bindings a kernel reads or writes, checked against the cache layout: K and V (and
 // for a quantized cache their row scales) for `rows` = n_kv_heads * max_len rows of head_dim.
 void check_cache(const KvBindings& c, size_t rows, size_t head_dim, const char* kernel) {
-    const size_t data = rows * head_dim * size_t(kv_value_bits(c.dtype)) / 8;
-    check_bytes(c.k, data, kernel, "k_cache");
-    check_bytes(c.v, data, kernel, "v_cache");
+    check_bytes(c.k, rows * head_dim * size_t(kv_value_bits(kv_side(c.dtype, false))) / 8, kernel, "k_cache");
+    check_bytes(c.v, rows * head_dim * size_t(kv_value_bits(kv_side(c.dtype, true))) / 8, kernel, "v_cache");
     if (c.dtype == KvDType::kF16) return;
     AKUNU_CHECK(head_dim % 8 == 0, std::string(kernel) + ": a quantized cache needs head_dim to be a multiple of 8");
     check_bytes(c.k_scales, rows * 2, kernel, "k_scales");
@@ -101,7 +100,7 @@ void check_cache(const KvBindings& c, size_t rows, size_t head_dim, const char* 
 // A cache reader's variant ("attention_split_int4") and its bindings: `first` (bindings 0 to 4
 // with K and V at 1 and 2), then a quantized cache's scales at 5 and 6.
 std::string cache_variant(const char* kernel, KvDType t) {
-    return t == KvDType::kF16 ? std::string(kernel) : std::string(kernel) + "_" + kv_dtype_name(t);
+    return t == KvDType::kF16 ? std::string(kernel) : std::string(kernel) + "_" + kv_variant_suffix(t);
 }
 std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings& c) {
     if (c.dtype != KvDType::kF16) {
@@ -249,7 +248,8 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     emit(s, f16 ? "rope_kv" : "rope_only", {}, {qkv, cos, sin, cache.k, cache.v, step}, p, grid_for(s, (items + 63) / 64));
     if (f16) return;
     // kv_store: one invocation per packed word of each token's K and V rows.
-    const size_t words = size_t(sh.rows) * 2 * kv_dim * size_t(kv_value_bits(cache.dtype)) / 32;
+    const size_t words =
+        size_t(sh.rows) * kv_dim * size_t(kv_value_bits(kv_side(cache.dtype, false)) + kv_value_bits(kv_side(cache.dtype, true))) / 32;
     emit(s, cache_variant("kv_store", cache.dtype), {}, {qkv, cache.k, cache.v, cache.k_scales, cache.v_scales, step}, p,
          grid_for(s, (words + 63) / 64));
 }

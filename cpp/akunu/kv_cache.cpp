@@ -8,21 +8,21 @@ namespace akunu {
 KVCache::KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, int max_len, KvDType dtype)
     : dtype_(dtype), n_kv_heads_(c.n_kv_heads), head_dim_(c.head_dim), max_len_(max_len) {
     AKUNU_CHECK(max_len > 0, "the KV cache needs a positive length");
-    layout_ = kv_layout(dtype, c.n_kv_heads, max_len, c.head_dim);
-    const size_t bytes = size_t(layout_.bytes);
+    for (const bool values : {false, true}) layout_[values] = kv_layout(kv_side(dtype, values), c.n_kv_heads, max_len, c.head_dim);
     for (int l = 0; l < c.n_layers; ++l) {
-        k_.push_back(Buffer::allocate(device, bytes));
-        v_.push_back(Buffer::allocate(device, bytes));
-        bytes_ += 2 * bytes;
+        k_.push_back(Buffer::allocate(device, size_t(layout_[0].bytes)));
+        v_.push_back(Buffer::allocate(device, size_t(layout_[1].bytes)));
+        bytes_ += size_t(layout_[0].bytes + layout_[1].bytes);
     }
 }
 
 KvBindings KVCache::bindings(int layer) const {
     const Buffer &k = k_[size_t(layer)], &v = v_[size_t(layer)];
-    const size_t data = size_t(layout_.data_bytes);
     if (dtype_ == KvDType::kF16) return {dtype_, Binding(k), Binding(v), {}, {}};
-    const size_t scales = size_t(layout_.bytes - layout_.scale_offset), at = size_t(layout_.scale_offset);
-    return {dtype_, Binding(k, 0, data), Binding(v, 0, data), Binding(k, at, scales), Binding(v, at, scales)};
+    const KvLayout &lk = layout_[0], &lv = layout_[1];
+    return {dtype_, Binding(k, 0, size_t(lk.data_bytes)), Binding(v, 0, size_t(lv.data_bytes)),
+            Binding(k, size_t(lk.scale_offset), size_t(lk.bytes - lk.scale_offset)),
+            Binding(v, size_t(lv.scale_offset), size_t(lv.bytes - lv.scale_offset))};
 }
 
 void KVCache::truncate(int n) {
@@ -42,13 +42,16 @@ void KVCache::walk_rows(int n, const std::function<void(size_t, bool, size_t, si
                                              std::to_string(max_len_) + " positions");
     // Head h's rows are [h, 0 : max_len, ...] in the values (codes) and, for a quantized
     // cache, in the scales: rows [0, n) are one piece of each.
-    const size_t row = size_t(head_dim_) * size_t(kv_value_bits(dtype_)) / 8, rows = size_t(max_len_);
+    const size_t rows = size_t(max_len_);
     for (size_t l = 0; l < k_.size(); ++l)
-        for (const bool values : {false, true})
+        for (const bool values : {false, true}) {
+            const KvDType side = kv_side(dtype_, values);
+            const size_t row = size_t(head_dim_) * size_t(kv_value_bits(side)) / 8;
             for (int h = 0; h < n_kv_heads_; ++h) {
                 visit(l, values, size_t(h) * rows * row, size_t(n) * row);
-                if (dtype_ != KvDType::kF16) visit(l, values, size_t(layout_.scale_offset) + size_t(h) * rows * 2, size_t(n) * 2);
+                if (side != KvDType::kF16) visit(l, values, size_t(layout_[values].scale_offset) + size_t(h) * rows * 2, size_t(n) * 2);
             }
+        }
 }
 
 size_t KVCache::rows_bytes(int n) const {

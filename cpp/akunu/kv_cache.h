@@ -26,7 +26,7 @@ public:
     const Buffer& v(int layer) const { return v_[size_t(layer)]; }
     KvBindings bindings(int layer) const;
     KvDType dtype() const { return dtype_; }
-    const KvLayout& layout() const { return layout_; }
+    const KvLayout& layout(bool values) const { return layout_[values]; }
     int n_layers() const { return int(k_.size()); }
     int n_kv_heads() const { return n_kv_heads_; }
     int head_dim() const { return head_dim_; }
@@ -52,7 +52,7 @@ private:
 
     std::vector<Buffer> k_, v_;
     KvDType dtype_;
-    KvLayout layout_;
+    KvLayout layout_[2];  // K, V
     int n_kv_heads_, head_dim_, max_len_;
     int length_ = 0;
     size_t bytes_ = 0;

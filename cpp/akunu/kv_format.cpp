@@ -11,7 +11,9 @@ KvDType parse_kv_dtype(const std::string& name) {
     if (name == "q8") return KvDType::kQ8;
     if (name == "int4") return KvDType::kInt4;
     if (name == "fp4") return KvDType::kFp4;
-    throw Error("unknown kv_dtype '" + name + "'; expected f16, q8, int4 or fp4");
+    if (name == "q8/int4") return KvDType::kQ8Int4;
+    if (name == "q8/fp4") return KvDType::kQ8Fp4;
+    throw Error("unknown kv_dtype '" + name + "'; expected f16, q8, int4, fp4, q8/int4 or q8/fp4 (keys/values)");
 }
 
 const char* kv_dtype_name(KvDType t) {
@@ -20,15 +22,30 @@ const char* kv_dtype_name(KvDType t) {
         case KvDType::kQ8: return "q8";
         case KvDType::kInt4: return "int4";
         case KvDType::kFp4: return "fp4";
+        case KvDType::kQ8Int4: return "q8/int4";
+        case KvDType::kQ8Fp4: return "q8/fp4";
     }
     return "?";
 }
 
-int kv_value_bits(KvDType t) { return t == KvDType::kF16 ? 16 : t == KvDType::kQ8 ? 8 : 4; }
+std::string kv_variant_suffix(KvDType t) {
+    std::string s = kv_dtype_name(t);
+    for (char& ch : s)
+        if (ch == '/') ch = '_';
+    return s;
+}
 
-uint64_t kv_row_bytes(KvDType t, int head_dim) {
-    const uint64_t values = uint64_t(head_dim) * uint64_t(kv_value_bits(t)) / 8;
-    return t == KvDType::kF16 ? values : values + 2;
+KvDType kv_side(KvDType t, bool values) {
+    if (t == KvDType::kQ8Int4) return values ? KvDType::kInt4 : KvDType::kQ8;
+    if (t == KvDType::kQ8Fp4) return values ? KvDType::kFp4 : KvDType::kQ8;
+    return t;
+}
+
+int kv_value_bits(KvDType side) { return side == KvDType::kF16 ? 16 : side == KvDType::kQ8 ? 8 : 4; }
+
+uint64_t kv_row_bytes(KvDType side, int head_dim) {
+    const uint64_t values = uint64_t(head_dim) * uint64_t(kv_value_bits(side)) / 8;
+    return side == KvDType::kF16 ? values : values + 2;
 }
 
 KvLayout kv_layout(KvDType t, int n_kv_heads, int max_len, int head_dim) {

@@ -7,6 +7,9 @@
 //   [n_kv_heads, max_len, head_dim * bits / 32] u32   packed codes
 //   (padding to 16 bytes, the storage-buffer offset alignment, where the codes need it)
 //   [n_kv_heads, max_len] f16                         row scales
+//
+// K and V may differ: q8/int4 and q8/fp4 keep keys, which attention is more sensitive to, in
+// 8 bits and values in 4 (docs/kv-quality.md has the measurements).
 #pragma once
 
 #include <cstdint>
@@ -16,26 +19,30 @@
 
 namespace akunu {
 
-enum class KvDType { kF16, kQ8, kInt4, kFp4 };
-KvDType parse_kv_dtype(const std::string& name);  // "f16", "q8", "int4", "fp4"
+enum class KvDType { kF16, kQ8, kInt4, kFp4, kQ8Int4, kQ8Fp4 };
+KvDType parse_kv_dtype(const std::string& name);  // "f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4"
 const char* kv_dtype_name(KvDType t);
-// Bits per stored value: 16, 8 or 4.
-int kv_value_bits(KvDType t);
-// Bytes of one (head, position) row of K or V: values plus, when quantized, one f16 scale.
-uint64_t kv_row_bytes(KvDType t, int head_dim);
+// Shader-variant suffix: "q8", "q8_int4", ...
+std::string kv_variant_suffix(KvDType t);
+// The format of the keys (values = false) or the values: one of f16, q8, int4, fp4.
+KvDType kv_side(KvDType t, bool values);
+// Bits per stored value of a side format: 16, 8 or 4.
+int kv_value_bits(KvDType side);
+// Bytes of one (head, position) row of a side: values plus, when quantized, one f16 scale.
+uint64_t kv_row_bytes(KvDType side, int head_dim);
 
 struct KvLayout {
     uint64_t data_bytes;    // the values (f16) or packed codes
     uint64_t scale_offset;  // where the row scales start; == bytes for f16
     uint64_t bytes;         // the whole buffer
 };
-// Throws when head_dim does not pack into whole words.
-KvLayout kv_layout(KvDType t, int n_kv_heads, int max_len, int head_dim);
+// The K or V buffer of a side format; throws when head_dim does not pack into whole words.
+KvLayout kv_layout(KvDType side, int n_kv_heads, int max_len, int head_dim);
 
 // What the attention kernels bind for one layer: values (or codes) and, when quantized, the
 // row scales, ranges of the same two buffers.
 struct KvBindings {
-    KvDType dtype;
+    KvDType dtype;               // the cache format (kv_side gives K's and V's)
     Binding k, v;                // f16 [n_kv, max_len, head_dim] or u32 codes
     Binding k_scales, v_scales;  // f16 [n_kv, max_len]; unset for f16
 };

@@ -110,7 +110,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     }
 
     // K and V per layer, each as kv_format.h lays it out.
-    p.kv_bytes_per_layer = 2 * kv_layout(p.options.kv_dtype, c.n_kv_heads, p.options.context, c.head_dim).bytes;
+    for (const bool values : {false, true})
+        p.kv_bytes_per_layer += kv_layout(kv_side(p.options.kv_dtype, values), c.n_kv_heads, p.options.context, c.head_dim).bytes;
     p.kv_bytes = p.kv_bytes_per_layer * uint64_t(c.n_layers);
     p.decode_scratch = decode_scratch_layout(c, p.options.max_chain, p.options.context);
     p.prefill_scratch = prefill_scratch_layout(c, p.options.prefill_chunk);

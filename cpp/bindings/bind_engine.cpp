@@ -124,12 +124,12 @@ void init_engine(py::module_& m) {
                  const Buffer& b = values ? kv.v(layer) : kv.k(layer);
                  const size_t heads = size_t(kv.n_kv_heads()), rows = size_t(kv.max_length());
                  if (scales) {
-                     AKUNU_CHECK(kv.dtype() != KvDType::kF16, "an f16 KV cache has no row scales");
-                     return buffer_view(b, DType::kF16, {heads, rows}, py::cast(self), size_t(kv.layout().scale_offset));
+                     AKUNU_CHECK(kv_side(kv.dtype(), values) != KvDType::kF16, "an f16 KV cache has no row scales");
+                     return buffer_view(b, DType::kF16, {heads, rows}, py::cast(self), size_t(kv.layout(values).scale_offset));
                  }
-                 if (kv.dtype() == KvDType::kF16)
+                 if (kv_side(kv.dtype(), values) == KvDType::kF16)
                      return buffer_view(b, DType::kF16, {heads, rows, size_t(kv.head_dim())}, py::cast(self));
-                 const size_t words = size_t(kv.head_dim()) * size_t(kv_value_bits(kv.dtype())) / 32;
+                 const size_t words = size_t(kv.head_dim()) * size_t(kv_value_bits(kv_side(kv.dtype(), values))) / 32;
                  return buffer_view(b, DType::kU32, {heads, rows, words}, py::cast(self));
              },
              py::arg("layer"), py::arg("values"), py::arg("scales") = false)

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-FORMATS = ("f16", "q8", "int4", "fp4")
+FORMATS = ("f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4")
 
 
 @dataclass

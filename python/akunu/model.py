@@ -51,16 +51,22 @@ class KVCacheView:
     """The model's KV cache, as stored: for kv_dtype f16, k(layer)/v(layer) are
     [n_kv_heads, current_length, head_dim] f16 views; for q8/int4/fp4 they are the packed codes,
     u32 [n_kv_heads, current_length, head_dim * bits / 32], with k_scales/v_scales the f16 row
-    scales [n_kv_heads, current_length]. k(layer, dequantize=True) gives float32 values in every
-    format. Views are copies where the device memory is not host-visible."""
+    scales [n_kv_heads, current_length] ("q8/int4" and "q8/fp4": keys in q8, values in the
+    4-bit format). k(layer, dequantize=True) gives float32 values in every format. Views are
+    copies where the device memory is not host-visible."""
 
     def __init__(self, engine):
         self._e = engine
 
     @property
     def dtype(self) -> str:
-        """The storage format: "f16", "q8", "int4" or "fp4"."""
+        """The storage format: "f16", "q8", "int4", "fp4", "q8/int4" or "q8/fp4" (keys/values)."""
         return self._e.kv_dtype
+
+    def side_dtype(self, values: bool) -> str:
+        """The format of the keys (values=False) or of the values."""
+        sides = self.dtype.split("/")
+        return sides[-1] if values else sides[0]
 
     @property
     def current_length(self) -> int:
@@ -93,10 +99,10 @@ class KVCacheView:
         stored = self._e.kv_view(layer, values)[:, : self.current_length, :]
         if not dequantize:
             return stored
-        if self.dtype == "f16":
+        if self.side_dtype(values) == "f16":
             return stored.astype(np.float32)
         scales = self.v_scales(layer) if values else self.k_scales(layer)
-        return dequantize_kv(stored, scales, self.dtype)
+        return dequantize_kv(stored, scales, self.side_dtype(values))
 
     def reset(self) -> None:
         """Empties the cache (nothing is freed or cleared; the length goes to 0)."""
@@ -132,7 +138,8 @@ class Model:
         """chain: decode steps per GPU submission (0: chosen from the device profile).
         prefill_chunk: prompt tokens per prefill submission (0: 512).
         kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
-        position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1); see KVCacheView."""
+        position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1), or keys in q8 and values in
+        4 bits, "q8/int4" or "q8/fp4" (docs/kv-quality.md compares them); see KVCacheView."""
         path = os.fspath(path)
         self.path = path
         bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None

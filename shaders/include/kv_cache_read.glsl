@@ -10,13 +10,14 @@
 #include "kv_format.glsl"
 
 #ifdef KV_QUANTIZED
-layout(std430, binding = 1) readonly buffer K { uint k_words[]; };        // [n_kv, max_len, head_dim / KV_PER_WORD]
-layout(std430, binding = 2) readonly buffer V { uint v_words[]; };        // [n_kv, max_len, head_dim / KV_PER_WORD]
+layout(std430, binding = 1) readonly buffer K { uint k_words[]; };        // [n_kv, max_len, head_dim / KV_PER_WORD(K_FORMAT)]
+layout(std430, binding = 2) readonly buffer V { uint v_words[]; };        // [n_kv, max_len, head_dim / KV_PER_WORD(V_FORMAT)]
 layout(std430, binding = 5) readonly buffer KS { float16_t k_scales[]; }; // [n_kv, max_len]
 layout(std430, binding = 6) readonly buffer VS { float16_t v_scales[]; }; // [n_kv, max_len]
-#define KV_ROW_WORDS (KV_HEAD_DIM / KV_PER_WORD)
-#define K_AT(row, i) kv_code(k_words[(row) * KV_ROW_WORDS + (i) / KV_PER_WORD], (i) % KV_PER_WORD)
-#define V_AT(row, i) kv_code(v_words[(row) * KV_ROW_WORDS + (i) / KV_PER_WORD], (i) % KV_PER_WORD)
+#define KV_WORD_AT(words, f, row, i) \
+    kv_code(words[(row) * (KV_HEAD_DIM / KV_PER_WORD(f)) + (i) / KV_PER_WORD(f)], (i) % KV_PER_WORD(f), f)
+#define K_AT(row, i) KV_WORD_AT(k_words, K_FORMAT, row, i)
+#define V_AT(row, i) KV_WORD_AT(v_words, V_FORMAT, row, i)
 #define K_SCALE(row) float(k_scales[row])
 #define V_SCALE(row) float(v_scales[row])
 #else

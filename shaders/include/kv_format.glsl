@@ -1,61 +1,55 @@
-// The KV-cache storage formats. Without a KV_* define the cache holds f16 values; with one,
-// each (head, position) row of head_dim values is packed into 32-bit words with one f16 scale
-// per row, and a value is code * scale:
+// The KV-cache storage formats. Without K_FORMAT/V_FORMAT defines the cache holds f16 values;
+// with them (KV_F16 = 0 is not among them: both sides are quantized), each (head, position) row
+// of head_dim values is packed into 32-bit words with one f16 scale per row, and a value is
+// code * scale:
 //
-//   KV_Q8    int8 codes in [-127, 127], 4 per word,     scale = max|row| / 127
-//   KV_INT4  int4 codes in [-8, 7],      8 per word,    scale = max|row| / 7
-//   KV_FP4   E2M1 codes (sign, 2-bit exponent, 1-bit mantissa: 0, 0.5, 1, 1.5, 2, 3, 4, 6),
-//            8 per word,                                scale = max|row| / 6
+//   KV_Q8 (1)    int8 codes in [-127, 127], 4 per word,   scale = max|row| / 127
+//   KV_INT4 (2)  int4 codes in [-8, 7],      8 per word,  scale = max|row| / 7
+//   KV_FP4 (3)   E2M1 codes (sign, 2-bit exponent, 1-bit mantissa: 0, 0.5, 1, 1.5, 2, 3, 4, 6),
+//                8 per word,                              scale = max|row| / 6
 //
-// Value j of a word sits in bits [j * bits, (j + 1) * bits). The scale is rounded to f16
-// first and the codes are formed with that rounded scale, so code * scale is what was meant.
-// A row of zeros has scale 0 and codes 0. Readers dequantize in registers; nothing ever
-// holds an f16 copy of a quantized cache.
+// K and V may use different formats (q8 keys, 4-bit values). Value j of a word sits in bits
+// [j * bits, (j + 1) * bits). The scale is rounded to f16 first and the codes are formed with
+// that rounded scale, so code * scale is what was meant. A row of zeros has scale 0 and codes
+// 0. Readers dequantize in registers; nothing ever holds an f16 copy of a quantized cache.
+// Format arguments are compile-time constants where it matters, so the branches fold away.
 #ifndef AKUNU_KV_FORMAT_GLSL
 #define AKUNU_KV_FORMAT_GLSL
 
-#if defined(KV_Q8) || defined(KV_INT4) || defined(KV_FP4)
-#define KV_QUANTIZED 1
+#define KV_Q8 1u
+#define KV_INT4 2u
+#define KV_FP4 3u
 
-#if defined(KV_Q8)
-#define KV_BITS 8u
-#define KV_QMAX 127.0
-#else
-#define KV_BITS 4u
-#endif
-#if defined(KV_INT4)
-#define KV_QMAX 7.0
-#elif defined(KV_FP4)
-#define KV_QMAX 6.0
-#endif
-#define KV_PER_WORD (32u / KV_BITS)
+#if defined(K_FORMAT) && defined(V_FORMAT)
+#define KV_QUANTIZED 1
+#define KV_BITS(f) ((f) == KV_Q8 ? 8u : 4u)
+#define KV_PER_WORD(f) (32u / KV_BITS(f))
+
+float kv_qmax(uint f) { return f == KV_Q8 ? 127.0 : f == KV_INT4 ? 7.0 : 6.0; }
 
 // The value of code j of `word`, before scaling.
-float kv_code(uint word, uint j) {
-#if defined(KV_FP4)
-    const uint c = bitfieldExtract(word, int(j * 4u), 4);
-    const uint e = (c >> 1) & 3u, m = c & 1u;
-    // e = 0: subnormal 0 or 0.5; otherwise (1 + m/2) * 2^(e - 1).
-    const float mag = e == 0u ? 0.5 * float(m) : (1.0 + 0.5 * float(m)) * float(1u << (e - 1u));
-    return (c & 8u) != 0u ? -mag : mag;
-#else
-    return float(bitfieldExtract(int(word), int(j * KV_BITS), int(KV_BITS)));
-#endif
+float kv_code(uint word, uint j, uint f) {
+    if (f == KV_FP4) {
+        const uint c = bitfieldExtract(word, int(j * 4u), 4);
+        const uint e = (c >> 1) & 3u, m = c & 1u;
+        // e = 0: subnormal 0 or 0.5; otherwise (1 + m/2) * 2^(e - 1).
+        const float mag = e == 0u ? 0.5 * float(m) : (1.0 + 0.5 * float(m)) * float(1u << (e - 1u));
+        return (c & 8u) != 0u ? -mag : mag;
+    }
+    return float(bitfieldExtract(int(word), int(j * KV_BITS(f)), int(KV_BITS(f))));
 }
 
-// The code bits of y = value / scale, in the low KV_BITS bits.
-uint kv_encode(float y) {
-#if defined(KV_FP4)
-    // Nearest magnitude; a tie goes to the smaller one (thresholds are the midpoints).
-    const float a = abs(y);
-    const uint c = uint(a > 0.25) + uint(a > 0.75) + uint(a > 1.25) + uint(a > 1.75) + uint(a > 2.5) +
-                   uint(a > 3.5) + uint(a > 5.0);
-    return y < 0.0 ? c | 8u : c;
-#elif defined(KV_INT4)
-    return uint(int(clamp(roundEven(y), -8.0, 7.0))) & 0xFu;
-#else
+// The code bits of y = value / scale, in the low KV_BITS(f) bits.
+uint kv_encode(float y, uint f) {
+    if (f == KV_FP4) {
+        // Nearest magnitude; a tie goes to the smaller one (thresholds are the midpoints).
+        const float a = abs(y);
+        const uint c = uint(a > 0.25) + uint(a > 0.75) + uint(a > 1.25) + uint(a > 1.75) + uint(a > 2.5) +
+                       uint(a > 3.5) + uint(a > 5.0);
+        return y < 0.0 ? c | 8u : c;
+    }
+    if (f == KV_INT4) return uint(int(clamp(roundEven(y), -8.0, 7.0))) & 0xFu;
     return uint(int(clamp(roundEven(y), -127.0, 127.0))) & 0xFFu;
-#endif
 }
 
 #endif  // quantized formats

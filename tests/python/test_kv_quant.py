@@ -19,7 +19,7 @@ import akunu
 import kv_reference as ref
 from fixture_paths import require
 
-FORMATS = ["q8", "int4", "fp4"]
+FORMATS = ["q8", "int4", "fp4", "q8/int4", "q8/fp4"]
 # 13 ids of the trained model's 4096 (odd count, BOS first).
 IDS = [4092, 475, 1234, 99, 17, 300, 5, 12, 77, 8, 901, 33, 2047]
 
@@ -35,13 +35,20 @@ def numpy_model():
     return NumpyLlama(str(trained_gguf()))
 
 
+def sides(fmt: str) -> tuple[str, str]:
+    """The formats of K and V ("q8/int4": q8 keys, int4 values)."""
+    k, _, v = fmt.partition("/")
+    return k, v or k
+
+
 def cache_contents(m: akunu.Model, fmt: str) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per layer, (K, V) as [T, n_kv, head_dim] float64, decoded from the stored codes and scales."""
     kv = m.kv_cache
+    kf, vf = sides(fmt)
     out = []
     for layer in range(m.config.n_layers):
-        k = ref.dequantize(ref.unpack(kv.k(layer), fmt), kv.k_scales(layer))
-        v = ref.dequantize(ref.unpack(kv.v(layer), fmt), kv.v_scales(layer))
+        k = ref.dequantize(ref.unpack(kv.k(layer), kf), kv.k_scales(layer))
+        v = ref.dequantize(ref.unpack(kv.v(layer), vf), kv.v_scales(layer))
         out.append((k.transpose(1, 0, 2), v.transpose(1, 0, 2)))
     return out
 
@@ -58,25 +65,29 @@ def within_one_code(got: np.ndarray, want: np.ndarray, scale: np.ndarray, fmt: s
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_cache_write_matches_numpy_quantizer(numpy_model, fmt):
-    captured = []
-
-    def quantized(layer, k, v):  # the reference runs over a quantized cache too, as akunu does
-        captured.append((k, v))
-        return tuple(ref.dequantize(*ref.quantize(x, fmt)) for x in (k, v))
-
-    numpy_model.logits(IDS, kv_hook=quantized)
     m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt)
     m.kv_cache.k(0)[...] = 0x5A5A5A5A  # poison: the write must replace every word it owns
     m.eval(IDS)
     assert m.kv_cache.dtype == fmt
+    stored = cache_contents(m, fmt)
+    captured = []
+
+    def read_then_use_akunus(layer, k, v):
+        # The reference's attention reads akunu's cache, so each layer's input matches akunu's
+        # (a 4-bit rounding flip in layer 0 would otherwise move every later layer's K and V).
+        captured.append((k, v))
+        return stored[layer]
+
+    numpy_model.logits(IDS, kv_hook=read_then_use_akunus)
     for layer, (k_ref, v_ref) in enumerate(captured):
-        for name, got_words, got_scales, x in (("K", m.kv_cache.k(layer), m.kv_cache.k_scales(layer), k_ref),
-                                               ("V", m.kv_cache.v(layer), m.kv_cache.v_scales(layer), v_ref)):
-            codes, scales = ref.quantize(x.transpose(1, 0, 2), fmt)  # [n_kv, T, head_dim]
+        for name, got_words, got_scales, x, f in (
+                ("K", m.kv_cache.k(layer), m.kv_cache.k_scales(layer), k_ref, sides(fmt)[0]),
+                ("V", m.kv_cache.v(layer), m.kv_cache.v_scales(layer), v_ref, sides(fmt)[1])):
+            codes, scales = ref.quantize(x.transpose(1, 0, 2), f)  # [n_kv, T, head_dim]
             np.testing.assert_allclose(got_scales.astype(np.float64), scales.astype(np.float64), rtol=2e-3,
                                        err_msg=f"{fmt} layer {layer} {name} scales")
-            within_one_code(ref.dequantize(ref.unpack(got_words, fmt), got_scales), ref.dequantize(codes, scales),
-                            scales, fmt, f"layer {layer} {name}")
+            within_one_code(ref.dequantize(ref.unpack(got_words, f), got_scales), ref.dequantize(codes, scales),
+                            scales, f, f"{fmt} layer {layer} {name}")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -110,14 +121,14 @@ def test_cache_write_matches_transformers_kv(model, fmt):
     m = akunu.Model(gguf, context=256, progress=False, kv_dtype=fmt)
     m.eval(ids)
     for layer in [0]:
-        for name, words, scales_got in (("k", m.kv_cache.k(layer), m.kv_cache.k_scales(layer)),
-                                        ("v", m.kv_cache.v(layer), m.kv_cache.v_scales(layer))):
+        for name, words, scales_got, f in (("k", m.kv_cache.k(layer), m.kv_cache.k_scales(layer), sides(fmt)[0]),
+                                           ("v", m.kv_cache.v(layer), m.kv_cache.v_scales(layer), sides(fmt)[1])):
             x = np.load(d / "ref" / f"{name}_p0_l{layer}.npy")  # [n_kv, T, head_dim]; NeoX order as GGUF
-            codes, scales = ref.quantize(x, fmt)
+            codes, scales = ref.quantize(x, f)
             np.testing.assert_allclose(scales_got.astype(np.float64), scales.astype(np.float64), rtol=5e-3)
             # transformers ran in float64 with f32 islands: allow rather more flips than above.
-            got = ref.dequantize(ref.unpack(words, fmt), scales_got)
-            step = scales.astype(np.float64)[..., None] * (2.0 if fmt == "fp4" else 1.0)
+            got = ref.dequantize(ref.unpack(words, f), scales_got)
+            step = scales.astype(np.float64)[..., None] * (2.0 if f == "fp4" else 1.0)
             assert (np.abs(got - ref.dequantize(codes, scales)) <= step * 1.01 + 1e-5).all(), f"{model} {fmt} {name}{layer}"
 
 
@@ -154,12 +165,13 @@ def test_dequantize_view_agrees_with_reference_decoder():
         f16.kv_cache.k_scales(0)
 
 
-@pytest.mark.parametrize("fmt, row_bytes", [("f16", 128), ("q8", 66), ("int4", 34), ("fp4", 34)])
+@pytest.mark.parametrize("fmt, row_bytes", [("f16", 128 + 128), ("q8", 66 + 66), ("int4", 34 + 34), ("fp4", 34 + 34),
+                                            ("q8/int4", 66 + 34), ("q8/fp4", 66 + 34)])
 def test_memory_report_counts_each_format_exactly(fmt, row_bytes):
     m = akunu.Model(trained_gguf(), context=40, progress=False, kv_dtype=fmt)
     planned, allocated = m.memory_report()["kv_cache"]
-    # 6 layers x (K, V) x 2 kv heads x 40 positions x row bytes (codes + f16 scale)
-    assert planned == allocated == 6 * 2 * 2 * 40 * row_bytes
+    # 6 layers x 2 kv heads x 40 positions x (K row + V row bytes: codes + f16 scale)
+    assert planned == allocated == 6 * 2 * 40 * row_bytes
     assert akunu.plan(trained_gguf(), context=40, kv_dtype=fmt, check_device=False).kv_bytes == planned
 
 
@@ -175,7 +187,7 @@ def test_rewind_and_continue_is_exact_on_a_quantized_cache():
 
 
 def test_unknown_kv_dtype_is_refused():
-    with pytest.raises(akunu.Error, match="unknown kv_dtype 'int3'; expected f16, q8, int4 or fp4"):
+    with pytest.raises(akunu.Error, match="unknown kv_dtype 'int3'; expected f16, q8, int4, fp4, q8/int4 or q8/fp4"):
         akunu.Model(trained_gguf(), context=32, progress=False, kv_dtype="int3")
 
 

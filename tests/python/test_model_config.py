@@ -190,7 +190,7 @@ def test_plan_says_when_it_does_not_fit():
     assert "DOES NOT FIT" in str(p)
 
 
-@pytest.mark.parametrize("kv, row", [("f16", 256), ("q8", 130), ("int4", 66), ("fp4", 66)])
+@pytest.mark.parametrize("kv, row", [("f16", 256), ("q8", 130), ("int4", 66), ("fp4", 66), ("q8/int4", 98)])
 def test_plan_kv_dtypes(kv, row):
     p = akunu.plan(LLAMA31_8B, context=1000, kv_dtype=kv, check_device=False)
     assert p.kv_bytes == 32 * 2 * 8 * 1000 * row
