@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import math
 import subprocess
 import sys
 
@@ -106,7 +107,7 @@ def test_chat_needs_a_chat_template():
 
 
 @pytest.mark.parametrize("command", [["plan"], ["inspect"], ["generate", "{model}", "hi"], ["chat"], ["perplexity", "{model}", "{text}"],
-                                     ["bench"], ["profile"]])
+                                     ["bench"], ["profile"], ["kv-quality"]])
 def test_every_model_command_fails_clearly_on_a_missing_or_bad_file(tmp_path, command):
     """A missing file and a file that is not a model are one-line errors naming the file."""
     text = tmp_path / "t.txt"
@@ -120,6 +121,22 @@ def test_every_model_command_fails_clearly_on_a_missing_or_bad_file(tmp_path, co
         r = akunu_cli(*args, check=False, stdin="")
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert r.stderr.startswith("akunu: error:") and model.name in r.stderr and "Traceback" not in r.stderr
+
+
+def test_kv_quality_compares_formats_on_a_text(tmp_path):
+    gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
+    text = tmp_path / "code.py"
+    text.write_text("".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(40)))
+    r = akunu_cli("kv-quality", gguf, "--text", str(text), "--tokens", "200", "--context", "64", "--kv-dtype", "f16",
+                  "q8", "q8/int4")
+    rows = {line.split("|")[1].strip(): line for line in r.stdout.splitlines() if line.startswith("| ")}
+    assert set(rows) >= {"f16", "q8", "q8/int4"}, r.stdout
+    ppl = {k: float(v.split("|")[3]) for k, v in rows.items() if k != "kv_dtype"}
+    import akunu
+    ids = akunu.Tokenizer.from_file(gguf).encode(text.read_text())[:200]
+    want = math.exp(-akunu.Model(gguf, context=64, progress=False).score(ids).mean())
+    assert abs(ppl["f16"] - want) <= 1e-3 * want  # the f16 row is plain perplexity
+    assert ppl["q8/int4"] != ppl["f16"]
 
 
 def test_a_prompt_longer_than_the_context_is_refused():
