@@ -34,9 +34,9 @@ def dequantize_kv(words: np.ndarray, scales: np.ndarray, kv_dtype: str) -> np.nd
     (u32, value j of a word in bits [j * bits, (j + 1) * bits)) and row scales [...] (f16):
     code * scale, with int8 codes for q8, int4 codes in [-8, 7] for int4 and E2M1 codes for
     fp4 (see shaders/include/kv_format.glsl)."""
-    bits = 8 if kv_dtype == "q8" else 4
     if kv_dtype not in ("q8", "int4", "fp4"):
         raise ValueError(f"kv_dtype {kv_dtype!r} is not a quantized format (q8, int4, fp4)")
+    bits = 8 if kv_dtype == "q8" else 4
     shifts = np.arange(32 // bits, dtype=np.uint32) * bits
     codes = ((np.asarray(words, dtype=np.uint32)[..., None] >> shifts) & ((1 << bits) - 1)).reshape(*words.shape[:-1], -1)
     if kv_dtype == "fp4":
