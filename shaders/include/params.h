@@ -90,8 +90,9 @@ struct EmbedParams {
     uint dim;
     float scale;
     uint rows;
+    uint vocab;  // rows of W (MLX weights find their scales after all rows' codes)
 };
-AKUNU_PARAMS_SIZE(EmbedParams, 12)
+AKUNU_PARAMS_SIZE(EmbedParams, 16)
 // Elements per invocation of embed_* for block formats: one w_load8() (float types: 1).
 #define AKUNU_EMBED_BLOCK_ITEM 8
 

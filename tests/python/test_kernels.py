@@ -176,7 +176,7 @@ def test_wrong_shapes_are_clear_errors(device):
 @pytest.mark.parametrize("wtype", ["Q3_K", "Q2_K", "Q5_0"])
 def test_unsupported_weight_types_are_named_with_the_supported_ones(device, wtype):
     """Types akunu knows but no kernel reads: the error names the type and lists the others."""
-    supported = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"
+    supported = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, MLX8_G32, MLX8_G64, MLX8_G128"
     block, nbytes = next((t["block_size"], t["block_bytes"]) for t in _akunu.tensor_types() if t["name"] == wtype)
     w, x, y = device.allocate(nbytes * 2), device.empty([2 * block], "f32"), device.empty([1], "f32")
     with pytest.raises(akunu.Error, match=rf"gemv: weight type {wtype} is not supported yet \(supported: {supported}\)"):
