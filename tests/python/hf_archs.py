@@ -14,10 +14,13 @@ followed (convert_hf_to_gguf.py, conversion/{llama,gemma,qwen}.py):
   final_logit_softcapping and attention.sliding_window (no query_pre_attn_scalar: llama.cpp scales
   by 1/sqrt(head_dim)).
 - Qwen2 keeps HF's row order and writes the q/k/v biases.
-f16 files: 2-D weights F16, 1-D tensors and norms F32.
+f16 files: 2-D weights F16, 1-D tensors and norms F32. q8_0 files: 2-D weights Q8_0 (token_embd
+too) where rows are whole 32-element blocks, else F16 (the converter's fallback); their reference
+is the HF model with those weights replaced by their Q8_0 round trip.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import pathlib
@@ -148,20 +151,24 @@ def _init(model, seed: int, norm_plus_one: bool) -> None:
 class Built:
     case: ArchCase
     hf_dir: pathlib.Path
-    gguf_path: pathlib.Path | None
-    model: object        # transformers model, float64, eager attention
+    paths: dict          # source ("hf", "gguf", "gguf-q8_0") -> path
+    models: dict         # source -> its reference: transformers model, float64, eager attention
     vocab: int
 
-    def logits(self, ids) -> np.ndarray:
-        """transformers' logits at every position of `ids`, [len(ids), vocab] float64."""
-        with torch.no_grad():
-            return self.model(torch.tensor([list(ids)])).logits[0].numpy()
+    @property
+    def model(self):
+        return self.models["hf"]
 
-    def greedy(self, ids, n: int):
+    def logits(self, ids, source: str = "hf") -> np.ndarray:
+        """The reference logits of `source` at every position of `ids`, [len(ids), vocab] float64."""
+        with torch.no_grad():
+            return self.models[source](torch.tensor([list(ids)])).logits[0].numpy()
+
+    def greedy(self, ids, n: int, source: str = "hf"):
         """n greedy ids after `ids` by full re-forwards, and each step's top1 - top2 margin."""
         ids, out, margins = list(ids), [], []
         for _ in range(n):
-            last = self.logits(ids)[-1]
+            last = self.logits(ids, source)[-1]
             top2 = np.sort(last)[-2:]
             out.append(int(np.argmax(last)))
             margins.append(float(top2[1] - top2[0]))
@@ -188,10 +195,36 @@ def build(case: ArchCase, root: pathlib.Path, seed: int = 2024) -> Built:
                 saved[k] = v
         (hf_dir / "config.json").write_text(json.dumps(saved, indent=2))
     model = model.to(torch.float64).eval()
-    path = root / f"{case.name}-f16.gguf" if case.gguf_exact else None
-    if path:
-        write_gguf(case, hf_dir, model, tok_json, path)
-    return Built(case, hf_dir, path, model, vocab)
+    paths, models = {"hf": hf_dir}, {"hf": model}
+    if case.gguf_exact:
+        paths["gguf"] = root / f"{case.name}-f16.gguf"
+        write_gguf(case, hf_dir, model, tok_json, paths["gguf"])
+        paths["gguf-q8_0"] = root / f"{case.name}-q8_0.gguf"
+        write_gguf(case, hf_dir, model, tok_json, paths["gguf-q8_0"], q8_0=True)
+        models["gguf"] = model
+        models["gguf-q8_0"] = q8_0_reference(model)
+    return Built(case, hf_dir, paths, models, vocab)
+
+
+def _q8_0_able(a: np.ndarray) -> bool:
+    return a.ndim == 2 and a.shape[-1] % 32 == 0
+
+
+def _q8_0_round_trip(a: np.ndarray) -> np.ndarray:
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    return gguf.quants.dequantize(gguf.quants.quantize(a.astype(np.float32), q8), q8)
+
+
+def q8_0_reference(model):
+    """The model with every weight a q8_0 GGUF stores as Q8_0 replaced by its round trip (row
+    permutations do not change a row's blocks, so the unpermuted weights round-trip alike)."""
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            a = p.detach().numpy()
+            if _q8_0_able(a) and "norm" not in name:
+                p.copy_(torch.from_numpy(_q8_0_round_trip(a).astype(np.float64)))
+    return ref
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,7 +236,7 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(case: ArchCase, hf_dir: pathlib.Path, model, tok_json: dict, path: pathlib.Path) -> None:
+def write_gguf(case: ArchCase, hf_dir: pathlib.Path, model, tok_json: dict, path: pathlib.Path, q8_0: bool = False) -> None:
     cfg = json.loads((hf_dir / "config.json").read_text())
     arch = case.gguf_arch
     n_layers, heads = cfg["num_hidden_layers"], cfg["num_attention_heads"]
@@ -223,7 +256,7 @@ def write_gguf(case: ArchCase, hf_dir: pathlib.Path, model, tok_json: dict, path
     if cfg.get("head_dim") is not None:
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if q8_0 else gguf.LlamaFileType.MOSTLY_F16)
     if arch == "llama":
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or cfg["hidden_size"] // heads)
@@ -250,7 +283,13 @@ def write_gguf(case: ArchCase, hf_dir: pathlib.Path, model, tok_json: dict, path
             a = a + 1
         new = names.get_name(name, try_suffixes=(".weight", ".bias"))
         assert new is not None, f"no GGUF name for {name}"
-        w.add_tensor(new, a if a.ndim <= 1 or new.endswith("_norm.weight") else a.astype(np.float16))
+        if a.ndim <= 1 or new.endswith("_norm.weight"):
+            w.add_tensor(new, a)
+        elif q8_0 and _q8_0_able(a):
+            q8 = gguf.GGMLQuantizationType.Q8_0
+            w.add_tensor(new, gguf.quants.quantize(a, q8), raw_dtype=q8)  # bytes: the element shape follows
+        else:
+            w.add_tensor(new, a.astype(np.float16))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

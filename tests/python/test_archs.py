@@ -16,7 +16,8 @@ hf_archs = pytest.importorskip("hf_archs", reason="torch, transformers, tokenize
 # fixture README's fp16 thresholds), scaled by the logits' size: these models' logits reach ~30.
 MAX_REL, MEAN_ABS = 2e-3, 5e-3
 
-SOURCES = [(c.name, "hf") for c in hf_archs.CASES] + [(c.name, "gguf") for c in hf_archs.CASES if c.gguf_exact]
+SOURCES = [(c.name, "hf") for c in hf_archs.CASES] + \
+    [(c.name, s) for c in hf_archs.CASES if c.gguf_exact for s in ("gguf", "gguf-q8_0")]
 IDS = [f"{c}:{s}" for c, s in SOURCES]
 
 _BUILT = {}
@@ -36,8 +37,7 @@ def prompt(n: int, vocab: int, seed: int = 7) -> list[int]:
 
 
 def open_model(built, source, **options):
-    path = built.hf_dir if source == "hf" else built.gguf_path
-    return akunu.Model(path, context=96, progress=False, **options)
+    return akunu.Model(built.paths[source], context=96, progress=False, **options)
 
 
 def assert_logits_close(got, want, what):
@@ -82,7 +82,7 @@ def test_logits_at_every_position(models, case, source, path):
     5 tokens, started after tokens already in the cache, so chunk edges fall inside windows."""
     b = models(case)
     ids = prompt(41, b.vocab)
-    want = b.logits(ids)
+    want = b.logits(ids, source)
     assert len(ids) > 3 * max(b.case.window, 1)
     if path == "chunks":
         m = open_model(b, source, prefill_chunk=5)
@@ -99,20 +99,29 @@ def test_logits_at_every_position(models, case, source, path):
 
 @pytest.mark.parametrize("case, source", SOURCES, ids=IDS)
 def test_greedy_continuations(models, case, source):
-    """Eight greedy tokens after a prompt longer than the window, token by token up to the first
-    step whose reference top1 - top2 margin is near our logit error (near-ties may flip)."""
+    """Eight greedy tokens after a prompt longer than the window: free-running up to the first
+    step whose reference top1 - top2 margin is near our logit error (near-ties may flip), and
+    fed the reference's tokens, at every step with a clear margin."""
     b = models(case)
     ids = prompt(30, b.vocab, seed=11)
-    want, margins = b.greedy(ids, 8)
+    want, margins = b.greedy(ids, 8, source)
+    clear = [mg >= 0.02 for mg in margins]  # 4x the largest |dlogit| seen
     m = open_model(b, source)
     m.eval(ids)
     got = []
     for _ in want:
         got.append(m._engine.sampled_token())
         m.eval([got[-1]])
-    n = next((i for i, mg in enumerate(margins) if mg < 0.02), len(want))  # 4x the largest |dlogit| seen
+    n = clear.index(False) if False in clear else len(want)
     assert got[:n] == want[:n]
-    assert n >= 3, f"margins {margins}: too few steps to check"
+    m.reset()
+    m.eval(ids)
+    forced = []
+    for tok in want:
+        forced.append(m._engine.sampled_token())
+        m.eval([tok])
+    assert [g for g, c in zip(forced, clear) if c] == [w for w, c in zip(want, clear) if c]
+    assert sum(clear) >= 4, f"margins {margins}: too few steps to check"
 
 
 def test_final_softcap_bounds_every_logits_output(models):
