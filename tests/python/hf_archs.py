@@ -1,7 +1,8 @@
 """Tiny random models of the decoder architectures akunu runs, built at test time: a transformers
-model saved with save_pretrained (safetensors, float32 values exact in float16), its GGUF written
-with gguf-py the way llama.cpp's convert_hf_to_gguf.py writes that architecture, and
-transformers' float64 forward as the reference. Nothing is downloaded.
+model saved with save_pretrained (safetensors in float32, and in bfloat16: the values are exact
+in both and in float16), its GGUF (f16 and q8_0) written with gguf-py the way llama.cpp's
+convert_hf_to_gguf.py writes that architecture, and transformers' float64 forward as the
+reference. Nothing is downloaded.
 
 One ArchCase per architecture variant; build(case, dir) makes all three. The GGUF conventions
 followed (convert_hf_to_gguf.py, conversion/{llama,gemma,qwen}.py):
@@ -124,7 +125,8 @@ def _gguf_tokenizer(w, tok_json: dict, vocab: int) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def _init(model, seed: int, norm_plus_one: bool) -> None:
-    """Weights from one seeded stream over the sorted names, every value exact in float16:
+    """Weights from one seeded stream over the sorted names, every value exact in bfloat16 and
+    float16:
     linear N(0, 0.05) (q/k N(0, 0.12) so attention is far from uniform and soft caps bite),
     biases N(0, 0.3), embeddings N(0, 0.25), lm_head N(0, 0.1), RMSNorm scales 1 + 0.2 N(0, 1)
     (gemma stores w: 0.2 N(0, 1))."""
@@ -144,7 +146,9 @@ def _init(model, seed: int, norm_plus_one: bool) -> None:
                 v = 0.12 * n
             else:
                 v = 0.05 * n
-            p.copy_(v.to(torch.float16).to(p.dtype))
+            v = v.to(torch.bfloat16).to(torch.float64)
+            v[v.abs() < 2.0 ** -14] = 0  # below float16's normal range a bfloat16 value may not fit
+            p.copy_(v.to(p.dtype))
 
 
 @dataclasses.dataclass
@@ -186,16 +190,13 @@ def build(case: ArchCase, root: pathlib.Path, seed: int = 2024) -> Built:
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32)
     _init(model, seed, norm_plus_one=case.model_type.startswith("gemma"))
     model.save_pretrained(hf_dir)
-    if case.config_patch:
-        saved = json.loads((hf_dir / "config.json").read_text())
-        for k, v in case.config_patch.items():
-            if v is None:
-                saved.pop(k, None)
-            else:
-                saved[k] = v
-        (hf_dir / "config.json").write_text(json.dumps(saved, indent=2))
+    bf16_dir = root / "hf-bf16"  # the same values in bfloat16, as checkpoints usually ship
+    model.to(torch.bfloat16).save_pretrained(bf16_dir)
+    write_tokenizer(bf16_dir)
+    for d in (hf_dir, bf16_dir):
+        _patch_config(d / "config.json", case.config_patch)
     model = model.to(torch.float64).eval()
-    paths, models = {"hf": hf_dir}, {"hf": model}
+    paths, models = {"hf": hf_dir, "hf-bf16": bf16_dir}, {"hf": model, "hf-bf16": model}
     if case.gguf_exact:
         paths["gguf"] = root / f"{case.name}-f16.gguf"
         write_gguf(case, hf_dir, model, tok_json, paths["gguf"])
@@ -204,6 +205,16 @@ def build(case: ArchCase, root: pathlib.Path, seed: int = 2024) -> Built:
         models["gguf"] = model
         models["gguf-q8_0"] = q8_0_reference(model)
     return Built(case, hf_dir, paths, models, vocab)
+
+
+def _patch_config(path: pathlib.Path, patch: dict) -> None:
+    saved = json.loads(path.read_text())
+    for k, v in patch.items():
+        if v is None:
+            saved.pop(k, None)
+        else:
+            saved[k] = v
+    path.write_text(json.dumps(saved, indent=2))
 
 
 def _q8_0_able(a: np.ndarray) -> bool:

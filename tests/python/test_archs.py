@@ -16,7 +16,7 @@ hf_archs = pytest.importorskip("hf_archs", reason="torch, transformers, tokenize
 # fixture README's fp16 thresholds), scaled by the logits' size: these models' logits reach ~30.
 MAX_REL, MEAN_ABS = 2e-3, 5e-3
 
-SOURCES = [(c.name, "hf") for c in hf_archs.CASES] + \
+SOURCES = [(c.name, s) for c in hf_archs.CASES for s in ("hf", "hf-bf16")] + \
     [(c.name, s) for c in hf_archs.CASES if c.gguf_exact for s in ("gguf", "gguf-q8_0")]
 IDS = [f"{c}:{s}" for c, s in SOURCES]
 
@@ -126,7 +126,8 @@ def test_greedy_continuations(models, case, source):
 
 def test_final_softcap_bounds_every_logits_output(models):
     """gemma2: |logit| < cap in the last-row logits, all-position logits and the decode step's
-    logits, and the sampler's log-probabilities are those of the capped logits."""
+    logits, and the sampler's log-probabilities (single steps and chains) are those of the
+    capped logits."""
     b = models("gemma2")
     cap = b.model.config.final_logit_softcapping
     m = open_model(b, "hf")
@@ -139,6 +140,16 @@ def test_final_softcap_bounds_every_logits_output(models):
     assert np.abs(last).max() < cap and np.abs(step).max() < cap
     lse = np.log(np.exp(step.astype(np.float64)).sum())
     assert m._engine.sampled_logprob() == pytest.approx(step.max() - lse, abs=1e-4)
+    # Chained decode (3 steps per submission, past the 12-token window) samples from capped
+    # logits too: its tokens and logprobs are those of single steps.
+    pieces = list(open_model(b, "hf", chain=3).generate(ids, max_tokens=14))
+    m.reset()
+    logits = m.eval(ids).astype(np.float64)
+    for p in pieces:
+        assert p.token_id == int(np.argmax(logits))
+        assert p.logprob == pytest.approx(logits[p.token_id] - np.log(np.exp(logits).sum()), abs=1e-4)
+        logits = m.eval([p.token_id]).astype(np.float64)
+    assert len(pieces) >= 8
 
 
 def test_mistral_gguf_as_the_converter_writes_it(models, tmp_path):
