@@ -93,6 +93,7 @@ set(AKUNU_KERNELS
   "flash_attention_q8_int4 flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4"
   "flash_attention_q8_fp4 flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4"
   "last_row         last_row.comp"
+  "softcap          softcap.comp"
   "act_silu         act.comp        ACT_SILU"
   "act_gelu_tanh    act.comp        ACT_GELU_TANH"
   "sample           sample.comp"

@@ -2,6 +2,7 @@
 #include "akunu/kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "akunu/error.h"
@@ -231,6 +232,16 @@ void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Bin
     check_bytes(step, sizeof(StepState), "last_row", "step");
     LastRowParams p{checked_u32(dim, "last_row: dim")};
     emit(s, "last_row", {}, {src, dst, step}, p, grid_for(s, (dim + kElementwiseGroup - 1) / kElementwiseGroup));
+}
+
+void softcap(DispatchSink& s, const Binding& x, const Binding& step, size_t rows, size_t n, float cap) {
+    AKUNU_CHECK(cap > 0 && std::isfinite(cap), "softcap: the cap must be a positive number, found " + std::to_string(cap));
+    check_fits(x, rows * n, DType::kF32, "softcap", "x");
+    check_bytes(step, sizeof(StepState), "softcap", "step");
+    const size_t total = rows * n;
+    SoftcapParams p{checked_u32(n, "softcap: n"), checked_u32(rows, "softcap: rows"), cap};
+    checked_u32(total, "softcap: elements");
+    emit(s, "softcap", {}, {x, step}, p, grid_for(s, (total + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,

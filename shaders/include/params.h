@@ -115,6 +115,15 @@ struct LastRowParams {
 };
 AKUNU_PARAMS_SIZE(LastRowParams, 4)
 
+// softcap: x[r, i] = cap * tanh(x[r, i] / cap) in place for r < min(rows, step.n_tokens), i < n
+// (gemma2's final-logit soft-capping of the logits rows).
+struct SoftcapParams {
+    uint n;     // elements per row (the vocabulary)
+    uint rows;
+    float cap;  // > 0
+};
+AKUNU_PARAMS_SIZE(SoftcapParams, 12)
+
 // rope_kv: for each token row r < min(rows, step.n_tokens) of qkv (rows of [q | k | v], f32,
 // row_stride floats apart), rotates Q and K in place by the cos/sin table row of position
 // step.pos + r, and writes K and V into the f16 caches at that position.
