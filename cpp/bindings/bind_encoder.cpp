@@ -22,6 +22,7 @@ void init_encoder(py::module_& m) {
         .def_property_readonly("batch_tokens", &Encoder::batch_tokens)
         .def_property_readonly("weight_bytes", &Encoder::weight_bytes)
         .def_property_readonly("device_name", [](const Encoder& e) { return e.device().profile().name; })
+        .def_property_readonly("device_allocations", [](const Encoder& e) { return e.device().allocations_total(); })
         .def(
             "embed",
             [](Encoder& e, const std::vector<std::vector<int>>& texts, Pooling pooling, bool normalize) {

@@ -80,6 +80,14 @@ def test_a_text_does_not_depend_on_its_batch(bert, models):
     np.testing.assert_allclose(m.embed([TEXTS[i] for i in order], normalize=False), together[order], atol=1e-5, rtol=0)
 
 
+def test_embed_allocates_nothing_on_the_device(models):
+    """The table and its buffers are made at load; a call only writes inputs and replays it."""
+    enc = models["gguf"]._encoder
+    before = enc.device_allocations
+    models["gguf"].embed(TEXTS * 3, pooling="cls")
+    assert enc.device_allocations == before
+
+
 def test_batches_that_fill_up_split_between_texts(bert):
     """With 64 token rows per submission the texts need several submissions; the results are
     those of one large batch."""
