@@ -97,6 +97,10 @@ set(AKUNU_KERNELS
   "act_silu         act.comp        ACT_SILU"
   "act_gelu_tanh    act.comp        ACT_GELU_TANH"
   "sample           sample.comp"
+  "act_gelu         act.comp        ACT_GELU,ACT_UNGATED"
+  "layernorm        layernorm.comp"
+  "encoder_attention encoder_attention.comp"
+  "pool             pool.comp"
 )
 
 set(AKUNU_SHADER_DIR ${CMAKE_CURRENT_LIST_DIR})

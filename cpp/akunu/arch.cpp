@@ -103,7 +103,7 @@ const std::vector<ArchDescriptor> kArchs = {
     {"gemma", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, false, false, true, true, false, true, 0, 0, 0, 0, &kGemma1Names},
     {"gemma2", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, true, true, true, true, false, true, 50, 30, 2, 1, &kGemmaNames},
     {"gemma3", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, true, true, true, true, true, false, true, 0, 0, 6, 5, &kGemmaNames},
-    {"bert", N::kLayer, false, A::kGelu, false, S::kNone, S::kNone, false, true, true, false, true, true, false, 0, 0, 0, 0, &kBertNames},
+    {"bert", N::kLayer, false, A::kGelu, false, S::kNone, S::kNone, false, true, true, false, true, true, false, 0, 0, 0, 0, &kBertNames, true},
 };
 
 // Other names for rows above, as HF config.json "model_type" or GGUF general.architecture.

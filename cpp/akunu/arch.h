@@ -60,6 +60,9 @@ struct ArchDescriptor {
     int sliding_period;
     int sliding_per_period;
     const std::vector<TensorName>* names;
+    // Post-norm residuals (bert): x = norm(x + f(x)), the post-norms applied after the residual
+    // add; false: x = x + post_norm(f(x)) where a post-norm exists (gemma2/3).
+    bool norm_after_residual = false;
 };
 
 // The descriptor for `name` after aliases; throws listing the supported architectures.

@@ -65,7 +65,9 @@ ModelConfig from_gguf(const ModelFiles& files) {
     c.sliding_window = k.integer("attention.sliding_window", 0);
     c.attn_softcap = k.number("attn_logit_softcapping", -1.0f);  // absent: the architecture's default
     c.final_softcap = k.number("final_logit_softcapping", -1.0f);
-    c.n_token_types = k.integer("token_type_count", 0);
+    // llama.cpp's converter writes the segment count under the tokenizer's keys.
+    const GgufValue* types = g.find("tokenizer.ggml.token_type_count");
+    c.n_token_types = types ? int(types->as_int("tokenizer.ggml.token_type_count")) : k.integer("token_type_count", 0);
     if (const GgufValue* t = k.find("rope.scaling.type")) {
         const std::string type = t->as_string(arch_name + ".rope.scaling.type");
         if (type == "linear") c.rope_scaling = RopeScaling::kLinear;

@@ -344,4 +344,52 @@ void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, co
     emit(s, "sample", {group}, {logits, token_ids, logprobs, step, sampler}, p, {uint32_t(rows), 1});
 }
 
+// ---- Encoders (bert) --------------------------------------------------------------------------
+
+void activation(DispatchSink& s, Activation act, const Binding& x, const Binding& out, size_t n) {
+    check_fits(x, n, DType::kF32, "act", "x");
+    check_fits(out, n, DType::kF32, "act", "out");
+    AKUNU_CHECK(act == Activation::kGelu, "act: this activation has no ungated kernel yet");
+    ActParams p{checked_u32(n, "act: n")};
+    // act_gelu is ungated: binding 1 (up) is not read, so x stands in for it.
+    emit(s, "act_gelu", {}, {x, x, out}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
+}
+
+void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& b, const Binding& y, const Binding& step,
+               size_t rows, size_t dim, float eps) {
+    check_fits(x, rows * dim, DType::kF32, "layernorm", "x");
+    check_fits(w, dim, DType::kF32, "layernorm", "w");
+    check_fits(b, dim, DType::kF32, "layernorm", "b");
+    check_fits(y, rows * dim, DType::kF32, "layernorm", "y");
+    check_bytes(step, sizeof(StepState), "layernorm", "step");
+    AKUNU_CHECK(eps >= 0.0f, "layernorm: eps must be >= 0");
+    LayerNormParams p{checked_u32(rows, "layernorm: rows"), checked_u32(dim, "layernorm: dim"), eps};
+    emit(s, "layernorm", {reduce_group(s)}, {x, w, b, y, step}, p, grid_for(s, rows));
+}
+
+void encoder_attention(DispatchSink& s, const Binding& qkv, const Binding& seq, const Binding& step, const Binding& out,
+                       const EncoderAttentionShape& sh) {
+    const size_t width = size_t(sh.n_heads) * sh.head_dim;
+    AKUNU_CHECK(sh.k_offset >= width && sh.v_offset >= sh.k_offset + width && sh.q_stride >= sh.v_offset + width,
+                "encoder_attention: q, k and v must be disjoint column slices of a qkv row");
+    check_fits(qkv, (size_t(sh.rows) - 1) * sh.q_stride + sh.v_offset + width, DType::kF32, "encoder_attention", "qkv");
+    check_fits(seq, size_t(sh.rows) * 2, DType::kU32, "encoder_attention", "seq");
+    check_bytes(step, sizeof(StepState), "encoder_attention", "step");
+    AKUNU_CHECK(sh.out_stride >= width, "encoder_attention: out_stride is shorter than n_heads * head_dim");
+    check_fits(out, (size_t(sh.rows) - 1) * sh.out_stride + width, DType::kF32, "encoder_attention", "out");
+    const EncoderAttentionParams p{checked_u32(sh.n_heads, "encoder_attention: n_heads"), checked_u32(sh.head_dim, "encoder_attention: head_dim"),
+                                   checked_u32(sh.rows, "encoder_attention: rows"), sh.q_stride, sh.k_offset, sh.v_offset,
+                                   sh.out_stride, sh.scale};
+    emit(s, "encoder_attention", {}, {qkv, seq, step, out}, p, grid_for(s, size_t(sh.rows) * sh.n_heads));
+}
+
+void pool(DispatchSink& s, const Binding& h, const Binding& texts, const Binding& out, size_t rows, size_t dim,
+          size_t max_texts) {
+    check_fits(h, rows * dim, DType::kF32, "pool", "h");
+    check_fits(texts, AKUNU_POOL_HEADER + 2 * max_texts, DType::kU32, "pool", "texts");
+    check_fits(out, max_texts * dim, DType::kF32, "pool", "out");
+    PoolParams p{checked_u32(dim, "pool: dim"), checked_u32(max_texts, "pool: max_texts")};
+    emit(s, "pool", {reduce_group(s)}, {h, texts, out}, p, grid_for(s, max_texts));
+}
+
 }  // namespace akunu::kernels

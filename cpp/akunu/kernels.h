@@ -109,4 +109,27 @@ void gated_activation(DispatchSink& s, Activation act, const Binding& gate, cons
 void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs, const Binding& step,
             const Binding& sampler, size_t n, uint32_t out_slot, size_t rows = 1);
 
+// ---- Encoders (bert) --------------------------------------------------------------------------
+
+// out[n] = act(x[n]), the ungated FFN activation (GELU with erf).
+void activation(DispatchSink& s, Activation act, const Binding& x, const Binding& out, size_t n);
+
+// y[r, dim] = LayerNorm(x[r, dim]) * w + b for r < min(rows, step.n_tokens); f32; y may be x.
+void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& b, const Binding& y, const Binding& step,
+               size_t rows, size_t dim, float eps);
+
+// Bidirectional attention inside packed sequences (params.h EncoderAttentionParams): seq holds
+// (start, len) per token row, u32 [rows, 2].
+struct EncoderAttentionShape {
+    uint32_t n_heads, head_dim, rows, q_stride, k_offset, v_offset, out_stride;
+    float scale;
+};
+void encoder_attention(DispatchSink& s, const Binding& qkv, const Binding& seq, const Binding& step, const Binding& out,
+                       const EncoderAttentionShape& shape);
+
+// out[t, dim] = mean or first row of each packed text, L2-normalized or not, as the header of
+// texts (u32 [AKUNU_POOL_HEADER + 2 max_texts]) says (params.h PoolParams).
+void pool(DispatchSink& s, const Binding& h, const Binding& texts, const Binding& out, size_t rows, size_t dim,
+          size_t max_texts);
+
 }  // namespace akunu::kernels

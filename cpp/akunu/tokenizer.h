@@ -15,6 +15,7 @@
 
 #include "akunu/tokenizer_bpe.h"
 #include "akunu/tokenizer_steps.h"
+#include "akunu/tokenizer_wordpiece.h"
 
 namespace akunu {
 
@@ -57,7 +58,7 @@ public:
     // Builders use these (tokenizer_json.cpp, tokenizer_gguf.cpp).
     struct Parts {
         std::string source;
-        std::unique_ptr<BpeModel> model;
+        std::unique_ptr<SubwordModel> model;  // BPE or WordPiece
         std::vector<AddedToken> added;
         std::vector<NormalizerStep> normalizer;
         std::vector<PreTokenizerStep> pre_tokenizer;

@@ -32,11 +32,6 @@ BpeModel::BpeModel(std::unordered_map<std::string, int> vocab, const std::vector
     }
 }
 
-int BpeModel::find(std::string_view token) const {
-    auto it = vocab_.find(std::string(token));
-    return it == vocab_.end() ? -1 : it->second;
-}
-
 void BpeModel::tokenize(std::string_view word, std::vector<int>& out) const {
     if (word.empty()) return;
     constexpr size_t kMaxCachedWord = 64, kMaxCacheEntries = 1 << 16;

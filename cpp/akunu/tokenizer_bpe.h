@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "akunu/tokenizer_model.h"
+
 namespace akunu {
 
 struct BpeOptions {
@@ -24,16 +26,15 @@ struct BpeOptions {
     std::string end_of_word_suffix;
 };
 
-class BpeModel {
+class BpeModel : public SubwordModel {
 public:
     BpeModel(std::unordered_map<std::string, int> vocab, const std::vector<std::pair<std::string, std::string>>& merges,
              BpeOptions options, const std::string& source);
 
     // Appends the ids of `word` to `out`.
-    void tokenize(std::string_view word, std::vector<int>& out) const;
+    void tokenize(std::string_view word, std::vector<int>& out) const override;
 
-    const std::unordered_map<std::string, int>& vocab() const { return vocab_; }
-    int find(std::string_view token) const;  // -1 when absent
+    const std::unordered_map<std::string, int>& vocab() const override { return vocab_; }
     size_t merge_count() const { return merges_.size(); }
 
 private:

@@ -40,6 +40,43 @@ int integer_or(const GgufFile& g, const char* key, int fallback) {
     return v ? int(v->as_int(key)) : fallback;
 }
 
+// tokenizer.ggml.model "bert": llama.cpp's converter stores a WordPiece vocabulary in its
+// "phantom space" spelling: control tokens as they are, "##x" continuations as "x", and
+// word-initial tokens as "\u2581x". Undoing that gives back HF's vocabulary. llama.cpp
+// always lowercases and strips accents for this model (the file has no key saying
+// otherwise), so the normalizer does too; the template is [CLS] ... [SEP] whatever the
+// add_bos/add_eos flags say (an encoder is trained with both).
+std::unique_ptr<SubwordModel> bert_wordpiece(const GgufFile& g, const std::vector<std::string>& tokens,
+                                             const std::vector<int>& types, Tokenizer::Parts& p) {
+    static const std::string kPhantom = "\xE2\x96\x81";
+    const int unk = integer_or(g, "tokenizer.ggml.unknown_token_id", -1);
+    AKUNU_CHECK(unk >= 0 && unk < int(tokens.size()),
+                g.path() + ": metadata key tokenizer.ggml.unknown_token_id is missing or outside the vocabulary");
+    std::unordered_map<std::string, int> vocab;
+    vocab.reserve(tokens.size());
+    std::string unk_token;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        const std::string& t = tokens[i];
+        std::string hf;
+        if (types[i] == kControl || types[i] == kUserDefined) hf = t;
+        else if (t.compare(0, kPhantom.size(), kPhantom) == 0) hf = t.substr(kPhantom.size());
+        else hf = "##" + t;
+        if (int(i) == unk) unk_token = hf;
+        vocab.emplace(std::move(hf), int(i));
+    }
+    // The converter stores [CLS] as BOS and [SEP] as EOS and as the separator (llama.cpp's spelling).
+    const int cls = integer_or(g, "tokenizer.ggml.bos_token_id", -1);
+    const int sep = integer_or(g, "tokenizer.ggml.seperator_token_id", integer_or(g, "tokenizer.ggml.eos_token_id", -1));
+    for (const auto& [key, id] : {std::pair{"bos_token_id", cls}, std::pair{"seperator_token_id", sep}})
+        AKUNU_CHECK(id >= 0 && id < int(tokens.size()),
+                    g.path() + ": metadata key tokenizer.ggml." + key + " is missing or outside the vocabulary");
+    p.special_template = {{cls}, {sep}};
+    p.normalizer.push_back({NormalizerStep::kBert});
+    p.pre_tokenizer.push_back({PreTokenizerStep::kBert});
+    p.decoder.push_back({DecoderStep::kWordPiece});
+    return std::make_unique<WordPieceModel>(std::move(vocab), unk_token, "##", 100, g.path());
+}
+
 }  // namespace
 
 std::shared_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
@@ -129,10 +166,12 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
         p.decoder.push_back({DecoderStep::kByteFallback});
         p.decoder.push_back({DecoderStep::kFuse});
         if (add_space) p.decoder.push_back({DecoderStep::kStrip, "", " ", 1, 0});
+    } else if (model == "bert") {
+        p.model = bert_wordpiece(g, tokens, types, p);
     } else {
-        throw Error(g.path() + ": tokenizer.ggml.model '" + model + "' is not supported yet (gpt2, llama)");
+        throw Error(g.path() + ": tokenizer.ggml.model '" + model + "' is not supported yet (gpt2, llama, bert)");
     }
-    p.model = std::make_unique<BpeModel>(std::move(vocab), merges, o, g.path());
+    if (!p.model) p.model = std::make_unique<BpeModel>(std::move(vocab), merges, o, g.path());
 
     p.bos_id = integer_or(g, "tokenizer.ggml.bos_token_id", -1);
     p.eos_id = integer_or(g, "tokenizer.ggml.eos_token_id", -1);
@@ -144,8 +183,10 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
         const GgufValue* v = g.find(key);
         return v ? v->as_bool(key) : fallback;
     };
-    if (flag("tokenizer.ggml.add_bos_token", model == "llama") && p.bos_id >= 0) p.special_template.prefix.push_back(p.bos_id);
-    if (flag("tokenizer.ggml.add_eos_token", false) && p.eos_id >= 0) p.special_template.suffix.push_back(p.eos_id);
+    if (model != "bert") {  // bert's template is [CLS] ... [SEP], set above
+        if (flag("tokenizer.ggml.add_bos_token", model == "llama") && p.bos_id >= 0) p.special_template.prefix.push_back(p.bos_id);
+        if (flag("tokenizer.ggml.add_eos_token", false) && p.eos_id >= 0) p.special_template.suffix.push_back(p.eos_id);
+    }
     if (const GgufValue* t = g.find("tokenizer.chat_template")) p.chat_template = t->as_string("tokenizer.chat_template");
     return std::make_shared<Tokenizer>(std::move(p));
 }

@@ -90,9 +90,16 @@ void read_normalizer(const Reader& r, const json& j, const std::string& field, s
         s.left = r.boolean(j, "strip_left", true);
         s.right = r.boolean(j, "strip_right", true);
         out.push_back(s);
+    } else if (type == "BertNormalizer") {
+        NormalizerStep s{NormalizerStep::kBert};
+        s.bert.clean_text = r.boolean(j, "clean_text", true);
+        s.bert.handle_chinese_chars = r.boolean(j, "handle_chinese_chars", true);
+        s.bert.lowercase = r.boolean(j, "lowercase", true);
+        s.bert.strip_accents = r.boolean(j, "strip_accents", s.bert.lowercase);  // null: as lowercase
+        out.push_back(s);
     } else {
         r.fail(field + ".type", "normalizer '" + type + "' is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Prepend, "
-                                "Replace, Strip, Sequence)");
+                                "Replace, Strip, BertNormalizer, Sequence)");
     }
 }
 
@@ -134,9 +141,11 @@ void read_pre_tokenizer(const Reader& r, const json& j, const std::string& field
         out.push_back(s);
     } else if (type == "WhitespaceSplit") {
         out.push_back({PreTokenizerStep::kWhitespaceSplit});
+    } else if (type == "BertPreTokenizer") {
+        out.push_back({PreTokenizerStep::kBert});
     } else {
         r.fail(field + ".type", "pre-tokenizer '" + type + "' is not supported (Split, ByteLevel, Metaspace, "
-                                "WhitespaceSplit, Sequence)");
+                                "WhitespaceSplit, BertPreTokenizer, Sequence)");
     }
 }
 
@@ -170,9 +179,14 @@ void read_decoder(const Reader& r, const json& j, const std::string& field, std:
         s.replacement = r.string(j, "replacement", field, "\xE2\x96\x81");
         s.prepend = read_prepend_scheme(r, j, field);
         out.push_back(s);
+    } else if (type == "WordPiece") {
+        DecoderStep s{DecoderStep::kWordPiece};
+        s.prefix = r.string(j, "prefix", field, "##");
+        s.cleanup = r.boolean(j, "cleanup", true);
+        out.push_back(s);
     } else {
         r.fail(field + ".type", "decoder '" + type + "' is not supported (ByteLevel, ByteFallback, Fuse, Replace, Strip, "
-                                "Metaspace, Sequence)");
+                                "Metaspace, WordPiece, Sequence)");
     }
 }
 
@@ -204,15 +218,19 @@ void read_post_processor(const Reader& r, const json& j, const std::string& fiel
                 (after ? t.suffix : t.prefix).push_back(id.get<int>());
             }
         }
+    } else if (type == "BertProcessing") {  // {"cls": ["[CLS]", 101], "sep": ["[SEP]", 102]}
+        for (const char* key : {"cls", "sep"}) {
+            if (!j.contains(key) || !j[key].is_array() || j[key].size() != 2 || !j[key][1].is_number_integer())
+                r.fail(field + "." + key, "expected [token, id]");
+            (key[0] == 'c' ? t.prefix : t.suffix).push_back(j[key][1].get<int>());
+        }
     } else {
-        r.fail(field + ".type", "post-processor '" + type + "' is not supported (TemplateProcessing, ByteLevel, Sequence)");
+        r.fail(field + ".type", "post-processor '" + type + "' is not supported (TemplateProcessing, BertProcessing, "
+                                "ByteLevel, Sequence)");
     }
 }
 
-std::unique_ptr<BpeModel> read_model(const Reader& r, const json& j, const std::vector<AddedToken>& added) {
-    r.object(j, "model");
-    const std::string type = r.string(j, "type", "model", "BPE");
-    if (type != "BPE") r.fail("model.type", "model '" + type + "' is not supported yet (BPE)");
+std::unordered_map<std::string, int> read_vocab(const Reader& r, const json& j) {
     if (!j.contains("vocab") || !j["vocab"].is_object()) r.fail("model.vocab", "expected an object {token: id}");
     std::unordered_map<std::string, int> vocab;
     vocab.reserve(j["vocab"].size());
@@ -221,6 +239,20 @@ std::unique_ptr<BpeModel> read_model(const Reader& r, const json& j, const std::
             r.fail("model.vocab." + it.key(), "expected a token id in [0, 2^24]");
         vocab.emplace(it.key(), it->get<int>());
     }
+    return vocab;
+}
+
+std::unique_ptr<SubwordModel> read_model(const Reader& r, const json& j, const std::vector<AddedToken>& added) {
+    r.object(j, "model");
+    const std::string type = r.string(j, "type", "model", "BPE");
+    if (type == "WordPiece") {
+        const auto max_chars = j.value("max_input_chars_per_word", 100);
+        return std::make_unique<WordPieceModel>(read_vocab(r, j), r.string(j, "unk_token", "model", "[UNK]"),
+                                                r.string(j, "continuing_subword_prefix", "model", "##"), max_chars,
+                                                r.source());
+    }
+    if (type != "BPE") r.fail("model.type", "model '" + type + "' is not supported yet (BPE, WordPiece)");
+    std::unordered_map<std::string, int> vocab = read_vocab(r, j);
     std::vector<std::pair<std::string, std::string>> merges;
     if (j.contains("merges")) {
         if (!j["merges"].is_array()) r.fail("model.merges", "expected a list");

@@ -50,6 +50,7 @@ std::string apply_normalizer(const std::vector<NormalizerStep>& steps, std::stri
                 if (!text.empty()) text = s.content + text;  // HF prepends to non-empty text only
                 break;
             case NormalizerStep::kStrip: text = strip(text, s.left, s.right); break;
+            case NormalizerStep::kBert: text = bert_normalize(text, s.bert); break;
             case NormalizerStep::kReplace:
                 if (!s.regex) {
                     text = replace_all(std::move(text), s.pattern, s.content);
@@ -159,6 +160,7 @@ std::vector<std::string> apply_pre_tokenizer(const std::vector<PreTokenizerStep>
                     split(word, step.regex ? step.regex->find_all(word) : literal_matches(word, step.literal), step.behavior,
                           step.invert, next);
                     break;
+                case PreTokenizerStep::kBert: bert_pre_tokenize(word, next); break;
                 case PreTokenizerStep::kWhitespaceSplit: {
                     size_t i = 0;
                     while (i < word.size()) {
@@ -304,6 +306,7 @@ std::vector<std::string> apply_decoder(const std::vector<DecoderStep>& steps, st
                     next.push_back(t);
                 }
                 break;
+            case DecoderStep::kWordPiece: next = wordpiece_decode(std::move(tokens), step.prefix, step.cleanup); break;
         }
         tokens = std::move(next);
     }

@@ -8,15 +8,17 @@
 #include <vector>
 
 #include "akunu/regex.h"
+#include "akunu/tokenizer_wordpiece.h"
 
 namespace akunu {
 
 struct NormalizerStep {
-    enum Kind { kNfc, kNfd, kNfkc, kNfkd, kLowercase, kReplace, kPrepend, kStrip } kind;
+    enum Kind { kNfc, kNfd, kNfkc, kNfkd, kLowercase, kReplace, kPrepend, kStrip, kBert } kind;
     std::string pattern;                 // kReplace: literal pattern (when regex is null)
     std::shared_ptr<const Regex> regex;  // kReplace with a Regex pattern
     std::string content;                 // kReplace: replacement; kPrepend: prefix
     bool left = false, right = false;    // kStrip
+    BertNormalizerOptions bert{};        // kBert
 };
 std::string apply_normalizer(const std::vector<NormalizerStep>& steps, std::string text);
 
@@ -25,7 +27,7 @@ enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWith
 enum class PrependScheme { kAlways, kFirst, kNever };
 
 struct PreTokenizerStep {
-    enum Kind { kSplit, kByteLevel, kMetaspace, kWhitespaceSplit } kind;
+    enum Kind { kSplit, kByteLevel, kMetaspace, kWhitespaceSplit, kBert } kind;
     std::shared_ptr<const Regex> regex;  // kSplit with a Regex (else `literal`)
     std::string literal;                 // kSplit with a String pattern
     SplitBehavior behavior = SplitBehavior::kIsolated;
@@ -42,11 +44,13 @@ std::vector<std::string> apply_pre_tokenizer(const std::vector<PreTokenizerStep>
                                              bool first_segment);
 
 struct DecoderStep {
-    enum Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace } kind;
+    enum Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace, kWordPiece } kind;
     std::string pattern, content;        // kReplace; kStrip: content char
     int start = 0, stop = 0;             // kStrip
     std::string replacement = "\xE2\x96\x81";  // kMetaspace
     PrependScheme prepend = PrependScheme::kAlways;
+    std::string prefix = "##";           // kWordPiece: the continuation prefix
+    bool cleanup = true;                 // kWordPiece
 };
 std::vector<std::string> apply_decoder(const std::vector<DecoderStep>& steps, std::vector<std::string> tokens);
 

@@ -34,7 +34,7 @@ std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const Model
     return out;
 }
 
-static Weight upload(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item) {
+Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item) {
     Weight w;
     w.type = item.device_type;
     w.shape = item.tensor->shape;
@@ -65,7 +65,7 @@ ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFi
                         ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() + ")");
     for (size_t i = 0; i < items.size(); ++i) {
         const UploadItem& it = items[i];
-        Weight w = upload(device, files, it);
+        Weight w = upload_weight(device, files, it);
         m.bytes += it.bytes;
         LayerWeights* L = it.layer >= 0 ? &m.layers[size_t(it.layer)] : nullptr;
         Weight* slot = nullptr;

@@ -23,11 +23,7 @@ void init_engine(py::module_& m) {
                  o.device = device;
                  o.chain = chain;
                  o.prefill_chunk = prefill_chunk;
-                 if (!progress.is_none())
-                     o.progress = [progress](const std::string& stage, size_t done, size_t total) {
-                         py::gil_scoped_acquire gil;
-                         progress(stage, done, total);
-                     };
+                 o.progress = progress_callback(progress);
                  py::gil_scoped_release release;
                  return std::shared_ptr<Model>(Model::load(path, o));
              }),
@@ -179,20 +175,22 @@ void init_engine(py::module_& m) {
                  return out;
              },
              py::arg("tokens") = 1)
-        .def("dispatch_table", [](const Model& mo) {
-            py::list out;
-            for (const DispatchCmd& c : mo.dispatch_table().commands()) {
-                py::dict d;
-                d["label"] = c.label;
-                d["kernel"] = c.pipeline->name();
-                d["groups"] = py::make_tuple(c.groups[0], c.groups[1], c.groups[2]);
-                py::list bindings;
-                for (const Binding& b : c.bindings) bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));
-                d["bindings"] = bindings;
-                out.append(d);
-            }
-            return out;
-        });
+        .def("dispatch_table", [](const Model& mo) { return dispatch_rows(mo.dispatch_table()); });
+}
+
+py::list dispatch_rows(const DispatchTable& table) {
+    py::list out;
+    for (const DispatchCmd& c : table.commands()) {
+        py::dict d;
+        d["label"] = c.label;
+        d["kernel"] = c.pipeline->name();
+        d["groups"] = py::make_tuple(c.groups[0], c.groups[1], c.groups[2]);
+        py::list bindings;
+        for (const Binding& b : c.bindings) bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));
+        d["bindings"] = bindings;
+        out.append(d);
+    }
+    return out;
 }
 
 }  // namespace akunu::py_bindings

@@ -6,12 +6,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <functional>
 #include <optional>
+#include <string>
 
 #include <memory>
 #include <vector>
 
 #include "akunu/buffer.h"
+#include "akunu/dispatch.h"
 #include "akunu/dtype.h"
 
 namespace akunu::py_bindings {
@@ -36,6 +39,19 @@ py::array buffer_view(const Buffer& buffer, DType dtype, std::vector<size_t> sha
 // buffer_view for a Python Buffer; the view counts toward its live_views.
 py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::vector<size_t> shape);
 
+// A loader's progress(stage, done, total) callback that calls the Python `progress` under the
+// GIL; empty when progress is None.
+inline std::function<void(const std::string&, size_t, size_t)> progress_callback(py::object progress) {
+    if (progress.is_none()) return {};
+    return [progress](const std::string& stage, size_t done, size_t total) {
+        py::gil_scoped_acquire gil;
+        progress(stage, done, total);
+    };
+}
+
+// A dispatch table as Python rows: {label, kernel, groups, bindings: [(size, offset, range)]}.
+py::list dispatch_rows(const DispatchTable& table);
+
 using DeviceClass = py::class_<Device, std::shared_ptr<Device>>;
 
 DeviceClass init_device(py::module_& m);
@@ -45,5 +61,6 @@ void init_model(py::module_& m);
 void init_config(py::module_& m);
 void init_tokenizer(py::module_& m);
 void init_engine(py::module_& m);
+void init_encoder(py::module_& m);
 
 }  // namespace akunu::py_bindings

@@ -15,6 +15,7 @@ PYBIND11_MODULE(_akunu, m) {
     init_config(m);
     init_tokenizer(m);
     init_engine(m);
+    init_encoder(m);
 }
 
 }  // namespace akunu::py_bindings

@@ -8,6 +8,9 @@
     logits, hidden = m.eval(ids, hidden_states=[0, -1])  # residual stream after layers 0 and -1
     state = m.save_state()                         # bytes; m.load_state(state) goes back to it
     other = m.fork()                               # same weights, its own cache and state copy
+
+    e = akunu.Model("bge-small/")                  # a BERT encoder: embeddings, no generation
+    vectors = e.embed(["first text", "second"])    # [2, dim] float32, L2-normalized rows
 """
 from __future__ import annotations
 
@@ -130,23 +133,50 @@ class ScratchView:
         return f"ScratchView({', '.join(self.names())})"
 
 
+class _EncoderOnly:
+    """Stands in for the decoding engine of an encoder model: every use raises a clear error."""
+
+    def __init__(self, path: str, architecture: str):
+        self._what = f"{path}: {architecture} is an encoder"
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # copy, pickle and friends probe for these
+            raise AttributeError(name)
+        raise _akunu.Error(f"{self._what}: it embeds texts with Model.embed() and has no KV cache, logits or "
+                           f"generation (Model.{name.lstrip('_')} needs a causal language model)")
+
+
+def _is_encoder(path: str) -> tuple[bool, str]:
+    """(whether the model's architecture is an encoder, its name), from its config alone."""
+    arch = _akunu.load_config(_akunu.open_model(path)).architecture
+    return not next(a for a in _akunu.arch_table() if a["name"] == arch)["causal"], arch
+
+
 class Model:
-    """A loaded model: tokenizer, engine and views of its KV cache and scratch buffers."""
+    """A loaded model: tokenizer, engine and views of its KV cache and scratch buffers.
+
+    An encoder (bert) loads too, for embed() only: generate, eval, score and the KV-cache and
+    scratch views raise akunu.Error on it; embed() on a causal language model raises as well."""
 
     def __init__(self, path, context: int = 4096, device: str | int | None = None, progress: bool | None = None,
-                 chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16"):
+                 chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16", batch_tokens: int = 0):
         """chain: decode steps per GPU submission (0: chosen from the device profile).
         prefill_chunk: prompt tokens per prefill submission (0: 512).
         kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
         position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1), or keys in q8 and values in
-        4 bits, "q8/int4" or "q8/fp4" (docs/kv-quality.md compares them); see KVCacheView."""
+        4 bits, "q8/int4" or "q8/fp4" (docs/kv-quality.md compares them); see KVCacheView.
+        batch_tokens: encoders only, the token rows embed() packs texts into per GPU submission
+        (0: max(512, the model's max positions)); the decoder settings do not apply to them."""
         path = os.fspath(path)
         self.path = path
         bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
+        device = "" if device is None else str(device)
+        encoder, arch = _is_encoder(path)
         # The engine validates and plans the model before it allocates anything; the tokenizer
         # comes after (seed stage 11), so a model that does not fit fails first.
-        self._engine = _akunu.Engine(path, context, "" if device is None else str(device), bar, chain, prefill_chunk,
-                                     kv_dtype)
+        self._encoder = _akunu.Encoder(path, device, bar, int(batch_tokens)) if encoder else None
+        self._engine = _EncoderOnly(path, arch) if encoder else _akunu.Engine(path, context, device, bar, chain,
+                                                                              prefill_chunk, kv_dtype)
         if bar is not None:
             bar.close()
         self.tokenizer = Tokenizer.from_file(path)
@@ -166,7 +196,55 @@ class Model:
     @property
     def config(self):
         """The ModelConfig: shapes, architecture, RoPE and norm settings."""
-        return self._engine.config
+        return (self._encoder or self._engine).config
+
+    # ---- embeddings (encoders) -----------------------------------------------------------------
+    def embed(self, texts: Sequence[str], pooling: str = "mean", normalize: bool = True,
+              truncate: bool = False) -> np.ndarray:
+        """Embeddings of `texts` from an encoder (bert): a new [len(texts), dim] float32 array.
+
+        Each text is tokenized with the model's template ([CLS] ... [SEP]) and run through the
+        encoder; pooling="mean" averages its token rows (the attention-mask mean of
+        sentence-transformers), pooling="cls" takes the [CLS] row; normalize=True divides each
+        row by its L2 norm. Texts are packed back to back into batches of batch_tokens token
+        rows with attention kept inside each text, so a text's embedding does not depend on
+        the others in the call.
+
+        A text of more tokens than the model's max positions raises ValueError, unless
+        truncate=True: then it keeps its first max_positions - 1 tokens and its final special
+        token ([SEP]), as transformers' truncation does. An empty list, a non-string, or an
+        unknown pooling raise TypeError or ValueError. A causal language model has no embed():
+        it raises akunu.Error (there is no last-token pooling)."""
+        if self._encoder is None:
+            raise _akunu.Error(f"{self.path}: {self.config.architecture} is a causal language model; embed() needs an "
+                               "encoder such as bert")
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("embed takes a list of strings; wrap a single text in a list")
+        texts = list(texts)
+        if not texts:
+            raise ValueError("embed needs at least one text")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
+        if pooling not in ("mean", "cls"):
+            raise ValueError(f"pooling must be 'mean' or 'cls', not {pooling!r}")
+        limit = self._encoder.max_tokens
+        ids = self.tokenizer.encode_batch(texts)
+        for i, row in enumerate(ids):
+            if len(row) <= limit:
+                continue
+            if not truncate:
+                raise ValueError(f"texts[{i}] has {len(row)} tokens; {self.config.architecture} takes at most {limit} "
+                                 "(its max positions); pass truncate=True to cut it")
+            ids[i] = row[:limit - 1] + row[-1:] if self.tokenizer.is_special(row[-1]) else row[:limit]
+        return self._encoder.embed(ids, getattr(_akunu.Pooling, pooling), bool(normalize))
+
+    @property
+    def batch_tokens(self) -> int:
+        """Encoders: the token rows embed() runs per GPU submission."""
+        if self._encoder is None:
+            raise _akunu.Error(f"{self.path}: batch_tokens belongs to encoders; this is a causal language model")
+        return self._encoder.batch_tokens
 
     @property
     def chain(self) -> int:
@@ -213,6 +291,7 @@ class Model:
         Generation: the text, token ids, logprobs, and the prompt and decode speeds.
         Generation ends at max_tokens, a stop token, a `stop` string, or the end of the
         context, and the KV cache then holds exactly the prompt and the tokens fed back."""
+        self._engine.decode  # an encoder raises here, not on the first iteration
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
@@ -381,11 +460,15 @@ class Model:
         return self._engine.profile(int(tokens))
 
     def dispatch_table(self) -> list[dict]:
-        """The per-token command list: label, kernel, workgroups, bindings (size, offset, range)."""
-        return self._engine.dispatch_table()
+        """The per-token command list: label, kernel, workgroups, bindings (size, offset, range).
+        An encoder's is its forward pass over a batch: label, kernel, workgroups."""
+        return (self._encoder or self._engine).dispatch_table()
 
     def __repr__(self) -> str:
         c = self.config
+        if self._encoder is not None:
+            return (f"Model({self.path!r}, {c.architecture} encoder, max_tokens={self._encoder.max_tokens}, "
+                    f"device={self._encoder.device_name!r})")
         return f"Model({self.path!r}, {c.architecture}, context={self.context}, device={self._engine.device_name!r})"
 
 

@@ -132,3 +132,45 @@ def sample(logits, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
     sampler = device.upload(cfg)
     _run(device, lambda cl: kernels.sample(cl, logits, ids, logprobs, step, sampler, n, rows))
     return ids.numpy().astype(np.int64), logprobs.numpy().copy()
+
+
+# ---- Encoder kernels (bert) ----------------------------------------------------------------------
+
+def _step(device, n_tokens: int):
+    """A StepState buffer {pos 0, token_slot 0, n_tokens, 0}: the rows a kernel runs."""
+    return device.upload(np.array([0, 0, n_tokens, 0], np.uint32))
+
+
+def layernorm(x, w, b, out, eps: float = 1e-12, n_tokens: int | None = None) -> float:
+    """out[r] = (x[r] - mean) / sqrt(var + eps) * w + b for the first n_tokens rows of x
+    [rows, dim] f32 (default: all); the other rows of out are left as they were."""
+    dim = x.shape[-1]
+    rows = _count(x) // dim
+    step = _step(out.device, rows if n_tokens is None else n_tokens)
+    return _run(out.device, lambda cl: kernels.layernorm(cl, x, w, b, out, step, rows, dim, eps))
+
+
+def gelu(x, out) -> float:
+    """out = GELU(x) with erf (BERT's activation), f32."""
+    return _run(out.device, lambda cl: kernels.gelu(cl, x, out, _count(out)))
+
+
+def encoder_attention(qkv, seq, out, n_heads: int, head_dim: int, scale: float | None = None,
+                      n_tokens: int | None = None) -> float:
+    """Bidirectional attention inside packed sequences: qkv [rows, 3 n_heads head_dim] f32 holds
+    [q | k | v] per token row, seq [rows, 2] u32 (start, len) names the rows each row attends,
+    out [rows, n_heads head_dim] f32. scale defaults to 1 / sqrt(head_dim)."""
+    width = n_heads * head_dim
+    rows = qkv.shape[0]
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    step = _step(out.device, rows if n_tokens is None else n_tokens)
+    return _run(out.device, lambda cl: kernels.encoder_attention(cl, qkv, seq, step, out, n_heads, head_dim, rows,
+                                                                 qkv.shape[1], width, 2 * width, width, scale))
+
+
+def pool(h, texts, out) -> float:
+    """out[t] = the mean (or first row) of each text's rows of h [rows, dim], L2-normalized or
+    not, as the u32 texts buffer says: {count, mode (0 mean, 1 cls), normalize, 0}, then
+    (start, len) per text; out is [max_texts, dim]."""
+    dim = h.shape[-1]
+    return _run(out.device, lambda cl: kernels.pool(cl, h, texts, out, _count(h) // dim, dim, out.shape[0]))

@@ -202,6 +202,48 @@ struct SampleParams {
 };
 AKUNU_PARAMS_SIZE(SampleParams, 8)
 
+// ---- Encoders (bert): see cpp/akunu/encoder.h --------------------------------------------------
+
+// layernorm: y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * w + b for rows r < min(rows,
+// step.n_tokens); f32, one workgroup per row; y may be x.
+struct LayerNormParams {
+    uint rows;
+    uint dim;
+    float eps;
+};
+AKUNU_PARAMS_SIZE(LayerNormParams, 12)
+
+// encoder_attention: bidirectional attention inside packed sequences. Token row r (below
+// step.n_tokens) belongs to the sequence of rows [seq[r].start, seq[r].start + seq[r].len) and
+// attends exactly those rows, so texts packed into one batch never see each other (and there is
+// no padding to mask). Q, K, V are column slices of qkv rows (q at 0, k at k_offset, v at
+// v_offset, rows q_stride floats apart); out rows are out_stride apart. One workgroup per
+// (row, head); a sequence holds at most AKUNU_ENCODER_MAX_KEYS rows.
+#define AKUNU_ENCODER_MAX_KEYS 2048
+struct EncoderAttentionParams {
+    uint n_heads;
+    uint head_dim;
+    uint rows;
+    uint q_stride;
+    uint k_offset;
+    uint v_offset;
+    uint out_stride;
+    float scale;
+};
+AKUNU_PARAMS_SIZE(EncoderAttentionParams, 32)
+
+// pool: one embedding per packed sequence. The texts buffer (u32) starts with a header that
+// the CPU writes per batch, {count, mode (0: mean, 1: cls), normalize (0 or 1), 0}, then
+// (start, len) pairs; for text t < count, out[t, :] = the mean of rows [start, start + len) of
+// h (mean) or row start, the [CLS] token (cls); with normalize, divided by max(L2 norm, 1e-12)
+// as torch's F.normalize does.
+#define AKUNU_POOL_HEADER 4
+struct PoolParams {
+    uint dim;
+    uint max_texts;
+};
+AKUNU_PARAMS_SIZE(PoolParams, 8)
+
 #ifdef __cplusplus
 }  // namespace akunu
 #endif
