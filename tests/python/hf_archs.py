@@ -168,6 +168,13 @@ class Built:
         with torch.no_grad():
             return self.models[source](torch.tensor([list(ids)])).logits[0].numpy()
 
+    def kv(self, ids, layer: int):
+        """transformers' cached K and V of `layer` after `ids`, each [n_kv_heads, rows, head_dim]
+        float64: every position, or a sliding layer's last rows only where the cache keeps those."""
+        with torch.no_grad():
+            cache = self.model(torch.tensor([list(ids)]), use_cache=True).past_key_values
+        return cache.layers[layer].keys[0].numpy(), cache.layers[layer].values[0].numpy()
+
     def greedy(self, ids, n: int, source: str = "hf"):
         """n greedy ids after `ids` by full re-forwards, and each step's top1 - top2 margin."""
         ids, out, margins = list(ids), [], []
@@ -191,7 +198,8 @@ def build(case: ArchCase, root: pathlib.Path, seed: int = 2024) -> Built:
     _init(model, seed, norm_plus_one=case.model_type.startswith("gemma"))
     model.save_pretrained(hf_dir)
     bf16_dir = root / "hf-bf16"  # the same values in bfloat16, as checkpoints usually ship
-    model.to(torch.bfloat16).save_pretrained(bf16_dir)
+    # A copy: converting the model itself would also round its RoPE inv_freq buffer to bfloat16.
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(bf16_dir)
     write_tokenizer(bf16_dir)
     for d in (hf_dir, bf16_dir):
         _patch_config(d / "config.json", case.config_patch)
