@@ -176,6 +176,19 @@ def test_final_softcap_bounds_every_logits_output(models):
     assert len(pieces) >= 8
 
 
+@pytest.mark.parametrize("case", [c.name for c in hf_archs.CASES])
+def test_soft_capping_is_in_the_table_only_where_the_model_has_it(models, case):
+    """The decode step caps its logits right before sampling when the config has a final cap;
+    other models record no dispatch for it."""
+    b = models(case)
+    table = open_model(b, "hf").dispatch_table()
+    capped = [c for c in table if c["kernel"] == "softcap"]
+    if getattr(b.model.config, "final_logit_softcapping", None):
+        assert len(capped) == 1 and table[-2]["label"] == "final_softcap" and table[-1]["kernel"] == "sample"
+    else:
+        assert not capped
+
+
 def test_mistral_gguf_as_the_converter_writes_it(models, tmp_path):
     """convert_hf_to_gguf.py writes MistralForCausalLM as a llama GGUF without a sliding-window
     key: akunu then attends over the whole context (as llama.cpp does), which equals
