@@ -4,7 +4,7 @@ in both and in float16), its GGUF (f16 and q8_0) written with gguf-py the way ll
 convert_hf_to_gguf.py writes that architecture, and transformers' float64 forward as the
 reference. Nothing is downloaded.
 
-One ArchCase per architecture variant; build(case, dir) makes all three. The GGUF conventions
+One ArchCase per architecture variant; build(case, dir) makes the files and references. The GGUF conventions
 followed (convert_hf_to_gguf.py, conversion/{llama,gemma,qwen}.py):
 - MistralForCausalLM converts as general.architecture "llama": Q and K rows (and biases) permuted
   per head for interleaved RoPE, vocab_size and rope.dimension_count written, no sliding-window
@@ -56,7 +56,7 @@ def _rope(theta):
 CASES = [
     ArchCase("gemma", "gemma", "gemma", dict(
         hidden_size=96, intermediate_size=176, num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=1,
-        head_dim=40, rms_norm_eps=1e-6, rope_parameters=_rope(10000.0), hidden_activation="gelu_pytorch_tanh",
+        head_dim=40, rms_norm_eps=1e-6, rope_parameters=_rope(10000.0), hidden_act="gelu_pytorch_tanh",
         tie_word_embeddings=True)),
     ArchCase("gemma2", "gemma2", "gemma2", dict(
         hidden_size=128, intermediate_size=224, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -126,10 +126,9 @@ def _gguf_tokenizer(w, tok_json: dict, vocab: int) -> None:
 
 def _init(model, seed: int, norm_plus_one: bool) -> None:
     """Weights from one seeded stream over the sorted names, every value exact in bfloat16 and
-    float16:
-    linear N(0, 0.05) (q/k N(0, 0.12) so attention is far from uniform and soft caps bite),
-    biases N(0, 0.3), embeddings N(0, 0.25), lm_head N(0, 0.1), RMSNorm scales 1 + 0.2 N(0, 1)
-    (gemma stores w: 0.2 N(0, 1))."""
+    float16: linear N(0, 0.05) (q/k N(0, 0.12), so that attention is far from uniform and soft
+    caps bite), biases N(0, 0.3), embeddings N(0, 0.25), lm_head N(0, 0.1), RMSNorm scales
+    1 + 0.2 N(0, 1) (gemma stores w = 0.2 N(0, 1))."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
