@@ -4,7 +4,7 @@ in both and in float16), its GGUF (f16 and q8_0) written with gguf-py the way ll
 convert_hf_to_gguf.py writes that architecture, and transformers' float64 forward as the
 reference. Nothing is downloaded.
 
-One ArchCase per architecture variant; build(case, dir) makes all three. The GGUF conventions
+One ArchCase per architecture variant; build(case, dir) makes the files and references. The GGUF conventions
 followed (convert_hf_to_gguf.py, conversion/{llama,gemma,qwen}.py):
 - MistralForCausalLM converts as general.architecture "llama": Q and K rows (and biases) permuted
   per head for interleaved RoPE, vocab_size and rope.dimension_count written, no sliding-window
@@ -56,7 +56,7 @@ def _rope(theta):
 CASES = [
     ArchCase("gemma", "gemma", "gemma", dict(
         hidden_size=96, intermediate_size=176, num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=1,
-        head_dim=40, rms_norm_eps=1e-6, rope_parameters=_rope(10000.0), hidden_activation="gelu_pytorch_tanh",
+        head_dim=40, rms_norm_eps=1e-6, rope_parameters=_rope(10000.0), hidden_act="gelu_pytorch_tanh",
         tie_word_embeddings=True)),
     ArchCase("gemma2", "gemma2", "gemma2", dict(
         hidden_size=128, intermediate_size=224, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -126,10 +126,9 @@ def _gguf_tokenizer(w, tok_json: dict, vocab: int) -> None:
 
 def _init(model, seed: int, norm_plus_one: bool) -> None:
     """Weights from one seeded stream over the sorted names, every value exact in bfloat16 and
-    float16:
-    linear N(0, 0.05) (q/k N(0, 0.12) so attention is far from uniform and soft caps bite),
-    biases N(0, 0.3), embeddings N(0, 0.25), lm_head N(0, 0.1), RMSNorm scales 1 + 0.2 N(0, 1)
-    (gemma stores w: 0.2 N(0, 1))."""
+    float16: linear N(0, 0.05) (q/k N(0, 0.12), so that attention is far from uniform and soft
+    caps bite), biases N(0, 0.3), embeddings N(0, 0.25), lm_head N(0, 0.1), RMSNorm scales
+    1 + 0.2 N(0, 1) (gemma stores w = 0.2 N(0, 1))."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
@@ -168,6 +167,13 @@ class Built:
         with torch.no_grad():
             return self.models[source](torch.tensor([list(ids)])).logits[0].numpy()
 
+    def kv(self, ids, layer: int):
+        """transformers' cached K and V of `layer` after `ids`, each [n_kv_heads, rows, head_dim]
+        float64: every position, or a sliding layer's last rows only where the cache keeps those."""
+        with torch.no_grad():
+            cache = self.model(torch.tensor([list(ids)]), use_cache=True).past_key_values
+        return cache.layers[layer].keys[0].numpy(), cache.layers[layer].values[0].numpy()
+
     def greedy(self, ids, n: int, source: str = "hf"):
         """n greedy ids after `ids` by full re-forwards, and each step's top1 - top2 margin."""
         ids, out, margins = list(ids), [], []
@@ -191,7 +197,8 @@ def build(case: ArchCase, root: pathlib.Path, seed: int = 2024) -> Built:
     _init(model, seed, norm_plus_one=case.model_type.startswith("gemma"))
     model.save_pretrained(hf_dir)
     bf16_dir = root / "hf-bf16"  # the same values in bfloat16, as checkpoints usually ship
-    model.to(torch.bfloat16).save_pretrained(bf16_dir)
+    # A copy: converting the model itself would also round its RoPE inv_freq buffer to bfloat16.
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(bf16_dir)
     write_tokenizer(bf16_dir)
     for d in (hf_dir, bf16_dir):
         _patch_config(d / "config.json", case.config_patch)

@@ -12,9 +12,11 @@ import akunu
 
 hf_archs = pytest.importorskip("hf_archs", reason="torch, transformers, tokenizers and gguf-py build the reference models")
 
-# fp32 compute with an f16 KV cache and f16-exact weights, as the fixture tests hold it (the
-# fixture README's fp16 thresholds), scaled by the logits' size: these models' logits reach ~30.
-MAX_REL, MEAN_ABS = 2e-3, 5e-3
+# fp32 compute with an f16 KV cache and f16-exact weights, scaled by the logits' size (these
+# models' logits reach 5 to 27). Measured on lavapipe: max |dlogit| 4e-4 to 4e-3 (the f16 cache
+# dominates: prefill and decode agree), mean 5e-5 to 6e-4; a window one token off moves logits
+# by ~3, a missing soft cap by 2 to 20.
+MAX_REL, MAX_ABS, MEAN_ABS = 1e-3, 6e-3, 2e-3
 
 SOURCES = [(c.name, s) for c in hf_archs.CASES for s in ("hf", "hf-bf16")] + \
     [(c.name, s) for c in hf_archs.CASES if c.gguf_exact for s in ("gguf", "gguf-q8_0")]
@@ -43,7 +45,7 @@ def open_model(built, source, **options):
 def assert_logits_close(got, want, what):
     scale = np.abs(want).max()
     err = np.abs(got - want)
-    assert err.max() <= MAX_REL * scale + 0.01, f"{what}: max |dlogit| {err.max():.4f} (logits up to {scale:.1f})"
+    assert err.max() <= MAX_REL * scale + MAX_ABS, f"{what}: max |dlogit| {err.max():.4f} (logits up to {scale:.1f})"
     assert err.mean() <= MEAN_ABS, f"{what}: mean |dlogit| {err.mean():.5f}"
     top2 = np.sort(want, axis=1)[:, -2:]
     sure = top2[:, 1] - top2[:, 0] > 0.05
@@ -94,7 +96,29 @@ def test_logits_at_every_position(models, case, source, path):
     assert_logits_close(got, want, f"{case} {source} {path}")
     # The last-row logits (what sampling reads) after a prefill equal the all-position ones.
     m.reset()
-    np.testing.assert_allclose(m.eval(ids), got[-1], atol=MAX_REL * np.abs(want).max())
+    np.testing.assert_allclose(m.eval(ids), got[-1], atol=MAX_REL * np.abs(want).max() + MAX_ABS)
+
+
+@pytest.mark.parametrize("case, source", [(c, s) for c, s in SOURCES if s in ("hf", "gguf")],
+                         ids=[f"{c}:{s}" for c, s in SOURCES if s in ("hf", "gguf")])
+def test_kv_cache_matches_transformers(models, case, source):
+    """K after RoPE and V of every layer after a prompt past the window. A llama GGUF (mistral)
+    holds each K head in llama.cpp's permuted order: k_gguf[..., 2i] = k_hf[..., i] and
+    k_gguf[..., 2i + 1] = k_hf[..., i + head_dim/2]."""
+    b = models(case)
+    ids = prompt(29, b.vocab, seed=5)
+    m = open_model(b, source)
+    m.eval(ids)
+    for layer in range(m.config.n_layers):
+        want_k, want_v = b.kv(ids, layer)
+        k = m.kv_cache.k(layer).astype(np.float64)
+        v = m.kv_cache.v(layer).astype(np.float64)
+        assert k.shape[:2] == (b.model.config.num_key_value_heads, len(ids))
+        if source == "gguf" and m.config.architecture == "llama":
+            k = np.concatenate([k[..., 0::2], k[..., 1::2]], axis=-1)
+        rows = want_k.shape[1]  # a sliding layer's cache may keep only its last rows
+        np.testing.assert_allclose(k[:, -rows:], want_k, rtol=2e-3, atol=2e-3 * np.abs(want_k).max())
+        np.testing.assert_allclose(v[:, -rows:], want_v, rtol=2e-3, atol=2e-3 * np.abs(want_v).max())
 
 
 @pytest.mark.parametrize("case, source", SOURCES, ids=IDS)
@@ -105,7 +129,7 @@ def test_greedy_continuations(models, case, source):
     b = models(case)
     ids = prompt(30, b.vocab, seed=11)
     want, margins = b.greedy(ids, 8, source)
-    clear = [mg >= 0.02 for mg in margins]  # 4x the largest |dlogit| seen
+    clear = [mg >= 0.02 for mg in margins]  # 5x the largest |dlogit| seen
     m = open_model(b, source)
     m.eval(ids)
     got = []
@@ -150,6 +174,19 @@ def test_final_softcap_bounds_every_logits_output(models):
         assert p.logprob == pytest.approx(logits[p.token_id] - np.log(np.exp(logits).sum()), abs=1e-4)
         logits = m.eval([p.token_id]).astype(np.float64)
     assert len(pieces) >= 8
+
+
+@pytest.mark.parametrize("case", [c.name for c in hf_archs.CASES])
+def test_soft_capping_is_in_the_table_only_where_the_model_has_it(models, case):
+    """The decode step caps its logits right before sampling when the config has a final cap;
+    other models record no dispatch for it."""
+    b = models(case)
+    table = open_model(b, "hf").dispatch_table()
+    capped = [c for c in table if c["kernel"] == "softcap"]
+    if getattr(b.model.config, "final_logit_softcapping", None):
+        assert len(capped) == 1 and table[-2]["label"] == "final_softcap" and table[-1]["kernel"] == "sample"
+    else:
+        assert not capped
 
 
 def test_mistral_gguf_as_the_converter_writes_it(models, tmp_path):

@@ -129,6 +129,9 @@ def test_arch_table_and_aliases():
     assert qwen2["sliding_window"] == 16 and qwen2["layer_sliding"] == [False, True]
     with pytest.raises(akunu.Error, match=r"layer type 'chunked_attention' is not supported \(full_attention, sliding_attention\)"):
         _config(layer_types=["full_attention", "chunked_attention"])
+    # Qwen2.5's long-context YaRN scaling is not implemented: named, with what is.
+    with pytest.raises(akunu.Error, match=r"rope type 'yarn' is not supported \(default, linear, llama3\)"):
+        _config(model_type="qwen2", rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})
 
 
 def test_config_errors_name_the_key():
