@@ -13,6 +13,7 @@
 
 #include "akunu/buffer.h"
 #include "akunu/dtype.h"
+#include "akunu/memory_plan.h"
 
 namespace akunu::py_bindings {
 
@@ -35,6 +36,9 @@ py::array buffer_view(const Buffer& buffer, DType dtype, std::vector<size_t> sha
 
 // buffer_view for a Python Buffer; the view counts toward its live_views.
 py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::vector<size_t> shape);
+
+// Each layer's KV-cache layout ("full", "ring", "blocks"), as planned.
+std::vector<std::string> kv_layer_rows(const MemoryPlan& plan);
 
 using DeviceClass = py::class_<Device, std::shared_ptr<Device>>;
 

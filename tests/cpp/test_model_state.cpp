@@ -44,6 +44,36 @@ TEST_F(ModelStateTest, KvRowsRoundTripBetweenCachesOfOtherLengths) {
     EXPECT_EQ(b.current_length(), 4);
 }
 
+// A cache in blocks keeps the saved order: rows round-trip with a pre-allocated cache, across
+// block boundaries, and blocks are allocated only as positions reach them.
+TEST_F(ModelStateTest, KvRowsRoundTripBetweenBlocksAndFullCaches) {
+    if (!device()->profile().buffer_device_address) GTEST_SKIP() << "no bufferDeviceAddress";
+    ModelConfig c;
+    c.n_layers = 2;
+    c.n_kv_heads = 3;
+    c.head_dim = 8;
+    for (const KvDType dtype : {KvDType::kF16, KvDType::kQ8Int4}) {
+        KVCache full(device(), c, 700, dtype), blocks(device(), c, 700, dtype, true);
+        EXPECT_EQ(blocks.blocks_allocated(), 1);
+        const uint64_t before = device()->allocations_total();
+        blocks.reserve(256);
+        EXPECT_EQ(device()->allocations_total(), before);
+        std::vector<uint8_t> all(full.rows_bytes(600));
+        ASSERT_EQ(all.size(), blocks.rows_bytes(600));
+        for (size_t i = 0; i < all.size(); ++i) all[i] = uint8_t(i * 7 + i / 251);
+        full.load_rows(all.data(), all.size(), 600);
+        blocks.load_rows(all.data(), all.size(), 600);
+        EXPECT_EQ(blocks.blocks_allocated(), 3);
+        EXPECT_EQ(device()->allocations_total(), before + 2);
+        EXPECT_EQ(blocks.save_rows(600), all);
+        EXPECT_EQ(blocks.save_rows(300), full.save_rows(300));
+        for (const bool scales : {false, true}) {
+            if (scales && dtype == KvDType::kF16) continue;
+            EXPECT_EQ(blocks.read_side(1, true, scales, 600), full.read_side(1, true, scales, 600));
+        }
+    }
+}
+
 static std::vector<float> logits_of(const Model& m) {
     std::vector<float> v(size_t(m.config().vocab_size));
     m.scratch().get("logits").read(v.data(), v.size() * 4);
