@@ -84,7 +84,7 @@ def _chat(akunu, args) -> int:
 
 def _plan(akunu, args) -> int:
     print(akunu.plan(args.model, context=args.context, prefill_chunk=args.prefill_chunk, kv_dtype=args.kv_dtype,
-                     device=args.device or None))
+                     device=args.device or None, kv_alloc=args.kv_alloc, kv_ring=args.kv_ring))
     return 0
 
 
@@ -219,7 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--context", type=int, default=None)
     p.add_argument("--prefill-chunk", type=int, default=512)
-    p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4"])
+    p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4"])
+    p.add_argument("--kv-alloc", default="full", choices=["full", "blocks"],
+                   help="pre-allocate the KV cache, or grow it in blocks of 256 positions")
+    p.add_argument("--kv-ring", action="store_true", help="sliding-window layers keep a ring (docs/kv-cache.md)")
     p.set_defaults(run=_plan)
     p = sub.add_parser("inspect", help="metadata, tensors and config of MODEL")
     p.add_argument("model")

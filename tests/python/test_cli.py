@@ -29,6 +29,9 @@ def test_plan_and_inspect():
     gguf = str(require("tiny-qwen3-random", "gguf", "tiny-qwen3-random-q8_0.gguf"))
     out = akunu_cli("plan", gguf, "--context", "512").stdout
     assert "memory plan: qwen3" in out and "fits" in out
+    gemma = str(require("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf"))
+    out = akunu_cli("plan", gemma, "--context", "4096", "--kv-alloc", "blocks", "--kv-ring").stdout
+    assert "KV cache (1 blocks, 5 ring)" in out and "grows per 256 positions" in out and "ring rows" in out
     out = akunu_cli("inspect", gguf, "--tensors", "3").stdout
     assert "general.architecture" in out and "blk.0" in out and "more (--tensors N)" in out
 

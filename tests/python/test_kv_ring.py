@@ -65,6 +65,19 @@ def test_appends_across_the_wrap(prefill_chunk):
     assert not ring.kv_cache.k(0)[:, :first].any()  # overwritten rows read as zeros
 
 
+@pytest.mark.parametrize("kv_dtype", ["q8", "int4", "fp4", "q8/int4", "q8/fp4"])
+def test_quantized_rings(kv_dtype):
+    """The ring variants of kv_store and of both attention kernels, in every quantized format."""
+    full, ring = pair(prefill_chunk=11, kv_dtype=kv_dtype)
+    for k, n in enumerate([50, 37, 1, 1, 64]):
+        ids = ids_of(n, seed=20 + k)
+        np.testing.assert_array_equal(ring.eval(ids, all_logits=True), full.eval(ids, all_logits=True))
+    assert ring.kv_cache.sliding_from > 0
+    kept = slice(ring.kv_cache.sliding_from, ring.kv_cache.current_length)
+    np.testing.assert_array_equal(ring.kv_cache.v_scales(2)[:, kept], full.kv_cache.v_scales(2)[:, kept])
+    np.testing.assert_array_equal(ring.kv_cache.k(2, dequantize=True)[:, kept], full.kv_cache.k(2, dequantize=True)[:, kept])
+
+
 def test_rewinding_across_the_wrap():
     full, ring = pair()
     prompt = ids_of(100, seed=2)
