@@ -186,7 +186,8 @@ def _kernel_bench(akunu, args) -> int:
 def _bench(akunu, args) -> int:
     from akunu import bench
     bench.main(args.files, device=args.device or None, json_path=args.json, markdown_path=args.markdown,
-               pp=args.pp, ttft=args.ttft, tg=args.tokens, deep=args.deep_context, runs=args.runs)
+               pp=args.pp, ttft=args.ttft, tg=args.tokens, deep=args.deep_context, runs=args.runs,
+               kv_alloc=args.kv_alloc, kv_ring=args.kv_ring)
     return 0
 
 
@@ -272,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, default=128, help="decode tokens per run")
     p.add_argument("--deep-context", type=int, default=4096, help="prompt tokens before the deep decode run")
     p.add_argument("--runs", type=int, default=3, help="runs per measure (median, after a warmup)")
+    p.add_argument("--kv-alloc", default="full", choices=["full", "blocks"], help="the KV cache's allocation")
+    p.add_argument("--kv-ring", action="store_true", help="sliding-window layers keep a ring")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     p.set_defaults(run=_bench)

@@ -79,7 +79,7 @@ def test_info_runs_the_kernel_self_check():
 def test_bench_writes_json_and_markdown(tmp_path):
     gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
     r = akunu_cli("bench", gguf, "--pp", "32", "--ttft", "48", "--tokens", "8", "--deep-context", "40", "--runs", "1",
-                  "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"))
+                  "--kv-alloc", "blocks", "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"))
     rows = json.loads((tmp_path / "b.json").read_text())
     assert len(rows) == 1 and rows[0]["pp_tok_s"] > 0 and rows[0]["tg_tok_s"] > 0 and rows[0]["ttft_s"] > 0
     assert 0 < rows[0]["fraction_of_floor"] < 1.5
