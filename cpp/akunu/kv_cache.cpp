@@ -258,7 +258,7 @@ void KVCache::load_rows(const uint8_t* data, size_t size, int n, int from) {
     reserve(n);
     size_t at = 0;
     walk_rows(n, from, [&](const Buffer* b, size_t offset, size_t bytes) {
-        if (b) const_cast<Buffer*>(b)->write(data + at, bytes, offset);
+        if (b) const_cast<Buffer*>(b)->write(data + at, bytes, offset);  // one of this cache's own buffers
         at += bytes;
     });
     length_ = n;
