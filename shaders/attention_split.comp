@@ -3,10 +3,13 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 // attention_split: one workgroup per (query head, chunk of cache rows). The workgroup scores
 // the chunk's rows, forms their max and sum of exps and the exp-weighted V sum, and writes
-// them as a partial [head_dim | max | sum] for attention_merge. With a KV_* define it reads a
-// quantized cache (kv_format.glsl), dequantizing in registers.
+// them as a partial [head_dim | max | sum] for attention_merge. With K_FORMAT/V_FORMAT it reads
+// a quantized cache (kv_format.glsl), dequantizing in registers; with KV_RING or KV_BLOCKS a
+// ring or a cache in blocks (kv_rows.glsl).
 #include "common.glsl"
 #define KV_HEAD_DIM p.head_dim
+#define KV_ROWS p.cache_rows
+#define KV_HEADS p.n_kv_heads
 #include "kv_cache_read.glsl"
 #include "reduce.glsl"
 
@@ -30,13 +33,14 @@ void main() {
     // l, l + 8, ... so that a team's loads of the row are contiguous; 32 teams cover 32 rows
     // per pass, and three shuffles sum a team's products.
     const uint lane = tid % 8, team = tid / 8;
-    const uint qb = h * p.head_dim, kv_base = kvh * p.max_len;
+    const uint qb = h * p.head_dim;
     for (uint r = team; r < AKUNU_ATTENTION_CHUNK; r += gl_WorkGroupSize.x / 8) {
         const uint t = begin + r;
         float d = 0.0;
         if (t <= pos && t < p.max_len) {
-            for (uint i = lane; i < p.head_dim; i += 8) d += q[qb + i] * K_AT(kv_base + t, i);
-            d *= K_SCALE(kv_base + t);
+            const kv_row_t kr = KV_ROW(kvh, t);
+            for (uint i = lane; i < p.head_dim; i += 8) d += q[qb + i] * K_AT(kr, i);
+            d *= K_SCALE(kr);
         }
         d += subgroupShuffleXor(d, 4);
         d += subgroupShuffleXor(d, 2);
@@ -53,8 +57,9 @@ void main() {
     const float m = workgroup_max(s);
     const float e = valid ? exp(s - m) : 0.0;
     const float l = workgroup_sum(e);
-    // The V rows' scales ride on the weights (1 for an f16 cache).
-    weight[tid] = valid ? e * V_SCALE(kv_base + begin + tid) : 0.0;
+    // The V rows' scales ride on the weights (1 for an f16 cache). Rows past pos are read but
+    // masked: in a cache of blocks they lie in the block of an attended row (chunk = block).
+    weight[tid] = valid ? e * V_SCALE(KV_ROW(kvh, begin + tid)) : 0.0;
     barrier();
 
     // Weighted V: invocation tid takes dim tid % head_dim of every (256 / head_dim)-th row,
@@ -64,7 +69,7 @@ void main() {
     const uint groups = gl_WorkGroupSize.x / p.head_dim, dim = tid % p.head_dim, group = tid / p.head_dim;
     float acc = 0.0;
     if (group < groups)
-        for (uint j = group; j < rows; j += groups) acc += weight[j] * V_AT(kv_base + begin + j, dim);
+        for (uint j = group; j < rows; j += groups) acc += weight[j] * V_AT(KV_ROW(kvh, begin + j), dim);
     barrier();  // every weight has been read
     weight[tid] = acc;
     barrier();

@@ -9,10 +9,13 @@
 // 32 or 64); invocation `lane` of the team owns dims lane, lane + 8, ... of q and of the
 // output. Keys come in tiles of AKUNU_FLASH_KEYS rows staged in shared memory as f16, as the
 // cache stores them; a quantized cache (KV_* define, kv_format.glsl) stages its codes, which
-// f16 holds exactly, and each row's scale beside them. Scores are summed across the team with
-// three shuffles.
+// f16 holds exactly, and each row's scale beside them; a ring or a cache in blocks (KV_RING,
+// KV_BLOCKS: kv_rows.glsl) is staged row by row. Scores are summed across the team with three
+// shuffles.
 #include "common.glsl"
 #define KV_HEAD_DIM p.a.head_dim
+#define KV_ROWS p.a.cache_rows
+#define KV_HEADS p.a.n_kv_heads
 #include "kv_cache_read.glsl"
 
 #define TEAM 8
@@ -61,24 +64,25 @@ void main() {
     const uint last_row = min(block + AKUNU_FLASH_ROWS, n) - 1;
     const uint key_begin = first_key(step.pos + block), key_end = step.pos + last_row + 1;
     const uint my_first = first_key(pos);
-    const uint kv_base = kvh * p.a.max_len;
     for (uint t0 = key_begin; t0 < key_end; t0 += AKUNU_FLASH_KEYS) {
         const uint tile = min(AKUNU_FLASH_KEYS, key_end - t0);
         for (uint e = tid; e < tile * hd; e += gl_WorkGroupSize.x) {
-#ifdef KV_QUANTIZED
-            const uint r = kv_base + t0 + e / hd, i = e % hd;
+#if defined(KV_QUANTIZED) || defined(KV_RING) || defined(KV_BLOCKS)
+            const kv_row_t r = KV_ROW(kvh, t0 + e / hd);
+            const uint i = e % hd;
             k_tile[e] = float16_t(K_AT(r, i));
             v_tile[e] = float16_t(V_AT(r, i));
 #else
-            const uint at = (kv_base + t0) * hd + e;
+            const uint at = (kvh * KV_ROWS + t0) * hd + e;
             k_tile[e] = k_cache[at];
             v_tile[e] = v_cache[at];
 #endif
         }
 #ifdef KV_QUANTIZED
         if (tid < tile) {
-            k_scale_tile[tid] = K_SCALE(kv_base + t0 + tid);
-            v_scale_tile[tid] = V_SCALE(kv_base + t0 + tid);
+            const kv_row_t r = KV_ROW(kvh, t0 + tid);
+            k_scale_tile[tid] = K_SCALE(r);
+            v_scale_tile[tid] = V_SCALE(r);
         }
 #endif
         barrier();

@@ -4,15 +4,29 @@
 // Per token row: first the Q pairs, then the K pairs (rotated, then written to the cache),
 // then the V elements (copied to the cache). cos/sin come from the table row of the token's
 // position, step.pos + row. Built with ROPE_ONLY for the quantized cache formats: it only
-// rotates, and kv_store packs the rotated K and V into the cache.
+// rotates, and kv_store packs the rotated K and V into the cache. With KV_RING or KV_BLOCKS it
+// writes a ring or a cache in blocks (kv_rows.glsl).
 #include "common.glsl"
+#define KV_ROWS p.max_len
+#include "kv_rows.glsl"
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) buffer Qkv { float qkv_data[]; };              // rows of [q | k | v]
 layout(std430, binding = 1) readonly buffer Cos { float cos_t[]; };        // [max_len, head_dim/2]
 layout(std430, binding = 2) readonly buffer Sin { float sin_t[]; };        // [max_len, head_dim/2]
+#ifdef KV_BLOCKS
+// The block tables, [blocks] addresses. Not read-only: the command list orders dispatches by
+// the buffers they write, and the table stands for the blocks written through it.
+layout(std430, binding = 3) buffer KT { uvec2 k_blocks[]; };
+layout(std430, binding = 4) buffer VT { uvec2 v_blocks[]; };
+#define K_STORE(r, i, val) KvHalfs(k_blocks[(r).x]).h[(r).y * p.head_dim + (i)] = (val)
+#define V_STORE(r, i, val) KvHalfs(v_blocks[(r).x]).h[(r).y * p.head_dim + (i)] = (val)
+#else
 layout(std430, binding = 3) writeonly buffer K { float16_t k_cache[]; };   // [n_kv, max_len, head_dim]
 layout(std430, binding = 4) writeonly buffer V { float16_t v_cache[]; };   // [n_kv, max_len, head_dim]
+#define K_STORE(r, i, val) k_cache[(r) * p.head_dim + (i)] = (val)
+#define V_STORE(r, i, val) v_cache[(r) * p.head_dim + (i)] = (val)
+#endif
 layout(std430, binding = 5) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { RopeKvParams p; };
 
@@ -47,14 +61,14 @@ void main() {
         }
 #ifndef ROPE_ONLY
         if (is_k) {
-            const uint row = (head * p.max_len + pos) * p.head_dim;
-            k_cache[row + a] = float16_t(x0);
-            k_cache[row + b] = float16_t(x1);
+            const kv_row_t r = KV_ROW(head, pos);
+            K_STORE(r, a, float16_t(x0));
+            K_STORE(r, b, float16_t(x1));
         }
     } else {
         const uint e = i - q_pairs - k_pairs;
         const uint head = e / p.head_dim, d = e % p.head_dim;
-        v_cache[(head * p.max_len + pos) * p.head_dim + d] = float16_t(qkv(q_dim + kv_dim + e));
+        V_STORE(KV_ROW(head, pos), d, float16_t(qkv(q_dim + kv_dim + e)));
 #endif
     }
 }

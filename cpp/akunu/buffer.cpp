@@ -52,7 +52,7 @@ static int choose_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint3
     return -1;
 }
 
-Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency residency) {
+Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency residency, bool addressable) {
     AKUNU_CHECK(device, "Buffer::allocate needs a device");
     const DeviceProfile& p = device->profile();
     AKUNU_CHECK(bytes > 0, "cannot allocate a buffer of 0 bytes");
@@ -70,6 +70,11 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     info.size = bytes;
     info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    if (addressable) {
+        AKUNU_CHECK(p.buffer_device_address, "device '" + p.name + "' lacks bufferDeviceAddress, which a KV cache in blocks needs; "
+                                             "load with the cache pre-allocated (kv_alloc \"full\")");
+        info.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+    }
     info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     AKUNU_VK_CHECK(vkCreateBuffer(vk, &info, nullptr, &b.handle_));
     b.size_ = bytes;  // from here on, ~Buffer cleans up whatever exists
@@ -87,6 +92,10 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     alloc.allocationSize = req.size;
     alloc.memoryTypeIndex = uint32_t(type);
+    VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    if (addressable) alloc.pNext = &flags;
+    b.addressable_ = addressable;
     VkResult r = vkAllocateMemory(vk, &alloc, nullptr, &b.memory_);
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
         throw Error("out of memory allocating " + mib(bytes) + " on '" + p.name + "' (" + vk_result_name(r) +
@@ -97,6 +106,13 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     AKUNU_VK_CHECK(vkBindBufferMemory(vk, b.handle_, b.memory_, 0));
     if (mapped) AKUNU_VK_CHECK(vkMapMemory(vk, b.memory_, 0, VK_WHOLE_SIZE, 0, &b.contents_));
     return b;
+}
+
+uint64_t Buffer::address() const {
+    AKUNU_CHECK(addressable_, "Buffer::address: the buffer was not allocated addressable");
+    VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+    info.buffer = handle_;
+    return vkGetBufferDeviceAddress(device_->handle(), &info);
 }
 
 Buffer Buffer::allocate(std::shared_ptr<Device> device, const void* data, size_t bytes, Residency residency) {
@@ -114,6 +130,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
         size_ = std::exchange(other.size_, 0);
         memory_bytes_ = std::exchange(other.memory_bytes_, 0);
         contents_ = std::exchange(other.contents_, nullptr);
+        addressable_ = std::exchange(other.addressable_, false);
     }
     return *this;
 }

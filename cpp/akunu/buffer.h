@@ -23,7 +23,10 @@ enum class Residency {
 class Buffer {
 public:
     // Throws for 0 bytes and for sizes over the largest heap or allocation the device allows.
-    static Buffer allocate(std::shared_ptr<Device> device, size_t bytes, Residency residency = Residency::kAuto);
+    // `addressable`: shaders may reach it through its device address (address()), as a KV
+    // cache in blocks is reached through its block table; needs bufferDeviceAddress.
+    static Buffer allocate(std::shared_ptr<Device> device, size_t bytes, Residency residency = Residency::kAuto,
+                           bool addressable = false);
     static Buffer allocate(std::shared_ptr<Device> device, const void* data, size_t bytes,
                            Residency residency = Residency::kAuto);
 
@@ -40,6 +43,7 @@ public:
     bool host_visible() const { return contents_ != nullptr; }
     explicit operator bool() const { return handle_ != VK_NULL_HANDLE; }
     Device& device() const { return *device_; }
+    uint64_t address() const;  // the device address of byte 0; throws unless allocated addressable
     const std::shared_ptr<Device>& device_ptr() const { return device_; }
 
     // Copies between host memory and [offset, offset + bytes) of this buffer: a memcpy when
@@ -57,6 +61,7 @@ private:
     size_t size_ = 0;
     uint64_t memory_bytes_ = 0;  // what the allocation really took, for accounting
     void* contents_ = nullptr;
+    bool addressable_ = false;
 };
 
 }  // namespace akunu

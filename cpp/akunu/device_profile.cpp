@@ -107,6 +107,7 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
 
     p.fp16 = f12.shaderFloat16 && f11.storageBuffer16BitAccess;
     p.int8 = f12.shaderInt8 && f12.storageBuffer8BitAccess;
+    p.buffer_device_address = f12.bufferDeviceAddress;
     p.integer_dot_product = dot.shaderIntegerDotProduct;
     p.subgroup_size_control = ssc.subgroupSizeControl && ssc.computeFullSubgroups;
     p.cooperative_matrix = has("VK_KHR_cooperative_matrix");

@@ -54,6 +54,7 @@ struct DeviceProfile {
     bool gemm_coopmat = false;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
+    bool buffer_device_address = false;  // core in 1.2, optional: a KV cache in blocks needs it
     bool subgroup_size_control = false;
 
     // Timing

@@ -90,23 +90,40 @@ void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec
 }
 
 // The cache bindings a kernel reads or writes, checked against the cache layout: K and V (and
-// for a quantized cache their row scales) for `rows` = n_kv_heads * max_len rows of head_dim.
-void check_cache(const KvBindings& c, size_t rows, size_t head_dim, const char* kernel) {
+// for a quantized cache their row scales) for n_kv * cache_rows rows of head_dim, or for a
+// cache in blocks the two block tables, one address per block of the context.
+void check_cache(const KvBindings& c, size_t n_kv, size_t max_len, size_t head_dim, const char* kernel) {
+    AKUNU_CHECK(c.dtype == KvDType::kF16 || head_dim % 8 == 0,
+                std::string(kernel) + ": a quantized cache needs head_dim to be a multiple of 8");
+    if (c.rows == KvRows::kBlocks) {
+        const size_t blocks = (max_len + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK;
+        check_bytes(c.k, blocks * 8, kernel, "k_block_table");
+        check_bytes(c.v, blocks * 8, kernel, "v_block_table");
+        return;
+    }
+    AKUNU_CHECK(c.cache_rows > 0 && (c.rows == KvRows::kRing || c.cache_rows == max_len),
+                std::string(kernel) + ": the cache holds " + std::to_string(c.cache_rows) + " rows per head; a " +
+                    kv_rows_name(c.rows) + " cache of a context of " + std::to_string(max_len) + " needs " +
+                    (c.rows == KvRows::kRing ? "at least one" : std::to_string(max_len)));
+    const size_t rows = n_kv * c.cache_rows;
     check_bytes(c.k, rows * head_dim * size_t(kv_value_bits(kv_side(c.dtype, false))) / 8, kernel, "k_cache");
     check_bytes(c.v, rows * head_dim * size_t(kv_value_bits(kv_side(c.dtype, true))) / 8, kernel, "v_cache");
     if (c.dtype == KvDType::kF16) return;
-    AKUNU_CHECK(head_dim % 8 == 0, std::string(kernel) + ": a quantized cache needs head_dim to be a multiple of 8");
     check_bytes(c.k_scales, rows * 2, kernel, "k_scales");
     check_bytes(c.v_scales, rows * 2, kernel, "v_scales");
 }
 
-// A cache reader's variant ("attention_split_int4") and its bindings: `first` (bindings 0 to 4
-// with K and V at 1 and 2), then a quantized cache's scales at 5 and 6.
-std::string cache_variant(const char* kernel, KvDType t) {
-    return t == KvDType::kF16 ? std::string(kernel) : std::string(kernel) + "_" + kv_variant_suffix(t);
+// A cache kernel's variant ("attention_split_int4_blocks": format, then layout) and its
+// bindings: `first` (bindings 0 to 4 with K and V at 1 and 2), then a quantized cache's scales
+// at 5 and 6 unless they sit in blocks.
+std::string cache_variant(const char* kernel, const KvBindings& c) {
+    std::string name = kernel;
+    if (c.dtype != KvDType::kF16) name += "_" + kv_variant_suffix(c.dtype);
+    if (c.rows != KvRows::kFull) name += std::string("_") + kv_rows_name(c.rows);
+    return name;
 }
 std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings& c) {
-    if (c.dtype != KvDType::kF16) {
+    if (c.dtype != KvDType::kF16 && c.rows != KvRows::kBlocks) {
         first.push_back(c.k_scales);
         first.push_back(c.v_scales);
     }
@@ -252,19 +269,22 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     check_fits(qkv, (sh.rows - 1) * stride + q_dim + 2 * kv_dim, DType::kF32, "rope_kv", "qkv");
     check_fits(cos, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "cos");
     check_fits(sin, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "sin");
-    check_cache(cache, size_t(sh.n_kv_heads) * sh.max_len, sh.head_dim, "rope_kv");
+    check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "rope_kv");
     check_bytes(step, sizeof(StepState), "rope_kv", "step");
-    RopeKvParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.interleaved ? 1u : 0u, sh.rotate ? 1u : 0u,
-                   checked_u32(sh.rows, "rope_kv: rows"), uint32_t(stride)};
+    // The kernels' max_len is the cache's rows per head (a ring's length); blocks ignore it.
+    RopeKvParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, cache.rows == KvRows::kBlocks ? sh.max_len : cache.cache_rows,
+                   sh.interleaved ? 1u : 0u, sh.rotate ? 1u : 0u, checked_u32(sh.rows, "rope_kv: rows"), uint32_t(stride)};
     const size_t items = size_t(sh.rows) * ((size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim);
     const bool f16 = cache.dtype == KvDType::kF16;
-    emit(s, f16 ? "rope_kv" : "rope_only", {}, {qkv, cos, sin, cache.k, cache.v, step}, p, grid_for(s, (items + 63) / 64));
+    emit(s, f16 ? cache_variant("rope_kv", cache) : "rope_only", {}, {qkv, cos, sin, cache.k, cache.v, step}, p,
+         grid_for(s, (items + 63) / 64));
     if (f16) return;
     // kv_store: one invocation per packed word of each token's K and V rows.
     const size_t words =
         size_t(sh.rows) * kv_dim * size_t(kv_value_bits(kv_side(cache.dtype, false)) + kv_value_bits(kv_side(cache.dtype, true))) / 32;
-    emit(s, cache_variant("kv_store", cache.dtype), {}, {qkv, cache.k, cache.v, cache.k_scales, cache.v_scales, step}, p,
-         grid_for(s, (words + 63) / 64));
+    std::vector<Binding> bindings = {qkv, cache.k, cache.v, cache.k_scales, cache.v_scales, step};
+    if (cache.rows == KvRows::kBlocks) bindings = {qkv, cache.k, cache.v, step};  // the scales sit in the blocks
+    emit(s, cache_variant("kv_store", cache), {}, bindings, p, grid_for(s, (words + 63) / 64));
 }
 
 size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len) {
@@ -285,13 +305,13 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     const size_t q_dim = size_t(sh.n_heads) * sh.head_dim;
     const uint32_t chunks = uint32_t((size_t(sh.max_len) + AKUNU_ATTENTION_CHUNK - 1) / AKUNU_ATTENTION_CHUNK);
     check_fits(q, q_dim, DType::kF32, "attention", "q");
-    check_cache(cache, size_t(sh.n_kv_heads) * sh.max_len, sh.head_dim, "attention");
+    check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "attention");
     check_fits(partial, attention_partial_floats(sh.n_heads, sh.head_dim, sh.max_len), DType::kF32, "attention", "partial");
     check_fits(out, q_dim, DType::kF32, "attention", "out");
     AKUNU_CHECK(chunks <= 65535 && sh.n_heads <= s.device().profile().max_workgroup_count_x,
                 "attention: too many heads or cache rows for one dispatch");
-    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks};
-    emit(s, cache_variant("attention_split", cache.dtype), {}, cache_bindings({q, cache.k, cache.v, partial, step}, cache), p,
+    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks, cache.cache_rows};
+    emit(s, cache_variant("attention_split", cache), {}, cache_bindings({q, cache.k, cache.v, partial, step}, cache), p,
          {sh.n_heads, chunks});
     emit(s, "attention_merge", {}, {partial, out, step}, p, grid_for(s, sh.n_heads));
 }
@@ -308,14 +328,14 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
     const size_t q_dim = size_t(sh.n_heads) * sh.head_dim;
     AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim, "flash_attention: row strides must cover n_heads * head_dim");
     check_fits(q, (f.rows - 1) * size_t(f.q_stride) + q_dim, DType::kF32, "flash_attention", "q");
-    check_cache(cache, size_t(sh.n_kv_heads) * sh.max_len, sh.head_dim, "flash_attention");
+    check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "flash_attention");
     check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, DType::kF32, "flash_attention", "out");
     check_bytes(step, sizeof(StepState), "flash_attention", "step");
-    FlashAttentionParams p{{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0},
+    FlashAttentionParams p{{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, cache.cache_rows},
                            checked_u32(f.rows, "flash_attention: rows"), f.q_stride, f.out_stride};
     const uint32_t blocks = (f.rows + AKUNU_FLASH_ROWS - 1) / AKUNU_FLASH_ROWS;
     AKUNU_CHECK(blocks <= d.max_workgroup_count_x && sh.n_heads <= 65535, "flash_attention: too many rows or heads for one dispatch");
-    emit(s, cache_variant("flash_attention", cache.dtype), {sh.head_dim / 8}, cache_bindings({q, cache.k, cache.v, out, step}, cache),
+    emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8}, cache_bindings({q, cache.k, cache.v, out, step}, cache),
          p, {blocks, sh.n_heads});
 }
 

@@ -3,6 +3,7 @@
 #include "akunu/kv_format.h"
 
 #include "akunu/error.h"
+#include "params.h"
 
 namespace akunu {
 
@@ -59,6 +60,23 @@ KvLayout kv_layout(KvDType t, int n_kv_heads, int max_len, int head_dim) {
     const uint64_t data = rows * uint64_t(head_dim) * uint64_t(kv_value_bits(t)) / 8;
     const uint64_t scale_offset = (data + 15) / 16 * 16;
     return {data, scale_offset, scale_offset + (rows * 2 + 3) / 4 * 4};
+}
+
+KvLayout kv_block_layout(KvDType side, int n_kv_heads, int head_dim) {
+    // The shaders find a quantized side's scales right after its words (kv_rows.glsl
+    // KV_SCALE_BASE): a block's words fill whole 16-byte units, so no padding comes between.
+    const KvLayout l = kv_layout(side, n_kv_heads, AKUNU_KV_BLOCK, head_dim);
+    AKUNU_CHECK(l.scale_offset == l.data_bytes, "kv_block_layout: the scales must follow the words");
+    return l;
+}
+
+const char* kv_rows_name(KvRows r) {
+    switch (r) {
+        case KvRows::kFull: return "full";
+        case KvRows::kRing: return "ring";
+        case KvRows::kBlocks: return "blocks";
+    }
+    return "?";
 }
 
 }  // namespace akunu

@@ -39,12 +39,24 @@ struct KvLayout {
 // The K or V buffer of a side format; throws when head_dim does not pack into whole words.
 KvLayout kv_layout(KvDType side, int n_kv_heads, int max_len, int head_dim);
 
+// Where a layer's rows live (shaders/include/kv_rows.glsl): one buffer per side holding every
+// position, the same as a ring of fewer positions (sliding-window layers), or blocks of
+// AKUNU_KV_BLOCK positions allocated as the sequence grows and found through a block table.
+enum class KvRows { kFull, kRing, kBlocks };
+const char* kv_rows_name(KvRows r);  // "full", "ring", "blocks"
+
 // What the attention kernels bind for one layer: values (or codes) and, when quantized, the
-// row scales, ranges of the same two buffers.
+// row scales, ranges of the same two buffers; or, for a cache in blocks, the two block tables.
 struct KvBindings {
     KvDType dtype;               // the cache format (kv_side gives K's and V's)
-    Binding k, v;                // f16 [n_kv, max_len, head_dim] or u32 codes
-    Binding k_scales, v_scales;  // f16 [n_kv, max_len]; unset for f16
+    Binding k, v;                // f16 [n_kv, cache_rows, head_dim] or u32 codes; blocks: u64 [blocks] addresses
+    Binding k_scales, v_scales;  // f16 [n_kv, cache_rows]; unset for f16 and for blocks
+    KvRows rows = KvRows::kFull;
+    uint32_t cache_rows = 0;     // rows per head: the context (full), the ring's length; 0 for blocks
 };
+
+// Bytes of one side of one layer in a block of AKUNU_KV_BLOCK positions: the codes (or f16
+// values) [n_kv, AKUNU_KV_BLOCK, ...], then a quantized side's scales [n_kv, AKUNU_KV_BLOCK].
+KvLayout kv_block_layout(KvDType side, int n_kv_heads, int head_dim);
 
 }  // namespace akunu

@@ -109,10 +109,15 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
         p.weights_bytes += bytes;
     }
 
-    // K and V per layer, each as kv_format.h lays it out.
+    // K and V per layer, each as kv_format.h lays it out, in the layouts kv_cache.h picks.
     for (const bool values : {false, true})
         p.kv_bytes_per_layer += kv_layout(kv_side(p.options.kv_dtype, values), c.n_kv_heads, p.options.context, c.head_dim).bytes;
-    p.kv_bytes = p.kv_bytes_per_layer * uint64_t(c.n_layers);
+    p.kv_full_bytes = p.kv_bytes_per_layer * uint64_t(c.n_layers);
+    // A ring of window + max(chunk, two chains) rows: see kv_cache.h.
+    const int ring_rows = p.options.kv_ring ? c.sliding_window + std::max(p.options.prefill_chunk, 2 * p.options.max_chain) : 0;
+    p.kv = plan_kv_cache(c, p.options.context, p.options.kv_dtype, p.options.kv_blocks, ring_rows);
+    p.kv_bytes = p.kv.initial_bytes();
+    p.kv_max_bytes = p.kv.max_bytes();
     p.decode_scratch = decode_scratch_layout(c, p.options.max_chain, p.options.context);
     p.prefill_scratch = prefill_scratch_layout(c, p.options.prefill_chunk);
     p.decode_scratch_bytes = sum(p.decode_scratch);
@@ -134,12 +139,16 @@ uint64_t usable_heap_bytes(const DeviceProfile& d) {
 PlanFit check_fit(const MemoryPlan& plan, const DeviceProfile& d) {
     PlanFit fit{true, {}};
     const uint64_t heap = usable_heap_bytes(d);
+    if (plan.kv_max_bytes > plan.kv_bytes && plan.total_bytes - plan.kv_bytes + plan.kv_max_bytes > heap && plan.total_bytes <= heap)
+        fit.notes.push_back("the KV cache grows in blocks to " + mib(plan.kv_max_bytes) + " at the full context, more than '" +
+                            d.name + "' holds: a long sequence fails when a block cannot be allocated");
     if (plan.total_bytes > heap) {
         fit.fits = false;
         fit.notes.push_back("needs " + mib(plan.total_bytes) + " but the largest device heap of '" + d.name + "' holds " +
                             mib(heap) + "; use a smaller context, prefill chunk, kv_dtype or a quantized model");
     }
-    uint64_t largest = std::max(plan.largest_tensor_bytes, plan.kv_bytes_per_layer / 2);
+    const bool any_full = std::count(plan.kv.layers.begin(), plan.kv.layers.end(), KvRows::kFull) > 0;
+    uint64_t largest = std::max({plan.largest_tensor_bytes, any_full ? plan.kv_bytes_per_layer / 2 : 0, plan.kv.block_bytes});
     for (const auto& s : plan.prefill_scratch) largest = std::max(largest, s.bytes);
     if (largest > d.max_memory_allocation_bytes) {
         fit.fits = false;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "akunu/device_profile.h"
+#include "akunu/kv_cache.h"
 #include "akunu/kv_format.h"
 #include "akunu/model_config.h"
 #include "akunu/model_files.h"
@@ -38,6 +39,8 @@ struct PlanOptions {
     int prefill_chunk = 512;   // tokens per prefill submission; clipped to the context
     int max_chain = 64;        // tokens per chain-decode submission
     KvDType kv_dtype = KvDType::kF16;
+    bool kv_blocks = false;  // the KV cache grows in blocks of 256 positions (kv_cache.h)
+    bool kv_ring = false;    // sliding-window layers keep a ring of window + max(prefill_chunk, 2 max_chain) rows
     std::string weights_dtype = "F16";  // for config-only plans: the type of the 2-D weights
 };
 
@@ -48,14 +51,21 @@ struct MemoryPlan {
     uint64_t weights_bytes = 0;
     bool weights_estimated = false;  // true for config-only plans
     uint64_t largest_tensor_bytes = 0;
+    // The KV cache as loaded: everything for a pre-allocated cache; for a cache in blocks, its
+    // pre-allocated layers (rings), the block tables and the first block. It grows by
+    // kv.block_bytes per 256 positions up to kv_max_bytes; kv_full_bytes is what pre-allocating
+    // every layer for the whole context would take.
     uint64_t kv_bytes = 0;
-    uint64_t kv_bytes_per_layer = 0;
+    uint64_t kv_max_bytes = 0;
+    uint64_t kv_full_bytes = 0;
+    uint64_t kv_bytes_per_layer = 0;  // K and V of one fully pre-allocated layer
+    KvCachePlan kv;
     std::vector<NamedSize> decode_scratch;
     std::vector<NamedSize> prefill_scratch;
     uint64_t decode_scratch_bytes = 0;
     uint64_t prefill_scratch_bytes = 0;
     uint64_t total_bytes = 0;
-    // What each Model::fork() adds: its own KV cache and scratch (the weights are shared).
+    // What each Model::fork() adds: its own KV cache (as loaded) and scratch (the weights are shared).
     uint64_t fork_bytes = 0;
 };
 

@@ -85,6 +85,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     po.max_chain = b->chain;
     po.prefill_chunk = b->prefill_chunk;
     po.kv_dtype = options.kv_dtype;
+    po.kv_blocks = options.kv_blocks;
+    po.kv_ring = options.kv_ring;
     b->plan = plan_memory(b->config, b->files.get(), po);
     const PlanFit fit = check_fit(b->plan, b->device->profile());
     if (!fit.fits) {
@@ -118,7 +120,8 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     };
     const LoadedModel& b = *base_;
     stage("kv cache");
-    kv_ = std::make_unique<KVCache>(b.device, b.config, b.context, b.plan.options.kv_dtype);
+    kv_ = std::make_unique<KVCache>(b.device, b.config, b.context, b.plan.options.kv_dtype, b.plan.options.kv_blocks,
+                                    b.plan.kv.ring_rows);
     stage("scratch");
     scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, b.chain, b.prefill_chunk);
 
@@ -377,6 +380,7 @@ void Model::decode(int token) {
     const StepState st{uint32_t(pos), 0, 1, 0};
     scratch_->get("token_ids").write(&id, 4);
     scratch_->get("step").write(&st, sizeof st);
+    kv_->reserve(pos + 1);
     step_->submit_and_wait();
     kv_->set_length(pos + 1);
 }
@@ -388,6 +392,7 @@ void Model::submit_chain(int c, uint32_t input_slot) {
         const uint32_t slot = k == 0 ? input_slot : uint32_t(c * base_->chain + k);
         steps[c * base_->chain + k] = StepState{uint32_t(pos + k), slot, 1, 0};
     }
+    kv_->reserve(pos + base_->chain);  // blocks exist before the submission writes them
     chains_[c]->submit();
     kv_->set_length(pos + base_->chain);
     in_flight_.push_back(c);
@@ -455,6 +460,7 @@ std::vector<Model::ProfileRow> Model::profile(int tokens) {
     scratch_->get(tokens == 1 ? "token_ids" : "batch_token_ids").write(zeros.data(), zeros.size() * 4);
     const StepState st{uint32_t(pos), 0, uint32_t(tokens), 0};
     scratch_->get(tokens == 1 ? "step" : "batch_step").write(&st, sizeof st);
+    kv_->reserve(pos + tokens);
     cl.submit_and_wait();
     std::vector<ProfileRow> rows;
     for (size_t i = 0; i < table.commands().size(); ++i) rows.push_back({&table.commands()[i], cl.elapsed_ms(ts[i], ts[i + 1])});
@@ -508,6 +514,7 @@ void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vect
         return;
     }
     drain();
+    kv_->reserve(pos + int(ids.size()));
     // Chunks of up to prefill_chunk tokens (logit_rows with all-position logits), each one
     // submission of a recorded table; the last chunk is shorter and its table skips the rest.
     const size_t chunk = size_t(all_logits ? base_->logit_rows : base_->prefill_chunk);

@@ -34,6 +34,11 @@ struct LoadOptions {
     int chain = 0;                // decode steps per submission; 0: from the device profile
     int prefill_chunk = 0;        // prompt tokens per submission; 0: 512 (clipped to the context)
     KvDType kv_dtype = KvDType::kF16;  // the KV cache's storage format (kv_format.h)
+    // The KV cache's layout (kv_cache.h): kv_blocks grows it in blocks of 256 positions instead
+    // of pre-allocating the context; kv_ring keeps sliding-window layers in a ring of
+    // window + max(prefill_chunk, 2 chain) positions (then truncate rewinds only so far).
+    bool kv_blocks = false;
+    bool kv_ring = false;
     std::function<void(const std::string& stage, size_t done, size_t total)> progress;
 };
 
@@ -62,6 +67,7 @@ struct ModelState {
     uint32_t token = 0;          // token_ids[1]: the id sampled after the last step
     float logprob = 0;           // sampled_logprobs[1]
     std::vector<float> logits;   // [vocab] f32, scratch "logits"
+    int kv_from = 0;             // KVCache::sliding_from(): sliding-window layers hold rows from here
     std::vector<uint8_t> kv;     // KVCache::save_rows(length)
 };
 

@@ -70,6 +70,7 @@ ModelState Model::capture_state() {
     scratch_->get("sampled_logprobs").read(&st.logprob, 4, 4);
     st.logits.resize(size_t(config().vocab_size));
     scratch_->get("logits").read(st.logits.data(), st.logits.size() * 4);
+    st.kv_from = kv_->sliding_from();
     st.kv = kv_->save_rows(st.length);
     return st;
 }
@@ -79,16 +80,17 @@ void Model::restore_state(const ModelState& st) {
                 "the state holds " + std::to_string(st.length) + " positions but this model's context is " +
                     std::to_string(context()) + "; load the model with a context of at least " + std::to_string(st.length));
     AKUNU_CHECK(st.logits.size() == size_t(config().vocab_size), "the state's logits are not one row of this vocabulary");
-    AKUNU_CHECK(st.kv.size() == kv_->rows_bytes(st.length),
+    AKUNU_CHECK(st.kv_from >= 0 && st.kv_from <= st.length, "the state's sliding-window rows start outside its positions");
+    AKUNU_CHECK(st.kv.size() == kv_->rows_bytes(st.length, st.kv_from),
                 "the state's KV rows take " + std::to_string(st.kv.size()) + " bytes; " + std::to_string(st.length) +
-                    " positions of this model's cache take " + std::to_string(kv_->rows_bytes(st.length)));
+                    " positions of this model's cache take " + std::to_string(kv_->rows_bytes(st.length, st.kv_from)));
     check_sampler(st.sampler);
     drain();
     set_sampler(st.sampler);
     scratch_->get("token_ids").write(&st.token, 4, 4);
     scratch_->get("sampled_logprobs").write(&st.logprob, 4, 4);
     scratch_->get("logits").write(st.logits.data(), st.logits.size() * 4);
-    kv_->load_rows(st.kv.data(), st.kv.size(), st.length);
+    kv_->load_rows(st.kv.data(), st.kv.size(), st.length, st.kv_from);
 }
 
 std::vector<uint8_t> Model::save_state() {
@@ -105,6 +107,7 @@ std::vector<uint8_t> Model::save_state() {
     h.vocab = uint32_t(config().vocab_size);
     h.length = uint32_t(st.length);
     h.context = uint32_t(context());
+    h.sliding_from = uint32_t(st.kv_from);
     h.payload_bytes = head_payload_bytes(config().vocab_size) + st.kv.size();
 
     std::vector<uint8_t> out(sizeof h + h.payload_bytes + 8);
@@ -160,7 +163,9 @@ void Model::load_state(const uint8_t* data, size_t size) {
     AKUNU_CHECK(int64_t(h.length) <= context(), what + "the state holds " + std::to_string(h.length) +
                                                     " positions but this model's context is " + std::to_string(context()) +
                                                     "; load the model with a context of at least " + std::to_string(h.length));
-    const size_t kv_bytes = kv_->rows_bytes(int(h.length));
+    AKUNU_CHECK(h.sliding_from <= h.length, what + "the state's sliding-window rows start at " + std::to_string(h.sliding_from) +
+                                                ", past its " + std::to_string(h.length) + " positions");
+    const size_t kv_bytes = kv_->rows_bytes(int(h.length), int(h.sliding_from));
     AKUNU_CHECK(h.payload_bytes == head_payload_bytes(config().vocab_size) + kv_bytes,
                 what + "the state's payload is " + std::to_string(h.payload_bytes) + " bytes; " + std::to_string(h.length) +
                     " positions of this model take " + std::to_string(head_payload_bytes(config().vocab_size) + kv_bytes));
@@ -172,6 +177,7 @@ void Model::load_state(const uint8_t* data, size_t size) {
         p += n;
     };
     st.length = int(h.length);
+    st.kv_from = int(h.sliding_from);
     get(&st.sampler, sizeof st.sampler);
     get(&st.token, 4);
     get(&st.logprob, 4);

@@ -3,9 +3,11 @@
 //
 // Layout (little-endian, as the host writes it):
 //   header   StateHeader, 80 bytes: magic "AKUNUSTATE", format version, fingerprint, KV dtype
-//            name, n_layers, n_kv_heads, head_dim, vocab, length, context, payload bytes
+//            name, n_layers, n_kv_heads, head_dim, vocab, length, context, payload bytes,
+//            sliding_from (0 in states written before it existed, which is what they hold)
 //   payload  SamplerState (32 bytes), token u32, logprob f32, logits [vocab] f32,
-//            KV rows (KVCache::save_rows(length): per layer, K then V, per head, rows [0, length))
+//            KV rows (KVCache::save_rows(length): per layer, K then V, per head, rows [0, length);
+//            sliding-window layers rows [sliding_from, length): a ring holds no more)
 //   checksum FNV-1a 64 over header and payload
 // The version changes whenever this layout does; an older or newer version is refused, never
 // guessed at.
@@ -32,7 +34,8 @@ struct StateHeader {
     uint32_t length;       // positions saved
     uint32_t context;      // the saving model's context (information: any context >= length loads)
     uint64_t payload_bytes;
-    uint8_t reserved[16] = {};
+    uint32_t sliding_from;  // the first position sliding-window layers hold (KVCache::sliding_from)
+    uint8_t reserved[12] = {};
 };
 static_assert(sizeof(StateHeader) == 80, "the state header is part of the file format");
 

@@ -117,12 +117,15 @@ void init_config(py::module_& m) {
     m.def(
         "plan_memory",
         [](const ModelConfig& c, const std::shared_ptr<ModelFiles>& files, int context, int prefill_chunk, int max_chain,
-           const std::string& kv_dtype, const std::string& weights_dtype, std::optional<std::string> device) {
+           const std::string& kv_dtype, const std::string& weights_dtype, std::optional<std::string> device, bool kv_blocks,
+           bool kv_ring) {
             PlanOptions o;
             o.context = context;
             o.prefill_chunk = prefill_chunk;
             o.max_chain = max_chain;
             o.kv_dtype = parse_kv_dtype(kv_dtype);
+            o.kv_blocks = kv_blocks;
+            o.kv_ring = kv_ring;
             o.weights_dtype = weights_dtype;
             const MemoryPlan p = plan_memory(c, files.get(), o);
             py::dict d;
@@ -133,6 +136,11 @@ void init_config(py::module_& m) {
             d["weights_bytes"] = p.weights_bytes;
             d["weights_estimated"] = p.weights_estimated;
             d["kv_bytes"] = p.kv_bytes;
+            d["kv_max_bytes"] = p.kv_max_bytes;
+            d["kv_full_bytes"] = p.kv_full_bytes;
+            d["kv_block_bytes"] = p.kv.block_bytes;
+            d["kv_ring_rows"] = p.kv.ring_rows;
+            d["kv_layers"] = kv_layer_rows(p);
             d["decode_scratch"] = sizes(p.decode_scratch);
             d["prefill_scratch"] = sizes(p.prefill_scratch);
             d["decode_scratch_bytes"] = p.decode_scratch_bytes;
@@ -150,7 +158,14 @@ void init_config(py::module_& m) {
             return d;
         },
         py::arg("config"), py::arg("files"), py::arg("context"), py::arg("prefill_chunk"), py::arg("max_chain"),
-        py::arg("kv_dtype"), py::arg("weights_dtype"), py::arg("device"));
+        py::arg("kv_dtype"), py::arg("weights_dtype"), py::arg("device"), py::arg("kv_blocks") = false,
+        py::arg("kv_ring") = false);
+}
+
+std::vector<std::string> kv_layer_rows(const MemoryPlan& plan) {
+    std::vector<std::string> out;
+    for (KvRows r : plan.kv.layers) out.push_back(kv_rows_name(r));
+    return out;
 }
 
 }  // namespace akunu::py_bindings

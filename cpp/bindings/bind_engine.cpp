@@ -1,5 +1,7 @@
 // Python view of the engine: Model loading, decoding, and NumPy views of its KV cache and
 // scratch buffers (zero-copy where the memory is host-visible; each view keeps the model alive).
+#include <cstring>
+
 #include "akunu/device.h"
 #include "akunu/error.h"
 #include "akunu/model.h"
@@ -16,9 +18,11 @@ static DType scratch_dtype(const std::string& name) {
 void init_engine(py::module_& m) {
     py::class_<Model, std::shared_ptr<Model>>(m, "Engine")
         .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress, int chain,
-                         int prefill_chunk, const std::string& kv_dtype) {
+                         int prefill_chunk, const std::string& kv_dtype, bool kv_blocks, bool kv_ring) {
                  LoadOptions o;
                  o.kv_dtype = parse_kv_dtype(kv_dtype);
+                 o.kv_blocks = kv_blocks;
+                 o.kv_ring = kv_ring;
                  o.context = context;
                  o.device = device;
                  o.chain = chain;
@@ -28,7 +32,8 @@ void init_engine(py::module_& m) {
                  return std::shared_ptr<Model>(Model::load(path, o));
              }),
              py::arg("path"), py::arg("context") = 4096, py::arg("device") = "", py::arg("progress") = py::none(),
-             py::arg("chain") = 0, py::arg("prefill_chunk") = 0, py::arg("kv_dtype") = "f16")
+             py::arg("chain") = 0, py::arg("prefill_chunk") = 0, py::arg("kv_dtype") = "f16", py::arg("kv_blocks") = false,
+             py::arg("kv_ring") = false)
         .def_property_readonly("config", &Model::config)
         .def_property_readonly("context", &Model::context)
         .def_property_readonly("device_name", [](const Model& mo) { return mo.device().profile().name; })
@@ -117,19 +122,35 @@ void init_engine(py::module_& m) {
                  KVCache& kv = self->kv_cache();
                  AKUNU_CHECK(layer >= 0 && layer < kv.n_layers(), "layer " + std::to_string(layer) + " is out of range (0 to " +
                                                                        std::to_string(kv.n_layers() - 1) + ")");
+                 const size_t heads = size_t(kv.n_kv_heads()), n = size_t(kv.current_length());
+                 const KvDType side = kv_side(kv.dtype(), values);
+                 const size_t words = size_t(kv.head_dim()) * size_t(kv_value_bits(side)) / 32;
+                 if (kv.rows(layer) != KvRows::kFull) {
+                     // Blocks and rings: a copy of rows [0, length), gathered in position order.
+                     const std::vector<uint8_t> bytes = kv.read_side(layer, values, scales, int(n));
+                     if (scales || side == KvDType::kF16) {
+                         py::array a(py::dtype("float16"), scales ? std::vector<size_t>{heads, n} : std::vector<size_t>{heads, n, size_t(kv.head_dim())});
+                         std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
+                         return a;
+                     }
+                     py::array_t<uint32_t> a({heads, n, words});
+                     std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
+                     return py::array(a);
+                 }
                  const Buffer& b = values ? kv.v(layer) : kv.k(layer);
-                 const size_t heads = size_t(kv.n_kv_heads()), rows = size_t(kv.max_length());
+                 const size_t rows = size_t(kv.max_length());
                  if (scales) {
                      AKUNU_CHECK(kv_side(kv.dtype(), values) != KvDType::kF16, "an f16 KV cache has no row scales");
                      return buffer_view(b, DType::kF16, {heads, rows}, py::cast(self), size_t(kv.layout(values).scale_offset));
                  }
                  if (kv_side(kv.dtype(), values) == KvDType::kF16)
                      return buffer_view(b, DType::kF16, {heads, rows, size_t(kv.head_dim())}, py::cast(self));
-                 const size_t words = size_t(kv.head_dim()) * size_t(kv_value_bits(kv_side(kv.dtype(), values))) / 32;
                  return buffer_view(b, DType::kU32, {heads, rows, words}, py::cast(self));
              },
              py::arg("layer"), py::arg("values"), py::arg("scales") = false)
         .def_property_readonly("kv_dtype", [](const Model& mo) { return kv_dtype_name(mo.kv_cache().dtype()); })
+        .def_property_readonly("kv_layers", [](const Model& mo) { return kv_layer_rows(mo.plan()); })
+        .def_property_readonly("kv_sliding_from", [](const Model& mo) { return mo.kv_cache().sliding_from(); })
         .def_property_readonly("scratch_names",
                                [](const Model& mo) {
                                    std::vector<std::string> names;
@@ -146,6 +167,11 @@ void init_engine(py::module_& m) {
                  py::dict d;
                  d["weights"] = py::make_tuple(p.weights_bytes, mo.weight_bytes());
                  d["kv_cache"] = py::make_tuple(p.kv_bytes, mo.kv_cache().bytes());
+                 d["kv_cache_max"] = p.kv_max_bytes;
+                 d["kv_block"] = p.kv.block_bytes;
+                 d["kv_blocks"] = mo.kv_cache().blocks_allocated();
+                 d["kv_ring_rows"] = p.kv.ring_rows;
+                 d["kv_layers"] = kv_layer_rows(p);
                  d["decode_scratch"] = py::make_tuple(p.decode_scratch_bytes, mo.scratch().bytes());
                  d["prefill_scratch"] = py::make_tuple(p.prefill_scratch_bytes, mo.scratch().prefill_bytes());
                  d["fork"] = p.fork_bytes;

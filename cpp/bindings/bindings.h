@@ -16,6 +16,7 @@
 #include "akunu/buffer.h"
 #include "akunu/dispatch.h"
 #include "akunu/dtype.h"
+#include "akunu/memory_plan.h"
 
 namespace akunu::py_bindings {
 
@@ -51,6 +52,9 @@ inline std::function<void(const std::string&, size_t, size_t)> progress_callback
 
 // A dispatch table as Python rows: {label, kernel, groups, bindings: [(size, offset, range)]}.
 py::list dispatch_rows(const DispatchTable& table);
+
+// Each layer's KV-cache layout ("full", "ring", "blocks"), as planned.
+std::vector<std::string> kv_layer_rows(const MemoryPlan& plan);
 
 using DeviceClass = py::class_<Device, std::shared_ptr<Device>>;
 

@@ -84,7 +84,7 @@ def _chat(akunu, args) -> int:
 
 def _plan(akunu, args) -> int:
     print(akunu.plan(args.model, context=args.context, prefill_chunk=args.prefill_chunk, kv_dtype=args.kv_dtype,
-                     device=args.device or None))
+                     device=args.device or None, kv_alloc=args.kv_alloc, kv_ring=args.kv_ring))
     return 0
 
 
@@ -186,7 +186,8 @@ def _kernel_bench(akunu, args) -> int:
 def _bench(akunu, args) -> int:
     from akunu import bench
     bench.main(args.files, device=args.device or None, json_path=args.json, markdown_path=args.markdown,
-               pp=args.pp, ttft=args.ttft, tg=args.tokens, deep=args.deep_context, runs=args.runs)
+               pp=args.pp, ttft=args.ttft, tg=args.tokens, deep=args.deep_context, runs=args.runs,
+               kv_alloc=args.kv_alloc, kv_ring=args.kv_ring)
     return 0
 
 
@@ -219,7 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--context", type=int, default=None)
     p.add_argument("--prefill-chunk", type=int, default=512)
-    p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4"])
+    p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4"])
+    p.add_argument("--kv-alloc", default="full", choices=["full", "blocks"],
+                   help="pre-allocate the KV cache, or grow it in blocks of 256 positions")
+    p.add_argument("--kv-ring", action="store_true", help="sliding-window layers keep a ring (docs/kv-cache.md)")
     p.set_defaults(run=_plan)
     p = sub.add_parser("inspect", help="metadata, tensors and config of MODEL")
     p.add_argument("model")
@@ -269,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, default=128, help="decode tokens per run")
     p.add_argument("--deep-context", type=int, default=4096, help="prompt tokens before the deep decode run")
     p.add_argument("--runs", type=int, default=3, help="runs per measure (median, after a warmup)")
+    p.add_argument("--kv-alloc", default="full", choices=["full", "blocks"], help="the KV cache's allocation")
+    p.add_argument("--kv-ring", action="store_true", help="sliding-window layers keep a ring")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     p.set_defaults(run=_bench)

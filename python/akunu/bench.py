@@ -82,10 +82,11 @@ def _decode(e, tokens: int, chained: bool) -> None:
 
 
 def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int = 128, deep: int = 4096,
-        runs: int = 3, device=None, chain: int = 0) -> Result:
+        runs: int = 3, device=None, chain: int = 0, kv_alloc: str = "full", kv_ring: bool = False) -> Result:
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
-    m = Model(path, context=max(pp, ttft, deep) + 2 * tg + 64, device=device, progress=False, chain=chain)
+    m = Model(path, context=max(pp, ttft, deep) + 2 * tg + 64, device=device, progress=False, chain=chain,
+              kv_alloc=kv_alloc, kv_ring=kv_ring)
     load = time.perf_counter() - t0
     e, c = m._engine, m.config
     # The context is clipped to what the model was trained for (4096 for llama2): the deep run

@@ -56,7 +56,12 @@ class KVCacheView:
     u32 [n_kv_heads, current_length, head_dim * bits / 32], with k_scales/v_scales the f16 row
     scales [n_kv_heads, current_length] ("q8/int4" and "q8/fp4": keys in q8, values in the
     4-bit format). k(layer, dequantize=True) gives float32 values in every format. Views are
-    copies where the device memory is not host-visible."""
+    copies where the device memory is not host-visible.
+
+    Layers kept in blocks (kv_alloc="blocks") or in a sliding-window ring (kv_ring=True) are
+    not one buffer: their k/v/k_scales/v_scales are copies of rows [0, current_length) gathered
+    in position order (a ring's rows older than sliding_from are overwritten: zeros there).
+    layers names each layer's layout: "full", "blocks" or "ring"."""
 
     def __init__(self, engine):
         self._e = engine
@@ -70,6 +75,18 @@ class KVCacheView:
         """The format of the keys (values=False) or of the values."""
         sides = self.dtype.split("/")
         return sides[-1] if values else sides[0]
+
+    @property
+    def layers(self) -> list[str]:
+        """Each layer's layout: "full" (pre-allocated), "blocks" (grown 256 positions at a time)
+        or "ring" (a sliding-window layer's ring, kv_ring=True)."""
+        return list(self._e.kv_layers)
+
+    @property
+    def sliding_from(self) -> int:
+        """The first position whose rows the rings still hold (0 without rings): truncate() can
+        rewind to lengths from sliding_from + window - 1 on (or to 0)."""
+        return self._e.kv_sliding_from
 
     @property
     def current_length(self) -> int:
@@ -112,7 +129,8 @@ class KVCacheView:
         self._e.reset()
 
     def truncate(self, n: int) -> None:
-        """Rewinds to the first n positions; n past the current length raises akunu.Error."""
+        """Rewinds to the first n positions; n past the current length, or (with rings) before
+        what the window of position n needs, raises akunu.Error saying how far one can rewind."""
         self._e.truncate(n)
 
 
@@ -159,14 +177,25 @@ class Model:
     scratch views raise akunu.Error on it; embed() on a causal language model raises as well."""
 
     def __init__(self, path, context: int = 4096, device: str | int | None = None, progress: bool | None = None,
-                 chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16", batch_tokens: int = 0):
+                 chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16", kv_alloc: str = "full",
+                 kv_ring: bool = False, batch_tokens: int = 0):
         """chain: decode steps per GPU submission (0: chosen from the device profile).
         prefill_chunk: prompt tokens per prefill submission (0: 512).
         kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
         position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1), or keys in q8 and values in
         4 bits, "q8/int4" or "q8/fp4" (docs/kv-quality.md compares them); see KVCacheView.
+        kv_alloc: "full" pre-allocates the KV cache for the whole context; "blocks" allocates it
+        in blocks of 256 positions as the sequence grows (one allocation per block, never per
+        token; the recorded commands read the blocks through a table of device addresses).
+        kv_ring: sliding-window layers keep a ring of window + max(prefill_chunk, 2 * chain)
+        positions instead of the whole context (global layers are unchanged; composes with
+        kv_alloc). Logits are the same bit for bit, but once the ring has wrapped, truncate()
+        rewinds only as far as the rings still hold (KVCacheView.sliding_from), which is why
+        it is not the default.
         batch_tokens: encoders only, the token rows embed() packs texts into per GPU submission
         (0: max(512, the model's max positions)); the decoder settings do not apply to them."""
+        if kv_alloc not in ("full", "blocks"):
+            raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
         path = os.fspath(path)
         self.path = path
         bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
@@ -176,7 +205,8 @@ class Model:
         # comes after (seed stage 11), so a model that does not fit fails first.
         self._encoder = _akunu.Encoder(path, device, bar, int(batch_tokens)) if encoder else None
         self._engine = _EncoderOnly(path, arch) if encoder else _akunu.Engine(path, context, device, bar, chain,
-                                                                              prefill_chunk, kv_dtype)
+                                                                              prefill_chunk, kv_dtype,
+                                                                              kv_alloc == "blocks", bool(kv_ring))
         if bar is not None:
             bar.close()
         self.tokenizer = Tokenizer.from_file(path)
@@ -449,6 +479,10 @@ class Model:
     def memory_report(self) -> dict:
         """{part: (planned bytes, allocated bytes)} for weights, KV cache, decode and prefill scratch,
         plus plain numbers: fork (the bytes each fork() adds: KV cache and scratch),
+        kv_cache_max (the KV cache at the full context: it grows to that in blocks), kv_block
+        (bytes per block of 256 positions, 0 when pre-allocated), kv_blocks (blocks allocated
+        now), kv_ring_rows (rows of each sliding-window ring, 0 without), kv_layers (each
+        layer's layout),
         weight_sharers (this model and its forks, which share one copy of the weights),
         device_allocated and device_allocations (over the device, forks included)."""
         return self._engine.memory_report()

@@ -39,6 +39,11 @@ class MemoryPlan:
     prefill_scratch_bytes: int
     total_bytes: int
     fork_bytes: int = 0  # what each Model.fork() adds: its KV cache and scratch (weights are shared)
+    kv_max_bytes: int = 0    # the KV cache at the full context (blocks grow to it)
+    kv_full_bytes: int = 0   # every layer pre-allocated for the whole context
+    kv_block_bytes: int = 0  # one block of 256 positions (0: nothing in blocks)
+    kv_ring_rows: int = 0    # rows per head of each sliding-window ring (0: no rings)
+    kv_layers: list[str] = field(default_factory=list)  # each layer's layout: full, blocks, ring
     device: str | None = None
     device_bytes: int = 0
     fits: bool | None = None
@@ -52,7 +57,16 @@ class MemoryPlan:
         rows.append(f"  {'weights' + est:<44}{_mib(self.weights_bytes):>16}")
         for name, n in self.weights_by_dtype:
             rows.append(f"    {name:<42}{_mib(n):>16}")
-        rows.append(f"  {'KV cache':<44}{_mib(self.kv_bytes):>16}")
+        layouts = ", ".join(f"{n} {k}" for k, n in sorted(
+            {k: self.kv_layers.count(k) for k in self.kv_layers}.items()))
+        rows.append(f"  {'KV cache (' + layouts + ')':<44}{_mib(self.kv_bytes):>16}")
+        if self.kv_block_bytes:
+            rows.append(f"    {'grows per 256 positions by':<42}{_mib(self.kv_block_bytes):>16}")
+            rows.append(f"    {'at the full context':<42}{_mib(self.kv_max_bytes):>16}")
+        if self.kv_ring_rows:
+            rows.append(f"    {'ring rows per sliding layer':<42}{self.kv_ring_rows:>16,}")
+        if self.kv_full_bytes != self.kv_bytes:
+            rows.append(f"    {'pre-allocated, without rings':<42}{_mib(self.kv_full_bytes):>16}")
         rows.append(f"  {'decode scratch':<44}{_mib(self.decode_scratch_bytes):>16}")
         rows.append(f"  {'prefill scratch':<44}{_mib(self.prefill_scratch_bytes):>16}")
         rows.append(f"  {'total':<44}{_mib(self.total_bytes):>16}")
@@ -78,8 +92,11 @@ def load_config(model) -> "_akunu.ModelConfig":
 
 def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: str = "f16",
          device: str | int | None = None, weights_dtype: str = "F16", max_chain: int = 64,
-         check_device: bool = True) -> MemoryPlan:
+         check_device: bool = True, kv_alloc: str = "full", kv_ring: bool = False) -> MemoryPlan:
     """Plans the memory of `model` (a path, config dict, ModelConfig or opened model).
+
+    `kv_alloc` and `kv_ring` as for Model: with "blocks" the KV cache counts what is allocated
+    at load (its first block), and kv_max_bytes what it grows to at the full context.
 
     `device`: an index or name part (default: AKUNU_DEVICE or the best device); the plan says
     whether it fits there. `weights_dtype` sizes the weights of config-only models.
@@ -93,5 +110,8 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     if files is not None:
         _akunu.validate_model(files, config)
     selector = None if not check_device else ("" if device is None else str(device))
-    d = _akunu.plan_memory(config, files, context or 0, prefill_chunk, max_chain, kv_dtype, weights_dtype, selector)
+    if kv_alloc not in ("full", "blocks"):
+        raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
+    d = _akunu.plan_memory(config, files, context or 0, prefill_chunk, max_chain, kv_dtype, weights_dtype, selector,
+                           kv_alloc == "blocks", bool(kv_ring))
     return MemoryPlan(config=config, **d)

@@ -131,7 +131,7 @@ struct RopeKvParams {
     uint n_heads;
     uint n_kv_heads;
     uint head_dim;
-    uint max_len;      // cache rows per head
+    uint max_len;      // cache rows per head (the context, or a ring's length: kv_rows.glsl)
     uint interleaved;  // 1: pairs (2i, 2i+1) (GGUF llama); 0: pairs (i, i + head_dim/2) (HF, NeoX)
     uint rotate;       // 0: no RoPE (encoders)
     uint rows;
@@ -149,13 +149,19 @@ struct AttentionParams {
     uint n_heads;
     uint n_kv_heads;
     uint head_dim;
-    uint max_len;
-    uint window;    // 0: none
+    uint max_len;     // positions (the context)
+    uint window;      // 0: none
     float scale;
-    float softcap;  // 0: none
-    uint n_chunks;  // ceil(max_len / AKUNU_ATTENTION_CHUNK)
+    float softcap;    // 0: none
+    uint n_chunks;    // ceil(max_len / AKUNU_ATTENTION_CHUNK)
+    uint cache_rows;  // rows per head of the cache buffer: max_len, or a ring's length (kv_rows.glsl)
 };
-AKUNU_PARAMS_SIZE(AttentionParams, 32)
+AKUNU_PARAMS_SIZE(AttentionParams, 36)
+
+// A KV cache allocated as the sequence grows takes blocks of this many positions
+// (shaders/include/kv_rows.glsl). It equals the attention chunk, so a decode workgroup's rows,
+// even those past the last position that it reads but masks, lie in one allocated block.
+#define AKUNU_KV_BLOCK 256
 
 // flash_attention: causal attention for a prefill chunk. Query row r < min(rows, step.n_tokens)
 // sits at position step.pos + r and attends cache rows [max(0, pos + 1 - window), pos]. Q rows
@@ -170,7 +176,7 @@ struct FlashAttentionParams {
     uint q_stride;
     uint out_stride;
 };
-AKUNU_PARAMS_SIZE(FlashAttentionParams, 44)
+AKUNU_PARAMS_SIZE(FlashAttentionParams, 48)
 
 // act_*: out[i] = act(gate[i]) * up[i] (SiLU or GELU-tanh).
 struct ActParams {

@@ -44,6 +44,74 @@ TEST_F(ModelStateTest, KvRowsRoundTripBetweenCachesOfOtherLengths) {
     EXPECT_EQ(b.current_length(), 4);
 }
 
+// A cache in blocks keeps the saved order: rows round-trip with a pre-allocated cache, across
+// block boundaries, and blocks are allocated only as positions reach them.
+TEST_F(ModelStateTest, KvRowsRoundTripBetweenBlocksAndFullCaches) {
+    if (!device()->profile().buffer_device_address) GTEST_SKIP() << "no bufferDeviceAddress";
+    ModelConfig c;
+    c.n_layers = 2;
+    c.n_kv_heads = 3;
+    c.head_dim = 8;
+    for (const KvDType dtype : {KvDType::kF16, KvDType::kQ8Int4}) {
+        KVCache full(device(), c, 700, dtype), blocks(device(), c, 700, dtype, true);
+        EXPECT_EQ(blocks.blocks_allocated(), 1);
+        const uint64_t before = device()->allocations_total();
+        blocks.reserve(256);
+        EXPECT_EQ(device()->allocations_total(), before);
+        std::vector<uint8_t> all(full.rows_bytes(600));
+        ASSERT_EQ(all.size(), blocks.rows_bytes(600));
+        for (size_t i = 0; i < all.size(); ++i) all[i] = uint8_t(i * 7 + i / 251);
+        full.load_rows(all.data(), all.size(), 600);
+        blocks.load_rows(all.data(), all.size(), 600);
+        EXPECT_EQ(blocks.blocks_allocated(), 3);
+        EXPECT_EQ(device()->allocations_total(), before + 2);
+        EXPECT_EQ(blocks.save_rows(600), all);
+        EXPECT_EQ(blocks.save_rows(300), full.save_rows(300));
+        for (const bool scales : {false, true}) {
+            if (scales && dtype == KvDType::kF16) continue;
+            EXPECT_EQ(blocks.read_side(1, true, scales, 600), full.read_side(1, true, scales, 600));
+        }
+    }
+}
+
+// A sliding layer's ring keeps the newest rows across its wrap, saves rows [sliding_from, n),
+// and refuses a rewind whose window reaches an overwritten row.
+TEST_F(ModelStateTest, RingsKeepTheNewestRowsAndBoundRewinds) {
+    ModelConfig c;
+    c.n_layers = 2;
+    c.n_kv_heads = 2;
+    c.head_dim = 8;
+    c.sliding_window = 4;
+    c.layer_sliding = {true, false};
+    c.n_sliding_layers = 1;
+    KVCache full(device(), c, 16), ring(device(), c, 16, KvDType::kF16, false, 6);
+    EXPECT_EQ(ring.rows(0), KvRows::kRing);
+    EXPECT_EQ(ring.rows(1), KvRows::kFull);
+    std::vector<uint8_t> all(full.rows_bytes(10));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = uint8_t(i * 13 + i / 199);
+    full.load_rows(all.data(), all.size(), 10);
+    ring.load_rows(all.data(), all.size(), 10);  // the ring keeps positions [4, 10): slots 4, 5, 0, 1, 2, 3
+    EXPECT_EQ(ring.sliding_from(), 4);
+    const std::vector<uint8_t> kept = ring.save_rows(10);
+    EXPECT_EQ(kept.size(), full.rows_bytes(10, 4));
+    KVCache other(device(), c, 16);
+    other.load_rows(kept.data(), kept.size(), 10, 4);
+    EXPECT_EQ(other.save_rows(10), kept);
+    for (const bool values : {false, true}) {
+        const std::vector<uint8_t> a = ring.read_side(0, values, false, 10), b = full.read_side(0, values, false, 10);
+        const size_t row = 16;
+        for (size_t h = 0; h < 2; ++h)  // rows [4, 10) as written, rows [0, 4) zeros
+            for (size_t t = 0; t < 10; ++t)
+                EXPECT_EQ(std::memcmp(a.data() + (h * 10 + t) * row, t < 4 ? std::vector<uint8_t>(row).data() : b.data() + (h * 10 + t) * row, row), 0);
+    }
+    EXPECT_THROW(ring.truncate(6), Error);  // the window of position 6 reads 3, overwritten
+    EXPECT_EQ(ring.current_length(), 10);
+    ring.truncate(7);
+    EXPECT_THROW(other.truncate(6), Error);  // loaded from the ring's rows: the same limit
+    ring.truncate(0);
+    EXPECT_EQ(ring.sliding_from(), 0);
+}
+
 static std::vector<float> logits_of(const Model& m) {
     std::vector<float> v(size_t(m.config().vocab_size));
     m.scratch().get("logits").read(v.data(), v.size() * 4);

@@ -24,9 +24,13 @@ TEST(SpirvReflect, GemvBindingsAndPushConstants) {
 }
 
 TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
-    // The first row whose prefix matches: quantized-cache variants (scales at bindings 5, 6)
-    // come before their f16 kernel.
-    const struct { const char* prefix; size_t bytes; size_t bindings; } expected[] = {
+    // The first row whose prefix (and suffix) matches: quantized-cache variants (scales at
+    // bindings 5, 6) come before their f16 kernel, and cache-in-blocks variants (block tables
+    // for K and V, scales inside the blocks) and f16 rings before both.
+    const struct { const char* prefix; size_t bytes; size_t bindings; const char* suffix = ""; } expected[] = {
+        {"kv_store_", sizeof(RopeKvParams), 4, "_blocks"}, {"attention_split_", sizeof(AttentionParams), 5, "_blocks"},
+        {"flash_attention_", sizeof(FlashAttentionParams), 5, "_blocks"},
+        {"attention_split_ring", sizeof(AttentionParams), 5}, {"flash_attention_ring", sizeof(FlashAttentionParams), 5},
         {"attention_split_", sizeof(AttentionParams), 7}, {"flash_attention_", sizeof(FlashAttentionParams), 7},
         {"kv_store_", sizeof(RopeKvParams), 6}, {"rope_only", sizeof(RopeKvParams), 6},
         {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"add_", sizeof(AddParams), 3},
@@ -40,7 +44,10 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
     size_t checked = 0;
     for (const auto& name : kernel_names()) {
         for (const auto& e : expected) {
-            if (name.rfind(e.prefix, 0) != 0) continue;
+            const std::string suffix = e.suffix;
+            if (name.rfind(e.prefix, 0) != 0 || name.size() < suffix.size() ||
+                name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+                continue;
             ShaderInterface i = reflect(name);
             EXPECT_EQ(i.push_constant_bytes, e.bytes) << name;
             EXPECT_EQ(i.bindings.size(), e.bindings) << name;
@@ -49,6 +56,20 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         }
     }
     EXPECT_EQ(checked, kernel_names().size()) << "a kernel has no expectation here";
+}
+
+// The cache-in-blocks writers reach the blocks through device addresses, which the command
+// list cannot see: their block tables must read as written so that the attention that reads
+// the tables (and through them the blocks) gets a barrier after them.
+TEST(SpirvReflect, BlockTablesStandForTheBlocksTheyWrite) {
+    const ShaderInterface rope = reflect("rope_kv_blocks");
+    EXPECT_TRUE(rope.bindings[3].written && rope.bindings[4].written);
+    const ShaderInterface store = reflect("kv_store_q8_int4_blocks");
+    EXPECT_TRUE(store.bindings[1].written && store.bindings[2].written);
+    for (const char* reader : {"attention_split_blocks", "flash_attention_q8_blocks"}) {
+        const ShaderInterface r = reflect(reader);
+        EXPECT_FALSE(r.bindings[1].written || r.bindings[2].written) << reader;
+    }
 }
 
 TEST(SpirvReflect, RejectsGarbageAndUnknownNames) {

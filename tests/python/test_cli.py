@@ -29,6 +29,9 @@ def test_plan_and_inspect():
     gguf = str(require("tiny-qwen3-random", "gguf", "tiny-qwen3-random-q8_0.gguf"))
     out = akunu_cli("plan", gguf, "--context", "512").stdout
     assert "memory plan: qwen3" in out and "fits" in out
+    gemma = str(require("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf"))
+    out = akunu_cli("plan", gemma, "--context", "4096", "--kv-alloc", "blocks", "--kv-ring").stdout
+    assert "KV cache (1 blocks, 5 ring)" in out and "grows per 256 positions" in out and "ring rows" in out
     out = akunu_cli("inspect", gguf, "--tensors", "3").stdout
     assert "general.architecture" in out and "blk.0" in out and "more (--tensors N)" in out
 
@@ -76,7 +79,7 @@ def test_info_runs_the_kernel_self_check():
 def test_bench_writes_json_and_markdown(tmp_path):
     gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
     r = akunu_cli("bench", gguf, "--pp", "32", "--ttft", "48", "--tokens", "8", "--deep-context", "40", "--runs", "1",
-                  "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"))
+                  "--kv-alloc", "blocks", "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"))
     rows = json.loads((tmp_path / "b.json").read_text())
     assert len(rows) == 1 and rows[0]["pp_tok_s"] > 0 and rows[0]["tg_tok_s"] > 0 and rows[0]["ttft_s"] > 0
     assert 0 < rows[0]["fraction_of_floor"] < 1.5

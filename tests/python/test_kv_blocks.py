@@ -1,0 +1,148 @@
+"""A KV cache grown in blocks of 256 positions (kv_alloc="blocks") against the pre-allocated one:
+the same logits bit for bit (decode steps, chains, pipelined chains, prefill chunks across
+block boundaries, all-position logits) in every kv_dtype; blocks allocated only when a block
+boundary is crossed (ahead of a whole chain); memory growing by blocks as planned; views,
+truncate, save/load across layouts and fork."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import akunu
+from fixture_paths import require
+
+LLAMA = ("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf")
+GEMMA = ("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf")
+KV_DTYPES = ["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4"]
+BLOCK = 256
+
+
+def ids_of(n, seed=0):
+    return [int(x) for x in np.random.default_rng(seed).integers(3, 2040, size=n)]
+
+
+def pair(path, **kw):
+    kw = {"context": 700, "prefill_chunk": 97, "progress": False, **kw}
+    return akunu.Model(require(*path), **kw), akunu.Model(require(*path), kv_alloc="blocks", **kw)
+
+
+@pytest.mark.parametrize("kv_dtype", KV_DTYPES)
+def test_blocks_give_the_preallocated_logits(kv_dtype):
+    """A 300-token prompt in chunks of 97 (chunk edges on both sides of position 256), then
+    decode steps: every logit equal, and the cache views equal (blocks: gathered copies)."""
+    full, blocks = pair(LLAMA, kv_dtype=kv_dtype)
+    assert blocks.kv_cache.layers == ["blocks"] * blocks.config.n_layers
+    prompt = ids_of(300)
+    want = full.eval(prompt, all_logits=True)
+    got = blocks.eval(prompt, all_logits=True)
+    np.testing.assert_array_equal(got, want)
+    for t in ids_of(4, seed=1):
+        np.testing.assert_array_equal(blocks.eval([t]), full.eval([t]))
+    for layer in range(full.config.n_layers):
+        np.testing.assert_array_equal(blocks.kv_cache.v(layer), full.kv_cache.v(layer))
+        if kv_dtype != "f16":
+            np.testing.assert_array_equal(blocks.kv_cache.k_scales(layer), full.kv_cache.k_scales(layer))
+            np.testing.assert_array_equal(blocks.kv_cache.k(layer, dequantize=True), full.kv_cache.k(layer, dequantize=True))
+
+
+def test_chains_and_the_last_row_path_across_a_boundary():
+    """Chains (4 steps per submission) and pipelined chains run across position 256; the
+    last-row prefill path starts inside the second block."""
+    full, blocks = pair(LLAMA, chain=4)
+    prompt = ids_of(250)
+    np.testing.assert_array_equal(blocks.eval(prompt), full.eval(prompt))
+    got = [blocks._engine.decode_chain(blocks._engine.sampled_token()) for _ in range(3)]
+    want = [full._engine.decode_chain(full._engine.sampled_token()) for _ in range(3)]
+    assert got == want and blocks.kv_cache.current_length == 262
+    # Pipelined chains from position 247 on (the next chain is submitted while one runs).
+    for m in (full, blocks):
+        m.reset()
+        m.eval(ids_of(240))
+    a = list(full.generate(ids_of(7, seed=2), max_tokens=40, reset=False))
+    b = list(blocks.generate(ids_of(7, seed=2), max_tokens=40, reset=False))
+    assert [p.token_id for p in a] == [p.token_id for p in b] and len(a) > 10
+    assert blocks.kv_cache.current_length == full.kv_cache.current_length
+    np.testing.assert_array_equal(blocks.eval(ids_of(20, seed=3)), full.eval(ids_of(20, seed=3)))
+
+
+def test_blocks_are_allocated_only_at_block_boundaries():
+    _, m = pair(LLAMA, chain=4)
+    report = m.memory_report()
+    block, first = report["kv_block"], report["kv_cache"][1]
+    assert block > 0 and report["kv_blocks"] == 1
+    allocations = lambda: m.memory_report()["device_allocations"]  # noqa: E731
+    before = allocations()
+    m.eval(ids_of(250))  # inside block 0
+    for t in ids_of(5):
+        m.eval([t])      # positions 250..254
+    assert allocations() == before and m.memory_report()["kv_blocks"] == 1
+    m._engine.decode_chain(1)  # positions 255..258: the chain's block exists before it runs
+    assert allocations() == before + 1 and m.memory_report()["kv_blocks"] == 2
+    for t in ids_of(40):
+        m.eval([t])
+    assert allocations() == before + 1
+    m.eval(ids_of(300))  # 299 -> 599: block 2, allocated once
+    assert allocations() == before + 2 and m.memory_report()["kv_blocks"] == 3
+    assert m.memory_report()["kv_cache"][1] == first + 2 * block
+    # Rewinding keeps the blocks; growing again into them allocates nothing.
+    m.kv_cache.truncate(10)
+    m.eval(ids_of(500))
+    assert allocations() == before + 2
+
+
+def test_the_plan_shows_both_layouts():
+    full, blocks = pair(LLAMA)
+    kw = dict(context=700, prefill_chunk=97, max_chain=blocks._engine.chain, check_device=False)
+    p_full = akunu.plan(require(*LLAMA), **kw)
+    p_blocks = akunu.plan(require(*LLAMA), kv_alloc="blocks", **kw)
+    assert p_full.kv_bytes == full.memory_report()["kv_cache"][1] == p_full.kv_max_bytes == p_full.kv_full_bytes
+    report = blocks.memory_report()
+    assert p_blocks.kv_bytes == report["kv_cache"][0] == report["kv_cache"][1]
+    assert p_blocks.kv_block_bytes == report["kv_block"] and p_blocks.kv_max_bytes == report["kv_cache_max"]
+    # Three blocks cover 700 positions: 768 rows each of K and V, plus the block tables.
+    assert p_blocks.kv_max_bytes - (p_blocks.kv_bytes - p_blocks.kv_block_bytes) == 3 * p_blocks.kv_block_bytes
+    assert 3 * p_blocks.kv_block_bytes == p_full.kv_bytes * 768 // 700
+    assert "grows per 256 positions" in str(p_blocks) and "2 blocks" in str(p_blocks)
+    assert "2 full" in str(p_full)
+    with pytest.raises(ValueError, match="kv_alloc"):
+        akunu.plan(require(*LLAMA), kv_alloc="paged", check_device=False)
+    with pytest.raises(ValueError, match="kv_alloc"):
+        akunu.Model(require(*LLAMA), kv_alloc="paged", progress=False)
+
+
+@pytest.mark.parametrize("kv_dtype", ["f16", "q8/fp4"])
+def test_state_truncate_and_fork_in_blocks(kv_dtype):
+    """States move between the layouts (their rows are in one order), forks continue alike,
+    and truncate rewinds across a block boundary."""
+    full, blocks = pair(LLAMA, kv_dtype=kv_dtype)
+    prompt = ids_of(280)
+    blocks.eval(prompt)
+    state = blocks.save_state()
+    full.eval(ids_of(3, seed=5))
+    full.load_state(state)  # blocks -> full
+    follow = ids_of(6, seed=4)
+    want = np.stack([full.eval([t]).copy() for t in follow])
+    fork = blocks.fork()
+    assert fork.kv_cache.layers == ["blocks"] * 2 and fork.kv_cache.current_length == 280
+    np.testing.assert_array_equal(np.stack([fork.eval([t]).copy() for t in follow]), want)
+    np.testing.assert_array_equal(np.stack([blocks.eval([t]).copy() for t in follow]), want)
+    # full -> blocks, into a fresh model that allocates the blocks the state needs.
+    other = akunu.Model(require(*LLAMA), context=700, prefill_chunk=97, kv_dtype=kv_dtype, kv_alloc="blocks",
+                        progress=False)
+    other.load_state(full.save_state())
+    assert other.memory_report()["kv_blocks"] == 2
+    np.testing.assert_array_equal(other.eval([9]), full.eval([9]))
+    # Rewind from 287 into block 0, then regrow across the boundary.
+    for m in (full, blocks):
+        m.kv_cache.truncate(200)
+    np.testing.assert_array_equal(blocks.eval(ids_of(90, seed=6), all_logits=True),
+                                  full.eval(ids_of(90, seed=6), all_logits=True))
+
+
+def test_sliding_window_layers_in_blocks():
+    """gemma3 (layers 0-4 with a 32-token window): blocks give the pre-allocated logits."""
+    full, blocks = pair(GEMMA, context=600, prefill_chunk=61)
+    prompt = ids_of(290, seed=7)
+    np.testing.assert_array_equal(blocks.eval(prompt, all_logits=True), full.eval(prompt, all_logits=True))
+    for t in ids_of(3, seed=8):
+        np.testing.assert_array_equal(blocks.eval([t]), full.eval([t]))
