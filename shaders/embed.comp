@@ -4,14 +4,15 @@
 // dequantized to f32. One invocation per element (float types) or per AKUNU_EMBED_BLOCK_ITEM
 // elements of a block (block formats) of each row.
 #include "common.glsl"
+layout(push_constant) uniform Push { EmbedParams p; };
 #define W_BINDING 0
+#define W_TOTAL_BLOCKS (p.vocab * (p.dim / W_BLOCK))
 #include "weights.glsl"
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 1) readonly buffer Ids { uint token_ids[]; };
 layout(std430, binding = 2) readonly buffer Step { StepState step; };
 layout(std430, binding = 3) writeonly buffer Out { float out_data[]; };  // [rows, dim]
-layout(push_constant) uniform Push { EmbedParams p; };
 
 #if W_BLOCK == 1
 #define ITEM 1

@@ -18,11 +18,12 @@
 
 layout(std430, binding = 1) readonly buffer X { float x[]; };    // [m, ldx]
 layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(push_constant) uniform Push { GemmParams p; };
 #define W_BINDING 0
+#define W_TOTAL_BLOCKS (p.n * (p.k / W_BLOCK))
 #include "weights.glsl"
 layout(std430, binding = 2) buffer Y { float y[]; };             // [m, ldy]
 layout(std430, binding = 3) readonly buffer Step { StepState step; };
-layout(push_constant) uniform Push { GemmParams p; };
 
 layout(local_size_x = 256) in;
 #define BK 32

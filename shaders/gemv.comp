@@ -17,6 +17,7 @@ layout(push_constant) uniform Push { GemvParams p; };
 vec4 xw4(uint i) { return p.norm != 0 ? x4[i] * (g4[i] + p.weight_offset) : x4[i]; }
 float xw1(uint i) { return p.norm != 0 ? x1[i] * (g1[i] + p.weight_offset) : x1[i]; }
 #define W_BINDING 0
+#define W_TOTAL_BLOCKS (p.rows * (p.k / W_BLOCK))
 #define W_X4(i) xw4(i)
 #include "weights.glsl"
 

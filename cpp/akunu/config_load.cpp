@@ -63,8 +63,8 @@ ModelConfig from_gguf(const ModelFiles& files) {
     c.rope_theta = k.number("rope.freq_base", 10000.0f);
     c.rope_theta_local = k.number("rope.freq_base_swa", 0.0f);
     c.sliding_window = k.integer("attention.sliding_window", 0);
-    c.attn_softcap = k.number("attn_logit_softcapping", 0.0f);
-    c.final_softcap = k.number("final_logit_softcapping", 0.0f);
+    c.attn_softcap = k.number("attn_logit_softcapping", -1.0f);  // absent: the architecture's default
+    c.final_softcap = k.number("final_logit_softcapping", -1.0f);
     // llama.cpp's converter writes the segment count under the tokenizer's keys.
     const GgufValue* types = g.find("tokenizer.ggml.token_type_count");
     c.n_token_types = types ? int(types->as_int("tokenizer.ggml.token_type_count")) : k.integer("token_type_count", 0);
@@ -190,11 +190,19 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source,
         AKUNU_CHECK(types->is_array(), source + ": \"layer_types\" must be a list");
         for (const auto& t : *types) {
             AKUNU_CHECK(t.is_string(), source + ": \"layer_types\" holds a non-string");
-            c.layer_sliding.push_back(t.get<std::string>() == "sliding_attention");
+            const std::string type = t.get<std::string>();
+            AKUNU_CHECK(type == "sliding_attention" || type == "full_attention",
+                        source + ": layer type '" + type + "' is not supported (full_attention, sliding_attention)");
+            c.layer_sliding.push_back(type == "sliding_attention");
         }
+    } else if (k.find("max_window_layers") && c.sliding_window > 0) {
+        // Qwen2 configs without layer_types: layers from max_window_layers on slide.
+        const int from = k.integer("max_window_layers", 0);
+        for (int l = 0; l < c.n_layers; ++l) c.layer_sliding.push_back(l >= from);
     }
-    c.attn_softcap = k.number("attn_logit_softcapping", 0.0f);
-    c.final_softcap = k.number("final_logit_softcapping", 0.0f);
+    // Absent: the architecture's default (-1); null: off, as transformers reads it.
+    c.attn_softcap = j.contains("attn_logit_softcapping") ? k.number("attn_logit_softcapping", 0.0f) : -1.0f;
+    c.final_softcap = j.contains("final_logit_softcapping") ? k.number("final_logit_softcapping", 0.0f) : -1.0f;
     c.query_pre_attn_scalar = k.number("query_pre_attn_scalar", 0.0f);
     const nlohmann::json* tie = k.find("tie_word_embeddings");
     c.tied_embeddings = tie && tie->is_boolean() ? tie->get<bool>() : arch.tied_embeddings;

@@ -48,7 +48,7 @@ std::unique_ptr<Encoder> Encoder::load(const std::string& path, const EncoderOpt
         AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),
                     path + ": tensor " + it.tensor->name + " has weight type " + it.tensor->type->name +
                         ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() + ")");
-        e->weights_[{it.role, it.layer}] = upload_weight(e->device_, it);
+        e->weights_[{it.role, it.layer}] = upload_weight(e->device_, *e->files_, it);
         e->weight_bytes_ += it.bytes;
         if (options.progress) options.progress("weights", i + 1, items.size());
     }

@@ -2,6 +2,7 @@
 #include "akunu/kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "akunu/error.h"
@@ -56,6 +57,8 @@ const struct { TensorType type; const char* suffix; } kWeightVariants[] = {
     {TensorType::F32, "f32"},   {TensorType::F16, "f16"},   {TensorType::BF16, "bf16"},
     {TensorType::Q8_0, "q8_0"}, {TensorType::Q4_0, "q4_0"}, {TensorType::Q4_1, "q4_1"},
     {TensorType::Q4_K, "q4_k"}, {TensorType::Q5_K, "q5_k"}, {TensorType::Q6_K, "q6_k"},
+    {TensorType::MLX4_G32, "mlx4_g32"}, {TensorType::MLX4_G64, "mlx4_g64"}, {TensorType::MLX4_G128, "mlx4_g128"},
+    {TensorType::MLX8_G32, "mlx8_g32"}, {TensorType::MLX8_G64, "mlx8_g64"}, {TensorType::MLX8_G128, "mlx8_g128"},
 };
 
 std::string weight_variant(const char* kernel, TensorType t) {
@@ -218,7 +221,7 @@ void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, co
     check_fits(token_ids, rows, DType::kU32, "embed", "token_ids");
     check_fits(out, rows * dim, DType::kF32, "embed", "out");
     check_bytes(step, sizeof(StepState), "embed", "step");
-    EmbedParams p{checked_u32(dim, "embed: dim"), scale, checked_u32(rows, "embed: rows")};
+    EmbedParams p{checked_u32(dim, "embed: dim"), scale, checked_u32(rows, "embed: rows"), checked_u32(vocab, "embed: vocab")};
     const size_t items = rows * (t.block_size == 1 ? dim : dim / AKUNU_EMBED_BLOCK_ITEM);  // embed.comp ITEM
     emit(s, weight_variant("embed", wtype), {}, {w, token_ids, step, out}, p, grid_for(s, (items + 63) / 64));
 }
@@ -229,6 +232,16 @@ void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Bin
     check_bytes(step, sizeof(StepState), "last_row", "step");
     LastRowParams p{checked_u32(dim, "last_row: dim")};
     emit(s, "last_row", {}, {src, dst, step}, p, grid_for(s, (dim + kElementwiseGroup - 1) / kElementwiseGroup));
+}
+
+void softcap(DispatchSink& s, const Binding& x, const Binding& step, size_t rows, size_t n, float cap) {
+    AKUNU_CHECK(cap > 0 && std::isfinite(cap), "softcap: the cap must be a positive number, found " + std::to_string(cap));
+    check_fits(x, rows * n, DType::kF32, "softcap", "x");
+    check_bytes(step, sizeof(StepState), "softcap", "step");
+    const size_t total = rows * n;
+    SoftcapParams p{checked_u32(n, "softcap: n"), checked_u32(rows, "softcap: rows"), cap};
+    checked_u32(total, "softcap: elements");
+    emit(s, "softcap", {}, {x, step}, p, grid_for(s, (total + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,

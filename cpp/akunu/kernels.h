@@ -65,6 +65,10 @@ void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, co
 // dst[0:dim] = src[step.n_tokens - 1, 0:dim].
 void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Binding& step, size_t rows, size_t dim);
 
+// x[r, 0:n] = cap * tanh(x[r, 0:n] / cap) in place for r < min(rows, step.n_tokens): the
+// final-logit soft-capping (gemma2). cap must be positive; callers skip it when there is none.
+void softcap(DispatchSink& s, const Binding& x, const Binding& step, size_t rows, size_t n, float cap);
+
 struct RopeKvShape {
     uint32_t n_heads, n_kv_heads, head_dim, max_len;
     bool interleaved, rotate;

@@ -64,7 +64,6 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     b->config = load_config(*b->files);
     const ArchDescriptor& arch = b->config.arch();
     AKUNU_CHECK(arch.causal, b->config.architecture + " is an encoder; decoding needs a causal language model");
-    AKUNU_CHECK(b->config.final_softcap == 0, b->config.architecture + ": final-logit soft-capping is not implemented yet");
     validate_model(*b->files, b->config);
     AKUNU_CHECK(options.context > 0, "context must be positive");
     b->context = std::min(options.context, b->config.max_context);
@@ -241,6 +240,14 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
                          size_t(heads), qkv_row);
     };
 
+    // Final-logit soft-capping (gemma2) of every logits output, in place before anything reads
+    // them; recorded only when the model has a cap, so other models run no extra dispatch.
+    auto final_softcap = [&](const Buffer& logits, size_t n_rows) {
+        if (c.final_softcap <= 0) return;
+        t.set_label("final_softcap");
+        kernels::softcap(t, logits, step, n_rows, size_t(c.vocab_size), c.final_softcap);
+    };
+
     t.set_label("token_embd");
     kernels::embed(t, base_->weights.token_embd.buffer, base_->weights.token_embd.type, size_t(c.vocab_size), ids, step, h0, dim,
                    c.embed_scale, rows);
@@ -308,6 +315,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const NormedInput all_in = pre_norm(base_->weights.output_norm, head.type, h0, residual, rows, false);
         t.set_label("output");
         matmul(head, all_in.x, s.get("batch_logits"), size_t(c.vocab_size), dim, size_t(c.vocab_size), false);
+        final_softcap(s.get("batch_logits"), rows);
     }
     // The decode tail: output norm, LM head and sampling of one row (a chunk's last).
     const Buffer& last = s.get("h0");
@@ -319,6 +327,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const NormedInput head_in = pre_norm(base_->weights.output_norm, head.type, last, s.get("residual"), 1, true);
     t.set_label("output");
     kernels::gemv(t, head.buffer, head.type, head_in.x, s.get("logits"), size_t(c.vocab_size), dim, false, head_in.fold());
+    final_softcap(s.get("logits"), 1);
     t.set_label("sample");
     kernels::sample(t, s.get("logits"), s.get("token_ids"), s.get("sampled_logprobs"), step, s.get("sampler"),
                     size_t(c.vocab_size), uint32_t(prefill ? 1 : pass.step_index + 1));

@@ -62,8 +62,12 @@ void derive(ModelConfig& c) {
     const float qpas = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : float(c.head_dim);
     c.attn_scale = 1.0f / std::sqrt(qpas);
     c.embed_scale = arch.embed_scale_sqrt_dim ? std::sqrt(float(c.dim)) : 1.0f;
-    if (c.attn_softcap == 0) c.attn_softcap = arch.default_attn_softcap;
-    if (c.final_softcap == 0) c.final_softcap = arch.default_final_softcap;
+    // A cap the config leaves out is the architecture's (gemma2: 50 and 30, as in transformers
+    // and llama.cpp); one it gives as null or 0 is off.
+    if (c.attn_softcap < 0) c.attn_softcap = arch.default_attn_softcap;
+    if (c.final_softcap < 0) c.final_softcap = arch.default_final_softcap;
+    AKUNU_CHECK(std::isfinite(c.attn_softcap) && std::isfinite(c.final_softcap),
+                c.source + ": soft-capping values must be finite numbers");
 
     // Sliding layers: an explicit per-layer list wins; otherwise the arch's pattern, when the
     // model has a window at all.

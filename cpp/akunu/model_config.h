@@ -46,8 +46,8 @@ struct ModelConfig {
     bool qkv_bias = false;
     int sliding_window = 0;             // tokens; 0: no sliding-window layers
     std::vector<bool> layer_sliding;    // [n_layers]; empty: from the arch's sliding pattern
-    float attn_softcap = 0.0f;          // 0: none
-    float final_softcap = 0.0f;         // 0: none
+    float attn_softcap = -1.0f;         // 0: none; negative: not given, the architecture's default
+    float final_softcap = -1.0f;        // 0: none; negative: not given, the architecture's default
     float query_pre_attn_scalar = 0.0f; // 0: head_dim
 
     // Derived by derive()

@@ -51,6 +51,14 @@ const TensorTypeTraits kTypes[] = {
     {T::Q1_0, "Q1_0", 128, 18, "uint8", nullptr},
     {T::U8, "U8", 1, 1, "uint8", dq::u8},
     {T::U32, "U32", 1, 4, "uint32", dq::u32},
+    // Blocks are groups: codes (G * bits / 8 bytes) plus an f32 scale and bias. On the device
+    // the codes of all groups come first, then the (scale, bias) pairs (mlx_weights.h).
+    {T::MLX4_G32, "MLX4_G32", 32, 24, "uint8", nullptr},
+    {T::MLX4_G64, "MLX4_G64", 64, 40, "uint8", nullptr},
+    {T::MLX4_G128, "MLX4_G128", 128, 72, "uint8", nullptr},
+    {T::MLX8_G32, "MLX8_G32", 32, 40, "uint8", nullptr},
+    {T::MLX8_G64, "MLX8_G64", 64, 72, "uint8", nullptr},
+    {T::MLX8_G128, "MLX8_G128", 128, 136, "uint8", nullptr},
 };
 
 }  // namespace
@@ -59,6 +67,12 @@ const TensorTypeTraits* find_ggml_type(uint32_t ggml_id) {
     if (ggml_id >= 64) return nullptr;  // akunu's own ids are not ggml ids
     for (const auto& t : kTypes)
         if (uint32_t(t.type) == ggml_id) return &t;
+    return nullptr;
+}
+
+const TensorTypeTraits* find_type(uint32_t id) {
+    for (const auto& t : kTypes)
+        if (uint32_t(t.type) == id) return &t;
     return nullptr;
 }
 

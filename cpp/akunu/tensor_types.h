@@ -21,6 +21,9 @@ enum class TensorType : uint32_t {
     TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39, NVFP4 = 40, Q1_0 = 41,
     // akunu's own ids for safetensors dtypes that ggml has no id for.
     U8 = 100, U32 = 101,
+    // MLX affine quantization, as akunu uploads it (mlx_weights.h): `bits`-bit codes in groups
+    // of G elements, each group with an f32 scale and bias (w = scale * code + bias).
+    MLX4_G32 = 102, MLX4_G64 = 103, MLX4_G128 = 104, MLX8_G32 = 105, MLX8_G64 = 106, MLX8_G128 = 107,
 };
 
 // Writes n = blocks * block_size floats from `src`.
@@ -37,6 +40,8 @@ struct TensorTypeTraits {
 
 // Null when `ggml_id` is not a type id ggml defines (or one it has removed).
 const TensorTypeTraits* find_ggml_type(uint32_t ggml_id);
+// Null when `id` is neither a ggml id nor one of akunu's own.
+const TensorTypeTraits* find_type(uint32_t id);
 const TensorTypeTraits& type_traits(TensorType type);
 // "Q4_K" -> Q4_K, also safetensors names ("F16", "BF16", "U8", ...). Null when unknown.
 const TensorTypeTraits* find_type_by_name(const std::string& name);

@@ -1,4 +1,5 @@
-// Weight upload: matrices byte for byte, 1-D tensors dequantized to f32.
+// Weight upload: matrices byte for byte (MLX quantized ones with their scales and biases,
+// mlx_weights.h), 1-D tensors dequantized to f32.
 #include "akunu/weights.h"
 
 #include <functional>
@@ -6,6 +7,7 @@
 #include "akunu/device.h"
 #include "akunu/error.h"
 #include "akunu/kernels.h"
+#include "akunu/mlx_weights.h"
 #include "akunu/validate.h"
 
 namespace akunu {
@@ -21,6 +23,10 @@ std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const Model
         if (!t) continue;
         if (t->shape.size() == 1) {
             out.push_back({e.role, e.layer, t, TensorType::F32, size_t(t->n_elements) * 4});
+        } else if (files.format() == ModelFormat::kMlx && t->type->type == TensorType::U32) {
+            const TensorType mlx = mlx_weight_type(files, *t, e.shape.back());
+            const uint64_t n = e.shape[0] * e.shape[1];
+            out.push_back({e.role, e.layer, t, mlx, tensor_bytes(type_traits(mlx), n, t->name)});
         } else {
             out.push_back({e.role, e.layer, t, t->type->type, t->bytes});
         }
@@ -28,12 +34,17 @@ std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const Model
     return out;
 }
 
-Weight upload_weight(const std::shared_ptr<Device>& device, const UploadItem& item) {
+Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item) {
     Weight w;
     w.type = item.device_type;
     w.shape = item.tensor->shape;
     if (item.device_type == item.tensor->type->type) {
         w.buffer = Buffer::allocate(device, item.tensor->data, item.bytes);
+    } else if (item.tensor->type->type == TensorType::U32) {
+        const std::vector<uint8_t> packed = pack_mlx_weight(files, *item.tensor, item.device_type);
+        w.buffer = Buffer::allocate(device, packed.data(), packed.size());
+        const TensorTypeTraits& t = type_traits(item.device_type);
+        w.shape = {w.shape[0], item.bytes / t.block_bytes * t.block_size / w.shape[0]};  // [out, in], not the packed codes
     } else {
         std::vector<float> f(size_t(item.tensor->n_elements));
         dequantize(*item.tensor->type, item.tensor->data, f.data(), item.tensor->n_elements, item.tensor->name);
@@ -54,7 +65,7 @@ ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFi
                         ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() + ")");
     for (size_t i = 0; i < items.size(); ++i) {
         const UploadItem& it = items[i];
-        Weight w = upload_weight(device, it);
+        Weight w = upload_weight(device, files, it);
         m.bytes += it.bytes;
         LayerWeights* L = it.layer >= 0 ? &m.layers[size_t(it.layer)] : nullptr;
         Weight* slot = nullptr;

@@ -45,8 +45,9 @@ struct ModelWeights {
     size_t bytes = 0;                        // sum of buffer sizes
 };
 
-// One tensor of the plan on the device (matrices as stored, 1-D tensors as f32).
-Weight upload_weight(const std::shared_ptr<Device>& device, const UploadItem& item);
+// One tensor of the plan on the device (matrices as stored, MLX ones with their scales and
+// biases from `files`, 1-D tensors as f32).
+Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item);
 
 // Uploads the weights of a validated model; `progress(done, total)` is called per tensor.
 ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFiles& files, const ModelConfig& c,

@@ -72,6 +72,9 @@ void init_kernels(py::module_& m) {
                                  float scale, size_t rows) {
         kernels::embed(cl, w.buffer, weight_type(wtype), vocab, token_ids.buffer, step.buffer, out.buffer, dim, scale, rows);
     });
+    k.def("softcap", [](CommandList& cl, const PyBuffer& x, const PyBuffer& step, size_t rows, size_t n, float cap) {
+        kernels::softcap(cl, x.buffer, step.buffer, rows, n, cap);
+    });
     k.def("sample", [](CommandList& cl, const PyBuffer& logits, const PyBuffer& token_ids, const PyBuffer& logprobs,
                        const PyBuffer& step, const PyBuffer& sampler, size_t n, size_t rows) {
         kernels::sample(cl, logits.buffer, token_ids.buffer, logprobs.buffer, step.buffer, sampler.buffer, n, 0, rows);

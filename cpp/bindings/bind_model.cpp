@@ -100,8 +100,8 @@ void init_model(py::module_& m) {
         py::arg("raw"), py::arg("type"), "Dequantizes raw blocks of a ggml type (\"Q4_K\", ...) to float32.");
     m.def("tensor_types", [] {
         py::list out;
-        for (uint32_t id = 0; id < 64; ++id)
-            if (const TensorTypeTraits* t = find_ggml_type(id)) {
+        for (uint32_t id = 0; id < 128; ++id)
+            if (const TensorTypeTraits* t = find_type(id)) {
                 py::dict d;
                 d["id"] = id;
                 d["name"] = t->name;

@@ -101,6 +101,14 @@ def embed(w, token_ids, out, wtype: str | None = None, scale: float = 1.0) -> fl
     return _run(out.device, lambda cl: kernels.embed(cl, w, wtype, vocab, token_ids, step, out, dim, scale, rows))
 
 
+def softcap(x, cap: float, n_tokens: int | None = None) -> float:
+    """x = cap * tanh(x / cap) in place, the final-logit soft-capping: x [rows, n] f32. Only
+    the first n_tokens rows are capped (default all), as the engine caps a chunk's rows."""
+    rows, n = (1, x.shape[0]) if len(x.shape) == 1 else x.shape
+    step = x.device.upload(np.array([0, 0, rows if n_tokens is None else n_tokens, 0], dtype=np.uint32))
+    return _run(x.device, lambda cl: kernels.softcap(cl, x, step, rows, n, cap))
+
+
 def sample(logits, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
            seed: int = 0, position: int = 0, device=None):
     """Samples one token per row of logits [rows, n] (an f32 buffer, or a NumPy array copied to

@@ -90,8 +90,9 @@ struct EmbedParams {
     uint dim;
     float scale;
     uint rows;
+    uint vocab;  // rows of W (MLX weights find their scales after all rows' codes)
 };
-AKUNU_PARAMS_SIZE(EmbedParams, 12)
+AKUNU_PARAMS_SIZE(EmbedParams, 16)
 // Elements per invocation of embed_* for block formats: one w_load8() (float types: 1).
 #define AKUNU_EMBED_BLOCK_ITEM 8
 
@@ -113,6 +114,15 @@ struct LastRowParams {
     uint dim;
 };
 AKUNU_PARAMS_SIZE(LastRowParams, 4)
+
+// softcap: x[r, i] = cap * tanh(x[r, i] / cap) in place for r < min(rows, step.n_tokens), i < n
+// (gemma2's final-logit soft-capping of the logits rows).
+struct SoftcapParams {
+    uint n;     // elements per row (the vocabulary)
+    uint rows;
+    float cap;  // > 0
+};
+AKUNU_PARAMS_SIZE(SoftcapParams, 12)
 
 // rope_kv: for each token row r < min(rows, step.n_tokens) of qkv (rows of [q | k | v], f32,
 // row_stride floats apart), rotates Q and K in place by the cos/sin table row of position

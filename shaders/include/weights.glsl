@@ -1,6 +1,7 @@
 // Weight access for every supported weight type, selected by one define per variant
 // (WTYPE_F32, WTYPE_F16, WTYPE_BF16, WTYPE_Q8_0, WTYPE_Q4_0, WTYPE_Q4_1, WTYPE_Q4_K, WTYPE_Q5_K,
-// WTYPE_Q6_K). The includer sets W_BINDING. Float types expose w_load1/w_load4; block formats
+// WTYPE_Q6_K, and WTYPE_MLX with MLX_BITS and W_BLOCK). The includer sets W_BINDING, and for
+// MLX weights W_TOTAL_BLOCKS. Float types expose w_load1/w_load4; block formats
 // (ggml layouts, W_BLOCK elements per block) expose w_block8(), which decodes 8 elements of a
 // block, and, where the includer defines W_X4, w_lane_dot() for the GEMV. Every type exposes
 // w_load8() for GEMM tiles and embedding rows.
@@ -53,6 +54,8 @@ float w_half_word(uint word) { return unpackHalf2x16(uint(wh[word])).x; }
 
 #if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K) || defined(WTYPE_Q6_K)
 #include "kquants.glsl"
+#elif defined(WTYPE_MLX)
+#include "mlx_affine.glsl"
 #else
 #define W_BLOCK 32
 #if defined(WTYPE_Q8_0)

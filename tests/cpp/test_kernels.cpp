@@ -132,6 +132,28 @@ TEST_F(KernelTest, AddMatchesCpu) {
     }
 }
 
+// Mirrors test_softcap in tests/python/test_kernels.py: in place on the step's first rows only.
+TEST_F(KernelTest, SoftcapCapsTheStepsRows) {
+    auto dev = device();
+    const size_t rows = 5, n = 301, n_tokens = 3;
+    const float cap = 30.0f;
+    std::vector<float> x = random_floats(rows * n, 21), unused;
+    for (float& v : x) v *= 200.0f;  // far past the cap
+    Buffer gx = upload(dev, x, DType::kF32, &unused);
+    const uint32_t step_state[4] = {0, 0, uint32_t(n_tokens), 0};
+    Buffer step = dev->allocate(step_state, sizeof step_state);
+    CommandList cl(dev);
+    cl.begin();
+    kernels::softcap(cl, gx, step, rows, n, cap);
+    cl.end();
+    cl.submit_and_wait();
+    std::vector<float> want = x;
+    for (size_t i = 0; i < n_tokens * n; ++i) want[i] = float(cap * std::tanh(double(x[i]) / cap));
+    expect_close(download(gx, rows * n, DType::kF32), want, 2e-6f, 2e-5f, "softcap");
+    EXPECT_THROW(kernels::softcap(cl, gx, step, rows, n, 0.0f), Error);
+    EXPECT_THROW(kernels::softcap(cl, gx, step, rows + 1, n, cap), Error);  // past the buffer
+}
+
 TEST_F(KernelTest, RmsNormMatchesCpu) {
     auto dev = device();
     for (DType dt : {DType::kF32, DType::kF16}) {

@@ -36,7 +36,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"act_", sizeof(ActParams), 3}, {"sample", sizeof(SampleParams), 5}, {"gemm_", sizeof(GemmParams), 4},
         {"flash_attention", sizeof(FlashAttentionParams), 5}, {"last_row", sizeof(LastRowParams), 3},
         {"layernorm", sizeof(LayerNormParams), 5}, {"encoder_attention", sizeof(EncoderAttentionParams), 4},
-        {"pool", sizeof(PoolParams), 3},
+        {"pool", sizeof(PoolParams), 3}, {"softcap", sizeof(SoftcapParams), 2},
     };
     size_t checked = 0;
     for (const auto& name : kernel_names()) {

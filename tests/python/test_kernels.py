@@ -158,6 +158,21 @@ def test_embed(device, rng, wtype, units):
     np.testing.assert_allclose(out.numpy(), 0.75 * w[ids], rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("rows, n, n_tokens", [(1, 1, 1), (1, 2049, 1), (5, 301, 5), (7, 257, 3)])
+def test_softcap(device, rng, rows, n, n_tokens):
+    """x = 30 tanh(x / 30) on the first n_tokens rows, with logits far past the cap (and
+    infinities) saturating to +-cap; the rows after n_tokens keep their values."""
+    x = (rng.standard_normal((rows, n)) * 40).astype(np.float32)
+    x[0, 0], x[-1, -1] = 1e30, -np.inf
+    buf = device.upload(x)
+    ops.softcap(buf, 30.0, n_tokens)
+    want = x.copy()
+    want[:n_tokens] = (30.0 * np.tanh(x[:n_tokens].astype(np.float64) / 30.0)).astype(np.float32)
+    np.testing.assert_allclose(buf.numpy(), want, rtol=2e-6, atol=2e-5)
+    with pytest.raises(akunu.Error, match="softcap: the cap must be a positive number"):
+        ops.softcap(buf, 0.0)
+
+
 def test_wrong_shapes_are_clear_errors(device):
     w = device.empty([10, 10], "f16")
     x = device.empty([5], "f32")
@@ -176,7 +191,7 @@ def test_wrong_shapes_are_clear_errors(device):
 @pytest.mark.parametrize("wtype", ["Q3_K", "Q2_K", "Q5_0"])
 def test_unsupported_weight_types_are_named_with_the_supported_ones(device, wtype):
     """Types akunu knows but no kernel reads: the error names the type and lists the others."""
-    supported = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"
+    supported = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, MLX8_G32, MLX8_G64, MLX8_G128"
     block, nbytes = next((t["block_size"], t["block_bytes"]) for t in _akunu.tensor_types() if t["name"] == wtype)
     w, x, y = device.allocate(nbytes * 2), device.empty([2 * block], "f32"), device.empty([1], "f32")
     with pytest.raises(akunu.Error, match=rf"gemv: weight type {wtype} is not supported yet \(supported: {supported}\)"):

@@ -114,10 +114,24 @@ def test_arch_table_and_aliases():
     d = gemma2.as_dict()
     assert d["layer_sliding"] == [True, False]
     assert d["attn_softcap"] == 50 and d["final_softcap"] == 30
+    # A cap given as null is off (transformers skips it); one given is used.
+    off = _config(model_type="gemma2", head_dim=64, attn_logit_softcapping=None, final_logit_softcapping=None).as_dict()
+    assert off["attn_softcap"] == 0 and off["final_softcap"] == 0
+    given = _config(model_type="gemma2", head_dim=64, attn_logit_softcapping=7.5, final_logit_softcapping=12.0).as_dict()
+    assert given["attn_softcap"] == 7.5 and given["final_softcap"] == 12.0
+    assert _config(model_type="gemma2", head_dim=64, query_pre_attn_scalar=144).as_dict()["attn_scale"] == pytest.approx(1 / 12)
     with pytest.raises(akunu.Error, match="unknown architecture 'gpt-neox'.*llama.*gemma3"):
         _config(model_type="gpt-neox")
     qwen2 = _config(model_type="qwen2", sliding_window=4096, use_sliding_window=False)
     assert qwen2.as_dict()["sliding_window"] == 0 and qwen2.as_dict()["qkv_bias"]
+    # With the window on and no layer_types, layers from max_window_layers on slide (transformers' rule).
+    qwen2 = _config(model_type="qwen2", sliding_window=16, use_sliding_window=True, max_window_layers=1).as_dict()
+    assert qwen2["sliding_window"] == 16 and qwen2["layer_sliding"] == [False, True]
+    with pytest.raises(akunu.Error, match=r"layer type 'chunked_attention' is not supported \(full_attention, sliding_attention\)"):
+        _config(layer_types=["full_attention", "chunked_attention"])
+    # Qwen2.5's long-context YaRN scaling is not implemented: named, with what is.
+    with pytest.raises(akunu.Error, match=r"rope type 'yarn' is not supported \(default, linear, llama3\)"):
+        _config(model_type="qwen2", rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})
 
 
 def test_config_errors_name_the_key():

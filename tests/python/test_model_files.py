@@ -226,7 +226,9 @@ def test_mlx_affine_quantized_directory(tmp_path):
     m = akunu.open(str(tmp_path / "ok"))
     assert m.format == "mlx"
     p = akunu.plan(m, check_device=False)
-    assert dict(p.weights_by_dtype)["U32"] > 0
+    # Uploaded as the codes plus an f32 (scale, bias) pair per group (mlx_weights.h).
+    want = sum(w.size * bits // 8 + w.size // group * 8 for w in tensors.values() if w.ndim == 2)
+    assert dict(p.weights_by_dtype)["MLX4_G32"] == want
     del mlx["model.layers.0.mlp.up_proj.scales"]
     mlx["model.layers.1.mlp.down_proj.weight"] = np.zeros((64, 96), np.uint32)  # not packed
     write_model_dir(tmp_path / "bad", mlx, config)
