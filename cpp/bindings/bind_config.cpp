@@ -62,6 +62,7 @@ static py::dict arch_dict(const ArchDescriptor& a) {
     d["tied_embeddings"] = a.tied_embeddings;
     d["qkv_bias"] = a.qkv_bias;
     d["causal"] = a.causal;
+    d["norm_after_residual"] = a.norm_after_residual;
     d["sliding_period"] = a.sliding_period;
     d["sliding_per_period"] = a.sliding_per_period;
     return d;
