@@ -69,7 +69,7 @@ def test_unsupported_weight_types_are_refused_clearly(tmp_path_factory, wtype, w
     """Q2_K has no dequantizer in akunu (the model check refuses it); Q5_0 has one, but no GPU
     kernel reads it (the upload refuses it). Both errors name the type and list what runs."""
     path = retyped_gguf(tmp_path_factory, wtype, 1e-3)
-    gpu_types = r"F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K\)"
+    gpu_types = r"F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, MLX8_G32, MLX8_G64, MLX8_G128\)"
     with pytest.raises(akunu.Error, match=rf"type {wtype},? {where} .*{gpu_types}") as e:
         akunu.Model(path, context=64, progress=False)
     assert "blk.0.attn_q.weight" in str(e.value) or "token_embd.weight" in str(e.value)
