@@ -19,6 +19,9 @@ import akunu
 import kv_reference as ref
 from fixture_paths import require
 
+# Every test here runs on each backend (conftest.py `backend`).
+pytestmark = pytest.mark.usefixtures("backend")
+
 FORMATS = ["q8", "int4", "fp4", "q8/int4", "q8/fp4"]
 # 13 ids of the trained model's 4096 (odd count, BOS first).
 IDS = [4092, 475, 1234, 99, 17, 300, 5, 12, 77, 8, 901, 33, 2047]

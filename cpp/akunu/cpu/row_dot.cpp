@@ -1,0 +1,57 @@
+// Scalar row dot products (dequantize a block, multiply-add) and the run-time choice.
+#include "akunu/cpu/row_dot.h"
+
+#include <algorithm>
+
+#include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/weight_rows.h"
+
+namespace akunu::cpu {
+
+namespace {
+
+float dot_f32(const uint8_t* row, const float* x, size_t k) {
+    const float* w = reinterpret_cast<const float*>(row);
+    float s = 0.0f;
+    for (size_t i = 0; i < k; ++i) s += w[i] * x[i];
+    return s;
+}
+
+// Any type: dequantize 256 elements at a time (a whole number of every type's blocks).
+template <TensorType T>
+float dot_blocks(const uint8_t* row, const float* x, size_t k) {
+    static const WeightType& w = weight_type(uint32_t(T));
+    float buf[256];
+    float s = 0.0f;
+    for (size_t k0 = 0; k0 < k; k0 += 256) {
+        const size_t n = std::min<size_t>(256, k - k0);
+        dequant_range(w, row, k0, k0 + n, buf);
+        for (size_t i = 0; i < n; ++i) s += buf[i] * x[k0 + i];
+    }
+    return s;
+}
+
+}  // namespace
+
+RowDotFn row_dot_scalar(TensorType type) {
+    switch (type) {
+        case TensorType::F32: return dot_f32;
+        case TensorType::F16: return dot_blocks<TensorType::F16>;
+        case TensorType::BF16: return dot_blocks<TensorType::BF16>;
+        case TensorType::Q8_0: return dot_blocks<TensorType::Q8_0>;
+        case TensorType::Q4_0: return dot_blocks<TensorType::Q4_0>;
+        case TensorType::Q4_1: return dot_blocks<TensorType::Q4_1>;
+        case TensorType::Q4_K: return dot_blocks<TensorType::Q4_K>;
+        case TensorType::Q5_K: return dot_blocks<TensorType::Q5_K>;
+        case TensorType::Q6_K: return dot_blocks<TensorType::Q6_K>;
+        default: return nullptr;
+    }
+}
+
+RowDotFn row_dot(TensorType type) {
+    if (use_avx2())
+        if (RowDotFn f = row_dot_avx2(type)) return f;
+    return row_dot_scalar(type);
+}
+
+}  // namespace akunu::cpu

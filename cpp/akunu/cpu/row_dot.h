@@ -1,0 +1,22 @@
+// Row dot products: dot(W[row, 0:k], x[0:k]) for one weight row in its file layout, fp32
+// accumulation. Scalar versions for every type, and AVX2/FMA/F16C versions (row_dot_avx2.cpp,
+// built with those instruction sets) chosen at run time by cpuid (cpu_profile.h use_avx2).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "akunu/tensor_types.h"
+
+namespace akunu::cpu {
+
+using RowDotFn = float (*)(const uint8_t* row, const float* x, size_t k);
+
+// The dot product for rows of `type` (k a whole number of its blocks).
+RowDotFn row_dot(TensorType type);
+// The scalar version, whatever the processor (tests compare the two).
+RowDotFn row_dot_scalar(TensorType type);
+// The AVX2 version, or null when this type has none (its scalar version serves).
+RowDotFn row_dot_avx2(TensorType type);
+
+}  // namespace akunu::cpu

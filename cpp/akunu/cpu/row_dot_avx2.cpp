@@ -1,0 +1,137 @@
+// AVX2/FMA/F16C row dot products, read straight from ggml's block layouts. This file alone is
+// built with -mavx2 -mfma -mf16c (CMakeLists.txt); row_dot() calls into it only when cpuid
+// reports those instruction sets, so the library still runs on processors without them.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "akunu/cpu/row_dot.h"
+
+namespace akunu::cpu {
+
+namespace {
+
+float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+float half(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+// Eight signed bytes as floats.
+__m256 i8x8(const void* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p)))); }
+
+float dot_f32(const uint8_t* row, const float* x, size_t k) {
+    const float* w = reinterpret_cast<const float*>(row);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    }
+    float s = hsum(_mm256_add_ps(a0, a1));
+    for (; i < k; ++i) s += w[i] * x[i];
+    return s;
+}
+
+float dot_f16(const uint8_t* row, const float* x, size_t k) {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(row);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8))),
+                             _mm256_loadu_ps(x + i + 8), a1);
+    }
+    float s = hsum(_mm256_add_ps(a0, a1));
+    for (; i < k; ++i) s += _cvtsh_ss(w[i]) * x[i];
+    return s;
+}
+
+float dot_bf16(const uint8_t* row, const float* x, size_t k) {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(row);
+    __m256 a0 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))), 16);
+        a0 = _mm256_fmadd_ps(_mm256_castsi256_ps(u), _mm256_loadu_ps(x + i), a0);
+    }
+    float s = hsum(a0);
+    for (; i < k; ++i) {
+        const uint32_t u = uint32_t(w[i]) << 16;
+        float f;
+        std::memcpy(&f, &u, 4);
+        s += f * x[i];
+    }
+    return s;
+}
+
+// block_q8_0 {half d; int8 qs[32]}
+float dot_q8_0(const uint8_t* row, const float* x, size_t k) {
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 32; ++b, row += 34, x += 32) {
+        const uint8_t* q = row + 2;
+        __m256 s = _mm256_mul_ps(i8x8(q), _mm256_loadu_ps(x));
+        s = _mm256_fmadd_ps(i8x8(q + 8), _mm256_loadu_ps(x + 8), s);
+        s = _mm256_fmadd_ps(i8x8(q + 16), _mm256_loadu_ps(x + 16), s);
+        s = _mm256_fmadd_ps(i8x8(q + 24), _mm256_loadu_ps(x + 24), s);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(row)), s, acc);
+    }
+    return hsum(acc);
+}
+
+// The 32 nibbles of a 4-bit block as bytes (low nibbles are elements 0..15, high 16..31),
+// minus `bias`, multiplied into x: sum_j (q_j - bias) * x_j as 8 partial sums.
+__m256 nibble_dot(const uint8_t* qs, const float* x, int bias) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i mask = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(char(bias));
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), off);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), off);
+    __m256 s = _mm256_mul_ps(i8x8(&lo), _mm256_loadu_ps(x));
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), _mm256_loadu_ps(x + 8), s);
+    s = _mm256_fmadd_ps(i8x8(&hi), _mm256_loadu_ps(x + 16), s);
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), _mm256_loadu_ps(x + 24), s);
+    return s;
+}
+
+// block_q4_0 {half d; u8 qs[16]}: d * (q - 8)
+float dot_q4_0(const uint8_t* row, const float* x, size_t k) {
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 32; ++b, row += 18, x += 32)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(row)), nibble_dot(row + 2, x, 8), acc);
+    return hsum(acc);
+}
+
+// block_q4_1 {half d; half m; u8 qs[16]}: d * q + m
+float dot_q4_1(const uint8_t* row, const float* x, size_t k) {
+    __m256 acc = _mm256_setzero_ps(), xsum = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 32; ++b, row += 20, x += 32) {
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(row)), nibble_dot(row + 4, x, 0), acc);
+        const __m256 xs = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
+                                        _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));
+        xsum = _mm256_fmadd_ps(_mm256_set1_ps(half(row + 2)), xs, xsum);
+    }
+    return hsum(_mm256_add_ps(acc, xsum));
+}
+
+}  // namespace
+
+RowDotFn row_dot_avx2(TensorType type) {
+    switch (type) {
+        case TensorType::F32: return dot_f32;
+        case TensorType::F16: return dot_f16;
+        case TensorType::BF16: return dot_bf16;
+        case TensorType::Q8_0: return dot_q8_0;
+        case TensorType::Q4_0: return dot_q4_0;
+        case TensorType::Q4_1: return dot_q4_1;
+        default: return nullptr;
+    }
+}
+
+}  // namespace akunu::cpu
