@@ -63,7 +63,7 @@ void gemm(const CpuArgs& a, size_t begin, size_t end) {
     const auto& step = *a.at<const StepState>(3);
     const size_t m_end = std::min(p.m, step.n_tokens);
     const WeightType& w = weight_type(a.variant);
-    const RowDotFn fdot = row_dot(TensorType::F32);
+    const TileDotFn tdot = tile_dot();
     const float* X = a.at<const float>(1);
     float* Y = a.at<float>(2);
     alignas(32) float wt[kTile][kChunk];
@@ -78,7 +78,7 @@ void gemm(const CpuArgs& a, size_t begin, size_t end) {
             for (size_t j = 0; j < nt; ++j) dequant_range(w, w.row(a.b[0], n0 + j, p.k), k0, k0 + kc, wt[j]);
             for (size_t i = 0; i < mt; ++i) {
                 const float* x = X + (m0 + i) * p.ldx + k0;
-                for (size_t j = 0; j < nt; ++j) acc[i][j] += fdot(reinterpret_cast<const uint8_t*>(wt[j]), x, kc);
+                tdot(wt[0], kChunk, nt, x, kc, acc[i]);
             }
         }
         for (size_t i = 0; i < mt; ++i) {

@@ -31,7 +31,13 @@ float dot_blocks(const uint8_t* row, const float* x, size_t k) {
     return s;
 }
 
+void tile_dot_scalar(const float* w, size_t ldw, size_t n, const float* x, size_t k, float* acc) {
+    for (size_t j = 0; j < n; ++j) acc[j] += dot_f32(reinterpret_cast<const uint8_t*>(w + j * ldw), x, k);
+}
+
 }  // namespace
+
+TileDotFn tile_dot() { return use_avx2() ? tile_dot_avx2() : tile_dot_scalar; }
 
 RowDotFn row_dot_scalar(TensorType type) {
     switch (type) {

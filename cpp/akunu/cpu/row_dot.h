@@ -12,6 +12,12 @@ namespace akunu::cpu {
 
 using RowDotFn = float (*)(const uint8_t* row, const float* x, size_t k);
 
+// acc[j] += dot(w[j * ldw : +k], x[0 : k]) for j < n: a block of f32 weight rows (a
+// dequantized GEMM tile) against one X row.
+using TileDotFn = void (*)(const float* w, size_t ldw, size_t n, const float* x, size_t k, float* acc);
+TileDotFn tile_dot();
+TileDotFn tile_dot_avx2();
+
 // The dot product for rows of `type` (k a whole number of its blocks).
 RowDotFn row_dot(TensorType type);
 // The scalar version, whatever the processor (tests compare the two).

@@ -120,7 +120,30 @@ float dot_q4_1(const uint8_t* row, const float* x, size_t k) {
     return hsum(_mm256_add_ps(acc, xsum));
 }
 
+// Four weight rows at a time share each load of x.
+void tile_dot(const float* w, size_t ldw, size_t n, const float* x, size_t k, float* acc) {
+    size_t j = 0;
+    for (; j + 4 <= n && k % 8 == 0; j += 4) {
+        const float *w0 = w + j * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        for (size_t i = 0; i < k; i += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + i);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), xv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), xv, a3);
+        }
+        acc[j] += hsum(a0);
+        acc[j + 1] += hsum(a1);
+        acc[j + 2] += hsum(a2);
+        acc[j + 3] += hsum(a3);
+    }
+    for (; j < n; ++j) acc[j] += dot_f32(reinterpret_cast<const uint8_t*>(w + j * ldw), x, k);
+}
+
 }  // namespace
+
+TileDotFn tile_dot_avx2() { return tile_dot; }
 
 RowDotFn row_dot_avx2(TensorType type) {
     switch (type) {
