@@ -110,7 +110,8 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     const KvSide K = side(a, false, p.head_dim), V = side(a, true, p.head_dim);
     const size_t pos = step.pos;
     const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
-    float weight[AKUNU_ATTENTION_CHUNK], acc[AKUNU_ATTENTION_CHUNK];
+    float weight[AKUNU_ATTENTION_CHUNK], acc[AKUNU_ATTENTION_CHUNK], kv_row[AKUNU_ATTENTION_CHUNK];
+    const HalfRowFn to_float = half_row();
     for (size_t g = begin; g < end; ++g) {
         const size_t h = g % a.groups[0], chunk = g / a.groups[0];
         const size_t kvh = h / (p.n_heads / p.n_kv_heads), cb = chunk * AKUNU_ATTENTION_CHUNK;
@@ -124,8 +125,9 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
                 weight[r] = kNegInf;
                 continue;
             }
+            K.row(kv_base + t, kv_row, to_float);
             float d = 0.0f;
-            for (uint32_t i = 0; i < p.head_dim; ++i) d += qh[i] * K.at(kv_base + t, i);
+            for (uint32_t i = 0; i < p.head_dim; ++i) d += qh[i] * kv_row[i];
             d *= K.scale(kv_base + t);
             d *= p.scale;
             if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
@@ -143,7 +145,8 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
         std::fill(acc, acc + p.head_dim, 0.0f);
         for (size_t j = 0; j < rows; ++j) {
             if (weight[j] == 0.0f) continue;
-            for (uint32_t i = 0; i < p.head_dim; ++i) acc[i] += weight[j] * V.at(kv_base + cb + j, i);
+            V.row(kv_base + cb + j, kv_row, to_float);
+            for (uint32_t i = 0; i < p.head_dim; ++i) acc[i] += weight[j] * kv_row[i];
         }
         float* out = partial + (h * p.n_chunks + chunk) * (p.head_dim + 2);
         std::copy(acc, acc + p.head_dim, out);
@@ -192,7 +195,8 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     const KvSide K = side(a, false, p.head_dim), V = side(a, true, p.head_dim);
     const size_t n = std::min(fp.rows, step.n_tokens), hd = p.head_dim;
     auto first_key = [&](size_t pos) -> size_t { return p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0; };
-    float o[AKUNU_FLASH_MAX_HEAD_DIM], s[AKUNU_FLASH_KEYS];
+    float o[AKUNU_FLASH_MAX_HEAD_DIM], s[AKUNU_FLASH_KEYS], kv_row[AKUNU_FLASH_MAX_HEAD_DIM];
+    const HalfRowFn to_float = half_row();
     for (size_t g = begin; g < end; ++g) {
         const size_t block = (g % a.groups[0]) * AKUNU_FLASH_ROWS, h = g / a.groups[0];
         if (block >= n) continue;
@@ -207,8 +211,9 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
                 float tile_max = kNegInf;
                 for (size_t j = 0; j < tile; ++j) {
                     const size_t r = kv_base + t0 + j;
+                    K.row(r, kv_row, to_float);
                     float d = 0.0f;
-                    for (size_t i = 0; i < hd; ++i) d += qv[i] * K.at(r, uint32_t(i));
+                    for (size_t i = 0; i < hd; ++i) d += qv[i] * kv_row[i];
                     d *= p.scale * K.scale(r);
                     if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
                     s[j] = d;
@@ -223,7 +228,8 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
                     const float w = std::exp(s[j] - m_new);
                     l += w;
                     const float wv = w * V.scale(r);
-                    for (size_t i = 0; i < hd; ++i) o[i] += wv * V.at(r, uint32_t(i));
+                    V.row(r, kv_row, to_float);
+                    for (size_t i = 0; i < hd; ++i) o[i] += wv * kv_row[i];
                 }
                 m = m_new;
             }

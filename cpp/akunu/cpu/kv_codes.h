@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "akunu/cpu/row_dot.h"
 #include "akunu/half.h"
 
 namespace akunu::cpu {
@@ -42,21 +43,26 @@ inline uint32_t kv_encode(float y, uint32_t f) {
     return uint32_t(int32_t(r)) & (f == kKvInt4 ? 0xFu : 0xFFu);
 }
 
-// Reads cache rows of one side (K or V) of either format: value i of row `row`, without the
-// row scale, and the row scale (1 for f16).
+// Reads cache rows of one side (K or V) of either format: a row's values without the row
+// scale, and the row scale (1 for f16).
 struct KvSide {
     const uint8_t* data;
     const uint16_t* scales;  // null for f16
     uint32_t format;
     uint32_t head_dim;
 
-    float at(size_t row, uint32_t i) const {
-        if (format == kKvF16) return half_to_float(reinterpret_cast<const uint16_t*>(data)[row * head_dim + i]);
-        const uint32_t per = kv_per_word(format);
-        const uint32_t word = reinterpret_cast<const uint32_t*>(data)[row * (head_dim / per) + i / per];
-        return kv_code(word, i % per, format);
-    }
     float scale(size_t row) const { return format == kKvF16 ? 1.0f : half_to_float(scales[row]); }
+
+    // All head_dim values of a row, without the row scale. `to_float` is half_row().
+    void row(size_t r, float* out, HalfRowFn to_float) const {
+        if (format == kKvF16) {
+            to_float(reinterpret_cast<const uint16_t*>(data) + r * head_dim, out, head_dim);
+            return;
+        }
+        const uint32_t per = kv_per_word(format);
+        const uint32_t* words = reinterpret_cast<const uint32_t*>(data) + r * (head_dim / per);
+        for (uint32_t i = 0; i < head_dim; ++i) out[i] = kv_code(words[i / per], i % per, format);
+    }
 };
 
 }  // namespace akunu::cpu

@@ -5,6 +5,7 @@
 
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/weight_rows.h"
+#include "akunu/half.h"
 
 namespace akunu::cpu {
 
@@ -35,7 +36,13 @@ void tile_dot_scalar(const float* w, size_t ldw, size_t n, const float* x, size_
     for (size_t j = 0; j < n; ++j) acc[j] += dot_f32(reinterpret_cast<const uint8_t*>(w + j * ldw), x, k);
 }
 
+void half_row_scalar(const uint16_t* in, float* out, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = half_to_float(in[i]);
+}
+
 }  // namespace
+
+HalfRowFn half_row() { return use_avx2() ? half_row_avx2() : half_row_scalar; }
 
 TileDotFn tile_dot() { return use_avx2() ? tile_dot_avx2() : tile_dot_scalar; }
 

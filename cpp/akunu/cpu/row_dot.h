@@ -18,6 +18,11 @@ using TileDotFn = void (*)(const float* w, size_t ldw, size_t n, const float* x,
 TileDotFn tile_dot();
 TileDotFn tile_dot_avx2();
 
+// out[0:n] = the f16 values in[0:n] as floats (F16C when available): KV-cache rows.
+using HalfRowFn = void (*)(const uint16_t* in, float* out, size_t n);
+HalfRowFn half_row();
+HalfRowFn half_row_avx2();
+
 // The dot product for rows of `type` (k a whole number of its blocks).
 RowDotFn row_dot(TensorType type);
 // The scalar version, whatever the processor (tests compare the two).

@@ -141,7 +141,30 @@ void tile_dot(const float* w, size_t ldw, size_t n, const float* x, size_t k, fl
     for (; j < n; ++j) acc[j] += dot_f32(reinterpret_cast<const uint8_t*>(w + j * ldw), x, k);
 }
 
+// The k-quants: each 256-element super-block dequantized by the table's (scalar) decoder, then
+// an AVX2 dot. Only non-inline functions are called from here, so nothing built with AVX2 can
+// be merged into code that runs on other processors.
+template <TensorType T>
+float dot_superblocks(const uint8_t* row, const float* x, size_t k) {
+    const TensorTypeTraits& t = type_traits(T);
+    alignas(32) float buf[256];
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 256; ++b, row += t.block_bytes, x += 256) {
+        t.dequant(row, buf, 1);
+        for (size_t i = 0; i < 256; i += 8) acc = _mm256_fmadd_ps(_mm256_load_ps(buf + i), _mm256_loadu_ps(x + i), acc);
+    }
+    return hsum(acc);
+}
+
+void half_row(const uint16_t* in, float* out, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+    for (; i < n; ++i) out[i] = _cvtsh_ss(in[i]);
+}
+
 }  // namespace
+
+HalfRowFn half_row_avx2() { return half_row; }
 
 TileDotFn tile_dot_avx2() { return tile_dot; }
 
@@ -153,6 +176,9 @@ RowDotFn row_dot_avx2(TensorType type) {
         case TensorType::Q8_0: return dot_q8_0;
         case TensorType::Q4_0: return dot_q4_0;
         case TensorType::Q4_1: return dot_q4_1;
+        case TensorType::Q4_K: return dot_superblocks<TensorType::Q4_K>;
+        case TensorType::Q5_K: return dot_superblocks<TensorType::Q5_K>;
+        case TensorType::Q6_K: return dot_superblocks<TensorType::Q6_K>;
         default: return nullptr;
     }
 }
