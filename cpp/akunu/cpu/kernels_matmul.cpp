@@ -57,29 +57,31 @@ void gemv(const CpuArgs& a, size_t begin, size_t end) {
 constexpr size_t kTile = 64;   // gemm.comp BM = BN (the launcher's workgroup geometry)
 constexpr size_t kChunk = 256; // k elements dequantized at a time: a multiple of every block
 
-// Workgroup (x, y) computes Y[64 y : +64, 64 x : +64].
+// Workgroup (x, y) computes Y[64 y : +64, 64 x : +64]. Per chunk of k, the weight tile is
+// dequantized once into k-major order (wt[kk][j], the tile-major layout) for gemm_tile().
 void gemm(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<GemmParams>();
     const auto& step = *a.at<const StepState>(3);
     const size_t m_end = std::min(p.m, step.n_tokens);
     const WeightType& w = weight_type(a.variant);
-    const TileDotFn tdot = tile_dot();
+    const GemmTileFn tile = gemm_tile();
     const float* X = a.at<const float>(1);
     float* Y = a.at<float>(2);
-    alignas(32) float wt[kTile][kChunk];
+    alignas(32) float row[kChunk];
+    alignas(32) float wt[kChunk][kTile];
     alignas(32) float acc[kTile][kTile];
     for (size_t g = begin; g < end; ++g) {
         const size_t n0 = (g % a.groups[0]) * kTile, m0 = (g / a.groups[0]) * kTile;
         if (m0 >= m_end) continue;
         const size_t nt = std::min<size_t>(kTile, p.n - n0), mt = std::min(kTile, m_end - m0);
-        for (size_t i = 0; i < mt; ++i) std::fill(acc[i], acc[i] + nt, 0.0f);
+        std::fill(&acc[0][0], &acc[0][0] + kTile * kTile, 0.0f);
         for (size_t k0 = 0; k0 < p.k; k0 += kChunk) {
             const size_t kc = std::min<size_t>(kChunk, p.k - k0);
-            for (size_t j = 0; j < nt; ++j) dequant_range(w, w.row(a.b[0], n0 + j, p.k), k0, k0 + kc, wt[j]);
-            for (size_t i = 0; i < mt; ++i) {
-                const float* x = X + (m0 + i) * p.ldx + k0;
-                tdot(wt[0], kChunk, nt, x, kc, acc[i]);
+            for (size_t j = 0; j < kTile; ++j) {
+                if (j < nt) dequant_range(w, w.row(a.b[0], n0 + j, p.k), k0, k0 + kc, row);
+                for (size_t kk = 0; kk < kc; ++kk) wt[kk][j] = j < nt ? row[kk] : 0.0f;
             }
+            tile(&wt[0][0], nt, X + m0 * p.ldx + k0, p.ldx, mt, kc, &acc[0][0]);
         }
         for (size_t i = 0; i < mt; ++i) {
             float* y = Y + (m0 + i) * p.ldy + n0;

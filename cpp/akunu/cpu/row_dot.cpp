@@ -32,8 +32,12 @@ float dot_blocks(const uint8_t* row, const float* x, size_t k) {
     return s;
 }
 
-void tile_dot_scalar(const float* w, size_t ldw, size_t n, const float* x, size_t k, float* acc) {
-    for (size_t j = 0; j < n; ++j) acc[j] += dot_f32(reinterpret_cast<const uint8_t*>(w + j * ldw), x, k);
+void gemm_tile_scalar(const float* wt, size_t n, const float* x, size_t ldx, size_t m, size_t k, float* acc) {
+    for (size_t i = 0; i < m; ++i)
+        for (size_t kk = 0; kk < k; ++kk) {
+            const float xv = x[i * ldx + kk];
+            for (size_t j = 0; j < n; ++j) acc[i * 64 + j] += xv * wt[kk * 64 + j];
+        }
 }
 
 void half_row_scalar(const uint16_t* in, float* out, size_t n) {
@@ -44,7 +48,13 @@ void half_row_scalar(const uint16_t* in, float* out, size_t n) {
 
 HalfRowFn half_row() { return use_avx2() ? half_row_avx2() : half_row_scalar; }
 
-TileDotFn tile_dot() { return use_avx2() ? tile_dot_avx2() : tile_dot_scalar; }
+DequantFn fast_dequant(TensorType type) {
+    if (use_avx2())
+        if (DequantFn f = dequant_avx2(type)) return f;
+    return type_traits(type).dequant;
+}
+
+GemmTileFn gemm_tile() { return use_avx2() ? gemm_tile_avx2() : gemm_tile_scalar; }
 
 RowDotFn row_dot_scalar(TensorType type) {
     switch (type) {

@@ -120,25 +120,53 @@ float dot_q4_1(const uint8_t* row, const float* x, size_t k) {
     return hsum(_mm256_add_ps(acc, xsum));
 }
 
-// Four weight rows at a time share each load of x.
-void tile_dot(const float* w, size_t ldw, size_t n, const float* x, size_t k, float* acc) {
-    size_t j = 0;
-    for (; j + 4 <= n && k % 8 == 0; j += 4) {
-        const float *w0 = w + j * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-        for (size_t i = 0; i < k; i += 8) {
-            const __m256 xv = _mm256_loadu_ps(x + i);
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, a1);
-            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), xv, a2);
-            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), xv, a3);
+// Register block: 4 X rows x 32 columns (16 accumulators); per k, 4 loads of wt and 4
+// broadcasts of x feed 16 FMAs.
+void gemm_tile(const float* wt, size_t n, const float* x, size_t ldx, size_t m, size_t k, float* acc) {
+    for (size_t j0 = 0; j0 < n; j0 += 32) {
+        size_t i0 = 0;
+        for (; i0 + 4 <= m; i0 += 4) {
+            // Written out so that the 16 accumulators stay in registers.
+            float* a0 = acc + i0 * 64 + j0;
+            float *a1 = a0 + 64, *a2 = a1 + 64, *a3 = a2 + 64;
+            __m256 c00 = _mm256_loadu_ps(a0), c01 = _mm256_loadu_ps(a0 + 8), c02 = _mm256_loadu_ps(a0 + 16), c03 = _mm256_loadu_ps(a0 + 24);
+            __m256 c10 = _mm256_loadu_ps(a1), c11 = _mm256_loadu_ps(a1 + 8), c12 = _mm256_loadu_ps(a1 + 16), c13 = _mm256_loadu_ps(a1 + 24);
+            __m256 c20 = _mm256_loadu_ps(a2), c21 = _mm256_loadu_ps(a2 + 8), c22 = _mm256_loadu_ps(a2 + 16), c23 = _mm256_loadu_ps(a2 + 24);
+            __m256 c30 = _mm256_loadu_ps(a3), c31 = _mm256_loadu_ps(a3 + 8), c32 = _mm256_loadu_ps(a3 + 16), c33 = _mm256_loadu_ps(a3 + 24);
+            const float* x0 = x + i0 * ldx;
+            const float *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+            for (size_t kk = 0; kk < k; ++kk) {
+                const float* w = wt + kk * 64 + j0;
+                const __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8), w2 = _mm256_load_ps(w + 16),
+                             w3 = _mm256_load_ps(w + 24);
+                __m256 xv = _mm256_broadcast_ss(x0 + kk);
+                c00 = _mm256_fmadd_ps(xv, w0, c00), c01 = _mm256_fmadd_ps(xv, w1, c01);
+                c02 = _mm256_fmadd_ps(xv, w2, c02), c03 = _mm256_fmadd_ps(xv, w3, c03);
+                xv = _mm256_broadcast_ss(x1 + kk);
+                c10 = _mm256_fmadd_ps(xv, w0, c10), c11 = _mm256_fmadd_ps(xv, w1, c11);
+                c12 = _mm256_fmadd_ps(xv, w2, c12), c13 = _mm256_fmadd_ps(xv, w3, c13);
+                xv = _mm256_broadcast_ss(x2 + kk);
+                c20 = _mm256_fmadd_ps(xv, w0, c20), c21 = _mm256_fmadd_ps(xv, w1, c21);
+                c22 = _mm256_fmadd_ps(xv, w2, c22), c23 = _mm256_fmadd_ps(xv, w3, c23);
+                xv = _mm256_broadcast_ss(x3 + kk);
+                c30 = _mm256_fmadd_ps(xv, w0, c30), c31 = _mm256_fmadd_ps(xv, w1, c31);
+                c32 = _mm256_fmadd_ps(xv, w2, c32), c33 = _mm256_fmadd_ps(xv, w3, c33);
+            }
+            _mm256_storeu_ps(a0, c00), _mm256_storeu_ps(a0 + 8, c01), _mm256_storeu_ps(a0 + 16, c02), _mm256_storeu_ps(a0 + 24, c03);
+            _mm256_storeu_ps(a1, c10), _mm256_storeu_ps(a1 + 8, c11), _mm256_storeu_ps(a1 + 16, c12), _mm256_storeu_ps(a1 + 24, c13);
+            _mm256_storeu_ps(a2, c20), _mm256_storeu_ps(a2 + 8, c21), _mm256_storeu_ps(a2 + 16, c22), _mm256_storeu_ps(a2 + 24, c23);
+            _mm256_storeu_ps(a3, c30), _mm256_storeu_ps(a3 + 8, c31), _mm256_storeu_ps(a3 + 16, c32), _mm256_storeu_ps(a3 + 24, c33);
         }
-        acc[j] += hsum(a0);
-        acc[j + 1] += hsum(a1);
-        acc[j + 2] += hsum(a2);
-        acc[j + 3] += hsum(a3);
+        for (; i0 < m; ++i0) {
+            __m256 c[4];
+            for (int b = 0; b < 4; ++b) c[b] = _mm256_loadu_ps(acc + i0 * 64 + j0 + 8 * b);
+            for (size_t kk = 0; kk < k; ++kk) {
+                const __m256 xv = _mm256_broadcast_ss(x + i0 * ldx + kk);
+                for (int b = 0; b < 4; ++b) c[b] = _mm256_fmadd_ps(xv, _mm256_load_ps(wt + kk * 64 + j0 + 8 * b), c[b]);
+            }
+            for (int b = 0; b < 4; ++b) _mm256_storeu_ps(acc + i0 * 64 + j0 + 8 * b, c[b]);
+        }
     }
-    for (; j < n; ++j) acc[j] += dot_f32(reinterpret_cast<const uint8_t*>(w + j * ldw), x, k);
 }
 
 // The k-quants: each 256-element super-block dequantized by the table's (scalar) decoder, then
@@ -162,11 +190,43 @@ void half_row(const uint16_t* in, float* out, size_t n) {
     for (; i < n; ++i) out[i] = _cvtsh_ss(in[i]);
 }
 
+void dequant_f16(const uint8_t* src, float* dst, size_t n) { half_row(reinterpret_cast<const uint16_t*>(src), dst, n); }
+
+void dequant_q8_0(const uint8_t* src, float* dst, size_t blocks) {
+    for (size_t b = 0; b < blocks; ++b, src += 34, dst += 32) {
+        const __m256 d = _mm256_set1_ps(half(src));
+        for (int i = 0; i < 32; i += 8) _mm256_storeu_ps(dst + i, _mm256_mul_ps(d, i8x8(src + 2 + i)));
+    }
+}
+
+void dequant_q4_0(const uint8_t* src, float* dst, size_t blocks) {
+    const __m128i mask = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(8);
+    for (size_t b = 0; b < blocks; ++b, src += 18, dst += 32) {
+        const __m256 d = _mm256_set1_ps(half(src));
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2));
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), off);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), off);
+        _mm256_storeu_ps(dst, _mm256_mul_ps(d, i8x8(&lo)));
+        _mm256_storeu_ps(dst + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+        _mm256_storeu_ps(dst + 16, _mm256_mul_ps(d, i8x8(&hi)));
+        _mm256_storeu_ps(dst + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+    }
+}
+
 }  // namespace
+
+DequantFn dequant_avx2(TensorType type) {
+    switch (type) {
+        case TensorType::F16: return dequant_f16;
+        case TensorType::Q8_0: return dequant_q8_0;
+        case TensorType::Q4_0: return dequant_q4_0;
+        default: return nullptr;
+    }
+}
 
 HalfRowFn half_row_avx2() { return half_row; }
 
-TileDotFn tile_dot_avx2() { return tile_dot; }
+GemmTileFn gemm_tile_avx2() { return gemm_tile; }
 
 RowDotFn row_dot_avx2(TensorType type) {
     switch (type) {

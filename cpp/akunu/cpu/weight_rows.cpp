@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "akunu/cpu/row_dot.h"
 #include "akunu/error.h"
 
 namespace akunu::cpu {
@@ -24,7 +25,7 @@ const std::vector<WeightType>& weight_types() {
         std::vector<WeightType> out;
         for (const Row& r : rows) {
             const TensorTypeTraits& t = type_traits(r.t);
-            out.push_back({r.t, r.e, r.v, r.m, t.block_size, t.block_bytes, t.dequant});
+            out.push_back({r.t, r.e, r.v, r.m, t.block_size, t.block_bytes, fast_dequant(r.t)});
         }
         return out;
     }();

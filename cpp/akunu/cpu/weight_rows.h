@@ -18,7 +18,7 @@ struct WeightType {
     const char* gemm_kernel;
     uint32_t block_size;       // elements per block (1 for float types)
     uint32_t block_bytes;
-    DequantFn dequant;         // blocks -> floats
+    DequantFn dequant;         // blocks -> floats (row_dot.h fast_dequant)
 
     // Row r of a [rows, k] matrix.
     const uint8_t* row(const uint8_t* base, size_t r, size_t k) const { return base + r * (k / block_size) * block_bytes; }
