@@ -1,6 +1,8 @@
 // Buffer allocation (memory-type choice, size checks, accounting) and host transfers.
 #include "akunu/buffer.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <utility>
 
@@ -66,6 +68,18 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
 
     Buffer b;
     b.device_ = std::move(device);
+    if (b.device_->is_cpu()) {
+        // Anonymous mappings are page-aligned and zero-filled; pages are touched on first use.
+        void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED)
+            throw Error("out of memory allocating " + mib(bytes) + " on '" + p.name + "'; " +
+                        mib(b.device_->allocated_bytes()) + " are already allocated by akunu");
+        b.contents_ = mem;
+        b.size_ = bytes;
+        b.memory_bytes_ = bytes;
+        b.device_->on_allocate(bytes);
+        return b;
+    }
     VkDevice vk = b.device_->handle();
     VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     info.size = bytes;
@@ -137,6 +151,17 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::free() {
     if (!device_) return;
+    if (device_->is_cpu()) {
+        if (contents_) {
+            munmap(contents_, size_);
+            device_->on_free(memory_bytes_);
+        }
+        contents_ = nullptr;
+        size_ = 0;
+        memory_bytes_ = 0;
+        device_.reset();
+        return;
+    }
     VkDevice vk = device_->handle();
     if (contents_) vkUnmapMemory(vk, memory_);
     if (handle_) vkDestroyBuffer(vk, handle_, nullptr);
@@ -167,7 +192,7 @@ static void check_range(size_t size, size_t bytes, size_t offset, const char* wh
 }
 
 void Buffer::write(const void* src, size_t bytes, size_t offset) {
-    AKUNU_CHECK(handle_, "write to an empty (freed or moved-from) buffer");
+    AKUNU_CHECK(size_, "write to an empty (freed or moved-from) buffer");
     check_range(size_, bytes, offset, "write");
     if (bytes == 0) return;
     if (contents_) {
@@ -186,7 +211,7 @@ void Buffer::write(const void* src, size_t bytes, size_t offset) {
 }
 
 void Buffer::read(void* dst, size_t bytes, size_t offset) const {
-    AKUNU_CHECK(handle_, "read from an empty (freed or moved-from) buffer");
+    AKUNU_CHECK(size_, "read from an empty (freed or moved-from) buffer");
     check_range(size_, bytes, offset, "read");
     if (bytes == 0) return;
     if (contents_) {

@@ -3,7 +3,8 @@
 //
 // `contents` is the CPU pointer when the memory is host-visible (lavapipe, unified memory, or
 // ReBAR on NVIDIA, where all device memory is mappable) and null otherwise; write() and read()
-// then go through a staging buffer. A Buffer keeps its Device alive.
+// then go through a staging buffer. On the CPU backend a Buffer is page-aligned, zeroed host
+// memory (no VkBuffer): contents is always set. A Buffer keeps its Device alive.
 #pragma once
 
 #include <cstddef>
@@ -41,7 +42,9 @@ public:
     size_t size() const { return size_; }
     void* contents() const { return contents_; }  // null when not host-visible
     bool host_visible() const { return contents_ != nullptr; }
-    explicit operator bool() const { return handle_ != VK_NULL_HANDLE; }
+    explicit operator bool() const { return size_ != 0; }
+    // Identifies the memory for hazard tracking: the VkBuffer, or the host pointer on the CPU.
+    const void* id() const { return handle_ ? static_cast<const void*>(handle_) : contents_; }
     Device& device() const { return *device_; }
     uint64_t address() const;  // the device address of byte 0; throws unless allocated addressable
     const std::shared_ptr<Device>& device_ptr() const { return device_; }

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "akunu/error.h"
 
 namespace akunu {
 
 CommandList::CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps) : device_(std::move(device)) {
+    if (device_->is_cpu()) return;  // no Vulkan objects; commands are kept in cpu_commands_
     VkDevice vk = device_->handle();
     VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -37,6 +39,7 @@ CommandList::CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps
 }
 
 CommandList::~CommandList() {
+    if (device_->is_cpu()) return;
     VkDevice vk = device_->handle();
     if (in_flight_) vkWaitForFences(vk, 1, &fence_, VK_TRUE, UINT64_MAX);
     if (queries_) vkDestroyQueryPool(vk, queries_, nullptr);
@@ -46,15 +49,19 @@ CommandList::~CommandList() {
 
 void CommandList::begin() {
     AKUNU_CHECK(!in_flight_, "CommandList::begin while the list is still running; call wait() first");
-    AKUNU_VK_CHECK(vkResetCommandBuffer(cb_, 0));
-    VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    AKUNU_VK_CHECK(vkBeginCommandBuffer(cb_, &info));
+    if (!device_->is_cpu()) {
+        AKUNU_VK_CHECK(vkResetCommandBuffer(cb_, 0));
+        VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        AKUNU_VK_CHECK(vkBeginCommandBuffer(cb_, &info));
+    }
     recording_ = true;
     ended_ = false;
     dispatches_ = barriers_ = 0;
     timestamps_used_ = 0;
     read_since_barrier_.clear();
     written_since_barrier_.clear();
+    cpu_commands_.clear();
+    if (device_->is_cpu()) return;
     if (queries_) vkCmdResetQueryPool(cb_, queries_, 0, max_timestamps_);
     // Work from earlier submissions (uploads, other lists) must be visible to this one.
     VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -76,6 +83,12 @@ static bool overlaps(const std::vector<R>& set, const R& r) {
 }
 
 void CommandList::record_barrier() {
+    if (device_->is_cpu()) {  // commands run one after another: nothing to record, only count
+        read_since_barrier_.clear();
+        written_since_barrier_.clear();
+        ++barriers_;
+        return;
+    }
     VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
@@ -133,15 +146,23 @@ void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>&
                     "kernel '" + pipeline.name() + "': binding " + std::to_string(i) + " spans " +
                         std::to_string(range >> 20) + " MiB; this device binds at most " +
                         std::to_string(p.max_storage_buffer_range >> 20) + " MiB at once");
+        if (device_->is_cpu()) {
+            (iface.bindings[i].written ? writes : reads).push_back({b.buffer->id(), b.offset, b.offset + range});
+            continue;
+        }
         infos_[i] = {b.buffer->handle(), b.offset, range};
         writes_[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         writes_[i].dstBinding = iface.bindings[i].binding;
         writes_[i].descriptorCount = 1;
         writes_[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
         writes_[i].pBufferInfo = &infos_[i];
-        (iface.bindings[i].written ? writes : reads).push_back({b.buffer->handle(), b.offset, b.offset + range});
+        (iface.bindings[i].written ? writes : reads).push_back({b.buffer->id(), b.offset, b.offset + range});
     }
     barrier_if_needed(reads, writes);
+    if (device_->is_cpu()) {
+        record_cpu(pipeline, bindings, params, params_bytes, gx, gy, gz);
+        return;
+    }
 
     vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
     if (!writes_.empty())
@@ -157,14 +178,19 @@ void CommandList::copy(const Buffer& src, size_t src_offset, const Buffer& dst, 
     AKUNU_CHECK(recording_, "CommandList::copy outside begin()/end()");
     AKUNU_CHECK(src_offset + bytes <= src.size() && dst_offset + bytes <= dst.size() && bytes > 0,
                 "CommandList::copy: the range is empty or outside a buffer");
-    barrier_if_needed({{src.handle(), src_offset, src_offset + bytes}}, {{dst.handle(), dst_offset, dst_offset + bytes}});
+    barrier_if_needed({{src.id(), src_offset, src_offset + bytes}}, {{dst.id(), dst_offset, dst_offset + bytes}});
+    if (device_->is_cpu()) {
+        cpu_commands_.push_back(cpu::copy_command(static_cast<uint8_t*>(src.contents()) + src_offset,
+                                                  static_cast<uint8_t*>(dst.contents()) + dst_offset, bytes));
+        return;
+    }
     VkBufferCopy region{src_offset, dst_offset, bytes};
     vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);
 }
 
 int CommandList::timestamp() {
     AKUNU_CHECK(recording_, "CommandList::timestamp outside begin()/end()");
-    if (!queries_) return -1;
+    if (!queries_) return -1;  // also the CPU backend
     AKUNU_CHECK(timestamps_used_ < max_timestamps_,
                 "CommandList: more than " + std::to_string(max_timestamps_) + " timestamps in one list");
     vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, timestamps_used_);
@@ -173,6 +199,11 @@ int CommandList::timestamp() {
 
 void CommandList::end() {
     AKUNU_CHECK(recording_, "CommandList::end without begin()");
+    if (device_->is_cpu()) {
+        recording_ = false;
+        ended_ = true;
+        return;
+    }
     // Make every result visible to the host, which reads mapped memory after wait().
     VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -187,6 +218,10 @@ void CommandList::end() {
 void CommandList::submit() {
     AKUNU_CHECK(ended_, "CommandList::submit before end()");
     AKUNU_CHECK(!in_flight_, "CommandList::submit while the previous submit is running; call wait() first");
+    if (device_->is_cpu()) {  // synchronous: done when submit returns
+        cpu::replay(*device_->threads(), cpu_commands_);
+        return;
+    }
     AKUNU_VK_CHECK(vkResetFences(device_->handle(), 1, &fence_));
     VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     info.commandBufferCount = 1;
@@ -196,7 +231,7 @@ void CommandList::submit() {
 }
 
 void CommandList::wait() {
-    if (!in_flight_) return;
+    if (!in_flight_) return;  // always so on the CPU backend
     AKUNU_VK_CHECK(vkWaitForFences(device_->handle(), 1, &fence_, VK_TRUE, UINT64_MAX));
     in_flight_ = false;
 }
@@ -217,6 +252,26 @@ double CommandList::elapsed_ms(int from, int to) const {
 }  // namespace akunu
 
 namespace akunu {
+
+void CommandList::record_cpu(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
+                             size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    cpu::CpuCommand c;
+    c.fn = pipeline.cpu_kernel().fn;
+    c.min_groups_per_thread = pipeline.cpu_kernel().min_groups_per_thread;
+    c.args.variant = pipeline.cpu_kernel().variant;
+    for (size_t i = 0; i < bindings.size(); ++i) {
+        c.args.b[i] = static_cast<uint8_t*>(bindings[i].buffer->contents()) + bindings[i].offset;
+        c.args.bytes[i] = bindings[i].bytes();
+    }
+    if (params_bytes) std::memcpy(c.args.params, params, params_bytes);
+    for (size_t i = 0; i < pipeline.spec().size(); ++i) c.args.spec[i] = pipeline.spec()[i];
+    c.args.groups[0] = gx;
+    c.args.groups[1] = gy;
+    c.args.groups[2] = gz;
+    c.groups = size_t(gx) * gy * gz;
+    cpu_commands_.push_back(c);
+    ++dispatches_;
+}
 
 void DispatchTable::record(CommandList& cl, std::vector<int>* timestamps) const {
     if (timestamps) timestamps->push_back(cl.timestamp());

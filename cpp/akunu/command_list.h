@@ -4,11 +4,14 @@
 // reads or writes a buffer written since the last barrier, or writes one read since then);
 // independent dispatches (Q, K, V projections) run without one. Which bindings a kernel writes
 // comes from its SPIR-V. A recorded list can be submitted any number of times.
+// On the CPU backend the same calls record resolved CPU commands (cpu/cpu_replay.h), checked
+// the same way, and submit() runs them on the device's thread pool before returning.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "akunu/cpu/cpu_replay.h"
 #include "akunu/dispatch.h"
 
 namespace akunu {
@@ -58,11 +61,13 @@ public:
 
 private:
     struct Range {
-        VkBuffer buffer;
+        const void* buffer;  // Buffer::id()
         size_t begin, end;
     };
     void barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes);
     void record_barrier();
+    void record_cpu(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
+                    size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
 
     std::shared_ptr<Device> device_;
     VkCommandPool pool_ = VK_NULL_HANDLE;
@@ -79,6 +84,7 @@ private:
     std::vector<Range> read_since_barrier_, written_since_barrier_;
     std::vector<VkDescriptorBufferInfo> infos_;
     std::vector<VkWriteDescriptorSet> writes_;
+    std::vector<cpu::CpuCommand> cpu_commands_;  // CPU backend: what submit() runs
     uint32_t dispatches_ = 0;
     uint32_t barriers_ = 0;
 };

@@ -6,6 +6,8 @@
 #include <cstdlib>
 
 #include "akunu/buffer.h"
+#include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/thread_pool.h"
 #include "akunu/error.h"
 #include "akunu/pipeline.h"
 
@@ -73,30 +75,55 @@ static const Candidate& select(const std::vector<Candidate>& all, const std::str
     std::string message = std::string(source) + " '" + selector + "' matches no Vulkan device. Devices here:";
     for (size_t i = 0; i < all.size(); ++i)
         message += "\n  " + std::to_string(i) + ": " + all[i].profile.name + " (" + device_type_name(all[i].profile.type) + ")";
-    message += "\nGive an index or part of a name.";
+    message += "\nGive an index or part of a name, or 'cpu' for akunu's CPU backend.";
     throw Error(message);
 }
 
-// Applies AKUNU_DEVICE when `selector` is empty.
-static const Candidate& choose(const std::vector<Candidate>& all, const std::string& selector) {
+// The selector in force: `selector`, else AKUNU_DEVICE; `source` names where it came from.
+static std::string effective_selector(const std::string& selector, const char** source) {
     const char* env = std::getenv("AKUNU_DEVICE");
     const bool from_env = selector.empty() && env && *env;
-    return select(all, from_env ? std::string(env) : selector, from_env ? "AKUNU_DEVICE" : "device");
+    *source = from_env ? "AKUNU_DEVICE" : "device";
+    return from_env ? std::string(env) : selector;
+}
+
+// True when the selector names the native CPU backend, or when it names nothing and this
+// machine has no Vulkan device (no loader, no driver, or none with Vulkan 1.2).
+static bool wants_cpu(const std::string& sel) {
+    if (lower(sel) == "cpu") return true;
+    if (!sel.empty()) return false;
+    try {
+        candidates(*Instance::get());
+        return false;
+    } catch (const Error&) {
+        return true;
+    }
 }
 
 DeviceInfo find_device(const std::string& selector) {
+    const char* source;
+    const std::string sel = effective_selector(selector, &source);
+    if (wants_cpu(sel)) return {-1, cpu::cpu_profile()};
     auto instance = Instance::get();
     auto all = candidates(*instance);
-    const Candidate& chosen = choose(all, selector);
+    const Candidate& chosen = select(all, lower(sel) == "vulkan" ? "" : sel, source);
     return {int(&chosen - all.data()), chosen.profile};
 }
 
 std::shared_ptr<Device> Device::create(const std::string& selector) {
+    const char* source;
+    const std::string sel = effective_selector(selector, &source);
+    if (wants_cpu(sel)) return std::shared_ptr<Device>(new Device());
     auto instance = Instance::get();
     auto all = candidates(*instance);
-    const Candidate& chosen = choose(all, selector);
+    const Candidate& chosen = select(all, lower(sel) == "vulkan" ? "" : sel, source);
     return std::shared_ptr<Device>(new Device(std::move(instance), chosen.physical));
 }
+
+// The CPU backend: no Vulkan objects at all, a profile describing this machine and the
+// workers that run the kernels.
+Device::Device()
+    : backend_(Backend::kCpu), threads_(std::make_unique<cpu::ThreadPool>(cpu::thread_count())), profile_(cpu::cpu_profile()) {}
 
 // ---------------------------------------------------------------------------------------------
 // Logical device
@@ -172,6 +199,10 @@ Device::Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical)
 }
 
 Device::~Device() {
+    if (is_cpu()) {
+        pipelines_.clear();
+        return;
+    }
     vkDeviceWaitIdle(device_);
     pipelines_.clear();
     vkDestroyPipelineCache(device_, pipeline_cache_, nullptr);
@@ -195,6 +226,7 @@ const Pipeline& Device::pipeline(const std::string& kernel, const std::vector<ui
 }
 
 void Device::run_once(const std::function<void(VkCommandBuffer)>& record) {
+    AKUNU_CHECK(!is_cpu(), "Device::run_once records Vulkan commands; the CPU backend has none");
     std::lock_guard<std::mutex> lock(once_mutex_);
     VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     alloc.commandPool = once_pool_;
@@ -222,6 +254,7 @@ void Device::run_once(const std::function<void(VkCommandBuffer)>& record) {
 }
 
 void Device::submit(const VkSubmitInfo& info, VkFence fence) {
+    AKUNU_CHECK(!is_cpu(), "Device::submit takes Vulkan work; the CPU backend has none");
     std::lock_guard<std::mutex> lock(queue_mutex_);
     AKUNU_VK_CHECK(vkQueueSubmit(queue_, 1, &info, fence));
 }

@@ -1,5 +1,7 @@
-// Device: one Vulkan logical device with a compute queue, its profile, memory accounting and
-// the pipelines made from akunu's embedded kernels.
+// Device: where akunu's kernels run, with its profile, memory accounting and the pipelines made
+// from the embedded kernels. Two backends sit behind it: a Vulkan logical device with a compute
+// queue, or the native CPU backend (cpu/), whose buffers are host memory and whose pipelines
+// resolve the same kernel names to C++ functions run on a thread pool.
 //
 // Devices are shared (std::shared_ptr): every Buffer and CommandList holds one, so a device
 // lives until the last object made from it is gone.
@@ -21,6 +23,9 @@ namespace akunu {
 class Buffer;
 class Pipeline;
 enum class Residency;
+namespace cpu { class ThreadPool; }
+
+enum class Backend { kVulkan, kCpu };
 
 // One entry of list_devices(): `index` is the position in that list, which is the order of
 // preference (discrete, integrated, virtual, CPU) and what AKUNU_DEVICE=<index> refers to.
@@ -31,19 +36,25 @@ struct DeviceInfo {
 
 // Every usable Vulkan device (Vulkan 1.2+), most preferred first. Throws when there is none.
 std::vector<DeviceInfo> list_devices();
-// The device Device::create(selector) would open, without opening it.
+// The device Device::create(selector) would open, without opening it (index -1: the CPU backend).
 DeviceInfo find_device(const std::string& selector = "");
 
 class Device : public std::enable_shared_from_this<Device> {
 public:
-    // `selector`: "" picks AKUNU_DEVICE if set, else the most preferred device; otherwise an
-    // index into list_devices() or a case-insensitive substring of a device's name.
+    // `selector`: "" picks AKUNU_DEVICE if set, else the most preferred Vulkan device, else
+    // (no Vulkan device here) the CPU backend; "cpu" is the native CPU backend, "vulkan" the
+    // most preferred Vulkan device; otherwise an index into list_devices() or a
+    // case-insensitive substring of a device's name.
     static std::shared_ptr<Device> create(const std::string& selector = "");
     ~Device();
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;
 
     const DeviceProfile& profile() const { return profile_; }
+    Backend backend() const { return backend_; }
+    bool is_cpu() const { return backend_ == Backend::kCpu; }
+    // The CPU backend's workers (null on Vulkan).
+    cpu::ThreadPool* threads() const { return threads_.get(); }
     VkDevice handle() const { return device_; }
     VkPhysicalDevice physical() const { return physical_; }
     VkQueue queue() const { return queue_; }
@@ -76,7 +87,10 @@ public:
 
 private:
     Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical);
+    Device();  // the CPU backend
 
+    Backend backend_ = Backend::kVulkan;
+    std::unique_ptr<cpu::ThreadPool> threads_;
     std::shared_ptr<Instance> instance_;
     VkPhysicalDevice physical_ = VK_NULL_HANDLE;
     DeviceProfile profile_;

@@ -3,11 +3,14 @@
 // Its layout comes from the kernel's own SPIR-V (spirv_reflect.h): one push-descriptor set with
 // the kernel's storage buffers, and a push-constant range of the kernel's block size. Devices
 // own their pipelines (Device::pipeline), so a Pipeline never outlives its VkDevice.
+// On the CPU backend the same kernel name resolves to a C++ kernel (cpu/cpu_kernel.h); the
+// interface still comes from the SPIR-V, so dispatches are checked the same way.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "akunu/cpu/cpu_kernel.h"
 #include "akunu/spirv_reflect.h"
 #include "akunu/vk_loader.h"
 
@@ -27,6 +30,9 @@ public:
     VkPipelineLayout layout() const { return layout_; }
     const std::string& name() const { return name_; }
     const ShaderInterface& interface() const { return interface_; }
+    // CPU backend: the kernel and the specialization constants it reads.
+    const cpu::CpuKernel& cpu_kernel() const { return cpu_kernel_; }
+    const std::vector<uint32_t>& spec() const { return spec_; }
 
 private:
     void release();  // destroys whatever exists; safe on a half-built pipeline
@@ -34,6 +40,8 @@ private:
     VkDevice device_;
     std::string name_;
     ShaderInterface interface_;
+    cpu::CpuKernel cpu_kernel_;
+    std::vector<uint32_t> spec_;
     VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
     VkPipelineLayout layout_ = VK_NULL_HANDLE;
     VkPipeline pipeline_ = VK_NULL_HANDLE;

@@ -206,7 +206,7 @@ def _sampler(akunu, args):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="akunu", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="", help="device index or part of its name (default: AKUNU_DEVICE or best)")
+    parser.add_argument("--device", default="", help="device index, part of its name, 'vulkan' or 'cpu' (default: AKUNU_DEVICE or best)")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     parser.add_argument("--offline", action="store_true", help="main job: use the shipped model, never PyPI")
     parser.add_argument("--prompt", default=None, help="main job: the question (or code) to answer")

@@ -179,7 +179,10 @@ class Model:
     def __init__(self, path, context: int = 4096, device: str | int | None = None, progress: bool | None = None,
                  chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16", kv_alloc: str = "full",
                  kv_ring: bool = False, batch_tokens: int = 0):
-        """chain: decode steps per GPU submission (0: chosen from the device profile).
+        """device: an index into akunu.devices(), part of a Vulkan device's name, "vulkan" (the
+        best Vulkan device) or "cpu" (akunu's native CPU backend); None: AKUNU_DEVICE, else the
+        best Vulkan device, else the CPU backend when this machine has no Vulkan device.
+        chain: decode steps per GPU submission (0: chosen from the device profile).
         prefill_chunk: prompt tokens per prefill submission (0: 512).
         kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
         position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1), or keys in q8 and values in

@@ -12,6 +12,20 @@ import pytest  # noqa: E402
 import akunu  # noqa: E402
 
 
+# The engine's backends. Modules whose tests hold for both say
+# `pytestmark = pytest.mark.usefixtures("backend")`; every Model they load without an explicit
+# device then runs on each backend in turn (AKUNU_DEVICE). AKUNU_TEST_BACKENDS=cpu (or vulkan)
+# runs one of them.
+BACKENDS = [b for b in os.environ.get("AKUNU_TEST_BACKENDS", "vulkan,cpu").split(",") if b]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AKUNU_DEVICE", request.param)
+        yield request.param
+
+
 @pytest.fixture(scope="session")
 def device():
     return akunu.Device()

@@ -17,10 +17,12 @@ BITS = {"q8": 8, "int4": 4, "fp4": 4}
 E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
 
-def quantize(x: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
-    """(signed codes as values before scaling [..., d] float64, f16 scales [...]) of rows x[..., d]."""
+def quantize(x: np.ndarray, fmt: str, scale: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(signed codes as values before scaling [..., d] float64, f16 scales [...]) of rows x[..., d];
+    `scale` imposes the rows' f16 scales instead of forming them."""
     x = np.asarray(x, dtype=np.float32)
-    scale = (np.abs(x).max(axis=-1) / np.float32(QMAX[fmt])).astype(np.float16)
+    if scale is None:
+        scale = (np.abs(x).max(axis=-1) / np.float32(QMAX[fmt])).astype(np.float16)
     s32 = scale.astype(np.float32)
     inv = np.divide(np.float32(1), s32, out=np.zeros_like(s32), where=s32 > 0)
     y = x * inv[..., None]

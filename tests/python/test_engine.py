@@ -4,12 +4,16 @@ nothing, and bad input failing cleanly."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
 
 import akunu
 from fixture_paths import FIXTURES, require
+
+# Every test here runs on each backend (conftest.py `backend`).
+pytestmark = pytest.mark.usefixtures("backend")
 
 # (model, source, reference logits prefix, max |dlogit|): fp32 compute with an f16 KV cache,
 # held to the fixture README's fp16 thresholds (0.05 random models, 0.1 the trained one).
@@ -38,7 +42,7 @@ _MODELS = {}
 
 
 def load(model, source, context=256):
-    key = (model, source, context)
+    key = (model, source, context, os.environ.get("AKUNU_DEVICE"))
     if key not in _MODELS:
         _MODELS[key] = akunu.Model(require(model, source), context=context, progress=False)
     return _MODELS[key]

@@ -18,6 +18,9 @@ pytest.importorskip("gguf", reason="gguf-py reads the weights for the independen
 from ggml_blocks import retype_gguf  # noqa: E402
 from numpy_llama import NumpyLlama  # noqa: E402
 
+# Every test here runs on each backend (conftest.py `backend`).
+pytestmark = pytest.mark.usefixtures("backend")
+
 MAKE_RANDOM = pathlib.Path(os.environ.get("AKUNU_MAKE_RANDOM_GGUF") or FIXTURES.parent / "tools" / "make_random_gguf.py")
 
 

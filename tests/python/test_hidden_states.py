@@ -12,6 +12,9 @@ import pytest
 import akunu
 from fixture_paths import FIXTURES, require
 
+# Every test here runs on each backend (conftest.py `backend`).
+pytestmark = pytest.mark.usefixtures("backend")
+
 # Residuals of an f32 forward with an f16 KV cache against a float64 reference: max |d| within
 # 2e-3 of the tensor's scale (the fixture README's KV tolerance; measured 1e-4 to 4e-4).
 REL_TOL = 2e-3

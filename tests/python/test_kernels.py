@@ -10,6 +10,12 @@ from akunu import _akunu, ops, selfcheck
 from ggml_blocks import BLOCK_FORMATS, random_blocks
 
 
+@pytest.fixture(scope="module")
+def device(backend):
+    """Each backend in turn (conftest.py `backend`): the CPU kernels hold to the same references."""
+    return akunu.Device(backend)
+
+
 def poisoned(device, shape, dtype):
     return device.upload(np.full(shape, np.nan, dtype))
 

@@ -19,6 +19,9 @@ import akunu
 import kv_reference as ref
 from fixture_paths import require
 
+# Every test here runs on each backend (conftest.py `backend`).
+pytestmark = pytest.mark.usefixtures("backend")
+
 FORMATS = ["q8", "int4", "fp4", "q8/int4", "q8/fp4"]
 # 13 ids of the trained model's 4096 (odd count, BOS first).
 IDS = [4092, 475, 1234, 99, 17, 300, 5, 12, 77, 8, 901, 33, 2047]
@@ -86,6 +89,15 @@ def test_cache_write_matches_numpy_quantizer(numpy_model, fmt):
             codes, scales = ref.quantize(x.transpose(1, 0, 2), f)  # [n_kv, T, head_dim]
             np.testing.assert_allclose(got_scales.astype(np.float64), scales.astype(np.float64), rtol=2e-3,
                                        err_msg=f"{fmt} layer {layer} {name} scales")
+            # A row whose max|x| / qmax lies at an f16 rounding boundary may take the neighbouring
+            # scale (akunu's f32 against the reference's float64); its codes are then compared
+            # with the reference's codes under that scale. Such rows must stay rare.
+            flipped = got_scales != scales
+            assert flipped.mean() <= 0.05, f"{fmt} layer {layer} {name}: {flipped.sum()} row scales differ"
+            if flipped.any():
+                codes_at, _ = ref.quantize(x.transpose(1, 0, 2), f, scale=np.asarray(got_scales))
+                codes = np.where(flipped[..., None], codes_at, codes)
+                scales = np.where(flipped, got_scales, scales)
             within_one_code(ref.dequantize(ref.unpack(got_words, f), got_scales), ref.dequantize(codes, scales),
                             scales, f, f"{fmt} layer {layer} {name}")
 

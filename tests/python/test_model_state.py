@@ -3,6 +3,8 @@ bit as an uninterrupted one, and bad or foreign states are refused with the stat
 fork() (a second model on the same weights, independent of the first)."""
 from __future__ import annotations
 
+import os
+
 import gc
 import struct
 
@@ -11,6 +13,9 @@ import pytest
 
 import akunu
 from fixture_paths import require
+
+# Every test here runs on each backend (conftest.py `backend`).
+pytestmark = pytest.mark.usefixtures("backend")
 
 LLAMA_F16 = ("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf")
 LLAMA_Q8 = ("tiny-llama3-random", "gguf", "tiny-llama3-random-q8_0.gguf")
@@ -23,7 +28,7 @@ _MODELS = {}
 
 
 def model(parts, context=96):
-    key = (parts, context)
+    key = (parts, context, os.environ.get("AKUNU_DEVICE"))
     if key not in _MODELS:
         _MODELS[key] = akunu.Model(require(*parts), context=context, progress=False)
     return _MODELS[key]

@@ -6,6 +6,14 @@ import pytest
 
 from akunu import ops
 
+import akunu
+
+
+@pytest.fixture(scope="module")
+def device(backend):
+    """Each backend in turn (conftest.py `backend`)."""
+    return akunu.Device(backend)
+
 
 def reference_probs(logits, temperature, top_k=0, top_p=1.0, min_p=0.0):
     """The distribution sample.comp draws from, written independently: temperature, then top-k,

@@ -1,0 +1,64 @@
+// CPU profile, thread count and the run-time choice between AVX2 and scalar kernels.
+#include "akunu/cpu/cpu_profile.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace akunu::cpu {
+
+unsigned thread_count() {
+    if (const char* env = std::getenv("AKUNU_THREADS"); env && *env) {
+        const long n = std::strtol(env, nullptr, 10);
+        if (n > 0 && n <= 1024) return unsigned(n);
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return unsigned(std::max(1, CPU_COUNT(&set)));
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+bool use_avx2() {
+    static const bool avx2 = [] {
+        const char* env = std::getenv("AKUNU_CPU_SCALAR");
+        if (env && *env && std::string(env) != "0") return false;
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    }();
+    return avx2;
+}
+
+DeviceProfile cpu_profile() {
+    DeviceProfile p;
+    p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " + (use_avx2() ? "AVX2" : "scalar") + ")";
+    p.type = DeviceType::kCpu;
+    p.vendor = "akunu";
+    p.driver = "akunu native CPU backend";
+    p.api_version = 0;
+    // Limits the launchers check; the CPU kernels run any geometry. subgroup_size and shuffles
+    // describe what the attention kernels' semantics assume, which the C++ versions provide.
+    p.subgroup_size = 8;
+    p.subgroup_arithmetic = true;
+    p.subgroup_shuffle = true;
+    p.shared_memory_bytes = 1u << 20;
+    p.max_workgroup_invocations = 1024;
+    p.max_workgroup_count_x = 0x7FFFFFFFu;
+    p.max_push_constants_bytes = 256;
+    p.min_storage_buffer_offset_alignment = 16;
+    const uint64_t ram = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+    p.max_storage_buffer_range = ram;
+    p.max_memory_allocation_bytes = ram;
+    p.fp16 = true;
+    p.int8 = true;
+    p.push_descriptors = true;
+    p.timestamps = false;
+    p.heaps.push_back({ram, true, true});
+    p.device_local_bytes = ram;
+    p.host_visible_device_bytes = ram;
+    p.unified_memory = true;
+    return p;
+}
+
+}  // namespace akunu::cpu

@@ -1,0 +1,40 @@
+// Command replay on the thread pool.
+#include "akunu/cpu/cpu_replay.h"
+
+#include <cstring>
+
+namespace akunu::cpu {
+
+namespace {
+
+constexpr size_t kCopyBlock = 1 << 16;  // bytes per copy "workgroup"
+
+void copy_bytes(const CpuArgs& a, size_t begin, size_t end) {
+    const size_t b0 = begin * kCopyBlock, b1 = std::min(end * kCopyBlock, a.bytes[0]);
+    if (b1 > b0) std::memmove(a.b[1] + b0, a.b[0] + b0, b1 - b0);
+}
+
+void run_range(void* ctx, size_t begin, size_t end) {
+    const CpuCommand& c = *static_cast<const CpuCommand*>(ctx);
+    c.fn(c.args, begin, end);
+}
+
+}  // namespace
+
+CpuCommand copy_command(uint8_t* src, uint8_t* dst, size_t bytes) {
+    CpuCommand c;
+    c.fn = copy_bytes;
+    c.args.b[0] = src;
+    c.args.b[1] = dst;
+    c.args.bytes[0] = c.args.bytes[1] = bytes;
+    c.groups = (bytes + kCopyBlock - 1) / kCopyBlock;
+    c.min_groups_per_thread = 4;
+    return c;
+}
+
+void replay(ThreadPool& pool, const std::vector<CpuCommand>& commands) {
+    for (const CpuCommand& c : commands)
+        pool.run(c.groups, run_range, const_cast<CpuCommand*>(&c), c.min_groups_per_thread);
+}
+
+}  // namespace akunu::cpu

@@ -1,0 +1,246 @@
+// AVX2/FMA/F16C row dot products, read straight from ggml's block layouts. This file alone is
+// built with -mavx2 -mfma -mf16c (CMakeLists.txt); row_dot() calls into it only when cpuid
+// reports those instruction sets, so the library still runs on processors without them.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "akunu/cpu/row_dot.h"
+
+namespace akunu::cpu {
+
+namespace {
+
+float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+float half(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+// Eight signed bytes as floats.
+__m256 i8x8(const void* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p)))); }
+
+float dot_f32(const uint8_t* row, const float* x, size_t k) {
+    const float* w = reinterpret_cast<const float*>(row);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    }
+    float s = hsum(_mm256_add_ps(a0, a1));
+    for (; i < k; ++i) s += w[i] * x[i];
+    return s;
+}
+
+float dot_f16(const uint8_t* row, const float* x, size_t k) {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(row);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8))),
+                             _mm256_loadu_ps(x + i + 8), a1);
+    }
+    float s = hsum(_mm256_add_ps(a0, a1));
+    for (; i < k; ++i) s += _cvtsh_ss(w[i]) * x[i];
+    return s;
+}
+
+float dot_bf16(const uint8_t* row, const float* x, size_t k) {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(row);
+    __m256 a0 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))), 16);
+        a0 = _mm256_fmadd_ps(_mm256_castsi256_ps(u), _mm256_loadu_ps(x + i), a0);
+    }
+    float s = hsum(a0);
+    for (; i < k; ++i) {
+        const uint32_t u = uint32_t(w[i]) << 16;
+        float f;
+        std::memcpy(&f, &u, 4);
+        s += f * x[i];
+    }
+    return s;
+}
+
+// block_q8_0 {half d; int8 qs[32]}
+float dot_q8_0(const uint8_t* row, const float* x, size_t k) {
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 32; ++b, row += 34, x += 32) {
+        const uint8_t* q = row + 2;
+        __m256 s = _mm256_mul_ps(i8x8(q), _mm256_loadu_ps(x));
+        s = _mm256_fmadd_ps(i8x8(q + 8), _mm256_loadu_ps(x + 8), s);
+        s = _mm256_fmadd_ps(i8x8(q + 16), _mm256_loadu_ps(x + 16), s);
+        s = _mm256_fmadd_ps(i8x8(q + 24), _mm256_loadu_ps(x + 24), s);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(row)), s, acc);
+    }
+    return hsum(acc);
+}
+
+// The 32 nibbles of a 4-bit block as bytes (low nibbles are elements 0..15, high 16..31),
+// minus `bias`, multiplied into x: sum_j (q_j - bias) * x_j as 8 partial sums.
+__m256 nibble_dot(const uint8_t* qs, const float* x, int bias) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i mask = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(char(bias));
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), off);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), off);
+    __m256 s = _mm256_mul_ps(i8x8(&lo), _mm256_loadu_ps(x));
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), _mm256_loadu_ps(x + 8), s);
+    s = _mm256_fmadd_ps(i8x8(&hi), _mm256_loadu_ps(x + 16), s);
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), _mm256_loadu_ps(x + 24), s);
+    return s;
+}
+
+// block_q4_0 {half d; u8 qs[16]}: d * (q - 8)
+float dot_q4_0(const uint8_t* row, const float* x, size_t k) {
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 32; ++b, row += 18, x += 32)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(row)), nibble_dot(row + 2, x, 8), acc);
+    return hsum(acc);
+}
+
+// block_q4_1 {half d; half m; u8 qs[16]}: d * q + m
+float dot_q4_1(const uint8_t* row, const float* x, size_t k) {
+    __m256 acc = _mm256_setzero_ps(), xsum = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 32; ++b, row += 20, x += 32) {
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(row)), nibble_dot(row + 4, x, 0), acc);
+        const __m256 xs = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
+                                        _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));
+        xsum = _mm256_fmadd_ps(_mm256_set1_ps(half(row + 2)), xs, xsum);
+    }
+    return hsum(_mm256_add_ps(acc, xsum));
+}
+
+// Register block: 4 X rows x 32 columns (16 accumulators); per k, 4 loads of wt and 4
+// broadcasts of x feed 16 FMAs.
+void gemm_tile(const float* wt, size_t n, const float* x, size_t ldx, size_t m, size_t k, float* acc) {
+    for (size_t j0 = 0; j0 < n; j0 += 32) {
+        size_t i0 = 0;
+        for (; i0 + 4 <= m; i0 += 4) {
+            // Written out so that the 16 accumulators stay in registers.
+            float* a0 = acc + i0 * 64 + j0;
+            float *a1 = a0 + 64, *a2 = a1 + 64, *a3 = a2 + 64;
+            __m256 c00 = _mm256_loadu_ps(a0), c01 = _mm256_loadu_ps(a0 + 8), c02 = _mm256_loadu_ps(a0 + 16), c03 = _mm256_loadu_ps(a0 + 24);
+            __m256 c10 = _mm256_loadu_ps(a1), c11 = _mm256_loadu_ps(a1 + 8), c12 = _mm256_loadu_ps(a1 + 16), c13 = _mm256_loadu_ps(a1 + 24);
+            __m256 c20 = _mm256_loadu_ps(a2), c21 = _mm256_loadu_ps(a2 + 8), c22 = _mm256_loadu_ps(a2 + 16), c23 = _mm256_loadu_ps(a2 + 24);
+            __m256 c30 = _mm256_loadu_ps(a3), c31 = _mm256_loadu_ps(a3 + 8), c32 = _mm256_loadu_ps(a3 + 16), c33 = _mm256_loadu_ps(a3 + 24);
+            const float* x0 = x + i0 * ldx;
+            const float *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+            for (size_t kk = 0; kk < k; ++kk) {
+                const float* w = wt + kk * 64 + j0;
+                const __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8), w2 = _mm256_load_ps(w + 16),
+                             w3 = _mm256_load_ps(w + 24);
+                __m256 xv = _mm256_broadcast_ss(x0 + kk);
+                c00 = _mm256_fmadd_ps(xv, w0, c00), c01 = _mm256_fmadd_ps(xv, w1, c01);
+                c02 = _mm256_fmadd_ps(xv, w2, c02), c03 = _mm256_fmadd_ps(xv, w3, c03);
+                xv = _mm256_broadcast_ss(x1 + kk);
+                c10 = _mm256_fmadd_ps(xv, w0, c10), c11 = _mm256_fmadd_ps(xv, w1, c11);
+                c12 = _mm256_fmadd_ps(xv, w2, c12), c13 = _mm256_fmadd_ps(xv, w3, c13);
+                xv = _mm256_broadcast_ss(x2 + kk);
+                c20 = _mm256_fmadd_ps(xv, w0, c20), c21 = _mm256_fmadd_ps(xv, w1, c21);
+                c22 = _mm256_fmadd_ps(xv, w2, c22), c23 = _mm256_fmadd_ps(xv, w3, c23);
+                xv = _mm256_broadcast_ss(x3 + kk);
+                c30 = _mm256_fmadd_ps(xv, w0, c30), c31 = _mm256_fmadd_ps(xv, w1, c31);
+                c32 = _mm256_fmadd_ps(xv, w2, c32), c33 = _mm256_fmadd_ps(xv, w3, c33);
+            }
+            _mm256_storeu_ps(a0, c00), _mm256_storeu_ps(a0 + 8, c01), _mm256_storeu_ps(a0 + 16, c02), _mm256_storeu_ps(a0 + 24, c03);
+            _mm256_storeu_ps(a1, c10), _mm256_storeu_ps(a1 + 8, c11), _mm256_storeu_ps(a1 + 16, c12), _mm256_storeu_ps(a1 + 24, c13);
+            _mm256_storeu_ps(a2, c20), _mm256_storeu_ps(a2 + 8, c21), _mm256_storeu_ps(a2 + 16, c22), _mm256_storeu_ps(a2 + 24, c23);
+            _mm256_storeu_ps(a3, c30), _mm256_storeu_ps(a3 + 8, c31), _mm256_storeu_ps(a3 + 16, c32), _mm256_storeu_ps(a3 + 24, c33);
+        }
+        for (; i0 < m; ++i0) {
+            __m256 c[4];
+            for (int b = 0; b < 4; ++b) c[b] = _mm256_loadu_ps(acc + i0 * 64 + j0 + 8 * b);
+            for (size_t kk = 0; kk < k; ++kk) {
+                const __m256 xv = _mm256_broadcast_ss(x + i0 * ldx + kk);
+                for (int b = 0; b < 4; ++b) c[b] = _mm256_fmadd_ps(xv, _mm256_load_ps(wt + kk * 64 + j0 + 8 * b), c[b]);
+            }
+            for (int b = 0; b < 4; ++b) _mm256_storeu_ps(acc + i0 * 64 + j0 + 8 * b, c[b]);
+        }
+    }
+}
+
+// The k-quants: each 256-element super-block dequantized by the table's (scalar) decoder, then
+// an AVX2 dot. Only non-inline functions are called from here, so nothing built with AVX2 can
+// be merged into code that runs on other processors.
+template <TensorType T>
+float dot_superblocks(const uint8_t* row, const float* x, size_t k) {
+    const TensorTypeTraits& t = type_traits(T);
+    alignas(32) float buf[256];
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 256; ++b, row += t.block_bytes, x += 256) {
+        t.dequant(row, buf, 1);
+        for (size_t i = 0; i < 256; i += 8) acc = _mm256_fmadd_ps(_mm256_load_ps(buf + i), _mm256_loadu_ps(x + i), acc);
+    }
+    return hsum(acc);
+}
+
+void half_row(const uint16_t* in, float* out, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+    for (; i < n; ++i) out[i] = _cvtsh_ss(in[i]);
+}
+
+void dequant_f16(const uint8_t* src, float* dst, size_t n) { half_row(reinterpret_cast<const uint16_t*>(src), dst, n); }
+
+void dequant_q8_0(const uint8_t* src, float* dst, size_t blocks) {
+    for (size_t b = 0; b < blocks; ++b, src += 34, dst += 32) {
+        const __m256 d = _mm256_set1_ps(half(src));
+        for (int i = 0; i < 32; i += 8) _mm256_storeu_ps(dst + i, _mm256_mul_ps(d, i8x8(src + 2 + i)));
+    }
+}
+
+void dequant_q4_0(const uint8_t* src, float* dst, size_t blocks) {
+    const __m128i mask = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(8);
+    for (size_t b = 0; b < blocks; ++b, src += 18, dst += 32) {
+        const __m256 d = _mm256_set1_ps(half(src));
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2));
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), off);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), off);
+        _mm256_storeu_ps(dst, _mm256_mul_ps(d, i8x8(&lo)));
+        _mm256_storeu_ps(dst + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+        _mm256_storeu_ps(dst + 16, _mm256_mul_ps(d, i8x8(&hi)));
+        _mm256_storeu_ps(dst + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+    }
+}
+
+}  // namespace
+
+DequantFn dequant_avx2(TensorType type) {
+    switch (type) {
+        case TensorType::F16: return dequant_f16;
+        case TensorType::Q8_0: return dequant_q8_0;
+        case TensorType::Q4_0: return dequant_q4_0;
+        default: return nullptr;
+    }
+}
+
+HalfRowFn half_row_avx2() { return half_row; }
+
+GemmTileFn gemm_tile_avx2() { return gemm_tile; }
+
+RowDotFn row_dot_avx2(TensorType type) {
+    switch (type) {
+        case TensorType::F32: return dot_f32;
+        case TensorType::F16: return dot_f16;
+        case TensorType::BF16: return dot_bf16;
+        case TensorType::Q8_0: return dot_q8_0;
+        case TensorType::Q4_0: return dot_q4_0;
+        case TensorType::Q4_1: return dot_q4_1;
+        case TensorType::Q4_K: return dot_superblocks<TensorType::Q4_K>;
+        case TensorType::Q5_K: return dot_superblocks<TensorType::Q5_K>;
+        case TensorType::Q6_K: return dot_superblocks<TensorType::Q6_K>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace akunu::cpu

@@ -1,0 +1,151 @@
+// The CPU backend's pieces: the device and its host buffers, the thread pool, the AVX2 row dots
+// against the scalar ones for every type, a GEMV recorded and replayed through a CommandList,
+// and the error for a kernel without a CPU implementation. (tests/python/test_cpu_backend.py
+// covers selection and the engine; the shared Python suites run every model test on the CPU.)
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "akunu/buffer.h"
+#include "akunu/command_list.h"
+#include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/row_dot.h"
+#include "akunu/cpu/thread_pool.h"
+#include "akunu/cpu/weight_rows.h"
+#include "akunu/device.h"
+#include "akunu/error.h"
+#include "akunu/half.h"
+#include "akunu/kernels.h"
+
+namespace akunu::test {
+
+static std::shared_ptr<Device> cpu_device() {
+    static std::shared_ptr<Device> d = Device::create("cpu");
+    return d;
+}
+
+TEST(CpuBackend, DeviceAndHostBuffers) {
+    auto d = cpu_device();
+    EXPECT_TRUE(d->is_cpu());
+    EXPECT_EQ(d->profile().type, DeviceType::kCpu);
+    const uint64_t before = d->allocations_total();
+    {
+        Buffer b = d->allocate(1000);
+        ASSERT_NE(b.contents(), nullptr);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(b.contents()) % 64, 0u);
+        const auto* bytes = static_cast<const uint8_t*>(b.contents());
+        for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(bytes[i], 0);  // zeroed
+        const float v[3] = {1, 2, 3};
+        b.write(v, sizeof(v), 8);
+        float back[3];
+        b.read(back, sizeof(back), 8);
+        EXPECT_EQ(back[2], 3.0f);
+        EXPECT_THROW(b.write(v, sizeof(v), 996), Error);
+    }
+    EXPECT_EQ(d->allocations_total(), before + 1);
+    EXPECT_EQ(d->live_buffers(), 0);
+}
+
+static void mark(void* ctx, size_t begin, size_t end) {
+    auto* hits = static_cast<std::vector<std::atomic<int>>*>(ctx);
+    for (size_t i = begin; i < end; ++i) (*hits)[i].fetch_add(1);
+}
+
+TEST(CpuBackend, ThreadPoolRunsEveryIndexOnce) {
+    cpu::ThreadPool pool(3);
+    for (size_t total : {1u, 2u, 7u, 257u, 10007u}) {
+        for (int rep = 0; rep < 200; ++rep) {
+            std::vector<std::atomic<int>> hits(total);
+            pool.run(total, mark, &hits, rep % 3 + 1);
+            for (size_t i = 0; i < total; ++i) ASSERT_EQ(hits[i].load(), 1) << total << " " << i;
+        }
+    }
+}
+
+// Random rows of every weight type: block scales kept small and finite.
+static std::vector<uint8_t> random_row(const cpu::WeightType& w, size_t k, std::mt19937& rng) {
+    std::vector<uint8_t> row(k / w.block_size * w.block_bytes);
+    for (auto& b : row) b = uint8_t(rng());
+    if (w.type == TensorType::F32) {
+        std::uniform_real_distribution<float> u(-1, 1);
+        for (size_t i = 0; i < k; ++i) {
+            const float f = u(rng);
+            std::memcpy(row.data() + 4 * i, &f, 4);
+        }
+    } else if (w.type == TensorType::F16 || w.type == TensorType::BF16) {
+        for (size_t i = 0; i < k; ++i) {  // exponent bits kept moderate
+            row[2 * i + 1] = uint8_t((row[2 * i + 1] & 0x83) | (w.type == TensorType::F16 ? 0x30 : 0x3C));
+        }
+    } else {
+        // Every block-scale half of the 32-element formats and of the k-quants' leading d/dmin.
+        const uint16_t h = float_to_half(0.01f);
+        for (size_t b = 0; b < k / w.block_size; ++b) {
+            uint8_t* blk = row.data() + b * w.block_bytes;
+            const size_t at = w.type == TensorType::Q6_K ? w.block_bytes - 2 : 0;
+            std::memcpy(blk + at, &h, 2);
+            if (w.type == TensorType::Q4_1 || w.type == TensorType::Q4_K || w.type == TensorType::Q5_K) std::memcpy(blk + 2, &h, 2);
+        }
+    }
+    return row;
+}
+
+TEST(CpuBackend, RowDotsAgreeWithTheDequantizedReference) {
+    std::mt19937 rng(7);
+    for (const cpu::WeightType& w : cpu::weight_types()) {
+        for (size_t k : {256u, 768u, 2304u}) {
+            const auto row = random_row(w, k, rng);
+            std::vector<float> x(k), deq(k);
+            std::uniform_real_distribution<float> u(-1, 1);
+            for (auto& v : x) v = u(rng);
+            cpu::dequant_range(w, row.data(), 0, k, deq.data());
+            double want = 0, mag = 0;
+            for (size_t i = 0; i < k; ++i) want += double(deq[i]) * x[i], mag += std::fabs(double(deq[i]) * x[i]);
+            const float scalar = cpu::row_dot_scalar(w.type)(row.data(), x.data(), k);
+            EXPECT_NEAR(scalar, want, 1e-5 * mag + 1e-6) << type_traits(w.type).name << " k=" << k;
+            if (cpu::use_avx2())
+                if (auto avx = cpu::row_dot_avx2(w.type))
+                    EXPECT_NEAR(avx(row.data(), x.data(), k), want, 1e-5 * mag + 1e-6) << type_traits(w.type).name << " avx2";
+        }
+    }
+}
+
+TEST(CpuBackend, GemvReplaysFromACommandList) {
+    auto d = cpu_device();
+    const size_t rows = 37, k = 96;
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> w(rows * k), x(k), y(rows, NAN);
+    for (auto& v : w) v = u(rng);
+    for (auto& v : x) v = u(rng);
+    Buffer wb = d->allocate(w.data(), w.size() * 4), xb = d->allocate(x.data(), x.size() * 4), yb = d->allocate(y.data(), y.size() * 4);
+    CommandList cl(d);
+    cl.begin();
+    kernels::gemv(cl, wb, TensorType::F32, xb, yb, rows, k, false, nullptr);
+    cl.end();
+    for (int rep = 0; rep < 2; ++rep) {  // a recorded list replays
+        cl.submit_and_wait();
+        yb.read(y.data(), rows * 4);
+        for (size_t r = 0; r < rows; ++r) {
+            double want = 0;
+            for (size_t i = 0; i < k; ++i) want += double(w[r * k + i]) * x[i];
+            ASSERT_NEAR(y[r], want, 1e-4) << r;
+        }
+    }
+    EXPECT_EQ(cl.dispatch_count(), 1u);
+    EXPECT_TRUE(std::isnan(cl.elapsed_ms(0, 1)));
+}
+
+TEST(CpuBackend, KernelsWithoutACpuVersionSaySo) {
+    try {
+        cpu_device()->pipeline("gemm_cm_f16");
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("GPU-only"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace akunu::test

@@ -1,0 +1,84 @@
+"""The native CPU backend itself: how it is selected (device="cpu", AKUNU_DEVICE=cpu, and by
+default where no Vulkan device exists), its profile, both kernel paths (AVX2 and the scalar
+fallback forced by AKUNU_CPU_SCALAR), a persistent thread pool, and clear errors for what only
+a GPU can do. Engine correctness on the CPU is tested by the shared modules, which run every
+test on both backends (conftest.py `backend`)."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import akunu
+from fixture_paths import require
+
+HERE = pathlib.Path(__file__).parent
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    full = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=300)
+
+
+def test_cpu_device_profile():
+    d = akunu.Device("cpu")
+    p = d.profile
+    assert p["type"] == "cpu" and p["name"].startswith("akunu CPU (")
+    assert p["unified_memory"] and p["heaps"][0]["size_bytes"] > 0
+    assert ("AVX2" in p["name"]) or ("scalar" in p["name"])
+    buf = d.upload(np.arange(10, dtype=np.float32))
+    view = buf.numpy()
+    view[3] = -1.0  # a zero-copy view of host memory
+    assert buf.numpy()[3] == -1.0
+
+
+def test_akunu_device_env_selects_the_cpu(monkeypatch):
+    monkeypatch.setenv("AKUNU_DEVICE", "cpu")
+    assert akunu.Device().profile["name"].startswith("akunu CPU")
+    assert akunu.Device("vulkan").profile["type"] != "cpu" or "akunu" not in akunu.Device("vulkan").profile["name"]
+
+
+def test_no_vulkan_device_means_cpu_not_an_error():
+    r = run_python("import akunu; print(akunu.Device().profile['name'])", VK_ICD_FILENAMES="/nonexistent.json",
+                   VK_DRIVER_FILES="/nonexistent.json", AKUNU_VALIDATION="0", AKUNU_DEVICE="")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith("akunu CPU"), r.stdout
+
+
+def test_unknown_selector_names_the_cpu_choice():
+    with pytest.raises(Exception, match="'cpu' for akunu's CPU backend"):
+        akunu.Device("no-such-device-anywhere")
+
+
+@pytest.mark.parametrize("scalar", ["1", "0"])
+def test_kernels_on_both_cpu_paths(scalar):
+    """The kernel tests on the CPU backend with the AVX2 kernels and with the scalar fallback."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", str(HERE / "test_kernels.py"),
+                        "-k", "gemv or gemm or embed or rmsnorm"],
+                       env={**os.environ, "AKUNU_TEST_BACKENDS": "cpu", "AKUNU_CPU_SCALAR": scalar},
+                       capture_output=True, text=True, timeout=900, cwd=HERE)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout
+    name = run_python("import akunu; print(akunu.Device('cpu').profile['name'])", AKUNU_CPU_SCALAR=scalar).stdout
+    assert ("scalar" in name) if scalar == "1" else True
+
+
+def test_decode_creates_no_threads():
+    m = akunu.Model(require("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf"), context=64, device="cpu",
+                    progress=False)
+    m.eval([1, 2, 3])
+    tasks = lambda: len(os.listdir("/proc/self/task"))  # noqa: E731
+    before = tasks()
+    m.generate([5, 6], max_tokens=12)
+    assert tasks() == before
+
+
+def test_gpu_only_features_say_so():
+    m = akunu.Model(require("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf"), context=64, device="cpu",
+                    progress=False)
+    with pytest.raises(Exception, match="no GPU timestamps"):
+        m.profile()
