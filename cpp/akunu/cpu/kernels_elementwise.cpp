@@ -1,5 +1,5 @@
 // CPU kernels without reductions across threads: fill, copy, add, rmsnorm, the gated
-// activations, last_row and the embedding lookup. Each matches its .comp file (shaders/).
+// activations, last_row, softcap and the embedding lookup. Each matches its .comp file (shaders/).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -98,6 +98,16 @@ void last_row(const CpuArgs& a, size_t begin, size_t end) {
     if (i1 > i0) std::memmove(a.at<float>(1) + i0, a.at<float>(0) + size_t(step.n_tokens - 1) * p.dim + i0, (i1 - i0) * 4);
 }
 
+// softcap.comp: x = cap * tanh(x / cap) in place over the step's rows (gemma2's final logits).
+void softcap(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& p = a.p<SoftcapParams>();
+    const auto& step = *a.at<const StepState>(1);
+    const size_t total = size_t(std::min(p.rows, step.n_tokens)) * p.n;
+    float* x = a.at<float>(0);
+    for (size_t i = begin * kGroup, e = std::min(end * kGroup, total); i < e; ++i)
+        x[i] = p.cap * std::tanh(std::clamp(x[i] / p.cap, -15.0f, 15.0f));
+}
+
 // Workgroups of 64 items; an item is one element (float types) or AKUNU_EMBED_BLOCK_ITEM
 // elements of a block.
 void embed(const CpuArgs& a, size_t begin, size_t end) {
@@ -133,6 +143,7 @@ void register_elementwise(void (*add_row)(const KernelRow&)) {
     add_row({"act_silu", {act, kSilu, 8}});
     add_row({"act_gelu_tanh", {act, kGeluTanh, 8}});
     add_row({"last_row", {last_row, 0, 64}});
+    add_row({"softcap", {softcap, 0, 16}});
     for (const WeightType& w : weight_types()) add_row({w.embed_kernel, {embed, uint32_t(w.type), 16}});
 }
 
