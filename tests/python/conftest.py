@@ -11,6 +11,13 @@ import pytest  # noqa: E402
 
 import akunu  # noqa: E402
 
+# One device for the whole session, opened before pytest imports the test modules (some import
+# torch): the Vulkan instance then lives as long as the session instead of being made again
+# whenever the last model or buffer of a test has gone. On the H200 machine, instances made
+# after torch was imported failed with VK_ERROR_INCOMPATIBLE_DRIVER and everything fell back to
+# the CPU backend.
+_SESSION_DEVICE = akunu.Device()
+
 
 # The engine's backends. Modules whose tests hold for both say
 # `pytestmark = pytest.mark.usefixtures("backend")`; every Model they load without an explicit
@@ -28,7 +35,7 @@ def backend(request):
 
 @pytest.fixture(scope="session")
 def device():
-    return akunu.Device()
+    return _SESSION_DEVICE
 
 
 @pytest.fixture(autouse=True)
