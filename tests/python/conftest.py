@@ -11,11 +11,12 @@ import pytest  # noqa: E402
 
 import akunu  # noqa: E402
 
-# One device for the whole session, opened before pytest imports the test modules (some import
-# torch): the Vulkan instance then lives as long as the session instead of being made again
-# whenever the last model or buffer of a test has gone. On the H200 machine, instances made
-# after torch was imported failed with VK_ERROR_INCOMPATIBLE_DRIVER and everything fell back to
-# the CPU backend.
+# One device for the whole session, opened before pytest imports the test modules: the Vulkan
+# instance then lives as long as the session instead of being made again whenever the last
+# model or buffer of a test has gone. On the H200 machine, a pytest session that let it go
+# (with torch and transformers loaded by then) could not make another one
+# (VK_ERROR_INCOMPATIBLE_DRIVER), and every later test fell back to the CPU backend; importing
+# torch before or after akunu in a fresh process is fine, so the trigger is the teardown.
 _SESSION_DEVICE = akunu.Device()
 
 
