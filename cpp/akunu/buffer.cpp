@@ -69,6 +69,8 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     Buffer b;
     b.device_ = std::move(device);
     if (b.device_->is_cpu()) {
+        AKUNU_CHECK(!addressable, "the CPU backend has no device addresses, which a KV cache in blocks needs; load with "
+                                  "the cache pre-allocated (kv_alloc \"full\") or on a Vulkan device");
         // Anonymous mappings are page-aligned and zero-filled; pages are touched on first use.
         void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED)
