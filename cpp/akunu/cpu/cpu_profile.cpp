@@ -1,6 +1,7 @@
 // CPU profile, thread count and the run-time choice between AVX2 and scalar kernels.
 #include "akunu/cpu/cpu_profile.h"
 
+#include <cpuid.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -25,7 +26,10 @@ bool use_avx2() {
         const char* env = std::getenv("AKUNU_CPU_SCALAR");
         if (env && *env && std::string(env) != "0") return false;
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        // F16C through CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c".
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     }();
     return avx2;
 }
