@@ -69,6 +69,17 @@ def test_embed_matches_transformers(bert, models, fmt, pooling, normalize):
     assert np.abs(got[0] - got[1]).max() > 10 * ATOL
 
 
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+def test_embed_on_the_cpu_backend(bert, fmt):
+    """The same encoder on akunu's native CPU backend (its layernorm, encoder_attention, pool and
+    erf-GELU kernels) against transformers."""
+    model, tok, d, g = bert
+    m = akunu.Model(d if fmt == "safetensors" else g, device="cpu", progress=False)
+    for pooling, normalize in (("mean", True), ("cls", False)):
+        got = m.embed(TEXTS, pooling=pooling, normalize=normalize)
+        np.testing.assert_allclose(got, reference_embeddings(model, tok, TEXTS, pooling, normalize), atol=ATOL, rtol=0)
+
+
 def test_a_text_does_not_depend_on_its_batch(bert, models):
     """Texts are packed without padding and attend only to themselves: alone, in any order,
     or beside long texts, each embedding is the same."""

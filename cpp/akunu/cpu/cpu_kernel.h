@@ -59,5 +59,6 @@ void register_elementwise(void (*add)(const KernelRow&));
 void register_matmul(void (*add)(const KernelRow&));
 void register_attention(void (*add)(const KernelRow&));
 void register_sample(void (*add)(const KernelRow&));
+void register_encoder(void (*add)(const KernelRow&));
 
 }  // namespace akunu::cpu

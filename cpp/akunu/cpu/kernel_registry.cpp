@@ -22,6 +22,7 @@ const std::map<std::string, CpuKernel>& registry() {
         register_matmul(add);
         register_attention(add);
         register_sample(add);
+        register_encoder(add);
         return true;
     }();
     (void)filled;

@@ -71,7 +71,7 @@ void rmsnorm(const CpuArgs& a, size_t begin, size_t end) {
     }
 }
 
-enum Act : uint32_t { kSilu, kGeluTanh };
+enum Act : uint32_t { kSilu, kGeluTanh, kGeluErf };  // kGeluErf: ungated (out = act(gate)), the encoders
 
 void act(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<ActParams>();
@@ -81,6 +81,10 @@ void act(const CpuArgs& a, size_t begin, size_t end) {
     for (size_t i = begin * kGroup, e = std::min<size_t>(end * kGroup, p.n); i < e; ++i) {
         const float x = gate[i];
         float y;
+        if (a.variant == kGeluErf) {
+            out[i] = 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
+            continue;
+        }
         if (a.variant == kSilu) {
             y = x / (1.0f + std::exp(-x));
         } else {
@@ -142,6 +146,7 @@ void register_elementwise(void (*add_row)(const KernelRow&)) {
     add_row({"rmsnorm_f16", {rmsnorm, kF16, 1}});
     add_row({"act_silu", {act, kSilu, 8}});
     add_row({"act_gelu_tanh", {act, kGeluTanh, 8}});
+    add_row({"act_gelu", {act, kGeluErf, 8}});
     add_row({"last_row", {last_row, 0, 64}});
     add_row({"softcap", {softcap, 0, 16}});
     for (const WeightType& w : weight_types()) add_row({w.embed_kernel, {embed, uint32_t(w.type), 16}});
