@@ -10,7 +10,11 @@
 namespace akunu {
 
 CommandList::CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps) : device_(std::move(device)) {
-    if (device_->is_cpu()) return;  // no Vulkan objects; commands are kept in cpu_commands_
+    if (device_->is_cpu()) {  // no Vulkan objects; commands are kept in cpu_commands_
+        cpu_times_.assign(max_timestamps, 0);
+        max_timestamps_ = max_timestamps;
+        return;
+    }
     VkDevice vk = device_->handle();
     VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -190,9 +194,13 @@ void CommandList::copy(const Buffer& src, size_t src_offset, const Buffer& dst, 
 
 int CommandList::timestamp() {
     AKUNU_CHECK(recording_, "CommandList::timestamp outside begin()/end()");
-    if (!queries_) return -1;  // also the CPU backend
+    if (!queries_ && !device_->is_cpu()) return -1;
     AKUNU_CHECK(timestamps_used_ < max_timestamps_,
                 "CommandList: more than " + std::to_string(max_timestamps_) + " timestamps in one list");
+    if (device_->is_cpu()) {
+        cpu_commands_.push_back(cpu::timestamp_command(&cpu_times_[timestamps_used_]));
+        return int(timestamps_used_++);
+    }
     vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, timestamps_used_);
     return int(timestamps_used_++);
 }
@@ -237,6 +245,10 @@ void CommandList::wait() {
 }
 
 double CommandList::elapsed_ms(int from, int to) const {
+    if (device_->is_cpu()) {
+        if (from < 0 || to < 0 || uint32_t(std::max(from, to)) >= timestamps_used_) return std::nan("");
+        return double(int64_t(cpu_times_[size_t(to)] - cpu_times_[size_t(from)])) * 1e-6;
+    }
     if (!queries_ || from < 0 || to < 0 || in_flight_ || uint32_t(std::max(from, to)) >= timestamps_used_)
         return std::nan("");
     uint64_t t[2];

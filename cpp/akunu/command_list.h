@@ -43,8 +43,8 @@ public:
 
     void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes);
 
-    // Writes a GPU timestamp after all work recorded so far; returns its index (or -1 when the
-    // queue has no timestamps).
+    // Writes a timestamp after all work recorded so far (a GPU timestamp, or the host clock on
+    // the CPU backend); returns its index (or -1 when the queue has no timestamps).
     int timestamp();
 
     void end();
@@ -85,6 +85,7 @@ private:
     std::vector<VkDescriptorBufferInfo> infos_;
     std::vector<VkWriteDescriptorSet> writes_;
     std::vector<cpu::CpuCommand> cpu_commands_;  // CPU backend: what submit() runs
+    std::vector<uint64_t> cpu_times_;            // CPU backend: the timestamps' slots (ns)
     uint32_t dispatches_ = 0;
     uint32_t barriers_ = 0;
 };

@@ -58,6 +58,7 @@ struct DeviceProfile {
     bool subgroup_size_control = false;
 
     // Timing
+    bool cpu_int8_dot = false;      // CPU backend: integer-dot GEMVs with 8-bit activations (AKUNU_CPU_INT8)
     bool timestamps = false;        // the compute queue can write timestamps
     double timestamp_period_ns = 0;
 

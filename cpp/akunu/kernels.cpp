@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "akunu/cpu/tiles.h"
 #include "akunu/error.h"
 #include "params.h"
 
@@ -61,12 +62,6 @@ const struct { TensorType type; const char* suffix; } kWeightVariants[] = {
     {TensorType::MLX8_G32, "mlx8_g32"}, {TensorType::MLX8_G64, "mlx8_g64"}, {TensorType::MLX8_G128, "mlx8_g128"},
 };
 
-std::string weight_variant(const char* kernel, TensorType t) {
-    for (const auto& v : kWeightVariants)
-        if (v.type == t) return std::string(kernel) + "_" + v.suffix;
-    throw Error(std::string(kernel) + ": weight type " + type_traits(t).name + " is not supported yet (supported: " +
-                supported_weight_types() + ")");
-}
 
 // Throws unless a row of `k` elements is a whole number of the weight type's blocks.
 void check_row_blocks(const TensorTypeTraits& t, size_t k, const char* kernel, const char* what) {
@@ -134,6 +129,15 @@ uint32_t reduce_group(const DispatchSink& s) { return std::min<uint32_t>(256, s.
 
 }  // namespace
 
+std::string weight_variant(const char* kernel, TensorType t) {
+    // The CPU backend's tile-major forms: the base type's kernel name plus "_t32".
+    if (const cpu::TileLayout* l = cpu::tile_layout(t)) return weight_variant(kernel, l->base) + "_t32";
+    for (const auto& v : kWeightVariants)
+        if (v.type == t) return std::string(kernel) + "_" + v.suffix;
+    throw Error(std::string(kernel) + ": weight type " + type_traits(t).name + " is not supported yet (supported: " +
+                supported_weight_types() + ")");
+}
+
 void fill(DispatchSink& s, const Binding& out, DType dtype, size_t n, float value, uint32_t bits) {
     check_dtype(dtype, {DType::kF32, DType::kF16, DType::kU32}, "fill");
     check_fits(out, n, dtype, "fill", "out");
@@ -185,6 +189,7 @@ void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding&
 }
 
 bool weight_type_supported(TensorType type) {
+    if (const cpu::TileLayout* l = cpu::tile_layout(type)) type = l->base;
     for (const auto& v : kWeightVariants)
         if (v.type == type) return true;
     return false;

@@ -33,9 +33,14 @@ void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding&
              size_t dim, float eps, float weight_offset = 0.0f, size_t group = 1, size_t group_stride = 0);
 
 // Weight types the GEMV, GEMM and embedding kernels read directly (quantized weights stay
-// quantized), and their names as a list for error messages ("F32, F16, ..., Q6_K").
+// quantized), and their names as a list for error messages ("F32, F16, ..., Q6_K"). The CPU
+// backend's tile-major forms (*_T32, cpu/tiles.h) count as their base type; only GEMV and GEMM
+// have kernels for them, on the CPU backend.
 bool weight_type_supported(TensorType type);
 std::string supported_weight_types();
+// The kernel name of a weight-type variant: ("gemv", Q4_0) -> "gemv_q4_0"; throws for types
+// without one.
+std::string weight_variant(const char* kernel, TensorType type);
 
 // An RMSNorm folded into a GEMV's input: x * (weight + weight_offset) / sqrt(mean(x^2) + eps).
 struct GemvNorm {

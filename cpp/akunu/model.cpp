@@ -87,6 +87,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     po.kv_dtype = options.kv_dtype;
     po.kv_blocks = options.kv_blocks;
     po.kv_ring = options.kv_ring;
+    po.weight_tiles = b->device->is_cpu();
     b->plan = plan_memory(b->config, b->files.get(), po);
     const PlanFit fit = check_fit(b->plan, b->device->profile());
     if (!fit.fits) {

@@ -59,6 +59,16 @@ const TensorTypeTraits kTypes[] = {
     {T::MLX8_G32, "MLX8_G32", 32, 40, "uint8", nullptr},
     {T::MLX8_G64, "MLX8_G64", 64, 72, "uint8", nullptr},
     {T::MLX8_G128, "MLX8_G128", 128, 136, "uint8", nullptr},
+    // Tile-major: a tensor's blocks in another order (cpu/tiles.h), so no flat dequantizer.
+    {T::F32_T32, "F32_T32", 1, 4, "float32", nullptr},
+    {T::F16_T32, "F16_T32", 1, 2, "float16", nullptr},
+    {T::BF16_T32, "BF16_T32", 1, 2, "uint16", nullptr},
+    {T::Q8_0_T32, "Q8_0_T32", 32, 34, "uint8", nullptr},
+    {T::Q4_0_T32, "Q4_0_T32", 32, 18, "uint8", nullptr},
+    {T::Q4_1_T32, "Q4_1_T32", 32, 20, "uint8", nullptr},
+    {T::Q4_K_T32, "Q4_K_T32", 256, 144, "uint8", nullptr},
+    {T::Q5_K_T32, "Q5_K_T32", 256, 176, "uint8", nullptr},
+    {T::Q6_K_T32, "Q6_K_T32", 256, 210, "uint8", nullptr},
 };
 
 }  // namespace

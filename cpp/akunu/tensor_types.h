@@ -24,6 +24,10 @@ enum class TensorType : uint32_t {
     // MLX affine quantization, as akunu uploads it (mlx_weights.h): `bits`-bit codes in groups
     // of G elements, each group with an f32 scale and bias (w = scale * code + bias).
     MLX4_G32 = 102, MLX4_G64 = 103, MLX4_G128 = 104, MLX8_G32 = 105, MLX8_G64 = 106, MLX8_G128 = 107,
+    // The CPU backend's tile-major matrices (cpu/tiles.h): the same blocks as the base type,
+    // regrouped so that 32 consecutive rows are read together. Produced by its loader only.
+    F32_T32 = 110, F16_T32 = 111, BF16_T32 = 112, Q8_0_T32 = 113, Q4_0_T32 = 114, Q4_1_T32 = 115,
+    Q4_K_T32 = 116, Q5_K_T32 = 117, Q6_K_T32 = 118,
 };
 
 // Writes n = blocks * block_size floats from `src`.

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "akunu/cpu/tiles.h"
 #include "akunu/device.h"
 #include "akunu/error.h"
 #include "akunu/kernels.h"
@@ -12,7 +13,25 @@
 
 namespace akunu {
 
-std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const ModelConfig& c) {
+namespace {
+
+// Matrices read by row index (lookups) stay as stored; every other matrix is a GEMV/GEMM weight.
+bool is_lookup(TensorRole role) {
+    return role == TensorRole::kTokenEmbd || role == TensorRole::kPositionEmbd || role == TensorRole::kTokenTypes;
+}
+
+// `item` as the CPU backend keeps it: in tiles when its type has a tile form.
+UploadItem in_tiles(UploadItem item) {
+    if (const cpu::TileLayout* l = cpu::tile_layout_for(item.device_type)) {
+        item.device_type = l->tiled;
+        item.bytes = cpu::tiled_bytes(*l, item.tensor->shape[0], item.tensor->shape[1]);
+    }
+    return item;
+}
+
+}  // namespace
+
+std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const ModelConfig& c, bool tiles) {
     const ArchDescriptor& a = c.arch();
     const bool gguf = files.gguf() != nullptr;
     std::vector<UploadItem> out;
@@ -28,8 +47,21 @@ std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const Model
             const uint64_t n = e.shape[0] * e.shape[1];
             out.push_back({e.role, e.layer, t, mlx, tensor_bytes(type_traits(mlx), n, t->name)});
         } else {
-            out.push_back({e.role, e.layer, t, t->type->type, t->bytes});
+            const UploadItem item{e.role, e.layer, t, t->type->type, t->bytes};
+            out.push_back(tiles && !is_lookup(e.role) ? in_tiles(item) : item);
         }
+    }
+    if (tiles && a.causal) {  // a tied head: the embedding a second time, in tiles
+        bool has_head = false;
+        for (const UploadItem& u : out) has_head |= u.role == TensorRole::kOutput;
+        for (const UploadItem& u : out)
+            if (!has_head && u.role == TensorRole::kTokenEmbd && u.device_type == u.tensor->type->type) {
+                const UploadItem head = in_tiles({TensorRole::kOutput, -1, u.tensor, u.device_type, u.bytes});
+                if (head.device_type != u.device_type) {
+                    out.push_back(head);
+                    break;
+                }
+            }
     }
     return out;
 }
@@ -40,6 +72,10 @@ Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& fi
     w.shape = item.tensor->shape;
     if (item.device_type == item.tensor->type->type) {
         w.buffer = Buffer::allocate(device, item.tensor->data, item.bytes);
+    } else if (const cpu::TileLayout* l = cpu::tile_layout(item.device_type)) {
+        std::vector<uint8_t> tiles(item.bytes);
+        cpu::pack_tiles(*l, item.tensor->data, w.shape[0], w.shape[1], tiles.data());
+        w.buffer = Buffer::allocate(device, tiles.data(), tiles.size());
     } else if (item.tensor->type->type == TensorType::U32) {
         const std::vector<uint8_t> packed = pack_mlx_weight(files, *item.tensor, item.device_type);
         w.buffer = Buffer::allocate(device, packed.data(), packed.size());
@@ -57,7 +93,7 @@ ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFi
                             const std::function<void(size_t, size_t)>& progress) {
     ModelWeights m;
     m.layers.resize(size_t(c.n_layers));
-    const auto items = plan_weight_uploads(files, c);
+    const auto items = plan_weight_uploads(files, c, device->is_cpu());
     using R = TensorRole;
     for (const UploadItem& it : items)
         AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),

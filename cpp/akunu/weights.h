@@ -22,8 +22,11 @@ struct UploadItem {
     size_t bytes;               // the buffer's size
 };
 
-// What the loader uploads, in order; the memory plan sums the same list.
-std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const ModelConfig& c);
+// What the loader uploads, in order; the memory plan sums the same list. With `tiles` (the CPU
+// backend), projection matrices become tile-major (cpu/tiles.h) and a decoder whose head is
+// tied to its embedding keeps the embedding twice: as stored, for lookups, and in tiles, as
+// the head (an extra kOutput item).
+std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const ModelConfig& c, bool tiles = false);
 
 // One uploaded tensor.
 struct Weight {
@@ -45,11 +48,12 @@ struct ModelWeights {
     size_t bytes = 0;                        // sum of buffer sizes
 };
 
-// One tensor of the plan on the device (matrices as stored, MLX ones with their scales and
-// biases from `files`, 1-D tensors as f32).
+// One tensor of the plan on the device (matrices as stored or in tiles, MLX ones with their
+// scales and biases from `files`, 1-D tensors as f32).
 Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item);
 
 // Uploads the weights of a validated model; `progress(done, total)` is called per tensor.
+// Tiles on the CPU backend (plan_weight_uploads).
 ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFiles& files, const ModelConfig& c,
                             const std::function<void(size_t, size_t)>& progress = {});
 

@@ -128,6 +128,9 @@ void init_config(py::module_& m) {
             o.kv_blocks = kv_blocks;
             o.kv_ring = kv_ring;
             o.weights_dtype = weights_dtype;
+            std::optional<DeviceInfo> info;
+            if (device) info = find_device(*device);
+            o.weight_tiles = info && info->profile.type == DeviceType::kCpu;
             const MemoryPlan p = plan_memory(c, files.get(), o);
             py::dict d;
             d["context"] = p.options.context;
@@ -148,11 +151,10 @@ void init_config(py::module_& m) {
             d["prefill_scratch_bytes"] = p.prefill_scratch_bytes;
             d["total_bytes"] = p.total_bytes;
             d["fork_bytes"] = p.fork_bytes;
-            if (device) {
-                const DeviceInfo info = find_device(*device);
-                const PlanFit fit = check_fit(p, info.profile);
-                d["device"] = info.profile.name;
-                d["device_bytes"] = info.profile.device_local_bytes;
+            if (info) {
+                const PlanFit fit = check_fit(p, info->profile);
+                d["device"] = info->profile.name;
+                d["device_bytes"] = info->profile.device_local_bytes;
                 d["fits"] = fit.fits;
                 d["notes"] = fit.notes;
             }

@@ -45,6 +45,7 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["bfloat16"] = p.bfloat16;
     d["push_descriptors"] = p.push_descriptors;
     d["timestamps"] = p.timestamps;
+    d["cpu_int8_dot"] = p.cpu_int8_dot;
     d["timestamp_period_ns"] = p.timestamp_period_ns;
     d["heaps"] = heaps;
     d["device_local_bytes"] = p.device_local_bytes;

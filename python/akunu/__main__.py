@@ -127,7 +127,7 @@ def _profile(akunu, args) -> int:
     m.profile(args.tokens)  # warm: pipelines and clocks
     rows = m.profile(args.tokens)
     what = "one decode step" if args.tokens == 1 else f"a prefill chunk of {args.tokens} tokens"
-    print(f"{m.path}: GPU time of {what} on {m._engine.device_name}")
+    print(f"{m.path}: device time of {what} on {m._engine.device_name}")
     print(akunu.profile_table(rows))
     return 0
 

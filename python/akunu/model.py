@@ -491,8 +491,9 @@ class Model:
         return self._engine.memory_report()
 
     def profile(self, tokens: int = 1) -> list[dict]:
-        """GPU time of each command of a decode step (tokens=1) or of a prefill chunk of
-        `tokens` tokens, run once after what the cache holds (its length does not change):
+        """Device time of each command of a decode step (tokens=1) or of a prefill chunk of
+        `tokens` tokens (GPU timestamps; on the CPU backend, the host clock between commands),
+        run once after what the cache holds (its length does not change):
         [{label, kernel, ms, bytes_bound}]. akunu.profile_table() sums them by kernel class."""
         return self._engine.profile(int(tokens))
 

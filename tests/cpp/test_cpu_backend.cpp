@@ -1,6 +1,8 @@
 // The CPU backend's pieces: the device and its host buffers, the thread pool, the AVX2 row dots
 // against the scalar ones for every type, a GEMV recorded and replayed through a CommandList,
-// and the error for a kernel without a CPU implementation. (tests/python/test_cpu_backend.py
+// tile-major weights (GEMV and GEMM on tiles against the row-major reference, the integer-dot
+// paths bit for bit between AVX2 and scalar), and the error for a kernel without a CPU
+// implementation. (tests/python/test_cpu_backend.py
 // covers selection and the engine; the shared Python suites run every model test on the CPU.)
 #include <gtest/gtest.h>
 
@@ -15,11 +17,14 @@
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/thread_pool.h"
+#include "akunu/cpu/tile_dot.h"
+#include "akunu/cpu/tiles.h"
 #include "akunu/cpu/weight_rows.h"
 #include "akunu/device.h"
 #include "akunu/error.h"
 #include "akunu/half.h"
 #include "akunu/kernels.h"
+#include "params.h"
 
 namespace akunu::test {
 
@@ -137,6 +142,125 @@ TEST(CpuBackend, GemvReplaysFromACommandList) {
     }
     EXPECT_EQ(cl.dispatch_count(), 1u);
     EXPECT_TRUE(std::isnan(cl.elapsed_ms(0, 1)));
+}
+
+// A [rows, k] matrix of `w`'s type, its rows dequantized, and its tiles.
+struct TiledMatrix {
+    std::vector<uint8_t> rows_bytes, tiles;
+    std::vector<float> deq;  // [rows][k]
+};
+
+static TiledMatrix random_matrix(const cpu::WeightType& w, const cpu::TileLayout& l, size_t rows, size_t k, std::mt19937& rng) {
+    TiledMatrix m;
+    m.deq.resize(rows * k);
+    for (size_t r = 0; r < rows; ++r) {
+        const auto row = random_row(w, k, rng);
+        m.rows_bytes.insert(m.rows_bytes.end(), row.begin(), row.end());
+        cpu::dequant_range(w, row.data(), 0, k, m.deq.data() + r * k);
+    }
+    m.tiles.resize(cpu::tiled_bytes(l, rows, k), 0xAB);
+    cpu::pack_tiles(l, m.rows_bytes.data(), rows, k, m.tiles.data());
+    return m;
+}
+
+// x as the integer-dot kernels see it: 8 bits per block of 32, dequantized again.
+static std::vector<float> quantized_x(const std::vector<float>& x) {
+    std::vector<int8_t> q(x.size());
+    std::vector<float> d(x.size() / 32), out(x.size());
+    std::vector<int32_t> sum(x.size() / 32);
+    cpu::quantize_x_scalar()(x.data(), x.size(), q.data(), d.data(), sum.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+        out[i] = float(q[i]) * d[i / 32];
+        EXPECT_LE(std::fabs(out[i] - x[i]), 0.5f * d[i / 32] * 1.0001f) << i;  // round to nearest
+    }
+    return out;
+}
+
+TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
+    auto d = cpu_device();
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (const cpu::WeightType& w : cpu::weight_types()) {
+        const cpu::TileLayout* l = cpu::tile_layout_for(w.type);
+        ASSERT_TRUE(l) << type_traits(w.type).name;
+        const bool has_i8 = cpu::tile_gemv_i8(l->tiled) != nullptr;
+        const size_t rows = 45, k = w.block_size == 256 ? 512 : w.block_size == 32 ? 96 : 37, m = 70;
+        const TiledMatrix mat = random_matrix(w, *l, rows, k, rng);
+        std::vector<float> x(m * k);
+        for (auto& v : x) v = u(rng);
+        const std::string name = type_traits(l->tiled).name;
+
+        // GEMV on x's first row (decode) and GEMM on all 70 (prefill), through the launchers.
+        Buffer wb = d->allocate(mat.tiles.data(), mat.tiles.size()), xb = d->allocate(x.data(), x.size() * 4);
+        std::vector<float> poison(m * rows, NAN);
+        Buffer yv = d->allocate(poison.data(), rows * 4), ym = d->allocate(poison.data(), poison.size() * 4);
+        const StepState step{0, 0, uint32_t(m), 0};
+        Buffer sb = d->allocate(&step, sizeof step);
+        CommandList cl(d);
+        cl.begin();
+        kernels::gemv(cl, wb, l->tiled, xb, yv, rows, k, false, nullptr);
+        kernels::gemm(cl, wb, l->tiled, xb, ym, {m, rows, k, k, rows}, sb, false);
+        cl.end();
+        cl.submit_and_wait();
+        std::vector<float> yvec(rows), ymat(m * rows);
+        yv.read(yvec.data(), rows * 4);
+        ym.read(ymat.data(), ymat.size() * 4);
+        auto reference = [&](size_t r, const float* xr, double* mag) {
+            double want = 0;
+            *mag = 0;
+            for (size_t i = 0; i < k; ++i) want += double(mat.deq[r * k + i]) * xr[i], *mag += std::fabs(double(mat.deq[r * k + i]) * xr[i]);
+            return want;
+        };
+        double mag;
+        for (size_t r = 0; r < rows; ++r) {
+            const double want = reference(r, x.data(), &mag);
+            ASSERT_NEAR(yvec[r], want, 1e-5 * mag + 1e-6) << name << " gemv row " << r;
+            for (size_t t = 0; t < m; ++t) {
+                const double want_t = reference(r, x.data() + t * k, &mag);
+                ASSERT_NEAR(ymat[t * rows + r], want_t, 1e-5 * mag + 1e-6) << name << " gemm " << t << "," << r;
+            }
+        }
+
+        // Integer dot products (int8 mode): exact sums against x as quantized.
+        const std::vector<float> x0(x.begin(), x.begin() + long(k));
+        std::vector<int8_t> q(k), q_avx(k);
+        std::vector<float> dx(k / 32), dx_avx(k / 32), fsum(k / 32);
+        std::vector<int32_t> sum(k / 32), sum_avx(k / 32);
+        cpu::quantize_x_scalar()(x0.data(), k, q.data(), dx.data(), sum.data());
+        cpu::block_sums(x0.data(), k, fsum.data());
+        cpu::TileX tx;
+        tx.f = x0.data(), tx.q = q.data(), tx.d = dx.data(), tx.sum = sum.data(), tx.fsum = fsum.data();
+        const std::vector<float> xq = has_i8 ? quantized_x(x0) : x0;
+        float a[32], b[32];
+        for (size_t t = 0; t < (rows + 31) / 32; ++t) {
+            const uint8_t* tile = mat.tiles.data() + t * cpu::tile_bytes(*l, k);
+            if (has_i8) {
+                cpu::tile_gemv_i8(l->tiled)(tile, tx, k, a);
+                for (size_t r = 0; r < 32 && t * 32 + r < rows; ++r) {
+                    const double want = reference(t * 32 + r, xq.data(), &mag);
+                    ASSERT_NEAR(a[r], want, 1e-5 * mag + 1e-6) << name << " int8 row " << r;
+                }
+            }
+            // The AVX2 products against the scalar ones: bit for bit for the quantized types.
+            if (!cpu::use_avx2()) continue;
+            for (const bool int8 : {false, true}) {
+                auto avx = cpu::tile_gemv_avx2(l->tiled, int8);
+                if (!avx) continue;
+                avx(tile, tx, k, a);
+                cpu::tile_gemv_scalar(l->tiled, int8)(tile, tx, k, b);
+                for (int r = 0; r < 32; ++r) {
+                    if (cpu::tile_wants_block_sums(l->tiled)) ASSERT_EQ(a[r], b[r]) << name << " int8=" << int8 << " row " << r;
+                    else ASSERT_NEAR(a[r], b[r], 1e-4f * (1 + std::fabs(b[r]))) << name;
+                }
+            }
+        }
+        if (has_i8 && cpu::use_avx2()) {
+            cpu::quantize_x_avx2()(x0.data(), k, q_avx.data(), dx_avx.data(), sum_avx.data());
+            ASSERT_EQ(q, q_avx) << name;
+            ASSERT_EQ(dx, dx_avx) << name;
+            ASSERT_EQ(sum, sum_avx) << name;
+        }
+    }
 }
 
 TEST(CpuBackend, KernelsWithoutACpuVersionSaySo) {

@@ -44,11 +44,15 @@ struct CpuKernel {
     uint32_t variant = 0;  // passed to fn in CpuArgs::variant (one function serves many rows)
     // Workgroups below which splitting over threads is not worth waking them.
     uint32_t min_groups_per_thread = 1;
+    // A CPU-only kernel (no shader of its own) names the shader whose bindings and parameters
+    // it shares: "gemv_q4_0" for "gemv_q4_0_t32". Null: the kernel's own name.
+    const char* interface = nullptr;
 };
 
 // The C++ kernel for an embedded kernel name ("gemv_q4_0"). Throws akunu::Error naming the
 // kernel when the CPU backend has none (a GPU-only feature).
 CpuKernel find_kernel(const std::string& name);
+bool has_kernel(const std::string& name);
 
 // Registration: each kernels_*.cpp file adds its rows to the table through these.
 struct KernelRow {
@@ -60,5 +64,6 @@ void register_matmul(void (*add)(const KernelRow&));
 void register_attention(void (*add)(const KernelRow&));
 void register_sample(void (*add)(const KernelRow&));
 void register_encoder(void (*add)(const KernelRow&));
+void register_tiles(void (*add)(const KernelRow&));
 
 }  // namespace akunu::cpu

@@ -34,9 +34,16 @@ bool use_avx2() {
     return avx2;
 }
 
+bool int8_activations() {
+    const char* env = std::getenv("AKUNU_CPU_INT8");
+    return env && *env && std::string(env) != "0";
+}
+
 DeviceProfile cpu_profile() {
     DeviceProfile p;
-    p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " + (use_avx2() ? "AVX2" : "scalar") + ")";
+    p.cpu_int8_dot = int8_activations();
+    p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " + (use_avx2() ? "AVX2" : "scalar") +
+             (p.cpu_int8_dot ? ", int8 activations" : "") + ")";
     p.type = DeviceType::kCpu;
     p.vendor = "akunu";
     p.driver = "akunu native CPU backend";
@@ -57,7 +64,8 @@ DeviceProfile cpu_profile() {
     p.fp16 = true;
     p.int8 = true;
     p.push_descriptors = true;
-    p.timestamps = false;
+    p.timestamps = true;  // the host clock, between commands (CommandList::timestamp)
+    p.timestamp_period_ns = 1.0;
     p.heaps.push_back({ram, true, true});
     p.device_local_bytes = ram;
     p.host_visible_device_bytes = ram;

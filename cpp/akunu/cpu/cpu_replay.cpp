@@ -1,6 +1,7 @@
 // Command replay on the thread pool.
 #include "akunu/cpu/cpu_replay.h"
 
+#include <chrono>
 #include <cstring>
 
 namespace akunu::cpu {
@@ -12,6 +13,11 @@ constexpr size_t kCopyBlock = 1 << 16;  // bytes per copy "workgroup"
 void copy_bytes(const CpuArgs& a, size_t begin, size_t end) {
     const size_t b0 = begin * kCopyBlock, b1 = std::min(end * kCopyBlock, a.bytes[0]);
     if (b1 > b0) std::memmove(a.b[1] + b0, a.b[0] + b0, b1 - b0);
+}
+
+void write_time(const CpuArgs& a, size_t, size_t) {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    *a.at<uint64_t>(0) = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
 }
 
 void run_range(void* ctx, size_t begin, size_t end) {
@@ -29,6 +35,15 @@ CpuCommand copy_command(uint8_t* src, uint8_t* dst, size_t bytes) {
     c.args.bytes[0] = c.args.bytes[1] = bytes;
     c.groups = (bytes + kCopyBlock - 1) / kCopyBlock;
     c.min_groups_per_thread = 4;
+    return c;
+}
+
+CpuCommand timestamp_command(uint64_t* slot) {
+    CpuCommand c;
+    c.fn = write_time;
+    c.args.b[0] = reinterpret_cast<uint8_t*>(slot);
+    c.args.bytes[0] = sizeof(uint64_t);
+    c.min_groups_per_thread = 2;  // one group: runs on the calling thread
     return c;
 }
 

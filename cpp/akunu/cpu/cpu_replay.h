@@ -20,6 +20,10 @@ struct CpuCommand {
 // A byte copy as a command: binding 0 -> binding 1, bytes[0] bytes.
 CpuCommand copy_command(uint8_t* src, uint8_t* dst, size_t bytes);
 
+// A timestamp as a command: writes the steady clock, in nanoseconds, to *slot when it runs
+// (after every earlier command has finished: the CPU form of a bottom-of-pipe timestamp).
+CpuCommand timestamp_command(uint64_t* slot);
+
 // Runs the commands in order; each one finishes before the next starts (every dispatch sees
 // all earlier writes, the CPU form of the Vulkan barriers).
 void replay(ThreadPool& pool, const std::vector<CpuCommand>& commands);

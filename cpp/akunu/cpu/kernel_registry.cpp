@@ -23,6 +23,7 @@ const std::map<std::string, CpuKernel>& registry() {
         register_attention(add);
         register_sample(add);
         register_encoder(add);
+        register_tiles(add);
         return true;
     }();
     (void)filled;
@@ -30,6 +31,8 @@ const std::map<std::string, CpuKernel>& registry() {
 }
 
 }  // namespace
+
+bool has_kernel(const std::string& name) { return registry().count(name) != 0; }
 
 CpuKernel find_kernel(const std::string& name) {
     const auto& t = registry();

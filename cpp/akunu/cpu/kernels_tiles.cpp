@@ -1,0 +1,148 @@
+// CPU GEMV and GEMM on tile-major weights (tiles.h), the layout the CPU backend loads every
+// projection matrix in. Same semantics, parameters and bindings as gemv.comp and gemm.comp
+// (the kernels are registered as "gemv_q4_0_t32" and borrow "gemv_q4_0"'s interface).
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/cpu/matmul_parts.h"
+#include "akunu/cpu/row_dot.h"
+#include "akunu/cpu/tile_dot.h"
+#include "akunu/cpu/tiles.h"
+#include "akunu/half.h"
+#include "akunu/kernels.h"
+#include "params.h"
+
+namespace akunu::cpu {
+
+namespace {
+
+const TileLayout& layout_of(const CpuArgs& a) { return *tile_layout(TensorType(a.variant)); }
+
+// The launcher's workgroups hold spec[1] rows each; a tile belongs to the workgroup range that
+// holds its first row, so each tile is read once, by one thread, and whole. x is prepared per
+// range (norm, block sums or 8-bit blocks) in per-thread buffers sized once.
+void gemv_tiles(const CpuArgs& a, size_t begin, size_t end, bool int8) {
+    const auto& p = a.p<GemvParams>();
+    const size_t rows_per_group = a.spec[1] ? a.spec[1] : 4;
+    const size_t t0 = (begin * rows_per_group + kTileRows - 1) / kTileRows;
+    const size_t t1 = std::min((end * rows_per_group + kTileRows - 1) / kTileRows, (p.rows + kTileRows - 1) / kTileRows);
+    if (t0 >= t1) return;
+    const TensorType type = TensorType(a.variant);
+    const size_t bytes = tile_bytes(layout_of(a), p.k);
+    float inv_rms;
+    TileX x;
+    x.f = gemv_input(a, &inv_rms);
+    thread_local std::vector<int8_t> q;
+    thread_local std::vector<float> d, fsum;
+    thread_local std::vector<int32_t> sum;
+    if (int8) {
+        if (q.size() < p.k) q.resize(p.k), d.resize(p.k / 32), sum.resize(p.k / 32);
+        quantize_x(x.f, p.k, q.data(), d.data(), sum.data());
+        x.q = q.data(), x.d = d.data(), x.sum = sum.data();
+    }
+    if (tile_wants_block_sums(type)) {
+        if (fsum.size() < p.k / 32) fsum.resize(p.k / 32);
+        block_sums(x.f, p.k, fsum.data());
+        x.fsum = fsum.data();
+    }
+    const TileGemvFn dot = int8 ? tile_gemv_i8(type) : tile_gemv(type);
+    float* y = a.at<float>(2);
+    alignas(32) float out[kTileRows];
+    for (size_t t = t0; t < t1; ++t) {
+        dot(a.b[0] + t * bytes, x, p.k, out);
+        const size_t n = std::min<size_t>(kTileRows, p.rows - t * kTileRows);
+        for (size_t r = 0; r < n; ++r) out[r] *= inv_rms;
+        store_tile(out, 0, 1, n, p.accumulate, y + t * kTileRows, 0);
+    }
+}
+
+void gemv(const CpuArgs& a, size_t begin, size_t end) { gemv_tiles(a, begin, end, false); }
+void gemv_i8(const CpuArgs& a, size_t begin, size_t end) { gemv_tiles(a, begin, end, true); }
+
+float h16(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return half_to_float(h);
+}
+
+// Block columns [b0, b0 + nb) of one tile, as floats, into wt[kk][c0 + r].
+void unpack_tile(TensorType type, const uint8_t* tile, size_t b0, size_t nb, float (*wt)[kGemmTile], size_t c0) {
+    using T = TensorType;
+    const TileLayout& l = *tile_layout(type);
+    const TensorTypeTraits& base = type_traits(l.base);
+    const size_t bb = base.block_bytes;
+    for (size_t b = b0; b < b0 + nb; ++b) {
+        const uint8_t* column = tile + b * kTileRows * bb;
+        float(*w)[kGemmTile] = wt + (b - b0) * base.block_size;
+        if (type == T::F16_T32) {
+            half_row()(reinterpret_cast<const uint16_t*>(column), w[0] + c0, kTileRows);
+        } else if (base.block_size == 1) {  // f32, bf16: the traits' dequantizer on 32 elements
+            base.dequant(column, w[0] + c0, kTileRows);
+        } else if (l.header_fields == 0) {  // k-quants: whole super-blocks
+            float e[256];
+            for (size_t r = 0; r < kTileRows; ++r) {
+                base.dequant(column + r * bb, e, 1);
+                for (size_t i = 0; i < base.block_size; ++i) w[i][c0 + r] = e[i];
+            }
+        } else {
+            const uint8_t* codes = column + l.header_fields * 64;
+            for (size_t r = 0; r < kTileRows; ++r) {
+                const float d = h16(column + r * 2), m = l.header_fields > 1 ? h16(column + 64 + r * 2) : 0.0f;
+                for (size_t c = 0; c < 8 && type == T::Q8_0_T32; ++c)
+                    for (size_t e = 0; e < 4; ++e) w[c * 4 + e][c0 + r] = d * float(int8_t(codes[(c * kTileRows + r) * 4 + e]));
+                for (size_t j = 0; j < 4 && type != T::Q8_0_T32; ++j)
+                    for (size_t e = 0; e < 4; ++e) {
+                        const uint8_t byte = codes[(j * kTileRows + r) * 4 + e];
+                        const int lo = byte & 15, hi = byte >> 4, off = type == T::Q4_0_T32 ? 8 : 0;
+                        w[j * 4 + e][c0 + r] = d * float(lo - off) + m;
+                        w[16 + j * 4 + e][c0 + r] = d * float(hi - off) + m;
+                    }
+            }
+        }
+    }
+}
+
+// gemm_workgroups' weight tile: the two 32-row tiles of rows [n0, n0 + 64).
+void fill_tiles(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, float (*wt)[kGemmTile]) {
+    const auto& p = a.p<GemmParams>();
+    const TensorType type = TensorType(a.variant);
+    const TileLayout& l = layout_of(a);
+    const size_t bs = type_traits(l.base).block_size, bytes = tile_bytes(l, p.k);
+    for (size_t half = 0; half < kGemmTile / kTileRows; ++half) {
+        const size_t c0 = half * kTileRows;
+        if (c0 >= nt) {
+            for (size_t kk = 0; kk < kc; ++kk) std::fill(wt[kk] + c0, wt[kk] + c0 + kTileRows, 0.0f);
+            continue;
+        }
+        unpack_tile(type, a.b[0] + (n0 + c0) / kTileRows * bytes, k0 / bs, kc / bs, wt, c0);
+    }
+}
+
+void gemm(const CpuArgs& a, size_t begin, size_t end) { gemm_workgroups(a, begin, end, fill_tiles); }
+
+}  // namespace
+
+void register_tiles(void (*add_row)(const KernelRow&)) {
+    // Names and the interfaces they borrow live as long as the registry (a deque keeps them put).
+    static std::deque<std::string> names;
+    const TensorType types[] = {TensorType::F32_T32, TensorType::F16_T32, TensorType::BF16_T32,
+                                TensorType::Q8_0_T32, TensorType::Q4_0_T32, TensorType::Q4_1_T32,
+                                TensorType::Q4_K_T32, TensorType::Q5_K_T32, TensorType::Q6_K_T32};
+    for (TensorType t : types) {
+        for (const bool is_gemv : {true, false}) {
+            const char* kernel = is_gemv ? "gemv" : "gemm";
+            const std::string& name = names.emplace_back(kernels::weight_variant(kernel, t));
+            const std::string& interface = names.emplace_back(kernels::weight_variant(kernel, tile_layout(t)->base));
+            add_row({name.c_str(), {is_gemv ? gemv : gemm, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
+            // The integer-dot GEMV, which a CPU device in int8 mode picks (Pipeline).
+            if (is_gemv && tile_gemv_i8(t))
+                add_row({names.emplace_back(name + "_i8").c_str(), {gemv_i8, uint32_t(t), 4u, interface.c_str()}});
+        }
+    }
+}
+
+}  // namespace akunu::cpu

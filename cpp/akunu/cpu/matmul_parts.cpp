@@ -1,0 +1,58 @@
+// Shared GEMV/GEMM pieces (matmul_parts.h).
+#include "akunu/cpu/matmul_parts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "akunu/cpu/row_dot.h"
+#include "params.h"
+
+namespace akunu::cpu {
+
+const float* gemv_input(const CpuArgs& a, float* inv_rms) {
+    const auto& p = a.p<GemvParams>();
+    const float* x = a.at<const float>(1);
+    *inv_rms = 1.0f;
+    if (!p.norm) return x;
+    thread_local std::vector<float> xw;
+    if (xw.size() < p.k) xw.resize(p.k);
+    const float* g = a.at<const float>(3);
+    float ss = 0.0f;
+    for (size_t i = 0; i < p.k; ++i) {
+        xw[i] = x[i] * (g[i] + p.weight_offset);
+        ss += x[i] * x[i];
+    }
+    *inv_rms = 1.0f / std::sqrt(ss / float(p.k) + p.eps);
+    return xw.data();
+}
+
+void store_tile(const float* acc, size_t acc_stride, size_t m, size_t n, bool accumulate, float* y, size_t ldy) {
+    for (size_t i = 0; i < m; ++i, y += ldy, acc += acc_stride)
+        for (size_t j = 0; j < n; ++j) y[j] = accumulate ? y[j] + acc[j] : acc[j];
+}
+
+void gemm_workgroups(const CpuArgs& a, size_t begin, size_t end, GemmFillFn fill) {
+    const auto& p = a.p<GemmParams>();
+    const auto& step = *a.at<const StepState>(3);
+    const size_t m_end = std::min(p.m, step.n_tokens);
+    const GemmTileFn tile = gemm_tile();
+    const float* X = a.at<const float>(1);
+    float* Y = a.at<float>(2);
+    alignas(32) float wt[kGemmChunk][kGemmTile];
+    alignas(32) float acc[kGemmTile][kGemmTile];
+    for (size_t g = begin; g < end; ++g) {
+        const size_t n0 = (g % a.groups[0]) * kGemmTile, m0 = (g / a.groups[0]) * kGemmTile;
+        if (m0 >= m_end) continue;
+        const size_t nt = std::min<size_t>(kGemmTile, p.n - n0), mt = std::min(kGemmTile, m_end - m0);
+        std::fill(&acc[0][0], &acc[0][0] + kGemmTile * kGemmTile, 0.0f);
+        for (size_t k0 = 0; k0 < p.k; k0 += kGemmChunk) {
+            const size_t kc = std::min<size_t>(kGemmChunk, p.k - k0);
+            fill(a, n0, nt, k0, kc, wt);
+            tile(&wt[0][0], nt, X + m0 * p.ldx + k0, p.ldx, mt, kc, &acc[0][0]);
+        }
+        store_tile(&acc[0][0], kGemmTile, mt, nt, p.accumulate, Y + m0 * p.ldy + n0, p.ldy);
+    }
+}
+
+}  // namespace akunu::cpu

@@ -1,0 +1,28 @@
+// Pieces the CPU GEMV/GEMM kernels share, whatever the weight layout (row-major files or tiles).
+#pragma once
+
+#include <cstddef>
+
+#include "akunu/cpu/cpu_kernel.h"
+
+namespace akunu::cpu {
+
+constexpr size_t kGemmTile = 64;    // gemm.comp BM = BN (the launcher's workgroup geometry)
+constexpr size_t kGemmChunk = 256;  // k elements dequantized at a time: a multiple of every block
+
+// A GEMV's x as the products read it: through the norm weight when one is fused (its 1/rms
+// scale, returned in *inv_rms, is applied to the finished sums, as gemv.comp does). The
+// weighted copy lives in a per-thread buffer, sized once.
+const float* gemv_input(const CpuArgs& a, float* inv_rms);
+
+// Y[i][j] (=|+=) acc[i][j] for i < m, j < n; acc rows are acc_stride apart, Y rows ldy.
+void store_tile(const float* acc, size_t acc_stride, size_t m, size_t n, bool accumulate, float* y, size_t ldy);
+
+// The CPU GEMM (gemm.comp's semantics): workgroup (x, y) computes Y[64 y : +64, 64 x : +64]
+// for rows below step.n_tokens. Per chunk of k, `fill` writes the weight tile of rows
+// [n0, n0 + nt), elements [k0, k0 + kc), k-major as floats (wt[kk][j], zero for j >= nt), once
+// for all 64 token rows; gemm_tile() multiplies it in.
+using GemmFillFn = void (*)(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, float (*wt)[kGemmTile]);
+void gemm_workgroups(const CpuArgs& a, size_t begin, size_t end, GemmFillFn fill);
+
+}  // namespace akunu::cpu

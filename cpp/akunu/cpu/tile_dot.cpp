@@ -1,0 +1,188 @@
+// Scalar tile products (tile_dot.h) and the run-time choice.
+#include "akunu/cpu/tile_dot.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/tiles.h"
+#include "akunu/half.h"
+
+namespace akunu::cpu {
+
+namespace {
+
+float h16(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return half_to_float(h);
+}
+
+void quantize_scalar(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
+    for (size_t b = 0; b < k / 32; ++b, x += 32, q += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        d[b] = amax / 127.0f;
+        const float inv = amax != 0.0f ? 1.0f / d[b] : 0.0f;
+        int32_t s = 0;
+        for (int j = 0; j < 32; ++j) {
+            q[j] = int8_t(std::nearbyint(x[j] * inv));  // the default rounding: half to even
+            s += q[j];
+        }
+        sum[b] = s;
+    }
+}
+
+// Element e of row r in a float tile column.
+template <TensorType T>
+float tile_element(const uint8_t* tile, size_t i, size_t r) {
+    if constexpr (T == TensorType::F32_T32) {
+        float f;
+        std::memcpy(&f, tile + (i * kTileRows + r) * 4, 4);
+        return f;
+    } else if constexpr (T == TensorType::F16_T32) {
+        return h16(tile + (i * kTileRows + r) * 2);
+    } else {
+        uint16_t h;
+        std::memcpy(&h, tile + (i * kTileRows + r) * 2, 2);
+        const uint32_t u = uint32_t(h) << 16;
+        float f;
+        std::memcpy(&f, &u, 4);
+        return f;
+    }
+}
+
+template <TensorType T>
+void gemv_float(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    for (size_t r = 0; r < kTileRows; ++r) out[r] = 0.0f;
+    for (size_t i = 0; i < k; ++i)
+        for (size_t r = 0; r < kTileRows; ++r) out[r] += tile_element<T>(tile, i, r) * x.f[i];
+}
+
+// q8_0, q4_0, q4_1: integer block sums, scaled as tile_dot.h states.
+template <TensorType T>
+void gemv_int8(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    constexpr bool q8 = T == TensorType::Q8_0_T32, q4_1 = T == TensorType::Q4_1_T32;
+    constexpr size_t bb = q8 ? 34 : q4_1 ? 20 : 18, header = q4_1 ? 128 : 64;
+    for (size_t r = 0; r < kTileRows; ++r) out[r] = 0.0f;
+    for (size_t b = 0; b < k / 32; ++b) {
+        const uint8_t* column = tile + b * kTileRows * bb;
+        const uint8_t* codes = column + header;
+        const int8_t* xq = x.q + b * 32;
+        for (size_t r = 0; r < kTileRows; ++r) {
+            int32_t s = 0;
+            if constexpr (q8) {
+                for (size_t c = 0; c < 8; ++c)
+                    for (size_t e = 0; e < 4; ++e) s += int8_t(codes[(c * kTileRows + r) * 4 + e]) * xq[c * 4 + e];
+            } else {
+                for (size_t j = 0; j < 4; ++j)
+                    for (size_t e = 0; e < 4; ++e) {
+                        const uint8_t byte = codes[(j * kTileRows + r) * 4 + e];
+                        s += (byte & 15) * xq[j * 4 + e] + (byte >> 4) * xq[16 + j * 4 + e];
+                    }
+                if constexpr (!q4_1) s -= 8 * x.sum[b];
+            }
+            out[r] = std::fma(float(s), h16(column + r * 2) * x.d[b], out[r]);
+            if constexpr (q4_1) out[r] = std::fma(h16(column + 64 + r * 2), x.d[b] * float(x.sum[b]), out[r]);
+        }
+    }
+}
+
+// q8_0, q4_0, q4_1 in fp32: per block, sum_j code * x_j, then the scale (tile_dot.h). Two
+// partial sums per row (q4: low and high nibbles; q8: bytes 0-1 and 2-3 of each chunk), added
+// at the end of the block: the AVX2 version's order exactly.
+template <TensorType T>
+void gemv_quant(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    constexpr bool q8 = T == TensorType::Q8_0_T32, q4_1 = T == TensorType::Q4_1_T32;
+    constexpr size_t bb = q8 ? 34 : q4_1 ? 20 : 18, header = q4_1 ? 128 : 64;
+    for (size_t r = 0; r < kTileRows; ++r) out[r] = 0.0f;
+    for (size_t b = 0; b < k / 32; ++b) {
+        const uint8_t* column = tile + b * kTileRows * bb;
+        const uint8_t* codes = column + header;
+        const float* xb = x.f + b * 32;
+        for (size_t r = 0; r < kTileRows; ++r) {
+            float sa = 0.0f, sb = 0.0f;
+            for (size_t c = 0; c < (q8 ? 8 : 4); ++c) {
+                const uint8_t* v = codes + (c * kTileRows + r) * 4;
+                if constexpr (q8) {
+                    sa = std::fma(float(int8_t(v[0])), xb[c * 4], sa);
+                    sb = std::fma(float(int8_t(v[2])), xb[c * 4 + 2], sb);
+                    sa = std::fma(float(int8_t(v[1])), xb[c * 4 + 1], sa);
+                    sb = std::fma(float(int8_t(v[3])), xb[c * 4 + 3], sb);
+                } else {
+                    for (size_t e = 0; e < 4; ++e) {
+                        sa = std::fma(float(v[e] & 15), xb[c * 4 + e], sa);
+                        sb = std::fma(float(v[e] >> 4), xb[16 + c * 4 + e], sb);
+                    }
+                }
+            }
+            float s = sa + sb;
+            if constexpr (!q8 && !q4_1) s = std::fma(-8.0f, x.fsum[b], s);
+            out[r] = std::fma(s, h16(column + r * 2), out[r]);
+            if constexpr (q4_1) out[r] = std::fma(h16(column + 64 + r * 2), x.fsum[b], out[r]);
+        }
+    }
+}
+
+// k-quants: each super-block dequantized (the traits table's decoder), then multiplied.
+template <TensorType Base>
+void gemv_superblocks(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    const TensorTypeTraits& t = type_traits(Base);
+    float w[256];
+    for (size_t r = 0; r < kTileRows; ++r) out[r] = 0.0f;
+    for (size_t b = 0; b < k / 256; ++b)
+        for (size_t r = 0; r < kTileRows; ++r) {
+            t.dequant(tile + (b * kTileRows + r) * t.block_bytes, w, 1);
+            float s = 0.0f;
+            for (size_t i = 0; i < 256; ++i) s += w[i] * x.f[b * 256 + i];
+            out[r] += s;
+        }
+}
+
+}  // namespace
+
+TileGemvFn tile_gemv_scalar(TensorType tiled, bool int8) {
+    using T = TensorType;
+    switch (tiled) {
+        case T::F32_T32: return int8 ? nullptr : gemv_float<T::F32_T32>;
+        case T::F16_T32: return int8 ? nullptr : gemv_float<T::F16_T32>;
+        case T::BF16_T32: return int8 ? nullptr : gemv_float<T::BF16_T32>;
+        case T::Q8_0_T32: return int8 ? gemv_int8<T::Q8_0_T32> : gemv_quant<T::Q8_0_T32>;
+        case T::Q4_0_T32: return int8 ? gemv_int8<T::Q4_0_T32> : gemv_quant<T::Q4_0_T32>;
+        case T::Q4_1_T32: return int8 ? gemv_int8<T::Q4_1_T32> : gemv_quant<T::Q4_1_T32>;
+        case T::Q4_K_T32: return int8 ? nullptr : gemv_superblocks<T::Q4_K>;
+        case T::Q5_K_T32: return int8 ? nullptr : gemv_superblocks<T::Q5_K>;
+        case T::Q6_K_T32: return int8 ? nullptr : gemv_superblocks<T::Q6_K>;
+        default: return nullptr;
+    }
+}
+
+bool tile_wants_block_sums(TensorType tiled) {
+    return tiled == TensorType::Q8_0_T32 || tiled == TensorType::Q4_0_T32 || tiled == TensorType::Q4_1_T32;
+}
+
+static TileGemvFn pick(TensorType tiled, bool int8) {
+    if (use_avx2())
+        if (TileGemvFn f = tile_gemv_avx2(tiled, int8)) return f;
+    return tile_gemv_scalar(tiled, int8);
+}
+
+TileGemvFn tile_gemv(TensorType tiled) { return pick(tiled, false); }
+TileGemvFn tile_gemv_i8(TensorType tiled) { return pick(tiled, true); }
+
+void block_sums(const float* x, size_t k, float* fsum) {
+    for (size_t b = 0; b < k / 32; ++b) {
+        float s = 0.0f;
+        for (size_t j = 0; j < 32; ++j) s += x[b * 32 + j];
+        fsum[b] = s;
+    }
+}
+
+QuantizeFn quantize_x_scalar() { return quantize_scalar; }
+
+void quantize_x(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
+    static const QuantizeFn f = use_avx2() ? quantize_x_avx2() : quantize_x_scalar();
+    f(x, k, q, d, sum);
+}
+
+}  // namespace akunu::cpu

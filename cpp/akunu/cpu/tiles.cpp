@@ -1,0 +1,75 @@
+// The tile layouts and the packing done at load.
+#include "akunu/cpu/tiles.h"
+
+#include <cstring>
+
+namespace akunu::cpu {
+
+namespace {
+
+using T = TensorType;
+
+const TileLayout kLayouts[] = {
+    {T::F32_T32, T::F32, 0, 4},       {T::F16_T32, T::F16, 0, 2},       {T::BF16_T32, T::BF16, 0, 2},
+    {T::Q8_0_T32, T::Q8_0, 1, 4},     {T::Q4_0_T32, T::Q4_0, 1, 4},     {T::Q4_1_T32, T::Q4_1, 2, 4},
+    {T::Q4_K_T32, T::Q4_K, 0, 144},   {T::Q5_K_T32, T::Q5_K, 0, 176},   {T::Q6_K_T32, T::Q6_K, 0, 210},
+};
+
+// Float types: column k of a tile is element k of its 32 rows.
+template <class E>
+void pack_elements(const uint8_t* src, size_t rows, size_t k, uint8_t* dst) {
+    for (size_t r = 0; r < rows; ++r) {
+        const E* row = reinterpret_cast<const E*>(src) + r * k;
+        E* tile = reinterpret_cast<E*>(dst) + r / kTileRows * k * kTileRows + r % kTileRows;
+        for (size_t i = 0; i < k; ++i) tile[i * kTileRows] = row[i];
+    }
+}
+
+}  // namespace
+
+const TileLayout* tile_layout_for(TensorType base) {
+    for (const TileLayout& l : kLayouts)
+        if (l.base == base) return &l;
+    return nullptr;
+}
+
+const TileLayout* tile_layout(TensorType tiled) {
+    for (const TileLayout& l : kLayouts)
+        if (l.tiled == tiled) return &l;
+    return nullptr;
+}
+
+size_t tile_bytes(const TileLayout& l, size_t k) {
+    const TensorTypeTraits& t = type_traits(l.base);
+    return k / t.block_size * t.block_bytes * kTileRows;
+}
+
+size_t tiled_bytes(const TileLayout& l, size_t rows, size_t k) {
+    return (rows + kTileRows - 1) / kTileRows * tile_bytes(l, k);
+}
+
+void pack_tiles(const TileLayout& l, const uint8_t* src, size_t rows, size_t k, uint8_t* dst) {
+    const TensorTypeTraits& t = type_traits(l.base);
+    const size_t blocks = k / t.block_size, bb = t.block_bytes;
+    const size_t header = l.header_fields * 2, chunks = (bb - header) / l.chunk_bytes;
+    const size_t tiles = (rows + kTileRows - 1) / kTileRows;
+    std::memset(dst, 0, tiled_bytes(l, rows, k));
+    if (t.block_size == 1) {
+        (bb == 4 ? pack_elements<uint32_t> : pack_elements<uint16_t>)(src, rows, k, dst);
+        return;
+    }
+    for (size_t tile = 0; tile < tiles; ++tile)
+        for (size_t r = 0; r < kTileRows && tile * kTileRows + r < rows; ++r) {
+            const uint8_t* row = src + (tile * kTileRows + r) * blocks * bb;
+            for (size_t b = 0; b < blocks; ++b) {
+                const uint8_t* block = row + b * bb;
+                uint8_t* column = dst + (tile * blocks + b) * kTileRows * bb;
+                for (size_t f = 0; f < l.header_fields; ++f) std::memcpy(column + f * 64 + r * 2, block + f * 2, 2);
+                for (size_t c = 0; c < chunks; ++c)
+                    std::memcpy(column + kTileRows * header + (c * kTileRows + r) * l.chunk_bytes,
+                                block + header + c * l.chunk_bytes, l.chunk_bytes);
+            }
+        }
+}
+
+}  // namespace akunu::cpu
