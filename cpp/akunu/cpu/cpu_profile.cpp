@@ -57,6 +57,7 @@ DeviceProfile cpu_profile() {
     p.fp16 = true;
     p.int8 = true;
     p.push_descriptors = true;
+    p.buffer_device_address = true;  // a buffer's address is its host pointer (Buffer::address)
     p.timestamps = false;
     p.heaps.push_back({ram, true, true});
     p.device_local_bytes = ram;
