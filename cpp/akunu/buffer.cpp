@@ -69,8 +69,6 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     Buffer b;
     b.device_ = std::move(device);
     if (b.device_->is_cpu()) {
-        AKUNU_CHECK(!addressable, "the CPU backend has no device addresses, which a KV cache in blocks needs; load with "
-                                  "the cache pre-allocated (kv_alloc \"full\") or on a Vulkan device");
         // Anonymous mappings are page-aligned and zero-filled; pages are touched on first use.
         void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED)
@@ -79,6 +77,7 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
         b.contents_ = mem;
         b.size_ = bytes;
         b.memory_bytes_ = bytes;
+        b.addressable_ = addressable;
         b.device_->on_allocate(bytes);
         return b;
     }
@@ -126,6 +125,8 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
 
 uint64_t Buffer::address() const {
     AKUNU_CHECK(addressable_, "Buffer::address: the buffer was not allocated addressable");
+    // The CPU kernels reach memory through host pointers: the address is the pointer itself.
+    if (device_->is_cpu()) return uint64_t(reinterpret_cast<uintptr_t>(contents_));
     VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
     info.buffer = handle_;
     return vkGetBufferDeviceAddress(device_->handle(), &info);

@@ -4,7 +4,8 @@
 // `contents` is the CPU pointer when the memory is host-visible (lavapipe, unified memory, or
 // ReBAR on NVIDIA, where all device memory is mappable) and null otherwise; write() and read()
 // then go through a staging buffer. On the CPU backend a Buffer is page-aligned, zeroed host
-// memory (no VkBuffer): contents is always set. A Buffer keeps its Device alive.
+// memory (no VkBuffer): contents is always set, and is its address. A Buffer keeps its Device
+// alive.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +26,8 @@ class Buffer {
 public:
     // Throws for 0 bytes and for sizes over the largest heap or allocation the device allows.
     // `addressable`: shaders may reach it through its device address (address()), as a KV
-    // cache in blocks is reached through its block table; needs bufferDeviceAddress.
+    // cache in blocks is reached through its block table; needs bufferDeviceAddress. On the
+    // CPU backend the address is the host pointer, contents().
     static Buffer allocate(std::shared_ptr<Device> device, size_t bytes, Residency residency = Residency::kAuto,
                            bool addressable = false);
     static Buffer allocate(std::shared_ptr<Device> device, const void* data, size_t bytes,

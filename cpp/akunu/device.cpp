@@ -27,56 +27,54 @@ static int preference_rank(DeviceType t) {
     }
 }
 
+// A device one can open: a Vulkan physical device, or (physical null) the CPU backend.
 struct Candidate {
     VkPhysicalDevice physical;
     DeviceProfile profile;
+    Backend backend() const { return physical ? Backend::kVulkan : Backend::kCpu; }
 };
 
-// Usable devices in order of preference; the sort is stable so driver order breaks ties.
-static std::vector<Candidate> candidates(const Instance& instance) {
-    std::vector<Candidate> out;
-    for (VkPhysicalDevice pd : instance.physical_devices()) {
-        VkPhysicalDeviceProperties props;
-        vkGetPhysicalDeviceProperties(pd, &props);
-        if (props.apiVersion < VK_API_VERSION_1_2) continue;  // akunu's kernels need Vulkan 1.2
-        out.push_back({pd, query_device_profile(pd)});
+// Every device, most preferred first: the usable Vulkan devices (Vulkan 1.2+; the sort is
+// stable so driver order breaks ties), then the CPU backend, which is always there. The
+// instance stays alive with the list, since the physical devices belong to it.
+struct Candidates {
+    std::shared_ptr<Instance> instance;  // null where Vulkan offers nothing
+    std::vector<Candidate> all;
+    std::string vulkan_error;            // why there is no Vulkan device, where there is none
+};
+
+static Candidates candidates() {
+    Candidates c;
+    try {
+        c.instance = Instance::get();
+        for (VkPhysicalDevice pd : c.instance->physical_devices()) {
+            VkPhysicalDeviceProperties props;
+            vkGetPhysicalDeviceProperties(pd, &props);
+            if (props.apiVersion < VK_API_VERSION_1_2) continue;  // akunu's kernels need Vulkan 1.2
+            c.all.push_back({pd, query_device_profile(pd)});
+        }
+        AKUNU_CHECK(!c.all.empty(), "no Vulkan 1.2 device found; akunu needs Vulkan 1.2 or newer "
+                                    "(Debian/Ubuntu: apt install mesa-vulkan-drivers for the CPU device lavapipe)");
+    } catch (const Error& e) {  // no loader, no driver, or no device with Vulkan 1.2
+        c.vulkan_error = e.what();
     }
-    AKUNU_CHECK(!out.empty(), "no Vulkan 1.2 device found; akunu needs Vulkan 1.2 or newer "
-                              "(Debian/Ubuntu: apt install mesa-vulkan-drivers for the CPU device lavapipe)");
-    std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    std::stable_sort(c.all.begin(), c.all.end(), [](const Candidate& a, const Candidate& b) {
         return preference_rank(a.profile.type) < preference_rank(b.profile.type);
     });
-    return out;
+    c.all.push_back({VK_NULL_HANDLE, cpu::cpu_profile()});
+    return c;
 }
 
 std::vector<DeviceInfo> list_devices() {
-    auto instance = Instance::get();
     std::vector<DeviceInfo> out;
     int i = 0;
-    for (auto& c : candidates(*instance)) out.push_back({i++, std::move(c.profile)});
+    for (auto& c : candidates().all) out.push_back({i++, c.backend(), std::move(c.profile)});
     return out;
 }
 
 static std::string lower(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     return s;
-}
-
-static const Candidate& select(const std::vector<Candidate>& all, const std::string& selector, const char* source) {
-    if (selector.empty()) return all.front();
-    const bool is_index = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
-    if (is_index) {
-        size_t i = std::stoul(selector);
-        if (i < all.size()) return all[i];
-    } else {
-        for (const auto& c : all)
-            if (lower(c.profile.name).find(lower(selector)) != std::string::npos) return c;
-    }
-    std::string message = std::string(source) + " '" + selector + "' matches no Vulkan device. Devices here:";
-    for (size_t i = 0; i < all.size(); ++i)
-        message += "\n  " + std::to_string(i) + ": " + all[i].profile.name + " (" + device_type_name(all[i].profile.type) + ")";
-    message += "\nGive an index or part of a name, or 'cpu' for akunu's CPU backend.";
-    throw Error(message);
 }
 
 // The selector in force: `selector`, else AKUNU_DEVICE; `source` names where it came from.
@@ -87,37 +85,51 @@ static std::string effective_selector(const std::string& selector, const char** 
     return from_env ? std::string(env) : selector;
 }
 
-// True when the selector names the native CPU backend, or when it names nothing and this
-// machine has no Vulkan device (no loader, no driver, or none with Vulkan 1.2).
-static bool wants_cpu(const std::string& sel) {
-    if (lower(sel) == "cpu") return true;
-    if (!sel.empty()) return false;
-    try {
-        candidates(*Instance::get());
-        return false;
-    } catch (const Error&) {
-        return true;
+// The position in c.all of the device a selector names: "" the first (the most preferred
+// Vulkan device, else the CPU backend), "cpu" the CPU backend, "vulkan" the first Vulkan
+// device, an index, or a case-insensitive substring of a name.
+static size_t select(const Candidates& c, const std::string& selector, const char* source) {
+    const std::vector<Candidate>& all = c.all;
+    const std::string sel = lower(selector);
+    if (sel.empty()) return 0;
+    if (sel == "cpu") return all.size() - 1;
+    if (sel == "vulkan") {
+        AKUNU_CHECK(all.front().backend() == Backend::kVulkan, std::string(source) + " 'vulkan': " + c.vulkan_error);
+        return 0;
     }
+    const bool is_index = std::all_of(sel.begin(), sel.end(), [](unsigned char ch) { return std::isdigit(ch); });
+    if (is_index) {
+        const size_t i = std::stoul(sel);
+        if (i < all.size()) return i;
+    } else {
+        for (size_t i = 0; i < all.size(); ++i)
+            if (lower(all[i].profile.name).find(sel) != std::string::npos) return i;
+    }
+    std::string message = std::string(source) + " '" + selector + "' matches no device. Devices here:";
+    for (size_t i = 0; i < all.size(); ++i)
+        message += "\n  " + std::to_string(i) + ": " + all[i].profile.name + " (" + device_type_name(all[i].profile.type) + ")";
+    if (!c.vulkan_error.empty()) message += "\nNo Vulkan device: " + c.vulkan_error;
+    message += "\nGive an index or part of a name, 'vulkan' for the best Vulkan device, or 'cpu' for akunu's CPU backend.";
+    throw Error(message);
 }
 
 DeviceInfo find_device(const std::string& selector) {
     const char* source;
     const std::string sel = effective_selector(selector, &source);
-    if (wants_cpu(sel)) return {-1, cpu::cpu_profile()};
-    auto instance = Instance::get();
-    auto all = candidates(*instance);
-    const Candidate& chosen = select(all, lower(sel) == "vulkan" ? "" : sel, source);
-    return {int(&chosen - all.data()), chosen.profile};
+    Candidates c = candidates();
+    const size_t i = select(c, sel, source);
+    return {int(i), c.all[i].backend(), std::move(c.all[i].profile)};
 }
 
 std::shared_ptr<Device> Device::create(const std::string& selector) {
     const char* source;
     const std::string sel = effective_selector(selector, &source);
-    if (wants_cpu(sel)) return std::shared_ptr<Device>(new Device());
-    auto instance = Instance::get();
-    auto all = candidates(*instance);
-    const Candidate& chosen = select(all, lower(sel) == "vulkan" ? "" : sel, source);
-    return std::shared_ptr<Device>(new Device(std::move(instance), chosen.physical));
+    // The CPU backend by name makes no Vulkan instance: it runs where no loader is installed.
+    if (lower(sel) == "cpu") return std::shared_ptr<Device>(new Device());
+    Candidates c = candidates();
+    const Candidate& chosen = c.all[select(c, sel, source)];
+    if (chosen.backend() == Backend::kCpu) return std::shared_ptr<Device>(new Device());
+    return std::shared_ptr<Device>(new Device(c.instance, chosen.physical));
 }
 
 // The CPU backend: no Vulkan objects at all, a profile describing this machine and the

@@ -28,15 +28,18 @@ namespace cpu { class ThreadPool; }
 enum class Backend { kVulkan, kCpu };
 
 // One entry of list_devices(): `index` is the position in that list, which is the order of
-// preference (discrete, integrated, virtual, CPU) and what AKUNU_DEVICE=<index> refers to.
+// preference (discrete, integrated, virtual, CPU Vulkan devices, then akunu's CPU backend) and
+// what AKUNU_DEVICE=<index> refers to.
 struct DeviceInfo {
     int index;
+    Backend backend;
     DeviceProfile profile;
 };
 
-// Every usable Vulkan device (Vulkan 1.2+), most preferred first. Throws when there is none.
+// Every usable Vulkan device (Vulkan 1.2+), most preferred first, then the CPU backend (the
+// last entry, always present: where no Vulkan device exists it is the only one).
 std::vector<DeviceInfo> list_devices();
-// The device Device::create(selector) would open, without opening it (index -1: the CPU backend).
+// The device Device::create(selector) would open, without opening it.
 DeviceInfo find_device(const std::string& selector = "");
 
 class Device : public std::enable_shared_from_this<Device> {
@@ -44,7 +47,7 @@ public:
     // `selector`: "" picks AKUNU_DEVICE if set, else the most preferred Vulkan device, else
     // (no Vulkan device here) the CPU backend; "cpu" is the native CPU backend, "vulkan" the
     // most preferred Vulkan device; otherwise an index into list_devices() or a
-    // case-insensitive substring of a device's name.
+    // case-insensitive substring of a device's name (the CPU backend's included).
     static std::shared_ptr<Device> create(const std::string& selector = "");
     ~Device();
     Device(const Device&) = delete;

@@ -170,8 +170,11 @@ static void appendf(std::string& out, const char* format, Args... args) {
 std::string DeviceProfile::describe() const {
     auto yn = [](bool b) { return b ? "yes" : "no"; };
     std::string s;
-    appendf(s, "%s (%s, %s, Vulkan %u.%u.%u)\n", name.c_str(), device_type_name(type), vendor.c_str(),
-            VK_API_VERSION_MAJOR(api_version), VK_API_VERSION_MINOR(api_version), VK_API_VERSION_PATCH(api_version));
+    if (api_version)
+        appendf(s, "%s (%s, %s, Vulkan %u.%u.%u)\n", name.c_str(), device_type_name(type), vendor.c_str(),
+                VK_API_VERSION_MAJOR(api_version), VK_API_VERSION_MINOR(api_version), VK_API_VERSION_PATCH(api_version));
+    else  // akunu's CPU backend: no Vulkan underneath
+        appendf(s, "%s (%s, %s, no Vulkan)\n", name.c_str(), device_type_name(type), vendor.c_str());
     appendf(s, "  driver            %s\n", driver.c_str());
     appendf(s, "  subgroup size     %u (arithmetic %s, shuffle %s, size control %s)\n", subgroup_size,
             yn(subgroup_arithmetic), yn(subgroup_shuffle), yn(subgroup_size_control));

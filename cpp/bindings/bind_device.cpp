@@ -6,6 +6,8 @@
 
 namespace akunu::py_bindings {
 
+static const char* backend_name(Backend b) { return b == Backend::kCpu ? "cpu" : "vulkan"; }
+
 static py::dict profile_dict(const DeviceProfile& p) {
     py::list heaps;
     for (const auto& h : p.heaps) {
@@ -63,16 +65,19 @@ DeviceClass init_device(py::module_& m) {
             for (const auto& info : list_devices()) {
                 py::dict d = profile_dict(info.profile);
                 d["index"] = info.index;
+                d["backend"] = backend_name(info.backend);
                 out.append(d);
             }
             return out;
         },
-        "Every usable Vulkan device, most preferred first, as dicts.");
+        "Every usable Vulkan device, most preferred first, then akunu's CPU backend (always the last\n"
+        "entry), as dicts of the profile plus 'index' (what Device(), Model(device=...) and\n"
+        "AKUNU_DEVICE take) and 'backend' ('vulkan' or 'cpu').");
 
     DeviceClass device_class(m, "Device");
     device_class
         .def(py::init([](const std::string& selector) { return Device::create(selector); }), py::arg("selector") = "",
-             "selector: an index into devices() or part of a device name; '' means AKUNU_DEVICE or the best")
+             "selector: an index into devices(), part of a device name, 'vulkan' or 'cpu'; '' means AKUNU_DEVICE or the best")
         .def(py::init([](int index) {
                  AKUNU_CHECK(index >= 0, "device index must be >= 0, got " + std::to_string(index));
                  return Device::create(std::to_string(index));
@@ -80,6 +85,8 @@ DeviceClass init_device(py::module_& m) {
              py::arg("index"))
         .def_property_readonly("profile", [](const Device& d) { return profile_dict(d.profile()); })
         .def_property_readonly("name", [](const Device& d) { return d.profile().name; })
+        .def_property_readonly("backend", [](const Device& d) { return backend_name(d.backend()); },
+                               "'vulkan', or 'cpu' for akunu's native CPU backend")
         .def_property_readonly("allocated_bytes", &Device::allocated_bytes)
         .def_property_readonly("live_buffers", &Device::live_buffers)
         .def_property_readonly("allocations_total", &Device::allocations_total)

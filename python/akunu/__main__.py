@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tokens", type=int, default=64, help="main job: tokens to generate")
     sub = parser.add_subparsers(dest="command")
     for name, help_text in (("info", "devices, then the kernel self-check"),
-                            ("devices", "the Vulkan devices and their profiles"),
+                            ("devices", "the devices (Vulkan, then akunu's CPU backend) and their profiles"),
                             ("selfcheck", "every kernel against NumPy")):
         sub.add_parser(name, help=help_text).set_defaults(run=_info)
     p = sub.add_parser("plan", help="will MODEL fit? (reads headers only)")

@@ -176,12 +176,13 @@ class Model:
     An encoder (bert) loads too, for embed() only: generate, eval, score and the KV-cache and
     scratch views raise akunu.Error on it; embed() on a causal language model raises as well."""
 
-    def __init__(self, path, context: int = 4096, device: str | int | None = None, progress: bool | None = None,
+    def __init__(self, path, context: int = 4096, device: str | int | dict | None = None, progress: bool | None = None,
                  chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16", kv_alloc: str = "full",
                  kv_ring: bool = False, batch_tokens: int = 0):
-        """device: an index into akunu.devices(), part of a Vulkan device's name, "vulkan" (the
-        best Vulkan device) or "cpu" (akunu's native CPU backend); None: AKUNU_DEVICE, else the
-        best Vulkan device, else the CPU backend when this machine has no Vulkan device.
+        """device: an entry of akunu.devices() or its index, part of a device's name, "vulkan"
+        (the best Vulkan device) or "cpu" (akunu's native CPU backend, the last entry of
+        devices()); None: AKUNU_DEVICE, else the best Vulkan device, else the CPU backend when
+        this machine has no Vulkan device.
         chain: decode steps per GPU submission (0: chosen from the device profile).
         prefill_chunk: prompt tokens per prefill submission (0: 512).
         kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
@@ -202,6 +203,8 @@ class Model:
         path = os.fspath(path)
         self.path = path
         bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
+        if isinstance(device, dict):  # an entry of akunu.devices()
+            device = device["index"]
         device = "" if device is None else str(device)
         encoder, arch = _is_encoder(path)
         # The engine validates and plans the model before it allocates anything; the tokenizer

@@ -1,8 +1,9 @@
-// The CPU backend's pieces: the device and its host buffers, the thread pool, the AVX2 row dots
-// against the scalar ones for every type, a GEMV recorded and replayed through a CommandList,
-// tile-major weights (GEMV and GEMM on tiles against the row-major reference, the integer-dot
-// paths bit for bit between AVX2 and scalar), and the error for a kernel without a CPU
-// implementation. (tests/python/test_cpu_backend.py
+// The CPU backend's pieces: the device and its host buffers (whose addresses are their host
+// pointers), the thread pool, the AVX2 row dots against the scalar ones for every type, a GEMV
+// recorded and replayed through a CommandList, tile-major weights (GEMV and GEMM on tiles
+// against the row-major reference, the integer-dot paths bit for bit between AVX2 and scalar),
+// the KV-cache kernels in blocks against the pre-allocated cache, and the error for a kernel
+// without a CPU implementation. (tests/python/test_cpu_backend.py
 // covers selection and the engine; the shared Python suites run every model test on the CPU.)
 #include <gtest/gtest.h>
 
@@ -14,7 +15,9 @@
 
 #include "akunu/buffer.h"
 #include "akunu/command_list.h"
+#include "akunu/cpu/cpu_kernel.h"
 #include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/kv_rows.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/thread_pool.h"
 #include "akunu/cpu/tile_dot.h"
@@ -24,6 +27,9 @@
 #include "akunu/error.h"
 #include "akunu/half.h"
 #include "akunu/kernels.h"
+#include "akunu/kv_cache.h"
+#include "akunu/shader_library.h"
+#include "vk_test.h"
 #include "params.h"
 
 namespace akunu::test {
@@ -260,6 +266,81 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
             ASSERT_EQ(dx, dx_avx) << name;
             ASSERT_EQ(sum, sum_avx) << name;
         }
+    }
+}
+
+// A buffer's device address on the CPU is its host pointer: the block tables hold pointers.
+TEST(CpuBackend, AddressableBuffersAreTheirHostPointers) {
+    auto d = cpu_device();
+    EXPECT_TRUE(d->profile().buffer_device_address);
+    Buffer b = Buffer::allocate(d, 4096, Residency::kAuto, true);
+    EXPECT_EQ(b.address(), uint64_t(reinterpret_cast<uintptr_t>(b.contents())));
+    Buffer plain = d->allocate(64);
+    EXPECT_THROW(plain.address(), Error);
+}
+
+// Every ring and block variant of kernels.cmake has a CPU kernel, registered with its layout.
+TEST(CpuBackend, EveryCacheLayoutVariantHasACpuKernel) {
+    int n = 0;
+    for (const std::string& name : kernel_names()) {
+        const bool ring = name.size() > 5 && name.compare(name.size() - 5, 5, "_ring") == 0;
+        const bool blocks = name.size() > 7 && name.compare(name.size() - 7, 7, "_blocks") == 0;
+        if (!ring && !blocks) continue;
+        const cpu::CpuKernel k = cpu::find_kernel(name);
+        EXPECT_EQ(cpu::cache_layout(k.variant), ring ? cpu::CacheLayout::kRing : cpu::CacheLayout::kBlocks) << name;
+        ++n;
+    }
+    EXPECT_EQ(n, 2 + 2 * 5 + 2 * 2 * 6);  // rope_kv, kv_store (5 formats), both attentions (6 formats)
+}
+
+// The cache writers (rope_kv, kv_store) and readers (attention_split, flash_attention) on a
+// cache in blocks against the pre-allocated cache: 20 tokens from position 246 cross the first
+// block boundary; the rows, the decode attention at 265 and the prefill attention agree bit for
+// bit, and the rows read back through the cache's own layout code (read_side).
+TEST(CpuBackend, CacheKernelsInBlocksMatchThePreallocatedCache) {
+    auto d = cpu_device();
+    ModelConfig c;
+    c.n_layers = 1;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = 16;
+    const uint32_t max_len = 600, rows = 20, pos = 246, q_dim = 4 * 16, row = q_dim + 2 * 2 * 16;
+    const std::vector<float> qkv = random_floats(rows * row, 11), q = random_floats(q_dim, 12);
+    const std::vector<float> cos = random_floats(max_len * 8, 13), sin = random_floats(max_len * 8, 14);
+    const StepState prefill{pos, 0, rows, 0}, decode{pos + rows - 1, 0, 1, 0};
+    Buffer cos_b = d->allocate(cos.data(), cos.size() * 4), sin_b = d->allocate(sin.data(), sin.size() * 4);
+    for (const KvDType dtype : {KvDType::kF16, KvDType::kQ8Int4}) {
+        KVCache full(d, c, int(max_len), dtype), blocks(d, c, int(max_len), dtype, true);
+        blocks.reserve(int(pos + rows));
+        ASSERT_EQ(blocks.blocks_allocated(), 2);
+        std::vector<float> results[2];
+        for (int b = 0; b < 2; ++b) {
+            const KVCache& kv = b ? blocks : full;
+            Buffer qkv_b = d->allocate(qkv.data(), qkv.size() * 4), q_b = d->allocate(q.data(), q.size() * 4);
+            Buffer step_p = d->allocate(&prefill, sizeof(prefill)), step_d = d->allocate(&decode, sizeof(decode));
+            Buffer partial = d->allocate(kernels::attention_partial_floats(4, 16, max_len) * 4);
+            Buffer out = d->allocate((rows + 1) * q_dim * 4);
+            const kernels::AttentionShape heads{4, 2, 16, max_len, 0, 0.25f, 0.0f};
+            CommandList cl(d);
+            cl.begin();
+            kernels::rope_kv(cl, &qkv_b, &cos_b, &sin_b, kv.bindings(0), &step_p, {4, 2, 16, max_len, true, true, rows});
+            kernels::flash_attention(cl, &qkv_b, kv.bindings(0), Binding(&out, q_dim * 4), &step_p, {heads, rows, row, q_dim});
+            kernels::attention(cl, &q_b, kv.bindings(0), &partial, Binding(&out, 0, q_dim * 4), &step_d, heads);
+            cl.end();
+            cl.submit_and_wait();
+            results[b].resize((rows + 1) * q_dim);
+            out.read(results[b].data(), results[b].size() * 4);
+        }
+        EXPECT_EQ(results[0], results[1]) << kv_dtype_name(dtype);
+        for (const float x : results[1]) ASSERT_TRUE(std::isfinite(x));
+        for (const bool values : {false, true})
+            for (const bool scales : {false, true}) {
+                if (scales && dtype == KvDType::kF16) continue;
+                const auto got = blocks.read_side(0, values, scales, int(pos + rows));
+                EXPECT_EQ(got, full.read_side(0, values, scales, int(pos + rows))) << values << scales;
+                // The written rows are not zero: the comparison is not between two empty caches.
+                EXPECT_NE(got, std::vector<uint8_t>(got.size(), 0));
+            }
     }
 }
 

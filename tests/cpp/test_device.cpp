@@ -23,6 +23,14 @@ TEST_F(DeviceTest, ListsDevicesInPreferenceOrder) {
     }
     for (size_t i = 1; i < devices.size(); ++i)  // discrete < integrated < virtual < cpu
         EXPECT_LE(int(devices[i - 1].profile.type), int(devices[i].profile.type));
+    // The Vulkan devices, then akunu's CPU backend.
+    ASSERT_GE(devices.size(), 2u);
+    for (size_t i = 0; i + 1 < devices.size(); ++i) EXPECT_EQ(devices[i].backend, Backend::kVulkan);
+    EXPECT_EQ(devices.back().backend, Backend::kCpu);
+    EXPECT_EQ(find_device("cpu").index, int(devices.size()) - 1);
+    EXPECT_TRUE(Device::create(std::to_string(devices.size() - 1))->is_cpu());
+    EXPECT_TRUE(Device::create(devices.back().profile.name)->is_cpu());
+    EXPECT_FALSE(Device::create("vulkan")->is_cpu());
 }
 
 TEST_F(DeviceTest, ValidationLayerIsOnUnderCtest) {
@@ -63,8 +71,9 @@ TEST_F(DeviceTest, UnknownSelectorListsTheDevices) {
         FAIL() << "expected akunu::Error";
     } catch (const Error& e) {
         const std::string what = e.what();
-        EXPECT_NE(what.find("matches no Vulkan device"), std::string::npos) << what;
+        EXPECT_NE(what.find("matches no device"), std::string::npos) << what;
         EXPECT_NE(what.find(list_devices().front().profile.name), std::string::npos) << what;
+        EXPECT_NE(what.find(list_devices().back().profile.name), std::string::npos) << what;
     }
     EXPECT_THROW(Device::create("999"), Error);
 }

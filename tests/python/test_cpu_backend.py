@@ -86,12 +86,6 @@ def test_profile_times_every_command_with_the_host_clock():
         assert any(r["kernel"].startswith("gemv" if tokens == 1 else "gemm") and r["ms"] > 0 for r in rows)
 
 
-def test_gpu_only_features_say_so():
-    with pytest.raises(akunu.Error, match=r"CPU backend has no device addresses.*kv_alloc \"full\""):
-        akunu.Model(require("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf"), context=64, device="cpu",
-                    kv_alloc="blocks", progress=False)
-
-
 def _decode_logits(path, **env) -> tuple[np.ndarray, str]:
     """Logits of every position of a code prompt, one decode step (GEMV) at a time."""
     with pytest.MonkeyPatch.context() as mp:

@@ -6,14 +6,17 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import akunu
+from fixture_paths import require
 
 
 def test_devices_lists_name_type_vendor_memory_features():
     devices = akunu.devices()
-    assert devices, "at least lavapipe must be present"
+    assert len(devices) >= 2, "at least lavapipe and the CPU backend must be present"
+    assert [d["backend"] for d in devices] == ["vulkan"] * (len(devices) - 1) + ["cpu"]
     for i, d in enumerate(devices):
         assert d["index"] == i
         assert d["name"]
@@ -36,7 +39,7 @@ def test_device_by_index_and_name(device):
     first = akunu.devices()[0]["name"]
     assert akunu.Device("0").name == first
     assert akunu.Device(0).name == first
-    with pytest.raises(akunu.Error, match="matches no Vulkan device"):
+    with pytest.raises(akunu.Error, match="matches no device"):
         akunu.Device(len(akunu.devices()))
     with pytest.raises(akunu.Error, match=">= 0"):
         akunu.Device(-1)
@@ -63,8 +66,30 @@ def test_unknown_akunu_device_lists_devices():
         AKUNU_DEVICE="no-such-device-qq",
     )
     assert r.returncode == 0, r.stderr
-    assert "AKUNU_DEVICE 'no-such-device-qq' matches no Vulkan device" in r.stdout
-    assert akunu.devices()[0]["name"] in r.stdout
+    assert "AKUNU_DEVICE 'no-such-device-qq' matches no device" in r.stdout
+    for d in akunu.devices():  # the CPU backend too, with its index
+        assert f"{d['index']}: {d['name']}" in r.stdout
+
+
+def test_the_cpu_backend_is_listed_last_and_selectable():
+    """devices() ends with akunu's CPU backend; its index, its name and the entry itself open it,
+    and a model loaded with it runs there (the same logits as device="cpu")."""
+    entry = akunu.devices()[-1]
+    assert entry["backend"] == "cpu" and entry["type"] == "cpu" and entry["name"].startswith("akunu CPU (")
+    assert entry["index"] == len(akunu.devices()) - 1
+    assert "no Vulkan" in entry["description"] and "Vulkan 0.0.0" not in entry["description"]
+    for selector in (entry["index"], str(entry["index"]), entry["name"], entry["name"].upper(), "cpu"):
+        d = akunu.Device(selector)
+        assert d.backend == "cpu" and d.name == entry["name"], selector
+    assert akunu.Device(0).backend == "vulkan" and akunu.Device("vulkan").backend == "vulkan"
+    path = require("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf")
+    ids = [1, 450, 1996, 17]
+    want = akunu.Model(path, context=64, device="cpu", progress=False).eval(ids).copy()
+    for device in (entry, entry["index"]):
+        m = akunu.Model(path, context=64, device=device, progress=False)
+        assert m._engine.device_name == entry["name"]
+        np.testing.assert_array_equal(m.eval(ids), want)
+    assert akunu.plan(path, context=64, device=entry["index"]).device == entry["name"]
 
 
 @pytest.mark.parametrize(
@@ -77,11 +102,13 @@ def test_unknown_akunu_device_lists_devices():
     ids=["no-loader", "no-driver"],
 )
 def test_missing_vulkan_is_a_clear_error_not_a_crash(env, expected):
+    """Without Vulkan, devices() lists the CPU backend alone and asking for Vulkan says why."""
     r = _run_python(
         """
         import akunu
+        print("DEVICES:", [(d["index"], d["backend"]) for d in akunu.devices()])
         try:
-            akunu.devices()
+            akunu.Device("vulkan")
         except akunu.Error as e:
             print("ERROR:", e)
         else:
@@ -91,4 +118,5 @@ def test_missing_vulkan_is_a_clear_error_not_a_crash(env, expected):
         **env,
     )
     assert r.returncode == 0, r.stderr  # the process did not crash
-    assert "ERROR:" in r.stdout and expected in r.stdout, r.stdout
+    assert "DEVICES: [(0, 'cpu')]" in r.stdout, r.stdout
+    assert "ERROR: device 'vulkan'" in r.stdout and expected in r.stdout, r.stdout

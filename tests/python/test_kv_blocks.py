@@ -2,7 +2,8 @@
 the same logits bit for bit (decode steps, chains, pipelined chains, prefill chunks across
 block boundaries, all-position logits) in every kv_dtype; blocks allocated only when a block
 boundary is crossed (ahead of a whole chain); memory growing by blocks as planned; views,
-truncate, save/load across layouts and fork."""
+truncate, save/load across layouts and fork. On the CPU backend the block tables hold host
+pointers."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +11,9 @@ import pytest
 
 import akunu
 from fixture_paths import require
+
+# Every test here runs on each backend (conftest.py `backend`).
+pytestmark = pytest.mark.usefixtures("backend")
 
 LLAMA = ("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf")
 GEMMA = ("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf")

@@ -13,6 +13,9 @@ import pytest
 import akunu
 from fixture_paths import FIXTURES, require
 
+# Every test here runs on each backend (conftest.py `backend`).
+pytestmark = pytest.mark.usefixtures("backend")
+
 GEMMA = ("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf")
 WINDOW = 32
 

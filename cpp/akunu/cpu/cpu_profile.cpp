@@ -64,6 +64,7 @@ DeviceProfile cpu_profile() {
     p.fp16 = true;
     p.int8 = true;
     p.push_descriptors = true;
+    p.buffer_device_address = true;  // a buffer's address is its host pointer (Buffer::address)
     p.timestamps = true;  // the host clock, between commands (CommandList::timestamp)
     p.timestamp_period_ns = 1.0;
     p.heaps.push_back({ram, true, true});

@@ -1,6 +1,8 @@
 // CPU attention kernels: RoPE with the KV-cache write (rope_kv, rope_only + kv_store for the
 // quantized formats), decode attention (attention_split + attention_merge) and prefill
 // attention (flash_attention), each with its .comp file's semantics and workgroup geometry.
+// Every cache kernel serves the three cache layouts (full, ring, blocks) through one row map
+// (kv_rows.h), as the GLSL kernels do through kv_rows.glsl.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -27,9 +29,9 @@ void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
     float* qkv = a.at<float>(0);
     const float* cos_t = a.at<const float>(1);
     const float* sin_t = a.at<const float>(2);
-    uint16_t* k_cache = a.at<uint16_t>(3);
-    uint16_t* v_cache = a.at<uint16_t>(4);
-    const bool rope_only = a.variant & kRopeOnly;
+    const bool rope_only = a.variant & kRopeOnly;  // bindings 3 and 4 are then a quantized cache, untouched
+    const KvRowMap k_rows = kv_row_map(a, 3, -1, p.max_len, p.n_kv_heads, kv_row_bytes(kKvF16, p.head_dim), false);
+    const KvRowMap v_rows = kv_row_map(a, 4, -1, p.max_len, p.n_kv_heads, kv_row_bytes(kKvF16, p.head_dim), false);
     const size_t half_dim = p.head_dim / 2, q_pairs = p.n_heads * half_dim, k_pairs = p.n_kv_heads * half_dim;
     const size_t q_dim = p.n_heads * p.head_dim, kv_dim = p.n_kv_heads * p.head_dim;
     const size_t per_row = q_pairs + k_pairs + kv_dim, rows = std::min(p.rows, step.n_tokens);
@@ -52,13 +54,13 @@ void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
                 x[base + ib] = x1;
             }
             if (is_k && !rope_only) {
-                const size_t at = (head * p.max_len + pos) * p.head_dim;
-                k_cache[at + ia] = float_to_half(x0);
-                k_cache[at + ib] = float_to_half(x1);
+                uint16_t* k = reinterpret_cast<uint16_t*>(k_rows.at(head, pos).data);
+                k[ia] = float_to_half(x0);
+                k[ib] = float_to_half(x1);
             }
         } else if (!rope_only) {
             const size_t e2 = i - q_pairs - k_pairs, head = e2 / p.head_dim, d = e2 % p.head_dim;
-            v_cache[(head * p.max_len + pos) * p.head_dim + d] = float_to_half(x[q_dim + kv_dim + e2]);
+            reinterpret_cast<uint16_t*>(v_rows.at(head, pos).data)[d] = float_to_half(x[q_dim + kv_dim + e2]);
         }
     }
 }
@@ -66,9 +68,12 @@ void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
 // kv_store: one item per (token row, K or V, kv head, packed word), 64 items per workgroup.
 void kv_store(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<RopeKvParams>();
-    const auto& step = *a.at<const StepState>(5);
+    // In blocks the scales sit in the blocks: no scale bindings, and the step follows the tables.
+    const auto& step = *a.at<const StepState>(cache_layout(a.variant) == CacheLayout::kBlocks ? 3 : 5);
     const float* qkv = a.at<const float>(0);
     const uint32_t kf = k_format(a), vf = v_format(a);
+    const KvRowMap k_rows = kv_row_map(a, 1, 3, p.max_len, p.n_kv_heads, kv_row_bytes(kf, p.head_dim), true);
+    const KvRowMap v_rows = kv_row_map(a, 2, 4, p.max_len, p.n_kv_heads, kv_row_bytes(vf, p.head_dim), true);
     const size_t k_words_row = p.head_dim / kv_per_word(kf), v_words_row = p.head_dim / kv_per_word(vf);
     const size_t k_side = p.n_kv_heads * k_words_row, per_token = k_side + p.n_kv_heads * v_words_row;
     const size_t rows = std::min(p.rows, step.n_tokens);
@@ -87,17 +92,17 @@ void kv_store(const CpuArgs& a, size_t begin, size_t end) {
         const uint32_t per = kv_per_word(f);
         uint32_t packed = 0;
         for (uint32_t j = 0; j < per; ++j) packed |= kv_encode(src[w * per + j] * inv, f) << (j * kv_bits(f));
-        const size_t cache_row = head * p.max_len + step.pos + row;
-        uint32_t* words_out = a.at<uint32_t>(is_v ? 2 : 1);
-        uint16_t* scales = a.at<uint16_t>(is_v ? 4 : 3);
-        words_out[cache_row * words + w] = packed;
-        if (w == 0) scales[cache_row] = scale;
+        const KvRowMap::Row out = (is_v ? v_rows : k_rows).at(head, step.pos + row);
+        reinterpret_cast<uint32_t*>(out.data)[w] = packed;
+        if (w == 0) *out.scale = scale;
     }
 }
 
-KvSide side(const CpuArgs& a, bool v, uint32_t head_dim) {
+// The K (binding 1, scales 5) or V (2, scales 6) side an attention kernel reads.
+KvSide side(const CpuArgs& a, bool v, const AttentionParams& p) {
     const uint32_t f = v ? v_format(a) : k_format(a);
-    return {a.b[v ? 2 : 1], f == kKvF16 ? nullptr : a.at<const uint16_t>(v ? 6 : 5), f, head_dim};
+    return {kv_row_map(a, v ? 2 : 1, v ? 6 : 5, p.cache_rows, p.n_kv_heads, kv_row_bytes(f, p.head_dim), f != kKvF16), f,
+            p.head_dim};
 }
 
 // attention_split: workgroup (query head, chunk of AKUNU_ATTENTION_CHUNK cache rows) writes the
@@ -107,7 +112,7 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     const auto& step = *a.at<const StepState>(4);
     const float* q = a.at<const float>(0);
     float* partial = a.at<float>(3);
-    const KvSide K = side(a, false, p.head_dim), V = side(a, true, p.head_dim);
+    const KvSide K = side(a, false, p), V = side(a, true, p);
     const size_t pos = step.pos;
     const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
     float weight[AKUNU_ATTENTION_CHUNK], acc[AKUNU_ATTENTION_CHUNK], kv_row[AKUNU_ATTENTION_CHUNK];
@@ -117,7 +122,6 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
         const size_t kvh = h / (p.n_heads / p.n_kv_heads), cb = chunk * AKUNU_ATTENTION_CHUNK;
         if (cb > pos || cb + AKUNU_ATTENTION_CHUNK <= first) continue;
         const float* qh = q + h * p.head_dim;
-        const size_t kv_base = kvh * p.max_len;
         float m = kNegInf;
         for (size_t r = 0; r < AKUNU_ATTENTION_CHUNK; ++r) {
             const size_t t = cb + r;
@@ -125,10 +129,11 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
                 weight[r] = kNegInf;
                 continue;
             }
-            K.row(kv_base + t, kv_row, to_float);
+            const KvRowMap::Row kr = K.rows.at(kvh, t);
+            K.values(kr, kv_row, to_float);
             float d = 0.0f;
             for (uint32_t i = 0; i < p.head_dim; ++i) d += qh[i] * kv_row[i];
-            d *= K.scale(kv_base + t);
+            d *= K.scale(kr);
             d *= p.scale;
             if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
             weight[r] = d;
@@ -139,13 +144,13 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
             const bool valid = weight[r] > kNegInf;
             const float e = valid ? std::exp(weight[r] - m) : 0.0f;
             l += e;
-            weight[r] = valid ? e * V.scale(kv_base + cb + r) : 0.0f;
+            weight[r] = valid ? e * V.scale(V.rows.at(kvh, cb + r)) : 0.0f;
         }
         const size_t rows = std::min<size_t>(AKUNU_ATTENTION_CHUNK, pos + 1 - cb);
         std::fill(acc, acc + p.head_dim, 0.0f);
         for (size_t j = 0; j < rows; ++j) {
             if (weight[j] == 0.0f) continue;
-            V.row(kv_base + cb + j, kv_row, to_float);
+            V.values(V.rows.at(kvh, cb + j), kv_row, to_float);
             for (uint32_t i = 0; i < p.head_dim; ++i) acc[i] += weight[j] * kv_row[i];
         }
         float* out = partial + (h * p.n_chunks + chunk) * (p.head_dim + 2);
@@ -192,7 +197,7 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     const auto& step = *a.at<const StepState>(4);
     const float* q = a.at<const float>(0);
     float* out_data = a.at<float>(3);
-    const KvSide K = side(a, false, p.head_dim), V = side(a, true, p.head_dim);
+    const KvSide K = side(a, false, p), V = side(a, true, p);
     const size_t n = std::min(fp.rows, step.n_tokens), hd = p.head_dim;
     auto first_key = [&](size_t pos) -> size_t { return p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0; };
     float o[AKUNU_FLASH_MAX_HEAD_DIM], s[AKUNU_FLASH_KEYS], kv_row[AKUNU_FLASH_MAX_HEAD_DIM];
@@ -200,7 +205,7 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     for (size_t g = begin; g < end; ++g) {
         const size_t block = (g % a.groups[0]) * AKUNU_FLASH_ROWS, h = g / a.groups[0];
         if (block >= n) continue;
-        const size_t kvh = h / (p.n_heads / p.n_kv_heads), kv_base = kvh * p.max_len;
+        const size_t kvh = h / (p.n_heads / p.n_kv_heads);
         for (size_t row = block; row < std::min(block + AKUNU_FLASH_ROWS, n); ++row) {
             const float* qv = q + row * fp.q_stride + h * hd;
             const size_t pos = step.pos + row, my_first = first_key(pos);
@@ -210,11 +215,11 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
                 const size_t tile = std::min<size_t>(AKUNU_FLASH_KEYS, pos + 1 - t0);
                 float tile_max = kNegInf;
                 for (size_t j = 0; j < tile; ++j) {
-                    const size_t r = kv_base + t0 + j;
-                    K.row(r, kv_row, to_float);
+                    const KvRowMap::Row kr = K.rows.at(kvh, t0 + j);
+                    K.values(kr, kv_row, to_float);
                     float d = 0.0f;
                     for (size_t i = 0; i < hd; ++i) d += qv[i] * kv_row[i];
-                    d *= p.scale * K.scale(r);
+                    d *= p.scale * K.scale(kr);
                     if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
                     s[j] = d;
                     tile_max = std::max(tile_max, d);
@@ -224,11 +229,11 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
                 l *= correction;
                 for (size_t i = 0; i < hd; ++i) o[i] *= correction;
                 for (size_t j = 0; j < tile; ++j) {
-                    const size_t r = kv_base + t0 + j;
+                    const KvRowMap::Row vr = V.rows.at(kvh, t0 + j);
                     const float w = std::exp(s[j] - m_new);
                     l += w;
-                    const float wv = w * V.scale(r);
-                    V.row(r, kv_row, to_float);
+                    const float wv = w * V.scale(vr);
+                    V.values(vr, kv_row, to_float);
                     for (size_t i = 0; i < hd; ++i) o[i] += wv * kv_row[i];
                 }
                 m = m_new;
@@ -245,13 +250,19 @@ void register_attention(void (*add_row)(const KernelRow&)) {
     struct Fmt { const char* suffix; uint32_t k, v; };
     const Fmt formats[] = {{"", kKvF16, kKvF16},     {"_q8", kKvQ8, kKvQ8},        {"_int4", kKvInt4, kKvInt4},
                            {"_fp4", kKvFp4, kKvFp4}, {"_q8_int4", kKvQ8, kKvInt4}, {"_q8_fp4", kKvQ8, kKvFp4}};
-    for (const Fmt& f : formats) {
-        const uint32_t variant = f.k | (f.v << 8);
-        add_row({("attention_split" + std::string(f.suffix)).c_str(), {attention_split, variant, 1}});
-        add_row({("flash_attention" + std::string(f.suffix)).c_str(), {flash_attention, variant, 1}});
-        if (f.k != kKvF16) add_row({("kv_store" + std::string(f.suffix)).c_str(), {kv_store, variant, 16}});
+    struct Layout { const char* suffix; CacheLayout layout; };
+    const Layout layouts[] = {{"", CacheLayout::kFull}, {"_ring", CacheLayout::kRing}, {"_blocks", CacheLayout::kBlocks}};
+    for (const Layout& l : layouts) {
+        const uint32_t at = uint32_t(l.layout) << kCacheLayoutShift;
+        for (const Fmt& f : formats) {
+            const uint32_t variant = f.k | (f.v << 8) | at;
+            const std::string name = std::string(f.suffix) + l.suffix;  // "_q8_int4_blocks"
+            add_row({("attention_split" + name).c_str(), {attention_split, variant, 1}});
+            add_row({("flash_attention" + name).c_str(), {flash_attention, variant, 1}});
+            if (f.k != kKvF16) add_row({("kv_store" + name).c_str(), {kv_store, variant, 16}});
+        }
+        add_row({("rope_kv" + std::string(l.suffix)).c_str(), {rope_kv, at, 16}});
     }
-    add_row({"rope_kv", {rope_kv, 0, 16}});
     add_row({"rope_only", {rope_kv, kRopeOnly, 16}});
     add_row({"attention_merge", {attention_merge, 0, 1}});
 }

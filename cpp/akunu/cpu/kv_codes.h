@@ -1,12 +1,14 @@
 // The KV-cache storage formats on the CPU, as shaders/include/kv_format.glsl defines them:
 // f16 values, or per-row packed codes (q8, int4, fp4) in 32-bit words with one f16 scale per
 // row. A format id is 0 (f16) or KV_Q8 = 1, KV_INT4 = 2, KV_FP4 = 3; CPU kernel variants carry
-// the K format in bits 0-7 and the V format in bits 8-15.
+// the K format in bits 0-7 and the V format in bits 8-15 (and the layout higher, kv_rows.h).
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
+#include "akunu/cpu/kv_rows.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/half.h"
 
@@ -43,24 +45,26 @@ inline uint32_t kv_encode(float y, uint32_t f) {
     return uint32_t(int32_t(r)) & (f == kKvInt4 ? 0xFu : 0xFFu);
 }
 
-// Reads cache rows of one side (K or V) of either format: a row's values without the row
-// scale, and the row scale (1 for f16).
+// Bytes of one row's values (f16) or packed codes.
+inline size_t kv_row_bytes(uint32_t f, uint32_t head_dim) { return f == kKvF16 ? head_dim * 2u : head_dim / kv_per_word(f) * 4u; }
+
+// Reads cache rows of one side (K or V) of any format and layout: a row's values without the
+// row scale, and the row scale (1 for f16).
 struct KvSide {
-    const uint8_t* data;
-    const uint16_t* scales;  // null for f16
+    KvRowMap rows;
     uint32_t format;
     uint32_t head_dim;
 
-    float scale(size_t row) const { return format == kKvF16 ? 1.0f : half_to_float(scales[row]); }
+    float scale(const KvRowMap::Row& r) const { return r.scale ? half_to_float(*r.scale) : 1.0f; }
 
     // All head_dim values of a row, without the row scale. `to_float` is half_row().
-    void row(size_t r, float* out, HalfRowFn to_float) const {
+    void values(const KvRowMap::Row& r, float* out, HalfRowFn to_float) const {
         if (format == kKvF16) {
-            to_float(reinterpret_cast<const uint16_t*>(data) + r * head_dim, out, head_dim);
+            to_float(reinterpret_cast<const uint16_t*>(r.data), out, head_dim);
             return;
         }
         const uint32_t per = kv_per_word(format);
-        const uint32_t* words = reinterpret_cast<const uint32_t*>(data) + r * (head_dim / per);
+        const uint32_t* words = reinterpret_cast<const uint32_t*>(r.data);
         for (uint32_t i = 0; i < head_dim; ++i) out[i] = kv_code(words[i / per], i % per, format);
     }
 };
