@@ -3,6 +3,7 @@
 // reports those instruction sets, so the library still runs on processors without them.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "akunu/cpu/row_dot.h"
@@ -120,53 +121,33 @@ float dot_q4_1(const uint8_t* row, const float* x, size_t k) {
     return hsum(_mm256_add_ps(acc, xsum));
 }
 
-// Register block: 4 X rows x 32 columns (16 accumulators); per k, 4 loads of wt and 4
-// broadcasts of x feed 16 FMAs.
-void gemm_tile(const float* wt, size_t n, const float* x, size_t ldx, size_t m, size_t k, float* acc) {
-    for (size_t j0 = 0; j0 < n; j0 += 32) {
-        size_t i0 = 0;
-        for (; i0 + 4 <= m; i0 += 4) {
-            // Written out so that the 16 accumulators stay in registers.
-            float* a0 = acc + i0 * 64 + j0;
-            float *a1 = a0 + 64, *a2 = a1 + 64, *a3 = a2 + 64;
-            __m256 c00 = _mm256_loadu_ps(a0), c01 = _mm256_loadu_ps(a0 + 8), c02 = _mm256_loadu_ps(a0 + 16), c03 = _mm256_loadu_ps(a0 + 24);
-            __m256 c10 = _mm256_loadu_ps(a1), c11 = _mm256_loadu_ps(a1 + 8), c12 = _mm256_loadu_ps(a1 + 16), c13 = _mm256_loadu_ps(a1 + 24);
-            __m256 c20 = _mm256_loadu_ps(a2), c21 = _mm256_loadu_ps(a2 + 8), c22 = _mm256_loadu_ps(a2 + 16), c23 = _mm256_loadu_ps(a2 + 24);
-            __m256 c30 = _mm256_loadu_ps(a3), c31 = _mm256_loadu_ps(a3 + 8), c32 = _mm256_loadu_ps(a3 + 16), c33 = _mm256_loadu_ps(a3 + 24);
-            const float* x0 = x + i0 * ldx;
-            const float *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
-            for (size_t kk = 0; kk < k; ++kk) {
-                const float* w = wt + kk * 64 + j0;
-                const __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8), w2 = _mm256_load_ps(w + 16),
-                             w3 = _mm256_load_ps(w + 24);
-                __m256 xv = _mm256_broadcast_ss(x0 + kk);
-                c00 = _mm256_fmadd_ps(xv, w0, c00), c01 = _mm256_fmadd_ps(xv, w1, c01);
-                c02 = _mm256_fmadd_ps(xv, w2, c02), c03 = _mm256_fmadd_ps(xv, w3, c03);
-                xv = _mm256_broadcast_ss(x1 + kk);
-                c10 = _mm256_fmadd_ps(xv, w0, c10), c11 = _mm256_fmadd_ps(xv, w1, c11);
-                c12 = _mm256_fmadd_ps(xv, w2, c12), c13 = _mm256_fmadd_ps(xv, w3, c13);
-                xv = _mm256_broadcast_ss(x2 + kk);
-                c20 = _mm256_fmadd_ps(xv, w0, c20), c21 = _mm256_fmadd_ps(xv, w1, c21);
-                c22 = _mm256_fmadd_ps(xv, w2, c22), c23 = _mm256_fmadd_ps(xv, w3, c23);
-                xv = _mm256_broadcast_ss(x3 + kk);
-                c30 = _mm256_fmadd_ps(xv, w0, c30), c31 = _mm256_fmadd_ps(xv, w1, c31);
-                c32 = _mm256_fmadd_ps(xv, w2, c32), c33 = _mm256_fmadd_ps(xv, w3, c33);
-            }
-            _mm256_storeu_ps(a0, c00), _mm256_storeu_ps(a0 + 8, c01), _mm256_storeu_ps(a0 + 16, c02), _mm256_storeu_ps(a0 + 24, c03);
-            _mm256_storeu_ps(a1, c10), _mm256_storeu_ps(a1 + 8, c11), _mm256_storeu_ps(a1 + 16, c12), _mm256_storeu_ps(a1 + 24, c13);
-            _mm256_storeu_ps(a2, c20), _mm256_storeu_ps(a2 + 8, c21), _mm256_storeu_ps(a2 + 16, c22), _mm256_storeu_ps(a2 + 24, c23);
-            _mm256_storeu_ps(a3, c30), _mm256_storeu_ps(a3 + 8, c31), _mm256_storeu_ps(a3 + 16, c32), _mm256_storeu_ps(a3 + 24, c33);
-        }
-        for (; i0 < m; ++i0) {
-            __m256 c[4];
-            for (int b = 0; b < 4; ++b) c[b] = _mm256_loadu_ps(acc + i0 * 64 + j0 + 8 * b);
-            for (size_t kk = 0; kk < k; ++kk) {
-                const __m256 xv = _mm256_broadcast_ss(x + i0 * ldx + kk);
-                for (int b = 0; b < 4; ++b) c[b] = _mm256_fmadd_ps(xv, _mm256_load_ps(wt + kk * 64 + j0 + 8 * b), c[b]);
-            }
-            for (int b = 0; b < 4; ++b) _mm256_storeu_ps(acc + i0 * 64 + j0 + 8 * b, c[b]);
+// Register block: 6 X rows x 16 columns, 12 accumulators + 2 weight vectors + 1 broadcast =
+// 15 of the 16 ymm registers (a bigger block spills accumulators to the stack). Per k, 2 loads
+// and 6 broadcasts feed 12 FMAs. The loops over the block are unrolled so that the
+// accumulators live in registers.
+template <int M>
+void gemm_block(const float* wt, const float* x, size_t ldx, size_t k, float* acc) {
+    __m256 c[M][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < M; ++i) c[i][0] = _mm256_loadu_ps(acc + i * 64), c[i][1] = _mm256_loadu_ps(acc + i * 64 + 8);
+    for (size_t kk = 0; kk < k; ++kk) {
+        const __m256 w0 = _mm256_load_ps(wt + kk * 64), w1 = _mm256_load_ps(wt + kk * 64 + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < M; ++i) {
+            const __m256 xv = _mm256_broadcast_ss(x + i * ldx + kk);
+            c[i][0] = _mm256_fmadd_ps(xv, w0, c[i][0]);
+            c[i][1] = _mm256_fmadd_ps(xv, w1, c[i][1]);
         }
     }
+#pragma GCC unroll 6
+    for (int i = 0; i < M; ++i) _mm256_storeu_ps(acc + i * 64, c[i][0]), _mm256_storeu_ps(acc + i * 64 + 8, c[i][1]);
+}
+
+void gemm_tile(const float* wt, size_t n, const float* x, size_t ldx, size_t m, size_t k, float* acc) {
+    using Block = void (*)(const float*, const float*, size_t, size_t, float*);
+    static constexpr Block blocks[7] = {nullptr, gemm_block<1>, gemm_block<2>, gemm_block<3>, gemm_block<4>, gemm_block<5>, gemm_block<6>};
+    for (size_t j0 = 0; j0 < n; j0 += 16)
+        for (size_t i0 = 0; i0 < m; i0 += 6) blocks[std::min<size_t>(6, m - i0)](wt + j0, x + i0 * ldx, ldx, k, acc + i0 * 64 + j0);
 }
 
 // The k-quants: each 256-element super-block dequantized by the table's (scalar) decoder, then
