@@ -113,3 +113,20 @@ def test_int8_activations_mode_stays_close_to_the_exact_one():
         mp.setenv("AKUNU_CPU_INT8", "1")
         assert "int8 activations" in akunu.Device("cpu").profile["name"]
         assert akunu.Device("cpu").profile["cpu_int8_dot"]
+
+
+def test_weights_are_tiles_and_a_tied_embedding_is_kept_twice():
+    """Seed 001's layout: projection matrices in 32-row tiles, the embedding row-major for the
+    lookup and, when the head is tied to it (gemma3), a second time in tiles for the head."""
+    path = str(require("tiny-gemma3-random", "gguf", "tiny-gemma3-random-q8_0.gguf"))
+    gpu = dict(akunu.plan(path, context=64, check_device=False).weights_by_dtype)
+    cpu = dict(akunu.plan(path, context=64, device="cpu").weights_by_dtype)
+    m = akunu.Model(path, context=64, device="cpu", progress=False)
+    table = m.dispatch_table()
+    embedding = table[0]["bindings"][0][0]
+    assert table[0]["kernel"] == "embed_q8_0" and cpu["Q8_0"] == embedding  # row-major, for lookups
+    assert cpu["Q8_0_T32"] == gpu["Q8_0"]  # every matrix in tiles, the embedding among them again
+    assert sum(cpu.values()) == sum(gpu.values()) + embedding == m.memory_report()["weights"][1]
+    head = [c for c in table if c["label"] == "output"]
+    assert [c["kernel"] for c in head] == ["gemv_q8_0_t32"] and head[0]["bindings"][0][0] == embedding
+    assert all(c["kernel"].endswith("_t32") for c in table if c["kernel"].startswith("gemv"))
