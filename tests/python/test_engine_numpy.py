@@ -55,27 +55,30 @@ def test_random_llama_matches_numpy_float64(tmp_path_factory, wtype):
 
 
 def test_cpu_int8_activations_stay_near_numpy_float64(tmp_path_factory, backend, monkeypatch):
-    """AKUNU_CPU_INT8=1: q4_0 GEMVs round x to 8 bits per block of 32 and use integer dot
-    products (tests/cpp checks the kernels exactly against that rounding); q8_0 keeps its fp32
-    GEMV, which is faster there. Measured on the tiny q4_0 model: max |dlogit| 0.3 % of the
+    """AKUNU_CPU_INT8=1: q4_0 GEMVs and GEMMs round x to 8 bits per block of 32 and use
+    integer dot products (tests/cpp checks the kernels exactly against that rounding); q8_0
+    keeps its fp32 products, which are faster there. Measured on the tiny q4_0 model: max |dlogit| 0.3 % of the
     logit scale, against 0.03 % in fp32; the bound leaves 3x room, and the error must not be
     the fp32 one (the mode is on)."""
     if backend != "cpu":
         pytest.skip("the int8 mode belongs to the CPU backend")
     ids = [1, 17, 300, 5, 999, 42, 7]
 
-    def decode(path, int8):
+    def decode(path, int8, prefill=False):
         monkeypatch.setenv("AKUNU_CPU_INT8", "1" if int8 else "0")
         m = akunu.Model(path, context=64, progress=False)
         assert ("int8 activations" in m._engine.device_name) == int8
+        if prefill:  # the GEMMs, one chunk
+            return m.eval(ids, all_logits=True)
         return np.stack([m.eval([i]).copy() for i in ids])
 
     q4 = random_gguf(tmp_path_factory, "q4_0")
     want = NumpyLlama(str(q4)).logits(ids)
-    exact, int8 = decode(q4, False), decode(q4, True)
+    exact = decode(q4, False)
     scale = np.abs(want).max()
-    assert 0 < np.abs(int8 - exact).max() and np.abs(int8 - want).max() <= 1e-2 * scale
-    assert np.array_equal(int8.argmax(1), want.argmax(1))
+    for int8 in (decode(q4, True), decode(q4, True, prefill=True)):
+        assert 0 < np.abs(int8 - exact).max() and np.abs(int8 - want).max() <= 1e-2 * scale
+        assert np.array_equal(int8.argmax(1), want.argmax(1))
     q8 = random_gguf(tmp_path_factory, "q8_0")
     assert np.array_equal(decode(q8, True), decode(q8, False))
 
