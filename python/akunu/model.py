@@ -184,7 +184,7 @@ class Model:
         devices()); None: AKUNU_DEVICE, else the best Vulkan device, else the CPU backend when
         this machine has no Vulkan device.
         chain: decode steps per GPU submission (0: chosen from the device profile).
-        prefill_chunk: prompt tokens per prefill submission (0: 512).
+        prefill_chunk: prompt tokens per prefill submission (0: 512; 128 on the CPU backend).
         kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
         position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1), or keys in q8 and values in
         4 bits, "q8/int4" or "q8/fp4" (docs/kv-quality.md compares them); see KVCacheView.
