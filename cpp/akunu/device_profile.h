@@ -52,6 +52,9 @@ struct DeviceProfile {
     // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
     // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
     bool gemm_coopmat = false;
+    // The integer-dot GEMV of Q8_0/Q4_0/Q4_1 (gemv_dot.comp): integer dot products, and
+    // subgroups of 8 or more with shuffles; AKUNU_NO_INT_DOT=1 turns it off.
+    bool gemv_int_dot = false;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
     bool buffer_device_address = false;  // core in 1.2, optional: a KV cache in blocks needs it

@@ -210,9 +210,9 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     };
     // The input of the projections after a pre-norm of `x` (n_rows rows): normed once into
     // `normed` for GEMMs, or folded into each GEMV that reads it, which reads all of x anyway (one dispatch and one barrier fewer per norm). Measured on the H200, folding
-    // speeds float weights up (7b f16 161 -> 176 tok/s) and slows block formats down (7b q4_0
-    // 179 -> 158: their GEMV reads x once per row and block, and the norm weight doubles those
-    // loads), so block-quantized projections keep the separate norm.
+    // speeds float weights up (7b f16 161 -> 176 tok/s) and slowed the float path of the block
+    // formats down (7b q4_0 179 -> 158: it reads x once per row and block, and the norm weight
+    // doubles those loads), so those keep the separate norm (kernels::gemv_folds_norm).
     struct NormedInput {
         Binding x;
         std::optional<kernels::GemvNorm> norm;
@@ -220,7 +220,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     };
     auto pre_norm = [&](const Weight& w, TensorType projection_type, const Buffer& x, const Buffer& normed, size_t n_rows,
                         bool read_by_gemv) -> NormedInput {
-        if (!read_by_gemv || type_traits(projection_type).block_size > 1) {
+        if (!read_by_gemv || !kernels::gemv_folds_norm(t.device().profile(), projection_type, dim)) {
             kernels::rmsnorm(t, x, w.buffer, normed, DType::kF32, n_rows, dim, c.norm_eps, norm_offset);
             return {Binding(normed), std::nullopt};
         }
