@@ -10,6 +10,12 @@
 
 namespace akunu {
 
+bool int8_activations_requested() {
+    const char* env = std::getenv("AKUNU_INT8");
+    return env && *env && std::string(env) != "0";
+}
+
+
 const char* device_type_name(DeviceType type) {
     switch (type) {
         case DeviceType::kDiscrete: return "discrete";
@@ -116,6 +122,10 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     const char* no_coopmat = std::getenv("AKUNU_NO_COOPMAT");
     p.gemm_coopmat = has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && p.fp16 && p.subgroup_size == 32 &&
                      !(no_coopmat && *no_coopmat && std::string(no_coopmat) != "0");
+    p.int8_activations = int8_activations_requested();
+    const char* no_int_dot = std::getenv("AKUNU_NO_INT_DOT");
+    p.gemv_int_dot = p.integer_dot_product && p.subgroup_shuffle && p.subgroup_size >= 8 &&
+                     !(no_int_dot && *no_int_dot && std::string(no_int_dot) != "0");
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
     uint32_t n_families = 0;
@@ -183,10 +193,9 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  storage binding   %llu MiB max, offset alignment %llu B, push constants %u B\n",
             (unsigned long long)(max_storage_buffer_range >> 20), (unsigned long long)min_storage_buffer_offset_alignment,
             max_push_constants_bytes);
-    appendf(s, "  fp16 %s  int8 %s  integer dot %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
-            yn(fp16),
-            yn(int8), yn(integer_dot_product), yn(cooperative_matrix), yn(cooperative_matrix2), yn(gemm_coopmat), yn(bfloat16),
-            yn(push_descriptors));
+    appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
+            yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(cooperative_matrix), yn(cooperative_matrix2),
+            yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
     appendf(s, "  memory            device-local %s, host-visible device-local %s%s\n", gib(device_local_bytes).c_str(),
             gib(host_visible_device_bytes).c_str(), unified_memory ? " (unified: zero-copy views)" : "");
     for (size_t i = 0; i < heaps.size(); ++i)

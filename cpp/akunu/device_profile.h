@@ -21,6 +21,9 @@ struct MemoryHeap {
     bool host_visible;  // some memory type on this heap can be mapped by the CPU
 };
 
+// AKUNU_INT8 set to anything but 0 (DeviceProfile::int8_activations).
+bool int8_activations_requested();
+
 struct DeviceProfile {
     // Identity
     std::string name;               // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
@@ -52,13 +55,20 @@ struct DeviceProfile {
     // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
     // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
     bool gemm_coopmat = false;
+    // The integer-dot GEMV of Q8_0/Q4_0/Q4_1 (gemv_dot.comp): integer dot products, and
+    // subgroups of 8 or more with shuffles; AKUNU_NO_INT_DOT=1 turns it off. What the device can
+    // do: the engine uses it only with int8_activations.
+    bool gemv_int_dot = false;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
     bool buffer_device_address = false;  // core in 1.2, optional: a KV cache in blocks needs it
     bool subgroup_size_control = false;
 
     // Timing
-    bool cpu_int8_dot = false;      // CPU backend: integer-dot GEMVs with 8-bit activations (AKUNU_CPU_INT8)
+    // AKUNU_INT8=1 when the device was created: the engine's quantized GEMVs round x to 8 bits per
+    // block and use integer dot products (GPU: gemv_int_dot devices; CPU: q4_0/q4_1). Off by default:
+    // the reference tolerances hold for fp32 products only.
+    bool int8_activations = false;
     bool timestamps = false;        // the compute queue can write timestamps
     double timestamp_period_ns = 0;
 

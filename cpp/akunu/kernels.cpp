@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "akunu/cpu/tiles.h"
@@ -201,8 +203,45 @@ std::string supported_weight_types() {
     return out;
 }
 
+namespace {
+
+// gemv_dot.comp's geometry: workgroup size, rows per subgroup, 16-byte chunks per invocation
+// and row in flight (sg_rows * chunks uvec4 registers), and elements of x per table.
+struct GemvDotShape {
+    uint32_t group = 512, sg_rows = 1, chunks = 4, slice = 8192;
+};
+
+// Measured on the H200 over the 1b and llama2-7b decode shapes (bench/NOTES.md): 512
+// invocations, one row per subgroup, tables of 8192 elements of x (k = 11008 in two slices);
+// the LM heads' 32000 rows of Q8_0 and Q4_1 run faster with 4 rows per subgroup, which share
+// each table entry they read.
+GemvDotShape gemv_dot_shape(const DeviceProfile& d, TensorType wtype, size_t rows, size_t k) {
+    GemvDotShape g;
+    if (rows >= 16384 && wtype != TensorType::Q4_0) g.sg_rows = 4, g.chunks = 2;
+    if (const char* e = std::getenv("AKUNU_GEMV_SHAPE"))  // experiments: "group:sg_rows:chunks[:slice]"
+        std::sscanf(e, "%u:%u:%u:%u", &g.group, &g.sg_rows, &g.chunks, &g.slice);
+    g.group = std::min(g.group, d.max_workgroup_invocations);
+    // The table holds a 16-byte entry per 4 bytes of a row's slice (and 4 spare entries), plus
+    // 512 bytes of partial sums; each invocation rounds at most 16 vec4s of x per slice.
+    const size_t block_bytes = type_traits(wtype).block_bytes;
+    const size_t fits = (size_t(d.shared_memory_bytes) - 512 - 64) * 8 / block_bytes / 256 * 256;
+    g.slice = uint32_t(std::min<size_t>({g.slice, k, fits, size_t(g.group) * 64 / 256 * 256}));
+    return g;
+}
+
+}  // namespace
+
+bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) {
+    const bool block32 = wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0 || wtype == TensorType::Q4_1;
+    return block32 && d.gemv_int_dot && k % 256 == 0;
+}
+
+bool gemv_folds_norm(const DeviceProfile& d, TensorType wtype, size_t k) {
+    return type_traits(wtype).block_size == 1 || (d.int8_activations && gemv_int_dot(d, wtype, k));
+}
+
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate, const GemvNorm* norm) {
+          bool accumulate, const GemvNorm* norm, bool allow_int_dot) {
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, k, "gemv", "k");
     check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
@@ -212,7 +251,16 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     GemvParams p{checked_u32(rows, "gemv: rows"), checked_u32(k, "gemv: k"), accumulate ? 1u : 0u, norm ? 1u : 0u,
                  norm ? norm->eps : 0.0f, norm ? norm->weight_offset : 0.0f};
     // Without a norm the weight binding is unused: x stands in for it.
-    emit(s, weight_variant("gemv", wtype), {kGemvGroup, kGemvRows}, {w, x, y, norm ? norm->weight : x}, p,
+    const std::vector<Binding> bindings{w, x, y, norm ? norm->weight : x};
+    const DeviceProfile& d = s.device().profile();
+    if (allow_int_dot && gemv_int_dot(d, wtype, k)) {
+        const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k);
+        const uint32_t group_rows = std::max(1u, g.group / std::max(1u, d.subgroup_size)) * g.sg_rows;
+        emit(s, weight_variant("gemv_dot", wtype), {g.group, group_rows, g.sg_rows | (g.chunks << 8), g.slice}, bindings,
+             p, grid_for(s, (rows + group_rows - 1) / group_rows));
+        return;
+    }
+    emit(s, weight_variant("gemv", wtype), {kGemvGroup, kGemvRows}, bindings, p,
          grid_for(s, (rows + kGemvRows - 1) / kGemvRows));
 }
 

@@ -210,13 +210,13 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         if (prefill)
             kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy}, step, accumulate);
         else
-            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, norm);
+            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, norm, t.device().profile().int8_activations);
     };
     // The input of the projections after a pre-norm of `x` (n_rows rows): normed once into
     // `normed` for GEMMs, or folded into each GEMV that reads it, which reads all of x anyway (one dispatch and one barrier fewer per norm). Measured on the H200, folding
-    // speeds float weights up (7b f16 161 -> 176 tok/s) and slows block formats down (7b q4_0
-    // 179 -> 158: their GEMV reads x once per row and block, and the norm weight doubles those
-    // loads), so block-quantized projections keep the separate norm.
+    // speeds float weights up (7b f16 161 -> 176 tok/s) and slowed the float path of the block
+    // formats down (7b q4_0 179 -> 158: it reads x once per row and block, and the norm weight
+    // doubles those loads), so those keep the separate norm (kernels::gemv_folds_norm).
     struct NormedInput {
         Binding x;
         std::optional<kernels::GemvNorm> norm;
@@ -224,7 +224,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     };
     auto pre_norm = [&](const Weight& w, TensorType projection_type, const Buffer& x, const Buffer& normed, size_t n_rows,
                         bool read_by_gemv) -> NormedInput {
-        if (!read_by_gemv || type_traits(projection_type).block_size > 1) {
+        if (!read_by_gemv || !kernels::gemv_folds_norm(t.device().profile(), projection_type, dim)) {
             kernels::rmsnorm(t, x, w.buffer, normed, DType::kF32, n_rows, dim, c.norm_eps, norm_offset);
             return {Binding(normed), std::nullopt};
         }
@@ -333,7 +333,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     t.set_label("output_norm");
     const NormedInput head_in = pre_norm(base_->weights.output_norm, head.type, last, s.get("residual"), 1, true);
     t.set_label("output");
-    kernels::gemv(t, head.buffer, head.type, head_in.x, s.get("logits"), size_t(c.vocab_size), dim, false, head_in.fold());
+    kernels::gemv(t, head.buffer, head.type, head_in.x, s.get("logits"), size_t(c.vocab_size), dim, false, head_in.fold(),
+                  t.device().profile().int8_activations);
     final_softcap(s.get("logits"), 1);
     t.set_label("sample");
     kernels::sample(t, s.get("logits"), s.get("token_ids"), s.get("sampled_logprobs"), step, s.get("sampler"),

@@ -11,7 +11,7 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const std::string& ker
     : device_(device.handle()), name_(kernel), spec_(spec) {
     if (device.is_cpu()) {
         // In int8 mode a kernel with an integer-dot form ("gemv_q4_0_t32_i8") runs that form.
-        cpu_kernel_ = device.profile().cpu_int8_dot && cpu::has_kernel(kernel + "_i8") ? cpu::find_kernel(kernel + "_i8")
+        cpu_kernel_ = device.profile().int8_activations && cpu::has_kernel(kernel + "_i8") ? cpu::find_kernel(kernel + "_i8")
                                                                                         : cpu::find_kernel(kernel);
         const std::string shader = cpu_kernel_.interface ? cpu_kernel_.interface : kernel;
         const SpirvModule& spirv = find_spirv(shader);

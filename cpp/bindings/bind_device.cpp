@@ -44,10 +44,11 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["cooperative_matrix"] = p.cooperative_matrix;
     d["cooperative_matrix2"] = p.cooperative_matrix2;
     d["gemm_coopmat"] = p.gemm_coopmat;
+    d["gemv_int_dot"] = p.gemv_int_dot;
     d["bfloat16"] = p.bfloat16;
     d["push_descriptors"] = p.push_descriptors;
     d["timestamps"] = p.timestamps;
-    d["cpu_int8_dot"] = p.cpu_int8_dot;
+    d["int8_activations"] = p.int8_activations;
     d["timestamp_period_ns"] = p.timestamp_period_ns;
     d["heaps"] = heaps;
     d["device_local_bytes"] = p.device_local_bytes;

@@ -179,7 +179,13 @@ def _kernel_bench(akunu, args) -> int:
     dev = akunu.Device(args.device)
     scale = 1.0 if dev.profile["type"] != "cpu" else 1 / 16  # lavapipe: smaller problems
     print(f"kernel bandwidth on {dev.name}")
-    print(kernel_bench.format_table(kernel_bench.run(dev, scale)))
+    if not args.gemv:
+        rows = kernel_bench.run(dev, scale)
+    else:
+        rows = [kernel_bench.copy_row(dev, scale)]
+        for int_dot in (False, None):
+            rows += kernel_bench.gemv_rows(dev, chained=True, int_dot=int_dot, scale=scale)
+    print(kernel_bench.format_table(rows))
     return 0
 
 
@@ -265,7 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tokenizer-bench", help="encode speed of a tokenizer")
     p.add_argument("path", help="tokenizer.json, model directory or GGUF")
     p.set_defaults(run=_tokenizer_bench)
-    sub.add_parser("kernel-bench", help="copy and GEMV bandwidth").set_defaults(run=_kernel_bench)
+    p = sub.add_parser("kernel-bench", help="copy and GEMV bandwidth")
+    p.add_argument("--gemv", action="store_true",
+                   help="GEMVs at the 1b and llama2-7b decode shapes instead, each waiting for the one before "
+                        "(float path, then the engine's choice)")
+    p.set_defaults(run=_kernel_bench)
     p = sub.add_parser("bench", help="prefill, time to first token and decode speed against the bandwidth floor")
     p.add_argument("files", nargs="+", help="model files")
     p.add_argument("--pp", type=int, default=512, help="prompt tokens for prefill speed")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from akunu import _akunu
 from akunu._akunu import CommandList, kernels
 
 
@@ -120,11 +121,59 @@ def run(device, scale: float = 1.0) -> list[BenchRow]:
     return rows_out
 
 
+# The GEMVs of a decode step: [rows, k] of attention Q/O, K/V, FFN gate/up, FFN down and the
+# LM head of make_random_gguf.py's 1b (K/V 512 rows, FFN 8192) and llama2-7b files, and the K/V
+# and FFN of a 1.1b llama with 4 KV heads and an FFN of 5632 (TinyLlama).
+MODEL_GEMV_SHAPES = {
+    "1b": [(2048, 2048), (512, 2048), (8192, 2048), (2048, 8192), (32000, 2048)],
+    "1.1b": [(256, 2048), (5632, 2048), (2048, 5632)],
+    "7b": [(4096, 4096), (11008, 4096), (4096, 11008), (32000, 4096)],
+}
+
+
+def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1"), models=("1b", "1.1b", "7b"), chained: bool = True,
+              int_dot: bool | None = None, scale: float = 1.0, pool=None) -> list[BenchRow]:
+    """GEMV bandwidth at the decode shapes. The matrices lie side by side in a pool of 1 GiB
+    (times `scale`) of random bytes, so each dispatch streams its weights from memory as decode
+    does (the H200's L2 is 60 MB). chained: every dispatch writes the same y, so each waits for
+    the one before, as decode's do (launch and drain included); else they overlap and the rows
+    give throughput. int_dot as in ops.gemv (None: the engine's choice). `pool`: a buffer to
+    reuse across calls."""
+    pool_bytes = int((1 << 30) * scale) // 256 * 256
+    if pool is None:
+        pool = device.upload(np.random.default_rng(0).integers(0, 256, pool_bytes, dtype=np.uint8))
+    traits = {t["name"]: t for t in _akunu.tensor_types()}
+    out = []
+    for model in models:
+        for rows, k in MODEL_GEMV_SHAPES[model]:
+            rows = max(4, int(rows * min(1.0, scale * 4)))
+            x = device.upload(np.random.default_rng(1).standard_normal(k).astype(np.float32))
+            for wtype in wtypes:
+                t = traits[wtype]
+                if int_dot and not kernels.gemv_int_dot(device, wtype, k):
+                    continue
+                nbytes = rows * k // t["block_size"] * t["block_bytes"]
+                stride = -(-nbytes // 256) * 256
+                count = max(1, min(256, pool.size // stride))
+                ys = [device.empty([rows], "f32") for _ in range(1 if chained else min(count, 64))]
+                turn = iter(range(1 << 30))
+
+                def record(cl):
+                    i = next(turn)
+                    kernels.gemv(cl, pool, wtype, x, ys[i % len(ys)], rows, k, allow_int_dot=int_dot is not False,
+                                 w_offset=(i % count) * stride)
+
+                ms = _time(device, record, reps=max(20, count))
+                path = "int" if int_dot is not False and kernels.gemv_int_dot(device, wtype, k) else ""
+                out.append(BenchRow(f"gemv {wtype} {rows}x{k} {path}".rstrip(), nbytes + 4 * k + 4 * rows, ms))
+    return out
+
+
 def format_table(rows: list[BenchRow]) -> str:
     copy = rows[0].gb_per_s
-    lines = [f"{'kernel':<26}{'MB moved':>10}{'us':>10}{'GB/s':>10}{'of copy':>9}{'TFLOP/s':>9}"]
+    lines = [f"{'kernel':<30}{'MB moved':>10}{'us':>10}{'GB/s':>10}{'of copy':>9}{'TFLOP/s':>9}"]
     for r in rows:
         tflops = f"{r.flops / (r.ms * 1e-3) / 1e12:>9.1f}" if r.flops else ""
-        lines.append(f"{r.name:<26}{r.bytes_moved / 1e6:>10.1f}{r.ms * 1e3:>10.1f}{r.gb_per_s:>10.1f}"
+        lines.append(f"{r.name:<30}{r.bytes_moved / 1e6:>10.1f}{r.ms * 1e3:>10.1f}{r.gb_per_s:>10.1f}"
                      f"{r.gb_per_s / copy:>9.0%}{tflops}")
     return "\n".join(lines)

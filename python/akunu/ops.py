@@ -53,12 +53,16 @@ def rmsnorm(x, w, out, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
     return _run(out.device, lambda cl: kernels.rmsnorm(cl, x, w, out, x.dtype, rows, dim, eps, weight_offset))
 
 
-def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
+def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight_offset: float = 0.0,
+         int_dot: bool | None = None) -> float:
     """y = W @ x with W [rows, k], x [k] f32, y [rows] f32. W is an f32/f16/bf16 array, or raw
     blocks of a ggml type named by `wtype` ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"),
     with rows and k taken from y and x. With `norm` (a [k] f32 buffer g), x is read through an
     RMSNorm first: x * (g + weight_offset) / sqrt(mean(x^2) + eps), as the engine folds its
-    norms."""
+    norms. int_dot: None takes the engine's choice (with AKUNU_INT8=1, Q8_0/Q4_0/Q4_1 rows of a
+    multiple of 256 elements take integer dot products against x rounded to int8 per block of 32
+    where the device has them), False the float path, True the integer one (an error where it
+    is not taken)."""
     if wtype is None:
         if len(w.shape) != 2:
             raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
@@ -66,7 +70,10 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
         wtype = w.dtype
     else:
         rows, k = _count(y), _count(x)
-    return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k, norm, eps, weight_offset))
+    if int_dot and not kernels.gemv_int_dot(y.device, wtype, k):
+        raise ValueError(f"gemv: no integer-dot path for {wtype} rows of {k} on this device (int_dot=True)")
+    return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k, norm, eps, weight_offset,
+                                                  bool(int_dot) or (int_dot is None and y.device.profile["int8_activations"])))
 
 
 def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None) -> float:

@@ -24,11 +24,13 @@ class NumpyLlama:
         self.head_dim = int(g("attention.key_length", self.dim // self.n_heads))
         self.eps = float(g("attention.layer_norm_rms_epsilon", 1e-5))
         self.theta = float(g("rope.freq_base", 10000.0))
-        self.w = {}
+        self.w, self.types = {}, {}
         for t in r.tensors:
             shape = tuple(int(d) for d in reversed(t.shape))
             self.w[t.name] = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64).reshape(shape)
-        self.output = self.w.get("output.weight", self.w["token_embd.weight"])
+            self.types[t.name] = t.tensor_type.name
+        self.output_name = "output.weight" if "output.weight" in self.w else "token_embd.weight"
+        self.output = self.w[self.output_name]
 
     def _rms(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
@@ -44,16 +46,22 @@ class NumpyLlama:
         out[..., 1::2] = a * s + b * c
         return out
 
-    def logits(self, ids: list[int], kv_hook=None) -> np.ndarray:
-        """[len(ids), vocab] logits of a causal forward pass over `ids` (kv_hook: see forward)."""
-        return self.forward(ids, kv_hook)[0]
+    def logits(self, ids: list[int], kv_hook=None, x_rounding=None) -> np.ndarray:
+        """[len(ids), vocab] logits of a causal forward pass over `ids` (kv_hook, x_rounding:
+        see forward)."""
+        return self.forward(ids, kv_hook, x_rounding)[0]
 
-    def forward(self, ids: list[int], kv_hook=None) -> tuple[np.ndarray, list[np.ndarray]]:
+    def forward(self, ids: list[int], kv_hook=None, x_rounding=None) -> tuple[np.ndarray, list[np.ndarray]]:
         """The logits and the residual stream after each layer ([len(ids), dim] each, the last
         one before the output norm) of a causal forward pass over `ids`. With `kv_hook`, each
         layer's attention uses kv_hook(layer, k, v) -> (k, v) in place of its K and V
         ([T, n_kv, head_dim], after RoPE): a hook to read them, or to put another cache's
-        contents in their place."""
+        contents in their place. With `x_rounding`, each projection multiplies
+        x_rounding(x, weight name) in place of its input x [T, k]: the rounding of the
+        activations that an engine applies before some matrix products."""
+        def proj(x, name):
+            return (x if x_rounding is None else x_rounding(x, name)) @ self.w[name].T
+
         T = len(ids)
         residuals = []
         pos = np.arange(T, dtype=np.float64)
@@ -63,9 +71,9 @@ class NumpyLlama:
         for l in range(self.n_layers):
             p = f"blk.{l}."
             h = self._rms(x, self.w[p + "attn_norm.weight"])
-            q = (h @ self.w[p + "attn_q.weight"].T).reshape(T, self.n_heads, self.head_dim)
-            k = (h @ self.w[p + "attn_k.weight"].T).reshape(T, self.n_kv, self.head_dim)
-            v = (h @ self.w[p + "attn_v.weight"].T).reshape(T, self.n_kv, self.head_dim)
+            q = proj(h, p + "attn_q.weight").reshape(T, self.n_heads, self.head_dim)
+            k = proj(h, p + "attn_k.weight").reshape(T, self.n_kv, self.head_dim)
+            v = proj(h, p + "attn_v.weight").reshape(T, self.n_kv, self.head_dim)
             q, k = self._rope(q, pos), self._rope(k, pos)
             if kv_hook is not None:
                 k, v = kv_hook(l, k, v)
@@ -75,9 +83,9 @@ class NumpyLlama:
                 s = q[:, hh] @ k[:, kv].T / np.sqrt(self.head_dim) + mask
                 s = np.exp(s - s.max(axis=1, keepdims=True))
                 out[:, hh] = (s / s.sum(axis=1, keepdims=True)) @ v[:, kv]
-            x = x + out.reshape(T, -1) @ self.w[p + "attn_output.weight"].T
+            x = x + proj(out.reshape(T, -1), p + "attn_output.weight")
             h = self._rms(x, self.w[p + "ffn_norm.weight"])
-            gate, up = h @ self.w[p + "ffn_gate.weight"].T, h @ self.w[p + "ffn_up.weight"].T
-            x = x + (gate / (1 + np.exp(-gate)) * up) @ self.w[p + "ffn_down.weight"].T
+            gate, up = proj(h, p + "ffn_gate.weight"), proj(h, p + "ffn_up.weight")
+            x = x + proj(gate / (1 + np.exp(-gate)) * up, p + "ffn_down.weight")
             residuals.append(x)
-        return self._rms(x, self.w["output_norm.weight"]) @ self.output.T, residuals
+        return proj(self._rms(x, self.w["output_norm.weight"]), self.output_name), residuals

@@ -11,6 +11,7 @@ import pytest
 
 import akunu
 from fixture_paths import FIXTURES, require
+from int8_x import INT8_X_ALLOWANCE, INT8_X_ALLOWANCE_RANDOM, decode_rounds_x
 
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -56,6 +57,10 @@ def test_logits_at_every_position(model, source, ref, tol, path):
     m = load(model, source)
     man = manifest(model)
     prompts = man.get("logit_prompts") or man["prompts"]  # the trained model keeps them apart
+    mean_tol = 5e-3
+    if path == "decode" and decode_rounds_x(m, source):
+        extra_max, extra_mean = INT8_X_ALLOWANCE.get(model, INT8_X_ALLOWANCE_RANDOM)
+        tol, mean_tol = tol + extra_max, mean_tol + extra_mean
     checked = 0
     for k, p in enumerate(prompts):
         ref_file = FIXTURES / model / "ref" / f"{ref}_p{p.get('index', k)}.npy"
@@ -70,7 +75,7 @@ def test_logits_at_every_position(model, source, ref, tol, path):
             got = m.eval(p["ids"], all_logits=True)
         err = np.abs(got - want)
         assert err.max() <= tol, f"prompt {k}: max |dlogit| {err.max():.4f}"
-        assert err.mean() <= 5e-3, f"prompt {k}: mean |dlogit| {err.mean():.5f}"
+        assert err.mean() <= mean_tol, f"prompt {k}: mean |dlogit| {err.mean():.5f}"
         top2 = np.sort(want, axis=1)[:, -2:]
         sure = top2[:, 1] - top2[:, 0] > 0.1
         assert np.array_equal(got.argmax(1)[sure], want.argmax(1)[sure]), f"prompt {k}: top-1 differs"
@@ -127,7 +132,8 @@ def test_greedy_continuations(model, source):
 def test_prefill_chunks_equal_decode_steps(model, source):
     """A prompt split over chunks of an odd size (7: chunk edges fall inside GEMM and flash
     attention tiles, and past gemma3's 32-token sliding window), started after tokens already
-    in the cache, gives the decode path's logits, KV cache and next token."""
+    in the cache, gives the decode path's logits, KV cache and next token (within the int8
+    rounding of x where the decode GEMVs round it and the GEMMs do not)."""
     ids = [p["ids"] for p in manifest(model)["prompts"]]
     head, prompt = ids[0][:5], ids[1][:45]
     chunked = akunu.Model(require(model, source), context=128, prefill_chunk=7, progress=False)
@@ -140,14 +146,20 @@ def test_prefill_chunks_equal_decode_steps(model, source):
     got = chunked.eval(prompt, all_logits=True)
     assert got.shape == (len(prompt), chunked.config.vocab_size)
     scale = np.abs(want).max()
-    np.testing.assert_allclose(got, want, atol=2e-3 * scale + 2e-3)
+    rounding = decode_rounds_x(stepped, source)
+    extra = INT8_X_ALLOWANCE.get(model, INT8_X_ALLOWANCE_RANDOM)[0] if rounding else 0.0
+    np.testing.assert_allclose(got, want, atol=2e-3 * scale + 2e-3 + extra)
     chunked.kv_cache.truncate(len(head))
     last = chunked.eval(prompt)  # the last-row path, without all-position logits
-    np.testing.assert_allclose(last, want[-1], atol=2e-3 * scale + 2e-3)
-    assert chunked._engine.sampled_token() == int(np.argmax(last))
+    np.testing.assert_allclose(last, want[-1], atol=2e-3 * scale + 2e-3 + extra)
+    top2 = np.sort(want[-1])[-2:]
+    if top2[1] - top2[0] > 2 * extra:
+        assert chunked._engine.sampled_token() == int(np.argmax(last))
     for layer in (0, chunked.config.n_layers - 1):
-        np.testing.assert_allclose(chunked.kv_cache.k(layer).astype(np.float32),
-                                   stepped.kv_cache.k(layer).astype(np.float32), atol=5e-3 * scale)
+        k_chunked, k_stepped = chunked.kv_cache.k(layer).astype(np.float32), stepped.kv_cache.k(layer).astype(np.float32)
+        # int8 rounding of x moves K by about 1 % of its scale.
+        k_extra = 2e-2 * np.abs(k_stepped).max() if rounding else 0.0
+        np.testing.assert_allclose(k_chunked, k_stepped, atol=5e-3 * scale + k_extra)
         np.testing.assert_allclose(chunked.kv_cache.v(layer).astype(np.float32),
                                    stepped.kv_cache.v(layer).astype(np.float32), atol=5e-3 * scale)
 

@@ -16,6 +16,7 @@ from fixture_paths import FIXTURES
 
 pytest.importorskip("gguf", reason="gguf-py reads the weights for the independent reference")
 from ggml_blocks import retype_gguf  # noqa: E402
+from int8_x import decode_x_rounding  # noqa: E402
 from numpy_llama import NumpyLlama  # noqa: E402
 
 # Every test here runs on each backend (conftest.py `backend`).
@@ -41,21 +42,33 @@ def retyped_gguf(tmp_path_factory, wtype: str, scale: float) -> pathlib.Path:
 
 
 @pytest.mark.parametrize("wtype", ["f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "Q5_K"])
-def test_random_llama_matches_numpy_float64(tmp_path_factory, wtype):
+def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype):
+    """Decode, one token per step, against the float64 reference. Where the engine's GEMVs
+    round x to int8 (decode_x_rounding), the reference run with that rounding moves the logits
+    from float64 by some delta; one cannot expect closer agreement than that rounding gives
+    (an upstream difference in the last bits flips a code here and there downstream, so the
+    engine and the rounded reference round differently too), and twice delta is allowed on top
+    of the float tolerance."""
     # Q5_K: scale 5e-5 gives weights of a standard deviation near 0.02, as make_random_gguf's
     path = retyped_gguf(tmp_path_factory, wtype, 5e-5) if wtype == "Q5_K" else random_gguf(tmp_path_factory, wtype)
     ids = [1, 17, 300, 5, 999, 42, 7]
-    want = NumpyLlama(str(path)).logits(ids)
+    ref = NumpyLlama(str(path))
+    want = ref.logits(ids)
+    delta = np.abs(ref.logits(ids, x_rounding=decode_x_rounding(backend, ref)) - want).max()
     m = akunu.Model(path, context=64, progress=False)
     got = np.stack([m.eval([i]).copy() for i in ids])
     scale = np.abs(want).max()
     err = np.abs(got - want).max()
-    assert err <= 2e-3 * scale + 1e-3, f"{wtype}: max |dlogit| {err:.5f} (logit scale {scale:.3f})"
-    assert np.array_equal(got.argmax(1), want.argmax(1))
+    assert err <= 2e-3 * scale + 1e-3 + 2 * delta, f"{wtype}: max |dlogit| {err:.5f} (logit scale {scale:.3f})"
+    # The argmax, where the rounding cannot swap the reference's top two logits (every row
+    # where there is no rounding).
+    top2 = np.sort(want, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 4 * delta
+    assert np.array_equal(got.argmax(1)[clear], want.argmax(1)[clear])
 
 
 def test_cpu_int8_activations_stay_near_numpy_float64(tmp_path_factory, backend, monkeypatch):
-    """AKUNU_CPU_INT8=1: q4_0 GEMVs and GEMMs round x to 8 bits per block of 32 and use
+    """AKUNU_INT8=1 on the CPU: q4_0 GEMVs and GEMMs round x to 8 bits per block of 32 and use
     integer dot products (tests/cpp checks the kernels exactly against that rounding); q8_0
     keeps its fp32 products, which are faster there. Measured on the tiny q4_0 model: max |dlogit| 0.3 % of the
     logit scale, against 0.03 % in fp32; the bound leaves 3x room, and the error must not be
@@ -65,7 +78,7 @@ def test_cpu_int8_activations_stay_near_numpy_float64(tmp_path_factory, backend,
     ids = [1, 17, 300, 5, 999, 42, 7]
 
     def decode(path, int8, prefill=False):
-        monkeypatch.setenv("AKUNU_CPU_INT8", "1" if int8 else "0")
+        monkeypatch.setenv("AKUNU_INT8", "1" if int8 else "0")
         m = akunu.Model(path, context=64, progress=False)
         assert ("int8 activations" in m._engine.device_name) == int8
         if prefill:  # the GEMMs, one chunk

@@ -7,7 +7,9 @@ import pytest
 
 import akunu
 from akunu import _akunu, ops, selfcheck
+from akunu._akunu import kernels
 from ggml_blocks import BLOCK_FORMATS, random_blocks
+from int8_x import x_as_int8_blocks
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +99,17 @@ def random_weight_blocks(rng, wtype, rows, k):
     return raw, want.astype(np.float64)
 
 
+def random_weight_blocks_on(device, rng, wtype, rows, k):
+    """random_weight_blocks, uploaded: (buffer, W as float64, wtype)."""
+    raw, w = random_weight_blocks(rng, wtype, rows, k)
+    return device.upload(raw.reshape(-1)), w, wtype
+
+
 def random_weights(device, rng, wtype, rows, k):
     """W [rows, k] of any weight type on the device: (buffer, W as float64, the wtype argument
     of ops: the ggml name for raw blocks and bf16 bits, None where the buffer's dtype says it)."""
     if wtype in GPU_FORMATS:
-        raw, w = random_weight_blocks(rng, wtype, rows, k)
-        return device.upload(raw.reshape(-1)), w, wtype
+        return random_weight_blocks_on(device, rng, wtype, rows, k)
     if wtype == "bf16":
         bits = (rng.standard_normal((rows, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
         w = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
@@ -127,8 +134,45 @@ def test_gemv_quantized(device, rng, wtype, rows, units):
     w_dev, w, _ = random_weights(device, rng, wtype, rows, k)
     x = rng.standard_normal(k).astype(np.float32)
     y = poisoned(device, rows, np.float32)
-    ops.gemv(w_dev, device.upload(x), y, wtype=wtype)
+    ops.gemv(w_dev, device.upload(x), y, wtype=wtype, int_dot=False)  # fp32 x (test_gemv_integer_dot: int8)
     np.testing.assert_allclose(y.numpy(), w @ x.astype(np.float64), rtol=1e-4, atol=1e-4 * np.abs(w).max() * np.sqrt(k))
+
+
+@pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1"])
+@pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (33, 2048), (67, 4096 + 256), (5, 8192 + 512), (3, 16384 + 768)])
+@pytest.mark.parametrize("norm", [False, True])
+def test_gemv_integer_dot(device, rng, wtype, rows, k, norm):
+    """The integer-dot path (rows of a multiple of 256 on devices with integer dot products):
+    x is rounded to int8 per block of 32, so the result is W @ x_rounded up to fp32 sums; k
+    past 8192 runs in several slices, each with its own table. Checked against that product
+    and against the exact W @ x within the rounding's bound: each element of x moves by at most
+    half its block's step, so |y - W @ x| <= sum |W| * step / 2 per row."""
+    if not kernels.gemv_int_dot(device, wtype, k):
+        pytest.skip("no integer-dot GEMV on this device")
+    w_dev, w, _ = random_weight_blocks_on(device, rng, wtype, rows, k)
+    x = (rng.standard_normal(k) * 2).astype(np.float32)
+    x[:32] = 0.0  # a block of zeros: scale 0
+    g = rng.standard_normal(k).astype(np.float32)
+    y = poisoned(device, rows, np.float32)
+    ops.gemv(w_dev, device.upload(x), y, wtype=wtype, norm=device.upload(g) if norm else None, eps=1e-6,
+             weight_offset=1.0, int_dot=True)
+    v = x * (g + np.float32(1.0)) if norm else x  # what the kernel rounds; 1 / rms scales the sums
+    inv_rms = 1.0 / np.sqrt(np.mean(x.astype(np.float64) ** 2) + 1e-6) if norm else 1.0
+    rounded, step = x_as_int8_blocks(v)
+    sums = 1e-4 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max()  # fp32 accumulation
+    # An element of x whose x * 127 / max lies within an ulp of a half may round the other way.
+    tie = np.abs(w).max() * step.max()
+    got = y.numpy()
+    np.testing.assert_allclose(got, (w @ rounded) * inv_rms, rtol=1e-4, atol=(sums + tie) * inv_rms)
+    bound = (np.abs(w) @ (step / 2) + sums) * inv_rms
+    exact = (w @ v.astype(np.float64)) * inv_rms
+    assert np.all(np.abs(got - exact) <= bound), np.max(np.abs(got - exact) / bound)
+
+
+def test_gemv_integer_dot_is_refused_where_it_is_not_taken(device):
+    with pytest.raises(ValueError, match="no integer-dot path for Q4_0 rows of 96"):
+        ops.gemv(device.allocate(18 * 3), device.empty([96], "f32"), device.empty([1], "f32"), wtype="Q4_0",
+                 int_dot=True)
 
 
 @pytest.mark.parametrize("variant", ["scalar", "coopmat"])

@@ -18,6 +18,7 @@ import pytest
 import akunu
 import kv_reference as ref
 from fixture_paths import require
+from int8_x import INT8_X_ALLOWANCE_RANDOM, decode_rounds_x
 
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -159,8 +160,9 @@ def test_long_prompt_over_sliding_window_agrees_between_prefill_and_decode(fmt):
     m = akunu.Model(gguf, context=256, progress=False, kv_dtype=fmt, prefill_chunk=48)
     prefill = m._engine.eval(ids, True)
     # The decode step rewrites row t from a GEMV where the prefill used a GEMM (f16 inputs with
-    # cooperative matrices): a 4-bit code of that one row may flip, so 4-bit values get more room.
-    tol = 0.05 if fmt == "q8" else 0.25
+    # cooperative matrices): a 4-bit code of that one row may flip, so 4-bit values get more room;
+    # and where the decode GEMVs round x to int8, the allowance for that (int8_x.py).
+    tol = (0.05 if fmt == "q8" else 0.25) + (INT8_X_ALLOWANCE_RANDOM[0] if decode_rounds_x(m, "q8_0") else 0.0)
     for t in (31, 32, 47, 48, 100, len(ids) - 1):
         m.kv_cache.truncate(t)
         got = m.eval([ids[t]])

@@ -34,16 +34,11 @@ bool use_avx2() {
     return avx2;
 }
 
-bool int8_activations() {
-    const char* env = std::getenv("AKUNU_CPU_INT8");
-    return env && *env && std::string(env) != "0";
-}
-
 DeviceProfile cpu_profile() {
     DeviceProfile p;
-    p.cpu_int8_dot = int8_activations();
+    p.int8_activations = int8_activations_requested();
     p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " + (use_avx2() ? "AVX2" : "scalar") +
-             (p.cpu_int8_dot ? ", int8 activations" : "") + ")";
+             (p.int8_activations ? ", int8 activations" : "") + ")";
     p.type = DeviceType::kCpu;
     p.vendor = "akunu";
     p.driver = "akunu native CPU backend";

@@ -17,9 +17,5 @@ unsigned thread_count();
 // the vectorised kernels run, else their scalar fallbacks.
 bool use_avx2();
 
-// AKUNU_CPU_INT8=1: GEMVs on q8_0/q4_0/q4_1 weights quantize x to 8 bits per block and use
-// integer dot products (cpu/tile_dot.h): faster, at the cost of x's rounding. Read when a CPU
-// device is created (DeviceProfile::cpu_int8_dot).
-bool int8_activations();
 
 }  // namespace akunu::cpu
