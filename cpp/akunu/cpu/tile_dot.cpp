@@ -158,7 +158,7 @@ TileGemvFn tile_gemv_scalar(TensorType tiled, bool int8) {
 }
 
 bool tile_wants_block_sums(TensorType tiled) {
-    return tiled == TensorType::Q8_0_T32 || tiled == TensorType::Q4_0_T32 || tiled == TensorType::Q4_1_T32;
+    return tiled == TensorType::Q4_0_T32 || tiled == TensorType::Q4_1_T32;  // q4_0's offset, q4_1's minimum
 }
 
 static TileGemvFn pick(TensorType tiled, bool int8) {

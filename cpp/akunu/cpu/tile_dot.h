@@ -47,7 +47,7 @@ using TileGemvFn = void (*)(const uint8_t* tile, const TileX& x, size_t k, float
 TileGemvFn tile_gemv(TensorType tiled);
 // The integer-dot product (TileX::q, d, sum), or null for types without one.
 TileGemvFn tile_gemv_i8(TensorType tiled);
-// Whether the type's blocks carry per-block scales that want TileX::fsum.
+// Whether the fp32 product reads TileX::fsum (q4_0's offset of 8, q4_1's minimum).
 bool tile_wants_block_sums(TensorType tiled);
 
 // Scalar and AVX2 versions (tests compare them); the AVX2 ones are null where none exists.
