@@ -10,12 +10,6 @@ namespace akunu::dequant {
 
 namespace {
 
-inline float rd_half(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return half_to_float(h);
-}
-
 template <class T>
 inline T rd(const uint8_t* p) {
     T v;
@@ -43,7 +37,7 @@ inline void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
 
 void f32(const uint8_t* src, float* dst, size_t n) { std::memcpy(dst, src, n * 4); }
 void f16(const uint8_t* src, float* dst, size_t n) {
-    for (size_t i = 0; i < n; ++i) dst[i] = rd_half(src + 2 * i);
+    for (size_t i = 0; i < n; ++i) dst[i] = half_at(src + 2 * i);
 }
 void bf16(const uint8_t* src, float* dst, size_t n) {
     for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(rd<uint16_t>(src + 2 * i));
@@ -58,7 +52,7 @@ void u32(const uint8_t* src, float* dst, size_t n) { plain<uint32_t>(src, dst, n
 // block_q4_0 {half d; u8 qs[16]}: low nibbles are elements 0..15, high nibbles 16..31.
 void q4_0(const uint8_t* b, float* y, size_t blocks) {
     for (size_t i = 0; i < blocks; ++i, b += 18, y += 32) {
-        const float d = rd_half(b);
+        const float d = half_at(b);
         for (int j = 0; j < 16; ++j) {
             y[j] = float((b[2 + j] & 0xF) - 8) * d;
             y[j + 16] = float((b[2 + j] >> 4) - 8) * d;
@@ -69,7 +63,7 @@ void q4_0(const uint8_t* b, float* y, size_t blocks) {
 // block_q4_1 {half d; half m; u8 qs[16]}
 void q4_1(const uint8_t* b, float* y, size_t blocks) {
     for (size_t i = 0; i < blocks; ++i, b += 20, y += 32) {
-        const float d = rd_half(b), m = rd_half(b + 2);
+        const float d = half_at(b), m = half_at(b + 2);
         for (int j = 0; j < 16; ++j) {
             y[j] = float(b[4 + j] & 0xF) * d + m;
             y[j + 16] = float(b[4 + j] >> 4) * d + m;
@@ -80,7 +74,7 @@ void q4_1(const uint8_t* b, float* y, size_t blocks) {
 // block_q5_0 {half d; u8 qh[4]; u8 qs[16]}: bit j of qh is the 5th bit of element j.
 void q5_0(const uint8_t* b, float* y, size_t blocks) {
     for (size_t i = 0; i < blocks; ++i, b += 22, y += 32) {
-        const float d = rd_half(b);
+        const float d = half_at(b);
         const uint32_t qh = rd<uint32_t>(b + 2);
         for (int j = 0; j < 16; ++j) {
             const int x0 = int((b[6 + j] & 0xF) | (((qh >> j) << 4) & 0x10)) - 16;
@@ -94,7 +88,7 @@ void q5_0(const uint8_t* b, float* y, size_t blocks) {
 // block_q5_1 {half d; half m; u8 qh[4]; u8 qs[16]}
 void q5_1(const uint8_t* b, float* y, size_t blocks) {
     for (size_t i = 0; i < blocks; ++i, b += 24, y += 32) {
-        const float d = rd_half(b), m = rd_half(b + 2);
+        const float d = half_at(b), m = half_at(b + 2);
         const uint32_t qh = rd<uint32_t>(b + 4);
         for (int j = 0; j < 16; ++j) {
             const uint32_t x0 = (b[8 + j] & 0xF) | (((qh >> j) << 4) & 0x10);
@@ -108,7 +102,7 @@ void q5_1(const uint8_t* b, float* y, size_t blocks) {
 // block_q8_0 {half d; i8 qs[32]}
 void q8_0(const uint8_t* b, float* y, size_t blocks) {
     for (size_t i = 0; i < blocks; ++i, b += 34, y += 32) {
-        const float d = rd_half(b);
+        const float d = half_at(b);
         for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
     }
 }
@@ -117,7 +111,7 @@ void q8_0(const uint8_t* b, float* y, size_t blocks) {
 // scales and mins; each 32 bytes of qs hold two sub-blocks (low nibbles, then high nibbles).
 void q4_k(const uint8_t* b, float* y, size_t blocks) {
     for (size_t i = 0; i < blocks; ++i, b += 144) {
-        const float d = rd_half(b), dmin = rd_half(b + 2);
+        const float d = half_at(b), dmin = half_at(b + 2);
         const uint8_t* scales = b + 4;
         const uint8_t* q = b + 16;
         for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
@@ -136,7 +130,7 @@ void q4_k(const uint8_t* b, float* y, size_t blocks) {
 // per element from qh (two bits of each qh byte per 64 elements).
 void q5_k(const uint8_t* b, float* y, size_t blocks) {
     for (size_t i = 0; i < blocks; ++i, b += 176) {
-        const float d = rd_half(b), dmin = rd_half(b + 2);
+        const float d = half_at(b), dmin = half_at(b + 2);
         const uint8_t* scales = b + 4;
         const uint8_t* qh = b + 16;
         const uint8_t* ql = b + 48;
@@ -157,7 +151,7 @@ void q5_k(const uint8_t* b, float* y, size_t blocks) {
 // and 2 high bits from qh, minus 32, with one int8 scale per 16 elements.
 void q6_k(const uint8_t* b, float* y, size_t blocks) {
     for (size_t i = 0; i < blocks; ++i, b += 210) {
-        const float d = rd_half(b + 208);
+        const float d = half_at(b + 208);
         const uint8_t* ql = b;
         const uint8_t* qh = b + 128;
         const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);

@@ -52,6 +52,13 @@ inline float half_to_float(uint16_t h) {
     return f;
 }
 
+// An f16 field at any address (GGUF blocks and tiles store them unaligned).
+inline float half_at(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return half_to_float(h);
+}
+
 inline float bf16_to_float(uint16_t b) {
     const uint32_t x = uint32_t(b) << 16;
     float f;

@@ -21,6 +21,7 @@
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/thread_pool.h"
 #include "akunu/cpu/tile_dot.h"
+#include "akunu/cpu/tile_unpack.h"
 #include "akunu/cpu/tiles.h"
 #include "akunu/cpu/weight_rows.h"
 #include "akunu/device.h"
@@ -190,7 +191,9 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
         const cpu::TileLayout* l = cpu::tile_layout_for(w.type);
         ASSERT_TRUE(l) << type_traits(w.type).name;
         const bool has_i8 = cpu::tile_gemv_i8(l->tiled) != nullptr;
-        const size_t rows = 45, k = w.block_size == 256 ? 512 : w.block_size == 32 ? 96 : 37, m = 70;
+        // Two column blocks of the GEMM (the second partial), two row blocks, and k past one
+        // 256-element panel (kGemmChunk) for every block size.
+        const size_t rows = 77, k = w.block_size == 256 ? 512 : w.block_size == 32 ? 288 : 301, m = 70;
         const TiledMatrix mat = random_matrix(w, *l, rows, k, rng);
         std::vector<float> x(m * k);
         for (auto& v : x) v = u(rng);
@@ -260,11 +263,52 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
                 }
             }
         }
+        // The GEMM's weight panels: the AVX2 unpacking against the scalar one (equal but for
+        // q4_1's d q + m, which AVX2 rounds once, in an FMA).
+        if (auto unpack = cpu::use_avx2() ? cpu::tile_unpack_avx2(l->tiled) : nullptr) {
+            const size_t blocks = std::min<size_t>(k / w.block_size, cpu::kGemmChunk / w.block_size);
+            static float pa[cpu::kGemmChunk][cpu::kGemmTile], pb[cpu::kGemmChunk][cpu::kGemmTile];
+            for (size_t c0 : {size_t(0), size_t(32)}) {
+                unpack(l->tiled, mat.tiles.data(), 1, blocks - 1, pa, c0);
+                cpu::tile_unpack_scalar()(l->tiled, mat.tiles.data(), 1, blocks - 1, pb, c0);
+                for (size_t kk = 0; kk < (blocks - 1) * w.block_size; ++kk)
+                    for (size_t r = c0; r < c0 + 32; ++r)
+                        ASSERT_NEAR(pa[kk][r], pb[kk][r], l->tiled == TensorType::Q4_1_T32 ? 1e-6f * (1 + std::fabs(pb[kk][r])) : 0.0f)
+                            << name << " unpack " << kk << "," << r;
+            }
+        }
         if (has_i8 && cpu::use_avx2()) {
             cpu::quantize_x_avx2()(x0.data(), k, q_avx.data(), dx_avx.data(), sum_avx.data());
             ASSERT_EQ(q, q_avx) << name;
             ASSERT_EQ(dx, dx_avx) << name;
             ASSERT_EQ(sum, sum_avx) << name;
+        }
+    }
+}
+
+// The GEMM's register blocks (AVX2 6x16, AVX-512 6x64) against the scalar loop, for every tier
+// this processor runs: odd row counts (tails of 1..5 rows), zero columns past n, accumulation
+// onto what acc holds.
+TEST(CpuBackend, GemmTileTiersAgreeWithTheScalarLoop) {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1, 1);
+    const size_t k = 37, n = 50, ldx = 41;
+    alignas(64) static float wt[k][cpu::kGemmTile];
+    for (size_t kk = 0; kk < k; ++kk)
+        for (size_t j = 0; j < cpu::kGemmTile; ++j) wt[kk][j] = j < n ? u(rng) : 0.0f;
+    for (size_t m : {1u, 5u, 6u, 13u, 64u}) {
+        std::vector<float> x(m * ldx), start(m * cpu::kGemmTile);
+        for (auto& v : x) v = u(rng);
+        for (auto& v : start) v = u(rng);
+        std::vector<float> want = start;
+        cpu::gemm_tile_for(cpu::CpuIsa::kScalar)(&wt[0][0], n, x.data(), ldx, m, k, want.data());
+        for (cpu::CpuIsa isa : {cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+            if (cpu::cpu_isa() < isa) continue;
+            std::vector<float> got = start;
+            cpu::gemm_tile_for(isa)(&wt[0][0], n, x.data(), ldx, m, k, got.data());
+            for (size_t i = 0; i < m; ++i)
+                for (size_t j = 0; j < n; ++j)
+                    ASSERT_NEAR(got[i * cpu::kGemmTile + j], want[i * cpu::kGemmTile + j], 1e-5f) << cpu::cpu_isa_name(isa) << " m=" << m << " " << i << "," << j;
         }
     }
 }

@@ -1,6 +1,6 @@
 """The native CPU backend itself: how it is selected (device="cpu", AKUNU_DEVICE=cpu, and by
-default where no Vulkan device exists), its profile, both kernel paths (AVX2 and the scalar
-fallback forced by AKUNU_CPU_SCALAR), a persistent thread pool, and clear errors for what only
+default where no Vulkan device exists), its profile, every instruction-set tier (scalar,
+AVX2, AVX-512; AKUNU_CPU_ISA caps it, AKUNU_CPU_SCALAR=1 forces the fallback), a persistent thread pool, and clear errors for what only
 a GPU can do. Engine correctness on the CPU is tested by the shared modules, which run every
 test on both backends (conftest.py `backend`)."""
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_cpu_device_profile():
     p = d.profile
     assert p["type"] == "cpu" and p["name"].startswith("akunu CPU (")
     assert p["unified_memory"] and p["heaps"][0]["size_bytes"] > 0
-    assert ("AVX2" in p["name"]) or ("scalar" in p["name"])
+    assert any(tier in p["name"] for tier in ("AVX-512", "AVX2", "scalar"))
     buf = d.upload(np.arange(10, dtype=np.float32))
     view = buf.numpy()
     view[3] = -1.0  # a zero-copy view of host memory
@@ -54,17 +54,24 @@ def test_unknown_selector_names_the_cpu_choice():
         akunu.Device("no-such-device-anywhere")
 
 
-@pytest.mark.parametrize("scalar", ["1", "0"])
-def test_kernels_on_both_cpu_paths(scalar):
-    """The kernel tests on the CPU backend with the AVX2 kernels and with the scalar fallback."""
+@pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
+def test_kernels_on_every_cpu_tier(isa):
+    """The kernel tests on the CPU backend with each instruction-set tier (AKUNU_CPU_ISA caps it)."""
+    name = run_python("import akunu; print(akunu.Device('cpu').profile['name'])", AKUNU_CPU_ISA=isa).stdout
+    shown = {"scalar": "scalar", "avx2": "AVX2", "avx512": "AVX-512"}[isa]
+    if shown not in name:
+        pytest.skip(f"this processor lacks {shown} ({name.strip()})")
     r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", str(HERE / "test_kernels.py"),
                         "-k", "gemv or gemm or embed or rmsnorm"],
-                       env={**os.environ, "AKUNU_TEST_BACKENDS": "cpu", "AKUNU_CPU_SCALAR": scalar},
+                       env={**os.environ, "AKUNU_TEST_BACKENDS": "cpu", "AKUNU_CPU_ISA": isa},
                        capture_output=True, text=True, timeout=900, cwd=HERE)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert " passed" in r.stdout
-    name = run_python("import akunu; print(akunu.Device('cpu').profile['name'])", AKUNU_CPU_SCALAR=scalar).stdout
-    assert ("scalar" in name) if scalar == "1" else True
+
+
+def test_cpu_scalar_switch_forces_the_fallback():
+    name = run_python("import akunu; print(akunu.Device('cpu').profile['name'])", AKUNU_CPU_SCALAR="1").stdout
+    assert "scalar" in name
 
 
 def test_decode_creates_no_threads():

@@ -1,10 +1,11 @@
-// CPU profile, thread count and the run-time choice between AVX2 and scalar kernels.
+// CPU profile, thread count and the run-time choice of instruction-set tier.
 #include "akunu/cpu/cpu_profile.h"
 
 #include <cpuid.h>
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -21,23 +22,41 @@ unsigned thread_count() {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
-bool use_avx2() {
-    static const bool avx2 = [] {
-        const char* env = std::getenv("AKUNU_CPU_SCALAR");
-        if (env && *env && std::string(env) != "0") return false;
+CpuIsa cpu_isa() {
+    static const CpuIsa isa = [] {
         __builtin_cpu_init();
         // F16C through CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c".
         unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
         const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+        CpuIsa best = CpuIsa::kScalar;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) best = CpuIsa::kAvx2;
+        if (best == CpuIsa::kAvx2 && __builtin_cpu_supports("avx512f")) best = CpuIsa::kAvx512;
+        const char* scalar = std::getenv("AKUNU_CPU_SCALAR");
+        if (scalar && *scalar && std::string(scalar) != "0") return CpuIsa::kScalar;
+        const char* cap = std::getenv("AKUNU_CPU_ISA");
+        if (!cap || !*cap) return best;
+        for (CpuIsa tier : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512})
+            if (std::string(cap) == cpu_isa_name(tier)) return std::min(best, tier);
+        return best;  // an unknown name caps nothing (the profile's name shows the tier in use)
     }();
-    return avx2;
+    return isa;
+}
+
+bool use_avx2() { return cpu_isa() >= CpuIsa::kAvx2; }
+bool use_avx512() { return cpu_isa() >= CpuIsa::kAvx512; }
+
+const char* cpu_isa_name(CpuIsa isa) {
+    switch (isa) {
+        case CpuIsa::kAvx512: return "avx512";
+        case CpuIsa::kAvx2: return "avx2";
+        default: return "scalar";
+    }
 }
 
 DeviceProfile cpu_profile() {
     DeviceProfile p;
     p.int8_activations = int8_activations_requested();
-    p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " + (use_avx2() ? "AVX2" : "scalar") +
+    p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " + (use_avx512() ? "AVX-512" : use_avx2() ? "AVX2" : "scalar") +
              (p.int8_activations ? ", int8 activations" : "") + ")";
     p.type = DeviceType::kCpu;
     p.vendor = "akunu";

@@ -13,9 +13,19 @@ DeviceProfile cpu_profile();
 // Worker threads: AKUNU_THREADS when set, else the cores this process may run on.
 unsigned thread_count();
 
-// True when the processor has AVX2, FMA and F16C (cpuid) and AKUNU_CPU_SCALAR is not set:
-// the vectorised kernels run, else their scalar fallbacks.
+// The instruction-set tier the kernels use: the best that cpuid reports, capped by
+// AKUNU_CPU_ISA ("scalar", "avx2" or "avx512"; AKUNU_CPU_SCALAR=1 means "scalar"), so that
+// tests can run every tier on one machine.
+enum class CpuIsa { kScalar, kAvx2, kAvx512 };
+CpuIsa cpu_isa();
+const char* cpu_isa_name(CpuIsa isa);
+
+// (Not inline: the files built with -mavx2 include this header, and an inline copy compiled
+// there could be the one the linker keeps.)
+// AVX2 + FMA + F16C: the vectorised kernels run, else their scalar fallbacks.
 bool use_avx2();
+// AVX-512F as well: the GEMM's wider register block (gemm_avx512.cpp).
+bool use_avx512();
 
 
 }  // namespace akunu::cpu

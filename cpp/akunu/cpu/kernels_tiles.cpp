@@ -11,6 +11,7 @@
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/tile_dot.h"
+#include "akunu/cpu/tile_unpack.h"
 #include "akunu/cpu/tiles.h"
 #include "akunu/half.h"
 #include "akunu/kernels.h"
@@ -63,62 +64,20 @@ void gemv_tiles(const CpuArgs& a, size_t begin, size_t end, bool int8) {
 void gemv(const CpuArgs& a, size_t begin, size_t end) { gemv_tiles(a, begin, end, false); }
 void gemv_i8(const CpuArgs& a, size_t begin, size_t end) { gemv_tiles(a, begin, end, true); }
 
-float h16(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return half_to_float(h);
-}
-
-// Block columns [b0, b0 + nb) of one tile, as floats, into wt[kk][c0 + r].
-void unpack_tile(TensorType type, const uint8_t* tile, size_t b0, size_t nb, float (*wt)[kGemmTile], size_t c0) {
-    using T = TensorType;
-    const TileLayout& l = *tile_layout(type);
-    const TensorTypeTraits& base = type_traits(l.base);
-    const size_t bb = base.block_bytes;
-    for (size_t b = b0; b < b0 + nb; ++b) {
-        const uint8_t* column = tile + b * kTileRows * bb;
-        float(*w)[kGemmTile] = wt + (b - b0) * base.block_size;
-        if (type == T::F16_T32) {
-            half_row()(reinterpret_cast<const uint16_t*>(column), w[0] + c0, kTileRows);
-        } else if (base.block_size == 1) {  // f32, bf16: the traits' dequantizer on 32 elements
-            base.dequant(column, w[0] + c0, kTileRows);
-        } else if (l.header_fields == 0) {  // k-quants: whole super-blocks
-            float e[256];
-            for (size_t r = 0; r < kTileRows; ++r) {
-                base.dequant(column + r * bb, e, 1);
-                for (size_t i = 0; i < base.block_size; ++i) w[i][c0 + r] = e[i];
-            }
-        } else {
-            const uint8_t* codes = column + l.header_fields * 64;
-            for (size_t r = 0; r < kTileRows; ++r) {
-                const float d = h16(column + r * 2), m = l.header_fields > 1 ? h16(column + 64 + r * 2) : 0.0f;
-                for (size_t c = 0; c < 8 && type == T::Q8_0_T32; ++c)
-                    for (size_t e = 0; e < 4; ++e) w[c * 4 + e][c0 + r] = d * float(int8_t(codes[(c * kTileRows + r) * 4 + e]));
-                for (size_t j = 0; j < 4 && type != T::Q8_0_T32; ++j)
-                    for (size_t e = 0; e < 4; ++e) {
-                        const uint8_t byte = codes[(j * kTileRows + r) * 4 + e];
-                        const int lo = byte & 15, hi = byte >> 4, off = type == T::Q4_0_T32 ? 8 : 0;
-                        w[j * 4 + e][c0 + r] = d * float(lo - off) + m;
-                        w[16 + j * 4 + e][c0 + r] = d * float(hi - off) + m;
-                    }
-            }
-        }
-    }
-}
-
 // gemm_workgroups' weight tile: the two 32-row tiles of rows [n0, n0 + 64).
 void fill_tiles(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, float (*wt)[kGemmTile]) {
     const auto& p = a.p<GemmParams>();
     const TensorType type = TensorType(a.variant);
     const TileLayout& l = layout_of(a);
     const size_t bs = type_traits(l.base).block_size, bytes = tile_bytes(l, p.k);
+    const TileUnpackFn unpack = tile_unpack(type);
     for (size_t half = 0; half < kGemmTile / kTileRows; ++half) {
         const size_t c0 = half * kTileRows;
         if (c0 >= nt) {
             for (size_t kk = 0; kk < kc; ++kk) std::fill(wt[kk] + c0, wt[kk] + c0 + kTileRows, 0.0f);
             continue;
         }
-        unpack_tile(type, a.b[0] + (n0 + c0) / kTileRows * bytes, k0 / bs, kc / bs, wt, c0);
+        unpack(type, a.b[0] + (n0 + c0) / kTileRows * bytes, k0 / bs, kc / bs, wt, c0);
     }
 }
 

@@ -39,19 +39,28 @@ void gemm_workgroups(const CpuArgs& a, size_t begin, size_t end, GemmFillFn fill
     const GemmTileFn tile = gemm_tile();
     const float* X = a.at<const float>(1);
     float* Y = a.at<float>(2);
-    alignas(32) float wt[kGemmChunk][kGemmTile];
-    alignas(32) float acc[kGemmTile][kGemmTile];
-    for (size_t g = begin; g < end; ++g) {
-        const size_t n0 = (g % a.groups[0]) * kGemmTile, m0 = (g / a.groups[0]) * kGemmTile;
-        if (m0 >= m_end) continue;
-        const size_t nt = std::min<size_t>(kGemmTile, p.n - n0), mt = std::min(kGemmTile, m_end - m0);
-        std::fill(&acc[0][0], &acc[0][0] + kGemmTile * kGemmTile, 0.0f);
+    alignas(64) float wt[kGemmChunk][kGemmTile];  // 64: the AVX-512 block loads whole cache lines
+    // Items run column block by column block (item g: columns 64 (g / row_blocks), rows
+    // 64 (g % row_blocks)), so a thread's range holds runs of row blocks under one column block.
+    // Each run dequantizes each weight panel once for all its rows: with per-item panels, a
+    // 128-token chunk paid for every dequantization twice.
+    const size_t row_blocks = a.groups[1];
+    thread_local std::vector<float> acc;
+    for (size_t g = begin; g < end;) {
+        const size_t nb = g / row_blocks, run_end = std::min(end, (nb + 1) * row_blocks);
+        const size_t n0 = nb * kGemmTile, m0 = (g % row_blocks) * kGemmTile;
+        const size_t m1 = std::min((run_end - nb * row_blocks) * kGemmTile, m_end);
+        g = run_end;
+        if (m0 >= m1) continue;
+        const size_t nt = std::min<size_t>(kGemmTile, p.n - n0), mt = m1 - m0;
+        if (acc.size() < mt * kGemmTile) acc.resize(mt * kGemmTile);  // once: the largest chunk
+        std::fill(acc.begin(), acc.begin() + mt * kGemmTile, 0.0f);
         for (size_t k0 = 0; k0 < p.k; k0 += kGemmChunk) {
             const size_t kc = std::min<size_t>(kGemmChunk, p.k - k0);
             fill(a, n0, nt, k0, kc, wt);
-            tile(&wt[0][0], nt, X + m0 * p.ldx + k0, p.ldx, mt, kc, &acc[0][0]);
+            tile(&wt[0][0], nt, X + m0 * p.ldx + k0, p.ldx, mt, kc, acc.data());
         }
-        store_tile(&acc[0][0], kGemmTile, mt, nt, p.accumulate, Y + m0 * p.ldy + n0, p.ldy);
+        store_tile(acc.data(), kGemmTile, mt, nt, p.accumulate, Y + m0 * p.ldy + n0, p.ldy);
     }
 }
 

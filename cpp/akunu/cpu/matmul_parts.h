@@ -19,9 +19,10 @@ const float* gemv_input(const CpuArgs& a, float* inv_rms);
 void store_tile(const float* acc, size_t acc_stride, size_t m, size_t n, bool accumulate, float* y, size_t ldy);
 
 // The CPU GEMM (gemm.comp's semantics): workgroup (x, y) computes Y[64 y : +64, 64 x : +64]
-// for rows below step.n_tokens. Per chunk of k, `fill` writes the weight tile of rows
+// for rows below step.n_tokens (the items of [begin, end) are numbered column-major, so that
+// neighbouring items share weights). Per chunk of k, `fill` writes the weight tile of rows
 // [n0, n0 + nt), elements [k0, k0 + kc), k-major as floats (wt[kk][j], zero for j >= nt), once
-// for all 64 token rows; gemm_tile() multiplies it in.
+// for all the token rows of a run; gemm_tile() multiplies it in.
 using GemmFillFn = void (*)(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, float (*wt)[kGemmTile]);
 void gemm_workgroups(const CpuArgs& a, size_t begin, size_t end, GemmFillFn fill);
 

@@ -54,7 +54,11 @@ DequantFn fast_dequant(TensorType type) {
     return type_traits(type).dequant;
 }
 
-GemmTileFn gemm_tile() { return use_avx2() ? gemm_tile_avx2() : gemm_tile_scalar; }
+GemmTileFn gemm_tile() { return use_avx512() ? gemm_tile_avx512() : use_avx2() ? gemm_tile_avx2() : gemm_tile_scalar; }
+
+GemmTileFn gemm_tile_for(CpuIsa isa) {
+    return isa == CpuIsa::kAvx512 ? gemm_tile_avx512() : isa == CpuIsa::kAvx2 ? gemm_tile_avx2() : gemm_tile_scalar;
+}
 
 RowDotFn row_dot_scalar(TensorType type) {
     switch (type) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "akunu/cpu/cpu_profile.h"
 #include "akunu/tensor_types.h"
 
 namespace akunu::cpu {
@@ -19,6 +20,9 @@ using RowDotFn = float (*)(const uint8_t* row, const float* x, size_t k);
 using GemmTileFn = void (*)(const float* wt, size_t n, const float* x, size_t ldx, size_t m, size_t k, float* acc);
 GemmTileFn gemm_tile();
 GemmTileFn gemm_tile_avx2();
+GemmTileFn gemm_tile_avx512();
+// One tier's version, whatever the processor (tests compare them; call only tiers <= cpu_isa()).
+GemmTileFn gemm_tile_for(CpuIsa isa);
 
 // out[0:n] = the f16 values in[0:n] as floats (F16C when available): KV-cache rows.
 using HalfRowFn = void (*)(const uint16_t* in, float* out, size_t n);

@@ -12,12 +12,6 @@ namespace akunu::cpu {
 
 namespace {
 
-float h16(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return half_to_float(h);
-}
-
 void quantize_scalar(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
     for (size_t b = 0; b < k / 32; ++b, x += 32, q += 32) {
         float amax = 0.0f;
@@ -41,7 +35,7 @@ float tile_element(const uint8_t* tile, size_t i, size_t r) {
         std::memcpy(&f, tile + (i * kTileRows + r) * 4, 4);
         return f;
     } else if constexpr (T == TensorType::F16_T32) {
-        return h16(tile + (i * kTileRows + r) * 2);
+        return half_at(tile + (i * kTileRows + r) * 2);
     } else {
         uint16_t h;
         std::memcpy(&h, tile + (i * kTileRows + r) * 2, 2);
@@ -82,8 +76,8 @@ void gemv_int8(const uint8_t* tile, const TileX& x, size_t k, float* out) {
                     }
                 if constexpr (!q4_1) s -= 8 * x.sum[b];
             }
-            out[r] = std::fma(float(s), h16(column + r * 2) * x.d[b], out[r]);
-            if constexpr (q4_1) out[r] = std::fma(h16(column + 64 + r * 2), x.d[b] * float(x.sum[b]), out[r]);
+            out[r] = std::fma(float(s), half_at(column + r * 2) * x.d[b], out[r]);
+            if constexpr (q4_1) out[r] = std::fma(half_at(column + 64 + r * 2), x.d[b] * float(x.sum[b]), out[r]);
         }
     }
 }
@@ -118,8 +112,8 @@ void gemv_quant(const uint8_t* tile, const TileX& x, size_t k, float* out) {
             }
             float s = sa + sb;
             if constexpr (!q8 && !q4_1) s = std::fma(-8.0f, x.fsum[b], s);
-            out[r] = std::fma(s, h16(column + r * 2), out[r]);
-            if constexpr (q4_1) out[r] = std::fma(h16(column + 64 + r * 2), x.fsum[b], out[r]);
+            out[r] = std::fma(s, half_at(column + r * 2), out[r]);
+            if constexpr (q4_1) out[r] = std::fma(half_at(column + 64 + r * 2), x.fsum[b], out[r]);
         }
     }
 }
