@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "akunu/cpu/cpu_kernel.h"
 #include "akunu/cpu/kv_codes.h"
+#include "akunu/cpu/vec_math.h"
 #include "params.h"
 
 namespace akunu::cpu {
@@ -22,7 +24,9 @@ uint32_t k_format(const CpuArgs& a) { return a.variant & 0xFFu; }
 uint32_t v_format(const CpuArgs& a) { return (a.variant >> 8) & 0xFFu; }
 constexpr uint32_t kRopeOnly = 1u << 16;
 
-// Workgroups of 64 items; per token row: the Q pairs, the K pairs, then the V elements.
+// Workgroups of 64 items; per token row: the Q pairs, the K pairs, then the V elements. A row
+// belongs to the range that holds its first item, so one thread rotates and stores it whole,
+// head by head, with vec_math's loops.
 void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<RopeKvParams>();
     const auto& step = *a.at<const StepState>(5);
@@ -32,35 +36,20 @@ void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
     const bool rope_only = a.variant & kRopeOnly;  // bindings 3 and 4 are then a quantized cache, untouched
     const KvRowMap k_rows = kv_row_map(a, 3, -1, p.max_len, p.n_kv_heads, kv_row_bytes(kKvF16, p.head_dim), false);
     const KvRowMap v_rows = kv_row_map(a, 4, -1, p.max_len, p.n_kv_heads, kv_row_bytes(kKvF16, p.head_dim), false);
-    const size_t half_dim = p.head_dim / 2, q_pairs = p.n_heads * half_dim, k_pairs = p.n_kv_heads * half_dim;
-    const size_t q_dim = p.n_heads * p.head_dim, kv_dim = p.n_kv_heads * p.head_dim;
-    const size_t per_row = q_pairs + k_pairs + kv_dim, rows = std::min(p.rows, step.n_tokens);
-    for (size_t gid = begin * 64, e = std::min(end * 64, rows * per_row); gid < e; ++gid) {
-        const size_t row = gid / per_row, i = gid % per_row;
+    const size_t hd = p.head_dim, half_dim = hd / 2, q_dim = p.n_heads * hd, kv_dim = p.n_kv_heads * hd;
+    const size_t per_row = (p.n_heads + p.n_kv_heads) * half_dim + kv_dim, rows = std::min(p.rows, step.n_tokens);
+    const size_t r1 = std::min(rows, (end * 64 + per_row - 1) / per_row);
+    const VecMath& vm = vec_math();
+    for (size_t row = (begin * 64 + per_row - 1) / per_row; row < r1; ++row) {
         float* x = qkv + row * p.row_stride;
         const size_t pos = step.pos + row;
-        if (i < q_pairs + k_pairs) {
-            const bool is_k = i >= q_pairs;
-            const size_t pair = is_k ? i - q_pairs : i, head = pair / half_dim, f = pair % half_dim;
-            const size_t ia = p.interleaved ? 2 * f : f, ib = p.interleaved ? 2 * f + 1 : f + half_dim;
-            const size_t base = (is_k ? q_dim : 0) + head * p.head_dim;
-            float x0 = x[base + ia], x1 = x[base + ib];
-            if (p.rotate) {
-                const float c = cos_t[pos * half_dim + f], s = sin_t[pos * half_dim + f];
-                const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
-                x0 = r0;
-                x1 = r1;
-                x[base + ia] = x0;
-                x[base + ib] = x1;
-            }
-            if (is_k && !rope_only) {
-                uint16_t* k = reinterpret_cast<uint16_t*>(k_rows.at(head, pos).data);
-                k[ia] = float_to_half(x0);
-                k[ib] = float_to_half(x1);
-            }
-        } else if (!rope_only) {
-            const size_t e2 = i - q_pairs - k_pairs, head = e2 / p.head_dim, d = e2 % p.head_dim;
-            reinterpret_cast<uint16_t*>(v_rows.at(head, pos).data)[d] = float_to_half(x[q_dim + kv_dim + e2]);
+        if (p.rotate)  // the Q heads, then the K heads right after them
+            for (size_t head = 0; head < p.n_heads + p.n_kv_heads; ++head)
+                vm.rope(x + head * hd, cos_t + pos * half_dim, sin_t + pos * half_dim, half_dim, p.interleaved);
+        if (rope_only) continue;
+        for (size_t head = 0; head < p.n_kv_heads; ++head) {
+            vm.to_half(x + q_dim + head * hd, reinterpret_cast<uint16_t*>(k_rows.at(head, pos).data), hd);
+            vm.to_half(x + q_dim + kv_dim + head * hd, reinterpret_cast<uint16_t*>(v_rows.at(head, pos).data), hd);
         }
     }
 }
@@ -189,8 +178,12 @@ void attention_merge(const CpuArgs& a, size_t begin, size_t end) {
     }
 }
 
-// flash_attention: workgroup (block of AKUNU_FLASH_ROWS query rows, query head); each row runs
-// the online softmax over tiles of AKUNU_FLASH_KEYS keys, as the GLSL kernel's teams do.
+// flash_attention: workgroup (block of AKUNU_FLASH_ROWS query rows, query head). The block walks
+// the keys any of its rows sees in tiles of kFlashKeys, each tile's K (transposed) and V rows
+// decoded once for all the rows; each row then runs the online softmax over the keys it may
+// see (causal, and the sliding window), with the vectorized loops of vec_math.h.
+constexpr size_t kFlashKeys = 64;
+
 void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     const auto& fp = a.p<FlashAttentionParams>();
     const AttentionParams& p = fp.a;
@@ -200,46 +193,57 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     const KvSide K = side(a, false, p), V = side(a, true, p);
     const size_t n = std::min(fp.rows, step.n_tokens), hd = p.head_dim;
     auto first_key = [&](size_t pos) -> size_t { return p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0; };
-    float o[AKUNU_FLASH_MAX_HEAD_DIM], s[AKUNU_FLASH_KEYS], kv_row[AKUNU_FLASH_MAX_HEAD_DIM];
+    constexpr size_t R = AKUNU_FLASH_ROWS, D = AKUNU_FLASH_MAX_HEAD_DIM;
+    // The block's state and tiles: ~170 KB, so per thread and sized once, not on the stack.
+    struct Tiles {
+        float o[R][D], m[R], l[R], s[kFlashKeys], row[D];
+        float kt[D][kFlashKeys], v[kFlashKeys][D], k_scale[kFlashKeys], v_scale[kFlashKeys];
+    };
+    thread_local std::unique_ptr<Tiles> tiles;
+    if (!tiles) tiles = std::make_unique<Tiles>();
+    Tiles& t = *tiles;
     const HalfRowFn to_float = half_row();
+    const VecMath& vm = vec_math();
     for (size_t g = begin; g < end; ++g) {
-        const size_t block = (g % a.groups[0]) * AKUNU_FLASH_ROWS, h = g / a.groups[0];
-        if (block >= n) continue;
-        const size_t kvh = h / (p.n_heads / p.n_kv_heads);
-        for (size_t row = block; row < std::min(block + AKUNU_FLASH_ROWS, n); ++row) {
-            const float* qv = q + row * fp.q_stride + h * hd;
-            const size_t pos = step.pos + row, my_first = first_key(pos);
-            std::fill(o, o + hd, 0.0f);
-            float m = kNegInf, l = 0.0f;
-            for (size_t t0 = my_first; t0 <= pos; t0 += AKUNU_FLASH_KEYS) {
-                const size_t tile = std::min<size_t>(AKUNU_FLASH_KEYS, pos + 1 - t0);
+        const size_t r0 = (g % a.groups[0]) * R, h = g / a.groups[0];
+        if (r0 >= n) continue;
+        const size_t kvh = h / (p.n_heads / p.n_kv_heads), rows = std::min(R, n - r0);
+        for (size_t r = 0; r < rows; ++r) std::fill(t.o[r], t.o[r] + hd, 0.0f), t.m[r] = kNegInf, t.l[r] = 0.0f;
+        // first_key grows with the position, so the block's keys run from its first row's first
+        // key to its last row's position.
+        const size_t keys_end = step.pos + r0 + rows;
+        for (size_t t0 = first_key(step.pos + r0); t0 < keys_end; t0 += kFlashKeys) {
+            const size_t tile = std::min(kFlashKeys, keys_end - t0);
+            for (size_t j = 0; j < tile; ++j) {
+                const KvRowMap::Row kr = K.rows.at(kvh, t0 + j), vr = V.rows.at(kvh, t0 + j);
+                K.values(kr, t.row, to_float);
+                for (size_t i = 0; i < hd; ++i) t.kt[i][j] = t.row[i];
+                t.k_scale[j] = p.scale * K.scale(kr);
+                V.values(vr, t.v[j], to_float);
+                t.v_scale[j] = V.scale(vr);
+            }
+            for (size_t r = 0; r < rows; ++r) {
+                const size_t pos = step.pos + r0 + r;
+                if (pos < t0 || first_key(pos) >= t0 + tile) continue;  // none of this tile's keys is visible to the row
+                const size_t j0 = std::max(first_key(pos), t0) - t0, j1 = std::min(pos + 1, t0 + tile) - t0;
+                vm.scores(q + (r0 + r) * fp.q_stride + h * hd, &t.kt[0][j0], kFlashKeys, hd, j1 - j0, t.s);
                 float tile_max = kNegInf;
-                for (size_t j = 0; j < tile; ++j) {
-                    const KvRowMap::Row kr = K.rows.at(kvh, t0 + j);
-                    K.values(kr, kv_row, to_float);
-                    float d = 0.0f;
-                    for (size_t i = 0; i < hd; ++i) d += qv[i] * kv_row[i];
-                    d *= p.scale * K.scale(kr);
+                for (size_t j = 0; j < j1 - j0; ++j) {
+                    float d = t.s[j] * t.k_scale[j0 + j];
                     if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
-                    s[j] = d;
+                    t.s[j] = d;
                     tile_max = std::max(tile_max, d);
                 }
-                const float m_new = std::max(m, tile_max);
-                const float correction = std::exp(m - m_new);
-                l *= correction;
-                for (size_t i = 0; i < hd; ++i) o[i] *= correction;
-                for (size_t j = 0; j < tile; ++j) {
-                    const KvRowMap::Row vr = V.rows.at(kvh, t0 + j);
-                    const float w = std::exp(s[j] - m_new);
-                    l += w;
-                    const float wv = w * V.scale(vr);
-                    V.values(vr, kv_row, to_float);
-                    for (size_t i = 0; i < hd; ++i) o[i] += wv * kv_row[i];
-                }
-                m = m_new;
+                const float m_new = std::max(t.m[r], tile_max), correction = std::exp(t.m[r] - m_new);
+                t.l[r] = t.l[r] * correction + vm.exp_shifted(t.s, j1 - j0, m_new);
+                for (size_t j = 0; j < j1 - j0; ++j) t.s[j] *= t.v_scale[j0 + j];
+                vm.mix(t.o[r], correction, t.s, t.v[j0], D, j1 - j0, hd);
+                t.m[r] = m_new;
             }
-            float* out = out_data + row * fp.out_stride + h * hd;
-            for (size_t i = 0; i < hd; ++i) out[i] = o[i] / l;
+        }
+        for (size_t r = 0; r < rows; ++r) {
+            float* out = out_data + (r0 + r) * fp.out_stride + h * hd;
+            for (size_t i = 0; i < hd; ++i) out[i] = t.o[r][i] / t.l[r];
         }
     }
 }

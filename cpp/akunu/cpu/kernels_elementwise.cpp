@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "akunu/cpu/cpu_kernel.h"
+#include "akunu/cpu/vec_math.h"
 #include "akunu/cpu/weight_rows.h"
 #include "akunu/half.h"
 #include "params.h"
@@ -78,21 +79,14 @@ void act(const CpuArgs& a, size_t begin, size_t end) {
     const float* gate = a.at<float>(0);
     const float* up = a.at<float>(1);
     float* out = a.at<float>(2);
-    for (size_t i = begin * kGroup, e = std::min<size_t>(end * kGroup, p.n); i < e; ++i) {
-        const float x = gate[i];
-        float y;
-        if (a.variant == kGeluErf) {
-            out[i] = 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
-            continue;
-        }
-        if (a.variant == kSilu) {
-            y = x / (1.0f + std::exp(-x));
-        } else {
-            const float c = 0.7978845608028654f;  // sqrt(2 / pi)
-            y = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
-        }
-        out[i] = y * up[i];
+    const size_t i0 = begin * kGroup, i1 = std::min<size_t>(end * kGroup, p.n);
+    if (i1 <= i0) return;
+    if (a.variant == kGeluErf) {
+        for (size_t i = i0; i < i1; ++i) out[i] = 0.5f * gate[i] * (1.0f + std::erf(gate[i] * 0.7071067811865476f));
+        return;
     }
+    const VecMath& vm = vec_math();
+    (a.variant == kSilu ? vm.silu_mul : vm.gelu_tanh_mul)(gate + i0, up + i0, out + i0, i1 - i0);
 }
 
 void last_row(const CpuArgs& a, size_t begin, size_t end) {

@@ -1,0 +1,133 @@
+// VecMath (vec_math.h): each body is an always-inline function, instantiated once in a plain
+// wrapper and once in a wrapper with target("arch=x86-64-v3"); inlined there, it is compiled
+// (and vectorized) with AVX2 and FMA. Nothing here runs AVX2 code before use_avx2() said yes.
+#include "akunu/cpu/vec_math.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include <immintrin.h>
+
+#include "akunu/half.h"
+
+namespace akunu::cpu {
+
+namespace {
+
+#define AKUNU_INLINE [[gnu::always_inline]] inline
+#define AKUNU_V3 [[gnu::target("arch=x86-64-v3")]]
+
+// exp(x) without a library call, so loops over it vectorize: x = n ln2 + r with |r| <= ln2 / 2,
+// exp(r) by its Taylor series to r^6 (relative error under 2e-7), 2^n through the exponent
+// bits. Inputs below -87 (exp under the smallest normal float), -inf included, give 0.
+AKUNU_INLINE float exp_approx(float x) {
+    const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer in the low bits
+    const float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    const float t = xc * 1.44269504f + shifter, n = t - shifter;
+    const float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;  // ln 2 in two parts
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t ti, bits;
+    std::memcpy(&ti, &t, 4);
+    bits = (ti - 0x4B400000) * (1 << 23) + 0x3F800000;  // (n + 127) << 23: t's low bits hold n
+    float scale;
+    std::memcpy(&scale, &bits, 4);
+    return x < -87.0f ? 0.0f : p * scale;
+}
+
+AKUNU_INLINE void silu_mul_body(const float* gate, const float* up, float* out, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + exp_approx(-gate[i])) * up[i];
+}
+
+// gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+AKUNU_INLINE void gelu_tanh_mul_body(const float* gate, const float* up, float* out, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const float x = gate[i], u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+        out[i] = x / (1.0f + exp_approx(-2.0f * u)) * up[i];
+    }
+}
+
+AKUNU_INLINE void scores_body(const float* q, const float* kt, size_t kt_stride, size_t d, size_t n, float* s) {
+    for (size_t j = 0; j < n; ++j) s[j] = 0.0f;
+    for (size_t i = 0; i < d; ++i) {
+        const float qi = q[i];
+        const float* k = kt + i * kt_stride;
+        for (size_t j = 0; j < n; ++j) s[j] += qi * k[j];
+    }
+}
+
+AKUNU_INLINE float exp_shifted_body(float* s, size_t n, float m) {
+    float sum = 0.0f;
+    for (size_t j = 0; j < n; ++j) {
+        s[j] = exp_approx(s[j] - m);
+        sum += s[j];
+    }
+    return sum;
+}
+
+AKUNU_INLINE void mix_body(float* o, float keep, const float* w, const float* v, size_t v_stride, size_t n, size_t d) {
+    for (size_t i = 0; i < d; ++i) o[i] *= keep;
+    for (size_t j = 0; j < n; ++j) {
+        const float wj = w[j];
+        const float* vj = v + j * v_stride;
+        for (size_t i = 0; i < d; ++i) o[i] += wj * vj[i];
+    }
+}
+
+AKUNU_INLINE void rope_body(float* x, const float* cos, const float* sin, size_t half, bool interleaved) {
+    if (interleaved) {
+        for (size_t f = 0; f < half; ++f) {
+            const float a = x[2 * f], b = x[2 * f + 1];
+            x[2 * f] = a * cos[f] - b * sin[f];
+            x[2 * f + 1] = a * sin[f] + b * cos[f];
+        }
+    } else {
+        for (size_t f = 0; f < half; ++f) {
+            const float a = x[f], b = x[f + half];
+            x[f] = a * cos[f] - b * sin[f];
+            x[f + half] = a * sin[f] + b * cos[f];
+        }
+    }
+}
+
+// One wrapper per tier for each body.
+#define AKUNU_VEC_TIERS(name, ret, params, args)        \
+    ret name##_base params { return name##_body args; } \
+    AKUNU_V3 ret name##_v3 params { return name##_body args; }
+
+AKUNU_VEC_TIERS(silu_mul, void, (const float* g, const float* u, float* o, size_t n), (g, u, o, n))
+AKUNU_VEC_TIERS(gelu_tanh_mul, void, (const float* g, const float* u, float* o, size_t n), (g, u, o, n))
+AKUNU_VEC_TIERS(scores, void, (const float* q, const float* kt, size_t ks, size_t d, size_t n, float* s), (q, kt, ks, d, n, s))
+AKUNU_VEC_TIERS(exp_shifted, float, (float* s, size_t n, float m), (s, n, m))
+AKUNU_VEC_TIERS(mix, void, (float* o, float keep, const float* w, const float* v, size_t vs, size_t n, size_t d), (o, keep, w, v, vs, n, d))
+
+AKUNU_VEC_TIERS(rope, void, (float* x, const float* c, const float* s, size_t half, bool il), (x, c, s, half, il))
+
+// The f16 conversion has no loop form the compiler turns into F16C: each tier has its own.
+void to_half_base(const float* x, uint16_t* out, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = float_to_half(x[i]);
+}
+
+AKUNU_V3 void to_half_v3(const float* x, uint16_t* out, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; ++i) out[i] = float_to_half(x[i]);
+}
+
+const VecMath kBase{silu_mul_base, gelu_tanh_mul_base, scores_base, exp_shifted_base, mix_base, rope_base, to_half_base};
+const VecMath kV3{silu_mul_v3, gelu_tanh_mul_v3, scores_v3, exp_shifted_v3, mix_v3, rope_v3, to_half_v3};
+
+}  // namespace
+
+const VecMath& vec_math_for(CpuIsa isa) { return isa >= CpuIsa::kAvx2 ? kV3 : kBase; }
+
+const VecMath& vec_math() { return vec_math_for(cpu_isa()); }
+
+}  // namespace akunu::cpu

@@ -1,0 +1,34 @@
+// The loops the CPU kernels spend their time in outside the matrix products (activations and
+// the attention tiles), written once as plain loops and compiled twice: for baseline x86-64
+// and for x86-64-v3 (AVX2, FMA, F16C) through a target attribute, so the compiler vectorizes
+// each for its tier. vec_math() picks the version use_avx2() allows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "akunu/cpu/cpu_profile.h"
+
+namespace akunu::cpu {
+
+struct VecMath {
+    // out[i] = silu(gate[i]) * up[i], or gelu_tanh(gate[i]) * up[i].
+    void (*silu_mul)(const float* gate, const float* up, float* out, size_t n);
+    void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, size_t n);
+    // s[j] = sum_i q[i] * kt[i * kt_stride + j] for j < n, i < d (keys stored transposed).
+    void (*scores)(const float* q, const float* kt, size_t kt_stride, size_t d, size_t n, float* s);
+    // s[j] = exp(s[j] - m) for j < n (exactly 0 where s[j] is -inf); returns their sum.
+    float (*exp_shifted)(float* s, size_t n, float m);
+    // o[i] = o[i] * keep + sum_j w[j] * v[j * v_stride + i] for i < d, j < n.
+    void (*mix)(float* o, float keep, const float* w, const float* v, size_t v_stride, size_t n, size_t d);
+    // RoPE on one head: pairs (x[2f], x[2f + 1]) when interleaved, else (x[f], x[f + half]),
+    // rotated by (cos[f], sin[f]), f < half.
+    void (*rope)(float* x, const float* cos, const float* sin, size_t half, bool interleaved);
+    // out[i] = the f16 nearest x[i] (ties to even), i < n.
+    void (*to_half)(const float* x, uint16_t* out, size_t n);
+};
+
+const VecMath& vec_math();
+const VecMath& vec_math_for(CpuIsa isa);  // kScalar or kAvx2 (and kAvx512, which uses AVX2's)
+
+}  // namespace akunu::cpu
