@@ -23,6 +23,7 @@
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/cpu/tile_unpack.h"
 #include "akunu/cpu/tiles.h"
+#include "akunu/cpu/vec_math.h"
 #include "akunu/cpu/weight_rows.h"
 #include "akunu/device.h"
 #include "akunu/error.h"
@@ -190,7 +191,7 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
     for (const cpu::WeightType& w : cpu::weight_types()) {
         const cpu::TileLayout* l = cpu::tile_layout_for(w.type);
         ASSERT_TRUE(l) << type_traits(w.type).name;
-        const bool has_i8 = cpu::tile_gemv_i8(l->tiled) != nullptr;
+        const bool has_i8 = cpu::tile_gemv(l->tiled, cpu::XForm::kInt8) != nullptr;
         // Two column blocks of the GEMM (the second partial), two row blocks, and k past one
         // 256-element panel (kGemmChunk) for every block size.
         const size_t rows = 77, k = w.block_size == 256 ? 512 : w.block_size == 32 ? 288 : 301, m = 70;
@@ -240,25 +241,50 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
         cpu::TileX tx;
         tx.f = x0.data(), tx.q = q.data(), tx.d = dx.data(), tx.sum = sum.data(), tx.fsum = fsum.data();
         const std::vector<float> xq = has_i8 ? quantized_x(x0) : x0;
+        // x in 16 bits (the default GEMV of the block types), from both vec_math tiers.
+        std::vector<int16_t> q16(k), q16_v3(k);
+        std::vector<float> d16(k / 32), d16_v3(k / 32);
+        std::vector<int32_t> sum16(k / 32), sum16_v3(k / 32);
+        cpu::vec_math_for(cpu::CpuIsa::kScalar).quantize16(x0.data(), k, q16.data(), d16.data(), sum16.data());
+        if (cpu::use_avx2()) {
+            cpu::vec_math_for(cpu::CpuIsa::kAvx2).quantize16(x0.data(), k, q16_v3.data(), d16_v3.data(), sum16_v3.data());
+            ASSERT_EQ(q16, q16_v3) << name;
+            ASSERT_EQ(d16, d16_v3) << name;
+            ASSERT_EQ(sum16, sum16_v3) << name;
+        }
+        cpu::TileX tx16 = tx;
+        tx16.q16 = q16.data(), tx16.d = d16.data(), tx16.sum = sum16.data();
+        auto x_of = [&](cpu::XForm form) -> const cpu::TileX& { return form == cpu::XForm::kInt16 ? tx16 : tx; };
         float a[32], b[32];
         for (size_t t = 0; t < (rows + 31) / 32; ++t) {
             const uint8_t* tile = mat.tiles.data() + t * cpu::tile_bytes(*l, k);
             if (has_i8) {
-                cpu::tile_gemv_i8(l->tiled)(tile, tx, k, a);
+                cpu::tile_gemv(l->tiled, cpu::XForm::kInt8)(tile, tx, k, a);
                 for (size_t r = 0; r < 32 && t * 32 + r < rows; ++r) {
                     const double want = reference(t * 32 + r, xq.data(), &mag);
                     ASSERT_NEAR(a[r], want, 1e-5 * mag + 1e-6) << name << " int8 row " << r;
                 }
             }
+            // 16 bits: within the rounding bound of the exact product, sum |w| * max|x_b| / 65534.
+            if (auto dot16 = cpu::tile_gemv(l->tiled, cpu::XForm::kInt16)) {
+                dot16(tile, tx16, k, a);
+                for (size_t r = 0; r < 32 && t * 32 + r < rows; ++r) {
+                    double bound = 0;
+                    for (size_t i = 0; i < k; ++i) bound += std::fabs(mat.deq[(t * 32 + r) * k + i]) * d16[i / 32] / 2;
+                    const double want = reference(t * 32 + r, x0.data(), &mag);
+                    ASSERT_NEAR(a[r], want, bound + 1e-5 * mag + 1e-6) << name << " int16 row " << r;
+                    ASSERT_GT(bound, 0.0);
+                }
+            }
             // The AVX2 products against the scalar ones: bit for bit for the quantized types.
             if (!cpu::use_avx2()) continue;
-            for (const bool int8 : {false, true}) {
-                auto avx = cpu::tile_gemv_avx2(l->tiled, int8);
+            for (const cpu::XForm form : {cpu::XForm::kFloat, cpu::XForm::kInt16, cpu::XForm::kInt8}) {
+                auto avx = cpu::tile_gemv_avx2(l->tiled, form);
                 if (!avx) continue;
-                avx(tile, tx, k, a);
-                cpu::tile_gemv_scalar(l->tiled, int8)(tile, tx, k, b);
+                avx(tile, x_of(form), k, a);
+                cpu::tile_gemv_scalar(l->tiled, form)(tile, x_of(form), k, b);
                 for (int r = 0; r < 32; ++r) {
-                    if (l->header_fields > 0) ASSERT_EQ(a[r], b[r]) << name << " int8=" << int8 << " row " << r;
+                    if (l->header_fields > 0) ASSERT_EQ(a[r], b[r]) << name << " form=" << int(form) << " row " << r;
                     else ASSERT_NEAR(a[r], b[r], 1e-4f * (1 + std::fabs(b[r]))) << name;
                 }
             }

@@ -25,8 +25,8 @@ const TileLayout& layout_of(const CpuArgs& a) { return *tile_layout(TensorType(a
 
 // The launcher's workgroups hold spec[1] rows each; a tile belongs to the workgroup range that
 // holds its first row, so each tile is read once, by one thread, and whole. x is prepared per
-// range (norm, block sums or 8-bit blocks) in per-thread buffers sized once.
-void gemv_tiles(const CpuArgs& a, size_t begin, size_t end, bool int8) {
+// range (norm, block sums, 16- or 8-bit blocks) in per-thread buffers sized once.
+void gemv_tiles(const CpuArgs& a, size_t begin, size_t end, XForm form) {
     const auto& p = a.p<GemvParams>();
     const size_t rows_per_group = a.spec[1] ? a.spec[1] : 4;
     const size_t t0 = (begin * rows_per_group + kTileRows - 1) / kTileRows;
@@ -38,19 +38,25 @@ void gemv_tiles(const CpuArgs& a, size_t begin, size_t end, bool int8) {
     TileX x;
     x.f = gemv_input(a, &inv_rms);
     thread_local std::vector<int8_t> q;
+    thread_local std::vector<int16_t> q16;
     thread_local std::vector<float> d, fsum;
     thread_local std::vector<int32_t> sum;
-    if (int8) {
-        if (q.size() < p.k) q.resize(p.k), d.resize(p.k / 32), sum.resize(p.k / 32);
+    if (form != XForm::kFloat && d.size() < p.k / 32) d.resize(p.k / 32), sum.resize(p.k / 32);
+    if (form == XForm::kInt8) {
+        if (q.size() < p.k) q.resize(p.k);
         quantize_x(x.f, p.k, q.data(), d.data(), sum.data());
         x.q = q.data(), x.d = d.data(), x.sum = sum.data();
+    } else if (form == XForm::kInt16) {
+        if (q16.size() < p.k) q16.resize(p.k);
+        quantize_x16(x.f, p.k, q16.data(), d.data(), sum.data());
+        x.q16 = q16.data(), x.d = d.data(), x.sum = sum.data();
     }
-    if (tile_wants_block_sums(type)) {
+    if (tile_wants_block_sums(type, form)) {
         if (fsum.size() < p.k / 32) fsum.resize(p.k / 32);
         block_sums(x.f, p.k, fsum.data());
         x.fsum = fsum.data();
     }
-    const TileGemvFn dot = int8 ? tile_gemv_i8(type) : tile_gemv(type);
+    const TileGemvFn dot = tile_gemv(type, form);
     float* y = a.at<float>(2);
     alignas(32) float out[kTileRows];
     for (size_t t = t0; t < t1; ++t) {
@@ -61,8 +67,13 @@ void gemv_tiles(const CpuArgs& a, size_t begin, size_t end, bool int8) {
     }
 }
 
-void gemv(const CpuArgs& a, size_t begin, size_t end) { gemv_tiles(a, begin, end, false); }
-void gemv_i8(const CpuArgs& a, size_t begin, size_t end) { gemv_tiles(a, begin, end, true); }
+// The default GEMV: x in 16 bits where the type has that product (q8_0, q4_0, q4_1; twice the
+// fp32 speed for 1e-5 of the products' scale, tile_dot.h), else fp32.
+void gemv(const CpuArgs& a, size_t begin, size_t end) {
+    const TensorType type = TensorType(a.variant);
+    gemv_tiles(a, begin, end, tile_gemv(type, XForm::kInt16) ? XForm::kInt16 : XForm::kFloat);
+}
+void gemv_i8(const CpuArgs& a, size_t begin, size_t end) { gemv_tiles(a, begin, end, XForm::kInt8); }
 
 // gemm_workgroups' weight tile: the two 32-row tiles of rows [n0, n0 + 64).
 void fill_tiles(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, float (*wt)[kGemmTile]) {
@@ -92,7 +103,7 @@ void gemm_i8(const CpuArgs& a, size_t begin, size_t end) {
     const size_t m_end = std::min(p.m, step.n_tokens);
     const TensorType type = TensorType(a.variant);
     const size_t bytes = tile_bytes(layout_of(a), p.k);
-    const TileGemvFn dot = tile_gemv_i8(type);
+    const TileGemvFn dot = tile_gemv(type, XForm::kInt8);
     thread_local std::vector<int8_t> q;
     thread_local std::vector<float> d;
     thread_local std::vector<int32_t> sum;
@@ -130,7 +141,7 @@ void register_tiles(void (*add_row)(const KernelRow&)) {
             // The integer-dot GEMV and GEMM, which a CPU device in int8 mode picks (Pipeline). Not for
             // q8_0: reading 34 bytes per 32 weights, its fp32 GEMV already runs at memory speed
             // and measured faster (1b decode 32.8 against 26.9 tok/s).
-            if (tile_gemv_i8(t) && t != TensorType::Q8_0_T32)
+            if (tile_gemv(t, XForm::kInt8) && t != TensorType::Q8_0_T32)
                 add_row({names.emplace_back(name + "_i8").c_str(), {is_gemv ? gemv_i8 : gemm_i8, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
         }
     }

@@ -6,6 +6,7 @@
 
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/tiles.h"
+#include "akunu/cpu/vec_math.h"
 #include "akunu/half.h"
 
 namespace akunu::cpu {
@@ -53,31 +54,38 @@ void gemv_float(const uint8_t* tile, const TileX& x, size_t k, float* out) {
         for (size_t r = 0; r < kTileRows; ++r) out[r] += tile_element<T>(tile, i, r) * x.f[i];
 }
 
-// q8_0, q4_0, q4_1: integer block sums, scaled as tile_dot.h states.
-template <TensorType T>
-void gemv_int8(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+// q8_0, q4_0, q4_1: integer block sums, scaled as tile_dot.h states; x in 8 bits (x.q) or in
+// 16 bits (x.q16, its groups of 4 in kX16Order).
+template <TensorType T, XForm Form>
+void gemv_int(const uint8_t* tile, const TileX& x, size_t k, float* out) {
     constexpr bool q8 = T == TensorType::Q8_0_T32, q4_1 = T == TensorType::Q4_1_T32;
     constexpr size_t bb = q8 ? 34 : q4_1 ? 20 : 18, header = q4_1 ? 128 : 64;
     for (size_t r = 0; r < kTileRows; ++r) out[r] = 0.0f;
     for (size_t b = 0; b < k / 32; ++b) {
         const uint8_t* column = tile + b * kTileRows * bb;
         const uint8_t* codes = column + header;
-        const int8_t* xq = x.q + b * 32;
+        auto xq = [&](size_t i) -> int32_t {  // element i of the block
+            if constexpr (Form == XForm::kInt8) return x.q[b * 32 + i];
+            else return x.q16[b * 32 + (i & ~size_t(3)) + kX16Order[i & 3]];
+        };
         for (size_t r = 0; r < kTileRows; ++r) {
             int32_t s = 0;
             if constexpr (q8) {
                 for (size_t c = 0; c < 8; ++c)
-                    for (size_t e = 0; e < 4; ++e) s += int8_t(codes[(c * kTileRows + r) * 4 + e]) * xq[c * 4 + e];
+                    for (size_t e = 0; e < 4; ++e) s += int8_t(codes[(c * kTileRows + r) * 4 + e]) * xq(c * 4 + e);
             } else {
                 for (size_t j = 0; j < 4; ++j)
                     for (size_t e = 0; e < 4; ++e) {
                         const uint8_t byte = codes[(j * kTileRows + r) * 4 + e];
-                        s += (byte & 15) * xq[j * 4 + e] + (byte >> 4) * xq[16 + j * 4 + e];
+                        s += (byte & 15) * xq(j * 4 + e) + (byte >> 4) * xq(16 + j * 4 + e);
                     }
                 if constexpr (!q4_1) s -= 8 * x.sum[b];
             }
             out[r] = std::fma(float(s), half_at(column + r * 2) * x.d[b], out[r]);
-            if constexpr (q4_1) out[r] = std::fma(half_at(column + 64 + r * 2), x.d[b] * float(x.sum[b]), out[r]);
+            // q4_1's minimum: through x's rounded sum in 8 bits (tile_dot.h says why), its exact
+            // sum in 16 bits (x's rounding is then too small to matter either way).
+            if constexpr (q4_1)
+                out[r] = std::fma(half_at(column + 64 + r * 2), Form == XForm::kInt8 ? x.d[b] * float(x.sum[b]) : x.fsum[b], out[r]);
         }
     }
 }
@@ -135,34 +143,33 @@ void gemv_superblocks(const uint8_t* tile, const TileX& x, size_t k, float* out)
 
 }  // namespace
 
-TileGemvFn tile_gemv_scalar(TensorType tiled, bool int8) {
+TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form) {
+    const bool int8 = form == XForm::kInt8, int16 = form == XForm::kInt16;
     using T = TensorType;
     switch (tiled) {
-        case T::F32_T32: return int8 ? nullptr : gemv_float<T::F32_T32>;
-        case T::F16_T32: return int8 ? nullptr : gemv_float<T::F16_T32>;
-        case T::BF16_T32: return int8 ? nullptr : gemv_float<T::BF16_T32>;
-        case T::Q8_0_T32: return int8 ? gemv_int8<T::Q8_0_T32> : gemv_quant<T::Q8_0_T32>;
-        case T::Q4_0_T32: return int8 ? gemv_int8<T::Q4_0_T32> : gemv_quant<T::Q4_0_T32>;
-        case T::Q4_1_T32: return int8 ? gemv_int8<T::Q4_1_T32> : gemv_quant<T::Q4_1_T32>;
-        case T::Q4_K_T32: return int8 ? nullptr : gemv_superblocks<T::Q4_K>;
-        case T::Q5_K_T32: return int8 ? nullptr : gemv_superblocks<T::Q5_K>;
-        case T::Q6_K_T32: return int8 ? nullptr : gemv_superblocks<T::Q6_K>;
+        case T::F32_T32: return form != XForm::kFloat ? nullptr : gemv_float<T::F32_T32>;
+        case T::F16_T32: return form != XForm::kFloat ? nullptr : gemv_float<T::F16_T32>;
+        case T::BF16_T32: return form != XForm::kFloat ? nullptr : gemv_float<T::BF16_T32>;
+        case T::Q8_0_T32: return int8 ? gemv_int<T::Q8_0_T32, XForm::kInt8> : int16 ? gemv_int<T::Q8_0_T32, XForm::kInt16> : gemv_quant<T::Q8_0_T32>;
+        case T::Q4_0_T32: return int8 ? gemv_int<T::Q4_0_T32, XForm::kInt8> : int16 ? gemv_int<T::Q4_0_T32, XForm::kInt16> : gemv_quant<T::Q4_0_T32>;
+        case T::Q4_1_T32: return int8 ? gemv_int<T::Q4_1_T32, XForm::kInt8> : int16 ? gemv_int<T::Q4_1_T32, XForm::kInt16> : gemv_quant<T::Q4_1_T32>;
+        case T::Q4_K_T32: return form != XForm::kFloat ? nullptr : gemv_superblocks<T::Q4_K>;
+        case T::Q5_K_T32: return form != XForm::kFloat ? nullptr : gemv_superblocks<T::Q5_K>;
+        case T::Q6_K_T32: return form != XForm::kFloat ? nullptr : gemv_superblocks<T::Q6_K>;
         default: return nullptr;
     }
 }
 
-bool tile_wants_block_sums(TensorType tiled) {
-    return tiled == TensorType::Q4_0_T32 || tiled == TensorType::Q4_1_T32;  // q4_0's offset, q4_1's minimum
+bool tile_wants_block_sums(TensorType tiled, XForm form) {
+    if (form == XForm::kInt8) return false;
+    return tiled == TensorType::Q4_1_T32 || (tiled == TensorType::Q4_0_T32 && form == XForm::kFloat);
 }
 
-static TileGemvFn pick(TensorType tiled, bool int8) {
+TileGemvFn tile_gemv(TensorType tiled, XForm form) {
     if (use_avx2())
-        if (TileGemvFn f = tile_gemv_avx2(tiled, int8)) return f;
-    return tile_gemv_scalar(tiled, int8);
+        if (TileGemvFn f = tile_gemv_avx2(tiled, form)) return f;
+    return tile_gemv_scalar(tiled, form);
 }
-
-TileGemvFn tile_gemv(TensorType tiled) { return pick(tiled, false); }
-TileGemvFn tile_gemv_i8(TensorType tiled) { return pick(tiled, true); }
 
 void block_sums(const float* x, size_t k, float* fsum) {
     for (size_t b = 0; b < k / 32; ++b) {
@@ -178,5 +185,7 @@ void quantize_x(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
     static const QuantizeFn f = use_avx2() ? quantize_x_avx2() : quantize_x_scalar();
     f(x, k, q, d, sum);
 }
+
+void quantize_x16(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum) { vec_math().quantize16(x, k, q16, d, sum); }
 
 }  // namespace akunu::cpu

@@ -102,6 +102,51 @@ void gemv_int8(const uint8_t* tile, const TileX& x, size_t k, float* out) {
     for (int g = 0; g < 4; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
 
+// x in 16 bits (tile_dot.h quantize_x16): per 4-byte chunk, the codes become int16 pairs
+// (2i, 2i + 2) and (2i + 1, 2i + 3) within each row's 32-bit lane (no lane crossing), and one
+// madd against the matching pair of x words sums two products per row. Block sums stay exact
+// in int32 (32 codes x 32767 x 15 < 2^31).
+template <TensorType T>
+void gemv_int16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    constexpr bool q8 = T == TensorType::Q8_0_T32, q4_1 = T == TensorType::Q4_1_T32;
+    constexpr size_t bb = q8 ? 34 : q4_1 ? 20 : 18, header = q4_1 ? 128 : 64;
+    const __m256i low4 = _mm256_set1_epi16(0x000F);
+    const int32_t* words = reinterpret_cast<const int32_t*>(x.q16);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (size_t b = 0; b < k / 32; ++b) {
+        const uint8_t* column = tile + b * kTileRows * bb;
+        const uint8_t* codes = column + header;
+        const int32_t* xw = words + b * 16;  // word 2c: x(4c), x(4c + 2); word 2c + 1: x(4c + 1), x(4c + 3)
+        __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int c = 0; c < (q8 ? 8 : 4); ++c) {
+            const __m256i xe = _mm256_set1_epi32(xw[2 * c]), xo = _mm256_set1_epi32(xw[2 * c + 1]);
+            for (int g = 0; g < 4; ++g) {
+                const __m256i v = load32(codes + (c * kTileRows + g * 8) * 4);
+                __m256i p;
+                if constexpr (q8) {  // signed bytes 0 and 2, then 1 and 3, sign-extended to 16 bits
+                    p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8), xe),
+                                         _mm256_madd_epi16(_mm256_srai_epi16(v, 8), xo));
+                } else {  // the high nibbles are elements 16 + 4c + e: words 2 (4 + c) and 2 (4 + c) + 1
+                    const __m256i he = _mm256_set1_epi32(xw[2 * (4 + c)]), ho = _mm256_set1_epi32(xw[2 * (4 + c) + 1]);
+                    const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, low4), xe),
+                                                        _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 8), low4), xo));
+                    const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), he),
+                                                        _mm256_madd_epi16(_mm256_srli_epi16(v, 12), ho));
+                    p = _mm256_add_epi32(lo, hi);
+                }
+                s[g] = _mm256_add_epi32(s[g], p);
+            }
+        }
+        const __m256 dx = _mm256_set1_ps(x.d[b]);
+        for (int g = 0; g < 4; ++g) {
+            if constexpr (!q8 && !q4_1) s[g] = _mm256_sub_epi32(s[g], _mm256_set1_epi32(8 * x.sum[b]));
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[g]), _mm256_mul_ps(scales8(column + g * 16), dx), acc[g]);
+            if constexpr (q4_1) acc[g] = _mm256_fmadd_ps(scales8(column + 64 + g * 16), _mm256_set1_ps(x.fsum[b]), acc[g]);
+        }
+    }
+    for (int g = 0; g < 4; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
 // q8_0, q4_0, q4_1 in fp32 (tile_dot.cpp gemv_quant, same order): byte e of each 32-bit lane
 // is code 4c + e of that lane's row; shifts move it down, a convert makes it a float. Each row
 // group keeps two sums (q4: low and high nibbles; q8: bytes 0-1 and 2-3), so eight independent
@@ -186,17 +231,22 @@ void quantize(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
 
 }  // namespace
 
-TileGemvFn tile_gemv_avx2(TensorType tiled, bool int8) {
+TileGemvFn tile_gemv_avx2(TensorType tiled, XForm form) {
     using T = TensorType;
-    switch (tiled) {
-        case T::F32_T32: return int8 ? nullptr : gemv_float<T::F32_T32>;
-        case T::F16_T32: return int8 ? nullptr : gemv_float<T::F16_T32>;
-        case T::BF16_T32: return int8 ? nullptr : gemv_float<T::BF16_T32>;
-        case T::Q8_0_T32: return int8 ? gemv_int8<T::Q8_0_T32> : gemv_quant<T::Q8_0_T32>;
-        case T::Q4_0_T32: return int8 ? gemv_int8<T::Q4_0_T32> : gemv_quant<T::Q4_0_T32>;
-        case T::Q4_1_T32: return int8 ? gemv_int8<T::Q4_1_T32> : gemv_quant<T::Q4_1_T32>;
-        default: return nullptr;
-    }
+    // The three block types, each with its fp32, 16-bit and 8-bit product.
+    struct Forms { TileGemvFn f32, i16, i8; };
+    auto forms = [&]() -> Forms {
+        switch (tiled) {
+            case T::Q8_0_T32: return {gemv_quant<T::Q8_0_T32>, gemv_int16<T::Q8_0_T32>, gemv_int8<T::Q8_0_T32>};
+            case T::Q4_0_T32: return {gemv_quant<T::Q4_0_T32>, gemv_int16<T::Q4_0_T32>, gemv_int8<T::Q4_0_T32>};
+            case T::Q4_1_T32: return {gemv_quant<T::Q4_1_T32>, gemv_int16<T::Q4_1_T32>, gemv_int8<T::Q4_1_T32>};
+            case T::F32_T32: return {gemv_float<T::F32_T32>, nullptr, nullptr};
+            case T::F16_T32: return {gemv_float<T::F16_T32>, nullptr, nullptr};
+            case T::BF16_T32: return {gemv_float<T::BF16_T32>, nullptr, nullptr};
+            default: return {nullptr, nullptr, nullptr};
+        }
+    }();
+    return form == XForm::kInt8 ? forms.i8 : form == XForm::kInt16 ? forms.i16 : forms.f32;
 }
 
 QuantizeFn quantize_x_avx2() { return quantize; }

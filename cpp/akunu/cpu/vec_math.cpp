@@ -96,6 +96,24 @@ AKUNU_INLINE void rope_body(float* x, const float* cos, const float* sin, size_t
     }
 }
 
+// Scale max|x| / 32767 per block, round half to even; stored in tile_dot.h's kX16Order.
+AKUNU_INLINE void quantize16_body(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum) {
+    for (size_t b = 0; b < k / 32; ++b, x += 32, q16 += 32) {
+        float amax = 0.0f;
+        for (size_t j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        d[b] = amax / 32767.0f;
+        const float inv = amax != 0.0f ? 1.0f / d[b] : 0.0f;
+        int32_t q[32], s = 0;
+        for (size_t j = 0; j < 32; ++j) q[j] = int32_t(std::nearbyint(x[j] * inv));
+        for (size_t j = 0; j < 32; ++j) s += q[j];
+        for (size_t j = 0; j < 32; j += 4) {
+            q16[j] = int16_t(q[j]), q16[j + 1] = int16_t(q[j + 2]);
+            q16[j + 2] = int16_t(q[j + 1]), q16[j + 3] = int16_t(q[j + 3]);
+        }
+        sum[b] = s;
+    }
+}
+
 // One wrapper per tier for each body.
 #define AKUNU_VEC_TIERS(name, ret, params, args)        \
     ret name##_base params { return name##_body args; } \
@@ -107,6 +125,7 @@ AKUNU_VEC_TIERS(scores, void, (const float* q, const float* kt, size_t ks, size_
 AKUNU_VEC_TIERS(exp_shifted, float, (float* s, size_t n, float m), (s, n, m))
 AKUNU_VEC_TIERS(mix, void, (float* o, float keep, const float* w, const float* v, size_t vs, size_t n, size_t d), (o, keep, w, v, vs, n, d))
 
+AKUNU_VEC_TIERS(quantize16, void, (const float* x, size_t k, int16_t* q, float* d, int32_t* s), (x, k, q, d, s))
 AKUNU_VEC_TIERS(rope, void, (float* x, const float* c, const float* s, size_t half, bool il), (x, c, s, half, il))
 
 // The f16 conversion has no loop form the compiler turns into F16C: each tier has its own.
@@ -121,8 +140,8 @@ AKUNU_V3 void to_half_v3(const float* x, uint16_t* out, size_t n) {
     for (; i < n; ++i) out[i] = float_to_half(x[i]);
 }
 
-const VecMath kBase{silu_mul_base, gelu_tanh_mul_base, scores_base, exp_shifted_base, mix_base, rope_base, to_half_base};
-const VecMath kV3{silu_mul_v3, gelu_tanh_mul_v3, scores_v3, exp_shifted_v3, mix_v3, rope_v3, to_half_v3};
+const VecMath kBase{silu_mul_base, gelu_tanh_mul_base, scores_base, exp_shifted_base, mix_base, rope_base, quantize16_base, to_half_base};
+const VecMath kV3{silu_mul_v3, gelu_tanh_mul_v3, scores_v3, exp_shifted_v3, mix_v3, rope_v3, quantize16_v3, to_half_v3};
 
 }  // namespace
 
