@@ -7,14 +7,16 @@
 #endif
 // gemm_<wtype>: Y[m, n] = X[m, :] · W[n, :] for a prefill chunk, fp32 accumulation.
 //
-// Each workgroup of 256 invocations computes a BM x BN tile of Y. Per step of BK along k it
-// stages the X tile and the W tile (dequantized from any supported weight type, 8 weights per
-// load) in shared memory, loads the next step's tiles into registers, then multiplies: on the scalar path each invocation accumulates
-// a 4 x 4 sub-tile (64 x 64 tiles); the GEMM_COOPMAT variant (128 x 128 tiles) gives each of
-// its 8 subgroups a 32 x 64 sub-tile of 16 x 16 NV cooperative matrices (f16 in, f32 out).
+// Each workgroup computes a BM x BN tile of Y. Per step of BK along k it stages the X tile and
+// the W tile (dequantized from any supported weight type, 8 weights per load) in shared memory,
+// loads the next step's tiles into registers, then multiplies: on the scalar path each of 256
+// invocations accumulates a 4 x 4 sub-tile (64 x 64 tiles, BK = 32); the GEMM_COOPMAT variant
+// (shape in gemm_tiles.h, which the host reads too) gives each subgroup TM x TN blocks of
+// 16 x 16 NV cooperative matrices (f16 in, f32 out).
 // Rows past step.n_tokens are neither computed nor written: one recorded table serves every
 // chunk length.
 #include "common.glsl"
+#include "gemm_tiles.h"
 
 layout(std430, binding = 1) readonly buffer X { float x[]; };    // [m, ldx]
 layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
@@ -25,26 +27,32 @@ layout(push_constant) uniform Push { GemmParams p; };
 layout(std430, binding = 2) buffer Y { float y[]; };             // [m, ldy]
 layout(std430, binding = 3) readonly buffer Step { StepState step; };
 
-layout(local_size_x = 256) in;
-#define BK 32
-
 #ifdef GEMM_COOPMAT
-#define BM 128
-#define BN 128
+#define BM AKUNU_GEMM_CM_BM
+#define BN AKUNU_GEMM_CM_BN
+#define BK AKUNU_GEMM_CM_BK
+#define TM AKUNU_GEMM_CM_TM
+#define TN AKUNU_GEMM_CM_TN
+#define THREADS (AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N * 32)
 // Tiles as the cooperative-matrix loads read them: X [BM][PITCH] and W [BN][PITCH], both
-// row-major in k, so W is loaded column-major as the k x n operand. PITCH pads each row to 80
-// bytes (a multiple of 16, as the loads need) so that lanes staging neighbouring rows meet at
-// most 4 to a bank instead of 16. Results leave through a 16 x 16 staging block per subgroup,
+// row-major in k, so W is loaded column-major as the k x n operand. PITCH pads each row by 16
+// bytes (rows stay 16-byte aligned, as the loads need) so that the 8 rows a load reads at a
+// time fall on different banks. Results leave through a 16 x 16 staging block per subgroup,
 // which handles edges, row strides and accumulation.
 #define PITCH (BK + 8)
 shared float16_t xs[BM * PITCH];
 shared float16_t ws[BN * PITCH];
-shared float ys[8 * 16 * 16];
+shared float ys[THREADS / 32 * 16 * 16];
 void stage_x(uint m, uint kk, float v) { xs[m * PITCH + kk] = float16_t(v); }
 void stage_w(uint n, uint kk, float v) { ws[n * PITCH + kk] = float16_t(v); }
+#if BM * BN / (THREADS / 32) != 256 * TM * TN || BM * (BK / 8) % THREADS != 0 || BN * (BK / 8) % THREADS != 0
+#error "gemm_tiles.h: the subgroups must cover the tile, and every invocation load as many items"
+#endif
 #else
-#define BM 64
-#define BN 64
+#define BM AKUNU_GEMM_BM
+#define BN AKUNU_GEMM_BN
+#define BK 32
+#define THREADS 256
 // Tiles transposed, [BK][BM] and [BK][BN], so that each invocation reads its 4 rows and its 4
 // columns as one vec4 each.
 shared vec4 xs4[BK][BM / 4];
@@ -52,12 +60,13 @@ shared vec4 ws4[BK][BN / 4];
 void stage_x(uint m, uint kk, float v) { xs4[kk][m / 4][m % 4] = v; }
 void stage_w(uint n, uint kk, float v) { ws4[kk][n / 4][n % 4] = v; }
 #endif
+layout(local_size_x = THREADS) in;
 
 // Tile loads, 8 values per item. Item i covers row i / (BK / 8) and k offset 8 * (i % (BK / 8)):
 // neighbouring lanes read neighbouring bytes of one row (of one quantized block), which
 // measured faster than spreading a subgroup over 32 rows for conflict-free stores.
-#define X_ITEMS (BM * (BK / 8) / 256)
-#define W_ITEMS (BN * (BK / 8) / 256)
+#define X_ITEMS (BM * (BK / 8) / THREADS)
+#define W_ITEMS (BN * (BK / 8) / THREADS)
 float xr[X_ITEMS][8], wr[W_ITEMS][8];
 
 // Reads X[m0 : m0 + BM, k0 : k0 + BK] and W[n0 : n0 + BN, k0 : k0 + BK] into registers, zero
@@ -66,7 +75,7 @@ float xr[X_ITEMS][8], wr[W_ITEMS][8];
 void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
     const bool x_vec = (p.ldx & 3u) == 0u;
     [[unroll]] for (uint t = 0; t < X_ITEMS; ++t) {
-        const uint item = gl_LocalInvocationID.x + 256 * t;
+        const uint item = gl_LocalInvocationID.x + THREADS * t;
         const uint m = m0 + item / (BK / 8), k = k0 + 8 * (item % (BK / 8));
         if (m < m_end && x_vec && k + 8 <= p.k) {
             const vec4 a = x4[(m * p.ldx + k) / 4], b = x4[(m * p.ldx + k) / 4 + 1];
@@ -76,7 +85,7 @@ void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
         }
     }
     [[unroll]] for (uint t = 0; t < W_ITEMS; ++t) {
-        const uint item = gl_LocalInvocationID.x + 256 * t;
+        const uint item = gl_LocalInvocationID.x + THREADS * t;
         const uint n = n0 + item / (BK / 8), k = k0 + 8 * (item % (BK / 8));
         if (n < p.n && k < p.k) {
             w_load8(n, k, p.k, wr[t]);
@@ -88,11 +97,11 @@ void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
 
 void store_tiles() {
     [[unroll]] for (uint t = 0; t < X_ITEMS; ++t) {
-        const uint item = gl_LocalInvocationID.x + 256 * t;
+        const uint item = gl_LocalInvocationID.x + THREADS * t;
         [[unroll]] for (uint j = 0; j < 8; ++j) stage_x(item / (BK / 8), 8 * (item % (BK / 8)) + j, xr[t][j]);
     }
     [[unroll]] for (uint t = 0; t < W_ITEMS; ++t) {
-        const uint item = gl_LocalInvocationID.x + 256 * t;
+        const uint item = gl_LocalInvocationID.x + THREADS * t;
         [[unroll]] for (uint j = 0; j < 8; ++j) stage_w(item / (BK / 8), 8 * (item % (BK / 8)) + j, wr[t][j]);
     }
 }
@@ -109,12 +118,13 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
 
 #ifdef GEMM_COOPMAT
-    // Subgroup sg (of 8, 32 invocations each) owns rows wm .. wm + 31 and columns wn .. wn + 63.
-    const uint sg = gl_SubgroupID, wm = (sg / 2) * 32, wn = (sg % 2) * 64;
+    // Subgroup sg owns rows wm .. wm + 16 TM - 1 and columns wn .. wn + 16 TN - 1.
+    const uint sg = gl_SubgroupID;
+    const uint wm = (sg / AKUNU_GEMM_CM_SG_N) * 16 * TM, wn = (sg % AKUNU_GEMM_CM_SG_N) * 16 * TN;
     // Every loop over the accumulators is unrolled so that they stay in registers.
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[2][4];
-    [[unroll]] for (uint i = 0; i < 2; ++i)
-        [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TM][TN];
+    [[unroll]] for (uint i = 0; i < TM; ++i)
+        [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 #else
     const uint tm = tid / (BN / 4), tn = tid % (BN / 4);  // this invocation's 4 rows and 4 columns
     vec4 acc[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
@@ -127,11 +137,11 @@ void main() {
         if (k0 + BK < p.k) load_tiles(m0, n0, k0 + BK, m_end);
 #ifdef GEMM_COOPMAT
         [[unroll]] for (uint kb = 0; kb < BK; kb += 16) {
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2], w[4];
-            [[unroll]] for (uint i = 0; i < 2; ++i) coopMatLoadNV(a[i], xs, (wm + 16 * i) * PITCH + kb, PITCH, false);
-            [[unroll]] for (uint j = 0; j < 4; ++j) coopMatLoadNV(w[j], ws, (wn + 16 * j) * PITCH + kb, PITCH, true);
-            [[unroll]] for (uint i = 0; i < 2; ++i)
-                [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = coopMatMulAddNV(a[i], w[j], acc[i][j]);
+            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TM], w[TN];
+            [[unroll]] for (uint i = 0; i < TM; ++i) coopMatLoadNV(a[i], xs, (wm + 16 * i) * PITCH + kb, PITCH, false);
+            [[unroll]] for (uint j = 0; j < TN; ++j) coopMatLoadNV(w[j], ws, (wn + 16 * j) * PITCH + kb, PITCH, true);
+            [[unroll]] for (uint i = 0; i < TM; ++i)
+                [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = coopMatMulAddNV(a[i], w[j], acc[i][j]);
         }
 #else
         [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
@@ -151,8 +161,8 @@ void main() {
     // go through the subgroup's staging block one element per lane.
     const uint lane = gl_SubgroupInvocationID;
     const bool direct_ok = (p.ldy & 3u) == 0u;
-    [[unroll]] for (uint i = 0; i < 2; ++i)
-        [[unroll]] for (uint j = 0; j < 4; ++j) {
+    [[unroll]] for (uint i = 0; i < TM; ++i)
+        [[unroll]] for (uint j = 0; j < TN; ++j) {
             const uint bm = m0 + wm + 16 * i, bn = n0 + wn + 16 * j;
             if (direct_ok && bm + 16 <= m_end && bn + 16 <= p.n) {
                 if (p.accumulate != 0) {

@@ -9,6 +9,7 @@
 
 #include "akunu/cpu/tiles.h"
 #include "akunu/error.h"
+#include "gemm_tiles.h"
 #include "params.h"
 
 namespace akunu::kernels {
@@ -276,8 +277,8 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     GemmParams p{checked_u32(g.m, "gemm: m"), checked_u32(g.n, "gemm: n"), checked_u32(g.k, "gemm: k"),
                  checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u};
     const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
-    const size_t tile = coopmat ? 128 : 64;  // gemm.comp BM = BN of the variant
-    const size_t gx = (g.n + tile - 1) / tile, gy = (g.m + tile - 1) / tile;
+    const size_t bm = coopmat ? AKUNU_GEMM_CM_BM : AKUNU_GEMM_BM, bn = coopmat ? AKUNU_GEMM_CM_BN : AKUNU_GEMM_BN;
+    const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
     const std::string kernel = coopmat ? weight_variant("gemm_cm", wtype) : weight_variant("gemm", wtype);
     emit(s, kernel, {}, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy)});

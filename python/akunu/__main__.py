@@ -179,7 +179,9 @@ def _kernel_bench(akunu, args) -> int:
     dev = akunu.Device(args.device)
     scale = 1.0 if dev.profile["type"] != "cpu" else 1 / 16  # lavapipe: smaller problems
     print(f"kernel bandwidth on {dev.name}")
-    if not args.gemv:
+    if args.gemm:
+        rows = kernel_bench.gemm_rows(dev, scale)
+    elif not args.gemv:
         rows = kernel_bench.run(dev, scale)
     else:
         rows = [kernel_bench.copy_row(dev, scale)]
@@ -275,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gemv", action="store_true",
                    help="GEMVs at the 1b and llama2-7b decode shapes instead, each waiting for the one before "
                         "(float path, then the engine's choice)")
+    p.add_argument("--gemm", action="store_true", help="only the prefill GEMMs (512 x 4096 x 4096), per weight format")
     p.set_defaults(run=_kernel_bench)
     p = sub.add_parser("bench", help="prefill, time to first token and decode speed against the bandwidth floor")
     p.add_argument("files", nargs="+", help="model files")

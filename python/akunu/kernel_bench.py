@@ -51,7 +51,7 @@ def _time(device, record, reps: int, trials: int = 5) -> float:
 
 # Block formats the benchmark times: (elements, bytes) per block and the byte offsets of its
 # f16 scales; the other bytes of a block are valid as random bytes.
-_BLOCKS = {"Q4_0": (32, 18, [0]), "Q4_K": (256, 144, [0, 2]), "Q6_K": (256, 210, [208])}
+_BLOCKS = {"Q8_0": (32, 34, [0]), "Q4_0": (32, 18, [0]), "Q4_1": (32, 20, [0, 2]), "Q4_K": (256, 144, [0, 2]), "Q6_K": (256, 210, [208])}
 
 
 def random_blocks(rng, wtype: str, n: int) -> np.ndarray:
@@ -107,15 +107,23 @@ def run(device, scale: float = 1.0) -> list[BenchRow]:
         rows_out.append(BenchRow(f"gemv {name} {rows}x{k}", w0.nbytes + x.size + 4 * rows, ms))
         del ws, ys
 
-    # Prefill GEMMs: a 512-token chunk through a 4096 x 4096 projection, f16 and Q4_0 weights.
+    return rows_out + gemm_rows(device, scale)
+
+
+def gemm_rows(device, scale: float = 1.0) -> list[BenchRow]:
+    """Prefill GEMMs: a 512-token chunk through a 4096 x 4096 projection, per weight format."""
+    rng = np.random.default_rng(0)
     shrink = min(1.0, scale * 4)
     m, n, k = max(16, int(512 * shrink)), max(64, int(4096 * shrink)), max(64, int(4096 * shrink))
     x = device.upload(rng.standard_normal((m, k)).astype(np.float32))
     y = device.empty([m, n], "f32")
     step = device.upload(np.array([0, 0, m, 0], np.uint32))
-    for wtype, w in (("F16", device.upload(rng.standard_normal((n, k)).astype(np.float16))),
-                     ("Q4_0", device.upload(random_blocks(rng, "Q4_0", n * k))),
-                     ("Q4_K", device.upload(random_blocks(rng, "Q4_K", n * k)))):
+    rows_out = []
+    for wtype in ("F16", "F32", "Q8_0", "Q4_0", "Q4_1", "Q4_K"):
+        if wtype.startswith("F"):
+            w = device.upload(rng.standard_normal((n, k)).astype(np.float16 if wtype == "F16" else np.float32))
+        else:
+            w = device.upload(random_blocks(rng, wtype, n * k))
         ms = _time(device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step), reps=5)
         rows_out.append(BenchRow(f"gemm {wtype} {m}x{n}x{k}", w.size + x.size + y.size, ms, flops=2.0 * m * n * k))
     return rows_out
