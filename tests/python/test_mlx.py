@@ -1,6 +1,6 @@
 """MLX affine-quantized weights (4 and 8 bits, groups of 32, 64 and 128): the GEMV, GEMM and
 embedding kernels against a NumPy dequantization, and a whole MLX checkpoint against
-transformers running the same dequantized weights."""
+transformers running the same dequantized weights, on both backends."""
 from __future__ import annotations
 
 import json
@@ -16,6 +16,12 @@ from mlx_quant import dequantize, device_bytes, quantize
 from safetensors_writer import write_model_dir
 
 TYPES = [(bits, group) for bits in (4, 8) for group in (32, 64, 128)]
+
+
+@pytest.fixture(scope="module")
+def device(backend):
+    """Each backend in turn (conftest.py `backend`): the CPU kernels hold to the same references."""
+    return akunu.Device(backend)
 
 
 def mlx_weights(device, rng, rows, k, bits, group):
@@ -87,7 +93,7 @@ def mlx_checkpoint(tmp_path, bits, group):
 
 
 @pytest.mark.parametrize("bits, group", [(4, 64), (8, 32)])
-def test_mlx_checkpoint_matches_transformers(tmp_path, bits, group):
+def test_mlx_checkpoint_matches_transformers(tmp_path, backend, bits, group):
     torch = pytest.importorskip("torch", reason="transformers' forward pass is the reference")
     transformers = pytest.importorskip("transformers")
     dirs = mlx_checkpoint(tmp_path, bits, group)

@@ -65,5 +65,6 @@ void register_attention(void (*add)(const KernelRow&));
 void register_sample(void (*add)(const KernelRow&));
 void register_encoder(void (*add)(const KernelRow&));
 void register_tiles(void (*add)(const KernelRow&));
+void register_mlx(void (*add)(const KernelRow&));
 
 }  // namespace akunu::cpu

@@ -24,6 +24,7 @@ const std::map<std::string, CpuKernel>& registry() {
         register_sample(add);
         register_encoder(add);
         register_tiles(add);
+        register_mlx(add);
         return true;
     }();
     (void)filled;
