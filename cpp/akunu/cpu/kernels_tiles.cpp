@@ -48,12 +48,12 @@ void gemv_tiles(const CpuArgs& a, size_t begin, size_t end, XForm form) {
         x.q = q.data(), x.d = d.data(), x.sum = sum.data();
     } else if (form == XForm::kInt16) {
         if (q16.size() < p.k) q16.resize(p.k);
-        quantize_x16(x.f, p.k, q16.data(), d.data(), sum.data());
+        quantize_x16(x.f, p.k, q16.data(), d.data(), sum.data(), tile_sum_block(type) == 32);
         x.q16 = q16.data(), x.d = d.data(), x.sum = sum.data();
     }
     if (tile_wants_block_sums(type, form)) {
-        if (fsum.size() < p.k / 32) fsum.resize(p.k / 32);
-        block_sums(x.f, p.k, fsum.data());
+        if (fsum.size() < p.k / 16) fsum.resize(p.k / 16);
+        block_sums(x.f, p.k, tile_sum_block(type), fsum.data());
         x.fsum = fsum.data();
     }
     const TileGemvFn dot = tile_gemv(type, form);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/kquant_gemv.h"
 #include "akunu/cpu/tiles.h"
 #include "akunu/cpu/vec_math.h"
 #include "akunu/half.h"
@@ -141,6 +142,19 @@ void gemv_superblocks(const uint8_t* tile, const TileX& x, size_t k, float* out)
         }
 }
 
+// k-quants with x in 16 bits (kquant_gemv.h): the exact code sums as plain loops.
+template <TensorType Base>
+void gemv_kquant16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    constexpr size_t sub = kquant::kSub<Base>;
+    kquant::kquant_gemv16<Base>(tile, x, k, out, [](const int16_t* q, const int16_t* xq, int32_t* sums) {
+        for (size_t s = 0; s < 256 / sub; ++s) {
+            int32_t v = 0;
+            for (size_t i = s * sub; i < (s + 1) * sub; ++i) v += int32_t(q[i]) * int32_t(xq[i]);
+            sums[s] = v;
+        }
+    });
+}
+
 }  // namespace
 
 TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form) {
@@ -153,15 +167,16 @@ TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form) {
         case T::Q8_0_T32: return int8 ? gemv_int<T::Q8_0_T32, XForm::kInt8> : int16 ? gemv_int<T::Q8_0_T32, XForm::kInt16> : gemv_quant<T::Q8_0_T32>;
         case T::Q4_0_T32: return int8 ? gemv_int<T::Q4_0_T32, XForm::kInt8> : int16 ? gemv_int<T::Q4_0_T32, XForm::kInt16> : gemv_quant<T::Q4_0_T32>;
         case T::Q4_1_T32: return int8 ? gemv_int<T::Q4_1_T32, XForm::kInt8> : int16 ? gemv_int<T::Q4_1_T32, XForm::kInt16> : gemv_quant<T::Q4_1_T32>;
-        case T::Q4_K_T32: return form != XForm::kFloat ? nullptr : gemv_superblocks<T::Q4_K>;
-        case T::Q5_K_T32: return form != XForm::kFloat ? nullptr : gemv_superblocks<T::Q5_K>;
-        case T::Q6_K_T32: return form != XForm::kFloat ? nullptr : gemv_superblocks<T::Q6_K>;
+        case T::Q4_K_T32: return int8 ? nullptr : int16 ? gemv_kquant16<T::Q4_K> : gemv_superblocks<T::Q4_K>;
+        case T::Q5_K_T32: return int8 ? nullptr : int16 ? gemv_kquant16<T::Q5_K> : gemv_superblocks<T::Q5_K>;
+        case T::Q6_K_T32: return int8 ? nullptr : int16 ? gemv_kquant16<T::Q6_K> : gemv_superblocks<T::Q6_K>;
         default: return nullptr;
     }
 }
 
 bool tile_wants_block_sums(TensorType tiled, XForm form) {
     if (form == XForm::kInt8) return false;
+    if (form == XForm::kInt16 && tile_sum_block(tiled) == 16) return true;  // k-quants
     return tiled == TensorType::Q4_1_T32 || (tiled == TensorType::Q4_0_T32 && form == XForm::kFloat);
 }
 
@@ -171,12 +186,17 @@ TileGemvFn tile_gemv(TensorType tiled, XForm form) {
     return tile_gemv_scalar(tiled, form);
 }
 
-void block_sums(const float* x, size_t k, float* fsum) {
-    for (size_t b = 0; b < k / 32; ++b) {
+void block_sums(const float* x, size_t k, size_t n, float* fsum) {
+    for (size_t b = 0; b < k / n; ++b) {
         float s = 0.0f;
-        for (size_t j = 0; j < 32; ++j) s += x[b * 32 + j];
+        for (size_t j = 0; j < n; ++j) s += x[b * n + j];
         fsum[b] = s;
     }
+}
+
+size_t tile_sum_block(TensorType tiled) {
+    const TileLayout* l = tile_layout(tiled);
+    return l && l->header_fields == 0 && type_traits(l->base).block_size == 256 ? 16 : 32;
 }
 
 QuantizeFn quantize_x_scalar() { return quantize_scalar; }
@@ -186,6 +206,8 @@ void quantize_x(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
     f(x, k, q, d, sum);
 }
 
-void quantize_x16(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum) { vec_math().quantize16(x, k, q16, d, sum); }
+void quantize_x16(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave) {
+    vec_math().quantize16(x, k, q16, d, sum, interleave);
+}
 
 }  // namespace akunu::cpu

@@ -34,21 +34,25 @@ namespace akunu::cpu {
 struct TileX {
     const float* f = nullptr;       // [k]
     const int8_t* q = nullptr;      // [k] 8-bit x (the int8 mode)
-    const int16_t* q16 = nullptr;   // [k] 16-bit x, each group of 4 stored as x0 x2 x1 x3 (quantize_x16)
+    const int16_t* q16 = nullptr;   // [k] 16-bit x (quantize_x16; groups of 4 as x0 x2 x1 x3 but for k-quants)
     const float* d = nullptr;       // [k / 32] block scales (of q or q16, whichever x carries)
     const int32_t* sum = nullptr;   // [k / 32] sums of each block's q or q16
-    const float* fsum = nullptr;    // [k / 32] sums of each block of f (block_sums)
+    const float* fsum = nullptr;    // sums of each block of f (block_sums): of 32, of 16 for k-quants
 };
 
-// fsum[b] = x[32 b] + ... + x[32 b + 31], in that order (k a multiple of 32).
-void block_sums(const float* x, size_t k, float* fsum);
+// fsum[b] = x[n b] + ... + x[n b + n - 1], in that order (k a multiple of n).
+void block_sums(const float* x, size_t k, size_t n, float* fsum);
+// The elements per block_sums block that a product of `tiled` reads: 16 for k-quants (Q6_K's
+// sub-blocks), else 32.
+size_t tile_sum_block(TensorType tiled);
 
 // q, d and sum of x[0:k] (k a multiple of 32).
 void quantize_x(const float* x, size_t k, int8_t* q, float* d, int32_t* sum);
-// q16, d and sum of x[0:k] (k a multiple of 32). Within each group of 4, elements are stored
-// in the order 0 2 1 3, so that one 32-bit word holds the pair an int16 madd multiplies into
-// codes (2i, 2i + 2) or (2i + 1, 2i + 3) of a 4-byte tile chunk.
-void quantize_x16(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum);
+// q16, d and sum of x[0:k] (k a multiple of 32). For q8_0/q4_0/q4_1 (interleave) each group of
+// 4 is stored in the order 0 2 1 3, so that one 32-bit word holds the pair an int16 madd
+// multiplies into codes (2i, 2i + 2) or (2i + 1, 2i + 3) of a 4-byte tile chunk; k-quants read
+// x in order.
+void quantize_x16(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave);
 constexpr size_t kX16Order[4] = {0, 2, 1, 3};  // q16[4 c + kX16Order[e]] = x[4 c + e]
 
 // out[0:32] = tile . x over k elements (k a whole number of the type's blocks).
@@ -62,7 +66,7 @@ enum class XForm { kFloat, kInt16, kInt8 };
 // forms exist for q8_0, q4_0 and q4_1).
 TileGemvFn tile_gemv(TensorType tiled, XForm form = XForm::kFloat);
 // Whether the product reads TileX::fsum (fp32: q4_0's offset of 8 and q4_1's minimum; 16-bit:
-// q4_1's minimum).
+// q4_1's and the k-quants' minimums).
 bool tile_wants_block_sums(TensorType tiled, XForm form);
 
 // Scalar and AVX2 versions (tests compare them); the AVX2 ones are null where none exists.

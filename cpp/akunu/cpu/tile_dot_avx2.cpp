@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "akunu/cpu/kquant_gemv.h"
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/cpu/tiles.h"
 
@@ -147,6 +148,36 @@ void gemv_int16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
     for (int g = 0; g < 4; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
 
+// k-quants with x in 16 bits (kquant_gemv.h): madds leave 8 partial sums per sub-block, and
+// an hadd tree turns 8 sub-blocks' vectors into their 8 totals at once (exact in int32, as in
+// the scalar loops).
+__m256i madd16(const int16_t* q, const int16_t* x) {
+    return _mm256_madd_epi16(load32(reinterpret_cast<const uint8_t*>(q)), load32(reinterpret_cast<const uint8_t*>(x)));
+}
+
+// sums[0:8] = the lane totals of v[0:8].
+void totals8(const __m256i v[8], int32_t* sums) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(sums), _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(sums + 4), _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+}
+
+template <TensorType Base>
+void gemv_kquant16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    constexpr size_t sub = kquant::kSub<Base>;
+    kquant::kquant_gemv16<Base>(tile, x, k, out, [](const int16_t* q, const int16_t* xq, int32_t* sums) {
+        for (size_t g = 0; g < 256 / sub / 8; ++g, q += 8 * sub, xq += 8 * sub, sums += 8) {
+            __m256i v[8];
+            for (size_t s = 0; s < 8; ++s) {
+                v[s] = madd16(q + s * sub, xq + s * sub);
+                if constexpr (sub == 32) v[s] = _mm256_add_epi32(v[s], madd16(q + s * sub + 16, xq + s * sub + 16));
+            }
+            totals8(v, sums);
+        }
+    });
+}
+
 // q8_0, q4_0, q4_1 in fp32 (tile_dot.cpp gemv_quant, same order): byte e of each 32-bit lane
 // is code 4c + e of that lane's row; shifts move it down, a convert makes it a float. Each row
 // group keeps two sums (q4: low and high nibbles; q8: bytes 0-1 and 2-3), so eight independent
@@ -243,6 +274,9 @@ TileGemvFn tile_gemv_avx2(TensorType tiled, XForm form) {
             case T::F32_T32: return {gemv_float<T::F32_T32>, nullptr, nullptr};
             case T::F16_T32: return {gemv_float<T::F16_T32>, nullptr, nullptr};
             case T::BF16_T32: return {gemv_float<T::BF16_T32>, nullptr, nullptr};
+            case T::Q4_K_T32: return {nullptr, gemv_kquant16<T::Q4_K>, nullptr};
+            case T::Q5_K_T32: return {nullptr, gemv_kquant16<T::Q5_K>, nullptr};
+            case T::Q6_K_T32: return {nullptr, gemv_kquant16<T::Q6_K>, nullptr};
             default: return {nullptr, nullptr, nullptr};
         }
     }();

@@ -1,7 +1,6 @@
-// VecMath (vec_math.h): each body is an always-inline function, instantiated once in a plain
-// wrapper and once in a wrapper with target("arch=x86-64-v3"); inlined there, it is compiled
-// (and vectorized) with AVX2 and FMA. Nothing here runs AVX2 code before use_avx2() said yes.
+// VecMath (vec_math.h): each body compiled for both tiers (vec_tiers.h).
 #include "akunu/cpu/vec_math.h"
+#include "akunu/cpu/vec_tiers.h"
 
 #include <cmath>
 #include <cstdint>
@@ -14,9 +13,6 @@
 namespace akunu::cpu {
 
 namespace {
-
-#define AKUNU_INLINE [[gnu::always_inline]] inline
-#define AKUNU_V3 [[gnu::target("arch=x86-64-v3")]]
 
 // exp(x) without a library call, so loops over it vectorize: x = n ln2 + r with |r| <= ln2 / 2,
 // exp(r) by its Taylor series to r^6 (relative error under 2e-7), 2^n through the exponent
@@ -96,8 +92,9 @@ AKUNU_INLINE void rope_body(float* x, const float* cos, const float* sin, size_t
     }
 }
 
-// Scale max|x| / 32767 per block, round half to even; stored in tile_dot.h's kX16Order.
-AKUNU_INLINE void quantize16_body(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum) {
+// Scale max|x| / 32767 per block, round half to even; stored in order, or in tile_dot.h's
+// kX16Order within groups of 4 (interleave).
+AKUNU_INLINE void quantize16_body(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave) {
     for (size_t b = 0; b < k / 32; ++b, x += 32, q16 += 32) {
         float amax = 0.0f;
         for (size_t j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
@@ -107,17 +104,12 @@ AKUNU_INLINE void quantize16_body(const float* x, size_t k, int16_t* q16, float*
         for (size_t j = 0; j < 32; ++j) q[j] = int32_t(std::nearbyint(x[j] * inv));
         for (size_t j = 0; j < 32; ++j) s += q[j];
         for (size_t j = 0; j < 32; j += 4) {
-            q16[j] = int16_t(q[j]), q16[j + 1] = int16_t(q[j + 2]);
-            q16[j + 2] = int16_t(q[j + 1]), q16[j + 3] = int16_t(q[j + 3]);
+            q16[j] = int16_t(q[j]), q16[j + 1] = int16_t(q[j + (interleave ? 2 : 1)]);
+            q16[j + 2] = int16_t(q[j + (interleave ? 1 : 2)]), q16[j + 3] = int16_t(q[j + 3]);
         }
         sum[b] = s;
     }
 }
-
-// One wrapper per tier for each body.
-#define AKUNU_VEC_TIERS(name, ret, params, args)        \
-    ret name##_base params { return name##_body args; } \
-    AKUNU_V3 ret name##_v3 params { return name##_body args; }
 
 AKUNU_VEC_TIERS(silu_mul, void, (const float* g, const float* u, float* o, size_t n), (g, u, o, n))
 AKUNU_VEC_TIERS(gelu_tanh_mul, void, (const float* g, const float* u, float* o, size_t n), (g, u, o, n))
@@ -125,7 +117,7 @@ AKUNU_VEC_TIERS(scores, void, (const float* q, const float* kt, size_t ks, size_
 AKUNU_VEC_TIERS(exp_shifted, float, (float* s, size_t n, float m), (s, n, m))
 AKUNU_VEC_TIERS(mix, void, (float* o, float keep, const float* w, const float* v, size_t vs, size_t n, size_t d), (o, keep, w, v, vs, n, d))
 
-AKUNU_VEC_TIERS(quantize16, void, (const float* x, size_t k, int16_t* q, float* d, int32_t* s), (x, k, q, d, s))
+AKUNU_VEC_TIERS(quantize16, void, (const float* x, size_t k, int16_t* q, float* d, int32_t* s, bool il), (x, k, q, d, s, il))
 AKUNU_VEC_TIERS(rope, void, (float* x, const float* c, const float* s, size_t half, bool il), (x, c, s, half, il))
 
 // The f16 conversion has no loop form the compiler turns into F16C: each tier has its own.

@@ -25,7 +25,7 @@ struct VecMath {
     // rotated by (cos[f], sin[f]), f < half.
     void (*rope)(float* x, const float* cos, const float* sin, size_t half, bool interleaved);
     // x[0:k] rounded to 16 bits per block of 32 (tile_dot.h quantize_x16, which calls this).
-    void (*quantize16)(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum);
+    void (*quantize16)(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave);
     // out[i] = the f16 nearest x[i] (ties to even), i < n.
     void (*to_half)(const float* x, uint16_t* out, size_t n);
 };
