@@ -1,8 +1,12 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifndef XW_FLOAT
 #extension GL_EXT_spirv_intrinsics : require  // integer dot products: block_words.glsl
+#endif
 // gemv_dot_<wtype>: y[r] = dot(W[r, :], x) for the 32-element block formats (Q8_0, Q4_0, Q4_1)
-// with integer dot products, on devices that have them (gemv.comp is the float path).
+// with integer dot products, on devices that have them. gemv_words_<wtype> (XW_FLOAT) is the
+// same kernel with fp32 products against x as it is: the default GEMV of these formats for
+// rows of a multiple of 256 (gemv.comp serves the rest).
 //
 // The float GEMV reads 4 bytes of x per weight and multiplies in fp32 after converting each
 // code: for 4-bit weights that is 7 bytes of x traffic and several instructions per byte of
@@ -44,13 +48,31 @@ const uint X_PASSES = (SLICE / 4 + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;
 // entries (no bank conflicts). A plane is one entry longer than a slice's chunks, so that the
 // 8 invocations writing a block's consecutive words do not all meet in one bank.
 const uint PLANE = SLICE / 32 * W_BLOCK_BYTES / 16 + 1;
+#ifdef XW_FLOAT
+shared vec4 table_lo[4 * PLANE];
+#if !defined(WTYPE_Q8_0)
+shared vec4 table_hi[4 * PLANE];
+#define XW_STORE_HI(at, hi) table_hi[at] = (hi)
+#else
+#define XW_STORE_HI(at, hi)
+#endif
+shared uint table_meta[4 * PLANE];
+#define XW_STORE(j, lo, hi, meta)                              \
+    {                                                          \
+        const uint at_ = ((j) & 3u) * PLANE + ((j) >> 2);      \
+        table_lo[at_] = (lo);                                  \
+        XW_STORE_HI(at_, hi);                                  \
+        table_meta[at_] = (meta);                              \
+    }
+#else
 shared uvec4 table[4 * PLANE];
-shared float sum_sq_partial[MAX_SUBGROUPS];
 #define XW_STORE(j, entry) table[((j) & 3u) * PLANE + ((j) >> 2)] = (entry)
+#endif
+shared float sum_sq_partial[MAX_SUBGROUPS];
 #include "block_words.glsl"
 
 // Rounds x[first : first + n] (through the norm's weight when one is fused) to int8 per block
-// of 32 and writes the slice's table. Neighbouring invocations read neighbouring vec4s of x, 8
+// of 32 (float entries: takes it as it is) and writes the slice's table. Neighbouring invocations read neighbouring vec4s of x, 8
 // to a block. Returns this invocation's share of sum(x^2).
 float write_table(uint first, uint n) {
     const uint self = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
@@ -68,6 +90,11 @@ float write_table(uint first, uint n) {
     }
     for (uint pass = 0; pass < X_PASSES; ++pass) {
         const uint i = pass * gl_WorkGroupSize.x + self;
+#ifdef XW_FLOAT
+        float sum = dot(v[pass], vec4(1.0));
+        for (uint m = 1; m < 8; m <<= 1) sum += subgroupShuffleXor(sum, m);
+        write_block_words(i / 8, i < n / 4, v[pass], 0.0, sum);
+#else
         const vec4 a = abs(v[pass]);
         float amax = max(max(a.x, a.y), max(a.z, a.w)), sum = dot(v[pass], vec4(1.0));
         for (uint m = 1; m < 8; m <<= 1) {
@@ -76,6 +103,7 @@ float write_table(uint first, uint n) {
         }
         const ivec4 c = ivec4(roundEven(v[pass] * (amax > 0.0 ? 127.0 / amax : 0.0))) & 255;
         write_block_words(i / 8, i < n / 4, uint(c.x | (c.y << 8) | (c.z << 16) | (c.w << 24)), amax / 127.0, sum);
+#endif
     }
     return sum_sq;
 }
@@ -118,18 +146,18 @@ void main() {
                 for (uint i = 0; i < CHUNKS; ++i) {
                     const uint c = (pass * CHUNKS + i) * gl_SubgroupSize + gl_SubgroupInvocationID;
                     if (c >= chunks) break;
-                    const uvec4 e0 = table[c], e1 = table[PLANE + c], e2 = table[2 * PLANE + c], e3 = table[3 * PLANE + c];
+                    const XEntry e0 = xw_entry(c), e1 = xw_entry(PLANE + c), e2 = xw_entry(2 * PLANE + c), e3 = xw_entry(3 * PLANE + c);
                     // A chunk's 16 bytes hold codes of two blocks at most: the first word's and the next.
-                    const uint block_a = e0.w & XW_BLOCK_MASK, block_b = min(block_a + 1, blocks - 1);
+                    const uint block_a = xw_block(e0), block_b = min(block_a + 1, blocks - 1);
                     for (uint r = 0; r < SG_ROWS; ++r) {
                         if (r >= rows_here) break;
                         const uint half_words = ((row0 + r) * row_bytes + first / 32 * W_BLOCK_BYTES) / 2;
                         const float da = w_half_word(half_words + block_a * (W_BLOCK_BYTES / 2));
                         const float db = w_half_word(half_words + block_b * (W_BLOCK_BYTES / 2));
                         acc[r] += word_dot(w[i][r].x, e0, da) +
-                                  word_dot(w[i][r].y, e1, (e1.w & XW_BLOCK_MASK) == block_a ? da : db) +
-                                  word_dot(w[i][r].z, e2, (e2.w & XW_BLOCK_MASK) == block_a ? da : db) +
-                                  word_dot(w[i][r].w, e3, (e3.w & XW_BLOCK_MASK) == block_a ? da : db);
+                                  word_dot(w[i][r].y, e1, xw_block(e1) == block_a ? da : db) +
+                                  word_dot(w[i][r].z, e2, xw_block(e2) == block_a ? da : db) +
+                                  word_dot(w[i][r].w, e3, xw_block(e3) == block_a ? da : db);
                     }
                 }
             }

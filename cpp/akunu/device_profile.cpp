@@ -126,6 +126,12 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     const char* no_int_dot = std::getenv("AKUNU_NO_INT_DOT");
     p.gemv_int_dot = p.integer_dot_product && p.subgroup_shuffle && p.subgroup_size >= 8 &&
                      !(no_int_dot && *no_int_dot && std::string(no_int_dot) != "0");
+    // On by default except on CPU-type Vulkan devices (lavapipe), where shared memory and
+    // shuffles are emulated and gemv.comp measured 2.5x faster; AKUNU_GEMV_WORDS=1/0 overrides.
+    const char* words = std::getenv("AKUNU_GEMV_WORDS");
+    const bool words_set = words && *words;
+    p.gemv_words = p.subgroup_shuffle && p.subgroup_size >= 8 &&
+                   (words_set ? std::string(words) != "0" : p.type != DeviceType::kCpu);
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
     uint32_t n_families = 0;
@@ -193,8 +199,8 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  storage binding   %llu MiB max, offset alignment %llu B, push constants %u B\n",
             (unsigned long long)(max_storage_buffer_range >> 20), (unsigned long long)min_storage_buffer_offset_alignment,
             max_push_constants_bytes);
-    appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
-            yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(cooperative_matrix), yn(cooperative_matrix2),
+    appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  word gemv %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
+            yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
             yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
     appendf(s, "  memory            device-local %s, host-visible device-local %s%s\n", gib(device_local_bytes).c_str(),
             gib(host_visible_device_bytes).c_str(), unified_memory ? " (unified: zero-copy views)" : "");

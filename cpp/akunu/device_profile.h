@@ -59,6 +59,10 @@ struct DeviceProfile {
     // subgroups of 8 or more with shuffles; AKUNU_NO_INT_DOT=1 turns it off. What the device can
     // do: the engine uses it only with int8_activations.
     bool gemv_int_dot = false;
+    // The same kernel with fp32 products (gemv_words_*, XW_FLOAT): the default GEMV of those
+    // formats on Vulkan GPUs with subgroups of 8 or more with shuffles (not on CPU-type devices
+    // such as lavapipe, where it is slower); AKUNU_GEMV_WORDS=1 or 0 turns it on or off.
+    bool gemv_words = false;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
     bool buffer_device_address = false;  // core in 1.2, optional: a KV cache in blocks needs it

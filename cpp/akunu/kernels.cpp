@@ -216,29 +216,37 @@ struct GemvDotShape {
 // invocations, one row per subgroup, tables of 8192 elements of x (k = 11008 in two slices);
 // the LM heads' 32000 rows of Q8_0 and Q4_1 run faster with 4 rows per subgroup, which share
 // each table entry they read.
-GemvDotShape gemv_dot_shape(const DeviceProfile& d, TensorType wtype, size_t rows, size_t k) {
+GemvDotShape gemv_dot_shape(const DeviceProfile& d, TensorType wtype, size_t rows, size_t k, bool float_entries) {
     GemvDotShape g;
     if (rows >= 16384 && wtype != TensorType::Q4_0) g.sg_rows = 4, g.chunks = 2;
     if (const char* e = std::getenv("AKUNU_GEMV_SHAPE"))  // experiments: "group:sg_rows:chunks[:slice]"
         std::sscanf(e, "%u:%u:%u:%u", &g.group, &g.sg_rows, &g.chunks, &g.slice);
     g.group = std::min(g.group, d.max_workgroup_invocations);
-    // The table holds a 16-byte entry per 4 bytes of a row's slice (and 4 spare entries), plus
-    // 512 bytes of partial sums; each invocation rounds at most 16 vec4s of x per slice.
+    // The table holds an entry per 4 bytes of a row's slice (and 4 spare entries), plus 512
+    // bytes of partial sums; each invocation rounds at most 16 vec4s of x per slice. An entry is
+    // 16 bytes, or as floats 4 (Q8_0) or 8 (Q4_*) values and a meta word.
     const size_t block_bytes = type_traits(wtype).block_bytes;
-    const size_t fits = (size_t(d.shared_memory_bytes) - 512 - 64) * 8 / block_bytes / 256 * 256;
+    const size_t entry = !float_entries ? 16 : wtype == TensorType::Q8_0 ? 20 : 36;
+    const size_t fits = (size_t(d.shared_memory_bytes) - 512 - 4 * entry) / entry * 128 / block_bytes / 256 * 256;
     g.slice = uint32_t(std::min<size_t>({g.slice, k, fits, size_t(g.group) * 64 / 256 * 256}));
     return g;
 }
 
 }  // namespace
 
-bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) {
+namespace {
+bool word_rows(TensorType wtype, size_t k) {
     const bool block32 = wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0 || wtype == TensorType::Q4_1;
-    return block32 && d.gemv_int_dot && k % 256 == 0;
+    return block32 && k % 256 == 0;
 }
+}  // namespace
+
+bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_int_dot && word_rows(wtype, k); }
+
+bool gemv_words(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_words && word_rows(wtype, k); }
 
 bool gemv_folds_norm(const DeviceProfile& d, TensorType wtype, size_t k) {
-    return type_traits(wtype).block_size == 1 || (d.int8_activations && gemv_int_dot(d, wtype, k));
+    return type_traits(wtype).block_size == 1 || (d.int8_activations && gemv_int_dot(d, wtype, k)) || gemv_words(d, wtype, k);
 }
 
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
@@ -254,11 +262,12 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // Without a norm the weight binding is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, norm ? norm->weight : x};
     const DeviceProfile& d = s.device().profile();
-    if (allow_int_dot && gemv_int_dot(d, wtype, k)) {
-        const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k);
+    const bool int_dot = allow_int_dot && gemv_int_dot(d, wtype, k);
+    if (int_dot || gemv_words(d, wtype, k)) {
+        const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k, !int_dot);
         const uint32_t group_rows = std::max(1u, g.group / std::max(1u, d.subgroup_size)) * g.sg_rows;
-        emit(s, weight_variant("gemv_dot", wtype), {g.group, group_rows, g.sg_rows | (g.chunks << 8), g.slice}, bindings,
-             p, grid_for(s, (rows + group_rows - 1) / group_rows));
+        emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv_words", wtype), {g.group, group_rows, g.sg_rows | (g.chunks << 8), g.slice},
+             bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }
     emit(s, weight_variant("gemv", wtype), {kGemvGroup, kGemvRows}, bindings, p,

@@ -51,15 +51,19 @@ struct GemvNorm {
 // y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type;
 // with `norm`, x is read through that RMSNorm. Q8_0, Q4_0 and Q4_1 rows of a multiple of 256
 // take integer dot products against x rounded to int8 per block of 32 where the device has
-// them (gemv_int_dot), unless allow_int_dot is false (tests check the float path there too).
+// them (gemv_int_dot), unless allow_int_dot is false (tests check the float path there too);
+// their float path is the word GEMV where the device has it (gemv_words).
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
           bool accumulate = false, const GemvNorm* norm = nullptr, bool allow_int_dot = true);
 // Whether gemv() takes the integer-dot path for this weight type and row length.
 bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
+// Whether its float path for them is the word GEMV (gemv_words_*: gemv_dot.comp's table of x
+// per 32-bit word of a row, fp32 products; DeviceProfile::gemv_words), else gemv.comp.
+bool gemv_words(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether folding an RMSNorm into gemv() (GemvNorm) is cheap: true where each workgroup reads x
-// once for all its rows (float weights, the integer-dot path where the device's
-// int8_activations enable it); the float path of the block
-// formats reads x once per row and block, and the norm's weight would double those loads.
+// once for all its rows (float weights, the word GEMV, the integer-dot path where the device's
+// int8_activations enable it); gemv.comp's path for the block formats reads x once per row
+// and block, and the norm's weight would double those loads.
 bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
 
 // Y[m, n] f32 = X[m, k] f32 · W[n, k]^T (Y += with accumulate) for the rows m below

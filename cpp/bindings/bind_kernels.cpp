@@ -65,6 +65,9 @@ void init_kernels(py::module_& m) {
     k.def("gemv_int_dot", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_int_dot(d.profile(), weight_type(wtype), kk);
     }, "Whether gemv takes the integer-dot path on this device for this weight type and row length.");
+    k.def("gemv_words", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
+        return kernels::gemv_words(d.profile(), weight_type(wtype), kk);
+    }, "Whether gemv's float path is the word GEMV (fp32 products over a table of x per 32-bit word) here.");
     k.def("gemm",
           [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x, const PyBuffer& y,
                         size_t m, size_t n, size_t kk, const PyBuffer& step, bool allow_coopmat) {

@@ -172,7 +172,8 @@ def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1"), models=("1b", "1.1
                                  w_offset=(i % count) * stride)
 
                 ms = _time(device, record, reps=max(20, count))
-                path = "int" if int_dot is not False and kernels.gemv_int_dot(device, wtype, k) else ""
+                path = ("int" if int_dot is not False and kernels.gemv_int_dot(device, wtype, k) else
+                        "words" if kernels.gemv_words(device, wtype, k) else "")
                 out.append(BenchRow(f"gemv {wtype} {rows}x{k} {path}".rstrip(), nbytes + 4 * k + 4 * rows, ms))
     return out
 

@@ -1,5 +1,6 @@
 // The 32-element block formats (Q8_0, Q4_0, Q4_1) read as a stream of aligned 32-bit words,
-// for integer dot products against x rounded to int8 per block of 32 (gemv_dot.comp).
+// for integer dot products against x rounded to int8 per block of 32 (gemv_dot.comp), or, with
+// XW_FLOAT, for fp32 products against x as it is (gemv_words_*, the default GEMV).
 //
 // A row of these blocks is 4-byte aligned when its byte length is (Q4_1 always; Q8_0 and
 // Q4_0, whose 34- and 18-byte blocks are only 2-byte aligned, for an even block count). Each
@@ -13,10 +14,17 @@
 //   .w  the word's block (bits 0..14), bit 15 on a Q4_1 head word, and for Q4_0 in bits 16..31
 //       the signed correction -8 * (sum of the .x and .y bytes): Q4_0 codes are nibbles n of
 //       value n - 8, and the dot products take the raw nibbles.
-// Requires weights.glsl (W_BLOCK_BYTES) and GL_EXT_spirv_intrinsics.
+// With XW_FLOAT an entry is instead {lo, hi: the float x values under the low and high nibbles
+// (or bytes), meta: .w's block bits and head flag}, in three shared arrays (table_lo, table_hi,
+// table_meta). Codes become floats through their bits: (code | 0x4B000000) is the float
+// 2^23 + code, so subtracting 2^23 (and Q4_0's 8, or Q8_0's 128 after flipping the sign bit)
+// gives the code's value exactly, in two full-rate instructions instead of an int-to-float
+// conversion.
+// Requires weights.glsl (W_BLOCK_BYTES) and, for the integer entries, GL_EXT_spirv_intrinsics.
 #ifndef AKUNU_BLOCK_WORDS_GLSL
 #define AKUNU_BLOCK_WORDS_GLSL
 
+#ifndef XW_FLOAT
 // Dot products of 4 int8 packed in 32 bits (SPV_KHR_integer_dot_product, core in Vulkan 1.3).
 // glslang 12 (Debian 12's) has no GL_EXT_integer_dot_product, so the instructions are declared
 // here: OpSDot (signed . signed) and OpSUDot (signed . unsigned), capabilities DotProduct and
@@ -27,6 +35,7 @@ spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [
 int dot_s8x4_u8x4(int a, uint b, spirv_literal int packed_format);
 #define DOT_S8(a, b) dot_s8x4(int(a), int(b), 0)
 #define DOT_S8_U8(a, b) dot_s8x4_u8x4(int(a), uint(b), 0)
+#endif
 
 #if defined(WTYPE_Q4_1)
 #define W_HEAD_BYTES 4  // {half d; half m}
@@ -41,44 +50,66 @@ int dot_s8x4_u8x4(int a, uint b, spirv_literal int packed_format);
 #define XW_HEAD 0x8000u
 #define XW_BLOCK_MASK 0x7FFFu
 
-// Writes the entries of block b of a slice (table[j] for the words that hold its codes, and a
-// Q4_1 block's head word) from the 8 neighbouring invocations (8-aligned in the subgroup) that
-// hold its codes: invocation `part` holds codes 4 part .. 4 part + 3 in q, packed as bytes.
-// d is the block's scale of x and sum the float sum of its x. A block's codes start on a word
-// or 2 bytes into one (then the first and last words hold scale bytes, under which x is 0).
-// Every invocation of the subgroup calls this (shuffles); those with live = false write nothing.
-// The includer defines XW_STORE(j, entry).
-void write_block_words(uint b, bool live, uint q, float d, float sum) {
-    const uint part = gl_SubgroupInvocationID & 7u, first = gl_SubgroupInvocationID & ~7u;
-    const uint below = subgroupShuffle(q, first + ((part + 7u) & 7u));  // codes 4 part - 4 ..
-#if !defined(WTYPE_Q8_0)
-    const uint high = subgroupShuffle(q, first + ((part + 4u) & 7u));        // codes 16 + 4 part ..
-    const uint high_below = subgroupShuffle(q, first + ((part + 3u) & 7u));  // codes 12 + 4 part ..
-#endif
-    if (!live) return;
-    const uint codes = b * W_BLOCK_BYTES + W_HEAD_BYTES;  // first code byte in the slice's bytes
-    const bool shifted = (codes & 3u) != 0;
-    const uint j = (codes >> 2) + part;
-#if defined(WTYPE_Q4_1)
-    if (part == 0) XW_STORE(j - 1, uvec4(0u, 0u, floatBitsToUint(sum), b | XW_HEAD));
-#endif
+#ifdef XW_FLOAT
+struct XEntry {
+    vec4 lo, hi;
+    uint meta;
+};
+XEntry xw_entry(uint at) {
 #if defined(WTYPE_Q8_0)
-    const uint lo = shifted ? (part > 0 ? below >> 16 : 0u) | (q << 16) : q, hi = 0u, meta = b;
-    // The last word of a shifted block: codes 30 and 31, then the next block's scale.
-    if (shifted && part == 7) XW_STORE(j + 1, uvec4(q >> 16, 0u, floatBitsToUint(d), b));
+    return XEntry(table_lo[at], vec4(0.0), table_meta[at]);
 #else
-    if (part > W_CODE_WORDS || (part == W_CODE_WORDS && !shifted)) return;
-    const uint own = part < W_CODE_WORDS ? q : 0u, own_high = part < W_CODE_WORDS ? high : 0u;
-    const uint lo = shifted ? (part > 0 ? below >> 16 : 0u) | (own << 16) : own;
-    const uint hi = shifted ? (part > 0 ? high_below >> 16 : 0u) | (own_high << 16) : own_high;
-#if defined(WTYPE_Q4_0)
-    const uint meta = b | (uint(-8 * (DOT_S8(lo, 0x01010101) + DOT_S8(hi, 0x01010101))) << 16);
-#else
-    const uint meta = b;
+    return XEntry(table_lo[at], table_hi[at], table_meta[at]);
 #endif
+}
+uint xw_block(XEntry e) { return e.meta & XW_BLOCK_MASK; }
+
+// x under 4 codes, as write_block_words passes it around: 4 floats.
+#define XQ vec4
+XQ xq_zero() { return vec4(0.0); }
+// Codes 2 and 3 of `below`, then codes 0 and 1 of `own`: a word that starts 2 bytes into them.
+XQ xq_join(XQ below, XQ own) { return vec4(below.zw, own.xy); }
+// The entry of a word of codes (d, x's scale, is not needed: x is not rounded).
+void xw_put(uint j, XQ lo, XQ hi, float d, uint meta) { XW_STORE(j, lo, hi, meta); }
+// A Q4_1 head word {d, m}: the block's sum of x, for m * sum(x).
+void xw_put_head(uint j, float sum, uint b) { XW_STORE(j, vec4(sum, 0.0, 0.0, 0.0), vec4(0.0), b | XW_HEAD); }
+
+// Word w's share of its row's dot product: dw is the scale of the word's block in that row.
+// Under scale bytes x is 0, so whatever value their bits give is multiplied away.
+float word_dot(uint w, XEntry e, float dw) {
+    const uvec4 bytes = uvec4(w, w >> 8, w >> 16, w >> 24);
+#if defined(WTYPE_Q8_0)
+    const vec4 c = uintBitsToFloat(((bytes & 255u) ^ 128u) | 0x4B000000u) - 8388736.0;  // 2^23 + 128
+    return dw * dot(c, e.lo);
+#else
+#if defined(WTYPE_Q4_1)
+    if ((e.meta & XW_HEAD) != 0u) return unpackHalf2x16(w).y * e.lo.x;  // m * sum(x)
+    const float offset = 8388608.0;  // 2^23
+#else
+    const float offset = 8388616.0;  // 2^23 + 8: a nibble n stands for n - 8
+#endif
+    const vec4 lo = uintBitsToFloat((bytes & 15u) | 0x4B000000u) - offset;
+    const vec4 hi = uintBitsToFloat(((bytes >> 4) & 15u) | 0x4B000000u) - offset;
+    return dw * (dot(lo, e.lo) + dot(hi, e.hi));
+#endif
+}
+#else  // integer entries
+
+#define XEntry uvec4
+XEntry xw_entry(uint at) { return table[at]; }
+uint xw_block(XEntry e) { return e.w & XW_BLOCK_MASK; }
+
+// x under 4 codes: 4 int8s packed in a word.
+#define XQ uint
+XQ xq_zero() { return 0u; }
+XQ xq_join(XQ below, XQ own) { return (below >> 16) | (own << 16); }
+void xw_put(uint j, XQ lo, XQ hi, float d, uint meta) {
+#if defined(WTYPE_Q4_0)
+    if ((meta & XW_HEAD) == 0u) meta |= uint(-8 * (DOT_S8(lo, 0x01010101) + DOT_S8(hi, 0x01010101))) << 16;
 #endif
     XW_STORE(j, uvec4(lo, hi, floatBitsToUint(d), meta));
 }
+void xw_put_head(uint j, float sum, uint b) { XW_STORE(j, uvec4(0u, 0u, floatBitsToUint(sum), b | XW_HEAD)); }
 
 // Word w's share of its row's dot product: dw is the scale of the word's block in that row.
 float word_dot(uint w, uvec4 e, float dw) {
@@ -95,5 +126,42 @@ float word_dot(uint w, uvec4 e, float dw) {
 #endif
     return float(s) * (dw * uintBitsToFloat(e.z));
 }
+#endif  // XW_FLOAT
+
+// Writes the entries of block b of a slice (table[j] for the words that hold its codes, and a
+// Q4_1 block's head word) from the 8 neighbouring invocations (8-aligned in the subgroup) that
+// hold its codes: invocation `part` holds x under codes 4 part .. 4 part + 3 in q (XQ: packed
+// int8s, or floats). d is the block's scale of x and sum the float sum of its x. A block's
+// codes start on a word or 2 bytes into one (then the first and last words hold scale bytes,
+// under which x is 0). Every invocation of the subgroup calls this (shuffles); those with
+// live = false write nothing. The includer defines XW_STORE.
+void write_block_words(uint b, bool live, XQ q, float d, float sum) {
+    const uint part = gl_SubgroupInvocationID & 7u, first = gl_SubgroupInvocationID & ~7u;
+    const XQ below = subgroupShuffle(q, first + ((part + 7u) & 7u));  // codes 4 part - 4 ..
+#if !defined(WTYPE_Q8_0)
+    const XQ high = subgroupShuffle(q, first + ((part + 4u) & 7u));        // codes 16 + 4 part ..
+    const XQ high_below = subgroupShuffle(q, first + ((part + 3u) & 7u));  // codes 12 + 4 part ..
+#endif
+    if (!live) return;
+    const uint codes = b * W_BLOCK_BYTES + W_HEAD_BYTES;  // first code byte in the slice's bytes
+    const bool shifted = (codes & 3u) != 0;
+    const uint j = (codes >> 2) + part;
+#if defined(WTYPE_Q4_1)
+    if (part == 0) xw_put_head(j - 1, sum, b);
+#endif
+#if defined(WTYPE_Q8_0)
+    const XQ lo = shifted ? xq_join(part > 0 ? below : xq_zero(), q) : q;
+    // The last word of a shifted block: codes 30 and 31, then the next block's scale.
+    if (shifted && part == 7) xw_put(j + 1, xq_join(q, xq_zero()), xq_zero(), d, b);
+    xw_put(j, lo, xq_zero(), d, b);
+#else
+    if (part > W_CODE_WORDS || (part == W_CODE_WORDS && !shifted)) return;
+    const XQ own = part < W_CODE_WORDS ? q : xq_zero(), own_high = part < W_CODE_WORDS ? high : xq_zero();
+    const XQ lo = shifted ? xq_join(part > 0 ? below : xq_zero(), own) : own;
+    const XQ hi = shifted ? xq_join(part > 0 ? high_below : xq_zero(), own_high) : own_high;
+    xw_put(j, lo, hi, d, b);
+#endif
+}
+
 
 #endif

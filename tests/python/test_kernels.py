@@ -2,6 +2,10 @@
 the self-check the main job runs."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -167,6 +171,42 @@ def test_gemv_integer_dot(device, rng, wtype, rows, k, norm):
     bound = (np.abs(w) @ (step / 2) + sums) * inv_rms
     exact = (w @ v.astype(np.float64)) * inv_rms
     assert np.all(np.abs(got - exact) <= bound), np.max(np.abs(got - exact) / bound)
+
+
+@pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1"])
+@pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (33, 2048), (67, 4096 + 256), (5, 8192 + 512), (3, 16384 + 768)])
+@pytest.mark.parametrize("norm", [False, True])
+def test_gemv_words(device, rng, wtype, rows, k, norm):
+    """The word GEMV, the float path of these rows on Vulkan devices (gemv_dot.comp with float
+    entries): fp32 products against x as it is, so W @ x up to fp32 sums. Blocks that start
+    inside a 32-bit word (Q8_0, Q4_0), Q4_1's minimums, several slices past 8192, the folded
+    norm."""
+    if not kernels.gemv_words(device, wtype, k):
+        pytest.skip("the word GEMV is off here: the CPU backend has its own kernels, and CPU-type Vulkan devices "
+                    "run it only with AKUNU_GEMV_WORDS=1 (test_word_gemv_where_it_is_off_by_default does that)")
+    w_dev, w, _ = random_weight_blocks_on(device, rng, wtype, rows, k)
+    x = (rng.standard_normal(k) * 2).astype(np.float32)
+    g = rng.standard_normal(k).astype(np.float32)
+    y = poisoned(device, rows, np.float32)
+    ops.gemv(w_dev, device.upload(x), y, wtype=wtype, norm=device.upload(g) if norm else None, eps=1e-6,
+             weight_offset=1.0, int_dot=False)
+    v = (x * (g + np.float32(1.0)) if norm else x).astype(np.float64)
+    inv_rms = 1.0 / np.sqrt(np.mean(x.astype(np.float64) ** 2) + 1e-6) if norm else 1.0
+    np.testing.assert_allclose(y.numpy(), (w @ v) * inv_rms, rtol=1e-4,
+                               atol=1e-5 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max() * inv_rms)
+
+
+def test_word_gemv_where_it_is_off_by_default(device, backend):
+    """lavapipe runs gemv.comp by default (the word GEMV is slower there), so the GEMV tests run
+    again in a process with AKUNU_GEMV_WORDS=1, where every Q8_0/Q4_0/Q4_1 row of a multiple of
+    256 takes it."""
+    if backend != "vulkan" or device.profile["type"] != "cpu" or device.profile["gemv_words"] or not device.profile["subgroup_shuffle"]:
+        pytest.skip("only for CPU-type Vulkan devices that can run the word GEMV but do not by default")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-rs", "-p", "no:cacheprovider", __file__, "-k", "gemv"],
+                       env={**os.environ, "AKUNU_TEST_BACKENDS": "vulkan", "AKUNU_GEMV_WORDS": "1"},
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout and "word GEMV is off" not in r.stdout, r.stdout[-3000:]
 
 
 def test_gemv_integer_dot_is_refused_where_it_is_not_taken(device):
