@@ -33,12 +33,14 @@ layout(std430, binding = W_BINDING) readonly buffer Wq { uvec4 wq[]; };  // W as
 
 layout(local_size_x_id = 0) in;               // workgroup size: specialization constant 0
 layout(constant_id = 1) const uint ROWS = 8;  // rows per workgroup
-// SG_ROWS | CHUNKS << 8: the rows a subgroup reads side by side, and the 16-byte chunks of
-// each that an invocation loads before using them (loads in flight).
+// SG_ROWS | CHUNKS << 8 | AHEAD << 16: the rows a subgroup reads side by side, the 16-byte
+// chunks of each that an invocation loads before using them (loads in flight), and whether the
+// next pass's chunks load while this pass's are multiplied (twice the registers).
 layout(constant_id = 2) const uint SHAPE = 0x0402;
 layout(constant_id = 3) const uint SLICE = 4096;  // elements of x per table, a multiple of 256
 const uint SG_ROWS = SHAPE & 0xFFu;
-const uint CHUNKS = SHAPE >> 8;
+const uint CHUNKS = (SHAPE >> 8) & 0xFFu;
+const bool AHEAD = (SHAPE >> 16) != 0u;
 #define MAX_SUBGROUPS 128
 // vec4s of x each invocation rounds per slice (kernels.cpp keeps it at 16 or fewer: registers)
 const uint X_PASSES = (SLICE / 4 + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;
@@ -56,13 +58,13 @@ shared vec4 table_hi[4 * PLANE];
 #else
 #define XW_STORE_HI(at, hi)
 #endif
-shared uint table_meta[4 * PLANE];
-#define XW_STORE(j, lo, hi, meta)                              \
+shared float table_meta[4 * PLANE];  // the entries' biases
+#define XW_STORE(j, lo, hi, bias)                              \
     {                                                          \
         const uint at_ = ((j) & 3u) * PLANE + ((j) >> 2);      \
         table_lo[at_] = (lo);                                  \
         XW_STORE_HI(at_, hi);                                  \
-        table_meta[at_] = (meta);                              \
+        table_meta[at_] = (bias);                              \
     }
 #else
 shared uvec4 table[4 * PLANE];
@@ -108,13 +110,13 @@ float write_table(uint first, uint n) {
     return sum_sq;
 }
 
-// Loads W[row0 + r, slice chunk c] into w[i][r] for this invocation's chunks of pass `pass`:
+// Loads W[row0 + r, slice chunk c] into dst[i][r] for this invocation's chunks of pass `pass`:
 // c = (pass * CHUNKS + i) * lanes + lane (main's registers; a macro, so that no copy of them is made).
-#define LOAD_CHUNKS(slice_chunk, chunks, pass)                                                          \
+#define LOAD_CHUNKS(dst, slice_chunk, chunks, pass)                                                     \
     for (uint i = 0; i < CHUNKS; ++i) {                                                                 \
         const uint c = ((pass) * CHUNKS + i) * gl_SubgroupSize + gl_SubgroupInvocationID;               \
         for (uint r = 0; r < SG_ROWS; ++r)                                                              \
-            w[i][r] = c < (chunks) && r < rows_here ? wq[(row0 + r) * row_chunks + (slice_chunk) + c] : uvec4(0u); \
+            dst[i][r] = c < (chunks) && r < rows_here ? wq[(row0 + r) * row_chunks + (slice_chunk) + c] : uvec4(0u); \
     }
 
 // 16-byte chunks of a row in the slice that starts at element `first`.
@@ -131,38 +133,58 @@ void main() {
         float acc[SG_ROWS];
         for (uint r = 0; r < SG_ROWS; ++r) acc[r] = 0.0;
         float sum_sq = 0.0;
-        uvec4 w[CHUNKS][SG_ROWS];
-        // A slice's first chunks load before its table is written, so that their latency
-        // overlaps that work.
-        LOAD_CHUNKS(0, slice_chunks(0), 0);
+        // The chunks of the pass being multiplied (w) and, with AHEAD, of the next one (ahead),
+        // whose loads are issued before w's products so that their latency overlaps them. A
+        // slice's first chunks load before its table is written, overlapping that work.
+        uvec4 w[CHUNKS][SG_ROWS], ahead[AHEAD ? CHUNKS : 1][SG_ROWS];
+        LOAD_CHUNKS(w, 0, slice_chunks(0), 0);
         for (uint first = 0; first < p.k; first += SLICE) {
             const uint n = min(SLICE, p.k - first), blocks = n / 32;
             const uint chunks = slice_chunks(first), slice_chunk = first / 32 * W_BLOCK_BYTES / 16;
             barrier();  // every invocation is done with the previous slice's table
             sum_sq += write_table(first, n);
             barrier();
+            const uint next = first + SLICE;
             for (uint pass = 0; pass * CHUNKS * gl_SubgroupSize < chunks; ++pass) {
-                if (pass > 0) LOAD_CHUNKS(slice_chunk, chunks, pass);
+                const bool more = (pass + 1) * CHUNKS * gl_SubgroupSize < chunks;
+                if (!AHEAD) {
+                    if (pass > 0) LOAD_CHUNKS(w, slice_chunk, chunks, pass);
+                } else if (more) {
+                    LOAD_CHUNKS(ahead, slice_chunk, chunks, pass + 1);
+                } else if (next < p.k) {
+                    LOAD_CHUNKS(ahead, next / 32 * W_BLOCK_BYTES / 16, slice_chunks(next), 0);
+                }
                 for (uint i = 0; i < CHUNKS; ++i) {
                     const uint c = (pass * CHUNKS + i) * gl_SubgroupSize + gl_SubgroupInvocationID;
                     if (c >= chunks) break;
                     const XEntry e0 = xw_entry(c), e1 = xw_entry(PLANE + c), e2 = xw_entry(2 * PLANE + c), e3 = xw_entry(3 * PLANE + c);
-                    // A chunk's 16 bytes hold codes of two blocks at most: the first word's and the next.
-                    const uint block_a = xw_block(e0), block_b = min(block_a + 1, blocks - 1);
+                    // A chunk's 16 bytes hold codes of two blocks at most: the first word's and
+                    // the next. Word j's codes belong to block 4 j / W_BLOCK_BYTES (block_words.glsl).
+                    const uint block_a = 16 * c / W_BLOCK_BYTES, block_b = min(block_a + 1, blocks - 1);
+                    const bvec3 in_a = equal(uvec3(16 * c + 4, 16 * c + 8, 16 * c + 12) / W_BLOCK_BYTES, uvec3(block_a));
+#if defined(WTYPE_Q4_1)
+                    const bvec4 head = equal((16 * c + uvec4(0, 4, 8, 12)) % W_BLOCK_BYTES, uvec4(0));
+#else
+                    const bvec4 head = bvec4(false);
+#endif
                     for (uint r = 0; r < SG_ROWS; ++r) {
                         if (r >= rows_here) break;
                         const uint half_words = ((row0 + r) * row_bytes + first / 32 * W_BLOCK_BYTES) / 2;
                         const float da = w_half_word(half_words + block_a * (W_BLOCK_BYTES / 2));
                         const float db = w_half_word(half_words + block_b * (W_BLOCK_BYTES / 2));
-                        acc[r] += word_dot(w[i][r].x, e0, da) +
-                                  word_dot(w[i][r].y, e1, xw_block(e1) == block_a ? da : db) +
-                                  word_dot(w[i][r].z, e2, xw_block(e2) == block_a ? da : db) +
-                                  word_dot(w[i][r].w, e3, xw_block(e3) == block_a ? da : db);
+                        acc[r] += word_dot(w[i][r].x, e0, da, head.x) +
+                                  word_dot(w[i][r].y, e1, in_a.x ? da : db, head.y) +
+                                  word_dot(w[i][r].z, e2, in_a.y ? da : db, head.z) +
+                                  word_dot(w[i][r].w, e3, in_a.z ? da : db, head.w);
                     }
                 }
+                if (AHEAD && (more || next < p.k)) {
+                    for (uint i = 0; i < CHUNKS; ++i)
+                        for (uint r = 0; r < SG_ROWS; ++r) w[i][r] = ahead[i][r];
+                } else if (!AHEAD && !more && next < p.k) {
+                    LOAD_CHUNKS(w, next / 32 * W_BLOCK_BYTES / 16, slice_chunks(next), 0);
+                }
             }
-            const uint next = first + SLICE;
-            if (next < p.k) LOAD_CHUNKS(next / 32 * W_BLOCK_BYTES / 16, slice_chunks(next), 0);
         }
         float scale = 1.0;
         if (p.norm != 0) {

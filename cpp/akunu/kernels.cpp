@@ -209,7 +209,7 @@ namespace {
 // gemv_dot.comp's geometry: workgroup size, rows per subgroup, 16-byte chunks per invocation
 // and row in flight (sg_rows * chunks uvec4 registers), and elements of x per table.
 struct GemvDotShape {
-    uint32_t group = 512, sg_rows = 1, chunks = 4, slice = 8192;
+    uint32_t group = 512, sg_rows = 1, chunks = 4, slice = 8192, ahead = 0;
 };
 
 // Measured on the H200 over the 1b and llama2-7b decode shapes (bench/NOTES.md): 512
@@ -219,12 +219,16 @@ struct GemvDotShape {
 GemvDotShape gemv_dot_shape(const DeviceProfile& d, TensorType wtype, size_t rows, size_t k, bool float_entries) {
     GemvDotShape g;
     if (rows >= 16384 && wtype != TensorType::Q4_0) g.sg_rows = 4, g.chunks = 2;
-    if (const char* e = std::getenv("AKUNU_GEMV_SHAPE"))  // experiments: "group:sg_rows:chunks[:slice]"
-        std::sscanf(e, "%u:%u:%u:%u", &g.group, &g.sg_rows, &g.chunks, &g.slice);
+    // Rows past one table (the 7b down projection's 11008) rebuild the table per slice: word
+    // GEMVs share each entry over two rows there and load the next chunks during the products
+    // (4096 x 11008: 25.9 -> 21.0 us Q4_0, 32.3 -> 26.4 us Q8_0, over three runs).
+    if (float_entries && k > g.slice) g.sg_rows = 2, g.chunks = 2, g.ahead = 1;
+    if (const char* e = std::getenv("AKUNU_GEMV_SHAPE"))  // experiments: "group:sg_rows:chunks[:slice[:ahead]]"
+        std::sscanf(e, "%u:%u:%u:%u:%u", &g.group, &g.sg_rows, &g.chunks, &g.slice, &g.ahead);
     g.group = std::min(g.group, d.max_workgroup_invocations);
     // The table holds an entry per 4 bytes of a row's slice (and 4 spare entries), plus 512
     // bytes of partial sums; each invocation rounds at most 16 vec4s of x per slice. An entry is
-    // 16 bytes, or as floats 4 (Q8_0) or 8 (Q4_*) values and a meta word.
+    // 16 bytes, or as floats 4 (Q8_0) or 8 (Q4_*) values and a bias.
     const size_t block_bytes = type_traits(wtype).block_bytes;
     const size_t entry = !float_entries ? 16 : wtype == TensorType::Q8_0 ? 20 : 36;
     const size_t fits = (size_t(d.shared_memory_bytes) - 512 - 4 * entry) / entry * 128 / block_bytes / 256 * 256;
@@ -266,7 +270,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     if (int_dot || gemv_words(d, wtype, k)) {
         const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k, !int_dot);
         const uint32_t group_rows = std::max(1u, g.group / std::max(1u, d.subgroup_size)) * g.sg_rows;
-        emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv_words", wtype), {g.group, group_rows, g.sg_rows | (g.chunks << 8), g.slice},
+        emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv_words", wtype), {g.group, group_rows, g.sg_rows | (g.chunks << 8) | (g.ahead << 16), g.slice},
              bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }

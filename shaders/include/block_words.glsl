@@ -11,15 +11,19 @@
 //   .x  int8 x values under the word's 4 bytes (Q8_0) or low nibbles (Q4_*), 0 under scale bytes
 //   .y  int8 x values under the high nibbles (Q4_*), else 0
 //   .z  x's scale for the word's block (a Q4_1 head word {d, m}: the float sum of the block's x)
-//   .w  the word's block (bits 0..14), bit 15 on a Q4_1 head word, and for Q4_0 in bits 16..31
-//       the signed correction -8 * (sum of the .x and .y bytes): Q4_0 codes are nibbles n of
-//       value n - 8, and the dot products take the raw nibbles.
-// With XW_FLOAT an entry is instead {lo, hi: the float x values under the low and high nibbles
-// (or bytes), meta: .w's block bits and head flag}, in three shared arrays (table_lo, table_hi,
-// table_meta). Codes become floats through their bits: (code | 0x4B000000) is the float
-// 2^23 + code, so subtracting 2^23 (and Q4_0's 8, or Q8_0's 128 after flipping the sign bit)
-// gives the code's value exactly, in two full-rate instructions instead of an int-to-float
-// conversion.
+//   .w  for Q4_0, the signed correction -8 * (sum of the .x and .y bytes): Q4_0 codes are
+//       nibbles n of value n - 8, and the dot products take the raw nibbles.
+// A word's block needs no entry: word j's codes belong to block 4 j / W_BLOCK_BYTES of the row.
+// With XW_FLOAT an entry is instead {lo, hi: the x values under the low and high nibbles (or
+// bytes), scaled as below; meta: a float bias}, in three shared arrays (table_lo, table_hi,
+// table_meta). A code becomes a float through its bits, with no conversion and no subtraction
+// per code: byte i of a word, shifted to bits 15..22 (the top of the mantissa), ORed into 1.0f
+// reads as 1 + byte / 256 (a nibble at 15..18 as 1 + n / 256, one at 19..22 as 1 + n / 16), so
+// one shift per byte and one logic op per code precede each FMA. The entry holds x times 256
+// (times 16 under high nibbles), so that the products sum to sum(x') + sum(code x); the bias
+// takes sum(x') back out, with the formats' offsets (Q4_0's 8, Q8_0's 128 after the sign bit
+// is flipped). What that costs in precision: the sums run about 2^5 above the result (a few
+// ulps of 2^-24), far inside fp32 accumulation over a row.
 // Requires weights.glsl (W_BLOCK_BYTES) and, for the integer entries, GL_EXT_spirv_intrinsics.
 #ifndef AKUNU_BLOCK_WORDS_GLSL
 #define AKUNU_BLOCK_WORDS_GLSL
@@ -47,13 +51,11 @@ int dot_s8x4_u8x4(int a, uint b, spirv_literal int packed_format);
 #else
 #define W_CODE_WORDS 4  // 16 bytes of nibbles: element c low, c + 16 high
 #endif
-#define XW_HEAD 0x8000u
-#define XW_BLOCK_MASK 0x7FFFu
 
 #ifdef XW_FLOAT
 struct XEntry {
     vec4 lo, hi;
-    uint meta;
+    float bias;
 };
 XEntry xw_entry(uint at) {
 #if defined(WTYPE_Q8_0)
@@ -62,67 +64,74 @@ XEntry xw_entry(uint at) {
     return XEntry(table_lo[at], table_hi[at], table_meta[at]);
 #endif
 }
-uint xw_block(XEntry e) { return e.meta & XW_BLOCK_MASK; }
 
 // x under 4 codes, as write_block_words passes it around: 4 floats.
 #define XQ vec4
 XQ xq_zero() { return vec4(0.0); }
 // Codes 2 and 3 of `below`, then codes 0 and 1 of `own`: a word that starts 2 bytes into them.
 XQ xq_join(XQ below, XQ own) { return vec4(below.zw, own.xy); }
-// The entry of a word of codes (d, x's scale, is not needed: x is not rounded).
-void xw_put(uint j, XQ lo, XQ hi, float d, uint meta) { XW_STORE(j, lo, hi, meta); }
+// The entry of a word of codes: x scaled to the codes' place in the mantissa, and the bias that
+// removes sum(x') and the format's offset (d, x's scale, is not needed: x is not rounded).
+void xw_put(uint j, XQ lo, XQ hi, float d) {
+    const float s_lo = dot(lo, vec4(1.0)), s_hi = dot(hi, vec4(1.0));
+#if defined(WTYPE_Q8_0)
+    XW_STORE(j, 256.0 * lo, hi, -384.0 * s_lo);  // codes read as 1 + (c + 128) / 256
+#elif defined(WTYPE_Q4_0)
+    XW_STORE(j, 256.0 * lo, 16.0 * hi, -264.0 * s_lo - 24.0 * s_hi);  // nibble n stands for n - 8
+#else
+    XW_STORE(j, 256.0 * lo, 16.0 * hi, -256.0 * s_lo - 16.0 * s_hi);
+#endif
+}
 // A Q4_1 head word {d, m}: the block's sum of x, for m * sum(x).
-void xw_put_head(uint j, float sum, uint b) { XW_STORE(j, vec4(sum, 0.0, 0.0, 0.0), vec4(0.0), b | XW_HEAD); }
+void xw_put_head(uint j, float sum) { XW_STORE(j, vec4(0.0), vec4(0.0), sum); }
 
 // Word w's share of its row's dot product: dw is the scale of the word's block in that row.
 // Under scale bytes x is 0, so whatever value their bits give is multiplied away.
-float word_dot(uint w, XEntry e, float dw) {
-    const uvec4 bytes = uvec4(w, w >> 8, w >> 16, w >> 24);
+float word_dot(uint w, XEntry e, float dw, bool head) {
+    const uvec4 v = uvec4(w << 15, w << 7, w >> 1, w >> 9);  // byte i at bits 15..22
 #if defined(WTYPE_Q8_0)
-    const vec4 c = uintBitsToFloat(((bytes & 255u) ^ 128u) | 0x4B000000u) - 8388736.0;  // 2^23 + 128
-    return dw * dot(c, e.lo);
+    const vec4 c = uintBitsToFloat((v & 0x007F8000u) ^ 0x3FC00000u);  // sign bit flipped, into 1.0f
+    return dw * (dot(c, e.lo) + e.bias);
 #else
 #if defined(WTYPE_Q4_1)
-    if ((e.meta & XW_HEAD) != 0u) return unpackHalf2x16(w).y * e.lo.x;  // m * sum(x)
-    const float offset = 8388608.0;  // 2^23
-#else
-    const float offset = 8388616.0;  // 2^23 + 8: a nibble n stands for n - 8
+    if (head) return unpackHalf2x16(w).y * e.bias;  // m * sum(x)
 #endif
-    const vec4 lo = uintBitsToFloat((bytes & 15u) | 0x4B000000u) - offset;
-    const vec4 hi = uintBitsToFloat(((bytes >> 4) & 15u) | 0x4B000000u) - offset;
-    return dw * (dot(lo, e.lo) + dot(hi, e.hi));
+    const vec4 lo = uintBitsToFloat((v & 0x00078000u) | 0x3F800000u);
+    const vec4 hi = uintBitsToFloat((v & 0x00780000u) | 0x3F800000u);
+    return dw * (dot(lo, e.lo) + dot(hi, e.hi) + e.bias);
 #endif
 }
 #else  // integer entries
 
 #define XEntry uvec4
 XEntry xw_entry(uint at) { return table[at]; }
-uint xw_block(XEntry e) { return e.w & XW_BLOCK_MASK; }
 
 // x under 4 codes: 4 int8s packed in a word.
 #define XQ uint
 XQ xq_zero() { return 0u; }
 XQ xq_join(XQ below, XQ own) { return (below >> 16) | (own << 16); }
-void xw_put(uint j, XQ lo, XQ hi, float d, uint meta) {
+void xw_put(uint j, XQ lo, XQ hi, float d) {
 #if defined(WTYPE_Q4_0)
-    if ((meta & XW_HEAD) == 0u) meta |= uint(-8 * (DOT_S8(lo, 0x01010101) + DOT_S8(hi, 0x01010101))) << 16;
+    const int correction = -8 * (DOT_S8(lo, 0x01010101) + DOT_S8(hi, 0x01010101));
+#else
+    const int correction = 0;
 #endif
-    XW_STORE(j, uvec4(lo, hi, floatBitsToUint(d), meta));
+    XW_STORE(j, uvec4(lo, hi, floatBitsToUint(d), uint(correction)));
 }
-void xw_put_head(uint j, float sum, uint b) { XW_STORE(j, uvec4(0u, 0u, floatBitsToUint(sum), b | XW_HEAD)); }
+void xw_put_head(uint j, float sum) { XW_STORE(j, uvec4(0u, 0u, floatBitsToUint(sum), 0u)); }
 
 // Word w's share of its row's dot product: dw is the scale of the word's block in that row.
-float word_dot(uint w, uvec4 e, float dw) {
+float word_dot(uint w, uvec4 e, float dw, bool head) {
 #if defined(WTYPE_Q8_0)
     const int s = DOT_S8(w, e.x);
 #else
     int s = DOT_S8_U8(e.x, w & 0x0F0F0F0Fu) + DOT_S8_U8(e.y, (w >> 4) & 0x0F0F0F0Fu);
 #if defined(WTYPE_Q4_0)
-    s += int(e.w) >> 16;
+    s += int(e.w);
 #endif
 #endif
 #if defined(WTYPE_Q4_1)
-    if ((e.w & XW_HEAD) != 0u) return unpackHalf2x16(w).y * uintBitsToFloat(e.z);  // m * sum(x)
+    if (head) return unpackHalf2x16(w).y * uintBitsToFloat(e.z);  // m * sum(x)
 #endif
     return float(s) * (dw * uintBitsToFloat(e.z));
 }
@@ -147,19 +156,19 @@ void write_block_words(uint b, bool live, XQ q, float d, float sum) {
     const bool shifted = (codes & 3u) != 0;
     const uint j = (codes >> 2) + part;
 #if defined(WTYPE_Q4_1)
-    if (part == 0) xw_put_head(j - 1, sum, b);
+    if (part == 0) xw_put_head(j - 1, sum);
 #endif
 #if defined(WTYPE_Q8_0)
     const XQ lo = shifted ? xq_join(part > 0 ? below : xq_zero(), q) : q;
     // The last word of a shifted block: codes 30 and 31, then the next block's scale.
-    if (shifted && part == 7) xw_put(j + 1, xq_join(q, xq_zero()), xq_zero(), d, b);
-    xw_put(j, lo, xq_zero(), d, b);
+    if (shifted && part == 7) xw_put(j + 1, xq_join(q, xq_zero()), xq_zero(), d);
+    xw_put(j, lo, xq_zero(), d);
 #else
     if (part > W_CODE_WORDS || (part == W_CODE_WORDS && !shifted)) return;
     const XQ own = part < W_CODE_WORDS ? q : xq_zero(), own_high = part < W_CODE_WORDS ? high : xq_zero();
     const XQ lo = shifted ? xq_join(part > 0 ? below : xq_zero(), own) : own;
     const XQ hi = shifted ? xq_join(part > 0 ? high_below : xq_zero(), own_high) : own_high;
-    xw_put(j, lo, hi, d, b);
+    xw_put(j, lo, hi, d);
 #endif
 }
 
