@@ -1,6 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
 // attention_split: one workgroup per (query head, chunk of cache rows). The workgroup scores
 // the chunk's rows, forms their max and sum of exps and the exp-weighted V sum, and writes
 // them as a partial [head_dim | max | sum] for attention_merge. With K_FORMAT/V_FORMAT it reads
@@ -21,14 +22,10 @@ layout(push_constant) uniform Push { AttentionParams p; };
 
 shared float weight[AKUNU_ATTENTION_CHUNK];
 
-void main() {
-    const uint h = gl_WorkGroupID.x, chunk = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
-    const uint kvh = h / (p.n_heads / p.n_kv_heads);
-    const uint pos = step.pos;
-    const uint first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
-    const uint begin = chunk * AKUNU_ATTENTION_CHUNK;
-    // Chunks outside the attended rows write nothing; attention_merge does not read them.
-    if (begin > pos || begin + AKUNU_ATTENTION_CHUNK <= first) return;  // uniform
+#ifdef KV_QUANTIZED
+// Quantized caches: K and V read one value at a time through K_AT / V_AT.
+void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos) {
+    const uint tid = gl_LocalInvocationID.x;
     // Scores: teams of 8 neighbouring invocations share a cache row, lane l reading dims
     // l, l + 8, ... so that a team's loads of the row are contiguous; 32 teams cover 32 rows
     // per pass, and three shuffles sum a team's products.
@@ -82,4 +79,128 @@ void main() {
         partial[slot + p.head_dim] = m;
         partial[slot + p.head_dim + 1] = l;
     }
+}
+#endif
+
+#ifndef KV_QUANTIZED
+// An f16 cache (one buffer, a ring or blocks): rows read as 16-byte vectors of 8 halves. A team of T
+// neighbouring invocations (a power of two up to the subgroup, T * 8 <= head_dim) covers a row,
+// each loading the vectors lane, lane + T, ...; the 256 / T teams take every (256 / T)-th row of
+// the chunk, BATCH rows per round with every load issued before the products, so that many
+// loads are in flight (reading a value at a time left the kernel latency-bound: 40 us for the
+// 8 MB of a 1b layer's cache at 4,000 tokens).
+#ifdef KV_BLOCKS
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer KvVecs { uvec4 v[]; };
+#define K_VEC(r, i) KvVecs(k_blocks[(r).x]).v[(r).y * vecs + (i)]
+#define V_VEC(r, i) KvVecs(v_blocks[(r).x]).v[(r).y * vecs + (i)]
+#else
+layout(std430, binding = 1) readonly buffer K8 { uvec4 k_vec[]; };  // [n_kv, rows, head_dim / 8]
+layout(std430, binding = 2) readonly buffer V8 { uvec4 v_vec[]; };
+#define K_VEC(r, i) k_vec[(r) * vecs + (i)]
+#define V_VEC(r, i) v_vec[(r) * vecs + (i)]
+#endif
+shared vec4 q_s[AKUNU_ATTENTION_CHUNK / 4];                          // q of this head
+shared float sums[AKUNU_ATTENTION_CHUNK * 8];                        // V partials per team
+// Rows whose K loads one invocation issues before their products. 4 measured best on the H200:
+// batching V rows the same way, or 8 K rows, cost registers and ran 25 % slower.
+#define BATCH 4
+#define MAX_LANE_VECS 4  // head_dim / 8 / T: head_dim <= 256, T >= 8
+
+float dot8(uvec4 k, uint v) {
+    return dot(vec4(unpackHalf2x16(k.x), unpackHalf2x16(k.y)), q_s[2 * v]) +
+           dot(vec4(unpackHalf2x16(k.z), unpackHalf2x16(k.w)), q_s[2 * v + 1]);
+}
+
+void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos) {
+    const uint tid = gl_LocalInvocationID.x, vecs = p.head_dim / 8;
+    uint T = 1;
+    while (T * 2 <= min(vecs, min(gl_SubgroupSize, 32u))) T *= 2;
+    const uint lane = tid % T, team = tid / T, teams = AKUNU_ATTENTION_CHUNK / T;
+    if (tid < p.head_dim / 4) q_s[tid] = vec4(q[h * p.head_dim + 4 * tid], q[h * p.head_dim + 4 * tid + 1],
+                                               q[h * p.head_dim + 4 * tid + 2], q[h * p.head_dim + 4 * tid + 3]);
+    barrier();
+
+    // Scores, BATCH rows of this team at a time.
+    for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK; r0 += BATCH * teams) {
+        float d[BATCH];
+        [[unroll]] for (uint b = 0; b < BATCH; ++b) {
+            const uint r = r0 + b * teams, t = begin + r;
+            d[b] = 0.0;
+            if (r < AKUNU_ATTENTION_CHUNK && t <= pos && t < p.max_len) {
+                const kv_row_t row = KV_ROW(kvh, t);
+                for (uint v = lane; v < vecs; v += T) d[b] += dot8(K_VEC(row, v), v);
+            }
+        }
+        [[unroll]] for (uint b = 0; b < BATCH; ++b) {
+            for (uint m = T / 2; m > 0; m /= 2) d[b] += subgroupShuffleXor(d[b], m);
+            const uint r = r0 + b * teams, t = begin + r;
+            if (lane == 0 && r < AKUNU_ATTENTION_CHUNK) {
+                float sc = d[b] * p.scale;
+                if (p.softcap > 0.0) sc = p.softcap * tanh(sc / p.softcap);
+                weight[r] = t >= first && t <= pos ? sc : -1.0 / 0.0;
+            }
+        }
+    }
+    barrier();
+    const float s = weight[tid];
+    const bool valid = s > -1.0 / 0.0;
+    const float m = workgroup_max(s);
+    const float e = valid ? exp(s - m) : 0.0;
+    const float l = workgroup_sum(e);
+    weight[tid] = e;
+    barrier();
+
+    // Weighted V: each invocation sums 8 dims (per vector it owns) over its team's rows; the
+    // teams' sums then meet in shared memory, one vector slot of every lane at a time.
+    const uint rows = min(AKUNU_ATTENTION_CHUNK, pos + 1 - begin);
+    vec4 acc[MAX_LANE_VECS][2];
+    [[unroll]] for (uint i = 0; i < MAX_LANE_VECS; ++i) acc[i][0] = acc[i][1] = vec4(0.0);
+    for (uint j = team; j < rows; j += teams) {
+        const float w = weight[j];
+        const kv_row_t row = KV_ROW(kvh, begin + j);
+        [[unroll]] for (uint i = 0; i < MAX_LANE_VECS; ++i) {
+            const uint v = lane + i * T;
+            if (v < vecs) {
+                const uvec4 x = V_VEC(row, v);
+                acc[i][0] += w * vec4(unpackHalf2x16(x.x), unpackHalf2x16(x.y));
+                acc[i][1] += w * vec4(unpackHalf2x16(x.z), unpackHalf2x16(x.w));
+            }
+        }
+    }
+    const uint slot = (h * p.n_chunks + chunk) * (p.head_dim + 2);
+    [[unroll]] for (uint i = 0; i < MAX_LANE_VECS; ++i) {
+        if (i * T >= vecs) break;  // uniform
+        [[unroll]] for (uint c = 0; c < 4; ++c) {
+            sums[(team * T + lane) * 8 + c] = acc[i][0][c];
+            sums[(team * T + lane) * 8 + 4 + c] = acc[i][1][c];
+        }
+        barrier();
+        const uint dim = i * T * 8 + tid;
+        if (tid < T * 8 && dim < p.head_dim) {
+            float total = 0.0;
+            for (uint g = 0; g < teams; ++g) total += sums[g * T * 8 + tid];
+            partial[slot + dim] = total;
+        }
+        barrier();
+    }
+    if (tid == 0) {
+        partial[slot + p.head_dim] = m;
+        partial[slot + p.head_dim + 1] = l;
+    }
+}
+#endif
+
+void main() {
+    const uint h = gl_WorkGroupID.x, chunk = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+    const uint kvh = h / (p.n_heads / p.n_kv_heads);
+    const uint pos = step.pos;
+    const uint first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
+    const uint begin = chunk * AKUNU_ATTENTION_CHUNK;
+    // Chunks outside the attended rows write nothing; attention_merge does not read them.
+    if (begin > pos || begin + AKUNU_ATTENTION_CHUNK <= first) return;  // uniform
+#ifndef KV_QUANTIZED
+    attend_rows_vec4(h, kvh, chunk, begin, first, pos);
+#else
+    attend_rows(h, kvh, chunk, begin, first, pos);
+#endif
 }

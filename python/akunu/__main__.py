@@ -123,10 +123,18 @@ def _generate(akunu, args) -> int:
 
 
 def _profile(akunu, args) -> int:
-    m = akunu.Model(args.model, context=args.context, device=args.device or None, progress=False)
+    context = args.context or max(1024, args.after + args.tokens)
+    m = akunu.Model(args.model, context=context, device=args.device or None, progress=False)
+    if args.after and args.after + args.tokens > m.context:
+        raise ValueError(f"--after {args.after} and --tokens {args.tokens} need {args.after + args.tokens} positions; "
+                         f"the context holds {m.context}")
+    if args.after:
+        m.eval(np.random.default_rng(0).integers(0, m.config.vocab_size, args.after).tolist())
     m.profile(args.tokens)  # warm: pipelines and clocks
     rows = m.profile(args.tokens)
     what = "one decode step" if args.tokens == 1 else f"a prefill chunk of {args.tokens} tokens"
+    if args.after:
+        what += f" after {args.after} tokens"
     print(f"{m.path}: device time of {what} on {m._engine.device_name}")
     print(akunu.profile_table(rows))
     return 0
@@ -255,7 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profile", help="GPU time per kernel class of a decode step or prefill chunk")
     p.add_argument("model")
     p.add_argument("--tokens", type=int, default=1, help="1: a decode step; more: a prefill chunk")
-    p.add_argument("--context", type=int, default=1024)
+    p.add_argument("--after", type=int, default=0,
+                   help="prompt tokens in the cache first, so that attention reads a long cache")
+    p.add_argument("--context", type=int, default=None, help="default: 1024, or what --after and --tokens need")
     p.set_defaults(run=_profile)
     p = sub.add_parser("perplexity", help="perplexity of MODEL on a text FILE")
     p.add_argument("model")

@@ -94,6 +94,10 @@ def test_profile_sums_the_dispatch_table_by_kernel_class():
     assert "gemm" in r.stdout and "flash" in r.stdout
     r = akunu_cli("profile", gguf, "--tokens", "999", "--context", "64", check=False)
     assert r.returncode == 2 and "prefill chunk" in r.stderr
+    r = akunu_cli("profile", gguf, "--after", "40", "--context", "64")
+    assert "one decode step after 40 tokens" in r.stdout and "attention" in r.stdout
+    r = akunu_cli("profile", gguf, "--after", "64", "--context", "64", check=False)
+    assert r.returncode == 2 and "need 65 positions; the context holds 64" in r.stderr
 
 
 def test_main_job_offline_completes_code_with_the_shipped_model(tmp_path):
