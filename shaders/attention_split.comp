@@ -118,10 +118,12 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
     const uint lane = tid % T, team = tid / T, teams = AKUNU_ATTENTION_CHUNK / T;
     if (tid < p.head_dim / 4) q_s[tid] = vec4(q[h * p.head_dim + 4 * tid], q[h * p.head_dim + 4 * tid + 1],
                                                q[h * p.head_dim + 4 * tid + 2], q[h * p.head_dim + 4 * tid + 3]);
+    weight[tid] = -1.0 / 0.0;  // rows the loop below skips
     barrier();
 
-    // Scores, BATCH rows of this team at a time.
-    for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK; r0 += BATCH * teams) {
+    // Scores, BATCH rows of this team at a time; a team stops at the first round past pos
+    // (early in a sequence most of the chunk lies there), its shuffles stay inside the team.
+    for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK && begin + r0 <= pos; r0 += BATCH * teams) {
         float d[BATCH];
         [[unroll]] for (uint b = 0; b < BATCH; ++b) {
             const uint r = r0 + b * teams, t = begin + r;
@@ -175,12 +177,16 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
             sums[(team * T + lane) * 8 + 4 + c] = acc[i][1][c];
         }
         barrier();
-        const uint dim = i * T * 8 + tid;
-        if (tid < T * 8 && dim < p.head_dim) {
-            float total = 0.0;
-            for (uint g = 0; g < teams; ++g) total += sums[g * T * 8 + tid];
-            partial[slot + dim] = total;
-        }
+        // `parts` neighbouring invocations share a dim, each summing every parts-th team, and
+        // meet through shuffles: fewer dependent shared-memory loads than one invocation per dim.
+        const uint width = T * 8, parts = min(AKUNU_ATTENTION_CHUNK / width, gl_SubgroupSize);
+        const uint dim_in = tid / parts, part = tid % parts;
+        float total = 0.0;
+        if (dim_in < width)
+            for (uint g = part; g < teams; g += parts) total += sums[g * width + dim_in];
+        for (uint m = parts / 2; m > 0; m /= 2) total += subgroupShuffleXor(total, m);
+        const uint dim = i * width + dim_in;
+        if (part == 0 && dim_in < width && dim < p.head_dim) partial[slot + dim] = total;
         barrier();
     }
     if (tid == 0) {
