@@ -88,8 +88,10 @@ for spec in ${AKUNU_BENCH_MODELS:-1b:f16 1b:q8_0 1b:q4_0 llama2-7b:f16 llama2-7b
     files+=($file)
 done
 # AKUNU_PROFILE=1: the per-kernel profile of a decode step (at the start and behind 4,000 tokens)
-# and of a 512-token chunk of each file.
-if [ -n "${AKUNU_PROFILE:-}" ]; then
+# and of a 512-token chunk of each file; AKUNU_PROFILE=prefill: only the 512-token chunk.
+if [ "${AKUNU_PROFILE:-}" = prefill ]; then
+    for f in "${files[@]}"; do python3 -m akunu profile "$f" --tokens 512 2>&1 | tee -a "$out/profile.txt"; done
+elif [ -n "${AKUNU_PROFILE:-}" ]; then
     echo "kernels without cooperative matrices:"
     AKUNU_NO_COOPMAT=1 python3 -m akunu kernel-bench 2>&1 | grep gemm | tee -a "$out/profile.txt"
     echo "kernels with them:"

@@ -1,18 +1,13 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#ifdef GEMM_COOPMAT
-#extension GL_NV_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#endif
-// gemm_<wtype>: Y[m, n] = X[m, :] · W[n, :] for a prefill chunk, fp32 accumulation.
+// gemm_<wtype>: Y[m, n] = X[m, :] · W[n, :] for a prefill chunk on fp32 FMAs (gemm_cm.comp is
+// the cooperative-matrix form, for devices that have them).
 //
 // Each workgroup computes a BM x BN tile of Y. Per step of BK along k it stages the X tile and
 // the W tile (dequantized from any supported weight type, 8 weights per load) in shared memory,
-// loads the next step's tiles into registers, then multiplies: on the scalar path each of 256
-// invocations accumulates a 4 x 4 sub-tile (64 x 64 tiles, BK = 32); the GEMM_COOPMAT variant
-// (shape in gemm_tiles.h, which the host reads too) gives each subgroup TM x TN blocks of
-// 16 x 16 NV cooperative matrices (f16 in, f32 out).
+// loads the next step's tiles into registers, then multiplies: each of 256 invocations
+// accumulates a 4 x 4 sub-tile (64 x 64 tiles, BK = 32).
 // Rows past step.n_tokens are neither computed nor written: one recorded table serves every
 // chunk length.
 #include "common.glsl"
@@ -27,28 +22,6 @@ layout(push_constant) uniform Push { GemmParams p; };
 layout(std430, binding = 2) buffer Y { float y[]; };             // [m, ldy]
 layout(std430, binding = 3) readonly buffer Step { StepState step; };
 
-#ifdef GEMM_COOPMAT
-#define BM AKUNU_GEMM_CM_BM
-#define BN AKUNU_GEMM_CM_BN
-#define BK AKUNU_GEMM_CM_BK
-#define TM AKUNU_GEMM_CM_TM
-#define TN AKUNU_GEMM_CM_TN
-#define THREADS (AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N * 32)
-// Tiles as the cooperative-matrix loads read them: X [BM][PITCH] and W [BN][PITCH], both
-// row-major in k, so W is loaded column-major as the k x n operand. PITCH pads each row by 16
-// bytes (rows stay 16-byte aligned, as the loads need) so that the 8 rows a load reads at a
-// time fall on different banks. Results leave through a 16 x 16 staging block per subgroup,
-// which handles edges, row strides and accumulation.
-#define PITCH (BK + 8)
-shared float16_t xs[BM * PITCH];
-shared float16_t ws[BN * PITCH];
-shared float ys[THREADS / 32 * 16 * 16];
-void stage_x(uint m, uint kk, float v) { xs[m * PITCH + kk] = float16_t(v); }
-void stage_w(uint n, uint kk, float v) { ws[n * PITCH + kk] = float16_t(v); }
-#if BM * BN / (THREADS / 32) != 256 * TM * TN || BM * (BK / 8) % THREADS != 0 || BN * (BK / 8) % THREADS != 0
-#error "gemm_tiles.h: the subgroups must cover the tile, and every invocation load as many items"
-#endif
-#else
 #define BM AKUNU_GEMM_BM
 #define BN AKUNU_GEMM_BN
 #define BK 32
@@ -59,7 +32,6 @@ shared vec4 xs4[BK][BM / 4];
 shared vec4 ws4[BK][BN / 4];
 void stage_x(uint m, uint kk, float v) { xs4[kk][m / 4][m % 4] = v; }
 void stage_w(uint n, uint kk, float v) { ws4[kk][n / 4][n % 4] = v; }
-#endif
 layout(local_size_x = THREADS) in;
 
 // Tile loads, 8 values per item. Item i covers row i / (BK / 8) and k offset 8 * (i % (BK / 8)):
@@ -117,33 +89,14 @@ void main() {
     if (m0 >= m_end) return;  // uniform across the workgroup
     const uint tid = gl_LocalInvocationID.x;
 
-#ifdef GEMM_COOPMAT
-    // Subgroup sg owns rows wm .. wm + 16 TM - 1 and columns wn .. wn + 16 TN - 1.
-    const uint sg = gl_SubgroupID;
-    const uint wm = (sg / AKUNU_GEMM_CM_SG_N) * 16 * TM, wn = (sg % AKUNU_GEMM_CM_SG_N) * 16 * TN;
-    // Every loop over the accumulators is unrolled so that they stay in registers.
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TM][TN];
-    [[unroll]] for (uint i = 0; i < TM; ++i)
-        [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-#else
     const uint tm = tid / (BN / 4), tn = tid % (BN / 4);  // this invocation's 4 rows and 4 columns
     vec4 acc[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));
-#endif
 
     load_tiles(m0, n0, 0, m_end);
     for (uint k0 = 0; k0 < p.k; k0 += BK) {
         store_tiles();
         barrier();
         if (k0 + BK < p.k) load_tiles(m0, n0, k0 + BK, m_end);
-#ifdef GEMM_COOPMAT
-        [[unroll]] for (uint kb = 0; kb < BK; kb += 16) {
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TM], w[TN];
-            [[unroll]] for (uint i = 0; i < TM; ++i) coopMatLoadNV(a[i], xs, (wm + 16 * i) * PITCH + kb, PITCH, false);
-            [[unroll]] for (uint j = 0; j < TN; ++j) coopMatLoadNV(w[j], ws, (wn + 16 * j) * PITCH + kb, PITCH, true);
-            [[unroll]] for (uint i = 0; i < TM; ++i)
-                [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = coopMatMulAddNV(a[i], w[j], acc[i][j]);
-        }
-#else
         [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
             const vec4 a = xs4[kk][tm], w = ws4[kk][tn];
             acc[0] += a.x * w;
@@ -151,38 +104,9 @@ void main() {
             acc[2] += a.z * w;
             acc[3] += a.w * w;
         }
-#endif
         barrier();
     }
 
-#ifdef GEMM_COOPMAT
-    // Whole blocks go straight to Y with cooperative stores (adding what Y holds when
-    // accumulating); blocks on the matrix edge, or with a row stride the stores cannot take,
-    // go through the subgroup's staging block one element per lane.
-    const uint lane = gl_SubgroupInvocationID;
-    const bool direct_ok = (p.ldy & 3u) == 0u;
-    [[unroll]] for (uint i = 0; i < TM; ++i)
-        [[unroll]] for (uint j = 0; j < TN; ++j) {
-            const uint bm = m0 + wm + 16 * i, bn = n0 + wn + 16 * j;
-            if (direct_ok && bm + 16 <= m_end && bn + 16 <= p.n) {
-                if (p.accumulate != 0) {
-                    fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> old;
-                    coopMatLoadNV(old, y, bm * p.ldy + bn, p.ldy, false);
-                    acc[i][j] = acc[i][j] + old;
-                }
-                coopMatStoreNV(acc[i][j], y, bm * p.ldy + bn, p.ldy, false);
-                continue;
-            }
-            coopMatStoreNV(acc[i][j], ys, sg * 256, 16, false);
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            for (uint e = lane; e < 256; e += gl_SubgroupSize) {
-                const uint m = bm + e / 16, n = bn + e % 16;
-                if (m < m_end && n < p.n) store(m, n, ys[sg * 256 + e]);
-            }
-            subgroupBarrier();
-        }
-#else
     for (uint i = 0; i < 4; ++i) {
         const uint m = m0 + tm * 4 + i;
         if (m >= m_end) break;
@@ -191,5 +115,4 @@ void main() {
             if (n < p.n) store(m, n, acc[i][j]);
         }
     }
-#endif
 }

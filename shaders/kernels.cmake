@@ -2,6 +2,8 @@
 # module named by its first column; the engine asks for kernels by that name. A new dtype or
 # quant type is a new row here, never a copied shader. The KV-cache kernels come in three
 # cache layouts (shaders/include/kv_rows.glsl): one buffer, a ring (_ring) and blocks (_blocks).
+# gemm_cmA_f16 and gemm_cmS_f16 are other tile shapes of the cooperative-matrix GEMM, for
+# bench/gemm_probe.py (AKUNU_GEMM_CM=A:128:128, S:64:128); the engine uses gemm_cm_<wtype>.
 #
 #            name                 source          defines
 set(AKUNU_KERNELS
@@ -49,21 +51,23 @@ set(AKUNU_KERNELS
   "gemm_mlx8_g32    gemm.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=32"
   "gemm_mlx8_g64    gemm.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=64"
   "gemm_mlx8_g128   gemm.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=128"
-  "gemm_cm_f32      gemm.comp       WTYPE_F32,GEMM_COOPMAT"
-  "gemm_cm_f16      gemm.comp       WTYPE_F16,GEMM_COOPMAT"
-  "gemm_cm_bf16     gemm.comp       WTYPE_BF16,GEMM_COOPMAT"
-  "gemm_cm_q8_0     gemm.comp       WTYPE_Q8_0,GEMM_COOPMAT"
-  "gemm_cm_q4_0     gemm.comp       WTYPE_Q4_0,GEMM_COOPMAT"
-  "gemm_cm_q4_1     gemm.comp       WTYPE_Q4_1,GEMM_COOPMAT"
-  "gemm_cm_q4_k     gemm.comp       WTYPE_Q4_K,GEMM_COOPMAT"
-  "gemm_cm_q5_k     gemm.comp       WTYPE_Q5_K,GEMM_COOPMAT"
-  "gemm_cm_q6_k     gemm.comp       WTYPE_Q6_K,GEMM_COOPMAT"
-  "gemm_cm_mlx4_g32 gemm.comp       WTYPE_MLX,MLX_BITS=4,W_BLOCK=32,GEMM_COOPMAT"
-  "gemm_cm_mlx4_g64 gemm.comp       WTYPE_MLX,MLX_BITS=4,W_BLOCK=64,GEMM_COOPMAT"
-  "gemm_cm_mlx4_g128 gemm.comp       WTYPE_MLX,MLX_BITS=4,W_BLOCK=128,GEMM_COOPMAT"
-  "gemm_cm_mlx8_g32 gemm.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=32,GEMM_COOPMAT"
-  "gemm_cm_mlx8_g64 gemm.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=64,GEMM_COOPMAT"
-  "gemm_cm_mlx8_g128 gemm.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=128,GEMM_COOPMAT"
+  "gemm_cmA_f16      gemm_cm.comp    WTYPE_F16,AKUNU_GEMM_CM_SG_M=4,AKUNU_GEMM_CM_SG_N=2,AKUNU_GEMM_CM_TM=2,AKUNU_GEMM_CM_TN=4,AKUNU_GEMM_CM_STAGES=1"
+  "gemm_cmS_f16      gemm_cm.comp    WTYPE_F16,AKUNU_GEMM_CM_SG_M=2,AKUNU_GEMM_CM_SG_N=4,AKUNU_GEMM_CM_TM=2,AKUNU_GEMM_CM_TN=2,AKUNU_GEMM_CM_STAGES=1"
+  "gemm_cm_f32          gemm_cm.comp    WTYPE_F32"
+  "gemm_cm_f16          gemm_cm.comp    WTYPE_F16"
+  "gemm_cm_bf16         gemm_cm.comp    WTYPE_BF16"
+  "gemm_cm_q8_0         gemm_cm.comp    WTYPE_Q8_0"
+  "gemm_cm_q4_0         gemm_cm.comp    WTYPE_Q4_0"
+  "gemm_cm_q4_1         gemm_cm.comp    WTYPE_Q4_1"
+  "gemm_cm_q4_k         gemm_cm.comp    WTYPE_Q4_K"
+  "gemm_cm_q5_k         gemm_cm.comp    WTYPE_Q5_K"
+  "gemm_cm_q6_k         gemm_cm.comp    WTYPE_Q6_K"
+  "gemm_cm_mlx4_g32     gemm_cm.comp    WTYPE_MLX,MLX_BITS=4,W_BLOCK=32"
+  "gemm_cm_mlx4_g64     gemm_cm.comp    WTYPE_MLX,MLX_BITS=4,W_BLOCK=64"
+  "gemm_cm_mlx4_g128    gemm_cm.comp    WTYPE_MLX,MLX_BITS=4,W_BLOCK=128"
+  "gemm_cm_mlx8_g32     gemm_cm.comp    WTYPE_MLX,MLX_BITS=8,W_BLOCK=32"
+  "gemm_cm_mlx8_g64     gemm_cm.comp    WTYPE_MLX,MLX_BITS=8,W_BLOCK=64"
+  "gemm_cm_mlx8_g128    gemm_cm.comp    WTYPE_MLX,MLX_BITS=8,W_BLOCK=128"
   "embed_f32        embed.comp      WTYPE_F32"
   "embed_f16        embed.comp      WTYPE_F16"
   "embed_bf16       embed.comp      WTYPE_BF16"

@@ -290,11 +290,24 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     GemmParams p{checked_u32(g.m, "gemm: m"), checked_u32(g.n, "gemm: n"), checked_u32(g.k, "gemm: k"),
                  checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u};
     const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
-    const size_t bm = coopmat ? AKUNU_GEMM_CM_BM : AKUNU_GEMM_BM, bn = coopmat ? AKUNU_GEMM_CM_BN : AKUNU_GEMM_BN;
+    size_t bm = coopmat ? AKUNU_GEMM_CM_BM : AKUNU_GEMM_BM, bn = coopmat ? AKUNU_GEMM_CM_BN : AKUNU_GEMM_BN;
+    std::string kernel = coopmat ? weight_variant("gemm_cm", wtype) : weight_variant("gemm", wtype);
+    std::vector<uint32_t> spec;
+    // Probes (bench/gemm_probe.py): AKUNU_GEMM_CM="variant:BM:BN[:knock]" runs another compiled
+    // tile shape of the f16 kernel ("-" keeps the default), with gemm_cm.comp's knock-out bits.
+    const char* probe = coopmat ? std::getenv("AKUNU_GEMM_CM") : nullptr;
+    char name[16] = {};
+    unsigned probe_bm = 0, probe_bn = 0, knock = 0;
+    if (probe && std::sscanf(probe, "%15[^:]:%u:%u:%u", name, &probe_bm, &probe_bn, &knock) >= 3) {
+        if (name[0] != '-' && wtype == TensorType::F16) {
+            kernel = std::string("gemm_cm") + name + "_f16";
+            bm = probe_bm, bn = probe_bn;
+        }
+        spec = {knock};
+    }
     const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
-    const std::string kernel = coopmat ? weight_variant("gemm_cm", wtype) : weight_variant("gemm", wtype);
-    emit(s, kernel, {}, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy)});
+    emit(s, kernel, spec, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy)});
 }
 
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids, const Binding& step,

@@ -1,17 +1,33 @@
-// Tile shapes of the prefill GEMM (shaders/gemm.comp), shared with the host, which sizes the
-// dispatch grid from them.
+// Tile shapes of the prefill GEMMs (shaders/gemm.comp, shaders/gemm_cm.comp), shared with the
+// host, which sizes the dispatch grid from them.
 #ifndef AKUNU_GEMM_TILES_H
 #define AKUNU_GEMM_TILES_H
 
-// The cooperative-matrix variant: a workgroup of AKUNU_GEMM_CM_SG_M x AKUNU_GEMM_CM_SG_N
+// The cooperative-matrix GEMM: a workgroup of AKUNU_GEMM_CM_SG_M x AKUNU_GEMM_CM_SG_N
 // subgroups of 32, each holding AKUNU_GEMM_CM_TM x AKUNU_GEMM_CM_TN accumulator blocks of
-// 16 x 16; each step along k stages AKUNU_GEMM_CM_BK columns of X and W. bench/NOTES.md has the
-// shapes measured on the H200.
-#define AKUNU_GEMM_CM_SG_M 4
-#define AKUNU_GEMM_CM_SG_N 2
-#define AKUNU_GEMM_CM_TM 2
-#define AKUNU_GEMM_CM_TN 4
+// 16 x 16 (TM and TN 1, 2 or 4); each step along k stages AKUNU_GEMM_CM_BK columns of X and W.
+// The default, 128 x 128 tiles of 8 subgroups with 64 x 32 each and two shared stages, was the
+// fastest of the shapes `bench/gemm_probe.py` measured on the H200 (bench/NOTES.md). Each value
+// can be overridden by a define, for probe variants (shaders/kernels.cmake).
+#ifndef AKUNU_GEMM_CM_SG_M
+#define AKUNU_GEMM_CM_SG_M 2
+#endif
+#ifndef AKUNU_GEMM_CM_SG_N
+#define AKUNU_GEMM_CM_SG_N 4
+#endif
+#ifndef AKUNU_GEMM_CM_TM
+#define AKUNU_GEMM_CM_TM 4
+#endif
+#ifndef AKUNU_GEMM_CM_TN
+#define AKUNU_GEMM_CM_TN 2
+#endif
+#ifndef AKUNU_GEMM_CM_BK
 #define AKUNU_GEMM_CM_BK 32
+#endif
+// Shared tile buffers (1 or 2): with 2, step k + 1's tiles are stored while step k's multiply.
+#ifndef AKUNU_GEMM_CM_STAGES
+#define AKUNU_GEMM_CM_STAGES 2
+#endif
 #define AKUNU_GEMM_CM_BM (AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_TM * 16)
 #define AKUNU_GEMM_CM_BN (AKUNU_GEMM_CM_SG_N * AKUNU_GEMM_CM_TN * 16)
 

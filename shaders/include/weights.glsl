@@ -134,4 +134,72 @@ void w_load8(uint row, uint k0, uint K, out float v[8]) {
 }
 #endif  // block formats
 
+#ifdef W_LOAD8_HALF
+// The cooperative-matrix GEMM's tile loads of eight weights W[row, k0 : k0 + 8] (k0 a multiple
+// of 8), in two parts: w_raw8() issues the loads with no branch, so that all of a tile's loads
+// are in flight at once (a load whose value is converted inside a branch is waited for before
+// the next one issues), and w_half8() turns what they read into packed halves, later. The f16,
+// Q8_0, Q4_0 and Q4_1 loaders read only whole words; other types decode in w_raw8().
+uvec4 w_pack8(float v[8]) {
+    return uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
+                 packHalf2x16(vec2(v[6], v[7])));
+}
+#if defined(WTYPE_F16)
+layout(std430, binding = W_BINDING) readonly buffer W8h { uvec4 w8h[]; };
+struct WRaw { uvec4 h; };
+WRaw w_raw8(uint row, uint k0, uint K) {
+    if ((K & 7u) == 0u) return WRaw(w8h[(row * K + k0) >> 3]);  // rows 16-byte aligned
+    float v[8];
+    w_load8(row, k0, K, v);
+    return WRaw(w_pack8(v));
+}
+uvec4 w_half8(WRaw r, uint k0) { return r.h; }
+#elif defined(WTYPE_Q8_0) || defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1)
+#if defined(WTYPE_Q4_1)
+#define W_HEAD_WORDS 2  // d, m
+#else
+#define W_HEAD_WORDS 1  // d
+#endif
+// The block's head (d, and m for Q4_1) and the four 16-bit words that hold the 8 codes.
+struct WRaw { uint head; uvec4 q; };
+WRaw w_raw8(uint row, uint k0, uint K) {
+    const uint w = (row * (K / 32) + k0 / 32) * (W_BLOCK_BYTES / 2), part = (k0 % 32) / 8;
+#if defined(WTYPE_Q8_0)
+    const uint q = w + 1 + 4 * part;                                 // bytes 8 part .. 8 part + 7
+#else
+    const uint q = w + W_HEAD_WORDS + 4 * (part & 1u);               // low or high nibbles of 8 bytes
+#endif
+    uint head = uint(wh[w]);
+#if W_HEAD_WORDS == 2
+    head |= uint(wh[w + 1]) << 16;
+#endif
+    return WRaw(head, uvec4(wh[q], wh[q + 1], wh[q + 2], wh[q + 3]));
+}
+uvec4 w_half8(WRaw r, uint k0) {
+    const float d = unpackHalf2x16(r.head).x;
+    float v[8];
+#if defined(WTYPE_Q8_0)
+    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = d * float(int8_t(uint8_t((r.q[j / 2] >> (8 * (j % 2))) & 255u)));
+#else
+#if defined(WTYPE_Q4_0)
+    const float m = -8.0 * d;
+#else
+    const float m = unpackHalf2x16(r.head).y;
+#endif
+    const uint shift = (k0 % 32) >= 16 ? 4 : 0;
+    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = d * float((r.q[j / 2] >> (8 * (j % 2) + shift)) & 15u) + m;
+#endif
+    return w_pack8(v);
+}
+#else
+struct WRaw { uvec4 h; };
+WRaw w_raw8(uint row, uint k0, uint K) {
+    float v[8];
+    w_load8(row, k0, K, v);
+    return WRaw(w_pack8(v));
+}
+uvec4 w_half8(WRaw r, uint k0) { return r.h; }
+#endif
+#endif  // W_LOAD8_HALF
+
 #endif
