@@ -175,21 +175,32 @@ WRaw w_raw8(uint row, uint k0, uint K) {
 #endif
     return WRaw(head, uvec4(wh[q], wh[q + 1], wh[q + 2], wh[q + 3]));
 }
+// Codes become halves through their bits: 0x6400 | c is the half 1024 + c for c < 1024, so one
+// OR and one subtraction per pair of codes give them exactly, and one product (a fused one for
+// Q4_1's offset) rounds each weight once, as the fp32 path then rounded it to a half.
 uvec4 w_half8(WRaw r, uint k0) {
-    const float d = unpackHalf2x16(r.head).x;
-    float v[8];
+    const f16vec2 d = f16vec2(unpackFloat2x16(r.head).x);
+    uvec4 h;
 #if defined(WTYPE_Q8_0)
-    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = d * float(int8_t(uint8_t((r.q[j / 2] >> (8 * (j % 2))) & 255u)));
+    // Signed bytes, offset by 128 (the XOR), in the low and high half.
+    [[unroll]] for (uint j = 0; j < 4; ++j) {
+        const uint u = r.q[j] ^ 0x8080u;
+        const f16vec2 c = unpackFloat2x16(0x64006400u | (u & 0xFFu) | ((u & 0xFF00u) << 8)) - f16vec2(1152.0);
+        h[j] = packFloat2x16(c * d);
+    }
 #else
+    const uint shift = (k0 % 32) >= 16 ? 4 : 0;  // high nibbles hold elements 16..31
+    [[unroll]] for (uint j = 0; j < 4; ++j) {
+        const uint u = r.q[j] >> shift;
+        const f16vec2 n = unpackFloat2x16(0x64006400u | (u & 0xFu) | ((u & 0xF00u) << 8));
 #if defined(WTYPE_Q4_0)
-    const float m = -8.0 * d;
+        h[j] = packFloat2x16((n - f16vec2(1032.0)) * d);
 #else
-    const float m = unpackHalf2x16(r.head).y;
+        h[j] = packFloat2x16(fma(n - f16vec2(1024.0), d, f16vec2(unpackFloat2x16(r.head).y)));
 #endif
-    const uint shift = (k0 % 32) >= 16 ? 4 : 0;
-    [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = d * float((r.q[j / 2] >> (8 * (j % 2) + shift)) & 15u) + m;
+    }
 #endif
-    return w_pack8(v);
+    return h;
 }
 #else
 struct WRaw { uvec4 h; };
