@@ -86,7 +86,7 @@ void store(uint m, uint n, float v) {
 void main() {
     const uint m_end = min(p.m, step.n_tokens);
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-    if (m0 >= m_end) return;  // uniform across the workgroup
+    if (m0 >= m_end || !AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) return;  // uniform across the workgroup
     const uint tid = gl_LocalInvocationID.x;
 
     const uint tm = tid / (BN / 4), tn = tid % (BN / 4);  // this invocation's 4 rows and 4 columns

@@ -188,7 +188,7 @@ void put_block(ACC c, uint bm, uint bn, uint m_end) {
 void main() {
     const uint m_end = min(p.m, step.n_tokens);
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-    if (m0 >= m_end) return;  // uniform across the workgroup
+    if (m0 >= m_end || !AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) return;  // uniform across the workgroup
 
     // Subgroup sg owns rows wm .. wm + 16 TM - 1 and columns wn .. wn + 16 TN - 1.
     const uint sg = gl_SubgroupID;

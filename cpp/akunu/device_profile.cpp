@@ -123,6 +123,12 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     p.gemm_coopmat = has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && p.fp16 && p.subgroup_size == 32 &&
                      !(no_coopmat && *no_coopmat && std::string(no_coopmat) != "0");
     p.int8_activations = int8_activations_requested();
+    // Dequantizing a block-format matrix to f16 costs about what 100 rows of its GEMM save
+    // (bench/NOTES.md): on for chunks of 128 tokens or more where the GEMM is the cooperative-
+    // matrix one; AKUNU_PREFILL_DEQUANT_ROWS=N sets the threshold on any Vulkan device (0: off).
+    const char* dequant_rows = std::getenv("AKUNU_PREFILL_DEQUANT_ROWS");
+    p.prefill_dequant_rows = dequant_rows && *dequant_rows ? uint32_t(std::strtoul(dequant_rows, nullptr, 10))
+                                                           : (p.gemm_coopmat ? 128u : 0u);
     const char* no_int_dot = std::getenv("AKUNU_NO_INT_DOT");
     p.gemv_int_dot = p.integer_dot_product && p.subgroup_shuffle && p.subgroup_size >= 8 &&
                      !(no_int_dot && *no_int_dot && std::string(no_int_dot) != "0");
@@ -202,6 +208,8 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  word gemv %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
             yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
             yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
+    if (prefill_dequant_rows > 0)
+        appendf(s, "  prefill           block-format weights dequantized to f16 for chunks of %u tokens or more\n", prefill_dequant_rows);
     appendf(s, "  memory            device-local %s, host-visible device-local %s%s\n", gib(device_local_bytes).c_str(),
             gib(host_visible_device_bytes).c_str(), unified_memory ? " (unified: zero-copy views)" : "");
     for (size_t i = 0; i < heaps.size(); ++i)

@@ -55,6 +55,10 @@ struct DeviceProfile {
     // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
     // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
     bool gemm_coopmat = false;
+    // Prefill chunks of at least this many tokens dequantize each block-format projection to
+    // f16 (dequant.comp) and run the f16 GEMM on it; shorter ones, and 0, run the block
+    // format's own GEMM. 128 where gemm_coopmat, else 0; AKUNU_PREFILL_DEQUANT_ROWS=N overrides.
+    uint32_t prefill_dequant_rows = 0;
     // The integer-dot GEMV of Q8_0/Q4_0/Q4_1 (gemv_dot.comp): integer dot products, and
     // subgroups of 8 or more with shuffles; AKUNU_NO_INT_DOT=1 turns it off. What the device can
     // do: the engine uses it only with int8_activations.

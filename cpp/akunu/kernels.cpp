@@ -288,7 +288,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     check_fits(y, (g.m - 1) * g.ldy + g.n, DType::kF32, "gemm", "Y");
     check_bytes(step, sizeof(StepState), "gemm", "step");
     GemmParams p{checked_u32(g.m, "gemm: m"), checked_u32(g.n, "gemm: n"), checked_u32(g.k, "gemm: k"),
-                 checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u};
+                 checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u, g.min_rows, g.max_rows};
     const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
     size_t bm = coopmat ? AKUNU_GEMM_CM_BM : AKUNU_GEMM_BM, bn = coopmat ? AKUNU_GEMM_CM_BN : AKUNU_GEMM_BN;
     std::string kernel = coopmat ? weight_variant("gemm_cm", wtype) : weight_variant("gemm", wtype);
@@ -308,6 +308,27 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
     emit(s, kernel, spec, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy)});
+}
+
+bool dequantizes_to_f16(TensorType wtype) {
+    switch (wtype) {
+        case TensorType::Q8_0: case TensorType::Q4_0: case TensorType::Q4_1:
+        case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
+void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& out, size_t n, size_t k,
+                 const Binding& step, uint32_t min_rows) {
+    AKUNU_CHECK(dequantizes_to_f16(wtype), std::string("dequant_f16: ") + type_traits(wtype).name + " is not a block format");
+    check_row_blocks(type_traits(wtype), k, "dequant_f16", "k");
+    check_bytes(w, tensor_bytes(type_traits(wtype), uint64_t(n) * k, "dequant_f16 W"), "dequant_f16", "W");
+    check_bytes(out, n * k * 2, "dequant_f16", "out");
+    check_bytes(step, sizeof(StepState), "dequant_f16", "step");
+    DequantParams p{checked_u32(n, "dequant_f16: n"), checked_u32(k, "dequant_f16: k"), min_rows};
+    emit(s, weight_variant("dequant_f16", wtype), {}, {w, out, step}, p, grid_for(s, (n * k / 8 + 255) / 256));
 }
 
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids, const Binding& step,

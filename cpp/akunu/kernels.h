@@ -69,12 +69,20 @@ bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
 // Y[m, n] f32 = X[m, k] f32 · W[n, k]^T (Y += with accumulate) for the rows m below
 // min(m, step.n_tokens); X rows ldx floats apart, Y rows ldy apart. Uses cooperative matrices
 // when the device has them (DeviceProfile::gemm_coopmat) unless allow_coopmat is false (tests
-// check the scalar variant on such devices too).
+// check the scalar variant on such devices too). The dispatch runs only for chunks of
+// min_rows <= step.n_tokens < max_rows tokens (max_rows 0: no bound).
 struct GemmShape {
     size_t m, n, k, ldx, ldy;
+    uint32_t min_rows = 0, max_rows = 0;
 };
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& shape,
           const Binding& step, bool accumulate = false, bool allow_coopmat = true);
+
+// Whether dequant_f16() takes weights of this type (the block formats of ggml).
+bool dequantizes_to_f16(TensorType wtype);
+// out[n, k] f16 = W[n, k] (a block format), when step.n_tokens >= min_rows (else nothing).
+void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& out, size_t n, size_t k,
+                 const Binding& step, uint32_t min_rows);
 
 // out[r, 0:dim] f32 = scale * W[token_ids[step.token_slot + r], :] for r < min(rows, step.n_tokens).
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,

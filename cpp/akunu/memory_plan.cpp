@@ -49,9 +49,9 @@ int prefill_logit_rows(const ModelConfig& c, int chunk) {
     return int(std::min<uint64_t>(rows, uint64_t(chunk)));
 }
 
-std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int chunk) {
+std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int chunk, bool dequant_weights) {
     const uint64_t f32 = 4, n = uint64_t(chunk);
-    return {
+    std::vector<NamedSize> layout = {
         {"batch_h0", n * uint64_t(c.dim) * f32},
         {"batch_h1", n * uint64_t(c.dim) * f32},
         {"batch_residual", n * uint64_t(c.dim) * f32},
@@ -64,6 +64,10 @@ std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int chunk) {
         {"batch_token_ids", n * 4},
         {"batch_step", 16},
     };
+    // Q, K, V, O, gate, up and down: each is dim x (q_dim, kv_dim or ffn_dim).
+    const uint64_t widest = std::max({c.q_dim, c.kv_dim, c.ffn_dim});
+    if (dequant_weights) layout.push_back({"batch_weights_f16", widest * uint64_t(c.dim) * 2});
+    return layout;
 }
 
 static uint64_t sum(const std::vector<NamedSize>& v) {
@@ -119,12 +123,24 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     p.kv_bytes = p.kv.initial_bytes();
     p.kv_max_bytes = p.kv.max_bytes();
     p.decode_scratch = decode_scratch_layout(c, p.options.max_chain, p.options.context);
-    p.prefill_scratch = prefill_scratch_layout(c, p.options.prefill_chunk);
+    p.prefill_scratch = prefill_scratch_layout(c, p.options.prefill_chunk, p.options.prefill_dequant);
     p.decode_scratch_bytes = sum(p.decode_scratch);
     p.prefill_scratch_bytes = sum(p.prefill_scratch);
     p.fork_bytes = p.kv_bytes + p.decode_scratch_bytes + p.prefill_scratch_bytes;
     p.total_bytes = p.weights_bytes + p.fork_bytes;
     return p;
+}
+
+MemoryPlan with_prefill_dequant(const MemoryPlan& plan, const ModelFiles* files, uint32_t dequant_rows) {
+    bool block_weights = false;
+    for (const NamedSize& t : plan.weights_by_dtype) {
+        const TensorTypeTraits* tt = find_type_by_name(t.name);
+        block_weights |= tt && kernels::dequantizes_to_f16(tt->type);
+    }
+    if (dequant_rows == 0 || uint64_t(plan.options.prefill_chunk) < dequant_rows || !block_weights) return plan;
+    PlanOptions o = plan.options;
+    o.prefill_dequant = true;
+    return plan_memory(plan.config, files, o);
 }
 
 static std::string mib(uint64_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; }

@@ -29,7 +29,9 @@ struct NamedSize {
 // RoPE cos/sin tables (a second pair for sliding layers with their own theta); the prefill set
 // adds the chunk's token ids, its step state and a block of all-position logits.
 std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain, int context);
-std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int prefill_chunk);
+// dequant_weights adds batch_weights_f16, the largest layer projection as f16
+// (PlanOptions::prefill_dequant).
+std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int prefill_chunk, bool dequant_weights = false);
 // Rows of all-position logits one prefill submission produces (as many as fit 32 MiB, at most
 // the chunk): eval(all_logits=True) runs chunks of this many tokens.
 int prefill_logit_rows(const ModelConfig& c, int prefill_chunk);
@@ -43,6 +45,9 @@ struct PlanOptions {
     bool kv_ring = false;    // sliding-window layers keep a ring of window + max(prefill_chunk, 2 max_chain) rows
     std::string weights_dtype = "F16";  // for config-only plans: the type of the 2-D weights
     bool weight_tiles = false;  // the CPU backend's layout: tile-major matrices, a tied embedding twice
+    // Long prefill chunks dequantize block-format projections to f16 scratch first
+    // (DeviceProfile::prefill_dequant_rows): the scratch holds the largest one.
+    bool prefill_dequant = false;
 };
 
 struct MemoryPlan {
@@ -69,6 +74,11 @@ struct MemoryPlan {
     // What each Model::fork() adds: its own KV cache (as loaded) and scratch (the weights are shared).
     uint64_t fork_bytes = 0;
 };
+
+// `plan` again with PlanOptions::prefill_dequant where a device that dequantizes block-format
+// prefill projections from chunks of `dequant_rows` tokens (DeviceProfile::prefill_dequant_rows,
+// 0: never) would: the chunk can be that long and the weights hold a block format.
+MemoryPlan with_prefill_dequant(const MemoryPlan& plan, const ModelFiles* files, uint32_t dequant_rows);
 
 MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const PlanOptions& options);
 

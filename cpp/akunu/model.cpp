@@ -91,7 +91,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     po.kv_blocks = options.kv_blocks;
     po.kv_ring = options.kv_ring;
     po.weight_tiles = b->device->is_cpu();
-    b->plan = plan_memory(b->config, b->files.get(), po);
+    b->plan = with_prefill_dequant(plan_memory(b->config, b->files.get(), po), b->files.get(),
+                                   b->device->profile().prefill_dequant_rows);
     const PlanFit fit = check_fit(b->plan, b->device->profile());
     if (!fit.fits) {
         std::string why;
@@ -127,7 +128,8 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     kv_ = std::make_unique<KVCache>(b.device, b.config, b.context, b.plan.options.kv_dtype, b.plan.options.kv_blocks,
                                     b.plan.kv.ring_rows);
     stage("scratch");
-    scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, b.chain, b.prefill_chunk);
+    scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, b.chain, b.prefill_chunk,
+                                                b.plan.options.prefill_dequant);
 
     stage("rope");
     const ModelConfig& c = b.config;
@@ -205,9 +207,19 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const bool local_tables = s.all().count("rope_cos_local") > 0;
 
     // y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step, GEMM for a chunk.
+    // A chunk of at least dequant_rows tokens reads a block-format matrix dequantized to f16
+    // (dequant_f16, then the f16 GEMM); shorter chunks run the format's own GEMM, recorded
+    // first so that it and the dequantization need no barrier between them.
+    const uint32_t dequant_rows = t.device().profile().prefill_dequant_rows;
+    const Buffer* weights_f16 = prefill && s.all().count("batch_weights_f16") ? &s.get("batch_weights_f16") : nullptr;
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                       const kernels::GemvNorm* norm = nullptr) {
-        if (prefill)
+        if (prefill && weights_f16 && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
+            n * kk * 2 <= weights_f16->size()) {
+            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, dequant_rows}, step, accumulate);
+            kernels::dequant_f16(t, w.buffer, w.type, *weights_f16, n, kk, step, dequant_rows);
+            kernels::gemm(t, *weights_f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0}, step, accumulate);
+        } else if (prefill)
             kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy}, step, accumulate);
         else
             kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, norm, t.device().profile().int8_activations);

@@ -6,7 +6,7 @@
 namespace akunu {
 
 ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain,
-                               int prefill_chunk)
+                               int prefill_chunk, bool dequant_weights)
     : q_dim_(size_t(c.q_dim)), kv_dim_(size_t(c.kv_dim)) {
     auto allocate = [&](const std::vector<NamedSize>& layout, size_t& total) {
         for (const NamedSize& s : layout) {
@@ -19,7 +19,7 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
         }
     };
     allocate(decode_scratch_layout(c, max_chain, context), bytes_);
-    allocate(prefill_scratch_layout(c, prefill_chunk), prefill_bytes_);
+    allocate(prefill_scratch_layout(c, prefill_chunk, dequant_weights), prefill_bytes_);
 }
 
 const Buffer& ScratchBuffers::get(const std::string& name) const {

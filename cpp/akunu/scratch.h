@@ -16,7 +16,7 @@ namespace akunu {
 class ScratchBuffers {
 public:
     ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain,
-                   int prefill_chunk);
+                   int prefill_chunk, bool dequant_weights = false);
 
     const Buffer& get(const std::string& name) const;  // throws for unknown names
     Buffer& get(const std::string& name);

@@ -131,7 +131,8 @@ void init_config(py::module_& m) {
             std::optional<DeviceInfo> info;
             if (device) info = find_device(*device);
             o.weight_tiles = info && info->profile.type == DeviceType::kCpu;
-            const MemoryPlan p = plan_memory(c, files.get(), o);
+            MemoryPlan p = plan_memory(c, files.get(), o);
+            if (info) p = with_prefill_dequant(p, files.get(), info->profile.prefill_dequant_rows);
             py::dict d;
             d["context"] = p.options.context;
             d["prefill_chunk"] = p.options.prefill_chunk;

@@ -70,12 +70,20 @@ void init_kernels(py::module_& m) {
     }, "Whether gemv's float path is the word GEMV (fp32 products over a table of x per 32-bit word) here.");
     k.def("gemm",
           [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x, const PyBuffer& y,
-                        size_t m, size_t n, size_t kk, const PyBuffer& step, bool allow_coopmat) {
-              kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n}, step.buffer, false,
-                            allow_coopmat);
+                        size_t m, size_t n, size_t kk, const PyBuffer& step, bool allow_coopmat, uint32_t min_rows,
+                        uint32_t max_rows) {
+              kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n, min_rows, max_rows},
+                            step.buffer, false, allow_coopmat);
           },
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("m"), py::arg("n"),
-          py::arg("k"), py::arg("step"), py::arg("allow_coopmat") = true);
+          py::arg("k"), py::arg("step"), py::arg("allow_coopmat") = true, py::arg("min_rows") = 0, py::arg("max_rows") = 0);
+    k.def("dequant_f16",
+          [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& out, size_t n,
+                        size_t kk, const PyBuffer& step, uint32_t min_rows) {
+              kernels::dequant_f16(cl, w.buffer, weight_type(wtype), out.buffer, n, kk, step.buffer, min_rows);
+          },
+          py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("out"), py::arg("n"), py::arg("k"), py::arg("step"),
+          py::arg("min_rows") = 0);
     k.def("embed", [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, size_t vocab,
                                  const PyBuffer& token_ids, const PyBuffer& step, const PyBuffer& out, size_t dim,
                                  float scale, size_t rows) {

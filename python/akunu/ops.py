@@ -76,10 +76,12 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
                                                   bool(int_dot) or (int_dot is None and y.device.profile["int8_activations"])))
 
 
-def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None) -> float:
+def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_rows: int = 0, max_rows: int = 0) -> float:
     """Y = X @ W.T with X [m, k] f32, Y [m, n] f32 and W [n, k] as in gemv: the prefill kernel.
     coopmat: None takes the engine's choice (cooperative matrices where the device has them),
-    False the scalar variant, True the cooperative-matrix one (an error where the device has none)."""
+    False the scalar variant, True the cooperative-matrix one (an error where the device has none).
+    The kernel runs only if min_rows <= m < max_rows (max_rows 0: no bound), as a recorded
+    prefill GEMM runs only for chunks of that many tokens."""
     if coopmat and not y.device.profile["gemm_coopmat"]:
         raise ValueError("gemm: this device has no cooperative-matrix GEMM (coopmat=True)")
     m, k = x.shape
@@ -89,7 +91,15 @@ def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None) -> floa
             raise ValueError(f"gemm: W must be [n, k] = [{n}, {k}], got shape {tuple(w.shape)}")
         wtype = w.dtype
     step = y.device.upload(np.array([0, 0, m, 0], dtype=np.uint32))  # StepState: all m rows
-    return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step, coopmat is not False))
+    return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step, coopmat is not False, min_rows, max_rows))
+
+
+def dequant_f16(w, out, wtype: str) -> float:
+    """out [n, k] f16 = W as halves, W raw blocks of a ggml block format (Q8_0, Q4_0, Q4_1, Q4_K,
+    Q5_K, Q6_K): what a long prefill chunk's GEMM reads in place of the blocks."""
+    n, k = out.shape
+    step = out.device.upload(np.array([0, 0, 1, 0], dtype=np.uint32))
+    return _run(out.device, lambda cl: kernels.dequant_f16(cl, w, wtype, out, n, k, step))
 
 
 def embed(w, token_ids, out, wtype: str | None = None, scale: float = 1.0) -> float:

@@ -98,7 +98,9 @@ AKUNU_PARAMS_SIZE(EmbedParams, 16)
 
 // gemm_*: Y[m, n] = sum_k X[m, k] * W[n, k] for m < min(m, step.n_tokens), n < n (Y += with
 // accumulate). X f32 rows ldx floats apart, Y f32 rows ldy floats apart (Y may be a column
-// slice of a wider buffer, as Q, K and V are of qkv); W as in gemv.
+// slice of a wider buffer, as Q, K and V are of qkv); W as in gemv. The dispatch does nothing
+// unless min_rows <= step.n_tokens < max_rows (max_rows 0: no bound), so that one recorded
+// table can hold two ways to one product and each chunk takes the one that suits its length.
 struct GemmParams {
     uint m;
     uint n;
@@ -106,8 +108,20 @@ struct GemmParams {
     uint ldx;
     uint ldy;
     uint accumulate;
+    uint min_rows;
+    uint max_rows;
 };
-AKUNU_PARAMS_SIZE(GemmParams, 24)
+AKUNU_PARAMS_SIZE(GemmParams, 32)
+#define AKUNU_ROWS_IN_WINDOW(rows, lo, hi) ((rows) >= (lo) && ((hi) == 0u || (rows) < (hi)))
+
+// dequant_f16_<wtype>: out[n, k] (f16) = W[n, k] of a block format, for a prefill chunk of at
+// least min_rows tokens (else nothing): the GEMM of a long chunk then reads f16 weights.
+struct DequantParams {
+    uint n;
+    uint k;
+    uint min_rows;
+};
+AKUNU_PARAMS_SIZE(DequantParams, 12)
 
 // last_row: dst[0:dim] = src[(step.n_tokens - 1) * dim : +dim], the prompt's last token.
 struct LastRowParams {

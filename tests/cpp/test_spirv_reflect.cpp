@@ -41,6 +41,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"flash_attention", sizeof(FlashAttentionParams), 5}, {"last_row", sizeof(LastRowParams), 3},
         {"softcap", sizeof(SoftcapParams), 2}, {"layernorm", sizeof(LayerNormParams), 5},
         {"encoder_attention", sizeof(EncoderAttentionParams), 4}, {"pool", sizeof(PoolParams), 3},
+        {"dequant_f16_", sizeof(DequantParams), 3},
     };
     size_t checked = 0;
     for (const auto& name : kernel_names()) {

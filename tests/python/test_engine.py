@@ -164,6 +164,32 @@ def test_prefill_chunks_equal_decode_steps(model, source):
                                    stepped.kv_cache.v(layer).astype(np.float32), atol=5e-3 * scale)
 
 
+def test_long_chunks_dequantize_block_weights(backend, monkeypatch):
+    """Prefill chunks of at least DeviceProfile.prefill_dequant_rows tokens dequantize each
+    block-format projection into f16 scratch and run the f16 GEMM on it; shorter chunks run the
+    block format's own GEMM. With the threshold at 16 tokens and chunks of 20, a 41-token prompt
+    takes both ways (chunks of 20, 20 and 1) and gives the logits and KV cache of a model that
+    never dequantizes, within the f16 rounding of the weights."""
+    if backend == "cpu":
+        pytest.skip("the CPU backend's prefill reads block formats directly: it has no dequantizing path")
+    path = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
+    prompt = [i for p in manifest("trained-code-llama")["prompts"] for i in p["ids"]][:41]
+    monkeypatch.setenv("AKUNU_PREFILL_DEQUANT_ROWS", "16")
+    assert "batch_weights_f16" in dict(akunu.plan(path, context=128, prefill_chunk=20).prefill_scratch)
+    dequantizing = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
+    monkeypatch.setenv("AKUNU_PREFILL_DEQUANT_ROWS", "0")
+    assert "batch_weights_f16" not in dict(akunu.plan(path, context=128, prefill_chunk=20).prefill_scratch)
+    plain = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
+    assert len(prompt) == 41
+    got, want = dequantizing.eval(prompt, all_logits=True), plain.eval(prompt, all_logits=True)
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(got, want, atol=2e-3 * scale + 2e-3)
+    assert dequantizing.memory_report()["prefill_scratch"][1] > plain.memory_report()["prefill_scratch"][1]
+    for layer in (0, plain.config.n_layers - 1):
+        np.testing.assert_allclose(dequantizing.kv_cache.k(layer).astype(np.float32),
+                                   plain.kv_cache.k(layer).astype(np.float32), atol=5e-3 * scale)
+
+
 def _greedy(m, prompt_ids, n):
     """Greedy ids without stopping at EOS (the reference does not stop)."""
     m.reset()
@@ -200,7 +226,7 @@ def test_memory_report_equals_the_plan_to_the_byte():
         planned, allocated = report[part]
         assert planned == allocated, part
     plan = akunu.plan(require("tiny-gemma3-random", "gguf", "tiny-gemma3-random-q8_0.gguf"), context=256,
-                      prefill_chunk=m._engine.prefill_chunk, max_chain=m._engine.chain, check_device=False)
+                      prefill_chunk=m._engine.prefill_chunk, max_chain=m._engine.chain)
     assert plan.kv_bytes == report["kv_cache"][1]
     assert plan.prefill_scratch_bytes == report["prefill_scratch"][1]
     assert plan.decode_scratch_bytes == report["decode_scratch"][1]

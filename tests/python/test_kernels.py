@@ -235,6 +235,46 @@ def test_gemm(device, rng, variant, wtype, m, n, units):
     np.testing.assert_allclose(y.numpy(), want, rtol=rtol, atol=rtol * np.abs(w).max() * np.sqrt(k) * 4)
 
 
+@pytest.mark.parametrize("variant", ["scalar", "coopmat"])
+@pytest.mark.parametrize("wtype", ["Q8_0", np.float16])
+def test_gemm_runs_only_inside_its_row_window(device, rng, variant, wtype):
+    """A recorded prefill GEMM with a row window runs for chunks of min_rows <= n_tokens <
+    max_rows tokens and leaves Y untouched otherwise (the dequantizing prefill records two
+    GEMMs per projection, one for short chunks and one for long ones)."""
+    coopmat = variant == "coopmat"
+    if coopmat and not device.profile["gemm_coopmat"]:
+        pytest.skip("the device has no cooperative matrices (lavapipe runs only the scalar GEMM)")
+    m, n, k = 37, 67, 96
+    w_dev, w, wname = random_weights(device, rng, wtype, n, k)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    want = x.astype(np.float64) @ w.T
+    for lo, hi, runs in [(m + 1, 0, False), (0, m, False), (m, m + 1, True), (0, 0, True)]:
+        y = poisoned(device, [m, n], np.float32)
+        ops.gemm(w_dev, device.upload(x), y, wtype=wname, coopmat=coopmat, min_rows=lo, max_rows=hi)
+        if runs:
+            np.testing.assert_allclose(y.numpy(), want, rtol=2e-3, atol=2e-3 * np.abs(w).max() * np.sqrt(k) * 4)
+        else:
+            assert np.isnan(y.numpy()).all(), f"window [{lo}, {hi}) ran for {m} rows"
+
+
+@pytest.mark.parametrize("wtype", GPU_FORMATS)
+@pytest.mark.parametrize("rows, units", [(1, 1), (7, 3), (33, 2)])
+def test_dequant_f16(device, backend, rng, wtype, rows, units):
+    """Block-format weights as halves (the f16 matrix a long prefill chunk's GEMM reads), each
+    the reference weight rounded to f16, within one ulp: the k-quants' fp32 products round once
+    more, and Q4_1's d * code + m, where a device does not fuse it in f16 (lavapipe), rounds the
+    product first, an ulp of the row's largest weights."""
+    if backend == "cpu":
+        pytest.skip("the CPU backend's prefill reads block formats directly: it has no dequantizing kernel")
+    k = row_length(wtype, units)
+    w_dev, w, wname = random_weights(device, rng, wtype, rows, k)
+    out = poisoned(device, [rows, k], np.float16)
+    ops.dequant_f16(w_dev, out, wname)
+    want = w.astype(np.float16).astype(np.float64)
+    row_ulp = 2 ** -10 * np.abs(w).max(axis=1, keepdims=True) if wtype == "Q4_1" else 2 ** -24
+    np.testing.assert_array_less(np.abs(out.numpy().astype(np.float64) - want), 2 ** -10 * np.abs(want) + row_ulp + 1e-30)
+
+
 @pytest.mark.parametrize("wtype", [*GPU_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("units", [1, 3, 9])
 def test_embed(device, rng, wtype, units):

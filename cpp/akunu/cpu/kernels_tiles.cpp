@@ -100,6 +100,7 @@ void gemm(const CpuArgs& a, size_t begin, size_t end) { gemm_workgroups(a, begin
 void gemm_i8(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<GemmParams>();
     const auto& step = *a.at<const StepState>(3);
+    if (!AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) return;
     const size_t m_end = std::min(p.m, step.n_tokens);
     const TensorType type = TensorType(a.variant);
     const size_t bytes = tile_bytes(layout_of(a), p.k);

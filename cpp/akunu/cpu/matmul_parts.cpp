@@ -35,6 +35,7 @@ void store_tile(const float* acc, size_t acc_stride, size_t m, size_t n, bool ac
 void gemm_workgroups(const CpuArgs& a, size_t begin, size_t end, GemmFillFn fill) {
     const auto& p = a.p<GemmParams>();
     const auto& step = *a.at<const StepState>(3);
+    if (!AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) return;
     const size_t m_end = std::min(p.m, step.n_tokens);
     const GemmTileFn tile = gemm_tile();
     const float* X = a.at<const float>(1);
