@@ -215,7 +215,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                       const kernels::GemvNorm* norm = nullptr) {
         if (prefill && weights_f16 && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
-            n * kk * 2 <= weights_f16->size()) {
+            n * kk * 2 <= std::min<size_t>(weights_f16->size(), t.device().profile().max_storage_buffer_range)) {
             kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, dequant_rows}, step, accumulate);
             kernels::dequant_f16(t, w.buffer, w.type, *weights_f16, n, kk, step, dequant_rows);
             kernels::gemm(t, *weights_f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0}, step, accumulate);
