@@ -124,7 +124,10 @@ def gemm_rows(device, scale: float = 1.0) -> list[BenchRow]:
             w = device.upload(rng.standard_normal((n, k)).astype(np.float16 if wtype == "F16" else np.float32))
         else:
             w = device.upload(random_blocks(rng, wtype, n * k))
-        ms = _time(device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step), reps=5)
+        # Full size: about 35 ms of GEMMs per trial at 100 TFLOP/s (runs of 5 read 3-4x slower on
+        # the H200 than bench/gemm_probe.py's and the prefill profile's on the same kernel).
+        reps = 200 if scale >= 1.0 else 5
+        ms = _time(device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step), reps=reps)
         rows_out.append(BenchRow(f"gemm {wtype} {m}x{n}x{k}", w.size + x.size + y.size, ms, flops=2.0 * m * n * k))
     return rows_out
 
