@@ -128,10 +128,6 @@ void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
     }
 }
 
-uvec4 pack8(vec4 a, vec4 b) {
-    return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
-}
-
 // Converts the loaded tiles to halves into shared stage `stage`, zero outside the matrices.
 // X items the vector loads could not take (the k edge, row strides that are no multiple of 4)
 // are read here element by element.
@@ -142,11 +138,11 @@ void store_tiles(uint stage, uint m0, uint n0, uint k0, uint m_end) {
         const uint m = m0 + item / (BK / 8), k = k0 + 8 * (item % (BK / 8));
         uvec4 h;
         if (x_vec && m < m_end && k + 8 <= p.k) {
-            h = pack8(xa[t], xb[t]);
+            h = w_pack8(xa[t], xb[t]);
         } else {
             float v[8];
             [[unroll]] for (uint j = 0; j < 8; ++j) v[j] = m < m_end && k + j < p.k ? x[m * p.ldx + k + j] : 0.0;
-            h = pack8(vec4(v[0], v[1], v[2], v[3]), vec4(v[4], v[5], v[6], v[7]));
+            h = w_pack8(v);
         }
         xs[stage * XS_STAGE + (item / (BK / 8)) * PITCH8 + item % (BK / 8)] = h;
     }

@@ -140,10 +140,10 @@ void w_load8(uint row, uint k0, uint K, out float v[8]) {
 // are in flight at once (a load whose value is converted inside a branch is waited for before
 // the next one issues), and w_half8() turns what they read into packed halves, later. The f16,
 // Q8_0, Q4_0 and Q4_1 loaders read only whole words; other types decode in w_raw8().
-uvec4 w_pack8(float v[8]) {
-    return uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
-                 packHalf2x16(vec2(v[6], v[7])));
+uvec4 w_pack8(vec4 a, vec4 b) {
+    return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
 }
+uvec4 w_pack8(float v[8]) { return w_pack8(vec4(v[0], v[1], v[2], v[3]), vec4(v[4], v[5], v[6], v[7])); }
 #if defined(WTYPE_F16)
 layout(std430, binding = W_BINDING) readonly buffer W8h { uvec4 w8h[]; };
 struct WRaw { uvec4 h; };
