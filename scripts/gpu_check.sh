@@ -70,7 +70,10 @@ ctest_rc=0 pytest_rc=0
 if [ -z "${AKUNU_SKIP_TESTS:-}" ]; then
     ctest --test-dir build/gpu --output-on-failure -j 8 >"$out/ctest.log" 2>&1
     ctest_rc=$?
-    python3 -m pytest -q -p no:cacheprovider tests/python >"$out/pytest.log" 2>&1
+    # AKUNU_PYTEST_ARGS: a subset (for example "tests/python/test_engine.py"); AKUNU_PYTEST_TIMEOUT
+    # seconds bound it, so that the benchmarks still run inside one call of the device tool.
+    timeout "${AKUNU_PYTEST_TIMEOUT:-3600}" python3 -m pytest -q -p no:cacheprovider ${AKUNU_PYTEST_ARGS:-tests/python} \
+        >"$out/pytest.log" 2>&1
     pytest_rc=$?
     unset AKUNU_VALIDATION
     python3 -m akunu selfcheck >"$out/selfcheck.txt" 2>&1
@@ -88,9 +91,15 @@ for spec in ${AKUNU_BENCH_MODELS:-1b:f16 1b:q8_0 1b:q4_0 llama2-7b:f16 llama2-7b
     files+=($file)
 done
 # AKUNU_PROFILE=1: the per-kernel profile of a decode step (at the start and behind 4,000 tokens)
-# and of a 512-token chunk of each file; AKUNU_PROFILE=prefill: only the 512-token chunk.
+# and of a 512-token chunk of each file; AKUNU_PROFILE=prefill: only the 512-token chunk;
+# AKUNU_PROFILE=decode: only the decode steps.
 if [ "${AKUNU_PROFILE:-}" = prefill ]; then
     for f in "${files[@]}"; do python3 -m akunu profile "$f" --tokens 512 2>&1 | tee -a "$out/profile.txt"; done
+elif [ "${AKUNU_PROFILE:-}" = decode ]; then
+    for f in "${files[@]}"; do
+        python3 -m akunu profile "$f" --tokens 1 2>&1 | tee -a "$out/profile.txt"
+        python3 -m akunu profile "$f" --after 4000 2>&1 | tee -a "$out/profile.txt"
+    done
 elif [ -n "${AKUNU_PROFILE:-}" ]; then
     echo "kernels without cooperative matrices:"
     AKUNU_NO_COOPMAT=1 python3 -m akunu kernel-bench 2>&1 | grep gemm | tee -a "$out/profile.txt"

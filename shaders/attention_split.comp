@@ -2,10 +2,13 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
-// attention_split: one workgroup per (query head, chunk of cache rows). The workgroup scores
-// the chunk's rows, forms their max and sum of exps and the exp-weighted V sum, and writes
-// them as a partial [head_dim | max | sum] for attention_merge. With K_FORMAT/V_FORMAT it reads
-// a quantized cache (kv_format.glsl), dequantizing in registers; with KV_RING or KV_BLOCKS a
+// attention_split: decode attention, split over the cache. One workgroup per (query head,
+// chunk of cache rows) scores the chunk's rows, forms their max and sum of exps and the
+// exp-weighted V sum, and writes them as a partial [head_dim | max | sum]. The last workgroup
+// of a head to finish merges the partials of the chunks in use into out (a counter per head
+// after the partials says which is last), so attention costs one dependent dispatch, not two;
+// a head whose rows fit one chunk writes out directly. With K_FORMAT/V_FORMAT it reads a
+// quantized cache (kv_format.glsl), dequantizing in registers; with KV_RING or KV_BLOCKS a
 // ring or a cache in blocks (kv_rows.glsl).
 #include "common.glsl"
 #define KV_HEAD_DIM p.head_dim
@@ -16,15 +19,29 @@
 
 layout(local_size_x = AKUNU_ATTENTION_CHUNK) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };              // [n_heads, head_dim]
-layout(std430, binding = 3) writeonly buffer P { float partial[]; };       // [n_heads, n_chunks, head_dim + 2]
+// [n_heads, n_chunks, head_dim + 2], then a u32 arrival counter per head (zero between
+// dispatches). Coherent: the merging workgroup reads what the others wrote.
+layout(std430, binding = 3) coherent buffer P { float partial[]; };
+layout(std430, binding = 3) coherent buffer PW { uint partial_words[]; };
 layout(std430, binding = 4) readonly buffer Step { StepState step; };
+layout(std430, binding = 7) writeonly buffer O { float out_data[]; };     // [n_heads, head_dim]
 layout(push_constant) uniform Push { AttentionParams p; };
 
 shared float weight[AKUNU_ATTENTION_CHUNK];
+shared bool merging;
+
+// A chunk's weighted V sum for dim d: into its partial, or, for the only chunk in use, divided
+// by its sum of exps straight into out.
+void write_dim(uint h, uint slot, uint d, float total, float l, bool alone) {
+    if (alone)
+        out_data[h * p.head_dim + d] = total / l;
+    else
+        partial[slot + d] = total;
+}
 
 #ifdef KV_QUANTIZED
 // Quantized caches: K and V read one value at a time through K_AT / V_AT.
-void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos) {
+void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
     const uint tid = gl_LocalInvocationID.x;
     // Scores: teams of 8 neighbouring invocations share a cache row, lane l reading dims
     // l, l + 8, ... so that a team's loads of the row are contiguous; 32 teams cover 32 rows
@@ -73,9 +90,9 @@ void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos)
     if (tid < p.head_dim) {
         float total = 0.0;
         for (uint g = 0; g < groups; ++g) total += weight[g * p.head_dim + tid];
-        partial[slot + tid] = total;
+        write_dim(h, slot, tid, total, l, alone);
     }
-    if (tid == 0) {
+    if (tid == 0 && !alone) {
         partial[slot + p.head_dim] = m;
         partial[slot + p.head_dim + 1] = l;
     }
@@ -111,7 +128,7 @@ float dot8(uvec4 k, uint v) {
            dot(vec4(unpackHalf2x16(k.z), unpackHalf2x16(k.w)), q_s[2 * v + 1]);
 }
 
-void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos) {
+void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
     const uint tid = gl_LocalInvocationID.x, vecs = p.head_dim / 8;
     uint T = 1;
     while (T * 2 <= min(vecs, min(gl_SubgroupSize, 32u))) T *= 2;
@@ -186,15 +203,60 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
             for (uint g = part; g < teams; g += parts) total += sums[g * width + dim_in];
         for (uint m = parts / 2; m > 0; m /= 2) total += subgroupShuffleXor(total, m);
         const uint dim = i * width + dim_in;
-        if (part == 0 && dim_in < width && dim < p.head_dim) partial[slot + dim] = total;
+        if (part == 0 && dim_in < width && dim < p.head_dim) write_dim(h, slot, dim, total, l, alone);
         barrier();
     }
-    if (tid == 0) {
+    if (tid == 0 && !alone) {
         partial[slot + p.head_dim] = m;
         partial[slot + p.head_dim + 1] = l;
     }
 }
 #endif
+
+// out[h] = sum_c acc_c exp(m_c - M) / sum_c l_c exp(m_c - M) over chunks [c_begin, c_end),
+// by the whole workgroup: the chunks' maxima and sums first (an invocation per chunk), then
+// each chunk's factor exp(m_c - M) in `weight`, AKUNU_ATTENTION_CHUNK chunks at a time, and
+// `parts` neighbouring invocations per dim, each summing every parts-th chunk four loads at a
+// time (the partials are coherent reads from L2; a loop of one dependent load per step, as a
+// separate merge dispatch ran it, cost 13 us per layer behind 4,000 tokens on an H200).
+void merge(uint h, uint c_begin, uint c_end) {
+    const uint tid = gl_LocalInvocationID.x, stride = p.head_dim + 2, base = h * p.n_chunks * stride;
+    float m = -1.0 / 0.0;
+    for (uint c = c_begin + tid; c < c_end; c += gl_WorkGroupSize.x)
+        if (partial[base + c * stride + p.head_dim + 1] > 0.0) m = max(m, partial[base + c * stride + p.head_dim]);
+    const float M = workgroup_max(m);
+    float l = 0.0;
+    for (uint c = c_begin + tid; c < c_end; c += gl_WorkGroupSize.x) {
+        const float lc = partial[base + c * stride + p.head_dim + 1];
+        if (lc > 0.0) l += lc * exp(partial[base + c * stride + p.head_dim] - M);
+    }
+    const float L = workgroup_sum(l);
+    uint parts = 1;  // a power of two, inside one subgroup
+    while (parts * 2 * p.head_dim <= gl_WorkGroupSize.x && parts * 2 <= gl_SubgroupSize) parts *= 2;
+    const uint dim = tid / parts, part = tid % parts;
+    float acc = 0.0;
+    for (uint c0 = c_begin; c0 < c_end; c0 += gl_WorkGroupSize.x) {
+        const uint n = min(gl_WorkGroupSize.x, c_end - c0);
+        barrier();  // the previous window's factors have been read
+        if (tid < n) {
+            const float lc = partial[base + (c0 + tid) * stride + p.head_dim + 1];
+            weight[tid] = lc > 0.0 ? exp(partial[base + (c0 + tid) * stride + p.head_dim] - M) : 0.0;
+        }
+        barrier();
+        if (dim < p.head_dim) {
+            const uint at = base + c0 * stride + dim;
+            uint j = part;
+            for (; j + 3 * parts < n; j += 4 * parts) {
+                const float v0 = partial[at + j * stride], v1 = partial[at + (j + parts) * stride];
+                const float v2 = partial[at + (j + 2 * parts) * stride], v3 = partial[at + (j + 3 * parts) * stride];
+                acc += v0 * weight[j] + v1 * weight[j + parts] + v2 * weight[j + 2 * parts] + v3 * weight[j + 3 * parts];
+            }
+            for (; j < n; j += parts) acc += partial[at + j * stride] * weight[j];
+        }
+    }
+    for (uint s = parts / 2; s > 0; s /= 2) acc += subgroupShuffleXor(acc, s);
+    if (part == 0 && dim < p.head_dim) out_data[h * p.head_dim + dim] = acc / L;
+}
 
 void main() {
     const uint h = gl_WorkGroupID.x, chunk = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
@@ -202,11 +264,28 @@ void main() {
     const uint pos = step.pos;
     const uint first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
     const uint begin = chunk * AKUNU_ATTENTION_CHUNK;
-    // Chunks outside the attended rows write nothing; attention_merge does not read them.
-    if (begin > pos || begin + AKUNU_ATTENTION_CHUNK <= first) return;  // uniform
+    // The chunks holding attended rows; the others write nothing.
+    const uint c_begin = first / AKUNU_ATTENTION_CHUNK, c_end = pos / AKUNU_ATTENTION_CHUNK + 1;
+    if (chunk < c_begin || chunk >= c_end) return;  // uniform
+    const bool alone = c_end - c_begin == 1;
 #ifndef KV_QUANTIZED
-    attend_rows_vec4(h, kvh, chunk, begin, first, pos);
+    attend_rows_vec4(h, kvh, chunk, begin, first, pos, alone);
 #else
-    attend_rows(h, kvh, chunk, begin, first, pos);
+    attend_rows(h, kvh, chunk, begin, first, pos, alone);
 #endif
+    if (alone) return;
+    // The last of the head's chunks to arrive merges them: its partial writes and everyone
+    // else's are made visible before the counter moves (the fence, then the workgroup barrier),
+    // and it resets the counter for the next dispatch, which no other workgroup touches again.
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0) {
+        const uint at = p.n_heads * p.n_chunks * (p.head_dim + 2) + h;
+        merging = atomicAdd(partial_words[at], 1u) == c_end - c_begin - 1;
+        if (merging) partial_words[at] = 0u;
+    }
+    barrier();
+    if (!merging) return;  // uniform
+    memoryBarrierBuffer();
+    merge(h, c_begin, c_end);
 }

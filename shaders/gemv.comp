@@ -6,16 +6,21 @@
 // types, one 32-element block for block formats) and rows are summed with subgroup adds plus
 // one shared-memory pass. A float K that is not a multiple of 4 takes the scalar path.
 #include "common.glsl"
+#include "activation.glsl"
 
 layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };   // [k/4]
 layout(std430, binding = 1) readonly buffer Xs { float x1[]; };  // [k]
-layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };   // [k/4] norm weight (norm = 1)
+layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };   // [k/4] g: the norm weight or up (x_op)
 layout(std430, binding = 3) readonly buffer Gs { float g1[]; };
 layout(push_constant) uniform Push { GemvParams p; };
-// x as the products read it: through the norm's weight when one is fused (its 1/rms scale is
-// applied to the finished sums).
-vec4 xw4(uint i) { return p.norm != 0 ? x4[i] * (g4[i] + p.weight_offset) : x4[i]; }
-float xw1(uint i) { return p.norm != 0 ? x1[i] * (g1[i] + p.weight_offset) : x1[i]; }
+// GemvParams.x_op, which the host also passes as this specialization constant, so that the
+// driver compiles only the op in use into the inner loops (a runtime switch there cost the f16
+// GEMVs about 10 % on an H200).
+layout(constant_id = 2) const uint X_OP = AKUNU_GEMV_X;
+// x as the products read it (X_OP): through the norm's weight when a norm is fused (its 1/rms
+// scale is applied to the finished sums), or the gated activation of x and g.
+vec4 xw4(uint i) { return X_OP == AKUNU_GEMV_X ? x4[i] : gemv_x_op(X_OP, x4[i], g4[i], p.weight_offset); }
+float xw1(uint i) { return X_OP == AKUNU_GEMV_X ? x1[i] : gemv_x_op(X_OP, x1[i], g1[i], p.weight_offset); }
 #define W_BINDING 0
 #define W_TOTAL_BLOCKS (p.rows * (p.k / W_BLOCK))
 #define W_X4(i) xw4(i)
@@ -68,7 +73,7 @@ void main() {
 #endif
 
     float sum_sq = 0.0;
-    if (p.norm != 0)
+    if (X_OP == AKUNU_GEMV_RMSNORM)
         for (uint i = tid; i < p.k; i += gl_WorkGroupSize.x) sum_sq += x1[i] * x1[i];
     for (uint r = 0; r < ROWS; ++r) {
         const float s = subgroupAdd(acc[r]);
@@ -83,7 +88,7 @@ void main() {
             total += partial[tid][s];
             ss += sum_sq_partial[s];
         }
-        if (p.norm != 0) total *= inversesqrt(ss / float(p.k) + p.eps);
+        if (X_OP == AKUNU_GEMV_RMSNORM) total *= inversesqrt(ss / float(p.k) + p.eps);
         y[first_row + tid] = p.accumulate != 0 ? y[first_row + tid] + total : total;
     }
 }

@@ -21,10 +21,11 @@
 // Needs rows of a multiple of 256 elements (16-byte aligned rows, kernels.cpp checks). k runs
 // in slices of SLICE elements, each with its own table.
 #include "common.glsl"
+#include "activation.glsl"
 #extension GL_KHR_shader_subgroup_shuffle : require
 
 layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };  // [k/4]
-layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };  // [k/4] norm weight (norm = 1)
+layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };  // [k/4] g: the norm weight or up (x_op)
 layout(std430, binding = 2) buffer Y { float y[]; };            // [rows]
 layout(push_constant) uniform Push { GemvParams p; };
 #define W_BINDING 0
@@ -73,7 +74,7 @@ shared uvec4 table[4 * PLANE];
 shared float sum_sq_partial[MAX_SUBGROUPS];
 #include "block_words.glsl"
 
-// Rounds x[first : first + n] (through the norm's weight when one is fused) to int8 per block
+// Rounds x[first : first + n] (as x_op forms it: normed through g, or gated by it) to int8 per block
 // of 32 (float entries: takes it as it is) and writes the slice's table. Neighbouring invocations read neighbouring vec4s of x, 8
 // to a block. Returns this invocation's share of sum(x^2).
 float write_table(uint first, uint n) {
@@ -87,7 +88,7 @@ float write_table(uint first, uint n) {
         if (i < n / 4) {
             const vec4 xv = x4[first / 4 + i];
             sum_sq += dot(xv, xv);
-            v[pass] = p.norm != 0 ? xv * (g4[first / 4 + i] + p.weight_offset) : xv;
+            v[pass] = p.x_op == AKUNU_GEMV_X ? xv : gemv_x_op(p.x_op, xv, g4[first / 4 + i], p.weight_offset);
         }
     }
     for (uint pass = 0; pass < X_PASSES; ++pass) {
@@ -187,7 +188,7 @@ void main() {
             }
         }
         float scale = 1.0;
-        if (p.norm != 0) {
+        if (p.x_op == AKUNU_GEMV_RMSNORM) {
             sum_sq = subgroupAdd(sum_sq);
             if (subgroupElect()) sum_sq_partial[gl_SubgroupID] = sum_sq;
             barrier();

@@ -126,7 +126,6 @@ set(AKUNU_KERNELS
   "attention_split_fp4_blocks attention_split.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4,KV_BLOCKS"
   "attention_split_q8_int4_blocks attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4,KV_BLOCKS"
   "attention_split_q8_fp4_blocks attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4,KV_BLOCKS"
-  "attention_merge  attention_merge.comp"
   "flash_attention  flash_attention.comp"
   "flash_attention_q8 flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_Q8"
   "flash_attention_int4 flash_attention.comp K_FORMAT=KV_INT4,V_FORMAT=KV_INT4"

@@ -33,6 +33,7 @@ struct DeviceProfile {
     uint32_t device_id = 0;
     std::string driver;             // driver name and info
     uint32_t api_version = 0;
+    bool cpu_backend = false;       // akunu's native CPU backend (C++ kernels), not a Vulkan device
 
     // Compute limits
     uint32_t subgroup_size = 0;             // 8 on lavapipe, 32 on NVIDIA, 32/64 on AMD

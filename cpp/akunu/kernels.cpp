@@ -250,21 +250,36 @@ bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) { return d
 bool gemv_words(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_words && word_rows(wtype, k); }
 
 bool gemv_folds_norm(const DeviceProfile& d, TensorType wtype, size_t k) {
-    return type_traits(wtype).block_size == 1 || (d.int8_activations && gemv_int_dot(d, wtype, k)) || gemv_words(d, wtype, k);
+    return type_traits(wtype).block_size == 1 || gemv_folds_activation(d, wtype, k);
+}
+
+bool gemv_folds_activation(const DeviceProfile& d, TensorType wtype, size_t k) {
+    return d.cpu_backend || (d.int8_activations && gemv_int_dot(d, wtype, k)) || gemv_words(d, wtype, k);
+}
+
+GemvInput GemvInput::rmsnorm(const Binding& weight, float eps, float weight_offset) {
+    return {AKUNU_GEMV_RMSNORM, weight, eps, weight_offset};
+}
+
+GemvInput GemvInput::gated(Activation act, const Binding& up) {
+    AKUNU_CHECK(act != Activation::kGelu, "gemv: GELU (erf) has no gated form to fold");
+    return {act == Activation::kSilu ? AKUNU_GEMV_SILU_GATE : AKUNU_GEMV_GELU_TANH_GATE, up};
 }
 
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate, const GemvNorm* norm, bool allow_int_dot) {
+          bool accumulate, const GemvInput* input, bool allow_int_dot) {
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, k, "gemv", "k");
     check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
     check_fits(x, k, DType::kF32, "gemv", "x");
     check_fits(y, rows, DType::kF32, "gemv", "y");
-    if (norm) check_fits(norm->weight, k, DType::kF32, "gemv", "norm weight");
-    GemvParams p{checked_u32(rows, "gemv: rows"), checked_u32(k, "gemv: k"), accumulate ? 1u : 0u, norm ? 1u : 0u,
-                 norm ? norm->eps : 0.0f, norm ? norm->weight_offset : 0.0f};
-    // Without a norm the weight binding is unused: x stands in for it.
-    const std::vector<Binding> bindings{w, x, y, norm ? norm->weight : x};
+    const uint32_t op = input ? input->op : AKUNU_GEMV_X;
+    AKUNU_CHECK(op <= AKUNU_GEMV_GELU_TANH_GATE, "gemv: unknown input op " + std::to_string(op));
+    if (op != AKUNU_GEMV_X) check_fits(input->second, k, DType::kF32, "gemv", op == AKUNU_GEMV_RMSNORM ? "norm weight" : "up");
+    GemvParams p{checked_u32(rows, "gemv: rows"), checked_u32(k, "gemv: k"), accumulate ? 1u : 0u, op,
+                 input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f};
+    // With x as it is, binding 3 is unused: x stands in for it.
+    const std::vector<Binding> bindings{w, x, y, op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
     const bool int_dot = allow_int_dot && gemv_int_dot(d, wtype, k);
     if (int_dot || gemv_words(d, wtype, k)) {
@@ -274,7 +289,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
              bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }
-    emit(s, weight_variant("gemv", wtype), {kGemvGroup, kGemvRows}, bindings, p,
+    emit(s, weight_variant("gemv", wtype), {kGemvGroup, kGemvRows, op}, bindings, p,
          grid_for(s, (rows + kGemvRows - 1) / kGemvRows));
 }
 
@@ -390,7 +405,11 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
 
 size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len) {
     const size_t chunks = (size_t(max_len) + AKUNU_ATTENTION_CHUNK - 1) / AKUNU_ATTENTION_CHUNK;
-    return size_t(n_heads) * chunks * (size_t(head_dim) + 2);
+    return size_t(n_heads) * chunks * (size_t(head_dim) + 2) + n_heads;  // then a counter per head
+}
+
+size_t attention_counters_offset(uint32_t n_heads, uint32_t head_dim, uint32_t max_len) {
+    return (attention_partial_floats(n_heads, head_dim, max_len) - n_heads) * 4;
 }
 
 void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
@@ -412,9 +431,9 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     AKUNU_CHECK(chunks <= 65535 && sh.n_heads <= s.device().profile().max_workgroup_count_x,
                 "attention: too many heads or cache rows for one dispatch");
     AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks, cache.cache_rows};
-    emit(s, cache_variant("attention_split", cache), {}, cache_bindings({q, cache.k, cache.v, partial, step}, cache), p,
-         {sh.n_heads, chunks});
-    emit(s, "attention_merge", {}, {partial, out, step}, p, grid_for(s, sh.n_heads));
+    std::vector<Binding> bindings = cache_bindings({q, cache.k, cache.v, partial, step}, cache);
+    bindings.push_back(out);  // binding 7
+    emit(s, cache_variant("attention_split", cache), {}, bindings, p, {sh.n_heads, chunks});
 }
 
 void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,

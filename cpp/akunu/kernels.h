@@ -42,29 +42,41 @@ std::string supported_weight_types();
 // without one.
 std::string weight_variant(const char* kernel, TensorType type);
 
-// An RMSNorm folded into a GEMV's input: x * (weight + weight_offset) / sqrt(mean(x^2) + eps).
-struct GemvNorm {
-    Binding weight;  // [k] f32
-    float eps;
-    float weight_offset;
+// What a GEMV folds into its input x (GemvParams.x_op): an RMSNorm, x * (weight +
+// weight_offset) / sqrt(mean(x^2) + eps), or a gated activation, act(x) * up, with x the gate.
+struct GemvInput {
+    uint32_t op = 0;   // AKUNU_GEMV_* (params.h)
+    Binding second;    // [k] f32: the norm's weight, or up
+    float eps = 0.0f;
+    float weight_offset = 0.0f;
+
+    static GemvInput rmsnorm(const Binding& weight, float eps, float weight_offset);
+    // Throws for an activation without a gated form (kGelu).
+    static GemvInput gated(Activation act, const Binding& up);
 };
 // y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type;
-// with `norm`, x is read through that RMSNorm. Q8_0, Q4_0 and Q4_1 rows of a multiple of 256
+// with `input`, x is formed as it says. Q8_0, Q4_0 and Q4_1 rows of a multiple of 256
 // take integer dot products against x rounded to int8 per block of 32 where the device has
 // them (gemv_int_dot), unless allow_int_dot is false (tests check the float path there too);
 // their float path is the word GEMV where the device has it (gemv_words).
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate = false, const GemvNorm* norm = nullptr, bool allow_int_dot = true);
+          bool accumulate = false, const GemvInput* input = nullptr, bool allow_int_dot = true);
 // Whether gemv() takes the integer-dot path for this weight type and row length.
 bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether its float path for them is the word GEMV (gemv_words_*: gemv_dot.comp's table of x
 // per 32-bit word of a row, fp32 products; DeviceProfile::gemv_words), else gemv.comp.
 bool gemv_words(const DeviceProfile& device, TensorType wtype, size_t k);
-// Whether folding an RMSNorm into gemv() (GemvNorm) is cheap: true where each workgroup reads x
-// once for all its rows (float weights, the word GEMV, the integer-dot path where the device's
+// Whether folding an RMSNorm into gemv() is cheap: true where each workgroup reads x once for
+// all its rows (float weights, the word GEMV, the integer-dot path where the device's
 // int8_activations enable it); gemv.comp's path for the block formats reads x once per row
 // and block, and the norm's weight would double those loads.
 bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
+// Whether folding the gated activation into gemv() is cheap: only where x is formed once for
+// many rows, the word GEMV and the integer-dot path (16 rows per workgroup on an H200) and the
+// CPU backend (once per thread's range of rows). gemv.comp's float path takes 4 rows per
+// workgroup, so each element's activation would be computed rows / 4 times: 1b f16 decode
+// measured 726 -> 704 tok/s with it folded there.
+bool gemv_folds_activation(const DeviceProfile& device, TensorType wtype, size_t k);
 
 // Y[m, n] f32 = X[m, k] f32 · W[n, k]^T (Y += with accumulate) for the rows m below
 // min(m, step.n_tokens); X rows ldx floats apart, Y rows ldy apart. Uses cooperative matrices
@@ -110,10 +122,14 @@ struct AttentionShape {
     uint32_t n_heads, n_kv_heads, head_dim, max_len, window;
     float scale, softcap;
 };
-// Floats of the partial results attention() needs: [n_heads, chunks, head_dim + 2].
+// 32-bit words of the partial results attention() needs: [n_heads, chunks, head_dim + 2]
+// floats, then an arrival counter per head, which must be zero before the first dispatch
+// (each dispatch leaves it zero again); the counters start attention_counters_offset bytes in.
 size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len);
+size_t attention_counters_offset(uint32_t n_heads, uint32_t head_dim, uint32_t max_len);
 // out[n_heads, head_dim] = softmax(q K^T * scale) V over the cache rows up to step.pos, split
-// along the sequence into chunks (two dispatches: split, then merge).
+// along the sequence into chunks, in one dispatch: the last workgroup of each head to finish
+// merges its chunks.
 void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
                const Binding& step, const AttentionShape& shape);
 

@@ -137,6 +137,10 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     fill_rope_tables(scratch_->get("rope_cos"), scratch_->get("rope_sin"), rope_inv_freq(c, false, divisors), b.context);
     if (scratch_->all().count("rope_cos_local"))
         fill_rope_tables(scratch_->get("rope_cos_local"), scratch_->get("rope_sin_local"), rope_inv_freq(c, true), b.context);
+    // Decode attention's per-head arrival counters start at zero (kernels::attention).
+    const std::vector<uint32_t> zeros(size_t(c.n_heads), 0u);
+    scratch_->get("attn_partial").write(zeros.data(), zeros.size() * 4,
+                                        kernels::attention_counters_offset(uint32_t(c.n_heads), uint32_t(c.head_dim), uint32_t(b.context)));
 
     stage("dispatch table");
     set_sampler(SamplerState{0.0f, 0, 1.0f, 0.0f, 0, 0, 0, 0});
@@ -213,7 +217,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const uint32_t dequant_rows = t.device().profile().prefill_dequant_rows;
     const Buffer* weights_f16 = prefill && s.all().count("batch_weights_f16") ? &s.get("batch_weights_f16") : nullptr;
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
-                      const kernels::GemvNorm* norm = nullptr) {
+                      const kernels::GemvInput* input = nullptr) {
         if (prefill && weights_f16 && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
             n * kk * 2 <= std::min<size_t>(weights_f16->size(), t.device().profile().max_storage_buffer_range)) {
             kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, dequant_rows}, step, accumulate);
@@ -222,34 +226,46 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         } else if (prefill)
             kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy}, step, accumulate);
         else
-            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, norm, t.device().profile().int8_activations);
+            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, input, t.device().profile().int8_activations);
     };
-    // The input of the projections after a pre-norm of `x` (n_rows rows): normed once into
-    // `normed` for GEMMs, or folded into each GEMV that reads it, which reads all of x anyway (one dispatch and one barrier fewer per norm). Measured on the H200, folding
-    // speeds float weights up (7b f16 161 -> 176 tok/s) and slowed the float path of the block
-    // formats down (7b q4_0 179 -> 158: it reads x once per row and block, and the norm weight
-    // doubles those loads), so those keep the separate norm (kernels::gemv_folds_norm).
-    struct NormedInput {
+    // The input of a projection: a buffer, and what the GEMVs that read it fold into x.
+    struct ProjectionInput {
         Binding x;
-        std::optional<kernels::GemvNorm> norm;
-        const kernels::GemvNorm* fold() const { return norm ? &*norm : nullptr; }
+        std::optional<kernels::GemvInput> op;
+        const kernels::GemvInput* fold() const { return op ? &*op : nullptr; }
     };
+    // After a pre-norm of `x` (n_rows rows): normed once into `normed` for GEMMs, or folded into
+    // each GEMV that reads it, which reads all of x anyway (one dispatch and one barrier fewer
+    // per norm). Measured on the H200, folding speeds float weights up (7b f16 161 -> 176 tok/s)
+    // and slowed gemv.comp's path of the block formats down (7b q4_0 179 -> 158: it reads x
+    // once per row and block, and the norm weight doubles those loads), so that path keeps the
+    // separate norm (kernels::gemv_folds_norm).
     auto pre_norm = [&](const Weight& w, TensorType projection_type, const Buffer& x, const Buffer& normed, size_t n_rows,
-                        bool read_by_gemv) -> NormedInput {
+                        bool read_by_gemv) -> ProjectionInput {
         if (!read_by_gemv || !kernels::gemv_folds_norm(t.device().profile(), projection_type, dim)) {
             kernels::rmsnorm(t, x, w.buffer, normed, DType::kF32, n_rows, dim, c.norm_eps, norm_offset);
             return {Binding(normed), std::nullopt};
         }
-        return {Binding(x), kernels::GemvNorm{Binding(w.buffer), c.norm_eps, norm_offset}};
+        return {Binding(x), kernels::GemvInput::rmsnorm(Binding(w.buffer), c.norm_eps, norm_offset)};
+    };
+    // The down projection's input, act(gate) * up: formed by act_* into `act`, or, where the
+    // GEMV folds it, by the down GEMV itself from gate and up (one dependent dispatch fewer a
+    // layer; the act buffer is then not written).
+    auto gated = [&](TensorType projection_type) -> ProjectionInput {
+        if (prefill || !kernels::gemv_folds_activation(t.device().profile(), projection_type, ffn)) {
+            kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn);
+            return {Binding(act), std::nullopt};
+        }
+        return {Binding(gate), kernels::GemvInput::gated(a.activation, Binding(up))};
     };
     // h0 += W·x, the output projections of attention and FFN. Without a post-norm the product
     // adds straight into the residual stream; with one (gemma2/3) it is normed in h1 first.
-    auto into_residual = [&](const Weight& w, const Binding& x, size_t kk, const Weight* post_norm) {
+    auto into_residual = [&](const Weight& w, const ProjectionInput& in, size_t kk, const Weight* post_norm) {
         if (!post_norm) {
-            matmul(w, x, h0, dim, kk, dim, true);
+            matmul(w, in.x, h0, dim, kk, dim, true, in.fold());
             return;
         }
-        matmul(w, x, h1, dim, kk, dim, false);
+        matmul(w, in.x, h1, dim, kk, dim, false, in.fold());
         kernels::rmsnorm(t, h1, post_norm->buffer, h1, DType::kF32, rows, dim, c.norm_eps, norm_offset);
         kernels::add(t, h0, h1, h0, DType::kF32, rows * dim);
     };
@@ -274,7 +290,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const LayerWeights& L = base_->weights.layers[size_t(l)];
         const std::string blk = "blk." + std::to_string(l) + ".";
         t.set_label(blk + "attn_norm");
-        const NormedInput attn_in = pre_norm(L.attn_norm, L.q.type, h0, residual, rows, !prefill);
+        const ProjectionInput attn_in = pre_norm(L.attn_norm, L.q.type, h0, residual, rows, !prefill);
         t.set_label(blk + "attn_q");
         matmul(L.q, attn_in.x, q, q_dim, dim, qkv_row, false, attn_in.fold());
         t.set_label(blk + "attn_k");
@@ -309,17 +325,17 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         else
             kernels::attention(t, q, kv_->bindings(l), s.get("attn_partial"), attn_out, step, heads);
         t.set_label(blk + "attn_output");
-        into_residual(L.o, attn_out, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
+        into_residual(L.o, {Binding(attn_out), std::nullopt}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
         t.set_label(blk + "ffn_norm");
-        const NormedInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
+        const ProjectionInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
         t.set_label(blk + "ffn_gate");
         matmul(L.gate, ffn_in.x, gate, ffn, dim, ffn, false, ffn_in.fold());
         t.set_label(blk + "ffn_up");
         matmul(L.up, ffn_in.x, up, ffn, dim, ffn, false, ffn_in.fold());
         t.set_label(blk + "ffn_act");
-        kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn);
+        const ProjectionInput down_in = gated(L.down.type);
         t.set_label(blk + "ffn_down");
-        into_residual(L.down, act, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr);
+        into_residual(L.down, down_in, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr);
         // A tap: h0 now holds the residual stream after layer l, for every row of the chunk.
         const auto tap = std::find(pass.taps.begin(), pass.taps.end(), l);
         if (tap != pass.taps.end()) {
@@ -331,7 +347,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const Weight& head = base_->weights.output ? base_->weights.output : base_->weights.token_embd;
     if (prefill && pass.all_logits) {
         t.set_label("output_norm");
-        const NormedInput all_in = pre_norm(base_->weights.output_norm, head.type, h0, residual, rows, false);
+        const ProjectionInput all_in = pre_norm(base_->weights.output_norm, head.type, h0, residual, rows, false);
         t.set_label("output");
         matmul(head, all_in.x, s.get("batch_logits"), size_t(c.vocab_size), dim, size_t(c.vocab_size), false);
         final_softcap(s.get("batch_logits"), rows);
@@ -343,7 +359,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         kernels::last_row(t, h0, last, step, rows, dim);
     }
     t.set_label("output_norm");
-    const NormedInput head_in = pre_norm(base_->weights.output_norm, head.type, last, s.get("residual"), 1, true);
+    const ProjectionInput head_in = pre_norm(base_->weights.output_norm, head.type, last, s.get("residual"), 1, true);
     t.set_label("output");
     kernels::gemv(t, head.buffer, head.type, head_in.x, s.get("logits"), size_t(c.vocab_size), dim, false, head_in.fold(),
                   t.device().profile().int8_activations);

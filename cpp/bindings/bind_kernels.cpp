@@ -1,5 +1,6 @@
 // Python view of CommandList and the kernel launchers.
 #include <cctype>
+#include <optional>
 
 #include "akunu/command_list.h"
 #include "akunu/error.h"
@@ -53,15 +54,23 @@ void init_kernels(py::module_& m) {
     k.def("gemv",
           [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x, const PyBuffer& y,
                         size_t rows, size_t kk, const PyBuffer* norm_weight, float eps, float weight_offset,
-                        bool allow_int_dot, size_t w_offset) {
-              const kernels::GemvNorm norm{norm_weight ? Binding(norm_weight->buffer) : Binding(), eps, weight_offset};
+                        bool allow_int_dot, size_t w_offset, const PyBuffer* up, const std::string& activation) {
+              AKUNU_CHECK(!(norm_weight && up), "gemv: fold a norm or a gated activation, not both");
+              std::optional<kernels::GemvInput> input;
+              if (norm_weight) input = kernels::GemvInput::rmsnorm(norm_weight->buffer, eps, weight_offset);
+              if (up) {
+                  AKUNU_CHECK(activation == "silu" || activation == "gelu_tanh",
+                              "gemv: activation must be 'silu' or 'gelu_tanh', got '" + activation + "'");
+                  input = kernels::GemvInput::gated(activation == "silu" ? Activation::kSilu : Activation::kGeluTanh, up->buffer);
+              }
               AKUNU_CHECK(w_offset <= w.buffer.size(), "gemv: w_offset is past the end of W");
               kernels::gemv(cl, Binding(w.buffer, w_offset, w.buffer.size() - w_offset), weight_type(wtype), x.buffer,
-                            y.buffer, rows, kk, false, norm_weight ? &norm : nullptr, allow_int_dot);
+                            y.buffer, rows, kk, false, input ? &*input : nullptr, allow_int_dot);
           },
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("rows"), py::arg("k"),
           py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f,
-          py::arg("allow_int_dot") = true, py::arg("w_offset") = 0);
+          py::arg("allow_int_dot") = true, py::arg("w_offset") = 0, py::arg("up") = nullptr,
+          py::arg("activation") = "silu");
     k.def("gemv_int_dot", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_int_dot(d.profile(), weight_type(wtype), kk);
     }, "Whether gemv takes the integer-dot path on this device for this weight type and row length.");

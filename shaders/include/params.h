@@ -60,14 +60,23 @@ AKUNU_PARAMS_SIZE(RmsNormParams, 24)
 // gemv_*: y[n] = sum_k W[n, k] * x[k] for n < rows; W row-major [rows, k] of the variant's
 // weight type (block formats: rows of k/32 blocks).
 // accumulate = 1 adds to y instead of overwriting it: the residual add fused into the O and
-// down projections. norm = 1 reads x through an RMSNorm with weight g (binding 3):
-// x * (g + weight_offset) / sqrt(mean(x^2) + eps), the norm fused into the projections that
-// follow it (every workgroup reads all of x anyway, so each forms the mean itself).
+// down projections. x_op says how the products form x from binding 1 (x) and binding 3 (g):
+//   AKUNU_GEMV_X          x as it is (binding 3 unused);
+//   AKUNU_GEMV_RMSNORM    x * (g + weight_offset) / sqrt(mean(x^2) + eps), the pre-norm fused
+//                         into the projections that follow it (every workgroup reads all of x
+//                         anyway, so each forms the mean itself);
+//   AKUNU_GEMV_SILU_GATE  silu(x) * g, and AKUNU_GEMV_GELU_TANH_GATE gelu_tanh(x) * g: the
+//                         gated FFN activation fused into the down projection (x the gate,
+//                         g the up projection), one dependent dispatch fewer per layer.
+#define AKUNU_GEMV_X 0u
+#define AKUNU_GEMV_RMSNORM 1u
+#define AKUNU_GEMV_SILU_GATE 2u
+#define AKUNU_GEMV_GELU_TANH_GATE 3u
 struct GemvParams {
     uint rows;
     uint k;
     uint accumulate;
-    uint norm;
+    uint x_op;  // AKUNU_GEMV_*
     float eps;
     float weight_offset;
 };
@@ -155,7 +164,8 @@ AKUNU_PARAMS_SIZE(RopeKvParams, 32)
 
 // Decode attention is split along the sequence (flash-decoding): attention_split gives each
 // (query head, chunk of AKUNU_ATTENTION_CHUNK cache rows) a workgroup that writes a partial
-// result [head_dim values, running max, sum of exps]; attention_merge combines the chunks.
+// result [head_dim values, running max, sum of exps]; the last of a head's workgroups to finish
+// combines its chunks (an arrival counter per head follows the partials).
 // Rows attended: [max(0, pos + 1 - window), pos]; query head h reads KV head
 // h / (n_heads / n_kv_heads).
 #define AKUNU_ATTENTION_CHUNK 256

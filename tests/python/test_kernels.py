@@ -88,6 +88,38 @@ def test_gemv_with_a_folded_rmsnorm(device, rng, wtype, k):
     np.testing.assert_allclose(y.numpy(), w.astype(np.float64) @ normed, rtol=1e-4, atol=1e-4 * np.sqrt(k) * 3)
 
 
+def gated_reference(x, up, activation):
+    """act(x) * up in float64, from the formulas of SiLU and GELU's tanh approximation."""
+    x, up = x.astype(np.float64), up.astype(np.float64)
+    if activation == "silu":
+        return x / (1.0 + np.exp(-x)) * up
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3))) * up
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
+@pytest.mark.parametrize("wtype, rows, k", [(np.float32, 7, 37), (np.float16, 9, 1000), ("Q8_0", 33, 512),
+                                            ("Q4_0", 5, 8192 + 512), ("Q4_1", 17, 2048), ("Q6_K", 3, 768)])
+def test_gemv_with_a_folded_activation(device, rng, activation, wtype, rows, k):
+    """The down projection reads act(gate) * up itself (x = gate, binding 3 = up): the same as
+    the activation first, then the GEMV. Float rows (odd k takes the scalar path), the word GEMV
+    of the 32-element formats (k past 8192 in two slices), gemv.comp's block path (Q6_K)."""
+    w_dev, w, w_arg = random_weights(device, rng, wtype, rows, k)
+    gate = (rng.standard_normal(k) * 3).astype(np.float32)
+    up = rng.standard_normal(k).astype(np.float32)
+    y = poisoned(device, rows, np.float32)
+    ops.gemv(w_dev, device.upload(gate), y, wtype=w_arg, up=device.upload(up), activation=activation, int_dot=False)
+    v = gated_reference(gate, up, activation)
+    np.testing.assert_allclose(y.numpy(), w @ v, rtol=1e-4, atol=2e-5 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max())
+
+
+def test_gemv_folds_one_input_op(device):
+    x = device.upload(np.ones(64, np.float32))
+    with pytest.raises(akunu.Error, match="a norm or a gated activation, not both"):
+        ops.gemv(device.upload(np.ones((2, 64), np.float32)), x, device.empty([2], "f32"), norm=x, up=x)
+    with pytest.raises(akunu.Error, match="activation must be 'silu' or 'gelu_tanh'"):
+        ops.gemv(device.upload(np.ones((2, 64), np.float32)), x, device.empty([2], "f32"), up=x, activation="relu")
+
+
 # The ggml block formats the kernels read in place.
 GPU_FORMATS = ["Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"]
 

@@ -59,6 +59,7 @@ DeviceProfile cpu_profile() {
     p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " + (use_avx512() ? "AVX-512" : use_avx2() ? "AVX2" : "scalar") +
              (p.int8_activations ? ", int8 activations" : "") + ")";
     p.type = DeviceType::kCpu;
+    p.cpu_backend = true;
     p.vendor = "akunu";
     p.driver = "akunu native CPU backend";
     p.api_version = 0;

@@ -1,9 +1,10 @@
 // CPU attention kernels: RoPE with the KV-cache write (rope_kv, rope_only + kv_store for the
-// quantized formats), decode attention (attention_split + attention_merge) and prefill
+// quantized formats), decode attention (attention_split, which merges its chunks) and prefill
 // attention (flash_attention), each with its .comp file's semantics and workgroup geometry.
 // Every cache kernel serves the three cache layouts (full, ring, blocks) through one row map
 // (kv_rows.h), as the GLSL kernels do through kv_rows.glsl.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -94,22 +95,51 @@ KvSide side(const CpuArgs& a, bool v, const AttentionParams& p) {
             p.head_dim};
 }
 
+// out[h] from the partials of chunks [c_begin, c_end) of head h (attention_split.comp's merge).
+void merge_chunks(const AttentionParams& p, const float* partial, size_t h, size_t c_begin, size_t c_end, float* out) {
+    const size_t stride = p.head_dim + 2;
+    const float* base = partial + h * p.n_chunks * stride;
+    float M = kNegInf, L = 0.0f;
+    for (size_t c = c_begin; c < c_end; ++c)
+        if (base[c * stride + p.head_dim + 1] > 0.0f) M = std::max(M, base[c * stride + p.head_dim]);
+    for (size_t c = c_begin; c < c_end; ++c) {
+        const float l = base[c * stride + p.head_dim + 1];
+        if (l > 0.0f) L += l * std::exp(base[c * stride + p.head_dim] - M);
+    }
+    for (size_t d = 0; d < p.head_dim; ++d) {
+        float acc = 0.0f;
+        for (size_t c = c_begin; c < c_end; ++c) {
+            const float l = base[c * stride + p.head_dim + 1];
+            if (l > 0.0f) acc += base[c * stride + d] * std::exp(base[c * stride + p.head_dim] - M);
+        }
+        out[h * p.head_dim + d] = acc / L;
+    }
+}
+
 // attention_split: workgroup (query head, chunk of AKUNU_ATTENTION_CHUNK cache rows) writes the
-// partial [head_dim values | max | sum of exps].
+// partial [head_dim values | max | sum of exps]; the last of a head's chunks to finish (an
+// atomic counter per head after the partials) merges them into out, and a head whose rows fit
+// one chunk writes out directly, as attention_split.comp does. out is binding 7, after a
+// quantized cache's scales, else binding 5.
 void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<AttentionParams>();
     const auto& step = *a.at<const StepState>(4);
     const float* q = a.at<const float>(0);
     float* partial = a.at<float>(3);
+    const bool scale_bindings = k_format(a) != kKvF16 && cache_layout(a.variant) != CacheLayout::kBlocks;
+    float* out = a.at<float>(scale_bindings ? 7 : 5);
+    uint32_t* arrivals = reinterpret_cast<uint32_t*>(partial + size_t(p.n_heads) * p.n_chunks * (p.head_dim + 2));
     const KvSide K = side(a, false, p), V = side(a, true, p);
     const size_t pos = step.pos;
     const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
+    const size_t c_begin = first / AKUNU_ATTENTION_CHUNK, c_end = pos / AKUNU_ATTENTION_CHUNK + 1;
+    const bool alone = c_end - c_begin == 1;
     float weight[AKUNU_ATTENTION_CHUNK], acc[AKUNU_ATTENTION_CHUNK], kv_row[AKUNU_ATTENTION_CHUNK];
     const HalfRowFn to_float = half_row();
     for (size_t g = begin; g < end; ++g) {
         const size_t h = g % a.groups[0], chunk = g / a.groups[0];
         const size_t kvh = h / (p.n_heads / p.n_kv_heads), cb = chunk * AKUNU_ATTENTION_CHUNK;
-        if (cb > pos || cb + AKUNU_ATTENTION_CHUNK <= first) continue;
+        if (chunk < c_begin || chunk >= c_end) continue;
         const float* qh = q + h * p.head_dim;
         float m = kNegInf;
         for (size_t r = 0; r < AKUNU_ATTENTION_CHUNK; ++r) {
@@ -142,38 +172,19 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
             V.values(V.rows.at(kvh, cb + j), kv_row, to_float);
             for (uint32_t i = 0; i < p.head_dim; ++i) acc[i] += weight[j] * kv_row[i];
         }
-        float* out = partial + (h * p.n_chunks + chunk) * (p.head_dim + 2);
-        std::copy(acc, acc + p.head_dim, out);
-        out[p.head_dim] = m;
-        out[p.head_dim + 1] = l;
-    }
-}
-
-// attention_merge: one workgroup per query head combines the chunks in use.
-void attention_merge(const CpuArgs& a, size_t begin, size_t end) {
-    const auto& p = a.p<AttentionParams>();
-    const auto& step = *a.at<const StepState>(2);
-    const float* partial = a.at<const float>(0);
-    float* out = a.at<float>(1);
-    const size_t pos = step.pos, first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
-    const size_t c_begin = first / AKUNU_ATTENTION_CHUNK, c_end = pos / AKUNU_ATTENTION_CHUNK + 1;
-    const size_t stride = p.head_dim + 2;
-    for (size_t h = begin; h < std::min<size_t>(end, p.n_heads); ++h) {
-        const float* base = partial + h * p.n_chunks * stride;
-        float M = kNegInf, L = 0.0f;
-        for (size_t c = c_begin; c < c_end; ++c)
-            if (base[c * stride + p.head_dim + 1] > 0.0f) M = std::max(M, base[c * stride + p.head_dim]);
-        for (size_t c = c_begin; c < c_end; ++c) {
-            const float l = base[c * stride + p.head_dim + 1];
-            if (l > 0.0f) L += l * std::exp(base[c * stride + p.head_dim] - M);
+        if (alone) {
+            for (uint32_t i = 0; i < p.head_dim; ++i) out[h * p.head_dim + i] = acc[i] / l;
+            continue;
         }
-        for (size_t d = 0; d < p.head_dim; ++d) {
-            float acc = 0.0f;
-            for (size_t c = c_begin; c < c_end; ++c) {
-                const float l = base[c * stride + p.head_dim + 1];
-                if (l > 0.0f) acc += base[c * stride + d] * std::exp(base[c * stride + p.head_dim] - M);
-            }
-            out[h * p.head_dim + d] = acc / L;
+        float* part = partial + (h * p.n_chunks + chunk) * (p.head_dim + 2);
+        std::copy(acc, acc + p.head_dim, part);
+        part[p.head_dim] = m;
+        part[p.head_dim + 1] = l;
+        // Release this partial; the head's last chunk to finish acquires the others' and merges.
+        std::atomic_ref<uint32_t> arrived(arrivals[h]);
+        if (arrived.fetch_add(1, std::memory_order_acq_rel) == c_end - c_begin - 1) {
+            arrived.store(0, std::memory_order_relaxed);  // no other chunk of the head touches it again
+            merge_chunks(p, partial, h, c_begin, c_end, out);
         }
     }
 }
@@ -268,7 +279,6 @@ void register_attention(void (*add_row)(const KernelRow&)) {
         add_row({("rope_kv" + std::string(l.suffix)).c_str(), {rope_kv, at, 16}});
     }
     add_row({"rope_only", {rope_kv, kRopeOnly, 16}});
-    add_row({"attention_merge", {attention_merge, 0, 1}});
 }
 
 }  // namespace akunu::cpu

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "akunu/cpu/row_dot.h"
+#include "akunu/cpu/vec_math.h"
 #include "params.h"
 
 namespace akunu::cpu {
@@ -14,10 +15,15 @@ const float* gemv_input(const CpuArgs& a, float* inv_rms) {
     const auto& p = a.p<GemvParams>();
     const float* x = a.at<const float>(1);
     *inv_rms = 1.0f;
-    if (!p.norm) return x;
+    if (p.x_op == AKUNU_GEMV_X) return x;
     thread_local std::vector<float> xw;
     if (xw.size() < p.k) xw.resize(p.k);
     const float* g = a.at<const float>(3);
+    if (p.x_op != AKUNU_GEMV_RMSNORM) {  // the gated activation, as act_silu / act_gelu_tanh form it
+        const VecMath& vm = vec_math();
+        (p.x_op == AKUNU_GEMV_SILU_GATE ? vm.silu_mul : vm.gelu_tanh_mul)(x, g, xw.data(), p.k);
+        return xw.data();
+    }
     float ss = 0.0f;
     for (size_t i = 0; i < p.k; ++i) {
         xw[i] = x[i] * (g[i] + p.weight_offset);

@@ -10,9 +10,10 @@ namespace akunu::cpu {
 constexpr size_t kGemmTile = 64;    // gemm.comp BM = BN (the launcher's workgroup geometry)
 constexpr size_t kGemmChunk = 256;  // k elements dequantized at a time: a multiple of every block
 
-// A GEMV's x as the products read it: through the norm weight when one is fused (its 1/rms
-// scale, returned in *inv_rms, is applied to the finished sums, as gemv.comp does). The
-// weighted copy lives in a per-thread buffer, sized once.
+// A GEMV's x as the products read it (GemvParams.x_op): through the norm weight when a norm is
+// fused (its 1/rms scale, returned in *inv_rms, is applied to the finished sums, as gemv.comp
+// does), or the gated activation act(x) * up. The formed copy lives in a per-thread buffer,
+// sized once.
 const float* gemv_input(const CpuArgs& a, float* inv_rms);
 
 // Y[i][j] (=|+=) acc[i][j] for i < m, j < n; acc rows are acc_stride apart, Y rows ldy.
