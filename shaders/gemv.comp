@@ -61,6 +61,17 @@ void main() {
             }
         }
     }
+#elif defined(W_LANE_X)
+    // x under this lane's codes, formed once for the workgroup's rows.
+    const uint blocks = p.k / W_BLOCK;
+    for (uint u = tid; u < blocks * W_LANES; u += gl_WorkGroupSize.x) {
+        const uint b = u / W_LANES, lane = u % W_LANES;
+        const WLaneX xl = w_lane_x(b, lane);
+        for (uint r = 0; r < ROWS; ++r) {
+            const uint row = first_row + r;
+            if (row < p.rows) acc[r] += w_lane_dot_x(row * blocks + b, lane, xl);
+        }
+    }
 #else
     const uint blocks = p.k / W_BLOCK;
     for (uint u = tid; u < blocks * W_LANES; u += gl_WorkGroupSize.x) {

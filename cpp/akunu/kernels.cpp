@@ -289,8 +289,13 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
              bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }
-    emit(s, weight_variant("gemv", wtype), {kGemvGroup, kGemvRows, op}, bindings, p,
-         grid_for(s, (rows + kGemvRows - 1) / kGemvRows));
+    uint32_t group = kGemvGroup, group_rows = kGemvRows;
+    if (const char* e = std::getenv("AKUNU_GEMV_ROWS"))  // experiments: "invocations:rows" (rows <= 8)
+        std::sscanf(e, "%u:%u", &group, &group_rows);
+    group = std::clamp(group, 1u, d.max_workgroup_invocations);
+    group_rows = std::clamp(group_rows, 1u, 8u);
+    emit(s, weight_variant("gemv", wtype), {group, group_rows, op}, bindings, p,
+         grid_for(s, (rows + group_rows - 1) / group_rows));
 }
 
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,

@@ -136,7 +136,7 @@ def _profile(akunu, args) -> int:
     if args.after:
         what += f" after {args.after} tokens"
     print(f"{m.path}: device time of {what} on {m._engine.device_name}")
-    print(akunu.profile_table(rows))
+    print(akunu.profile_table(rows, by=args.by))
     return 0
 
 
@@ -266,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", type=int, default=0,
                    help="prompt tokens in the cache first, so that attention reads a long cache")
     p.add_argument("--context", type=int, default=None, help="default: 1024, or what --after and --tokens need")
+    p.add_argument("--by", choices=["kernel", "label"], default="kernel",
+                   help="sum by kernel class, or by step of a layer (attn_q, ffn_down, ...: every layer's together)")
     p.set_defaults(run=_profile)
     p = sub.add_parser("perplexity", help="perplexity of MODEL on a text FILE")
     p.add_argument("model")

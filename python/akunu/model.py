@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 import sys
 import time
 from typing import Iterator, Sequence
@@ -513,19 +514,23 @@ class Model:
         return f"Model({self.path!r}, {c.architecture}, context={self.context}, device={self._engine.device_name!r})"
 
 
-def profile_table(rows: list[dict]) -> str:
-    """Model.profile() rows summed by kernel class (the kernel name without its type suffix):
-    calls, GPU time, share of the total, and the bytes bound to those commands per second (an
-    upper bound on what they moved: a GEMV reads all of its weights, a GEMM rereads them)."""
+def profile_table(rows: list[dict], by: str = "kernel") -> str:
+    """Model.profile() rows summed by kernel class (by="kernel": the kernel name without its
+    type suffix) or by step of a layer (by="label": the label without its "blk.N." prefix, so
+    attn_q sums the Q projections of every layer): calls, GPU time, share of the total, and the
+    bytes bound to those commands per second (an upper bound on what they moved: a GEMV reads
+    all of its weights, a GEMM rereads them)."""
+    if by not in ("kernel", "label"):
+        raise ValueError(f"profile_table: by must be 'kernel' or 'label', got {by!r}")
     classes: dict[str, list[float]] = {}
     for r in rows:
-        name = r["kernel"].split("_")[0]
+        name = r["kernel"].split("_")[0] if by == "kernel" else re.sub(r"^blk\.\d+\.", "", r["label"])
         c = classes.setdefault(name, [0, 0.0, 0])
         c[0] += 1
         c[1] += r["ms"]
         c[2] += r["bytes_bound"]
     total = sum(c[1] for c in classes.values()) or float("nan")
-    lines = [f"{'kernel':<18}{'calls':>6}{'ms':>10}{'share':>8}{'GB/s bound':>12}"]
+    lines = [f"{by:<18}{'calls':>6}{'ms':>10}{'share':>8}{'GB/s bound':>12}"]
     for name, (calls, ms, nbytes) in sorted(classes.items(), key=lambda kv: -kv[1][1]):
         gbs = nbytes / (ms * 1e-3) / 1e9 if ms > 0 else float("nan")
         lines.append(f"{name:<18}{calls:>6}{ms:>10.3f}{ms / total:>8.1%}{gbs:>12.0f}")

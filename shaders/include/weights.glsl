@@ -3,7 +3,8 @@
 // WTYPE_Q6_K, and WTYPE_MLX with MLX_BITS and W_BLOCK). The includer sets W_BINDING, and for
 // MLX weights W_TOTAL_BLOCKS. Float types expose w_load1/w_load4; block formats
 // (ggml layouts, W_BLOCK elements per block) expose w_block8(), which decodes 8 elements of a
-// block, and, where the includer defines W_X4, w_lane_dot() for the GEMV. Every type exposes
+// block, and, where the includer defines W_X4, w_lane_dot() (k-quants, MLX) or w_lane_x() and
+// w_lane_dot_x() (32-element blocks) for the GEMV. Every type exposes
 // w_load8() for GEMM tiles and embedding rows.
 #ifndef AKUNU_WEIGHTS_GLSL
 #define AKUNU_WEIGHTS_GLSL
@@ -90,38 +91,61 @@ void w_block8(uint block, uint part, out float v[8]) {
 }
 
 // Block dot products split over lanes, so that neighbouring invocations read neighbouring
-// bytes of a block and neighbouring vec4s of x (coalesced loads). W_LANES lanes share a block;
-// w_lane_dot(block, xblock, lane) is that lane's share of dot(block, x[xblock * W_BLOCK : +W_BLOCK]).
-// The includer defines W_X4(i) as its x viewed as vec4s.
+// bytes of a block and neighbouring vec4s of x (coalesced loads). W_LANES lanes share a block.
+// The includer defines W_X4(i) as its x viewed as vec4s. For these 32-element blocks a lane's
+// x is formed once and serves every row of the workgroup: w_lane_x(xblock, lane) returns it,
+// w_lane_dot_x(block, lane, x) is that lane's share of dot(block, x[xblock * 32 : +32]).
+//
+// Codes become floats through their bits, not by int-to-float conversions (a quarter-rate
+// instruction on NVIDIA): a code byte shifted to bits 15..22 and ORed into 1.0f reads as
+// 1 + c / 256 (a nibble at 15..18 as 1 + n / 256, one at 19..22 as 1 + n / 16), one shift per
+// byte and one logic op per code. x is scaled to match (by 256 or 16), and a bias per lane
+// takes the 1s back out with the format's offset: the sums run about 2^4 above the result, a
+// few ulps of fp32.
 #ifdef W_X4
+#define W_LANE_X
+struct WLaneX {
+    vec4 a, b;   // x under the low nibbles (Q8_0: the bytes) times 256, under the high ones times 16
+    float bias;  // what the 1s of the codes' floats and the format's offset add, with its sign flipped
+    float sum;   // the sum of the x values (Q4_1's minimum multiplies it)
+};
 #if defined(WTYPE_Q8_0)
 #define W_LANES 8
 // Lane l holds qs bytes 4l..4l+3 = elements 4l..4l+3.
-float w_lane_dot(uint block, uint xblock, uint lane) {
+WLaneX w_lane_x(uint xblock, uint lane) {
+    const vec4 x = W_X4(xblock * 8 + lane);
+    const float sum = dot(x, vec4(1.0));
+    // Signed bytes q read as c = q + 128: sum(q x) = sum(c x) - 128 sum(x) = dot(1 + c/256, 256 x) - 384 sum(x).
+    return WLaneX(256.0 * x, vec4(0.0), -384.0 * sum, sum);
+}
+float w_lane_dot_x(uint block, uint lane, WLaneX x) {
     const uint w = block * 17;
-    const uint u = uint(wh[w + 1 + 2 * lane]) | (uint(wh[w + 2 + 2 * lane]) << 16);
-    const vec4 q = vec4(float(int8_t(u & 255u)), float(int8_t((u >> 8) & 255u)), float(int8_t((u >> 16) & 255u)),
-                        float(int8_t(u >> 24)));
-    return w_half_word(w) * dot(q, W_X4(xblock * 8 + lane));
+    const uint c = (uint(wh[w + 1 + 2 * lane]) | (uint(wh[w + 2 + 2 * lane]) << 16)) ^ 0x80808080u;
+    const uvec4 t = uvec4(c << 15, c << 7, c >> 1, c >> 9);
+    return w_half_word(w) * (dot(uintBitsToFloat((t & 0x007F8000u) | 0x3F800000u), x.a) + x.bias);
 }
 #else
 #define W_LANES 4
 // Lane l holds qs bytes 4l..4l+3: low nibbles are elements 4l..4l+3, high nibbles 16+4l..
-float w_lane_dot(uint block, uint xblock, uint lane) {
+WLaneX w_lane_x(uint xblock, uint lane) {
+    const vec4 xa = W_X4(xblock * 8 + lane), xb = W_X4(xblock * 8 + 4 + lane);
+    const float sa = dot(xa, vec4(1.0)), sb = dot(xb, vec4(1.0));
+    return WLaneX(256.0 * xa, 16.0 * xb, -(256.0 * sa + 16.0 * sb), sa + sb);
+}
+float w_lane_dot_x(uint block, uint lane, WLaneX x) {
 #if defined(WTYPE_Q4_0)
     const uint w = block * 9, q0 = w + 1;
 #else
     const uint w = block * 10, q0 = w + 2;
 #endif
     const uint u = uint(wh[q0 + 2 * lane]) | (uint(wh[q0 + 2 * lane + 1]) << 16);
-    const vec4 lo = vec4(u & 15u, (u >> 8) & 15u, (u >> 16) & 15u, (u >> 24) & 15u);
-    const vec4 hi = vec4((u >> 4) & 15u, (u >> 12) & 15u, (u >> 20) & 15u, u >> 28);
-    const vec4 xa = W_X4(xblock * 8 + lane), xb = W_X4(xblock * 8 + 4 + lane);
-    const float s = dot(lo, xa) + dot(hi, xb), sx = dot(xa + xb, vec4(1.0));
+    const uvec4 t = uvec4(u << 15, u << 7, u >> 1, u >> 9);  // byte j at bits 15..22
+    const float s = dot(uintBitsToFloat((t & 0x00078000u) | 0x3F800000u), x.a) +
+                    dot(uintBitsToFloat((t & 0x00780000u) | 0x3F800000u), x.b) + x.bias;  // sum(code x)
 #if defined(WTYPE_Q4_0)
-    return w_half_word(w) * (s - 8.0 * sx);
+    return w_half_word(w) * (s - 8.0 * x.sum);
 #else
-    return w_half_word(w) * s + w_half_word(w + 1) * sx;
+    return w_half_word(w) * s + w_half_word(w + 1) * x.sum;
 #endif
 }
 #endif  // WTYPE_Q8_0

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+import akunu
+
 from fixture_paths import require
 
 
@@ -98,6 +100,22 @@ def test_profile_sums_the_dispatch_table_by_kernel_class():
     assert "one decode step after 40 tokens" in r.stdout and "attention" in r.stdout
     r = akunu_cli("profile", gguf, "--after", "64", "--context", "64", check=False)
     assert r.returncode == 2 and "need 65 positions; the context holds 64" in r.stderr
+    r = akunu_cli("profile", gguf, "--context", "64", "--by", "label")
+    calls = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()[2:]}
+    n_layers = int(akunu.open(gguf).metadata["llama.block_count"])
+    assert calls["attn_q"] == calls["ffn_down"] == calls["attention"] == n_layers, r.stdout
+    assert calls["output"] == calls["sample"] == 1 and not any(k.startswith("blk.") for k in calls), r.stdout
+
+
+def test_profile_table_sums_rows_by_kernel_or_by_layer_step():
+    rows = [{"label": f"blk.{i}.attn_q", "kernel": "gemv_q8_0", "ms": 0.5, "bytes_bound": 1_200_000} for i in range(3)]
+    rows.append({"label": "output", "kernel": "gemv_f16", "ms": 0.5, "bytes_bound": 2 * 10**6})
+    by_kernel, by_label = akunu.profile_table(rows).splitlines(), akunu.profile_table(rows, by="label").splitlines()
+    assert by_kernel[1].split() == ["gemv", "4", "2.000", "100.0%", "3"]
+    assert by_label[1].split() == ["attn_q", "3", "1.500", "75.0%", "2"]
+    assert by_label[2].split() == ["output", "1", "0.500", "25.0%", "4"]
+    with pytest.raises(ValueError, match="by must be 'kernel' or 'label'"):
+        akunu.profile_table(rows, by="layer")
 
 
 def test_main_job_offline_completes_code_with_the_shipped_model(tmp_path):
