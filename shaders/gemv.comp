@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // gemv_<wtype>: y[r] = dot(W[r, :], x) for ROWS rows per workgroup, fp32 accumulation.
 //
 // Bandwidth-bound at batch 1: invocations stride over the row (4 weights per load for float
@@ -29,6 +30,9 @@ float xw1(uint i) { return X_OP == AKUNU_GEMV_X ? x1[i] : gemv_x_op(X_OP, x1[i],
 layout(local_size_x_id = 0) in;               // workgroup size: specialization constant 0
 layout(constant_id = 1) const uint ROWS = 4;  // rows per workgroup
 #define MAX_ROWS 8
+// 32-element blocks: units (4 code bytes of a block) an invocation loads before multiplying.
+layout(constant_id = 3) const uint UNITS = 1;
+#define MAX_UNITS 4
 #define MAX_SUBGROUPS 128
 
 layout(std430, binding = 2) buffer Y { float y[]; };             // [rows]
@@ -62,15 +66,22 @@ void main() {
         }
     }
 #elif defined(W_LANE_X)
-    // x under this lane's codes, formed once for the workgroup's rows.
-    const uint blocks = p.k / W_BLOCK;
-    for (uint u = tid; u < blocks * W_LANES; u += gl_WorkGroupSize.x) {
-        const uint b = u / W_LANES, lane = u % W_LANES;
-        const WLaneX xl = w_lane_x(b, lane);
-        for (uint r = 0; r < ROWS; ++r) {
-            const uint row = first_row + r;
-            if (row < p.rows) acc[r] += w_lane_dot_x(row * blocks + b, lane, xl);
+    // UNITS units of a lane at a time: x under each unit's codes, formed once for the
+    // workgroup's rows, and every row's codes, all loaded before the first product so that
+    // their latencies overlap. Units and rows past the end load the last ones again (clamped
+    // addresses, no branch around a load) and are not counted.
+    const uint blocks = p.k / W_BLOCK, units = blocks * W_LANES, last_row = p.rows - 1;
+    for (uint u0 = tid; u0 < units; u0 += gl_WorkGroupSize.x * UNITS) {
+        WLaneX xl[MAX_UNITS];
+        WLaneW wl[MAX_UNITS][MAX_ROWS];
+        [[unroll]] for (uint j = 0; j < UNITS; ++j) {
+            const uint u = min(u0 + j * gl_WorkGroupSize.x, units - 1), b = u / W_LANES, lane = u % W_LANES;
+            xl[j] = w_lane_x(b, lane);
+            [[unroll]] for (uint r = 0; r < ROWS; ++r) wl[j][r] = w_lane_load(min(first_row + r, last_row) * blocks + b, lane);
         }
+        [[unroll]] for (uint j = 0; j < UNITS; ++j)
+            if (u0 + j * gl_WorkGroupSize.x < units)
+                [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] += w_lane_dot_x(wl[j][r], xl[j]);
     }
 #else
     const uint blocks = p.k / W_BLOCK;

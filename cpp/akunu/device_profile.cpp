@@ -132,12 +132,12 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     const char* no_int_dot = std::getenv("AKUNU_NO_INT_DOT");
     p.gemv_int_dot = p.integer_dot_product && p.subgroup_shuffle && p.subgroup_size >= 8 &&
                      !(no_int_dot && *no_int_dot && std::string(no_int_dot) != "0");
-    // On by default except on CPU-type Vulkan devices (lavapipe), where shared memory and
-    // shuffles are emulated and gemv.comp measured 2.5x faster; AKUNU_GEMV_WORDS=1/0 overrides.
+    // Off by default: since gemv.comp forms a lane's x once for its workgroup's rows, folds the
+    // norms and decodes codes through their float bits, it beats the word GEMV on an H200 (7b
+    // q4_0 decode 224 -> 240 tok/s, q8_0 188 -> 202, bench/NOTES.md), and on lavapipe, which
+    // emulates shared memory and shuffles, by more. AKUNU_GEMV_WORDS=1 turns it on.
     const char* words = std::getenv("AKUNU_GEMV_WORDS");
-    const bool words_set = words && *words;
-    p.gemv_words = p.subgroup_shuffle && p.subgroup_size >= 8 &&
-                   (words_set ? std::string(words) != "0" : p.type != DeviceType::kCpu);
+    p.gemv_words = p.subgroup_shuffle && p.subgroup_size >= 8 && words && *words && std::string(words) != "0";
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
     uint32_t n_families = 0;

@@ -64,9 +64,9 @@ struct DeviceProfile {
     // subgroups of 8 or more with shuffles; AKUNU_NO_INT_DOT=1 turns it off. What the device can
     // do: the engine uses it only with int8_activations.
     bool gemv_int_dot = false;
-    // The same kernel with fp32 products (gemv_words_*, XW_FLOAT): the default GEMV of those
-    // formats on Vulkan GPUs with subgroups of 8 or more with shuffles (not on CPU-type devices
-    // such as lavapipe, where it is slower); AKUNU_GEMV_WORDS=1 or 0 turns it on or off.
+    // The same kernel with fp32 products (gemv_words_*, XW_FLOAT) as the float GEMV of those
+    // formats, where AKUNU_GEMV_WORDS=1 asks for it (subgroups of 8 or more with shuffles); by
+    // default gemv.comp, which measured faster (bench/NOTES.md).
     bool gemv_words = false;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;

@@ -21,6 +21,10 @@ constexpr uint32_t kElementwiseGroup = 256;
 // GEMV geometry: invocations per workgroup and rows per workgroup (gemv.comp MAX_ROWS >= this).
 constexpr uint32_t kGemvGroup = 128;
 constexpr uint32_t kGemvRows = 4;
+// Units (a lane's 4 code bytes of a 32-element block) each invocation loads before multiplying:
+// two for Q8_0, one for the 4-bit formats, measured best on an H200 (bench/NOTES.md: 1b and 7b
+// decode, with 1, 2 and 4).
+uint32_t gemv_units(TensorType wtype) { return wtype == TensorType::Q8_0 ? 2 : 1; }
 
 struct Grid { uint32_t x, y; };
 
@@ -250,7 +254,8 @@ bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) { return d
 bool gemv_words(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_words && word_rows(wtype, k); }
 
 bool gemv_folds_norm(const DeviceProfile& d, TensorType wtype, size_t k) {
-    return type_traits(wtype).block_size == 1 || gemv_folds_activation(d, wtype, k);
+    const bool block32 = wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0 || wtype == TensorType::Q4_1;
+    return type_traits(wtype).block_size == 1 || block32 || gemv_folds_activation(d, wtype, k);
 }
 
 bool gemv_folds_activation(const DeviceProfile& d, TensorType wtype, size_t k) {
@@ -289,12 +294,13 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
              bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }
-    uint32_t group = kGemvGroup, group_rows = kGemvRows;
-    if (const char* e = std::getenv("AKUNU_GEMV_ROWS"))  // experiments: "invocations:rows" (rows <= 8)
-        std::sscanf(e, "%u:%u", &group, &group_rows);
+    uint32_t group = kGemvGroup, group_rows = kGemvRows, units = gemv_units(wtype);
+    if (const char* e = std::getenv("AKUNU_GEMV_ROWS"))  // experiments: "invocations:rows[:units]"
+        std::sscanf(e, "%u:%u:%u", &group, &group_rows, &units);
     group = std::clamp(group, 1u, d.max_workgroup_invocations);
-    group_rows = std::clamp(group_rows, 1u, 8u);
-    emit(s, weight_variant("gemv", wtype), {group, group_rows, op}, bindings, p,
+    group_rows = std::clamp(group_rows, 1u, 8u);  // gemv.comp MAX_ROWS
+    units = std::clamp(units, 1u, 4u);            // gemv.comp MAX_UNITS
+    emit(s, weight_variant("gemv", wtype), {group, group_rows, op, units}, bindings, p,
          grid_for(s, (rows + group_rows - 1) / group_rows));
 }
 

@@ -67,9 +67,9 @@ bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
 // per 32-bit word of a row, fp32 products; DeviceProfile::gemv_words), else gemv.comp.
 bool gemv_words(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether folding an RMSNorm into gemv() is cheap: true where each workgroup reads x once for
-// all its rows (float weights, the word GEMV, the integer-dot path where the device's
-// int8_activations enable it); gemv.comp's path for the block formats reads x once per row
-// and block, and the norm's weight would double those loads.
+// all its rows (float weights, Q8_0/Q4_0/Q4_1 on every path, the CPU backend); gemv.comp's
+// path for the k-quants and MLX weights reads x once per row and block, and the norm's weight
+// would double those loads.
 bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether folding the gated activation into gemv() is cheap: only where x is formed once for
 // many rows, the word GEMV and the integer-dot path (16 rows per workgroup on an H200) and the

@@ -3,8 +3,8 @@
 // WTYPE_Q6_K, and WTYPE_MLX with MLX_BITS and W_BLOCK). The includer sets W_BINDING, and for
 // MLX weights W_TOTAL_BLOCKS. Float types expose w_load1/w_load4; block formats
 // (ggml layouts, W_BLOCK elements per block) expose w_block8(), which decodes 8 elements of a
-// block, and, where the includer defines W_X4, w_lane_dot() (k-quants, MLX) or w_lane_x() and
-// w_lane_dot_x() (32-element blocks) for the GEMV. Every type exposes
+// block, and, where the includer defines W_X4, w_lane_dot() (k-quants, MLX) or w_lane_x(),
+// w_lane_load() and w_lane_dot_x() (32-element blocks) for the GEMV. Every type exposes
 // w_load8() for GEMM tiles and embedding rows.
 #ifndef AKUNU_WEIGHTS_GLSL
 #define AKUNU_WEIGHTS_GLSL
@@ -94,7 +94,8 @@ void w_block8(uint block, uint part, out float v[8]) {
 // bytes of a block and neighbouring vec4s of x (coalesced loads). W_LANES lanes share a block.
 // The includer defines W_X4(i) as its x viewed as vec4s. For these 32-element blocks a lane's
 // x is formed once and serves every row of the workgroup: w_lane_x(xblock, lane) returns it,
-// w_lane_dot_x(block, lane, x) is that lane's share of dot(block, x[xblock * 32 : +32]).
+// w_lane_load(block, lane) reads the lane's codes of a block, and w_lane_dot_x(codes, x) is
+// that lane's share of dot(block, x[xblock * 32 : +32]).
 //
 // Codes become floats through their bits, not by int-to-float conversions (a quarter-rate
 // instruction on NVIDIA): a code byte shifted to bits 15..22 and ORed into 1.0f reads as
@@ -109,6 +110,12 @@ struct WLaneX {
     float bias;  // what the 1s of the codes' floats and the format's offset add, with its sign flipped
     float sum;   // the sum of the x values (Q4_1's minimum multiplies it)
 };
+// What a lane reads of a block: its 4 code bytes and the block's head (d, and m for Q4_1, as
+// half bits), loaded by w_lane_load() before any product so that many loads are in flight.
+struct WLaneW {
+    uint codes;
+    uint head;
+};
 #if defined(WTYPE_Q8_0)
 #define W_LANES 8
 // Lane l holds qs bytes 4l..4l+3 = elements 4l..4l+3.
@@ -118,11 +125,14 @@ WLaneX w_lane_x(uint xblock, uint lane) {
     // Signed bytes q read as c = q + 128: sum(q x) = sum(c x) - 128 sum(x) = dot(1 + c/256, 256 x) - 384 sum(x).
     return WLaneX(256.0 * x, vec4(0.0), -384.0 * sum, sum);
 }
-float w_lane_dot_x(uint block, uint lane, WLaneX x) {
+WLaneW w_lane_load(uint block, uint lane) {
     const uint w = block * 17;
-    const uint c = (uint(wh[w + 1 + 2 * lane]) | (uint(wh[w + 2 + 2 * lane]) << 16)) ^ 0x80808080u;
+    return WLaneW(uint(wh[w + 1 + 2 * lane]) | (uint(wh[w + 2 + 2 * lane]) << 16), uint(wh[w]));
+}
+float w_lane_dot_x(WLaneW wl, WLaneX x) {
+    const uint c = wl.codes ^ 0x80808080u;
     const uvec4 t = uvec4(c << 15, c << 7, c >> 1, c >> 9);
-    return w_half_word(w) * (dot(uintBitsToFloat((t & 0x007F8000u) | 0x3F800000u), x.a) + x.bias);
+    return unpackHalf2x16(wl.head).x * (dot(uintBitsToFloat((t & 0x007F8000u) | 0x3F800000u), x.a) + x.bias);
 }
 #else
 #define W_LANES 4
@@ -132,20 +142,26 @@ WLaneX w_lane_x(uint xblock, uint lane) {
     const float sa = dot(xa, vec4(1.0)), sb = dot(xb, vec4(1.0));
     return WLaneX(256.0 * xa, 16.0 * xb, -(256.0 * sa + 16.0 * sb), sa + sb);
 }
-float w_lane_dot_x(uint block, uint lane, WLaneX x) {
+WLaneW w_lane_load(uint block, uint lane) {
 #if defined(WTYPE_Q4_0)
     const uint w = block * 9, q0 = w + 1;
+    const uint head = uint(wh[w]);
 #else
     const uint w = block * 10, q0 = w + 2;
+    const uint head = uint(wh[w]) | (uint(wh[w + 1]) << 16);
 #endif
-    const uint u = uint(wh[q0 + 2 * lane]) | (uint(wh[q0 + 2 * lane + 1]) << 16);
+    return WLaneW(uint(wh[q0 + 2 * lane]) | (uint(wh[q0 + 2 * lane + 1]) << 16), head);
+}
+float w_lane_dot_x(WLaneW wl, WLaneX x) {
+    const uint u = wl.codes;
     const uvec4 t = uvec4(u << 15, u << 7, u >> 1, u >> 9);  // byte j at bits 15..22
     const float s = dot(uintBitsToFloat((t & 0x00078000u) | 0x3F800000u), x.a) +
                     dot(uintBitsToFloat((t & 0x00780000u) | 0x3F800000u), x.b) + x.bias;  // sum(code x)
+    const vec2 head = unpackHalf2x16(wl.head);
 #if defined(WTYPE_Q4_0)
-    return w_half_word(w) * (s - 8.0 * x.sum);
+    return head.x * (s - 8.0 * x.sum);
 #else
-    return w_half_word(w) * s + w_half_word(w + 1) * x.sum;
+    return head.x * s + head.y * x.sum;
 #endif
 }
 #endif  // WTYPE_Q8_0

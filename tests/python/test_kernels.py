@@ -3,6 +3,7 @@ the self-check the main job runs."""
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -229,12 +230,15 @@ def test_gemv_words(device, rng, wtype, rows, k, norm):
 
 
 def test_word_gemv_where_it_is_off_by_default(device, backend):
-    """lavapipe runs gemv.comp by default (the word GEMV is slower there), so the GEMV tests run
-    again in a process with AKUNU_GEMV_WORDS=1, where every Q8_0/Q4_0/Q4_1 row of a multiple of
-    256 takes it."""
-    if backend != "vulkan" or device.profile["type"] != "cpu" or device.profile["gemv_words"] or not device.profile["subgroup_shuffle"]:
-        pytest.skip("only for CPU-type Vulkan devices that can run the word GEMV but do not by default")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-rs", "-p", "no:cacheprovider", __file__, "-k", "gemv"],
+    """The word GEMV is opt-in (gemv.comp measured faster, on lavapipe and on an H200), so its
+    kernel tests, and the decode logits of the Q8_0 fixtures, where it also folds the FFN
+    activation into the down projection, run again in a process with AKUNU_GEMV_WORDS=1, where
+    every Q8_0/Q4_0/Q4_1 row of a multiple of 256 takes it."""
+    if backend != "vulkan" or device.profile["gemv_words"] or not device.profile["subgroup_shuffle"]:
+        pytest.skip("only for Vulkan devices that can run the word GEMV but do not by default")
+    engine = str(pathlib.Path(__file__).with_name("test_engine.py"))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-rs", "-p", "no:cacheprovider", __file__, engine,
+                        "-k", "gemv or (logits_at_every_position and q8_0 and decode)"],
                        env={**os.environ, "AKUNU_TEST_BACKENDS": "vulkan", "AKUNU_GEMV_WORDS": "1"},
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
