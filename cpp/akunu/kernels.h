@@ -58,7 +58,7 @@ struct GemvInput {
 // with `input`, x is formed as it says. Q8_0, Q4_0 and Q4_1 rows of a multiple of 256
 // take integer dot products against x rounded to int8 per block of 32 where the device has
 // them (gemv_int_dot), unless allow_int_dot is false (tests check the float path there too);
-// their float path is the word GEMV where the device has it (gemv_words).
+// their float path is gemv.comp, or the word GEMV where AKUNU_GEMV_WORDS=1 turns it on (gemv_words).
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
           bool accumulate = false, const GemvInput* input = nullptr, bool allow_int_dot = true);
 // Whether gemv() takes the integer-dot path for this weight type and row length.
