@@ -243,9 +243,12 @@ GemvDotShape gemv_dot_shape(const DeviceProfile& d, TensorType wtype, size_t row
 }  // namespace
 
 namespace {
+// The 32-element block formats that the word, integer-dot and gemv.comp W_LANE_X paths read.
+bool block32(TensorType wtype) {
+    return wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0 || wtype == TensorType::Q4_1;
+}
 bool word_rows(TensorType wtype, size_t k) {
-    const bool block32 = wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0 || wtype == TensorType::Q4_1;
-    return block32 && k % 256 == 0;
+    return block32(wtype) && k % 256 == 0;
 }
 }  // namespace
 
@@ -254,8 +257,7 @@ bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) { return d
 bool gemv_words(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_words && word_rows(wtype, k); }
 
 bool gemv_folds_norm(const DeviceProfile& d, TensorType wtype, size_t k) {
-    const bool block32 = wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0 || wtype == TensorType::Q4_1;
-    return type_traits(wtype).block_size == 1 || block32 || gemv_folds_activation(d, wtype, k);
+    return type_traits(wtype).block_size == 1 || block32(wtype) || gemv_folds_activation(d, wtype, k);
 }
 
 bool gemv_folds_activation(const DeviceProfile& d, TensorType wtype, size_t k) {

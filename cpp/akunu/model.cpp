@@ -236,10 +236,9 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     };
     // After a pre-norm of `x` (n_rows rows): normed once into `normed` for GEMMs, or folded into
     // each GEMV that reads it, which reads all of x anyway (one dispatch and one barrier fewer
-    // per norm). Measured on the H200, folding speeds float weights up (7b f16 161 -> 176 tok/s)
-    // and slowed gemv.comp's path of the block formats down (7b q4_0 179 -> 158: it reads x
-    // once per row and block, and the norm weight doubles those loads), so that path keeps the
-    // separate norm (kernels::gemv_folds_norm).
+    // per norm). Measured on the H200, folding speeds float weights up (7b f16 161 -> 176 tok/s);
+    // gemv.comp's k-quant and MLX paths read x once per row and block, where the norm weight
+    // would double those loads, so they keep the separate norm (kernels::gemv_folds_norm).
     auto pre_norm = [&](const Weight& w, TensorType projection_type, const Buffer& x, const Buffer& normed, size_t n_rows,
                         bool read_by_gemv) -> ProjectionInput {
         if (!read_by_gemv || !kernels::gemv_folds_norm(t.device().profile(), projection_type, dim)) {

@@ -3,8 +3,12 @@
 #ifndef AKUNU_ACTIVATION_GLSL
 #define AKUNU_ACTIVATION_GLSL
 
-float silu(float x) { return x / (1.0 + exp(-x)); }
-vec4 silu(vec4 x) { return x / (1.0 + exp(-x)); }
+// Each gated activation's formula once, for the float and vec4 overloads.
+#define AKUNU_SILU(x) ((x) / (1.0 + exp(-(x))))
+#define AKUNU_GELU_TANH(x) (0.5 * (x) * (1.0 + tanh(0.7978845608028654 * ((x) + 0.044715 * (x) * (x) * (x)))))  // c = sqrt(2 / pi)
+
+float silu(float x) { return AKUNU_SILU(x); }
+vec4 silu(vec4 x) { return AKUNU_SILU(x); }
 
 // GELU with erf, as BERT's; GLSL has no erf, so Abramowitz & Stegun 7.1.26 (absolute error
 // below 1.5e-7).
@@ -17,28 +21,18 @@ float gelu_erf(float x) {
 }
 
 // GELU's tanh approximation (gemma's gelu_pytorch_tanh).
-float gelu_tanh(float x) {
-    const float c = 0.7978845608028654;  // sqrt(2 / pi)
-    return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
-}
-vec4 gelu_tanh(vec4 x) {
-    const float c = 0.7978845608028654;
-    return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
-}
+float gelu_tanh(float x) { return AKUNU_GELU_TANH(x); }
+vec4 gelu_tanh(vec4 x) { return AKUNU_GELU_TANH(x); }
 
 // x as a GEMV's products read it (GemvParams.x_op, params.h), from x and binding 3's g. An
 // RMSNorm's 1/rms is not here: the GEMVs apply it to the finished sums.
-float gemv_x_op(uint op, float x, float g, float weight_offset) {
-    if (op == AKUNU_GEMV_RMSNORM) return x * (g + weight_offset);
-    if (op == AKUNU_GEMV_SILU_GATE) return silu(x) * g;
-    if (op == AKUNU_GEMV_GELU_TANH_GATE) return gelu_tanh(x) * g;
-    return x;
-}
 vec4 gemv_x_op(uint op, vec4 x, vec4 g, float weight_offset) {
     if (op == AKUNU_GEMV_RMSNORM) return x * (g + weight_offset);
     if (op == AKUNU_GEMV_SILU_GATE) return silu(x) * g;
     if (op == AKUNU_GEMV_GELU_TANH_GATE) return gelu_tanh(x) * g;
     return x;
 }
+// One element: gemv.comp's scalar path, for k not a multiple of 4.
+float gemv_x_op(uint op, float x, float g, float weight_offset) { return gemv_x_op(op, vec4(x), vec4(g), weight_offset).x; }
 
 #endif
