@@ -138,6 +138,9 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     // emulates shared memory and shuffles, by more. AKUNU_GEMV_WORDS=1 turns it on.
     const char* words = std::getenv("AKUNU_GEMV_WORDS");
     p.gemv_words = p.subgroup_shuffle && p.subgroup_size >= 8 && words && *words && std::string(words) != "0";
+    const char* tiles = std::getenv("AKUNU_TILES");
+    const bool tiles_off = tiles && *tiles && std::string(tiles) == "0";
+    p.weight_tiles = tiles_off || p.int8_activations || p.gemv_words ? WeightTiles::kNone : WeightTiles::kBlocks32;
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
 
     uint32_t n_families = 0;

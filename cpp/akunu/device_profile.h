@@ -24,6 +24,11 @@ struct MemoryHeap {
 // AKUNU_INT8 set to anything but 0 (DeviceProfile::int8_activations).
 bool int8_activations_requested();
 
+// Which projection matrices a device keeps tile-major (cpu/tiles.h) rather than in the file's
+// row layout: none, the 32-element block formats (Q8_0, Q4_0, Q4_1), or every type the tile
+// table covers.
+enum class WeightTiles { kNone, kBlocks32, kAll };
+
 struct DeviceProfile {
     // Identity
     std::string name;               // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
@@ -68,6 +73,11 @@ struct DeviceProfile {
     // formats, where AKUNU_GEMV_WORDS=1 asks for it (subgroups of 8 or more with shuffles); by
     // default gemv.comp, which measured faster (bench/NOTES.md).
     bool gemv_words = false;
+    // Tile-major projection matrices: all of them on the CPU backend; on Vulkan devices the
+    // 32-element block formats, whose tile GEMV (gemv_tiles.comp) reads a tile column of 32 rows
+    // as coalesced words and x once per 32 rows. AKUNU_TILES=0 keeps the file's layout, and so do
+    // AKUNU_INT8 and AKUNU_GEMV_WORDS, whose kernels read that layout.
+    WeightTiles weight_tiles = WeightTiles::kNone;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
     bool buffer_device_address = false;  // core in 1.2, optional: a KV cache in blocks needs it

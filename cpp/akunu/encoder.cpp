@@ -42,7 +42,7 @@ std::unique_ptr<Encoder> Encoder::load(const std::string& path, const EncoderOpt
     stage("device");
     e->device_ = Device::create(options.device);
     stage("weights");
-    const auto items = plan_weight_uploads(*e->files_, c, e->device_->is_cpu());
+    const auto items = plan_weight_uploads(*e->files_, c, e->device_->profile().weight_tiles);
     for (size_t i = 0; i < items.size(); ++i) {
         const UploadItem& it = items[i];
         AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),

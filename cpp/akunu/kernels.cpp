@@ -247,6 +247,42 @@ namespace {
 bool block32(TensorType wtype) {
     return wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0 || wtype == TensorType::Q4_1;
 }
+// Their tile-major forms (cpu/tiles.h), which Vulkan devices read with gemv_tiles.comp.
+bool tiles32(TensorType wtype) {
+    const cpu::TileLayout* l = cpu::tile_layout(wtype);
+    return l && block32(l->base);
+}
+
+// gemv_tiles.comp's geometry: invocations per row of a tile (the workgroup is 32 times that),
+// blocks each invocation loads before multiplying, and blocks of x staged per pass. Measured
+// on an H200 (bench/NOTES.md: 1b and 7b decode, Q8_0 and Q4_0): 16 x 2 beat 16 x 8, 8 x 8 and
+// 32 x 4. lavapipe runs a workgroup's invocations as loops between barriers, where 512
+// invocations cost 6x what 128 do (the shipped model's GEMVs: 137 against 20 ms a step).
+struct GemvTilesShape {
+    uint32_t split = 16, units = 2, slice = 128;
+};
+GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, size_t k) {
+    GemvTilesShape g;
+    if (d.type == DeviceType::kCpu) g.split = 4;
+    if (const char* e = std::getenv("AKUNU_GEMV_TILES"))  // experiments: "split:units[:slice]"
+        std::sscanf(e, "%u:%u:%u", &g.split, &g.units, &g.slice);
+    g.split = std::clamp(g.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // gemv_tiles.comp MAX_SPLIT
+    g.units = std::clamp(g.units, 1u, 8u);                                                // MAX_UNITS
+    // Shared memory: 128 bytes of x and 8 of sums per block, 4 KiB of partial sums, 512 bytes.
+    const uint32_t fits = (d.shared_memory_bytes - 4096 - 512) / 136;
+    g.slice = std::clamp<uint32_t>(std::min<uint32_t>(g.slice, uint32_t(k / 32)), 1u, fits);
+    return g;
+}
+// One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
+// Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2.
+void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
+                     const Binding& x, const Binding& second, const GemvParams& p) {
+    const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), p.k);
+    std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
+    const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
+    emit(s, weight_variant("gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice}, std::move(bindings), p,
+         grid_for(s, tiles));
+}
 bool word_rows(TensorType wtype, size_t k) {
     return block32(wtype) && k % 256 == 0;
 }
@@ -261,7 +297,7 @@ bool gemv_folds_norm(const DeviceProfile& d, TensorType wtype, size_t k) {
 }
 
 bool gemv_folds_activation(const DeviceProfile& d, TensorType wtype, size_t k) {
-    return d.cpu_backend || (d.int8_activations && gemv_int_dot(d, wtype, k)) || gemv_words(d, wtype, k);
+    return d.cpu_backend || tiles32(wtype) || (d.int8_activations && gemv_int_dot(d, wtype, k)) || gemv_words(d, wtype, k);
 }
 
 GemvInput GemvInput::rmsnorm(const Binding& weight, float eps, float weight_offset) {
@@ -288,6 +324,10 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
+    if (gemv_fuses_parts(d, wtype)) {
+        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
+        return;
+    }
     const bool int_dot = allow_int_dot && gemv_int_dot(d, wtype, k);
     if (int_dot || gemv_words(d, wtype, k)) {
         const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k, !int_dot);
@@ -304,6 +344,36 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     units = std::clamp(units, 1u, 4u);            // gemv.comp MAX_UNITS
     emit(s, weight_variant("gemv", wtype), {group, group_rows, op, units}, bindings, p,
          grid_for(s, (rows + group_rows - 1) / group_rows));
+}
+
+bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype) { return tiles32(wtype) && !d.cpu_backend; }
+
+void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
+                const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input) {
+    AKUNU_CHECK(gemv_fuses_parts(s.device().profile(), wtype),
+                std::string("gemv_parts: ") + type_traits(wtype).name + " matrices have no fused GEMV on this device");
+    const TensorTypeTraits& t = type_traits(wtype);
+    check_row_blocks(t, k, "gemv_parts", "k");
+    AKUNU_CHECK(rows[0] > 0 && (rows[1] > 0 || rows[2] == 0), "gemv_parts: the matrices' rows must be given in order");
+    const char* w_names[3] = {"W0", "W1", "W2"};
+    const char* y_names[3] = {"y0", "y1", "y2"};
+    for (size_t i = 0; i < 3 && rows[i] > 0; ++i) {
+        check_bytes(w[i], tensor_bytes(t, uint64_t(rows[i]) * k, "gemv W"), "gemv_parts", w_names[i]);
+        check_fits(y[i], rows[i], DType::kF32, "gemv_parts", y_names[i]);
+    }
+    check_fits(x, k, DType::kF32, "gemv_parts", "x");
+    const uint32_t op = input ? input->op : AKUNU_GEMV_X;
+    AKUNU_CHECK(op <= AKUNU_GEMV_GELU_TANH_GATE, "gemv_parts: unknown input op " + std::to_string(op));
+    if (op != AKUNU_GEMV_X) check_fits(input->second, k, DType::kF32, "gemv_parts", "the op's second input");
+    GemvParams p{checked_u32(rows[0], "gemv_parts: rows"), checked_u32(k, "gemv_parts: k"), 0u, op,
+                 input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2])};
+    AKUNU_CHECK(rows[1] <= 0xFFFFFFFFu && rows[2] <= 0xFFFFFFFFu, "gemv_parts: rows must be below 2^32");
+    // Matrices past the last given are bound as the first (not read).
+    const Binding& w1 = rows[1] ? w[1] : w[0];
+    const Binding& w2 = rows[2] ? w[2] : w[0];
+    const Binding& y1 = rows[1] ? y[1] : y[0];
+    const Binding& y2 = rows[2] ? y[2] : y[0];
+    emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, op != AKUNU_GEMV_X ? input->second : x, p);
 }
 
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,
@@ -339,6 +409,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 }
 
 bool dequantizes_to_f16(TensorType wtype) {
+    if (tiles32(wtype)) return true;
     switch (wtype) {
         case TensorType::Q8_0: case TensorType::Q4_0: case TensorType::Q4_1:
         case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K:
@@ -356,7 +427,9 @@ void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Bind
     check_bytes(out, n * k * 2, "dequant_f16", "out");
     check_bytes(step, sizeof(StepState), "dequant_f16", "step");
     DequantParams p{checked_u32(n, "dequant_f16: n"), checked_u32(k, "dequant_f16: k"), min_rows};
-    emit(s, weight_variant("dequant_f16", wtype), {}, {w, out, step}, p, grid_for(s, (n * k / 8 + 255) / 256));
+    // An invocation per 8 weights; in tiles, per row and block of whole tiles (dequant.comp).
+    const size_t items = tiles32(wtype) ? (n + 31) / 32 * 32 * (k / 32) : n * k / 8;
+    emit(s, weight_variant("dequant_f16", wtype), {}, {w, out, step}, p, grid_for(s, (items + 255) / 256));
 }
 
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids, const Binding& step,

@@ -4,6 +4,8 @@
 // CommandList (run now) or a DispatchTable (recorded once, replayed per token).
 #pragma once
 
+#include <array>
+
 #include "akunu/arch.h"
 #include "akunu/command_list.h"
 #include "akunu/dtype.h"
@@ -59,8 +61,17 @@ struct GemvInput {
 // take integer dot products against x rounded to int8 per block of 32 where the device has
 // them (gemv_int_dot), unless allow_int_dot is false (tests check the float path there too);
 // their float path is gemv.comp, or the word GEMV where AKUNU_GEMV_WORDS=1 turns it on (gemv_words).
+// Their tile-major forms (*_T32) take gemv_tiles.comp on Vulkan devices (gemv_fuses_parts).
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
           bool accumulate = false, const GemvInput* input = nullptr, bool allow_int_dot = true);
+// y_i[0 : rows[i]] = W_i · x for i < 3 in one dispatch: the projections that read the same x
+// (Q, K and V; gate and up, with rows[2] = 0, whose W and y are then not read). Only where
+// gemv_fuses_parts.
+void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
+                const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr);
+// Whether gemv_parts() takes matrices of this type: the tile-major Q8_0/Q4_0/Q4_1 on Vulkan
+// devices (gemv_tiles.comp), whose workgroups each own one tile of one matrix.
+bool gemv_fuses_parts(const DeviceProfile& device, TensorType wtype);
 // Whether gemv() takes the integer-dot path for this weight type and row length.
 bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether its float path for them is the word GEMV (gemv_words_*: gemv_dot.comp's table of x
@@ -72,8 +83,8 @@ bool gemv_words(const DeviceProfile& device, TensorType wtype, size_t k);
 // would double those loads.
 bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether folding the gated activation into gemv() is cheap: only where x is formed once for
-// many rows, the word GEMV and the integer-dot path (16 rows per workgroup on an H200) and the
-// CPU backend (once per thread's range of rows). gemv.comp's float path takes 4 rows per
+// many rows: the tile GEMV (32 rows per workgroup), the word GEMV and the integer-dot path (16
+// rows per workgroup on an H200) and the CPU backend (once per thread's range of rows). gemv.comp's float path takes 4 rows per
 // workgroup, so each element's activation would be computed rows / 4 times: 1b f16 decode
 // measured 726 -> 704 tok/s with it folded there.
 bool gemv_folds_activation(const DeviceProfile& device, TensorType wtype, size_t k);

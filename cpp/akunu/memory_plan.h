@@ -44,7 +44,7 @@ struct PlanOptions {
     bool kv_blocks = false;  // the KV cache grows in blocks of 256 positions (kv_cache.h)
     bool kv_ring = false;    // sliding-window layers keep a ring of window + max(prefill_chunk, 2 max_chain) rows
     std::string weights_dtype = "F16";  // for config-only plans: the type of the 2-D weights
-    bool weight_tiles = false;  // the CPU backend's layout: tile-major matrices, a tied embedding twice
+    WeightTiles weight_tiles = WeightTiles::kNone;  // the device's (DeviceProfile): tile-major matrices, a tied embedding twice
     // Long prefill chunks dequantize block-format projections to f16 scratch first
     // (DeviceProfile::prefill_dequant_rows): the scratch holds the largest one.
     bool prefill_dequant = false;

@@ -90,7 +90,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     po.kv_dtype = options.kv_dtype;
     po.kv_blocks = options.kv_blocks;
     po.kv_ring = options.kv_ring;
-    po.weight_tiles = b->device->is_cpu();
+    po.weight_tiles = b->device->profile().weight_tiles;
     b->plan = with_prefill_dequant(plan_memory(b->config, b->files.get(), po), b->files.get(),
                                    b->device->profile().prefill_dequant_rows);
     const PlanFit fit = check_fit(b->plan, b->device->profile());
@@ -268,6 +268,34 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         kernels::rmsnorm(t, h1, post_norm->buffer, h1, DType::kF32, rows, dim, c.norm_eps, norm_offset);
         kernels::add(t, h0, h1, h0, DType::kF32, rows * dim);
     };
+    // Projections of `dim` inputs that read the same x, each into its y (rows ldy floats apart):
+    // one dispatch where the GEMV multiplies several matrices at once (kernels::gemv_parts,
+    // tile-major weights of one type) under the label `fused`, else one matmul each.
+    struct Projection {
+        const char* label;
+        const Weight* w;
+        Binding y;
+        size_t n, ldy;
+    };
+    auto project = [&](const std::string& blk, const char* fused, std::initializer_list<Projection> parts,
+                       const ProjectionInput& in) {
+        const TensorType type = parts.begin()->w->type;
+        bool fuse = !prefill && parts.size() <= 3 && kernels::gemv_fuses_parts(t.device().profile(), type);
+        for (const Projection& p : parts) fuse &= p.w->type == type;
+        if (!fuse) {
+            for (const Projection& p : parts) {
+                t.set_label(blk + p.label);
+                matmul(*p.w, in.x, p.y, p.n, dim, p.ldy, false, in.fold());
+            }
+            return;
+        }
+        std::array<Binding, 3> w, y;
+        std::array<size_t, 3> n{};
+        size_t i = 0;
+        for (const Projection& p : parts) w[i] = Binding(p.w->buffer), y[i] = p.y, n[i++] = p.n;
+        t.set_label(blk + fused);
+        kernels::gemv_parts(t, w, type, in.x, y, n, dim, in.fold());
+    };
     // Per-head norms of Q or K: n_heads rows of head_dim inside each token's qkv row.
     auto head_norm = [&](const Binding& x, const Weight& w, int heads) {
         kernels::rmsnorm(t, x, w.buffer, x, DType::kF32, rows * size_t(heads), size_t(c.head_dim), c.norm_eps, norm_offset,
@@ -290,12 +318,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const std::string blk = "blk." + std::to_string(l) + ".";
         t.set_label(blk + "attn_norm");
         const ProjectionInput attn_in = pre_norm(L.attn_norm, L.q.type, h0, residual, rows, !prefill);
-        t.set_label(blk + "attn_q");
-        matmul(L.q, attn_in.x, q, q_dim, dim, qkv_row, false, attn_in.fold());
-        t.set_label(blk + "attn_k");
-        matmul(L.k, attn_in.x, k, kv_dim, dim, qkv_row, false, attn_in.fold());
-        t.set_label(blk + "attn_v");
-        matmul(L.v, attn_in.x, v, kv_dim, dim, qkv_row, false, attn_in.fold());
+        project(blk, "attn_qkv", {{"attn_q", &L.q, q, q_dim, qkv_row}, {"attn_k", &L.k, k, kv_dim, qkv_row},
+                                  {"attn_v", &L.v, v, kv_dim, qkv_row}}, attn_in);
         if (c.qkv_bias) {
             t.set_label(blk + "attn_qkv_bias");
             kernels::add_rows(t, q, L.q_bias.buffer, q, DType::kF32, {q_dim, rows, qkv_row, 0, qkv_row});
@@ -327,10 +351,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         into_residual(L.o, {Binding(attn_out), std::nullopt}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
         t.set_label(blk + "ffn_norm");
         const ProjectionInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
-        t.set_label(blk + "ffn_gate");
-        matmul(L.gate, ffn_in.x, gate, ffn, dim, ffn, false, ffn_in.fold());
-        t.set_label(blk + "ffn_up");
-        matmul(L.up, ffn_in.x, up, ffn, dim, ffn, false, ffn_in.fold());
+        project(blk, "ffn_gate_up", {{"ffn_gate", &L.gate, gate, ffn, ffn}, {"ffn_up", &L.up, up, ffn, ffn}}, ffn_in);
         t.set_label(blk + "ffn_act");
         const ProjectionInput down_in = gated(L.down.type);
         t.set_label(blk + "ffn_down");

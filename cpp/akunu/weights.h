@@ -22,11 +22,12 @@ struct UploadItem {
     size_t bytes;               // the buffer's size
 };
 
-// What the loader uploads, in order; the memory plan sums the same list. With `tiles` (the CPU
-// backend), projection matrices become tile-major (cpu/tiles.h) and a decoder whose head is
-// tied to its embedding keeps the embedding twice: as stored, for lookups, and in tiles, as
-// the head (an extra kOutput item).
-std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const ModelConfig& c, bool tiles = false);
+// What the loader uploads, in order; the memory plan sums the same list. Projection matrices
+// of the types `tiles` covers (DeviceProfile::weight_tiles) become tile-major (cpu/tiles.h),
+// and a decoder whose head is tied to its embedding of such a type keeps the embedding twice:
+// as stored, for lookups, and in tiles, as the head (an extra kOutput item).
+std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const ModelConfig& c,
+                                            WeightTiles tiles = WeightTiles::kNone);
 
 // One uploaded tensor.
 struct Weight {
@@ -53,7 +54,7 @@ struct ModelWeights {
 Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item);
 
 // Uploads the weights of a validated model; `progress(done, total)` is called per tensor.
-// Tiles on the CPU backend (plan_weight_uploads).
+// Tiles as the device's profile says (plan_weight_uploads).
 ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFiles& files, const ModelConfig& c,
                             const std::function<void(size_t, size_t)>& progress = {});
 

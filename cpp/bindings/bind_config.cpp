@@ -130,7 +130,7 @@ void init_config(py::module_& m) {
             o.weights_dtype = weights_dtype;
             std::optional<DeviceInfo> info;
             if (device) info = find_device(*device);
-            o.weight_tiles = info && info->profile.type == DeviceType::kCpu;
+            o.weight_tiles = info ? info->profile.weight_tiles : WeightTiles::kNone;
             MemoryPlan p = plan_memory(c, files.get(), o);
             if (info) p = with_prefill_dequant(p, files.get(), info->profile.prefill_dequant_rows);
             py::dict d;

@@ -71,6 +71,23 @@ void init_kernels(py::module_& m) {
           py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f,
           py::arg("allow_int_dot") = true, py::arg("w_offset") = 0, py::arg("up") = nullptr,
           py::arg("activation") = "silu");
+    k.def("gemv_parts",
+          [weight_type](CommandList& cl, const std::array<const PyBuffer*, 3>& w, const std::string& wtype, const PyBuffer& x,
+                        const std::array<const PyBuffer*, 3>& y, std::array<size_t, 3> rows, size_t kk,
+                        const PyBuffer* norm_weight, float eps, float weight_offset) {
+              std::optional<kernels::GemvInput> input;
+              if (norm_weight) input = kernels::GemvInput::rmsnorm(norm_weight->buffer, eps, weight_offset);
+              for (int i = 0; i < 3; ++i) AKUNU_CHECK(w[size_t(i)] && y[size_t(i)], "gemv_parts: pass three W and three y buffers");
+              kernels::gemv_parts(cl, {w[0]->buffer, w[1]->buffer, w[2]->buffer}, weight_type(wtype), x.buffer,
+                                  {y[0]->buffer, y[1]->buffer, y[2]->buffer}, rows, kk, input ? &*input : nullptr);
+          },
+          py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("rows"), py::arg("k"),
+          py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f,
+          "y[i] = W[i] @ x for three matrices in one dispatch (Q, K and V; rows[2] = 0 for two), for tile-major "
+          "Q8_0/Q4_0/Q4_1 on Vulkan devices.");
+    k.def("gemv_fuses_parts", [weight_type](const Device& d, const std::string& wtype) {
+        return kernels::gemv_fuses_parts(d.profile(), weight_type(wtype));
+    }, "Whether gemv_parts takes this weight type on this device.");
     k.def("gemv_int_dot", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_int_dot(d.profile(), weight_type(wtype), kk);
     }, "Whether gemv takes the integer-dot path on this device for this weight type and row length.");

@@ -1,4 +1,5 @@
 // Python view of model files: metadata, tensor listings and tensors as NumPy arrays.
+#include "akunu/cpu/tiles.h"
 #include "akunu/error.h"
 #include "akunu/model_files.h"
 #include "akunu/utf8.h"
@@ -98,6 +99,25 @@ void init_model(py::module_& m) {
             return out;
         },
         py::arg("raw"), py::arg("type"), "Dequantizes raw blocks of a ggml type (\"Q4_K\", ...) to float32.");
+    m.def(
+        "pack_tiles",
+        [](py::array_t<uint8_t, py::array::c_style> raw, const std::string& tiled_name, size_t rows, size_t k) {
+            const TensorTypeTraits* t = find_type_by_name(tiled_name);
+            const cpu::TileLayout* l = t ? cpu::tile_layout(t->type) : nullptr;
+            AKUNU_CHECK(l, "'" + tiled_name + "' is not a tile-major type (Q4_0_T32, F16_T32, ...)");
+            const TensorTypeTraits& base = type_traits(l->base);
+            AKUNU_CHECK(rows > 0 && k % base.block_size == 0, "pack_tiles: k = " + std::to_string(k) +
+                                                                 " is not a whole number of " + base.name + " blocks");
+            AKUNU_CHECK(size_t(raw.size()) == tensor_bytes(base, uint64_t(rows) * k, "(buffer)"),
+                        "pack_tiles: " + std::to_string(raw.size()) + " bytes is not a [" + std::to_string(rows) + ", " +
+                            std::to_string(k) + "] matrix of " + base.name);
+            py::array_t<uint8_t> out{py::ssize_t(cpu::tiled_bytes(*l, rows, k))};
+            cpu::pack_tiles(*l, raw.data(), rows, k, out.mutable_data());
+            return out;
+        },
+        py::arg("raw"), py::arg("type"), py::arg("rows"), py::arg("k"),
+        "A [rows, k] matrix of raw blocks (or float bits) regrouped into the tile-major type `type` "
+        "(\"Q4_0_T32\", ...): the layout the engine uploads its projection matrices in.");
     m.def("tensor_types", [] {
         py::list out;
         for (uint32_t id = 0; id < 128; ++id)

@@ -142,7 +142,8 @@ MODEL_GEMV_SHAPES = {
 }
 
 
-def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1"), models=("1b", "1.1b", "7b"), chained: bool = True,
+def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1", "Q8_0_T32", "Q4_0_T32"), models=("1b", "1.1b", "7b"),
+              chained: bool = True,
               int_dot: bool | None = None, scale: float = 1.0, pool=None) -> list[BenchRow]:
     """GEMV bandwidth at the decode shapes. The matrices lie side by side in a pool of 1 GiB
     (times `scale`) of random bytes, so each dispatch streams its weights from memory as decode

@@ -99,7 +99,10 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     at load (its first block), and kv_max_bytes what it grows to at the full context.
 
     `device`: an index or name part (default: AKUNU_DEVICE or the best device); the plan says
-    whether it fits there. `weights_dtype` sizes the weights of config-only models.
+    whether it fits there, and counts the weights in the layout that device uploads (its
+    profile's tile-major matrices, with a tied head's second copy). With check_device=False the
+    weights are counted as the file stores them. `weights_dtype` sizes the weights of
+    config-only models.
     """
     files = None
     if isinstance(model, _akunu.ModelFiles):

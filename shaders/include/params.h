@@ -79,8 +79,12 @@ struct GemvParams {
     uint x_op;  // AKUNU_GEMV_*
     float eps;
     float weight_offset;
+    // Rows of a second and third matrix that one dispatch multiplies by the same x, their
+    // results after the first's in y (gemv_tiles.comp: Q, K and V); 0 for one matrix.
+    uint rows1;
+    uint rows2;
 };
-AKUNU_PARAMS_SIZE(GemvParams, 24)
+AKUNU_PARAMS_SIZE(GemvParams, 32)
 
 // The step state: what changes from one decode step to the next, read by kernels from a small
 // device buffer so that a recorded command buffer is replayed unchanged.

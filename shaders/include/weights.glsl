@@ -5,7 +5,9 @@
 // (ggml layouts, W_BLOCK elements per block) expose w_block8(), which decodes 8 elements of a
 // block, and, where the includer defines W_X4, w_lane_dot() (k-quants, MLX) or w_lane_x(),
 // w_lane_load() and w_lane_dot_x() (32-element blocks) for the GEMV. Every type exposes
-// w_load8() for GEMM tiles and embedding rows.
+// w_load8() for GEMM tiles and embedding rows. With W_TILES, Q8_0/Q4_0/Q4_1 matrices are
+// tile-major (cpu/tiles.h, what DeviceProfile::weight_tiles uploads): w_load8() and w_raw8()
+// read that layout, and gemv_tiles.comp uses w_tile_column() and friends directly.
 #ifndef AKUNU_WEIGHTS_GLSL
 #define AKUNU_WEIGHTS_GLSL
 
@@ -67,6 +69,25 @@ float w_half_word(uint word) { return unpackHalf2x16(uint(wh[word])).x; }
 #define W_BLOCK_BYTES 20  // block_q4_1 {half d; half m; u8 qs[16]}
 #else
 #error "no WTYPE_* defined"
+#endif
+#if defined(WTYPE_Q4_1)
+#define W_HEAD_FIELDS 2  // f16 d, m
+#else
+#define W_HEAD_FIELDS 1  // f16 d
+#endif
+
+#ifdef W_TILES
+// Tile-major blocks (cpu/tiles.h): block column b of rows 32 t .. 32 t + 31 is tile column
+// t * (K / 32) + b, 32 * W_BLOCK_BYTES bytes: the head fields of its 32 rows (64 bytes each),
+// then the codes as 4-byte chunks, chunk c of row r at word 16 * W_HEAD_FIELDS + 32 c + r.
+// Every access is a whole 16- or 32-bit word, and 32 rows' words are contiguous.
+layout(std430, binding = W_BINDING) readonly buffer Ww { uint ww[]; };
+// The first word of the tile column that holds block b of `row` in a matrix of rows of K.
+uint w_tile_column(uint row, uint b, uint K) { return ((row / 32) * (K / 32) + b) * (W_BLOCK_BYTES * 8); }
+// Head field f (0: d, 1: Q4_1's m) of row r (0..31) in a column, as half bits.
+uint w_tile_head(uint column, uint r, uint f) { return uint(wh[2 * column + 32 * f + r]); }
+// Code chunk c (bytes 4 c .. 4 c + 3 of the block's codes) of row r in a column.
+uint w_tile_chunk(uint column, uint r, uint c) { return ww[column + 16 * W_HEAD_FIELDS + 32 * c + r]; }
 #endif
 
 // Elements 8 * part .. 8 * part + 7 of a block: what one invocation of the GEMM or the
@@ -169,9 +190,31 @@ float w_lane_dot_x(WLaneW wl, WLaneX x) {
 #endif  // k-quants or 32-element blocks
 
 // Eight weights W[row, k0 : k0 + 8] of a [rows, K] matrix (k0 a multiple of 8).
+#if defined(W_TILES)
+// Part p of a block is chunks 2 p and 2 p + 1 (Q8_0), or the low (p < 2) or high nibbles of
+// chunks 2 (p & 1) and 2 (p & 1) + 1 (the 4-bit formats).
+void w_load8(uint row, uint k0, uint K, out float v[8]) {
+    const uint column = w_tile_column(row, k0 / 32, K), r = row % 32, part = (k0 % 32) / 8;
+    const float d = unpackHalf2x16(w_tile_head(column, r, 0)).x;
+#if defined(WTYPE_Q8_0)
+    const uint a = w_tile_chunk(column, r, 2 * part), b = w_tile_chunk(column, r, 2 * part + 1);
+    for (uint j = 0; j < 8; ++j) v[j] = d * float(int((j < 4 ? a : b) << (24 - 8 * (j % 4))) >> 24);
+#else
+#if defined(WTYPE_Q4_0)
+    const float m = -8.0 * d;
+#else
+    const float m = unpackHalf2x16(w_tile_head(column, r, 1)).x;
+#endif
+    const uint c = 2 * (part & 1u), shift = part >= 2 ? 4 : 0;
+    const uint a = w_tile_chunk(column, r, c), b = w_tile_chunk(column, r, c + 1);
+    for (uint j = 0; j < 8; ++j) v[j] = d * float(((j < 4 ? a : b) >> (8 * (j % 4) + shift)) & 15u) + m;
+#endif
+}
+#else
 void w_load8(uint row, uint k0, uint K, out float v[8]) {
     w_block8(row * (K / W_BLOCK) + k0 / W_BLOCK, (k0 % W_BLOCK) / 8, v);
 }
+#endif
 #endif  // block formats
 
 #ifdef W_LOAD8_HALF
@@ -195,13 +238,25 @@ WRaw w_raw8(uint row, uint k0, uint K) {
 }
 uvec4 w_half8(WRaw r, uint k0) { return r.h; }
 #elif defined(WTYPE_Q8_0) || defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1)
-#if defined(WTYPE_Q4_1)
-#define W_HEAD_WORDS 2  // d, m
-#else
-#define W_HEAD_WORDS 1  // d
-#endif
+#define W_HEAD_WORDS W_HEAD_FIELDS
 // The block's head (d, and m for Q4_1) and the four 16-bit words that hold the 8 codes.
 struct WRaw { uint head; uvec4 q; };
+#if defined(W_TILES)
+WRaw w_raw8(uint row, uint k0, uint K) {
+    const uint column = w_tile_column(row, k0 / 32, K), r = row % 32, part = (k0 % 32) / 8;
+#if defined(WTYPE_Q8_0)
+    const uint c = 2 * part;         // bytes 8 part .. 8 part + 7
+#else
+    const uint c = 2 * (part & 1u);  // low or high nibbles of 8 bytes
+#endif
+    uint head = w_tile_head(column, r, 0);
+#if W_HEAD_WORDS == 2
+    head |= w_tile_head(column, r, 1) << 16;
+#endif
+    const uint a = w_tile_chunk(column, r, c), b = w_tile_chunk(column, r, c + 1);
+    return WRaw(head, uvec4(a & 0xFFFFu, a >> 16, b & 0xFFFFu, b >> 16));
+}
+#else
 WRaw w_raw8(uint row, uint k0, uint K) {
     const uint w = (row * (K / 32) + k0 / 32) * (W_BLOCK_BYTES / 2), part = (k0 % 32) / 8;
 #if defined(WTYPE_Q8_0)
@@ -215,6 +270,7 @@ WRaw w_raw8(uint row, uint k0, uint K) {
 #endif
     return WRaw(head, uvec4(wh[q], wh[q + 1], wh[q + 2], wh[q + 3]));
 }
+#endif
 // Codes become halves through their bits: 0x6400 | c is the half 1024 + c for c < 1024, so one
 // OR and one subtraction per pair of codes give them exactly, and one product (a fused one for
 // Q4_1's offset) rounds each weight once, as the fp32 path then rounded it to a half.

@@ -34,7 +34,9 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"attention_split_", sizeof(AttentionParams), 8}, {"flash_attention_", sizeof(FlashAttentionParams), 7},
         {"kv_store_", sizeof(RopeKvParams), 6}, {"rope_only", sizeof(RopeKvParams), 6},
         {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"add_", sizeof(AddParams), 3},
-        {"rmsnorm_", sizeof(RmsNormParams), 3}, {"gemv_", sizeof(GemvParams), 4},
+        {"rmsnorm_", sizeof(RmsNormParams), 3},
+        {"gemv_", sizeof(GemvParams), 8, "_t32"},  // gemv_tiles.comp: up to three W and y
+        {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 6},
         {"act_", sizeof(ActParams), 3}, {"sample", sizeof(SampleParams), 5}, {"gemm_", sizeof(GemmParams), 4},

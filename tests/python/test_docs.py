@@ -50,7 +50,7 @@ def dispatch_table():
 def test_token_flow_table_is_the_shipped_models(dispatch_table):
     text = (DOCS / "token-flow.md").read_text(encoding="utf-8")
     rows = _table_rows(text, "| # | label | kernel | groups |")
-    assert len(rows) >= 10, "the dispatch table is missing from docs/token-flow.md"
+    assert len(rows) >= 8, "the dispatch table is missing from docs/token-flow.md"
     kernels = {cmd["kernel"] for cmd in dispatch_table}
     if any(k.startswith("gemv_words_") for k in kernels):
         pytest.skip("the page shows lavapipe's table; this device runs the word GEMV, which folds the norms "
@@ -70,7 +70,7 @@ def test_token_flow_names_only_kernels_that_exist():
     """Kernel names in the prose (the prefill GEMMs, flash attention, ...) are embedded kernels."""
     text = (DOCS / "token-flow.md").read_text(encoding="utf-8")
     known = set(akunu.kernel_names())
-    kernel = re.compile(r"(embed|gemv|gemv_dot|gemm|gemm_cm|rmsnorm|add|fill|copy)_(f32|f16|bf16|q8_0|q4_0|q4_1|q4_k|q5_k|q6_k|u32)"
+    kernel = re.compile(r"(embed|gemv|gemv_dot|gemm|gemm_cm|dequant_f16|rmsnorm|add|fill|copy)_(f32|f16|bf16|q8_0|q4_0|q4_1|q4_k|q5_k|q6_k|u32)(_t32)?"
                         r"|act_[a-z_]+|attention_split|flash_attention|last_row|rope_kv")
     named = {w for w in re.findall(r"`([a-z0-9_]+)`", text) if kernel.fullmatch(w)}
     assert named, "no kernel names found in docs/token-flow.md"

@@ -142,11 +142,19 @@ def random_weight_blocks_on(device, rng, wtype, rows, k):
     return device.upload(raw.reshape(-1)), w, wtype
 
 
+# Their tile-major forms (32-row tiles, cpu/tiles.h), in which the engine uploads projection
+# matrices of these types: the CPU backend's kernels and Vulkan's gemv_tiles.comp and W_TILES.
+TILE_FORMATS = ["Q8_0_T32", "Q4_0_T32", "Q4_1_T32"]
+
+
 def random_weights(device, rng, wtype, rows, k):
     """W [rows, k] of any weight type on the device: (buffer, W as float64, the wtype argument
-    of ops: the ggml name for raw blocks and bf16 bits, None where the buffer's dtype says it)."""
+    of ops: the ggml name for raw blocks, tiles and bf16 bits, None where the buffer's dtype says it)."""
     if wtype in GPU_FORMATS:
         return random_weight_blocks_on(device, rng, wtype, rows, k)
+    if wtype in TILE_FORMATS:
+        raw, w = random_weight_blocks(rng, wtype[:-4], rows, k)
+        return device.upload(_akunu.pack_tiles(raw.reshape(-1), wtype, rows, k)), w, wtype
     if wtype == "bf16":
         bits = (rng.standard_normal((rows, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
         w = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
@@ -158,6 +166,35 @@ def random_weights(device, rng, wtype, rows, k):
 def row_length(wtype, units):
     """k = units blocks of 32 (float types and 32-element blocks) or of 256 (k-quants)."""
     return units * (BLOCK_FORMATS[wtype][0] if wtype in GPU_FORMATS else 32)
+
+
+@pytest.mark.parametrize("wtype", TILE_FORMATS)
+@pytest.mark.parametrize("rows, k", [(1, 32), (7, 96), (33, 1280), (67, 4096 + 96), (5, 9600)])
+@pytest.mark.parametrize("x_op", ["x", "norm", "silu", "gelu_tanh"])
+def test_gemv_tiles(device, rng, wtype, rows, k, x_op):
+    """Tile-major blocks: partial tiles (rows not a multiple of 32, whose padding rows must not
+    be written), rows of 1 to 300 blocks (x staged in slices of 128 blocks), and each input op
+    folded: the RMSNorm, and the gated activations of the down projection."""
+    w_dev, w, wname = random_weights(device, rng, wtype, rows, k)
+    x = rng.standard_normal(k).astype(np.float32)
+    g = rng.standard_normal(k).astype(np.float32)
+    y = poisoned(device, rows + 3, np.float32)  # 3 floats past the rows: must stay poisoned
+    x_dev, g_dev = device.upload(x), device.upload(g)
+    norm = g_dev if x_op == "norm" else None
+    up, act = (g_dev, x_op) if x_op in ("silu", "gelu_tanh") else (None, "silu")
+    ops._run(device, lambda cl: kernels.gemv(cl, w_dev, wname, x_dev, y, rows, k, norm, 1e-6, 1.0, False, up=up, activation=act))
+    xd, gd = x.astype(np.float64), g.astype(np.float64)
+    if x_op == "norm":
+        v = xd * (gd + 1.0) / np.sqrt(np.mean(xd ** 2) + 1e-6)
+    elif x_op == "silu":
+        v = xd / (1.0 + np.exp(-xd)) * gd
+    elif x_op == "gelu_tanh":
+        v = 0.5 * xd * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (xd + 0.044715 * xd ** 3))) * gd
+    else:
+        v = xd
+    got = y.numpy()
+    np.testing.assert_allclose(got[:rows], w @ v, rtol=1e-4, atol=1e-5 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max())
+    assert np.isnan(got[rows:]).all(), "a padding row of the last tile was written"
 
 
 @pytest.mark.parametrize("wtype", GPU_FORMATS)
@@ -251,8 +288,32 @@ def test_gemv_integer_dot_is_refused_where_it_is_not_taken(device):
                  int_dot=True)
 
 
+@pytest.mark.parametrize("wtype", TILE_FORMATS)
+@pytest.mark.parametrize("rows, k", [((40, 24, 8), 96), ((4096 // 64, 32, 33), 4096 + 96), ((70, 70, 0), 160)])
+@pytest.mark.parametrize("norm", [False, True])
+def test_gemv_tiles_fused_parts(device, backend, rng, wtype, rows, k, norm):
+    """Q, K and V (or gate and up: a third matrix of 0 rows) in one dispatch: matrices of their
+    own row counts (partial last tiles in each), each product in its own y, the norm folded;
+    the float past each y's rows stays poisoned."""
+    if not kernels.gemv_fuses_parts(device, wtype):
+        pytest.skip("the CPU backend runs Q, K and V as three GEMVs (its threads split rows, not tiles)")
+    parts = [random_weights(device, rng, wtype, max(n, 1), k) for n in rows]
+    x = rng.standard_normal(k).astype(np.float32)
+    g = rng.standard_normal(k).astype(np.float32)
+    ys = [poisoned(device, n + 1, np.float32) for n in rows]
+    x_dev, g_dev = device.upload(x), device.upload(g)
+    ops._run(device, lambda cl: kernels.gemv_parts(cl, [p[0] for p in parts], wtype, x_dev, ys, rows, k,
+                                                   g_dev if norm else None, 1e-6, 1.0))
+    xd = x.astype(np.float64)
+    v = xd * (g.astype(np.float64) + 1.0) / np.sqrt(np.mean(xd ** 2) + 1e-6) if norm else xd
+    for (_, w, _), n, y in zip(parts, rows, ys):
+        got = y.numpy()
+        np.testing.assert_allclose(got[:n], w[:n] @ v, rtol=1e-4, atol=1e-5 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max())
+        assert np.isnan(got[n:]).all(), "a row past a matrix's rows was written"
+
+
 @pytest.mark.parametrize("variant", ["scalar", "coopmat"])
-@pytest.mark.parametrize("wtype", [*GPU_FORMATS, np.float32, np.float16, "bf16"])
+@pytest.mark.parametrize("wtype", [*GPU_FORMATS, *TILE_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("m, n, units", [(1, 7, 1), (37, 67, 3), (130, 65, 2), (67, 257, 9)])
 def test_gemm(device, rng, variant, wtype, m, n, units):
     """The prefill GEMM over odd tile remainders (rows and outputs not multiples of the 64 or
@@ -293,7 +354,7 @@ def test_gemm_runs_only_inside_its_row_window(device, rng, variant, wtype):
             assert np.isnan(y.numpy()).all(), f"window [{lo}, {hi}) ran for {m} rows"
 
 
-@pytest.mark.parametrize("wtype", GPU_FORMATS)
+@pytest.mark.parametrize("wtype", [*GPU_FORMATS, *TILE_FORMATS])
 @pytest.mark.parametrize("rows, units", [(1, 1), (7, 3), (33, 2)])
 def test_dequant_f16(device, backend, rng, wtype, rows, units):
     """Block-format weights as halves (the f16 matrix a long prefill chunk's GEMM reads), each
@@ -307,7 +368,7 @@ def test_dequant_f16(device, backend, rng, wtype, rows, units):
     out = poisoned(device, [rows, k], np.float16)
     ops.dequant_f16(w_dev, out, wname)
     want = w.astype(np.float16).astype(np.float64)
-    row_ulp = 2 ** -10 * np.abs(w).max(axis=1, keepdims=True) if wtype == "Q4_1" else 2 ** -24
+    row_ulp = 2 ** -10 * np.abs(w).max(axis=1, keepdims=True) if wtype.startswith("Q4_1") else 2 ** -24
     np.testing.assert_array_less(np.abs(out.numpy().astype(np.float64) - want), 2 ** -10 * np.abs(want) + row_ulp + 1e-30)
 
 

@@ -60,6 +60,7 @@ DeviceProfile cpu_profile() {
              (p.int8_activations ? ", int8 activations" : "") + ")";
     p.type = DeviceType::kCpu;
     p.cpu_backend = true;
+    p.weight_tiles = WeightTiles::kAll;
     p.vendor = "akunu";
     p.driver = "akunu native CPU backend";
     p.api_version = 0;

@@ -1,7 +1,11 @@
 // The tile layouts and the packing done at load.
 #include "akunu/cpu/tiles.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
 
 namespace akunu::cpu {
 
@@ -27,7 +31,9 @@ void pack_elements(const uint8_t* src, size_t rows, size_t k, uint8_t* dst) {
 
 }  // namespace
 
-const TileLayout* tile_layout_for(TensorType base) {
+const TileLayout* tile_layout_for(TensorType base, WeightTiles which) {
+    if (which == WeightTiles::kNone) return nullptr;
+    if (which == WeightTiles::kBlocks32 && base != T::Q8_0 && base != T::Q4_0 && base != T::Q4_1) return nullptr;
     for (const TileLayout& l : kLayouts)
         if (l.base == base) return &l;
     return nullptr;
@@ -48,28 +54,51 @@ size_t tiled_bytes(const TileLayout& l, size_t rows, size_t k) {
     return (rows + kTileRows - 1) / kTileRows * tile_bytes(l, k);
 }
 
-void pack_tiles(const TileLayout& l, const uint8_t* src, size_t rows, size_t k, uint8_t* dst) {
+namespace {
+
+// Tiles [first, last) of a block-format matrix. Each tile is regrouped in `scratch` (cached
+// memory) and then copied out whole, so that `dst`, which may be write-combined device memory,
+// is written once and in order.
+void pack_block_tiles(const TileLayout& l, const uint8_t* src, size_t rows, size_t k, uint8_t* dst, size_t first,
+                      size_t last) {
     const TensorTypeTraits& t = type_traits(l.base);
     const size_t blocks = k / t.block_size, bb = t.block_bytes;
     const size_t header = l.header_fields * 2, chunks = (bb - header) / l.chunk_bytes;
-    const size_t tiles = (rows + kTileRows - 1) / kTileRows;
-    std::memset(dst, 0, tiled_bytes(l, rows, k));
-    if (t.block_size == 1) {
-        (bb == 4 ? pack_elements<uint32_t> : pack_elements<uint16_t>)(src, rows, k, dst);
-        return;
-    }
-    for (size_t tile = 0; tile < tiles; ++tile)
-        for (size_t r = 0; r < kTileRows && tile * kTileRows + r < rows; ++r) {
+    std::vector<uint8_t> scratch(tile_bytes(l, k));
+    for (size_t tile = first; tile < last; ++tile) {
+        const size_t tile_rows = std::min(kTileRows, rows - tile * kTileRows);
+        if (tile_rows < kTileRows) std::fill(scratch.begin(), scratch.end(), 0);  // rows past N are zero
+        for (size_t r = 0; r < tile_rows; ++r) {
             const uint8_t* row = src + (tile * kTileRows + r) * blocks * bb;
             for (size_t b = 0; b < blocks; ++b) {
                 const uint8_t* block = row + b * bb;
-                uint8_t* column = dst + (tile * blocks + b) * kTileRows * bb;
+                uint8_t* column = scratch.data() + b * kTileRows * bb;
                 for (size_t f = 0; f < l.header_fields; ++f) std::memcpy(column + f * 64 + r * 2, block + f * 2, 2);
                 for (size_t c = 0; c < chunks; ++c)
                     std::memcpy(column + kTileRows * header + (c * kTileRows + r) * l.chunk_bytes,
                                 block + header + c * l.chunk_bytes, l.chunk_bytes);
             }
         }
+        std::memcpy(dst + tile * scratch.size(), scratch.data(), scratch.size());
+    }
+}
+
+}  // namespace
+
+void pack_tiles(const TileLayout& l, const uint8_t* src, size_t rows, size_t k, uint8_t* dst, unsigned threads) {
+    const TensorTypeTraits& t = type_traits(l.base);
+    if (t.block_size == 1) {
+        std::memset(dst, 0, tiled_bytes(l, rows, k));
+        (t.block_bytes == 4 ? pack_elements<uint32_t> : pack_elements<uint16_t>)(src, rows, k, dst);
+        return;
+    }
+    const size_t tiles = (rows + kTileRows - 1) / kTileRows;
+    const size_t n = std::max<size_t>(1, std::min<size_t>(threads, tiles / 4));  // a few tiles per thread at least
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < n; ++i)
+        pool.emplace_back(pack_block_tiles, std::cref(l), src, rows, k, dst, tiles * i / n, tiles * (i + 1) / n);
+    pack_block_tiles(l, src, rows, k, dst, 0, tiles / n);
+    for (std::thread& th : pool) th.join();
 }
 
 }  // namespace akunu::cpu

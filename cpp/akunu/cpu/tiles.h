@@ -14,12 +14,13 @@
 // [N / 32, K, 32]. k-quant super-blocks move whole (one chunk per block). Rows past N are zero.
 //
 // Tiles are fixed once at load (weights.cpp); the GEMV/GEMM kernels for the *_T32 types
-// (kernels_tiles.cpp) read them. The bytes equal the file's, plus the padding of the last tile.
+// (kernels_tiles.cpp; on Vulkan devices gemv_tiles.comp and weights.glsl's W_TILES) read them. The bytes equal the file's, plus the padding of the last tile.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "akunu/device_profile.h"
 #include "akunu/tensor_types.h"
 
 namespace akunu::cpu {
@@ -33,8 +34,9 @@ struct TileLayout {
     uint32_t chunk_bytes;    // the rest of the block is interleaved in chunks of this size
 };
 
-// The tile form of `base`, or null when the CPU backend keeps `base` as it is (MLX types).
-const TileLayout* tile_layout_for(TensorType base);
+// The tile form of `base` on a device that keeps `which` matrices in tiles, or null when it
+// keeps `base` as it is (MLX types; on Vulkan devices everything but Q8_0, Q4_0 and Q4_1).
+const TileLayout* tile_layout_for(TensorType base, WeightTiles which = WeightTiles::kAll);
 // The layout of a *_T32 type, or null when `tiled` is none.
 const TileLayout* tile_layout(TensorType tiled);
 
@@ -43,7 +45,8 @@ size_t tile_bytes(const TileLayout& l, size_t k);
 // Bytes of a [rows, k] matrix in tiles (rows rounded up to whole tiles).
 size_t tiled_bytes(const TileLayout& l, size_t rows, size_t k);
 
-// Regroups a [rows, k] matrix of type l.base (ggml's row layout) into tiles at dst.
-void pack_tiles(const TileLayout& l, const uint8_t* src, size_t rows, size_t k, uint8_t* dst);
+// Regroups a [rows, k] matrix of type l.base (ggml's row layout) into tiles at dst, on up to
+// `threads` threads (tiles are independent).
+void pack_tiles(const TileLayout& l, const uint8_t* src, size_t rows, size_t k, uint8_t* dst, unsigned threads = 1);
 
 }  // namespace akunu::cpu

@@ -1,0 +1,57 @@
+"""Decode speed of model files under several engine settings (environment variables), one
+process per setting, printed as one table: what bench/NOTES.md's A/B tables come from.
+
+    python bench/decode_variants.py FILE... --variant NAME=ENV=VALUE[,ENV=VALUE...] ...
+
+A variant "default" with no settings is always the first column. Each cell is `python -m akunu
+bench FILE --tokens 128` (a median of 3 after a warmup) with short prompts, so that only decode
+is measured: tg128 and, with --deep N, decode after N tokens.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
+    name, _, settings = spec.partition("=")
+    env = {}
+    for item in filter(None, settings.split(",")):
+        key, _, value = item.partition("=")
+        env[key] = value
+    return name, env
+
+
+def run(files: list[str], env: dict[str, str], deep: int) -> dict[str, dict]:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [sys.executable, "-m", "akunu", "bench", *files, "--pp", "16", "--ttft", "16", "--deep-context", str(deep),
+               "--tokens", "128", "--json", out.name]
+        r = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)
+            return {}
+        return {os.path.basename(d["file"]): d for d in json.load(open(out.name))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--variant", action="append", default=[], help="NAME=ENV=VALUE[,ENV=VALUE...]")
+    ap.add_argument("--deep", type=int, default=16, help="prompt tokens before the deep decode run")
+    args = ap.parse_args()
+    variants = [("default", {})] + [parse_variant(v) for v in args.variant]
+    cells = {name: run(args.files, env, args.deep) for name, env in variants}
+    names = [os.path.basename(f) for f in args.files]
+    print(f"decode tg128 tok/s (after {args.deep} tokens: second number)")
+    print(f"{'variant':<28}" + "".join(f"{n[:24]:>26}" for n in names))
+    for name, env in variants:
+        row = cells[name]
+        text = "".join(f"{row[n]['tg_tok_s']:>14.1f} /{row[n]['tg_deep_tok_s']:>9.1f}" if n in row else f"{'failed':>26}"
+                       for n in names)
+        print(f"{name:<28}" + text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+// gemv_<wtype>_t32: y[r] = dot(W[r, :], x) for tile-major Q8_0, Q4_0 and Q4_1 matrices
+// (cpu/tiles.h), fp32 accumulation. One workgroup per tile of 32 rows: invocation i owns row
+// i % 32 and every SPLIT-th block column of it, SPLIT = invocations / 32. With p.rows1 or
+// p.rows2 set, one dispatch also multiplies the same x by a second and third matrix (bindings
+// 4 and 5) into their own y (bindings 6 and 7): Q, K and V, or gate and up. Their tiles follow
+// the first's in the grid. That is one or two dependent dispatches fewer, and their launch and
+// drain, where a decode layer has only a few microseconds of work per GEMV.
+//
+// Why tiles: in the file's layout a block is 18, 20 or 34 bytes, only 2-byte aligned, so a
+// GEMV reads it as 16-bit words and pairs each lane with other x values. In a tile column the
+// 32 rows' code chunks are contiguous 32-bit words, so each load of a row's chunk is one
+// coalesced 128-byte read across the 32 rows, and the 32 rows meet the same x: the workgroup
+// forms x (x_op: the norm's weight, or the gated activation) once per slice into shared memory
+// for all 32 rows, and every invocation then reads it by broadcast.
+//
+// Codes become floats through their bits (weights.glsl): a code byte at bits 15..22 ORed into
+// 1.0f reads 1 + c / 256, a nibble at 15..18 1 + n / 256 and one at 19..22 1 + n / 16. The
+// staged x is scaled to match (by 256 under bytes and low nibbles, 16 under high nibbles), and
+// each block's bias (the sum of its staged x, which the 1s add, plus the format's offset) is
+// taken out once per block: xb[b] = {bias, sum of x}.
+#include "common.glsl"
+#include "activation.glsl"
+
+layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };  // [k/4]
+layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };  // [k/4] the norm weight or up (x_op)
+layout(std430, binding = 2) buffer Y { float y[]; };            // [rows]
+layout(std430, binding = 6) buffer Y1 { float y1[]; };          // [rows1]
+layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
+layout(push_constant) uniform Push { GemvParams p; };
+#define W_BINDING 0
+#define W_TILES
+#include "weights.glsl"
+// The second and third matrix: where there are fewer, the launcher binds the first again.
+layout(std430, binding = 4) readonly buffer W1w { uint w1w[]; };
+layout(std430, binding = 4) readonly buffer W1h { uint16_t w1h[]; };
+layout(std430, binding = 5) readonly buffer W2w { uint w2w[]; };
+layout(std430, binding = 5) readonly buffer W2h { uint16_t w2h[]; };
+
+layout(local_size_x_id = 0) in;                       // 32 * SPLIT invocations
+layout(constant_id = 1) const uint UNITS = 4;         // blocks each invocation loads before multiplying
+layout(constant_id = 2) const uint X_OP = AKUNU_GEMV_X;
+layout(constant_id = 3) const uint SLICE_BLOCKS = 128;  // blocks of x staged per pass
+#define MAX_UNITS 8
+#define MAX_SPLIT 32
+#define MAX_SUBGROUPS 128
+const uint SPLIT = gl_WorkGroupSize.x / 32;
+
+shared vec4 xs[SLICE_BLOCKS * 8];  // the slice's x, formed and scaled
+shared vec2 xb[SLICE_BLOCKS];      // per block: {bias, sum of x}
+shared float partial[MAX_SPLIT][32];
+shared float sum_sq_partial[MAX_SUBGROUPS];
+
+#if defined(WTYPE_Q8_0)
+#define CHUNKS 8
+#else
+#define CHUNKS 4
+#endif
+// What an invocation loads of one block of its row: the head (d, and m for Q4_1) and the codes.
+struct Block {
+    uint head;
+    uint q[CHUNKS];
+};
+
+// Row r's block in a tile column of matrix `part` (weights.glsl's w_tile_head and
+// w_tile_chunk, per binding). `part` is the same for the whole workgroup: a uniform branch.
+#if defined(WTYPE_Q4_1)
+#define LOAD_HEAD(H) w.head = uint(H[2 * column + r]) | (uint(H[2 * column + 32 + r]) << 16)
+#else
+#define LOAD_HEAD(H) w.head = uint(H[2 * column + r])
+#endif
+#define LOAD_BLOCK(W, H)                                                                        \
+    {                                                                                           \
+        LOAD_HEAD(H);                                                                           \
+        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) w.q[c] = W[column + 16 * W_HEAD_FIELDS + 32 * c + r]; \
+    }
+Block load_block(uint part, uint column, uint r) {
+    Block w;
+    if (part == 0)
+        LOAD_BLOCK(ww, wh)
+    else if (part == 1)
+        LOAD_BLOCK(w1w, w1h)
+    else
+        LOAD_BLOCK(w2w, w2h)
+    return w;
+}
+
+// The scale of the staged x under vec4 j (0..7) of a block: 256 under bytes and low nibbles
+// (elements 0..15), 16 under high nibbles (elements 16..31).
+float x_scale(uint j) {
+#if defined(WTYPE_Q8_0)
+    return 256.0;
+#else
+    return j < 4 ? 256.0 : 16.0;
+#endif
+}
+
+// dot(block b of the slice, x) for one row.
+float block_dot(Block w, uint b) {
+    float s = 0.0;
+    [[unroll]] for (uint c = 0; c < CHUNKS; ++c) {
+#if defined(WTYPE_Q8_0)
+        const uint u = w.q[c] ^ 0x80808080u;  // signed bytes q as q + 128
+#else
+        const uint u = w.q[c];
+#endif
+        const uvec4 t = uvec4(u << 15, u << 7, u >> 1, u >> 9);  // byte j at bits 15..22
+#if defined(WTYPE_Q8_0)
+        s += dot(uintBitsToFloat((t & 0x007F8000u) | 0x3F800000u), xs[8 * b + c]);
+#else
+        s += dot(uintBitsToFloat((t & 0x00078000u) | 0x3F800000u), xs[8 * b + c]) +
+             dot(uintBitsToFloat((t & 0x00780000u) | 0x3F800000u), xs[8 * b + 4 + c]);
+#endif
+    }
+    const vec2 head = unpackHalf2x16(w.head), bias_sum = xb[b];
+#if defined(WTYPE_Q4_1)
+    return head.x * (s - bias_sum.x) + head.y * bias_sum.y;  // d n + m
+#else
+    return head.x * (s - bias_sum.x);
+#endif
+}
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint r = tid % 32, split = tid / 32, blocks = p.k / 32;
+    // Which matrix this workgroup's tile belongs to, and its rows.
+    uint tile = linear_group_id(), part = 0, part_rows = p.rows;
+    const uint tiles0 = (p.rows + 31) / 32, tiles1 = (p.rows1 + 31) / 32;
+    if (tile >= tiles0) {
+        tile -= tiles0, part = 1, part_rows = p.rows1;
+        if (tile >= tiles1) tile -= tiles1, part = 2, part_rows = p.rows2;
+    }
+    float acc = 0.0, sum_sq = 0.0;
+    for (uint first = 0; first < blocks; first += SLICE_BLOCKS) {
+        const uint n = min(SLICE_BLOCKS, blocks - first);
+        // This invocation's first blocks load before x is staged, so that their latency overlaps
+        // that work. Blocks past the slice load its last one again (no branch around a load).
+        Block w[MAX_UNITS];
+        [[unroll]] for (uint u = 0; u < UNITS; ++u)
+            w[u] = load_block(part, w_tile_column(tile * 32, first + min(split + u * SPLIT, n - 1), p.k), r);
+        barrier();  // every invocation is done with the previous slice
+        for (uint i = tid; i < n * 8; i += gl_WorkGroupSize.x) {
+            const vec4 xv = x4[first * 8 + i];
+            if (X_OP == AKUNU_GEMV_RMSNORM) sum_sq += dot(xv, xv);
+            const vec4 f = X_OP == AKUNU_GEMV_X ? xv : gemv_x_op(X_OP, xv, g4[first * 8 + i], p.weight_offset);
+            xs[i] = f * x_scale(i % 8);
+        }
+        barrier();
+        for (uint b = tid; b < n; b += gl_WorkGroupSize.x) {
+            vec4 staged = vec4(0.0), raw = vec4(0.0);
+            for (uint j = 0; j < 8; ++j) {
+                staged += xs[8 * b + j];
+                raw += xs[8 * b + j] / x_scale(j);
+            }
+            const float bias = dot(staged, vec4(1.0)), sum = dot(raw, vec4(1.0));
+#if defined(WTYPE_Q8_0)
+            xb[b] = vec2(bias + 128.0 * sum, sum);  // codes read as q + 128
+#elif defined(WTYPE_Q4_0)
+            xb[b] = vec2(bias + 8.0 * sum, sum);    // nibble n stands for n - 8
+#else
+            xb[b] = vec2(bias, sum);
+#endif
+        }
+        barrier();
+        // The next blocks load after these are multiplied: loading them before (twice the
+        // registers) measured 3-12 % slower on an H200 (bench/NOTES.md).
+        for (uint b0 = split; b0 < n; b0 += SPLIT * UNITS) {
+            [[unroll]] for (uint u = 0; u < UNITS; ++u)
+                if (b0 + u * SPLIT < n) acc += block_dot(w[u], b0 + u * SPLIT);
+            const uint next = b0 + SPLIT * UNITS;
+            if (next < n)
+                [[unroll]] for (uint u = 0; u < UNITS; ++u)
+                    w[u] = load_block(part, w_tile_column(tile * 32, first + min(next + u * SPLIT, n - 1), p.k), r);
+        }
+    }
+
+    partial[split][r] = acc;
+    if (X_OP == AKUNU_GEMV_RMSNORM) {
+        sum_sq = subgroupAdd(sum_sq);
+        if (subgroupElect()) sum_sq_partial[gl_SubgroupID] = sum_sq;
+    }
+    barrier();
+    const uint row = tile * 32 + tid;
+    if (tid < 32 && row < part_rows) {
+        float total = 0.0;
+        for (uint s = 0; s < SPLIT; ++s) total += partial[s][tid];
+        if (X_OP == AKUNU_GEMV_RMSNORM) {
+            float ss = 0.0;
+            for (uint s = 0; s < gl_NumSubgroups; ++s) ss += sum_sq_partial[s];
+            total *= inversesqrt(ss / float(p.k) + p.eps);
+        }
+        if (part == 0)
+            y[row] = p.accumulate != 0 ? y[row] + total : total;
+        else if (part == 1)
+            y1[row] = p.accumulate != 0 ? y1[row] + total : total;
+        else
+            y2[row] = p.accumulate != 0 ? y2[row] + total : total;
+    }
+}
