@@ -20,18 +20,7 @@ layout(std430, binding = 2) readonly buffer Step { StepState step; };
 void main() {
     if (step.n_tokens < p.min_rows) return;
     const uint item = linear_group_id() * 256 + gl_LocalInvocationID.x, per_row = p.k / 8;
-#ifdef W_TILES
-    // Tiles: one invocation per row and block, the 32 rows of a tile side by side, so that
-    // each read of a code chunk is one 128-byte load across them (neighbouring weights of a
-    // row lie 128 bytes apart); each writes its block's 32 halves, 64 contiguous bytes.
-    const uint blocks = p.k / 32, column = item / 32, row = (column / blocks) * 32 + item % 32;
-    if (row >= p.n) return;
-    const uint k0 = (column % blocks) * 32;
-    [[unroll]] for (uint part = 0; part < 4; ++part)
-        out8[row * per_row + k0 / 8 + part] = w_half8(w_raw8(row, k0 + 8 * part, p.k), k0 + 8 * part);
-#else
     if (item >= p.n * per_row) return;
     const uint row = item / per_row, k0 = 8 * (item % per_row);
     out8[item] = w_half8(w_raw8(row, k0, p.k), k0);
-#endif
 }

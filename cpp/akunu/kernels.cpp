@@ -427,9 +427,7 @@ void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Bind
     check_bytes(out, n * k * 2, "dequant_f16", "out");
     check_bytes(step, sizeof(StepState), "dequant_f16", "step");
     DequantParams p{checked_u32(n, "dequant_f16: n"), checked_u32(k, "dequant_f16: k"), min_rows};
-    // An invocation per 8 weights; in tiles, per row and block of whole tiles (dequant.comp).
-    const size_t items = tiles32(wtype) ? (n + 31) / 32 * 32 * (k / 32) : n * k / 8;
-    emit(s, weight_variant("dequant_f16", wtype), {}, {w, out, step}, p, grid_for(s, (items + 255) / 256));
+    emit(s, weight_variant("dequant_f16", wtype), {}, {w, out, step}, p, grid_for(s, (n * k / 8 + 255) / 256));
 }
 
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids, const Binding& step,
