@@ -25,6 +25,7 @@ float xw1(uint i) { return X_OP == AKUNU_GEMV_X ? x1[i] : gemv_x_op(X_OP, x1[i],
 #define W_BINDING 0
 #define W_TOTAL_BLOCKS (p.rows * (p.k / W_BLOCK))
 #define W_X4(i) xw4(i)
+#define W_PARTS
 #include "weights.glsl"
 
 layout(local_size_x_id = 0) in;               // workgroup size: specialization constant 0
@@ -36,12 +37,26 @@ layout(constant_id = 3) const uint UNITS = 1;
 #define MAX_SUBGROUPS 128
 
 layout(std430, binding = 2) buffer Y { float y[]; };             // [rows]
+#if W_BLOCK == 1
+// Float weights: with p.rows1 or p.rows2 set, one dispatch also multiplies x by a second and
+// third matrix (bindings 4 and 5, weights.glsl W_PARTS) into their own y, their workgroups
+// after the first's (Q, K and V; gate and up): dependent dispatches fewer per layer.
+layout(std430, binding = 6) buffer Y1 { float y1[]; };          // [rows1]
+layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
+#endif
 
 shared float partial[MAX_ROWS][MAX_SUBGROUPS];
 shared float sum_sq_partial[MAX_SUBGROUPS];
 
 void main() {
-    const uint first_row = linear_group_id() * ROWS;
+    // The matrix of this workgroup's rows (0 unless several are fused) and its row count.
+    uint group = linear_group_id(), part = 0, part_rows = p.rows;
+    const uint groups0 = (p.rows + ROWS - 1) / ROWS, groups1 = (p.rows1 + ROWS - 1) / ROWS;
+    if (group >= groups0) {
+        group -= groups0, part = 1, part_rows = p.rows1;
+        if (group >= groups1) group -= groups1, part = 2, part_rows = p.rows2;
+    }
+    const uint first_row = group * ROWS;
     const uint tid = gl_LocalInvocationID.x;
     float acc[MAX_ROWS];
     for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
@@ -49,14 +64,22 @@ void main() {
 #if W_BLOCK == 1
     if ((p.k & 3u) == 0u) {
         const uint k4 = p.k >> 2;
-        for (uint i = tid; i < k4; i += gl_WorkGroupSize.x) {
-            const vec4 xv = xw4(i);
-            for (uint r = 0; r < ROWS; ++r) {
-                const uint row = first_row + r;
-                if (row < p.rows) acc[r] += dot(w_load4(row * k4 + i), xv);
-            }
+        // One loop per matrix, so that the choice is made once, not per load.
+#define FLOAT4_ROWS(LOAD)                                                        \
+        for (uint i = tid; i < k4; i += gl_WorkGroupSize.x) {                    \
+            const vec4 xv = xw4(i);                                              \
+            for (uint r = 0; r < ROWS; ++r) {                                    \
+                const uint row = first_row + r;                                  \
+                if (row < part_rows) acc[r] += dot(LOAD(row * k4 + i), xv);      \
+            }                                                                    \
         }
-    } else {
+        if (part == 0)
+            FLOAT4_ROWS(w_load4)
+        else if (part == 1)
+            FLOAT4_ROWS(w_load4_1)
+        else
+            FLOAT4_ROWS(w_load4_2)
+    } else {  // one matrix (the launcher fuses only rows of a multiple of 4)
         for (uint i = tid; i < p.k; i += gl_WorkGroupSize.x) {
             const float xv = xw1(i);
             for (uint r = 0; r < ROWS; ++r) {
@@ -104,13 +127,24 @@ void main() {
     sum_sq = subgroupAdd(sum_sq);
     if (subgroupElect()) sum_sq_partial[gl_SubgroupID] = sum_sq;
     barrier();
-    if (tid < ROWS && first_row + tid < p.rows) {
+    if (tid < ROWS && first_row + tid < part_rows) {
         float total = 0.0, ss = 0.0;
         for (uint s = 0; s < gl_NumSubgroups; ++s) {
             total += partial[tid][s];
             ss += sum_sq_partial[s];
         }
         if (X_OP == AKUNU_GEMV_RMSNORM) total *= inversesqrt(ss / float(p.k) + p.eps);
-        y[first_row + tid] = p.accumulate != 0 ? y[first_row + tid] + total : total;
+        const uint row = first_row + tid;
+#if W_BLOCK == 1
+        if (part == 1) {
+            y1[row] = p.accumulate != 0 ? y1[row] + total : total;
+            return;
+        }
+        if (part == 2) {
+            y2[row] = p.accumulate != 0 ? y2[row] + total : total;
+            return;
+        }
+#endif
+        y[row] = p.accumulate != 0 ? y[row] + total : total;
     }
 }

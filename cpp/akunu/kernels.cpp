@@ -273,6 +273,31 @@ GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, size_t k) {
     g.slice = std::clamp<uint32_t>(std::min<uint32_t>(g.slice, uint32_t(k / 32)), 1u, fits);
     return g;
 }
+// Float weights (and the CPU backend's tiles of them), which gemv.comp reads as vec4s.
+bool float_weights(TensorType wtype) {
+    const cpu::TileLayout* l = cpu::tile_layout(wtype);
+    return type_traits(l ? l->base : wtype).block_size == 1;
+}
+
+// One gemv.comp dispatch: workgroups of `rows` rows (gemv.comp ROWS) of each of p's matrices.
+// Float variants take the second and third matrix at bindings 4 and 5 and their y at 6 and 7
+// (the first ones again where there are fewer); the block formats have bindings 0 to 3 only.
+void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
+                    const Binding& x, const Binding& second, const GemvParams& p) {
+    const DeviceProfile& d = s.device().profile();
+    uint32_t group = kGemvGroup, group_rows = kGemvRows, units = gemv_units(wtype);
+    if (const char* e = std::getenv("AKUNU_GEMV_ROWS"))  // experiments: "invocations:rows[:units]"
+        std::sscanf(e, "%u:%u:%u", &group, &group_rows, &units);
+    group = std::clamp(group, 1u, d.max_workgroup_invocations);
+    group_rows = std::clamp(group_rows, 1u, 8u);  // gemv.comp MAX_ROWS
+    units = std::clamp(units, 1u, 4u);            // gemv.comp MAX_UNITS
+    std::vector<Binding> bindings{w[0], x, y[0], second};
+    if (float_weights(wtype)) bindings.insert(bindings.end(), {w[1], w[2], y[1], y[2]});
+    const size_t groups = (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
+                          (size_t(p.rows2) + group_rows - 1) / group_rows;
+    emit(s, weight_variant("gemv", wtype), {group, group_rows, p.x_op, units}, std::move(bindings), p, grid_for(s, groups));
+}
+
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
 // Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2.
 void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
@@ -324,7 +349,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
-    if (gemv_fuses_parts(d, wtype)) {
+    if (tiles32(wtype) && !d.cpu_backend) {
         emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
         return;
     }
@@ -336,21 +361,16 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
              bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }
-    uint32_t group = kGemvGroup, group_rows = kGemvRows, units = gemv_units(wtype);
-    if (const char* e = std::getenv("AKUNU_GEMV_ROWS"))  // experiments: "invocations:rows[:units]"
-        std::sscanf(e, "%u:%u:%u", &group, &group_rows, &units);
-    group = std::clamp(group, 1u, d.max_workgroup_invocations);
-    group_rows = std::clamp(group_rows, 1u, 8u);  // gemv.comp MAX_ROWS
-    units = std::clamp(units, 1u, 4u);            // gemv.comp MAX_UNITS
-    emit(s, weight_variant("gemv", wtype), {group, group_rows, op, units}, bindings, p,
-         grid_for(s, (rows + group_rows - 1) / group_rows));
+    emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
 }
 
-bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype) { return tiles32(wtype) && !d.cpu_backend; }
+bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
+    return !d.cpu_backend && (tiles32(wtype) || (float_weights(wtype) && k % 4 == 0));
+}
 
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input) {
-    AKUNU_CHECK(gemv_fuses_parts(s.device().profile(), wtype),
+    AKUNU_CHECK(gemv_fuses_parts(s.device().profile(), wtype, k),
                 std::string("gemv_parts: ") + type_traits(wtype).name + " matrices have no fused GEMV on this device");
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, k, "gemv_parts", "k");
@@ -373,7 +393,11 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     const Binding& w2 = rows[2] ? w[2] : w[0];
     const Binding& y1 = rows[1] ? y[1] : y[0];
     const Binding& y2 = rows[2] ? y[2] : y[0];
-    emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, op != AKUNU_GEMV_X ? input->second : x, p);
+    const Binding& second = op != AKUNU_GEMV_X ? input->second : x;
+    if (tiles32(wtype))
+        emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p);
+    else
+        emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p);
 }
 
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,

@@ -69,9 +69,10 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 // gemv_fuses_parts.
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr);
-// Whether gemv_parts() takes matrices of this type: the tile-major Q8_0/Q4_0/Q4_1 on Vulkan
-// devices (gemv_tiles.comp), whose workgroups each own one tile of one matrix.
-bool gemv_fuses_parts(const DeviceProfile& device, TensorType wtype);
+// Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan
+// devices the tile-major Q8_0/Q4_0/Q4_1 (gemv_tiles.comp) and float weights with rows of a
+// multiple of 4 (gemv.comp), whose workgroups each own rows of one matrix.
+bool gemv_fuses_parts(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether gemv() takes the integer-dot path for this weight type and row length.
 bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether its float path for them is the word GEMV (gemv_words_*: gemv_dot.comp's table of x

@@ -280,7 +280,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     auto project = [&](const std::string& blk, const char* fused, std::initializer_list<Projection> parts,
                        const ProjectionInput& in) {
         const TensorType type = parts.begin()->w->type;
-        bool fuse = !prefill && parts.size() <= 3 && kernels::gemv_fuses_parts(t.device().profile(), type);
+        bool fuse = !prefill && parts.size() <= 3 && kernels::gemv_fuses_parts(t.device().profile(), type, dim);
         for (const Projection& p : parts) fuse &= p.w->type == type;
         if (!fuse) {
             for (const Projection& p : parts) {

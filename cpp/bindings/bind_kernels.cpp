@@ -85,9 +85,9 @@ void init_kernels(py::module_& m) {
           py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f,
           "y[i] = W[i] @ x for three matrices in one dispatch (Q, K and V; rows[2] = 0 for two), for tile-major "
           "Q8_0/Q4_0/Q4_1 on Vulkan devices.");
-    k.def("gemv_fuses_parts", [weight_type](const Device& d, const std::string& wtype) {
-        return kernels::gemv_fuses_parts(d.profile(), weight_type(wtype));
-    }, "Whether gemv_parts takes this weight type on this device.");
+    k.def("gemv_fuses_parts", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
+        return kernels::gemv_fuses_parts(d.profile(), weight_type(wtype), kk);
+    }, "Whether gemv_parts takes this weight type and row length on this device.");
     k.def("gemv_int_dot", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_int_dot(d.profile(), weight_type(wtype), kk);
     }, "Whether gemv takes the integer-dot path on this device for this weight type and row length.");

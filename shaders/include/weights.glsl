@@ -36,6 +36,25 @@ float w_load1(uint i) { return uintBitsToFloat(uint(w1[i]) << 16); }
 vec4 w_load4(uint i) { return uintBitsToFloat(uvec4(w4[i]) << 16); }
 #endif
 
+#if W_BLOCK == 1 && defined(W_PARTS)
+// A second and third matrix of the same float type at bindings 4 and 5: gemv.comp's fused
+// GEMVs (Q, K and V; gate and up) read them with w_load4_1() and w_load4_2().
+#if defined(WTYPE_F32)
+#define W_PART_VEC4 vec4
+#define W_PART_FLOAT4(v) (v)
+#elif defined(WTYPE_F16)
+#define W_PART_VEC4 f16vec4
+#define W_PART_FLOAT4(v) vec4(v)
+#else
+#define W_PART_VEC4 u16vec4
+#define W_PART_FLOAT4(v) uintBitsToFloat(uvec4(v) << 16)
+#endif
+layout(std430, binding = 4) readonly buffer Wv1 { W_PART_VEC4 w4_1[]; };
+layout(std430, binding = 5) readonly buffer Wv2 { W_PART_VEC4 w4_2[]; };
+vec4 w_load4_1(uint i) { return W_PART_FLOAT4(w4_1[i]); }
+vec4 w_load4_2(uint i) { return W_PART_FLOAT4(w4_2[i]); }
+#endif
+
 #if W_BLOCK == 1
 // Eight weights W[row, k0 : k0 + 8] of a [rows, K] matrix, zero past K: a GEMM tile load.
 void w_load8(uint row, uint k0, uint K, out float v[8]) {

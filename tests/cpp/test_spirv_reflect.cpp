@@ -15,10 +15,16 @@ static ShaderInterface reflect(const std::string& name) {
 TEST(SpirvReflect, GemvBindingsAndPushConstants) {
     for (const char* name : {"gemv_f16", "gemv_f32"}) {
         ShaderInterface i = reflect(name);
-        ASSERT_EQ(i.bindings.size(), 4u) << name;  // aliased views of W, x and the norm weight are merged
+        // Aliased views of W, x and the norm weight are merged; 4 to 7 are the fused second and
+        // third matrix and their outputs.
+        ASSERT_EQ(i.bindings.size(), 8u) << name;
         EXPECT_FALSE(i.bindings[0].written);
         EXPECT_FALSE(i.bindings[1].written);
         EXPECT_TRUE(i.bindings[2].written);
+        EXPECT_FALSE(i.bindings[4].written);
+        EXPECT_FALSE(i.bindings[5].written);
+        EXPECT_TRUE(i.bindings[6].written);
+        EXPECT_TRUE(i.bindings[7].written);
         EXPECT_EQ(i.push_constant_bytes, sizeof(GemvParams));
     }
 }
@@ -36,6 +42,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3},
         {"gemv_", sizeof(GemvParams), 8, "_t32"},  // gemv_tiles.comp: up to three W and y
+        {"gemv_f", sizeof(GemvParams), 8}, {"gemv_bf16", sizeof(GemvParams), 8},  // float gemv.comp: the same
         {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 6},
