@@ -189,8 +189,16 @@ void init_engine(py::module_& m) {
                  }
                  py::list out;
                  for (const auto& r : rows) {
+                     // Each distinct range once: a GEMV of one matrix binds its W and y again
+                     // in the slots of a fused GEMV's second and third.
                      size_t bytes = 0;
-                     for (const Binding& b : r.cmd->bindings) bytes += b.bytes();
+                     const auto& bs = r.cmd->bindings;
+                     for (size_t i = 0; i < bs.size(); ++i) {
+                         bool again = false;
+                         for (size_t j = 0; j < i && !again; ++j)
+                             again = bs[j].buffer == bs[i].buffer && bs[j].offset == bs[i].offset && bs[j].bytes() == bs[i].bytes();
+                         if (!again) bytes += bs[i].bytes();
+                     }
                      py::dict d;
                      d["label"] = r.cmd->label;
                      d["kernel"] = r.cmd->pipeline->name();
