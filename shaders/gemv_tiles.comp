@@ -64,17 +64,18 @@ struct Block {
     uint q[CHUNKS];
 };
 
-// Row r's block in a tile column of matrix `part` (weights.glsl's w_tile_head and
-// w_tile_chunk, per binding). `part` is the same for the whole workgroup: a uniform branch.
+// Row r's block in a tile column of matrix `part` (weights.glsl's tile addressing, per
+// binding). `part` is the same for the whole workgroup: a uniform branch.
 #if defined(WTYPE_Q4_1)
-#define LOAD_HEAD(H) w.head = uint(H[2 * column + r]) | (uint(H[2 * column + 32 + r]) << 16)
+#define LOAD_HEAD(H) \
+    w.head = uint(H[w_tile_head_at(column, r, 0)]) | (uint(H[w_tile_head_at(column, r, 1)]) << 16)
 #else
-#define LOAD_HEAD(H) w.head = uint(H[2 * column + r])
+#define LOAD_HEAD(H) w.head = uint(H[w_tile_head_at(column, r, 0)])
 #endif
 #define LOAD_BLOCK(W, H)                                                                        \
     {                                                                                           \
         LOAD_HEAD(H);                                                                           \
-        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) w.q[c] = W[column + 16 * W_HEAD_FIELDS + 32 * c + r]; \
+        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) w.q[c] = W[w_tile_chunk_at(column, r, c)]; \
     }
 Block load_block(uint part, uint column, uint r) {
     Block w;

@@ -311,6 +311,21 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
 bool word_rows(TensorType wtype, size_t k) {
     return block32(wtype) && k % 256 == 0;
 }
+
+// The checks gemv() and gemv_parts() share, on x and the input op, and their parameters for
+// matrices of rows[0], rows[1] and rows[2] rows (0: none).
+GemvParams gemv_params(const std::array<size_t, 3>& rows, size_t k, bool accumulate, const Binding& x,
+                       const GemvInput* input, const char* kernel) {
+    check_fits(x, k, DType::kF32, kernel, "x");
+    const uint32_t op = input ? input->op : AKUNU_GEMV_X;
+    AKUNU_CHECK(op <= AKUNU_GEMV_GELU_TANH_GATE, std::string(kernel) + ": unknown input op " + std::to_string(op));
+    if (op != AKUNU_GEMV_X)
+        check_fits(input->second, k, DType::kF32, kernel, op == AKUNU_GEMV_RMSNORM ? "norm weight" : "up");
+    const std::string what = std::string(kernel) + ": rows";
+    AKUNU_CHECK(rows[1] <= 0xFFFFFFFFu && rows[2] <= 0xFFFFFFFFu, what + " must be below 2^32");
+    return {checked_u32(rows[0], what.c_str()), checked_u32(k, (std::string(kernel) + ": k").c_str()), accumulate ? 1u : 0u,
+            op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2])};
+}
 }  // namespace
 
 bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_int_dot && word_rows(wtype, k); }
@@ -339,15 +354,10 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, k, "gemv", "k");
     check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
-    check_fits(x, k, DType::kF32, "gemv", "x");
     check_fits(y, rows, DType::kF32, "gemv", "y");
-    const uint32_t op = input ? input->op : AKUNU_GEMV_X;
-    AKUNU_CHECK(op <= AKUNU_GEMV_GELU_TANH_GATE, "gemv: unknown input op " + std::to_string(op));
-    if (op != AKUNU_GEMV_X) check_fits(input->second, k, DType::kF32, "gemv", op == AKUNU_GEMV_RMSNORM ? "norm weight" : "up");
-    GemvParams p{checked_u32(rows, "gemv: rows"), checked_u32(k, "gemv: k"), accumulate ? 1u : 0u, op,
-                 input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f};
+    const GemvParams p = gemv_params({rows, 0, 0}, k, accumulate, x, input, "gemv");
     // With x as it is, binding 3 is unused: x stands in for it.
-    const std::vector<Binding> bindings{w, x, y, op != AKUNU_GEMV_X ? input->second : x};
+    const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
     if (tiles32(wtype) && !d.cpu_backend) {
         emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
@@ -381,19 +391,13 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
         check_bytes(w[i], tensor_bytes(t, uint64_t(rows[i]) * k, "gemv W"), "gemv_parts", w_names[i]);
         check_fits(y[i], rows[i], DType::kF32, "gemv_parts", y_names[i]);
     }
-    check_fits(x, k, DType::kF32, "gemv_parts", "x");
-    const uint32_t op = input ? input->op : AKUNU_GEMV_X;
-    AKUNU_CHECK(op <= AKUNU_GEMV_GELU_TANH_GATE, "gemv_parts: unknown input op " + std::to_string(op));
-    if (op != AKUNU_GEMV_X) check_fits(input->second, k, DType::kF32, "gemv_parts", "the op's second input");
-    GemvParams p{checked_u32(rows[0], "gemv_parts: rows"), checked_u32(k, "gemv_parts: k"), 0u, op,
-                 input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2])};
-    AKUNU_CHECK(rows[1] <= 0xFFFFFFFFu && rows[2] <= 0xFFFFFFFFu, "gemv_parts: rows must be below 2^32");
+    const GemvParams p = gemv_params(rows, k, false, x, input, "gemv_parts");
     // Matrices past the last given are bound as the first (not read).
     const Binding& w1 = rows[1] ? w[1] : w[0];
     const Binding& w2 = rows[2] ? w[2] : w[0];
     const Binding& y1 = rows[1] ? y[1] : y[0];
     const Binding& y2 = rows[2] ? y[2] : y[0];
-    const Binding& second = op != AKUNU_GEMV_X ? input->second : x;
+    const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
     if (tiles32(wtype))
         emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p);
     else

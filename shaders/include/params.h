@@ -79,8 +79,8 @@ struct GemvParams {
     uint x_op;  // AKUNU_GEMV_*
     float eps;
     float weight_offset;
-    // Rows of a second and third matrix that one dispatch multiplies by the same x, their
-    // results after the first's in y (gemv_tiles.comp: Q, K and V); 0 for one matrix.
+    // Rows of a second and third matrix that one dispatch multiplies by the same x, each into
+    // its own y (kernels::gemv_parts: Q, K and V; gate and up); 0 where there are fewer.
     uint rows1;
     uint rows2;
 };

@@ -103,10 +103,13 @@ float w_half_word(uint word) { return unpackHalf2x16(uint(wh[word])).x; }
 layout(std430, binding = W_BINDING) readonly buffer Ww { uint ww[]; };
 // The first word of the tile column that holds block b of `row` in a matrix of rows of K.
 uint w_tile_column(uint row, uint b, uint K) { return ((row / 32) * (K / 32) + b) * (W_BLOCK_BYTES * 8); }
-// Head field f (0: d, 1: Q4_1's m) of row r (0..31) in a column, as half bits.
-uint w_tile_head(uint column, uint r, uint f) { return uint(wh[2 * column + 32 * f + r]); }
-// Code chunk c (bytes 4 c .. 4 c + 3 of the block's codes) of row r in a column.
-uint w_tile_chunk(uint column, uint r, uint c) { return ww[column + 16 * W_HEAD_FIELDS + 32 * c + r]; }
+// Where head field f (0: d, 1: Q4_1's m) of row r (0..31) in a column lies, in 16-bit words,
+// and code chunk c (bytes 4 c .. 4 c + 3 of the block's codes), in 32-bit words.
+uint w_tile_head_at(uint column, uint r, uint f) { return 2 * column + 32 * f + r; }
+uint w_tile_chunk_at(uint column, uint r, uint c) { return column + 16 * W_HEAD_FIELDS + 32 * c + r; }
+// The head field as half bits, and the chunk.
+uint w_tile_head(uint column, uint r, uint f) { return uint(wh[w_tile_head_at(column, r, f)]); }
+uint w_tile_chunk(uint column, uint r, uint c) { return ww[w_tile_chunk_at(column, r, c)]; }
 #endif
 
 // Elements 8 * part .. 8 * part + 7 of a block: what one invocation of the GEMM or the

@@ -14,7 +14,8 @@
 // [N / 32, K, 32]. k-quant super-blocks move whole (one chunk per block). Rows past N are zero.
 //
 // Tiles are fixed once at load (weights.cpp); the GEMV/GEMM kernels for the *_T32 types
-// (kernels_tiles.cpp; on Vulkan devices gemv_tiles.comp and weights.glsl's W_TILES) read them. The bytes equal the file's, plus the padding of the last tile.
+// (kernels_tiles.cpp; on Vulkan devices gemv_tiles.comp and weights.glsl's W_TILES) read them.
+// The bytes equal the file's, plus the padding of the last tile.
 #pragma once
 
 #include <cstddef>
