@@ -191,6 +191,14 @@ Device::Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical)
         features.pNext = &coopmat;
         extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     }
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executables{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    if (profile_.kernel_statistics) {
+        executables.pipelineExecutableInfo = VK_TRUE;
+        executables.pNext = features.pNext;
+        features.pNext = &executables;
+        extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    }
     VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     info.pNext = &features;
     info.queueCreateInfoCount = 1;
@@ -235,6 +243,14 @@ const Pipeline& Device::pipeline(const std::string& kernel, const std::vector<ui
     if (it == pipelines_.end())
         it = pipelines_.emplace(key, std::make_unique<Pipeline>(*this, pipeline_cache_, kernel, spec)).first;
     return *it->second;
+}
+
+std::vector<KernelStatistics> Device::kernel_statistics() const {
+    std::vector<KernelStatistics> out;
+    if (is_cpu() || !profile_.kernel_statistics) return out;
+    std::lock_guard<std::mutex> lock(pipelines_mutex_);
+    for (const auto& [key, pipeline] : pipelines_) out.push_back({pipeline->name(), pipeline->spec(), pipeline->statistics()});
+    return out;
 }
 
 void Device::run_once(const std::function<void(VkCommandBuffer)>& record) {

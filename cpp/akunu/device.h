@@ -17,11 +17,11 @@
 
 #include "akunu/device_profile.h"
 #include "akunu/instance.h"
+#include "akunu/pipeline.h"
 
 namespace akunu {
 
 class Buffer;
-class Pipeline;
 enum class Residency;
 namespace cpu { class ThreadPool; }
 
@@ -72,6 +72,11 @@ public:
     // specialization constants (constant_id i takes spec[i]). Made once, then cached.
     const Pipeline& pipeline(const std::string& kernel, const std::vector<uint32_t>& spec = {});
 
+    // What the driver compiled each pipeline made so far to (VK_KHR_pipeline_executable_properties:
+    // on NVIDIA "Register Count", "Shared Memory Size", "Local Memory Size" for spills, ...);
+    // empty where the device does not report them (DeviceProfile::kernel_statistics).
+    std::vector<KernelStatistics> kernel_statistics() const;
+
     // Records with `record`, submits on the compute queue and waits. For uploads, readbacks and
     // tests; the decode loop replays prerecorded command buffers instead.
     void run_once(const std::function<void(VkCommandBuffer)>& record);
@@ -107,7 +112,7 @@ private:
     VkCommandPool once_pool_ = VK_NULL_HANDLE;
     VkFence once_fence_ = VK_NULL_HANDLE;
 
-    std::mutex pipelines_mutex_;
+    mutable std::mutex pipelines_mutex_;
     VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
     std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
 

@@ -142,6 +142,14 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     const bool tiles_off = tiles && *tiles && std::string(tiles) == "0";
     p.weight_tiles = tiles_off || p.int8_activations || p.gemv_words ? WeightTiles::kNone : WeightTiles::kBlocks32;
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    if (has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+        VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{
+            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+        VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+        f.pNext = &exec;
+        vkGetPhysicalDeviceFeatures2(device, &f);
+        p.kernel_statistics = exec.pipelineExecutableInfo;
+    }
 
     uint32_t n_families = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(device, &n_families, nullptr);
@@ -211,6 +219,7 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  word gemv %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
             yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
             yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
+    if (kernel_statistics) appendf(s, "  kernel statistics yes (registers and shared memory per kernel, from the driver)\n");
     if (prefill_dequant_rows > 0)
         appendf(s, "  prefill           block-format weights dequantized to f16 for chunks of %u tokens or more\n", prefill_dequant_rows);
     appendf(s, "  memory            device-local %s, host-visible device-local %s%s\n", gib(device_local_bytes).c_str(),

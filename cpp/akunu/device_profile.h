@@ -80,6 +80,10 @@ struct DeviceProfile {
     WeightTiles weight_tiles = WeightTiles::kNone;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
+    // VK_KHR_pipeline_executable_properties: the driver reports what it compiled each kernel to
+    // (registers, shared memory, spills; Device::kernel_statistics), which says how many
+    // workgroups fit on a compute unit at once.
+    bool kernel_statistics = false;
     bool buffer_device_address = false;  // core in 1.2, optional: a KV cache in blocks needs it
     bool subgroup_size_control = false;
 

@@ -69,6 +69,8 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const std::string& ker
     info.stage.pName = "main";
     info.stage.pSpecializationInfo = spec.empty() ? nullptr : &spec_info;
     info.layout = layout_;
+    captured_ = p.kernel_statistics && vkGetPipelineExecutableStatisticsKHR;
+    if (captured_) info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     VkResult r = vkCreateComputePipelines(device_, cache, 1, &info, nullptr, &pipeline_);
     vkDestroyShaderModule(device_, module, nullptr);
     AKUNU_VK_CHECK(r);
@@ -76,6 +78,30 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const std::string& ker
 }
 
 Pipeline::~Pipeline() { release(); }
+
+std::vector<KernelStatistic> Pipeline::statistics() const {
+    std::vector<KernelStatistic> out;
+    if (!captured_ || !pipeline_) return out;
+    VkPipelineExecutableInfoKHR executable{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    executable.pipeline = pipeline_;
+    executable.executableIndex = 0;  // a compute pipeline has one
+    uint32_t n = 0;
+    AKUNU_VK_CHECK(vkGetPipelineExecutableStatisticsKHR(device_, &executable, &n, nullptr));
+    std::vector<VkPipelineExecutableStatisticKHR> stats(n, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    AKUNU_VK_CHECK(vkGetPipelineExecutableStatisticsKHR(device_, &executable, &n, stats.data()));
+    for (uint32_t i = 0; i < n; ++i) {
+        const VkPipelineExecutableStatisticKHR& s = stats[i];
+        double v = 0;
+        switch (s.format) {
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: v = s.value.b32 ? 1 : 0; break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: v = double(s.value.i64); break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: v = double(s.value.u64); break;
+            default: v = s.value.f64; break;
+        }
+        out.push_back({s.name, s.description, v});
+    }
+    return out;
+}
 
 void Pipeline::release() {
     if (pipeline_) vkDestroyPipeline(device_, pipeline_, nullptr);

@@ -18,6 +18,17 @@ namespace akunu {
 
 class Device;
 
+// One statistic the driver reports for a compiled kernel, as a number (booleans 0 or 1).
+struct KernelStatistic {
+    std::string name, description;
+    double value = 0;
+};
+struct KernelStatistics {
+    std::string kernel;
+    std::vector<uint32_t> spec;
+    std::vector<KernelStatistic> statistics;
+};
+
 class Pipeline {
 public:
     // `spec[i]` becomes constant_id i (32-bit). Kernels use constant_id 0 for the workgroup size.
@@ -33,11 +44,15 @@ public:
     // CPU backend: the kernel and the specialization constants it reads.
     const cpu::CpuKernel& cpu_kernel() const { return cpu_kernel_; }
     const std::vector<uint32_t>& spec() const { return spec_; }
+    // The driver's statistics of the compiled kernel (its first executable); empty unless the
+    // device captures them (DeviceProfile::kernel_statistics).
+    std::vector<KernelStatistic> statistics() const;
 
 private:
     void release();  // destroys whatever exists; safe on a half-built pipeline
 
     VkDevice device_;
+    bool captured_ = false;  // created with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
     std::string name_;
     ShaderInterface interface_;
     cpu::CpuKernel cpu_kernel_;

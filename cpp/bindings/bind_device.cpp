@@ -6,6 +6,19 @@
 
 namespace akunu::py_bindings {
 
+py::list kernel_statistics_rows(const Device& device) {
+    py::list rows;
+    for (const KernelStatistics& k : device.kernel_statistics()) {
+        py::dict stats, row;
+        for (const KernelStatistic& s : k.statistics) stats[py::str(s.name)] = s.value;
+        row["kernel"] = k.kernel;
+        row["spec"] = k.spec;
+        row["statistics"] = stats;
+        rows.append(row);
+    }
+    return rows;
+}
+
 static const char* backend_name(Backend b) { return b == Backend::kCpu ? "cpu" : "vulkan"; }
 
 static py::dict profile_dict(const DeviceProfile& p) {
@@ -49,6 +62,7 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["gemv_words"] = p.gemv_words;
     d["bfloat16"] = p.bfloat16;
     d["push_descriptors"] = p.push_descriptors;
+    d["kernel_statistics"] = p.kernel_statistics;
     d["timestamps"] = p.timestamps;
     d["int8_activations"] = p.int8_activations;
     d["timestamp_period_ns"] = p.timestamp_period_ns;
@@ -93,7 +107,11 @@ DeviceClass init_device(py::module_& m) {
         .def_property_readonly("allocated_bytes", &Device::allocated_bytes)
         .def_property_readonly("live_buffers", &Device::live_buffers)
         .def_property_readonly("allocations_total", &Device::allocations_total)
-        .def("describe", [](const Device& d) { return d.profile().describe(); });
+        .def("describe", [](const Device& d) { return d.profile().describe(); })
+        .def("kernel_statistics", &kernel_statistics_rows,
+             "What the driver compiled each kernel made so far to: [{kernel, spec, statistics: {name: value}}] "
+             "(registers, shared memory, spills; VK_KHR_pipeline_executable_properties), [] where the device "
+             "does not report it (profile['kernel_statistics']).");
 
     m.def("validation_messages", &validation_messages,
           "Validation-layer warnings and errors recorded since the last clear (AKUNU_VALIDATION=1).");

@@ -23,6 +23,7 @@ void init_encoder(py::module_& m) {
         .def_property_readonly("batch_tokens", &Encoder::batch_tokens)
         .def_property_readonly("weight_bytes", &Encoder::weight_bytes)
         .def_property_readonly("device_name", [](const Encoder& e) { return e.device().profile().name; })
+        .def("kernel_statistics", [](const Encoder& e) { return kernel_statistics_rows(e.device()); })
         .def_property_readonly("device_allocations", [](const Encoder& e) { return e.device().allocations_total(); })
         .def(
             "embed",

@@ -37,6 +37,7 @@ void init_engine(py::module_& m) {
         .def_property_readonly("config", &Model::config)
         .def_property_readonly("context", &Model::context)
         .def_property_readonly("device_name", [](const Model& mo) { return mo.device().profile().name; })
+        .def("kernel_statistics", [](const Model& mo) { return kernel_statistics_rows(mo.device()); })
         .def("decode", &Model::decode, py::call_guard<py::gil_scoped_release>())
         .def("eval",
              [](Model& mo, const std::vector<int>& ids, bool all_logits, const std::vector<int>& taps) -> py::object {

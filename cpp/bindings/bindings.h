@@ -53,6 +53,9 @@ inline std::function<void(const std::string&, size_t, size_t)> progress_callback
 // A dispatch table as Python rows: {label, kernel, groups, bindings: [(size, offset, range)]}.
 py::list dispatch_rows(const DispatchTable& table);
 
+// Device::kernel_statistics() as Python rows: {kernel, spec, statistics: {name: value}}.
+py::list kernel_statistics_rows(const Device& device);
+
 // Each layer's KV-cache layout ("full", "ring", "blocks"), as planned.
 std::vector<std::string> kv_layer_rows(const MemoryPlan& plan);
 

@@ -33,7 +33,7 @@ from akunu import models, ops  # noqa: E402
 from akunu._device import upload  # noqa: E402
 from akunu.plan import MemoryPlan, load_config, plan  # noqa: E402
 from akunu.tokenizer import StreamDecoder, Tokenizer  # noqa: E402
-from akunu.model import Model, dequantize_kv, profile_table  # noqa: E402
+from akunu.model import Model, dequantize_kv, kernel_statistics_table, profile_table  # noqa: E402
 from akunu.sampling import Generation, Piece, Sampler, Stream  # noqa: E402
 
 Device.upload = upload  # type: ignore[attr-defined]
@@ -42,6 +42,7 @@ open = open_model  # akunu.open(path): inspect a model file without loading it  
 __all__ = [
     "Model",
     "profile_table",
+    "kernel_statistics_table",
     "dequantize_kv",
     "Sampler",
     "Generation",

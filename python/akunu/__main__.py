@@ -137,6 +137,10 @@ def _profile(akunu, args) -> int:
         what += f" after {args.after} tokens"
     print(f"{m.path}: device time of {what} on {m._engine.device_name}")
     print(akunu.profile_table(rows, by=args.by))
+    stats = m.kernel_statistics()
+    if stats:
+        print("\nwhat the driver compiled them to:")
+        print(akunu.kernel_statistics_table(stats, {r["kernel"] for r in rows}))
     return 0
 
 

@@ -501,6 +501,14 @@ class Model:
         [{label, kernel, ms, bytes_bound}]. akunu.profile_table() sums them by kernel class."""
         return self._engine.profile(int(tokens))
 
+    def kernel_statistics(self) -> list[dict]:
+        """What the driver compiled this model's kernels to: [{kernel, spec, statistics: {name:
+        value}}], such as registers per invocation and shared memory, which bound how many
+        workgroups a compute unit holds at once; [] where the device does not report them
+        (VK_KHR_pipeline_executable_properties; lavapipe and the CPU backend do not).
+        akunu.kernel_statistics_table() prints them."""
+        return (self._encoder or self._engine).kernel_statistics()
+
     def dispatch_table(self) -> list[dict]:
         """The per-token command list: label, kernel, workgroups, bindings (size, offset, range).
         An encoder's is its forward pass over a batch: label, kernel, workgroups."""
@@ -535,6 +543,19 @@ def profile_table(rows: list[dict], by: str = "kernel") -> str:
         gbs = nbytes / (ms * 1e-3) / 1e9 if ms > 0 else float("nan")
         lines.append(f"{name:<18}{calls:>6}{ms:>10.3f}{ms / total:>8.1%}{gbs:>12.0f}")
     lines.append(f"{'total':<18}{len(rows):>6}{total:>10.3f}")
+    return "\n".join(lines)
+
+
+def kernel_statistics_table(stats: list[dict], kernels=None) -> str:
+    """Model.kernel_statistics() (or Device.kernel_statistics()) as text, one line per kernel
+    and specialization (the workgroup size first), only those named in `kernels` if given."""
+    lines = []
+    for s in sorted(stats, key=lambda s: (s["kernel"], s["spec"])):
+        if kernels is not None and s["kernel"] not in kernels:
+            continue
+        values = ", ".join(f"{name} {value:g}" for name, value in s["statistics"].items())
+        spec = ":".join(str(v) for v in s["spec"])
+        lines.append(f"{s['kernel']}[{spec}]  {values}")
     return "\n".join(lines)
 
 

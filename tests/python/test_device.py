@@ -120,3 +120,35 @@ def test_missing_vulkan_is_a_clear_error_not_a_crash(env, expected):
     assert r.returncode == 0, r.stderr  # the process did not crash
     assert "DEVICES: [(0, 'cpu')]" in r.stdout, r.stdout
     assert "ERROR: device 'vulkan'" in r.stdout and expected in r.stdout, r.stdout
+
+
+def test_kernel_statistics(device):
+    """What the driver compiled a kernel to: numbers per statistic for each pipeline made,
+    registers among them, on drivers with VK_KHR_pipeline_executable_properties; nothing, not
+    an error, elsewhere (lavapipe, the CPU backend)."""
+    from akunu import ops
+
+    x = device.upload(np.arange(37, dtype=np.float32))
+    y = device.empty([37], "f32")
+    ops.add(x, x, y)
+    np.testing.assert_array_equal(y.numpy(), 2 * np.arange(37, dtype=np.float32))
+    stats = device.kernel_statistics()
+    if not device.profile["kernel_statistics"]:
+        assert stats == []
+        pytest.skip("the device does not report kernel statistics (needs VK_KHR_pipeline_executable_properties)")
+    add = [s for s in stats if s["kernel"].startswith("add")]
+    assert add, f"no statistics for the add kernel that just ran: {[s['kernel'] for s in stats]}"
+    for s in add:
+        assert s["statistics"] and all(isinstance(v, float) for v in s["statistics"].values())
+    assert any("register" in name.lower() and v > 0 for s in add for name, v in s["statistics"].items())
+    assert "add" in akunu.kernel_statistics_table(stats, {s["kernel"] for s in add})
+
+
+def test_kernel_statistics_table():
+    stats = [{"kernel": "gemv_q4_0_t32", "spec": [512, 2, 0, 128], "statistics": {"Register Count": 40.0}},
+             {"kernel": "add_f32", "spec": [], "statistics": {"Register Count": 8.0, "Spills": 0.0}}]
+    assert akunu.kernel_statistics_table(stats).splitlines() == [
+        "add_f32[]  Register Count 8, Spills 0",
+        "gemv_q4_0_t32[512:2:0:128]  Register Count 40",
+    ]
+    assert akunu.kernel_statistics_table(stats, {"add_f32"}) == "add_f32[]  Register Count 8, Spills 0"
