@@ -1,13 +1,17 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 // gemv_<wtype>_t32: y[r] = dot(W[r, :], x) for tile-major Q8_0, Q4_0 and Q4_1 matrices
 // (cpu/tiles.h), fp32 accumulation. One workgroup per tile of 32 rows: invocation i owns row
 // i % 32 and every SPLIT-th block column of it, SPLIT = invocations / 32. With p.rows1 or
 // p.rows2 set, one dispatch also multiplies the same x by a second and third matrix (bindings
 // 4 and 5) into their own y (bindings 6 and 7): Q, K and V, or gate and up. Their tiles follow
 // the first's in the grid. That is one or two dependent dispatches fewer, and their launch and
-// drain, where a decode layer has only a few microseconds of work per GEMV.
+// drain, where a decode layer has only a few microseconds of work per GEMV. With
+// p.rope_head_dim set, the Q/K/V dispatch also does rope_kv's work for the step's token: the
+// rows of a RoPE pair (2 f, 2 f + 1) are neighbours in a tile, so their invocations swap totals
+// by a shuffle and rotate them, and K and V rows go to the cache as they are written.
 //
 // Why tiles: in the file's layout a block is 18, 20 or 34 bytes, only 2-byte aligned, so a
 // GEMV reads it as 16-bit words and pairs each lane with other x values. In a tile column the
@@ -29,6 +33,13 @@ layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };  // [k/4] the nor
 layout(std430, binding = 2) buffer Y { float y[]; };            // [rows]
 layout(std430, binding = 6) buffer Y1 { float y1[]; };          // [rows1]
 layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
+// The folded rope_kv (p.rope_head_dim > 0; otherwise other buffers stand in, unread): the RoPE
+// tables, the f16 K and V caches [n_kv, cache_rows, head_dim] and the step's position.
+layout(std430, binding = 8) readonly buffer Cos { float cos_t[]; };         // [positions, head_dim / 2]
+layout(std430, binding = 9) readonly buffer Sin { float sin_t[]; };
+layout(std430, binding = 10) writeonly buffer KC { float16_t k_cache[]; };
+layout(std430, binding = 11) writeonly buffer VC { float16_t v_cache[]; };
+layout(std430, binding = 12) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { GemvParams p; };
 #define W_BINDING 0
 #define W_TILES
@@ -184,19 +195,34 @@ void main() {
     }
     barrier();
     const uint row = tile * 32 + tid;
-    if (tid < 32 && row < part_rows) {
-        float total = 0.0;
-        for (uint s = 0; s < SPLIT; ++s) total += partial[s][tid];
-        if (X_OP == AKUNU_GEMV_RMSNORM) {
-            float ss = 0.0;
-            for (uint s = 0; s < gl_NumSubgroups; ++s) ss += sum_sq_partial[s];
-            total *= inversesqrt(ss / float(p.k) + p.eps);
-        }
-        if (part == 0)
-            y[row] = p.accumulate != 0 ? y[row] + total : total;
-        else if (part == 1)
-            y1[row] = p.accumulate != 0 ? y1[row] + total : total;
-        else
-            y2[row] = p.accumulate != 0 ? y2[row] + total : total;
+    if (tid >= 32) return;
+    float total = 0.0;
+    for (uint s = 0; s < SPLIT; ++s) total += partial[s][tid];
+    if (X_OP == AKUNU_GEMV_RMSNORM) {
+        float ss = 0.0;
+        for (uint s = 0; s < gl_NumSubgroups; ++s) ss += sum_sq_partial[s];
+        total *= inversesqrt(ss / float(p.k) + p.eps);
     }
+    if (p.rope_head_dim > 0) {  // uniform
+        // Both rows of a pair are in this tile (pairs start at even rows); rows past the
+        // matrix come in whole pairs too, since head_dim is even.
+        const float other = subgroupShuffleXor(total, 1);
+        if (row >= part_rows) return;
+        const uint head = row / p.rope_head_dim, d = row % p.rope_head_dim, f = d / 2, pos = step.pos;
+        if (part < 2) {
+            const uint half_dim = p.rope_head_dim / 2;
+            const float c = cos_t[pos * half_dim + f], s = sin_t[pos * half_dim + f];
+            total = (d % 2 == 0) ? total * c - other * s : other * s + total * c;
+        }
+        const uint at = (head * p.rope_cache_rows + pos % p.rope_cache_rows) * p.rope_head_dim + d;
+        if (part == 1) k_cache[at] = float16_t(total);
+        if (part == 2) v_cache[at] = float16_t(total);
+    }
+    if (row >= part_rows) return;
+    if (part == 0)
+        y[row] = p.accumulate != 0 ? y[row] + total : total;
+    else if (part == 1)
+        y1[row] = p.accumulate != 0 ? y1[row] + total : total;
+    else
+        y2[row] = p.accumulate != 0 ? y2[row] + total : total;
 }

@@ -299,11 +299,17 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
 }
 
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
-// Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2.
+// Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2, then the RoPE
+// tables, the K and V caches and the step of a folded rope_kv.
 void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                     const Binding& x, const Binding& second, const GemvParams& p) {
+                     const Binding& x, const Binding& second, const GemvParams& p, const GemvRopeKv* rope = nullptr) {
     const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), p.k);
     std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
+    // Bindings 8 to 12, the folded rope_kv's: without it, x and y stand in (never read).
+    if (rope)
+        bindings.insert(bindings.end(), {rope->cos, rope->sin, rope->cache.k, rope->cache.v, rope->step});
+    else
+        bindings.insert(bindings.end(), {x, x, y[0], y[0], x});
     const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
     emit(s, weight_variant("gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice}, std::move(bindings), p,
          grid_for(s, tiles));
@@ -324,7 +330,7 @@ GemvParams gemv_params(const std::array<size_t, 3>& rows, size_t k, bool accumul
     const std::string what = std::string(kernel) + ": rows";
     AKUNU_CHECK(rows[1] <= 0xFFFFFFFFu && rows[2] <= 0xFFFFFFFFu, what + " must be below 2^32");
     return {checked_u32(rows[0], what.c_str()), checked_u32(k, (std::string(kernel) + ": k").c_str()), accumulate ? 1u : 0u,
-            op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2])};
+            op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2]), 0, 0};
 }
 }  // namespace
 
@@ -374,12 +380,17 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
 }
 
+bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, size_t k, const KvBindings& cache) {
+    return gemv_fuses_parts(d, wtype, k) && tiles32(wtype) && cache.dtype == KvDType::kF16 && cache.rows != KvRows::kBlocks;
+}
+
 bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
     return !d.cpu_backend && (tiles32(wtype) || (float_weights(wtype) && k % 4 == 0));
 }
 
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
-                const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input) {
+                const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input,
+                const GemvRopeKv* rope) {
     AKUNU_CHECK(gemv_fuses_parts(s.device().profile(), wtype, k),
                 std::string("gemv_parts: ") + type_traits(wtype).name + " matrices have no fused GEMV on this device");
     const TensorTypeTraits& t = type_traits(wtype);
@@ -391,7 +402,23 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
         check_bytes(w[i], tensor_bytes(t, uint64_t(rows[i]) * k, "gemv W"), "gemv_parts", w_names[i]);
         check_fits(y[i], rows[i], DType::kF32, "gemv_parts", y_names[i]);
     }
-    const GemvParams p = gemv_params(rows, k, false, x, input, "gemv_parts");
+    GemvParams p = gemv_params(rows, k, false, x, input, "gemv_parts");
+    if (rope) {
+        const KvBindings& c = rope->cache;
+        AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, k, c),
+                    "gemv_parts: rope_kv folds only into tile-major Q/K/V GEMVs and an f16 cache of full rows or a ring");
+        const uint32_t hd = rope->head_dim;
+        AKUNU_CHECK(hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,
+                    "gemv_parts: a folded rope_kv needs Q, K and V of whole heads of an even head_dim, K and V alike");
+        const size_t n_kv = rows[1] / hd;
+        AKUNU_CHECK(c.cache_rows > 0, "gemv_parts: the cache has no rows");
+        check_cache(c, uint32_t(n_kv), c.cache_rows, hd, "gemv_parts");
+        check_fits(rope->cos, size_t(rope->positions) * (hd / 2), DType::kF32, "gemv_parts", "cos");
+        check_fits(rope->sin, size_t(rope->positions) * (hd / 2), DType::kF32, "gemv_parts", "sin");
+        check_bytes(rope->step, sizeof(StepState), "gemv_parts", "step");
+        p.rope_head_dim = hd;
+        p.rope_cache_rows = c.cache_rows;
+    }
     // Matrices past the last given are bound as the first (not read).
     const Binding& w1 = rows[1] ? w[1] : w[0];
     const Binding& w2 = rows[2] ? w[2] : w[0];
@@ -399,7 +426,7 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     const Binding& y2 = rows[2] ? y[2] : y[0];
     const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
     if (tiles32(wtype))
-        emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p);
+        emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p, rope);
     else
         emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p);
 }

@@ -270,7 +270,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     };
     // Projections of `dim` inputs that read the same x, each into its y (rows ldy floats apart):
     // one dispatch where the GEMV multiplies several matrices at once (kernels::gemv_parts,
-    // tile-major weights of one type) under the label `fused`, else one matmul each.
+    // tile-major weights of one type) under the label `fused`, else one matmul each. With
+    // `rope`, the fused Q/K/V dispatch also does rope_kv's work; returns whether it did.
     struct Projection {
         const char* label;
         const Weight* w;
@@ -278,7 +279,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         size_t n, ldy;
     };
     auto project = [&](const std::string& blk, const char* fused, std::initializer_list<Projection> parts,
-                       const ProjectionInput& in) {
+                       const ProjectionInput& in, const kernels::GemvRopeKv* rope = nullptr) {
         const TensorType type = parts.begin()->w->type;
         bool fuse = !prefill && parts.size() <= 3 && kernels::gemv_fuses_parts(t.device().profile(), type, dim);
         for (const Projection& p : parts) fuse &= p.w->type == type;
@@ -287,14 +288,15 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
                 t.set_label(blk + p.label);
                 matmul(*p.w, in.x, p.y, p.n, dim, p.ldy, false, in.fold());
             }
-            return;
+            return false;
         }
         std::array<Binding, 3> w, y;
         std::array<size_t, 3> n{};
         size_t i = 0;
         for (const Projection& p : parts) w[i] = Binding(p.w->buffer), y[i] = p.y, n[i++] = p.n;
         t.set_label(blk + fused);
-        kernels::gemv_parts(t, w, type, in.x, y, n, dim, in.fold());
+        kernels::gemv_parts(t, w, type, in.x, y, n, dim, in.fold(), rope);
+        return rope != nullptr;
     };
     // Per-head norms of Q or K: n_heads rows of head_dim inside each token's qkv row.
     auto head_norm = [&](const Binding& x, const Weight& w, int heads) {
@@ -318,8 +320,20 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const std::string blk = "blk." + std::to_string(l) + ".";
         t.set_label(blk + "attn_norm");
         const ProjectionInput attn_in = pre_norm(L.attn_norm, L.q.type, h0, residual, rows, !prefill);
-        project(blk, "attn_qkv", {{"attn_q", &L.q, q, q_dim, qkv_row}, {"attn_k", &L.k, k, kv_dim, qkv_row},
-                                  {"attn_v", &L.v, v, kv_dim, qkv_row}}, attn_in);
+        const bool sliding = c.is_sliding(l);
+        const bool local = sliding && local_tables;
+        const Buffer &rope_cos = s.get(local ? "rope_cos_local" : "rope_cos"), &rope_sin = s.get(local ? "rope_sin_local" : "rope_sin");
+        const RopeStyle style = gguf ? a.rope_gguf : a.rope_hf;
+        // A decode step's RoPE and KV write ride on the Q/K/V dispatch where nothing comes
+        // between them (no bias, no per-head norm) and RoPE pairs neighbouring rows.
+        std::optional<kernels::GemvRopeKv> rope_fold;
+        if (!prefill && !c.qkv_bias && !a.qk_norm && style == RopeStyle::kInterleaved && L.k.type == L.q.type &&
+            L.v.type == L.q.type && kernels::gemv_folds_rope_kv(t.device().profile(), L.q.type, dim, kv_->bindings(l)))
+            rope_fold = kernels::GemvRopeKv{Binding(rope_cos), Binding(rope_sin), kv_->bindings(l), step,
+                                            uint32_t(c.head_dim), uint32_t(base_->context)};
+        const bool roped = project(blk, "attn_qkv", {{"attn_q", &L.q, q, q_dim, qkv_row}, {"attn_k", &L.k, k, kv_dim, qkv_row},
+                                                     {"attn_v", &L.v, v, kv_dim, qkv_row}}, attn_in,
+                                   rope_fold ? &*rope_fold : nullptr);
         if (c.qkv_bias) {
             t.set_label(blk + "attn_qkv_bias");
             kernels::add_rows(t, q, L.q_bias.buffer, q, DType::kF32, {q_dim, rows, qkv_row, 0, qkv_row});
@@ -331,14 +345,12 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
             head_norm(q, L.q_norm, c.n_heads);
             head_norm(k, L.k_norm, c.n_kv_heads);
         }
-        const bool sliding = c.is_sliding(l);
-        const bool local = sliding && local_tables;
-        t.set_label(blk + "rope_kv");
-        const RopeStyle style = gguf ? a.rope_gguf : a.rope_hf;
-        kernels::rope_kv(t, qkv, s.get(local ? "rope_cos_local" : "rope_cos"), s.get(local ? "rope_sin_local" : "rope_sin"),
-                         kv_->bindings(l), step,
-                         {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(base_->context),
-                          style == RopeStyle::kInterleaved, style != RopeStyle::kNone, uint32_t(rows), uint32_t(qkv_row)});
+        if (!roped) {
+            t.set_label(blk + "rope_kv");
+            kernels::rope_kv(t, qkv, rope_cos, rope_sin, kv_->bindings(l), step,
+                             {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(base_->context),
+                              style == RopeStyle::kInterleaved, style != RopeStyle::kNone, uint32_t(rows), uint32_t(qkv_row)});
+        }
         t.set_label(blk + "attention");
         const kernels::AttentionShape heads{uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(base_->context),
                                    sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap};

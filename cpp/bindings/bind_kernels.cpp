@@ -74,17 +74,36 @@ void init_kernels(py::module_& m) {
     k.def("gemv_parts",
           [weight_type](CommandList& cl, const std::array<const PyBuffer*, 3>& w, const std::string& wtype, const PyBuffer& x,
                         const std::array<const PyBuffer*, 3>& y, std::array<size_t, 3> rows, size_t kk,
-                        const PyBuffer* norm_weight, float eps, float weight_offset) {
+                        const PyBuffer* norm_weight, float eps, float weight_offset, const PyBuffer* rope_cos,
+                        const PyBuffer* rope_sin, const PyBuffer* k_cache, const PyBuffer* v_cache, const PyBuffer* step,
+                        uint32_t head_dim, uint32_t cache_rows, bool ring, uint32_t positions) {
               std::optional<kernels::GemvInput> input;
+              std::optional<kernels::GemvRopeKv> rope;
+              if (rope_cos || rope_sin || k_cache || v_cache || step) {
+                  AKUNU_CHECK(rope_cos && rope_sin && k_cache && v_cache && step,
+                              "gemv_parts: a folded rope_kv needs rope_cos, rope_sin, k_cache, v_cache and step");
+                  const KvBindings cache{KvDType::kF16, k_cache->buffer, v_cache->buffer, {}, {},
+                                         ring ? KvRows::kRing : KvRows::kFull, cache_rows};
+                  rope = kernels::GemvRopeKv{rope_cos->buffer, rope_sin->buffer, cache, step->buffer, head_dim, positions};
+              }
               if (norm_weight) input = kernels::GemvInput::rmsnorm(norm_weight->buffer, eps, weight_offset);
               for (int i = 0; i < 3; ++i) AKUNU_CHECK(w[size_t(i)] && y[size_t(i)], "gemv_parts: pass three W and three y buffers");
               kernels::gemv_parts(cl, {w[0]->buffer, w[1]->buffer, w[2]->buffer}, weight_type(wtype), x.buffer,
-                                  {y[0]->buffer, y[1]->buffer, y[2]->buffer}, rows, kk, input ? &*input : nullptr);
+                                  {y[0]->buffer, y[1]->buffer, y[2]->buffer}, rows, kk, input ? &*input : nullptr,
+                                  rope ? &*rope : nullptr);
           },
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("rows"), py::arg("k"),
           py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f,
+          py::arg("rope_cos") = nullptr, py::arg("rope_sin") = nullptr, py::arg("k_cache") = nullptr,
+          py::arg("v_cache") = nullptr, py::arg("step") = nullptr, py::arg("head_dim") = 0, py::arg("cache_rows") = 0,
+          py::arg("ring") = false, py::arg("positions") = 0,
           "y[i] = W[i] @ x for three matrices in one dispatch (Q, K and V; rows[2] = 0 for two), for tile-major "
-          "Q8_0/Q4_0/Q4_1 on Vulkan devices.");
+          "Q8_0/Q4_0/Q4_1 on Vulkan devices. With rope_cos ... step: rope_kv folded in (RoPE on adjacent pairs of Q "
+          "and K at step.pos, K and V stored to f16 caches [n_kv, cache_rows, head_dim], a ring if ring).");
+    k.def("gemv_folds_rope_kv", [weight_type](const Device& d, const std::string& wtype, size_t kk, bool ring) {
+        const KvBindings cache{KvDType::kF16, {}, {}, {}, {}, ring ? KvRows::kRing : KvRows::kFull, 1};
+        return kernels::gemv_folds_rope_kv(d.profile(), weight_type(wtype), kk, cache);
+    }, "Whether gemv_parts folds rope_kv for this weight type and row length into an f16 cache on this device.");
     k.def("gemv_fuses_parts", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_fuses_parts(d.profile(), weight_type(wtype), kk);
     }, "Whether gemv_parts takes this weight type and row length on this device.");

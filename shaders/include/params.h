@@ -83,8 +83,13 @@ struct GemvParams {
     // its own y (kernels::gemv_parts: Q, K and V; gate and up); 0 where there are fewer.
     uint rows1;
     uint rows2;
+    // gemv_tiles.comp with Q, K and V (kernels::GemvRopeKv): head_dim > 0 folds rope_kv into
+    // the products, RoPE on adjacent pairs of Q and K rows and K and V stored to an f16 cache
+    // of cache_rows rows per head (a ring where the sequence is longer) at step.pos; 0: no fold.
+    uint rope_head_dim;
+    uint rope_cache_rows;
 };
-AKUNU_PARAMS_SIZE(GemvParams, 32)
+AKUNU_PARAMS_SIZE(GemvParams, 40)
 
 // The step state: what changes from one decode step to the next, read by kernels from a small
 // device buffer so that a recorded command buffer is replayed unchanged.

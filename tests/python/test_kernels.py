@@ -318,6 +318,54 @@ def test_gemv_fused_parts(device, backend, rng, wtype, rows, k, norm):
         assert np.isnan(got[n:]).all(), "a row past a matrix's rows was written"
 
 
+@pytest.mark.parametrize("wtype", TILE_FORMATS)
+@pytest.mark.parametrize("heads, kv_heads, head_dim, pos, cache_rows, ring",
+                         [(4, 2, 64, 5, 9, False), (3, 1, 48, 13, 6, True), (2, 2, 128, 0, 1, False)])
+def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, head_dim, pos, cache_rows, ring):
+    """rope_kv folded into the Q/K/V dispatch of a decode step: Q and K rotated on adjacent
+    pairs at step.pos, K and V also stored to the f16 cache row of pos (pos % rows in a ring:
+    13 % 6), every other cache row and every float past Q, K or V untouched. Head dims of 48
+    leave heads across tile boundaries; K and V of 48 rows end in a partial tile."""
+    if backend == "cpu":
+        pytest.skip("the CPU backend runs Q, K and V as three GEMVs and rope_kv on its own")
+    assert kernels.gemv_folds_rope_kv(device, wtype, 96, ring)
+    k = 96
+    rows = (heads * head_dim, kv_heads * head_dim, kv_heads * head_dim)
+    parts = [random_weights(device, rng, wtype, n, k) for n in rows]
+    x = rng.standard_normal(k).astype(np.float32)
+    g = rng.standard_normal(k).astype(np.float32)
+    positions = max(pos + 1, 16)
+    angles = rng.uniform(-np.pi, np.pi, (positions, head_dim // 2))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    step = np.array([pos, 0, 1, 0], np.uint32)
+    ys = [poisoned(device, n + 1, np.float32) for n in rows]
+    caches = [poisoned(device, [kv_heads, cache_rows, head_dim], np.float16) for _ in range(2)]
+    x_dev, g_dev, cos_dev, sin_dev, step_dev = (device.upload(a) for a in (x, g, cos, sin, step))
+    ops._run(device, lambda cl: kernels.gemv_parts(
+        cl, [p[0] for p in parts], wtype, x_dev, ys, rows, k, g_dev, 1e-6, 0.0, rope_cos=cos_dev, rope_sin=sin_dev,
+        k_cache=caches[0], v_cache=caches[1], step=step_dev, head_dim=head_dim, cache_rows=cache_rows, ring=ring,
+        positions=positions))
+    xd = x.astype(np.float64)
+    v = xd * g.astype(np.float64) / np.sqrt(np.mean(xd ** 2) + 1e-6)
+
+    def rotate(y):  # adjacent pairs (2f, 2f + 1) of each head, at pos
+        y = y.reshape(-1, head_dim // 2, 2)
+        c, s = cos[pos].astype(np.float64), sin[pos].astype(np.float64)
+        return np.stack([y[..., 0] * c - y[..., 1] * s, y[..., 0] * s + y[..., 1] * c], -1).reshape(-1)
+
+    want = [rotate(parts[0][1] @ v), rotate(parts[1][1] @ v), parts[2][1] @ v]
+    for w_, n, y, (_, w, _) in zip(want, rows, ys, parts):
+        got = y.numpy()
+        np.testing.assert_allclose(got[:n], w_, rtol=1e-4, atol=1e-5 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max())
+        assert np.isnan(got[n:]).all(), "a float past a matrix's rows was written"
+    slot = pos % cache_rows
+    for cache, y, n in zip(caches, ys[1:], rows[1:]):
+        got = cache.numpy()
+        np.testing.assert_array_equal(got[:, slot, :].reshape(-1), y.numpy()[:n].astype(np.float16))
+        others = np.delete(got, slot, axis=1)
+        assert np.isnan(others).all(), "a cache row other than the step's was written"
+
+
 @pytest.mark.parametrize("variant", ["scalar", "coopmat"])
 @pytest.mark.parametrize("wtype", [*GPU_FORMATS, *TILE_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("m, n, units", [(1, 7, 1), (37, 67, 3), (130, 65, 2), (67, 257, 9)])
