@@ -101,7 +101,11 @@ def test_profile_sums_the_dispatch_table_by_kernel_class():
     r = akunu_cli("profile", gguf, "--after", "64", "--context", "64", check=False)
     assert r.returncode == 2 and "need 65 positions; the context holds 64" in r.stderr
     r = akunu_cli("profile", gguf, "--context", "64", "--by", "label")
-    calls = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()[2:]}
+    # The table's rows: after the title and the header, up to its total (devices that report
+    # kernel statistics print them below it).
+    lines = r.stdout.splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("total"))
+    calls = {line.split()[0]: int(line.split()[1]) for line in lines[2:end + 1]}
     n_layers = int(akunu.open(gguf).metadata["llama.block_count"])
     qkv = "attn_qkv" if "attn_qkv" in calls else "attn_q"  # one dispatch for Q, K and V where weights are in tiles
     assert calls[qkv] == calls["ffn_down"] == calls["attention"] == n_layers, r.stdout
