@@ -203,11 +203,12 @@ void main() {
         for (uint s = 0; s < gl_NumSubgroups; ++s) ss += sum_sq_partial[s];
         total *= inversesqrt(ss / float(p.k) + p.eps);
     }
-    if (p.rope_head_dim > 0) {  // uniform
-        // Both rows of a pair are in this tile (pairs start at even rows); rows past the
-        // matrix come in whole pairs too, since head_dim is even.
-        const float other = subgroupShuffleXor(total, 1);
-        if (row >= part_rows) return;
+    // A RoPE pair's rows (2 f, 2 f + 1) are neighbouring invocations of this tile; the partner's
+    // total is taken while all 32 are here (rows past the matrix come in whole pairs).
+    float other = 0.0;
+    if (p.rope_head_dim > 0) other = subgroupShuffleXor(total, 1);  // uniform
+    if (row >= part_rows) return;
+    if (p.rope_head_dim > 0) {
         const uint head = row / p.rope_head_dim, d = row % p.rope_head_dim, f = d / 2, pos = step.pos;
         if (part < 2) {
             const uint half_dim = p.rope_head_dim / 2;
@@ -218,7 +219,6 @@ void main() {
         if (part == 1) k_cache[at] = float16_t(total);
         if (part == 2) v_cache[at] = float16_t(total);
     }
-    if (row >= part_rows) return;
     if (part == 0)
         y[row] = p.accumulate != 0 ? y[row] + total : total;
     else if (part == 1)

@@ -380,8 +380,8 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
 }
 
-bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, size_t k, const KvBindings& cache) {
-    return gemv_fuses_parts(d, wtype, k) && tiles32(wtype) && cache.dtype == KvDType::kF16 && cache.rows != KvRows::kBlocks;
+bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache) {
+    return !d.cpu_backend && tiles32(wtype) && cache.dtype == KvDType::kF16 && cache.rows != KvRows::kBlocks;
 }
 
 bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
@@ -405,7 +405,7 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     GemvParams p = gemv_params(rows, k, false, x, input, "gemv_parts");
     if (rope) {
         const KvBindings& c = rope->cache;
-        AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, k, c),
+        AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, c),
                     "gemv_parts: rope_kv folds only into tile-major Q/K/V GEMVs and an f16 cache of full rows or a ring");
         const uint32_t hd = rope->head_dim;
         AKUNU_CHECK(hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,

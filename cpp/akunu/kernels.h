@@ -64,13 +64,9 @@ struct GemvInput {
 // Their tile-major forms (*_T32) take gemv_tiles.comp on Vulkan devices (gemv_fuses_parts).
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
           bool accumulate = false, const GemvInput* input = nullptr, bool allow_int_dot = true);
-// y_i[0 : rows[i]] = W_i · x for i < 3 in one dispatch: the projections that read the same x
-// (Q, K and V; gate and up, with rows[2] = 0, whose W and y are then not read). Only where
-// gemv_fuses_parts.
 // rope_kv folded into the Q/K/V gemv_parts of a decode step (one token, at step.pos): Q and K
 // rotated on adjacent pairs (RopeStyle::kInterleaved) with the given tables, and K and V also
-// stored to an f16 cache of full rows or a ring (not blocks). Only where
-// gemv_folds_rope_kv.
+// stored to an f16 cache of full rows or a ring (not blocks). Only where gemv_folds_rope_kv.
 struct GemvRopeKv {
     Binding cos, sin;  // [positions, head_dim / 2] f32
     KvBindings cache;
@@ -78,12 +74,15 @@ struct GemvRopeKv {
     uint32_t head_dim = 0;
     uint32_t positions = 0;  // rows of the tables: the context
 };
+// y_i[0 : rows[i]] = W_i · x for i < 3 in one dispatch: the projections that read the same x
+// (Q, K and V; gate and up, with rows[2] = 0, whose W and y are then not read). Only where
+// gemv_fuses_parts. With `rope`, also rope_kv's work (GemvRopeKv).
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr,
                 const GemvRopeKv* rope = nullptr);
 // Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
 // (gemv_tiles.comp) and an f16 cache of full rows or a ring.
-bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, size_t k, const KvBindings& cache);
+bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache);
 // Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan
 // devices the tile-major Q8_0/Q4_0/Q4_1 (gemv_tiles.comp) and float weights with rows of a
 // multiple of 4 (gemv.comp), whose workgroups each own rows of one matrix.

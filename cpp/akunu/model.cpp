@@ -324,13 +324,15 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const bool local = sliding && local_tables;
         const Buffer &rope_cos = s.get(local ? "rope_cos_local" : "rope_cos"), &rope_sin = s.get(local ? "rope_sin_local" : "rope_sin");
         const RopeStyle style = gguf ? a.rope_gguf : a.rope_hf;
+        const KvBindings cache = kv_->bindings(l);
         // A decode step's RoPE and KV write ride on the Q/K/V dispatch where nothing comes
-        // between them (no bias, no per-head norm) and RoPE pairs neighbouring rows.
+        // between them (no bias, no per-head norm) and RoPE pairs neighbouring rows; project()
+        // takes it only where it fuses Q, K and V (decode, one weight type).
         std::optional<kernels::GemvRopeKv> rope_fold;
-        if (!prefill && !c.qkv_bias && !a.qk_norm && style == RopeStyle::kInterleaved && L.k.type == L.q.type &&
-            L.v.type == L.q.type && kernels::gemv_folds_rope_kv(t.device().profile(), L.q.type, dim, kv_->bindings(l)))
-            rope_fold = kernels::GemvRopeKv{Binding(rope_cos), Binding(rope_sin), kv_->bindings(l), step,
-                                            uint32_t(c.head_dim), uint32_t(base_->context)};
+        if (!c.qkv_bias && !a.qk_norm && style == RopeStyle::kInterleaved &&
+            kernels::gemv_folds_rope_kv(t.device().profile(), L.q.type, cache))
+            rope_fold = kernels::GemvRopeKv{Binding(rope_cos), Binding(rope_sin), cache, step, uint32_t(c.head_dim),
+                                            uint32_t(base_->context)};
         const bool roped = project(blk, "attn_qkv", {{"attn_q", &L.q, q, q_dim, qkv_row}, {"attn_k", &L.k, k, kv_dim, qkv_row},
                                                      {"attn_v", &L.v, v, kv_dim, qkv_row}}, attn_in,
                                    rope_fold ? &*rope_fold : nullptr);
@@ -347,7 +349,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         }
         if (!roped) {
             t.set_label(blk + "rope_kv");
-            kernels::rope_kv(t, qkv, rope_cos, rope_sin, kv_->bindings(l), step,
+            kernels::rope_kv(t, qkv, rope_cos, rope_sin, cache, step,
                              {uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(base_->context),
                               style == RopeStyle::kInterleaved, style != RopeStyle::kNone, uint32_t(rows), uint32_t(qkv_row)});
         }
@@ -355,10 +357,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const kernels::AttentionShape heads{uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(base_->context),
                                    sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap};
         if (prefill)
-            kernels::flash_attention(t, q, kv_->bindings(l), attn_out, step,
+            kernels::flash_attention(t, q, cache, attn_out, step,
                                      {heads, uint32_t(rows), uint32_t(qkv_row), uint32_t(q_dim)});
         else
-            kernels::attention(t, q, kv_->bindings(l), s.get("attn_partial"), attn_out, step, heads);
+            kernels::attention(t, q, cache, s.get("attn_partial"), attn_out, step, heads);
         t.set_label(blk + "attn_output");
         into_residual(L.o, {Binding(attn_out), std::nullopt}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
         t.set_label(blk + "ffn_norm");

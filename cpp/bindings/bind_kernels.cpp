@@ -100,10 +100,10 @@ void init_kernels(py::module_& m) {
           "y[i] = W[i] @ x for three matrices in one dispatch (Q, K and V; rows[2] = 0 for two), for tile-major "
           "Q8_0/Q4_0/Q4_1 on Vulkan devices. With rope_cos ... step: rope_kv folded in (RoPE on adjacent pairs of Q "
           "and K at step.pos, K and V stored to f16 caches [n_kv, cache_rows, head_dim], a ring if ring).");
-    k.def("gemv_folds_rope_kv", [weight_type](const Device& d, const std::string& wtype, size_t kk, bool ring) {
+    k.def("gemv_folds_rope_kv", [weight_type](const Device& d, const std::string& wtype, bool ring) {
         const KvBindings cache{KvDType::kF16, {}, {}, {}, {}, ring ? KvRows::kRing : KvRows::kFull, 1};
-        return kernels::gemv_folds_rope_kv(d.profile(), weight_type(wtype), kk, cache);
-    }, "Whether gemv_parts folds rope_kv for this weight type and row length into an f16 cache on this device.");
+        return kernels::gemv_folds_rope_kv(d.profile(), weight_type(wtype), cache);
+    }, "Whether gemv_parts folds rope_kv for this weight type into an f16 cache on this device.");
     k.def("gemv_fuses_parts", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_fuses_parts(d.profile(), weight_type(wtype), kk);
     }, "Whether gemv_parts takes this weight type and row length on this device.");
