@@ -54,6 +54,11 @@ layout(local_size_x_id = 0) in;                       // 32 * SPLIT invocations
 layout(constant_id = 1) const uint UNITS = 4;         // blocks each invocation loads before multiplying
 layout(constant_id = 2) const uint X_OP = AKUNU_GEMV_X;
 layout(constant_id = 3) const uint SLICE_BLOCKS = 128;  // blocks of x staged per pass
+// Measurement probes (AKUNU_GEMV_TILES's fourth field, bench/NOTES.md), whose results are
+// meaningless; 0 is the kernel. Bits: 1 drops the products (the loads stay), 2 the weight loads
+// (codes made up from the row and column), 4 the reads of x and its op in the staging phase.
+layout(constant_id = 4) const uint PROBE = 0;
+const bool NO_PRODUCTS = (PROBE & 1u) != 0, NO_LOADS = (PROBE & 2u) != 0, NO_X = (PROBE & 4u) != 0;
 #define MAX_UNITS 8
 #define MAX_SPLIT 32
 #define MAX_SUBGROUPS 128
@@ -90,7 +95,10 @@ struct Block {
     }
 Block load_block(uint part, uint column, uint r) {
     Block w;
-    if (part == 0)
+    if (NO_LOADS) {
+        w.head = 0x1C00u;  // 2^-8
+        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) w.q[c] = (column * 32 + r) * 0x9E3779B9u + c;
+    } else if (part == 0)
         LOAD_BLOCK(ww, wh)
     else if (part == 1)
         LOAD_BLOCK(w1w, w1h)
@@ -111,6 +119,11 @@ float x_scale(uint j) {
 
 // dot(block b of the slice, x) for one row.
 float block_dot(Block w, uint b) {
+    if (NO_PRODUCTS) {
+        uint bits = w.head;
+        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) bits ^= w.q[c];
+        return float(bits & 1u);
+    }
     float s = 0.0;
     [[unroll]] for (uint c = 0; c < CHUNKS; ++c) {
 #if defined(WTYPE_Q8_0)
@@ -153,26 +166,21 @@ void main() {
         [[unroll]] for (uint u = 0; u < UNITS; ++u)
             w[u] = load_block(part, w_tile_column(tile * 32, first + min(split + u * SPLIT, n - 1), p.k), r);
         barrier();  // every invocation is done with the previous slice
+        // Each 8 neighbouring invocations stage one block's x and add up its sums by shuffles.
         for (uint i = tid; i < n * 8; i += gl_WorkGroupSize.x) {
-            const vec4 xv = x4[first * 8 + i];
+            const vec4 xv = NO_X ? vec4(float(i)) : x4[first * 8 + i];
             if (X_OP == AKUNU_GEMV_RMSNORM) sum_sq += dot(xv, xv);
-            const vec4 f = X_OP == AKUNU_GEMV_X ? xv : gemv_x_op(X_OP, xv, g4[first * 8 + i], p.weight_offset);
-            xs[i] = f * x_scale(i % 8);
-        }
-        barrier();
-        for (uint b = tid; b < n; b += gl_WorkGroupSize.x) {
-            vec4 staged = vec4(0.0), raw = vec4(0.0);
-            for (uint j = 0; j < 8; ++j) {
-                staged += xs[8 * b + j];
-                raw += xs[8 * b + j] / x_scale(j);
-            }
-            const float bias = dot(staged, vec4(1.0)), sum = dot(raw, vec4(1.0));
+            const vec4 f = X_OP == AKUNU_GEMV_X || NO_X ? xv : gemv_x_op(X_OP, xv, g4[first * 8 + i], p.weight_offset);
+            const vec4 staged = f * x_scale(i % 8);
+            xs[i] = staged;
+            vec2 sums = vec2(dot(staged, vec4(1.0)), dot(f, vec4(1.0)));  // {bias, sum of x}
+            [[unroll]] for (uint m = 1; m < 8; m *= 2) sums += subgroupShuffleXor(sums, m);
 #if defined(WTYPE_Q8_0)
-            xb[b] = vec2(bias + 128.0 * sum, sum);  // codes read as q + 128
+            if (i % 8 == 0) xb[i / 8] = vec2(sums.x + 128.0 * sums.y, sums.y);  // codes read as q + 128
 #elif defined(WTYPE_Q4_0)
-            xb[b] = vec2(bias + 8.0 * sum, sum);    // nibble n stands for n - 8
+            if (i % 8 == 0) xb[i / 8] = vec2(sums.x + 8.0 * sums.y, sums.y);    // nibble n stands for n - 8
 #else
-            xb[b] = vec2(bias, sum);
+            if (i % 8 == 0) xb[i / 8] = sums;
 #endif
         }
         barrier();

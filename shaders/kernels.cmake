@@ -11,6 +11,7 @@ set(AKUNU_KERNELS
   "fill_f16         fill.comp       DTYPE=float16_t"
   "fill_u32         fill.comp       DTYPE=uint,FILL_RAW_BITS"
   "copy_u32         copy.comp"
+  "read_u32         copy.comp       READ_ONLY"
   "add_f32          add.comp        DTYPE=float"
   "add_f16          add.comp        DTYPE=float16_t"
   "rmsnorm_f32      rmsnorm.comp    DTYPE=float"

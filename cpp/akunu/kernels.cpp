@@ -162,6 +162,14 @@ void copy(DispatchSink& s, const Binding& src, const Binding& dst, size_t bytes)
     emit(s, "copy_u32", {}, {src, dst}, p, grid_for(s, (words + per_group - 1) / per_group));
 }
 
+void read(DispatchSink& s, const Binding& src, const Binding& flag, size_t bytes) {
+    AKUNU_CHECK(bytes % 16 == 0, "read: " + std::to_string(bytes) + " bytes is not a whole number of 16-byte vectors");
+    check_fits(src, bytes / 4, DType::kU32, "read", "src");
+    check_fits(flag, 1, DType::kU32, "read", "flag");
+    CopyParams p{checked_u32(bytes / 4, "read: words")};
+    emit(s, "read_u32", {}, {src, flag}, p, grid_for(s, std::max<size_t>(1, (bytes / 16 + kElementwiseGroup - 1) / kElementwiseGroup)));
+}
+
 void add(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, size_t n) {
     add_rows(s, a, b, c, dtype, {n, 1, n, n, n});
 }
@@ -259,13 +267,13 @@ bool tiles32(TensorType wtype) {
 // 32 x 4. lavapipe runs a workgroup's invocations as loops between barriers, where 512
 // invocations cost 6x what 128 do (the shipped model's GEMVs: 137 against 20 ms a step).
 struct GemvTilesShape {
-    uint32_t split = 16, units = 2, slice = 128;
+    uint32_t split = 16, units = 2, slice = 128, probe = 0;  // probe: gemv_tiles.comp PROBE, 0 outside experiments
 };
 GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, size_t k) {
     GemvTilesShape g;
     if (d.type == DeviceType::kCpu) g.split = 4;
-    if (const char* e = std::getenv("AKUNU_GEMV_TILES"))  // experiments: "split:units[:slice]"
-        std::sscanf(e, "%u:%u:%u", &g.split, &g.units, &g.slice);
+    if (const char* e = std::getenv("AKUNU_GEMV_TILES"))  // experiments: "split:units[:slice[:probe]]"
+        std::sscanf(e, "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.probe);
     g.split = std::clamp(g.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // gemv_tiles.comp MAX_SPLIT
     g.units = std::clamp(g.units, 1u, 8u);                                                // MAX_UNITS
     // Shared memory: 128 bytes of x and 8 of sums per block, 4 KiB of partial sums, 512 bytes.
@@ -311,7 +319,7 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
     else
         bindings.insert(bindings.end(), {x, x, y[0], y[0], x});
     const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
-    emit(s, weight_variant("gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice}, std::move(bindings), p,
+    emit(s, weight_variant("gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 7u)}, std::move(bindings), p,
          grid_for(s, tiles));
 }
 bool word_rows(TensorType wtype, size_t k) {

@@ -19,6 +19,9 @@ void fill(DispatchSink& s, const Binding& out, DType dtype, size_t n, float valu
 
 // dst[0:bytes] = src[0:bytes] on the compute queue; bytes must be a multiple of 4.
 void copy(DispatchSink& s, const Binding& src, const Binding& dst, size_t bytes);
+// Reads src[0:bytes] (a multiple of 16) and stores nothing: the device's read rate, for the
+// kernel benchmark. `flag`'s first word is written only if a 16-byte vector is all ones.
+void read(DispatchSink& s, const Binding& src, const Binding& flag, size_t bytes);
 
 // c[0:n] = a[0:n] + b[0:n]; dtype f32 or f16.
 void add(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, size_t n);

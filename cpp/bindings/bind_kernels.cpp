@@ -34,6 +34,14 @@ void init_kernels(py::module_& m) {
     k.def("copy", [](CommandList& cl, const PyBuffer& src, const PyBuffer& dst, size_t nbytes) {
         kernels::copy(cl, src.buffer, dst.buffer, nbytes);
     });
+    k.def(
+        "read",
+        [](CommandList& cl, const PyBuffer& src, const PyBuffer& flag, size_t nbytes, size_t src_offset) {
+            AKUNU_CHECK(src_offset <= src.buffer.size(), "read: src_offset is past the end of src");
+            kernels::read(cl, Binding(src.buffer, src_offset, src.buffer.size() - src_offset), flag.buffer, nbytes);
+        },
+        py::arg("cl"), py::arg("src"), py::arg("flag"), py::arg("nbytes"), py::arg("src_offset") = 0,
+        "Reads nbytes of src (from src_offset) and stores nothing: the device's read rate.");
     k.def("add", [dt](CommandList& cl, const PyBuffer& a, const PyBuffer& b, const PyBuffer& c,
                       const std::string& dtype, size_t n) { kernels::add(cl, a.buffer, b.buffer, c.buffer, dt(dtype), n); });
     k.def("rmsnorm",

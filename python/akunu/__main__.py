@@ -193,6 +193,8 @@ def _kernel_bench(akunu, args) -> int:
     print(f"kernel bandwidth on {dev.name}")
     if args.gemm:
         rows = kernel_bench.gemm_rows(dev, scale)
+    elif args.read:
+        rows = [kernel_bench.copy_row(dev, scale)] + kernel_bench.read_rows(dev, scale)
     elif not args.gemv:
         rows = kernel_bench.run(dev, scale)
     else:
@@ -294,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GEMVs at the 1b and llama2-7b decode shapes instead, each waiting for the one before "
                         "(float path, then the engine's choice)")
     p.add_argument("--gemm", action="store_true", help="only the prefill GEMMs (512 x 4096 x 4096), per weight format")
+    p.add_argument("--read", action="store_true",
+                   help="the read kernel at decode's GEMV sizes, chained and overlapping: the cost of a dispatch "
+                        "and the read rate a GEMV of that size could reach")
     p.set_defaults(run=_kernel_bench)
     p = sub.add_parser("bench", help="prefill, time to first token and decode speed against the bandwidth floor")
     p.add_argument("files", nargs="+", help="model files")

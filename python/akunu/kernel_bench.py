@@ -182,6 +182,39 @@ def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1", "Q8_0_T32", "Q4_0_T
     return out
 
 
+# Bytes a decode GEMV reads, from one 16-byte vector (the cost of a dispatch that moves
+# nothing) to the fused gate/up of llama2-7b in Q8_0: 1b q4_0 K/V and O, then llama2-7b q4_0 O,
+# down and gate/up.
+READ_CHAIN_BYTES = (16, 589_824, 2_359_296, 9_437_184, 25_362_432, 50_724_864, 95_813_632)
+
+
+def read_rows(device, scale: float = 1.0, pool=None) -> list[BenchRow]:
+    """The read kernel at decode's GEMV sizes, chained (every dispatch waits for the one before,
+    as decode's do: launch and drain included) and overlapping (no barriers between them). The
+    reads walk a pool of 1 GiB (times `scale`) so each streams from memory, as decode does.
+    Against a GEMV of the same bytes, the chained row is what the access alone would cost."""
+    pool_bytes = int((1 << 30) * scale) // 256 * 256
+    if pool is None:
+        pool = device.upload(np.random.default_rng(0).integers(0, 256, pool_bytes, dtype=np.uint8))
+    out = []
+    for nbytes in READ_CHAIN_BYTES:
+        nbytes = max(16, int(nbytes * min(1.0, scale * 4)) // 16 * 16)
+        stride = -(-nbytes // 256) * 256
+        count = max(1, min(256, pool.size // stride))
+        for chained in (True, False):
+            flags = [device.empty([64], "u32") for _ in range(1 if chained else 64)]
+            turn = iter(range(1 << 30))
+
+            def record(cl):
+                i = next(turn)
+                kernels.read(cl, pool, flags[i % len(flags)], nbytes, src_offset=(i % count) * stride)
+
+            ms = _time(device, record, reps=max(20, count))
+            size = f"{nbytes / 1e6:.1f} MB" if nbytes >= 100_000 else f"{nbytes} B"
+            out.append(BenchRow(f"read {size} {'chained' if chained else 'overlapping'}", nbytes, ms))
+    return out
+
+
 def format_table(rows: list[BenchRow]) -> str:
     copy = rows[0].gb_per_s
     lines = [f"{'kernel':<30}{'MB moved':>10}{'us':>10}{'GB/s':>10}{'of copy':>9}{'TFLOP/s':>9}"]

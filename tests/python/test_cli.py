@@ -179,3 +179,12 @@ def test_devices_and_the_small_benchmarks():
     assert "subgroup size" in akunu_cli("devices").stdout
     tokenizer = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
     assert "MB/s" in akunu_cli("tokenizer-bench", tokenizer).stdout
+
+
+def test_kernel_bench_reads_at_decode_sizes():
+    """`kernel-bench --read`: the copy row, then each size chained and overlapping, with times."""
+    out = akunu_cli("kernel-bench", "--read").stdout
+    rows = [line.split() for line in out.splitlines() if line.startswith("read ")]
+    assert len(rows) == 14 and any("copy kernel" in line for line in out.splitlines())
+    assert [r[-5] for r in rows[::2]] == ["chained"] * 7 and [r[-5] for r in rows[1::2]] == ["overlapping"] * 7
+    assert all(float(r[-3]) > 0 for r in rows)  # us

@@ -50,6 +50,26 @@ def test_copy(device, rng, words):
     assert np.all(got[words:] == 0xFFFFFFFF)
 
 
+@pytest.mark.parametrize("vectors", [1, 255, 4099])
+def test_read_reads_every_vector_and_stores_nothing_else(device, rng, vectors):
+    """The benchmark's read kernel stores only when a 16-byte vector is all ones: a marked
+    vector anywhere in the range (the first, the last, one in between) must be found, read from
+    an offset, and marks outside the range or none at all must leave the flag alone."""
+    src = rng.integers(0, 2**32 - 1, (16 + vectors + 1, 4), dtype=np.uint32)  # never all ones
+    src[[0, 16 + vectors]] = 0xFFFFFFFF  # just before and just past the range read
+    flag, unmarked = device.upload(np.full(4, 7, np.uint32)), device.upload(src)
+    ops._run(flag.device, lambda cl: kernels.read(cl, unmarked, flag, vectors * 16, src_offset=256))
+    assert list(flag.numpy()) == [7, 7, 7, 7]
+    for v in sorted({0, vectors // 2, vectors - 1}):
+        marked = src.copy()
+        marked[16 + v] = 0xFFFFFFFF
+        marked = device.upload(marked)  # a CommandList does not keep its buffers alive
+        ops._run(flag.device, lambda cl: kernels.read(cl, marked, flag, vectors * 16, src_offset=256))
+        assert flag.numpy()[0] == v, f"vector {v} of {vectors}"
+    with pytest.raises(RuntimeError, match="16-byte"):
+        ops._run(flag.device, lambda cl: kernels.read(cl, flag, flag, 12))
+
+
 @pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-5), (np.float16, 2e-3)])
 @pytest.mark.parametrize("rows, dim", [(1, 1), (3, 77), (4, 1000), (2, 5003)])
 @pytest.mark.parametrize("weight_offset", [0.0, 1.0])

@@ -1,4 +1,4 @@
-// CPU kernels without reductions across threads: fill, copy, add, rmsnorm, the gated
+// CPU kernels without reductions across threads: fill, copy, read, add, rmsnorm, the gated
 // activations, last_row, softcap and the embedding lookup. Each matches its .comp file (shaders/).
 #include <algorithm>
 #include <cmath>
@@ -44,6 +44,15 @@ void copy(const CpuArgs& a, size_t begin, size_t end) {
     const size_t per_group = (p.n % 4 == 0 ? 4 : 1) * kGroup;
     const size_t w0 = std::min<size_t>(begin * per_group, p.n), w1 = std::min<size_t>(end * per_group, p.n);
     if (w1 > w0) std::memmove(a.b[1] + w0 * 4, a.b[0] + w0 * 4, (w1 - w0) * 4);
+}
+
+// read_u32: every 16-byte vector is read; one of four all-ones words writes flag[0] (copy.comp).
+void read(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& p = a.p<CopyParams>();
+    const uint32_t* src = a.at<const uint32_t>(0);
+    const size_t v1 = std::min<size_t>(end * kGroup, p.n / 4);
+    for (size_t v = begin * kGroup; v < v1; ++v)
+        if ((src[4 * v] & src[4 * v + 1] & src[4 * v + 2] & src[4 * v + 3]) == 0xFFFFFFFFu) a.at<uint32_t>(1)[0] = uint32_t(v);
 }
 
 void add(const CpuArgs& a, size_t begin, size_t end) {
@@ -134,6 +143,7 @@ void register_elementwise(void (*add_row)(const KernelRow&)) {
     add_row({"fill_f16", {fill, kF16, 16}});
     add_row({"fill_u32", {fill, kU32, 16}});
     add_row({"copy_u32", {copy, 0, 16}});
+    add_row({"read_u32", {read, 0, 16}});
     add_row({"add_f32", {add, kF32, 16}});
     add_row({"add_f16", {add, kF16, 16}});
     add_row({"rmsnorm_f32", {rmsnorm, kF32, 1}});
