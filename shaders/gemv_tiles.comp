@@ -56,9 +56,11 @@ layout(constant_id = 2) const uint X_OP = AKUNU_GEMV_X;
 layout(constant_id = 3) const uint SLICE_BLOCKS = 128;  // blocks of x staged per pass
 // Measurement probes (AKUNU_GEMV_TILES's fourth field, bench/NOTES.md), whose results are
 // meaningless; 0 is the kernel. Bits: 1 drops the products (the loads stay), 2 the weight loads
-// (codes made up from the row and column), 4 the reads of x and its op in the staging phase.
+// (codes made up from the row and column), 4 the reads of x and its op in the staging phase,
+// 8 the products' shared-memory loads (x made up from the block).
 layout(constant_id = 4) const uint PROBE = 0;
 const bool NO_PRODUCTS = (PROBE & 1u) != 0, NO_LOADS = (PROBE & 2u) != 0, NO_X = (PROBE & 4u) != 0;
+const bool NO_XS = (PROBE & 8u) != 0;
 #define MAX_UNITS 8
 #define MAX_SPLIT 32
 #define MAX_SUBGROUPS 128
@@ -117,6 +119,8 @@ float x_scale(uint j) {
 #endif
 }
 
+vec4 xs_at(uint i) { return NO_XS ? vec4(float(i)) : xs[i]; }
+
 // dot(block b of the slice, x) for one row.
 float block_dot(Block w, uint b) {
     if (NO_PRODUCTS) {
@@ -133,13 +137,13 @@ float block_dot(Block w, uint b) {
 #endif
         const uvec4 t = uvec4(u << 15, u << 7, u >> 1, u >> 9);  // byte j at bits 15..22
 #if defined(WTYPE_Q8_0)
-        s += dot(uintBitsToFloat((t & 0x007F8000u) | 0x3F800000u), xs[8 * b + c]);
+        s += dot(uintBitsToFloat((t & 0x007F8000u) | 0x3F800000u), xs_at(8 * b + c));
 #else
-        s += dot(uintBitsToFloat((t & 0x00078000u) | 0x3F800000u), xs[8 * b + c]) +
-             dot(uintBitsToFloat((t & 0x00780000u) | 0x3F800000u), xs[8 * b + 4 + c]);
+        s += dot(uintBitsToFloat((t & 0x00078000u) | 0x3F800000u), xs_at(8 * b + c)) +
+             dot(uintBitsToFloat((t & 0x00780000u) | 0x3F800000u), xs_at(8 * b + 4 + c));
 #endif
     }
-    const vec2 head = unpackHalf2x16(w.head), bias_sum = xb[b];
+    const vec2 head = unpackHalf2x16(w.head), bias_sum = NO_XS ? vec2(float(b)) : xb[b];
 #if defined(WTYPE_Q4_1)
     return head.x * (s - bias_sum.x) + head.y * bias_sum.y;  // d n + m
 #else

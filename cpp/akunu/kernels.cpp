@@ -319,7 +319,7 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
     else
         bindings.insert(bindings.end(), {x, x, y[0], y[0], x});
     const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
-    emit(s, weight_variant("gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 7u)}, std::move(bindings), p,
+    emit(s, weight_variant("gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u)}, std::move(bindings), p,
          grid_for(s, tiles));
 }
 bool word_rows(TensorType wtype, size_t k) {

@@ -39,7 +39,8 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"attention_split_ring", sizeof(AttentionParams), 6}, {"flash_attention_ring", sizeof(FlashAttentionParams), 5},
         {"attention_split_", sizeof(AttentionParams), 8}, {"flash_attention_", sizeof(FlashAttentionParams), 7},
         {"kv_store_", sizeof(RopeKvParams), 6}, {"rope_only", sizeof(RopeKvParams), 6},
-        {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"add_", sizeof(AddParams), 3},
+        {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"read_", sizeof(CopyParams), 2},
+        {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3},
         {"gemv_", sizeof(GemvParams), 13, "_t32"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv
         {"gemv_f", sizeof(GemvParams), 8}, {"gemv_bf16", sizeof(GemvParams), 8},  // float gemv.comp: the same
