@@ -59,8 +59,8 @@ layout(constant_id = 3) const uint SLICE_BLOCKS = 128;  // blocks of x staged pe
 // (codes made up from the row and column), 4 the reads of x and its op in the staging phase,
 // 8 the products' shared-memory loads (x made up from the block).
 layout(constant_id = 4) const uint PROBE = 0;
-const bool NO_PRODUCTS = (PROBE & 1u) != 0, NO_LOADS = (PROBE & 2u) != 0, NO_X = (PROBE & 4u) != 0;
-const bool NO_XS = (PROBE & 8u) != 0;
+const bool NO_PRODUCTS = (PROBE & 1u) != 0, NO_LOADS = (PROBE & 2u) != 0;
+const bool NO_X = (PROBE & 4u) != 0, NO_XS = (PROBE & 8u) != 0;
 #define MAX_UNITS 8
 #define MAX_SPLIT 32
 #define MAX_SUBGROUPS 128
@@ -73,8 +73,13 @@ shared float sum_sq_partial[MAX_SUBGROUPS];
 
 #if defined(WTYPE_Q8_0)
 #define CHUNKS 8
+#define CODE_OFFSET 128.0  // codes read as q + 128
+#elif defined(WTYPE_Q4_0)
+#define CHUNKS 4
+#define CODE_OFFSET 8.0    // nibble n stands for n - 8
 #else
 #define CHUNKS 4
+#define CODE_OFFSET 0.0    // Q4_1: codes as they are (m times the sum of x is the offset)
 #endif
 // What an invocation loads of one block of its row: the head (d, and m for Q4_1) and the codes.
 struct Block {
@@ -179,13 +184,7 @@ void main() {
             xs[i] = staged;
             vec2 sums = vec2(dot(staged, vec4(1.0)), dot(f, vec4(1.0)));  // {bias, sum of x}
             [[unroll]] for (uint m = 1; m < 8; m *= 2) sums += subgroupShuffleXor(sums, m);
-#if defined(WTYPE_Q8_0)
-            if (i % 8 == 0) xb[i / 8] = vec2(sums.x + 128.0 * sums.y, sums.y);  // codes read as q + 128
-#elif defined(WTYPE_Q4_0)
-            if (i % 8 == 0) xb[i / 8] = vec2(sums.x + 8.0 * sums.y, sums.y);    // nibble n stands for n - 8
-#else
-            if (i % 8 == 0) xb[i / 8] = sums;
-#endif
+            if (i % 8 == 0) xb[i / 8] = vec2(sums.x + CODE_OFFSET * sums.y, sums.y);
         }
         barrier();
         // The next blocks load after these are multiplied: loading them before (twice the

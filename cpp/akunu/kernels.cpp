@@ -167,7 +167,8 @@ void read(DispatchSink& s, const Binding& src, const Binding& flag, size_t bytes
     check_fits(src, bytes / 4, DType::kU32, "read", "src");
     check_fits(flag, 1, DType::kU32, "read", "flag");
     CopyParams p{checked_u32(bytes / 4, "read: words")};
-    emit(s, "read_u32", {}, {src, flag}, p, grid_for(s, std::max<size_t>(1, (bytes / 16 + kElementwiseGroup - 1) / kElementwiseGroup)));
+    const size_t groups = std::max<size_t>(1, (bytes / 16 + kElementwiseGroup - 1) / kElementwiseGroup);
+    emit(s, "read_u32", {}, {src, flag}, p, grid_for(s, groups));
 }
 
 void add(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, size_t n) {
@@ -319,8 +320,8 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
     else
         bindings.insert(bindings.end(), {x, x, y[0], y[0], x});
     const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
-    emit(s, weight_variant("gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u)}, std::move(bindings), p,
-         grid_for(s, tiles));
+    emit(s, weight_variant("gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u)},
+         std::move(bindings), p, grid_for(s, tiles));
 }
 bool word_rows(TensorType wtype, size_t k) {
     return block32(wtype) && k % 256 == 0;
