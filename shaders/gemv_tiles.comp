@@ -2,6 +2,9 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#ifdef X_INT8
+#extension GL_EXT_spirv_intrinsics : require  // integer dot products: int_dot.glsl
+#endif
 // gemv_<wtype>_t32: y[r] = dot(W[r, :], x) for tile-major Q8_0, Q4_0 and Q4_1 matrices
 // (cpu/tiles.h), fp32 accumulation. One workgroup per tile of 32 rows: invocation i owns row
 // i % 32 and every SPLIT-th block column of it, SPLIT = invocations / 32. With p.rows1 or
@@ -25,8 +28,15 @@
 // staged x is scaled to match (by 256 under bytes and low nibbles, 16 under high nibbles), and
 // each block's bias (the sum of its staged x, which the 1s add, plus the format's offset) is
 // taken out once per block: xb[b] = {bias, sum of x}.
+//
+// gemv_dot_<wtype>_t32 (X_INT8, AKUNU_INT8=1): the workgroup rounds the formed x to int8 per
+// block of 32 (step max|x| / 127, half to even, as ggml's q8_1) instead, and a chunk costs one
+// or two 4-way integer dot products: a quarter of the float path's instructions per weight.
 #include "common.glsl"
 #include "activation.glsl"
+#ifdef X_INT8
+#include "int_dot.glsl"
+#endif
 
 layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };  // [k/4]
 layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };  // [k/4] the norm weight or up (x_op)
@@ -66,8 +76,13 @@ const bool NO_X = (PROBE & 4u) != 0, NO_XS = (PROBE & 8u) != 0;
 #define MAX_SUBGROUPS 128
 const uint SPLIT = gl_WorkGroupSize.x / 32;
 
+#ifdef X_INT8
+shared uint xq[SLICE_BLOCKS * 8];  // the slice's x, formed and rounded to int8, 4 to a word
+shared vec2 xb[SLICE_BLOCKS];      // per block: {step, step * sum of the rounded x}
+#else
 shared vec4 xs[SLICE_BLOCKS * 8];  // the slice's x, formed and scaled
 shared vec2 xb[SLICE_BLOCKS];      // per block: {bias, sum of x}
+#endif
 shared float partial[MAX_SPLIT][32];
 shared float sum_sq_partial[MAX_SUBGROUPS];
 
@@ -124,6 +139,33 @@ float x_scale(uint j) {
 #endif
 }
 
+#ifdef X_INT8
+// dot(block b of the slice, x rounded) for one row: 4-way integer dot products of the codes
+// against x's int8 values, scaled once per block by d and x's step.
+float block_dot(Block w, uint b) {
+    if (NO_PRODUCTS) {
+        uint bits = w.head;
+        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) bits ^= w.q[c];
+        return float(bits & 1u);
+    }
+    int s = 0;
+    [[unroll]] for (uint c = 0; c < CHUNKS; ++c) {
+#if defined(WTYPE_Q8_0)
+        s += DOT_S8(xq[8 * b + c], w.q[c]);
+#else
+        s += DOT_S8_U8(xq[8 * b + c], w.q[c] & 0x0F0F0F0Fu) + DOT_S8_U8(xq[8 * b + 4 + c], (w.q[c] >> 4) & 0x0F0F0F0Fu);
+#endif
+    }
+    const vec2 head = unpackHalf2x16(w.head), step_sum = xb[b];
+#if defined(WTYPE_Q4_1)
+    return head.x * step_sum.x * float(s) + head.y * step_sum.y;  // d n + m
+#elif defined(WTYPE_Q4_0)
+    return head.x * (step_sum.x * float(s) - 8.0 * step_sum.y);   // nibble n stands for n - 8
+#else
+    return head.x * step_sum.x * float(s);
+#endif
+}
+#else
 vec4 xs_at(uint i) { return NO_XS ? vec4(float(i)) : xs[i]; }
 
 // dot(block b of the slice, x) for one row.
@@ -156,6 +198,8 @@ float block_dot(Block w, uint b) {
 #endif
 }
 
+#endif
+
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint r = tid % 32, split = tid / 32, blocks = p.k / 32;
@@ -180,11 +224,23 @@ void main() {
             const vec4 xv = NO_X ? vec4(float(i)) : x4[first * 8 + i];
             if (X_OP == AKUNU_GEMV_RMSNORM) sum_sq += dot(xv, xv);
             const vec4 f = X_OP == AKUNU_GEMV_X || NO_X ? xv : gemv_x_op(X_OP, xv, g4[first * 8 + i], p.weight_offset);
+#ifdef X_INT8
+            // Rounded to int8 per block of 32 with the step max|x| / 127, half to even (ggml's
+            // q8_1; tests/python/int8_x.py emulates it).
+            float amax = max(max(abs(f.x), abs(f.y)), max(abs(f.z), abs(f.w)));
+            [[unroll]] for (uint m = 1; m < 8; m *= 2) amax = max(amax, subgroupShuffleXor(amax, m));
+            const ivec4 q = ivec4(roundEven(f * (amax > 0.0 ? 127.0 / amax : 0.0)));
+            xq[i] = uint(q.x & 0xFF) | uint(q.y & 0xFF) << 8 | uint(q.z & 0xFF) << 16 | uint(q.w & 0xFF) << 24;
+            int sum = q.x + q.y + q.z + q.w;
+            [[unroll]] for (uint m = 1; m < 8; m *= 2) sum += subgroupShuffleXor(sum, m);
+            if (i % 8 == 0) xb[i / 8] = vec2(amax / 127.0, amax / 127.0 * float(sum));
+#else
             const vec4 staged = f * x_scale(i % 8);
             xs[i] = staged;
             vec2 sums = vec2(dot(staged, vec4(1.0)), dot(f, vec4(1.0)));  // {bias, sum of x}
             [[unroll]] for (uint m = 1; m < 8; m *= 2) sums += subgroupShuffleXor(sums, m);
             if (i % 8 == 0) xb[i / 8] = vec2(sums.x + CODE_OFFSET * sums.y, sums.y);
+#endif
         }
         barrier();
         // The next blocks load after these are multiplied: loading them before (twice the

@@ -142,8 +142,7 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     const bool tiles_off = tiles && *tiles && std::string(tiles) == "0";
     // gemv_tiles.comp adds each block's sums of x over 8 neighbouring invocations by shuffles.
     const bool tiles_fit = p.subgroup_shuffle && p.subgroup_size >= 8;
-    p.weight_tiles = tiles_off || !tiles_fit || p.int8_activations || p.gemv_words ? WeightTiles::kNone
-                                                                                    : WeightTiles::kBlocks32;
+    p.weight_tiles = tiles_off || !tiles_fit || p.gemv_words ? WeightTiles::kNone : WeightTiles::kBlocks32;
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     if (has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
         VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{

@@ -311,7 +311,8 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
 // Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2, then the RoPE
 // tables, the K and V caches and the step of a folded rope_kv.
 void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                     const Binding& x, const Binding& second, const GemvParams& p, const GemvRopeKv* rope = nullptr) {
+                     const Binding& x, const Binding& second, const GemvParams& p, bool int_dot,
+                     const GemvRopeKv* rope = nullptr) {
     const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), p.k);
     std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
     // Bindings 8 to 12, the folded rope_kv's: without it, x and y stand in (never read).
@@ -320,7 +321,7 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
     else
         bindings.insert(bindings.end(), {x, x, y[0], y[0], x});
     const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
-    emit(s, weight_variant("gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u)},
+    emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u)},
          std::move(bindings), p, grid_for(s, tiles));
 }
 bool word_rows(TensorType wtype, size_t k) {
@@ -343,7 +344,11 @@ GemvParams gemv_params(const std::array<size_t, 3>& rows, size_t k, bool accumul
 }
 }  // namespace
 
-bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_int_dot && word_rows(wtype, k); }
+// Tiles take any k of whole blocks; the same rows as the row-major kernel round x, so that where
+// x is rounded does not depend on the layout.
+bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) {
+    return d.gemv_int_dot && (word_rows(wtype, k) || (tiles32(wtype) && k % 256 == 0));
+}
 
 bool gemv_words(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_words && word_rows(wtype, k); }
 
@@ -375,7 +380,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
     if (tiles32(wtype) && !d.cpu_backend) {
-        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
+        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, allow_int_dot && gemv_int_dot(d, wtype, k));
         return;
     }
     const bool int_dot = allow_int_dot && gemv_int_dot(d, wtype, k);
@@ -399,7 +404,7 @@ bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
 
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input,
-                const GemvRopeKv* rope) {
+                const GemvRopeKv* rope, bool allow_int_dot) {
     AKUNU_CHECK(gemv_fuses_parts(s.device().profile(), wtype, k),
                 std::string("gemv_parts: ") + type_traits(wtype).name + " matrices have no fused GEMV on this device");
     const TensorTypeTraits& t = type_traits(wtype);
@@ -435,7 +440,8 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     const Binding& y2 = rows[2] ? y[2] : y[0];
     const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
     if (tiles32(wtype))
-        emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p, rope);
+        emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p,
+                        allow_int_dot && gemv_int_dot(s.device().profile(), wtype, k), rope);
     else
         emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p);
 }

@@ -64,7 +64,8 @@ struct GemvInput {
 // take integer dot products against x rounded to int8 per block of 32 where the device has
 // them (gemv_int_dot), unless allow_int_dot is false (tests check the float path there too);
 // their float path is gemv.comp, or the word GEMV where AKUNU_GEMV_WORDS=1 turns it on (gemv_words).
-// Their tile-major forms (*_T32) take gemv_tiles.comp on Vulkan devices (gemv_fuses_parts).
+// Their tile-major forms (*_T32) take gemv_tiles.comp on Vulkan devices (gemv_fuses_parts), with
+// x rounded to int8 on the same terms.
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
           bool accumulate = false, const GemvInput* input = nullptr, bool allow_int_dot = true);
 // rope_kv folded into the Q/K/V gemv_parts of a decode step (one token, at step.pos): Q and K
@@ -79,10 +80,11 @@ struct GemvRopeKv {
 };
 // y_i[0 : rows[i]] = W_i · x for i < 3 in one dispatch: the projections that read the same x
 // (Q, K and V; gate and up, with rows[2] = 0, whose W and y are then not read). Only where
-// gemv_fuses_parts. With `rope`, also rope_kv's work (GemvRopeKv).
+// gemv_fuses_parts. With `rope`, also rope_kv's work (GemvRopeKv). allow_int_dot as in gemv(),
+// but off unless asked for.
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr,
-                const GemvRopeKv* rope = nullptr);
+                const GemvRopeKv* rope = nullptr, bool allow_int_dot = false);
 // Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
 // (gemv_tiles.comp) and an f16 cache of full rows or a ring.
 bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache);

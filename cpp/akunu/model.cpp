@@ -295,7 +295,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         size_t i = 0;
         for (const Projection& p : parts) w[i] = Binding(p.w->buffer), y[i] = p.y, n[i++] = p.n;
         t.set_label(blk + fused);
-        kernels::gemv_parts(t, w, type, in.x, y, n, dim, in.fold(), rope);
+        kernels::gemv_parts(t, w, type, in.x, y, n, dim, in.fold(), rope, t.device().profile().int8_activations);
         return rope != nullptr;
     };
     // Per-head norms of Q or K: n_heads rows of head_dim inside each token's qkv row.
