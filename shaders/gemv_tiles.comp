@@ -129,25 +129,18 @@ Block load_block(uint part, uint column, uint r) {
     return w;
 }
 
-// The scale of the staged x under vec4 j (0..7) of a block: 256 under bytes and low nibbles
-// (elements 0..15), 16 under high nibbles (elements 16..31).
-float x_scale(uint j) {
-#if defined(WTYPE_Q8_0)
-    return 256.0;
-#else
-    return j < 4 ? 256.0 : 16.0;
-#endif
+// The NO_PRODUCTS probe's stand-in for a product: every loaded word is used, nothing multiplied.
+float loads_only(Block w) {
+    uint bits = w.head;
+    [[unroll]] for (uint c = 0; c < CHUNKS; ++c) bits ^= w.q[c];
+    return float(bits & 1u);
 }
 
 #ifdef X_INT8
 // dot(block b of the slice, x rounded) for one row: 4-way integer dot products of the codes
 // against x's int8 values, scaled once per block by d and x's step.
 float block_dot(Block w, uint b) {
-    if (NO_PRODUCTS) {
-        uint bits = w.head;
-        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) bits ^= w.q[c];
-        return float(bits & 1u);
-    }
+    if (NO_PRODUCTS) return loads_only(w);
     int s = 0;
     [[unroll]] for (uint c = 0; c < CHUNKS; ++c) {
 #if defined(WTYPE_Q8_0)
@@ -166,15 +159,21 @@ float block_dot(Block w, uint b) {
 #endif
 }
 #else
+// The scale of the staged x under vec4 j (0..7) of a block: 256 under bytes and low nibbles
+// (elements 0..15), 16 under high nibbles (elements 16..31).
+float x_scale(uint j) {
+#if defined(WTYPE_Q8_0)
+    return 256.0;
+#else
+    return j < 4 ? 256.0 : 16.0;
+#endif
+}
+
 vec4 xs_at(uint i) { return NO_XS ? vec4(float(i)) : xs[i]; }
 
 // dot(block b of the slice, x) for one row.
 float block_dot(Block w, uint b) {
-    if (NO_PRODUCTS) {
-        uint bits = w.head;
-        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) bits ^= w.q[c];
-        return float(bits & 1u);
-    }
+    if (NO_PRODUCTS) return loads_only(w);
     float s = 0.0;
     [[unroll]] for (uint c = 0; c < CHUNKS; ++c) {
 #if defined(WTYPE_Q8_0)

@@ -379,11 +379,11 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
+    const bool int_dot = allow_int_dot && gemv_int_dot(d, wtype, k);
     if (tiles32(wtype) && !d.cpu_backend) {
-        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, allow_int_dot && gemv_int_dot(d, wtype, k));
+        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, int_dot);
         return;
     }
-    const bool int_dot = allow_int_dot && gemv_int_dot(d, wtype, k);
     if (int_dot || gemv_words(d, wtype, k)) {
         const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k, !int_dot);
         const uint32_t group_rows = std::max(1u, g.group / std::max(1u, d.subgroup_size)) * g.sg_rows;

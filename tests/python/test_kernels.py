@@ -238,7 +238,7 @@ def test_gemv_quantized(device, rng, wtype, rows, units):
 @pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1", *TILE_FORMATS])
 @pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (33, 2048), (67, 4096 + 256), (5, 8192 + 512), (3, 16384 + 768)])
 @pytest.mark.parametrize("norm", [False, True])
-def test_gemv_integer_dot(device, backend, rng, wtype, rows, k, norm):
+def test_gemv_integer_dot(device, rng, wtype, rows, k, norm):
     """The integer-dot path (rows of a multiple of 256 on devices with integer dot products; the
     tile-major forms in gemv_tiles.comp): x is rounded to int8 per block of 32, so the result is
     W @ x_rounded up to fp32 sums; k past 8192 (or a tile GEMV's slice) runs in several slices,
@@ -247,8 +247,6 @@ def test_gemv_integer_dot(device, backend, rng, wtype, rows, k, norm):
     |y - W @ x| <= sum |W| * step / 2 per row."""
     if not kernels.gemv_int_dot(device, wtype, k):
         pytest.skip("no integer-dot GEMV on this device")
-    if wtype in TILE_FORMATS and backend == "cpu":
-        pytest.skip("the CPU backend's tile GEMVs round x only under AKUNU_INT8=1 (test_engine_numpy)")
     w_dev, w, _ = random_weights(device, rng, wtype, rows, k)
     x = (rng.standard_normal(k) * 2).astype(np.float32)
     x[:32] = 0.0  # a block of zeros: scale 0
