@@ -100,12 +100,14 @@ void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos,
 #endif
 
 #ifndef KV_QUANTIZED
-// An f16 cache (one buffer, a ring or blocks): rows read as 16-byte vectors of 8 halves. A team of T
-// neighbouring invocations (a power of two up to the subgroup, T * 8 <= head_dim) covers a row,
-// each loading the vectors lane, lane + T, ...; the 256 / T teams take every (256 / T)-th row of
-// the chunk, BATCH rows per round with every load issued before the products, so that many
-// loads are in flight (reading a value at a time left the kernel latency-bound: 40 us for the
-// 8 MB of a 1b layer's cache at 4,000 tokens).
+// An f16 cache (one buffer, a ring or blocks), read as 16-byte vectors of 8 halves, the way
+// flash decoding reads it. A team of TEAM neighbouring invocations covers a row, lane l loading
+// vectors l, l + TEAM, ...; the 256 / TEAM teams take every (256 / TEAM)-th row of the chunk,
+// BATCH rows per round, each row's K and V loaded together before any product, and every team
+// keeps its own running max, sum of exps and weighted V sum (online softmax). So a chunk's
+// loads are in flight together and no barrier separates the scores from the V sum; the teams
+// meet once, at the end. (Scoring the chunk first and summing V after a workgroup softmax left
+// the V loads waiting behind the scores: 42 us per 7b layer behind 4,000 tokens, now 27.)
 #ifdef KV_BLOCKS
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer KvVecs { uvec4 v[]; };
 #define K_VEC(r, i) KvVecs(k_blocks[(r).x]).v[(r).y * vecs + (i)]
@@ -116,12 +118,14 @@ layout(std430, binding = 2) readonly buffer V8 { uvec4 v_vec[]; };
 #define K_VEC(r, i) k_vec[(r) * vecs + (i)]
 #define V_VEC(r, i) v_vec[(r) * vecs + (i)]
 #endif
-shared vec4 q_s[AKUNU_ATTENTION_CHUNK / 4];                          // q of this head
-shared float sums[AKUNU_ATTENTION_CHUNK * 8];                        // V partials per team
-// Rows whose K loads one invocation issues before their products. 4 measured best on the H200:
-// batching V rows the same way, or 8 K rows, cost registers and ran 25 % slower.
+layout(constant_id = 0) const uint TEAM = 8;       // lanes per row: a power of two inside a subgroup
+layout(constant_id = 1) const uint LANE_VECS = 1;  // vectors of a row per lane: ceil(head_dim / 8 / TEAM)
+// Rows per team and round: K and V of 4 rows are 32 registers of loads in flight per lane. 2 ran
+// as fast on the H200, 8 10-25 % slower (registers).
 #define BATCH 4
-#define MAX_LANE_VECS 4  // head_dim / 8 / T: head_dim <= 256, T >= 8
+const uint TEAMS = AKUNU_ATTENTION_CHUNK / TEAM;
+shared vec4 q_s[2 * TEAM * LANE_VECS];         // q of this head
+shared float sums[AKUNU_ATTENTION_CHUNK * 8];  // the teams' V sums, one vector slot at a time
 
 float dot8(uvec4 k, uint v) {
     return dot(vec4(unpackHalf2x16(k.x), unpackHalf2x16(k.y)), q_s[2 * v]) +
@@ -130,85 +134,85 @@ float dot8(uvec4 k, uint v) {
 
 void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
     const uint tid = gl_LocalInvocationID.x, vecs = p.head_dim / 8;
-    uint T = 1;
-    while (T * 2 <= min(vecs, min(gl_SubgroupSize, 32u))) T *= 2;
-    const uint lane = tid % T, team = tid / T, teams = AKUNU_ATTENTION_CHUNK / T;
+    const uint lane = tid % TEAM, team = tid / TEAM;
     if (tid < p.head_dim / 4) q_s[tid] = vec4(q[h * p.head_dim + 4 * tid], q[h * p.head_dim + 4 * tid + 1],
                                                q[h * p.head_dim + 4 * tid + 2], q[h * p.head_dim + 4 * tid + 3]);
-    weight[tid] = -1.0 / 0.0;  // rows the loop below skips
     barrier();
 
-    // Scores, BATCH rows of this team at a time; a team stops at the first round past pos
-    // (early in a sequence most of the chunk lies there), its shuffles stay inside the team.
-    for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK && begin + r0 <= pos; r0 += BATCH * teams) {
-        float d[BATCH];
+    float m = -1.0 / 0.0, l = 0.0;
+    vec4 acc[LANE_VECS][2];
+    [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) acc[i][0] = acc[i][1] = vec4(0.0);
+    // A team stops at the first round past pos (early in a sequence most of the chunk lies there).
+    for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK && begin + r0 <= pos; r0 += BATCH * TEAMS) {
+        uvec4 kx[BATCH][LANE_VECS], vx[BATCH][LANE_VECS];
         [[unroll]] for (uint b = 0; b < BATCH; ++b) {
-            const uint r = r0 + b * teams, t = begin + r;
-            d[b] = 0.0;
-            if (r < AKUNU_ATTENTION_CHUNK && t <= pos && t < p.max_len) {
-                const kv_row_t row = KV_ROW(kvh, t);
-                for (uint v = lane; v < vecs; v += T) d[b] += dot8(K_VEC(row, v), v);
+            const uint t = begin + r0 + b * TEAMS;
+            const bool live = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t <= pos && t < p.max_len;
+            const kv_row_t row = KV_ROW(kvh, live ? t : begin);
+            [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
+                const uint v = lane + i * TEAM;
+                kx[b][i] = live && v < vecs ? K_VEC(row, v) : uvec4(0);
+                vx[b][i] = live && v < vecs ? V_VEC(row, v) : uvec4(0);
             }
         }
+        float s[BATCH];
+        float mb = m;
         [[unroll]] for (uint b = 0; b < BATCH; ++b) {
-            for (uint m = T / 2; m > 0; m /= 2) d[b] += subgroupShuffleXor(d[b], m);
-            const uint r = r0 + b * teams, t = begin + r;
-            if (lane == 0 && r < AKUNU_ATTENTION_CHUNK) {
-                float sc = d[b] * p.scale;
-                if (p.softcap > 0.0) sc = p.softcap * tanh(sc / p.softcap);
-                weight[r] = t >= first && t <= pos ? sc : -1.0 / 0.0;
+            float d = 0.0;
+            [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) d += dot8(kx[b][i], lane + i * TEAM);
+            for (uint w = TEAM / 2; w > 0; w /= 2) d += subgroupShuffleXor(d, w);
+            d *= p.scale;
+            if (p.softcap > 0.0) d = p.softcap * tanh(d / p.softcap);
+            const uint t = begin + r0 + b * TEAMS;
+            s[b] = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t >= first && t <= pos ? d : -1.0 / 0.0;
+            mb = max(mb, s[b]);
+        }
+        if (mb == -1.0 / 0.0) continue;  // no attended row yet (uniform in the team)
+        const float c = exp(m - mb);      // 0 while m is -inf
+        l *= c;
+        [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
+            acc[i][0] *= c;
+            acc[i][1] *= c;
+        }
+        [[unroll]] for (uint b = 0; b < BATCH; ++b) {
+            const float e = exp(s[b] - mb);
+            l += e;
+            [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
+                acc[i][0] += e * vec4(unpackHalf2x16(vx[b][i].x), unpackHalf2x16(vx[b][i].y));
+                acc[i][1] += e * vec4(unpackHalf2x16(vx[b][i].z), unpackHalf2x16(vx[b][i].w));
             }
         }
+        m = mb;
     }
-    barrier();
-    const float s = weight[tid];
-    const bool valid = s > -1.0 / 0.0;
-    const float m = workgroup_max(s);
-    const float e = valid ? exp(s - m) : 0.0;
-    const float l = workgroup_sum(e);
-    weight[tid] = e;
-    barrier();
 
-    // Weighted V: each invocation sums 8 dims (per vector it owns) over its team's rows; the
-    // teams' sums then meet in shared memory, one vector slot of every lane at a time.
-    const uint rows = min(AKUNU_ATTENTION_CHUNK, pos + 1 - begin);
-    vec4 acc[MAX_LANE_VECS][2];
-    [[unroll]] for (uint i = 0; i < MAX_LANE_VECS; ++i) acc[i][0] = acc[i][1] = vec4(0.0);
-    for (uint j = team; j < rows; j += teams) {
-        const float w = weight[j];
-        const kv_row_t row = KV_ROW(kvh, begin + j);
-        [[unroll]] for (uint i = 0; i < MAX_LANE_VECS; ++i) {
-            const uint v = lane + i * T;
-            if (v < vecs) {
-                const uvec4 x = V_VEC(row, v);
-                acc[i][0] += w * vec4(unpackHalf2x16(x.x), unpackHalf2x16(x.y));
-                acc[i][1] += w * vec4(unpackHalf2x16(x.z), unpackHalf2x16(x.w));
-            }
-        }
-    }
+    // The teams meet: the chunk's max M (every chunk in use holds an attended row), each team's
+    // sums rescaled by exp(m - M) (0 for a team that attended nothing), and the V sums added
+    // through shared memory, one vector slot of every lane at a time.
     const uint slot = (h * p.n_chunks + chunk) * (p.head_dim + 2);
-    [[unroll]] for (uint i = 0; i < MAX_LANE_VECS; ++i) {
-        if (i * T >= vecs) break;  // uniform
+    const float M = workgroup_max(m);
+    const float f = exp(m - M);
+    const float L = workgroup_sum(lane == 0 ? l * f : 0.0);
+    [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
         [[unroll]] for (uint c = 0; c < 4; ++c) {
-            sums[(team * T + lane) * 8 + c] = acc[i][0][c];
-            sums[(team * T + lane) * 8 + 4 + c] = acc[i][1][c];
+            sums[tid * 8 + c] = acc[i][0][c] * f;
+            sums[tid * 8 + 4 + c] = acc[i][1][c] * f;
         }
         barrier();
         // `parts` neighbouring invocations share a dim, each summing every parts-th team, and
         // meet through shuffles: fewer dependent shared-memory loads than one invocation per dim.
-        const uint width = T * 8, parts = min(AKUNU_ATTENTION_CHUNK / width, gl_SubgroupSize);
+        const uint width = TEAM * 8, parts = min(AKUNU_ATTENTION_CHUNK / width, gl_SubgroupSize);
         const uint dim_in = tid / parts, part = tid % parts;
         float total = 0.0;
         if (dim_in < width)
-            for (uint g = part; g < teams; g += parts) total += sums[g * width + dim_in];
-        for (uint m = parts / 2; m > 0; m /= 2) total += subgroupShuffleXor(total, m);
+            for (uint g = part; g < TEAMS; g += parts) total += sums[g * width + dim_in];
+        for (uint w = parts / 2; w > 0; w /= 2) total += subgroupShuffleXor(total, w);
         const uint dim = i * width + dim_in;
-        if (part == 0 && dim_in < width && dim < p.head_dim) write_dim(h, slot, dim, total, l, alone);
+        if (part == 0 && dim_in < width && dim < p.head_dim) write_dim(h, slot, dim, total, L, alone);
         barrier();
     }
     if (tid == 0 && !alone) {
-        partial[slot + p.head_dim] = m;
-        partial[slot + p.head_dim + 1] = l;
+        partial[slot + p.head_dim] = M;
+        partial[slot + p.head_dim + 1] = L;
     }
 }
 #endif

@@ -557,6 +557,18 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     emit(s, cache_variant("kv_store", cache), {}, bindings, p, grid_for(s, (words + 63) / 64));
 }
 
+// How attention_split's f16 path covers a cache row: lanes per row (a power of two inside a
+// subgroup, at most 32, so that one 16-byte vector per lane covers head_dims up to 256 on a
+// subgroup of 32) and the vectors each lane loads. Fewer lanes per row (4 for a head of 64, 4 or
+// 8 for 128) ran 1.2-1.9x slower behind 4,000 tokens on the H200 (bench/NOTES.md).
+AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim) {
+    AttentionSplitShape a;
+    const uint32_t vecs = head_dim / 8;
+    while (a.team * 2 <= std::min({vecs, d.subgroup_size, 32u})) a.team *= 2;
+    a.lane_vecs = (vecs + a.team - 1) / a.team;
+    return a;
+}
+
 size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len) {
     const size_t chunks = (size_t(max_len) + AKUNU_ATTENTION_CHUNK - 1) / AKUNU_ATTENTION_CHUNK;
     return size_t(n_heads) * chunks * (size_t(head_dim) + 2) + n_heads;  // then a counter per head
@@ -587,7 +599,8 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks, cache.cache_rows};
     std::vector<Binding> bindings = cache_bindings({q, cache.k, cache.v, partial, step}, cache);
     bindings.push_back(out);  // binding 7
-    emit(s, cache_variant("attention_split", cache), {}, bindings, p, {sh.n_heads, chunks});
+    const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim);
+    emit(s, cache_variant("attention_split", cache), {a.team, a.lane_vecs}, bindings, p, {sh.n_heads, chunks});
 }
 
 void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
