@@ -145,14 +145,15 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
     // A team stops at the first round past pos (early in a sequence most of the chunk lies there).
     for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK && begin + r0 <= pos; r0 += BATCH * TEAMS) {
         uvec4 kx[BATCH][LANE_VECS], vx[BATCH][LANE_VECS];
+        bool live[BATCH];  // the row is in the chunk and cached (rows before `first` load but score -inf)
         [[unroll]] for (uint b = 0; b < BATCH; ++b) {
             const uint t = begin + r0 + b * TEAMS;
-            const bool live = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t <= pos && t < p.max_len;
-            const kv_row_t row = KV_ROW(kvh, live ? t : begin);
+            live[b] = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t <= pos && t < p.max_len;
+            const kv_row_t row = KV_ROW(kvh, live[b] ? t : begin);
             [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
                 const uint v = lane + i * TEAM;
-                kx[b][i] = live && v < vecs ? K_VEC(row, v) : uvec4(0);
-                vx[b][i] = live && v < vecs ? V_VEC(row, v) : uvec4(0);
+                kx[b][i] = live[b] && v < vecs ? K_VEC(row, v) : uvec4(0);
+                vx[b][i] = live[b] && v < vecs ? V_VEC(row, v) : uvec4(0);
             }
         }
         float s[BATCH];
@@ -163,8 +164,7 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
             for (uint w = TEAM / 2; w > 0; w /= 2) d += subgroupShuffleXor(d, w);
             d *= p.scale;
             if (p.softcap > 0.0) d = p.softcap * tanh(d / p.softcap);
-            const uint t = begin + r0 + b * TEAMS;
-            s[b] = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t >= first && t <= pos ? d : -1.0 / 0.0;
+            s[b] = live[b] && begin + r0 + b * TEAMS >= first ? d : -1.0 / 0.0;
             mb = max(mb, s[b]);
         }
         if (mb == -1.0 / 0.0) continue;  // no attended row yet (uniform in the team)

@@ -134,6 +134,22 @@ std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings
 
 uint32_t reduce_group(const DispatchSink& s) { return std::min<uint32_t>(256, s.device().profile().max_workgroup_invocations); }
 
+// How attention_split's f16 path covers a cache row (its specialization constants TEAM and
+// LANE_VECS): lanes per row, a power of two inside a subgroup and at most 32, so that one
+// 16-byte vector per lane covers head_dims up to 256 on a subgroup of 32; and the vectors each
+// lane loads. Fewer lanes per row (4 for a head of 64, 4 or 8 for 128) ran 1.2-1.9x slower
+// behind 4,000 tokens on the H200 (bench/NOTES.md).
+struct AttentionSplitShape {
+    uint32_t team = 1, lane_vecs = 1;
+};
+AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim) {
+    AttentionSplitShape a;
+    const uint32_t vecs = head_dim / 8;
+    while (a.team * 2 <= std::min({vecs, d.subgroup_size, 32u})) a.team *= 2;
+    a.lane_vecs = (vecs + a.team - 1) / a.team;
+    return a;
+}
+
 }  // namespace
 
 std::string weight_variant(const char* kernel, TensorType t) {
@@ -555,18 +571,6 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     std::vector<Binding> bindings = {qkv, cache.k, cache.v, cache.k_scales, cache.v_scales, step};
     if (cache.rows == KvRows::kBlocks) bindings = {qkv, cache.k, cache.v, step};  // the scales sit in the blocks
     emit(s, cache_variant("kv_store", cache), {}, bindings, p, grid_for(s, (words + 63) / 64));
-}
-
-// How attention_split's f16 path covers a cache row: lanes per row (a power of two inside a
-// subgroup, at most 32, so that one 16-byte vector per lane covers head_dims up to 256 on a
-// subgroup of 32) and the vectors each lane loads. Fewer lanes per row (4 for a head of 64, 4 or
-// 8 for 128) ran 1.2-1.9x slower behind 4,000 tokens on the H200 (bench/NOTES.md).
-AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim) {
-    AttentionSplitShape a;
-    const uint32_t vecs = head_dim / 8;
-    while (a.team * 2 <= std::min({vecs, d.subgroup_size, 32u})) a.team *= 2;
-    a.lane_vecs = (vecs + a.team - 1) / a.team;
-    return a;
 }
 
 size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len) {

@@ -153,12 +153,6 @@ struct AttentionShape {
     uint32_t n_heads, n_kv_heads, head_dim, max_len, window;
     float scale, softcap;
 };
-// attention_split's specialization for an f16 cache (attention()): lanes per cache row and
-// 16-byte vectors per lane.
-struct AttentionSplitShape {
-    uint32_t team = 1, lane_vecs = 1;
-};
-AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim);
 // 32-bit words of the partial results attention() needs: [n_heads, chunks, head_dim + 2]
 // floats, then an arrival counter per head, which must be zero before the first dispatch
 // (each dispatch leaves it zero again); the counters start attention_counters_offset bytes in.
