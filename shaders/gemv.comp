@@ -31,7 +31,8 @@ float xw1(uint i) { return X_OP == AKUNU_GEMV_X ? x1[i] : gemv_x_op(X_OP, x1[i],
 layout(local_size_x_id = 0) in;               // workgroup size: specialization constant 0
 layout(constant_id = 1) const uint ROWS = 4;  // rows per workgroup
 #define MAX_ROWS 8
-// 32-element blocks: units (4 code bytes of a block) an invocation loads before multiplying.
+// What an invocation loads of each row before multiplying: vec4s of a float row, or units (4
+// code bytes of a block) of a 32-element block row.
 layout(constant_id = 3) const uint UNITS = 1;
 #define MAX_UNITS 4
 #define MAX_SUBGROUPS 128
@@ -43,6 +44,9 @@ layout(std430, binding = 2) buffer Y { float y[]; };             // [rows]
 // after the first's (Q, K and V; gate and up): dependent dispatches fewer per layer.
 layout(std430, binding = 6) buffer Y1 { float y1[]; };          // [rows1]
 layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
+// With p.rope_head_dim set (Q, K and V of a decode step), also rope_kv's work: bindings 8 to 12.
+// ROWS is even there, so that a RoPE pair's rows are neighbouring invocations below.
+#include "rope_fold.glsl"
 #endif
 
 shared float partial[MAX_ROWS][MAX_SUBGROUPS];
@@ -64,14 +68,23 @@ void main() {
 #if W_BLOCK == 1
     if ((p.k & 3u) == 0u) {
         const uint k4 = p.k >> 2;
-        // One loop per matrix, so that the choice is made once, not per load.
-#define FLOAT4_ROWS(LOAD)                                                        \
-        for (uint i = tid; i < k4; i += gl_WorkGroupSize.x) {                    \
-            const vec4 xv = xw4(i);                                              \
-            for (uint r = 0; r < ROWS; ++r) {                                    \
-                const uint row = first_row + r;                                  \
-                if (row < part_rows) acc[r] += dot(LOAD(row * k4 + i), xv);      \
-            }                                                                    \
+        // One loop per matrix, so that the choice is made once, not per load. UNITS vectors of
+        // each row load before the first product, so that their latencies overlap; vectors and
+        // rows past the end load the last ones again (clamped addresses, no branch around a
+        // load) and are not counted.
+        const uint last_row = part_rows - 1;
+#define FLOAT4_ROWS(LOAD)                                                                        \
+        for (uint i0 = tid; i0 < k4; i0 += gl_WorkGroupSize.x * UNITS) {                         \
+            vec4 xv[MAX_UNITS], wv[MAX_UNITS][MAX_ROWS];                                         \
+            [[unroll]] for (uint j = 0; j < UNITS; ++j) {                                        \
+                const uint i = min(i0 + j * gl_WorkGroupSize.x, k4 - 1);                         \
+                xv[j] = xw4(i);                                                                  \
+                [[unroll]] for (uint r = 0; r < ROWS; ++r)                                       \
+                    wv[j][r] = LOAD(min(first_row + r, last_row) * k4 + i);                      \
+            }                                                                                    \
+            [[unroll]] for (uint j = 0; j < UNITS; ++j)                                          \
+                if (i0 + j * gl_WorkGroupSize.x < k4)                                            \
+                    [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] += dot(wv[j][r], xv[j]);   \
         }
         if (part == 0)
             FLOAT4_ROWS(w_load4)
@@ -127,24 +140,28 @@ void main() {
     sum_sq = subgroupAdd(sum_sq);
     if (subgroupElect()) sum_sq_partial[gl_SubgroupID] = sum_sq;
     barrier();
-    if (tid < ROWS && first_row + tid < part_rows) {
-        float total = 0.0, ss = 0.0;
-        for (uint s = 0; s < gl_NumSubgroups; ++s) {
-            total += partial[tid][s];
-            ss += sum_sq_partial[s];
-        }
-        if (X_OP == AKUNU_GEMV_RMSNORM) total *= inversesqrt(ss / float(p.k) + p.eps);
-        const uint row = first_row + tid;
-#if W_BLOCK == 1
-        if (part == 1) {
-            y1[row] = p.accumulate != 0 ? y1[row] + total : total;
-            return;
-        }
-        if (part == 2) {
-            y2[row] = p.accumulate != 0 ? y2[row] + total : total;
-            return;
-        }
-#endif
-        y[row] = p.accumulate != 0 ? y[row] + total : total;
+    if (tid >= ROWS) return;
+    float total = 0.0, ss = 0.0;
+    for (uint s = 0; s < gl_NumSubgroups; ++s) {
+        total += partial[tid][s];
+        ss += sum_sq_partial[s];
     }
+    if (X_OP == AKUNU_GEMV_RMSNORM) total *= inversesqrt(ss / float(p.k) + p.eps);
+    const uint row = first_row + tid;
+#if W_BLOCK == 1
+    const float other = rope_partner(total);
+    if (row >= part_rows) return;
+    total = rope_fold(part, row, total, other);
+    if (part == 1) {
+        y1[row] = p.accumulate != 0 ? y1[row] + total : total;
+        return;
+    }
+    if (part == 2) {
+        y2[row] = p.accumulate != 0 ? y2[row] + total : total;
+        return;
+    }
+#else
+    if (row >= part_rows) return;
+#endif
+    y[row] = p.accumulate != 0 ? y[row] + total : total;
 }

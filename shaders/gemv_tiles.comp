@@ -43,14 +43,8 @@ layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };  // [k/4] the nor
 layout(std430, binding = 2) buffer Y { float y[]; };            // [rows]
 layout(std430, binding = 6) buffer Y1 { float y1[]; };          // [rows1]
 layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
-// The folded rope_kv (p.rope_head_dim > 0; otherwise other buffers stand in, unread): the RoPE
-// tables, the f16 K and V caches [n_kv, cache_rows, head_dim] and the step's position.
-layout(std430, binding = 8) readonly buffer Cos { float cos_t[]; };         // [positions, head_dim / 2]
-layout(std430, binding = 9) readonly buffer Sin { float sin_t[]; };
-layout(std430, binding = 10) writeonly buffer KC { float16_t k_cache[]; };
-layout(std430, binding = 11) writeonly buffer VC { float16_t v_cache[]; };
-layout(std430, binding = 12) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { GemvParams p; };
+#include "rope_fold.glsl"
 #define W_BINDING 0
 #define W_TILES
 #include "weights.glsl"
@@ -269,22 +263,10 @@ void main() {
         for (uint s = 0; s < gl_NumSubgroups; ++s) ss += sum_sq_partial[s];
         total *= inversesqrt(ss / float(p.k) + p.eps);
     }
-    // A RoPE pair's rows (2 f, 2 f + 1) are neighbouring invocations of this tile; the partner's
-    // total is taken while all 32 are here (rows past the matrix come in whole pairs).
-    float other = 0.0;
-    if (p.rope_head_dim > 0) other = subgroupShuffleXor(total, 1);  // uniform
+    // A RoPE pair's rows are neighbouring invocations of this tile (rope_fold.glsl).
+    const float other = rope_partner(total);
     if (row >= part_rows) return;
-    if (p.rope_head_dim > 0) {
-        const uint head = row / p.rope_head_dim, d = row % p.rope_head_dim, f = d / 2, pos = step.pos;
-        if (part < 2) {
-            const uint half_dim = p.rope_head_dim / 2;
-            const float c = cos_t[pos * half_dim + f], s = sin_t[pos * half_dim + f];
-            total = (d % 2 == 0) ? total * c - other * s : other * s + total * c;
-        }
-        const uint at = (head * p.rope_cache_rows + pos % p.rope_cache_rows) * p.rope_head_dim + d;
-        if (part == 1) k_cache[at] = float16_t(total);
-        if (part == 2) v_cache[at] = float16_t(total);
-    }
+    total = rope_fold(part, row, total, other);
     if (part == 0)
         y[row] = p.accumulate != 0 ? y[row] + total : total;
     else if (part == 1)

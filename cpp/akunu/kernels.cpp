@@ -18,13 +18,6 @@ namespace {
 
 // Elementwise kernels use 256 invocations per workgroup (their local_size_x).
 constexpr uint32_t kElementwiseGroup = 256;
-// GEMV geometry: invocations per workgroup and rows per workgroup (gemv.comp MAX_ROWS >= this).
-constexpr uint32_t kGemvGroup = 128;
-constexpr uint32_t kGemvRows = 4;
-// Units (a lane's 4 code bytes of a 32-element block) each invocation loads before multiplying:
-// two for Q8_0, one for the 4-bit formats, measured best on an H200 (bench/NOTES.md: 1b and 7b
-// decode, with 1, 2 and 4).
-uint32_t gemv_units(TensorType wtype) { return wtype == TensorType::Q8_0 ? 2 : 1; }
 
 struct Grid { uint32_t x, y; };
 
@@ -304,20 +297,50 @@ bool float_weights(TensorType wtype) {
     return type_traits(l ? l->base : wtype).block_size == 1;
 }
 
-// One gemv.comp dispatch: workgroups of `rows` rows (gemv.comp ROWS) of each of p's matrices.
-// Float variants take the second and third matrix at bindings 4 and 5 and their y at 6 and 7
-// (the first ones again where there are fewer); the block formats have bindings 0 to 3 only.
-void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                    const Binding& x, const Binding& second, const GemvParams& p) {
-    const DeviceProfile& d = s.device().profile();
-    uint32_t group = kGemvGroup, group_rows = kGemvRows, units = gemv_units(wtype);
+// Bindings 8 to 12 of a GEMV with a folded rope_kv (rope_fold.glsl): the RoPE tables, the K and
+// V caches and the step. Without one, x and y stand in (never read).
+void append_rope_bindings(std::vector<Binding>& bindings, const GemvRopeKv* rope, const Binding& x, const Binding& y) {
+    if (rope)
+        bindings.insert(bindings.end(), {rope->cos, rope->sin, rope->cache.k, rope->cache.v, rope->step});
+    else
+        bindings.insert(bindings.end(), {x, x, y, y, x});
+}
+
+// gemv.comp's geometry: invocations and rows per workgroup (MAX_ROWS), and what each invocation
+// loads of a row before multiplying (UNITS): vec4s of a float row, or units (a lane's 4 code
+// bytes) of a 32-element block. Measured on an H200 (bench/NOTES.md, 1b and 7b decode): float
+// rows 256 x 4 rows x 2 vec4s (+1-3 % over 128 x 4 x 1; 64, 2 or 8 rows and 4 vec4s were not
+// faster), Q8_0 two units and the 4-bit formats one. lavapipe keeps 128 invocations, where
+// wider workgroups cost more than they do on a GPU.
+struct GemvCompShape {
+    uint32_t group = 128, rows = 4, units = 1;
+};
+GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
+    GemvCompShape g;
+    if (float_weights(wtype) && d.type != DeviceType::kCpu) g.group = 256, g.units = 2;
+    if (wtype == TensorType::Q8_0) g.units = 2;
     if (const char* e = std::getenv("AKUNU_GEMV_ROWS"))  // experiments: "invocations:rows[:units]"
-        std::sscanf(e, "%u:%u:%u", &group, &group_rows, &units);
-    group = std::clamp(group, 1u, d.max_workgroup_invocations);
-    group_rows = std::clamp(group_rows, 1u, 8u);  // gemv.comp MAX_ROWS
-    units = std::clamp(units, 1u, 4u);            // gemv.comp MAX_UNITS
+        std::sscanf(e, "%u:%u:%u", &g.group, &g.rows, &g.units);
+    g.group = std::clamp(g.group, 1u, d.max_workgroup_invocations);
+    g.rows = std::clamp(g.rows, 1u, 8u);    // gemv.comp MAX_ROWS
+    g.units = std::clamp(g.units, 1u, 4u);  // gemv.comp MAX_UNITS
+    return g;
+}
+
+// One gemv.comp dispatch: workgroups of `rows` rows (gemv.comp ROWS) of each of p's matrices.
+// Float variants take the second and third matrix at bindings 4 and 5, their y at 6 and 7 (the
+// first ones again where there are fewer) and a folded rope_kv's at 8 to 12; the block formats
+// have bindings 0 to 3 only.
+void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
+                    const Binding& x, const Binding& second, const GemvParams& p, const GemvRopeKv* rope = nullptr) {
+    const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
+    const uint32_t group = g.group, units = g.units;
+    const uint32_t group_rows = rope ? g.rows + g.rows % 2 : g.rows;  // a RoPE pair's rows in one workgroup
     std::vector<Binding> bindings{w[0], x, y[0], second};
-    if (float_weights(wtype)) bindings.insert(bindings.end(), {w[1], w[2], y[1], y[2]});
+    if (float_weights(wtype)) {
+        bindings.insert(bindings.end(), {w[1], w[2], y[1], y[2]});
+        append_rope_bindings(bindings, rope, x, y[0]);
+    }
     const size_t groups = (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
                           (size_t(p.rows2) + group_rows - 1) / group_rows;
     emit(s, weight_variant("gemv", wtype), {group, group_rows, p.x_op, units}, std::move(bindings), p, grid_for(s, groups));
@@ -331,11 +354,7 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
                      const GemvRopeKv* rope = nullptr) {
     const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), p.k);
     std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
-    // Bindings 8 to 12, the folded rope_kv's: without it, x and y stand in (never read).
-    if (rope)
-        bindings.insert(bindings.end(), {rope->cos, rope->sin, rope->cache.k, rope->cache.v, rope->step});
-    else
-        bindings.insert(bindings.end(), {x, x, y[0], y[0], x});
+    append_rope_bindings(bindings, rope, x, y[0]);
     const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
     emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u)},
          std::move(bindings), p, grid_for(s, tiles));
@@ -411,7 +430,8 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 }
 
 bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache) {
-    return !d.cpu_backend && tiles32(wtype) && cache.dtype == KvDType::kF16 && cache.rows != KvRows::kBlocks;
+    return !d.cpu_backend && (tiles32(wtype) || float_weights(wtype)) && cache.dtype == KvDType::kF16 &&
+           cache.rows != KvRows::kBlocks;
 }
 
 bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
@@ -436,7 +456,8 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     if (rope) {
         const KvBindings& c = rope->cache;
         AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, c),
-                    "gemv_parts: rope_kv folds only into tile-major Q/K/V GEMVs and an f16 cache of full rows or a ring");
+                    "gemv_parts: rope_kv folds only into tile-major or float Q/K/V GEMVs and an f16 cache of full rows or "
+                    "a ring");
         const uint32_t hd = rope->head_dim;
         AKUNU_CHECK(hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,
                     "gemv_parts: a folded rope_kv needs Q, K and V of whole heads of an even head_dim, K and V alike");
@@ -459,7 +480,7 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
         emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p,
                         allow_int_dot && gemv_int_dot(s.device().profile(), wtype, k), rope);
     else
-        emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p);
+        emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p, rope);
 }
 
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,

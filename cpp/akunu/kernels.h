@@ -86,7 +86,8 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr,
                 const GemvRopeKv* rope = nullptr, bool allow_int_dot = false);
 // Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
-// (gemv_tiles.comp) and an f16 cache of full rows or a ring.
+// (gemv_tiles.comp) or the float one (gemv.comp) on a Vulkan device, and an f16 cache of full
+// rows or a ring.
 bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache);
 // Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan
 // devices the tile-major Q8_0/Q4_0/Q4_1 (gemv_tiles.comp) and float weights with rows of a

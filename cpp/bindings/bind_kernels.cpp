@@ -106,7 +106,7 @@ void init_kernels(py::module_& m) {
           py::arg("v_cache") = nullptr, py::arg("step") = nullptr, py::arg("head_dim") = 0, py::arg("cache_rows") = 0,
           py::arg("ring") = false, py::arg("positions") = 0,
           "y[i] = W[i] @ x for three matrices in one dispatch (Q, K and V; rows[2] = 0 for two), for tile-major "
-          "Q8_0/Q4_0/Q4_1 on Vulkan devices. With rope_cos ... step: rope_kv folded in (RoPE on adjacent pairs of Q "
+          "Q8_0/Q4_0/Q4_1 and float weights on Vulkan devices. With rope_cos ... step: rope_kv folded in (RoPE on adjacent pairs of Q "
           "and K at step.pos, K and V stored to f16 caches [n_kv, cache_rows, head_dim], a ring if ring).");
     k.def("gemv_folds_rope_kv", [weight_type](const Device& d, const std::string& wtype, bool ring) {
         const KvBindings cache{KvDType::kF16, {}, {}, {}, {}, ring ? KvRows::kRing : KvRows::kFull, 1};

@@ -16,8 +16,8 @@ TEST(SpirvReflect, GemvBindingsAndPushConstants) {
     for (const char* name : {"gemv_f16", "gemv_f32"}) {
         ShaderInterface i = reflect(name);
         // Aliased views of W, x and the norm weight are merged; 4 to 7 are the fused second and
-        // third matrix and their outputs.
-        ASSERT_EQ(i.bindings.size(), 8u) << name;
+        // third matrix and their outputs, 8 to 12 a folded rope_kv's tables, caches and step.
+        ASSERT_EQ(i.bindings.size(), 13u) << name;
         EXPECT_FALSE(i.bindings[0].written);
         EXPECT_FALSE(i.bindings[1].written);
         EXPECT_TRUE(i.bindings[2].written);
@@ -25,6 +25,9 @@ TEST(SpirvReflect, GemvBindingsAndPushConstants) {
         EXPECT_FALSE(i.bindings[5].written);
         EXPECT_TRUE(i.bindings[6].written);
         EXPECT_TRUE(i.bindings[7].written);
+        EXPECT_FALSE(i.bindings[8].written);
+        EXPECT_TRUE(i.bindings[10].written);
+        EXPECT_TRUE(i.bindings[11].written);
         EXPECT_EQ(i.push_constant_bytes, sizeof(GemvParams));
     }
 }
@@ -43,7 +46,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3},
         {"gemv_", sizeof(GemvParams), 13, "_t32"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv
-        {"gemv_f", sizeof(GemvParams), 8}, {"gemv_bf16", sizeof(GemvParams), 8},  // float gemv.comp: the same
+        {"gemv_f", sizeof(GemvParams), 13}, {"gemv_bf16", sizeof(GemvParams), 13},  // float gemv.comp: the same
         {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 6},

@@ -339,18 +339,21 @@ def test_gemv_fused_parts(device, backend, rng, wtype, rows, k, norm):
         assert np.isnan(got[n:]).all(), "a row past a matrix's rows was written"
 
 
-@pytest.mark.parametrize("wtype", TILE_FORMATS)
+@pytest.mark.parametrize("wtype", [*TILE_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("heads, kv_heads, head_dim, pos, cache_rows, ring",
-                         [(4, 2, 64, 5, 9, False), (3, 1, 48, 13, 6, True), (2, 2, 128, 0, 1, False)])
+                         [(4, 2, 64, 5, 9, False), (3, 1, 48, 13, 6, True), (2, 2, 128, 0, 1, False),
+                          (3, 1, 6, 2, 4, False)])
 def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, head_dim, pos, cache_rows, ring):
-    """rope_kv folded into the Q/K/V dispatch of a decode step: Q and K rotated on adjacent
-    pairs at step.pos, K and V also stored to the f16 cache row of pos (pos % rows in a ring:
-    13 % 6), every other cache row and every float past Q, K or V untouched. Head dims of 48
-    leave heads across tile boundaries; K and V of 48 rows end in a partial tile."""
+    """rope_kv folded into the Q/K/V dispatch of a decode step, for tiles (gemv_tiles.comp) and
+    float weights (gemv.comp): Q and K rotated on adjacent pairs at step.pos, K and V also stored
+    to the f16 cache row of pos (pos % rows in a ring: 13 % 6), every other cache row and every
+    float past Q, K or V untouched. Head dims of 48 leave heads across tile boundaries; K and V
+    of 48 rows end in a partial tile; a head of 6 rows ends in the middle of a workgroup of 4."""
+    name = {np.float32: "F32", np.float16: "F16"}.get(wtype, wtype)
     if backend == "cpu":
-        assert not kernels.gemv_folds_rope_kv(device, wtype, ring)
+        assert not kernels.gemv_folds_rope_kv(device, name, ring)
         pytest.skip("the CPU backend runs Q, K and V as three GEMVs and rope_kv on its own")
-    assert kernels.gemv_folds_rope_kv(device, wtype, ring)
+    assert kernels.gemv_folds_rope_kv(device, name, ring)
     k = 96
     rows = (heads * head_dim, kv_heads * head_dim, kv_heads * head_dim)
     parts = [random_weights(device, rng, wtype, n, k) for n in rows]
@@ -364,7 +367,7 @@ def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, 
     caches = [poisoned(device, [kv_heads, cache_rows, head_dim], np.float16) for _ in range(2)]
     x_dev, g_dev, cos_dev, sin_dev, step_dev = (device.upload(a) for a in (x, g, cos, sin, step))
     ops._run(device, lambda cl: kernels.gemv_parts(
-        cl, [p[0] for p in parts], wtype, x_dev, ys, rows, k, g_dev, 1e-6, 0.0, rope_cos=cos_dev, rope_sin=sin_dev,
+        cl, [p[0] for p in parts], name, x_dev, ys, rows, k, g_dev, 1e-6, 0.0, rope_cos=cos_dev, rope_sin=sin_dev,
         k_cache=caches[0], v_cache=caches[1], step=step_dev, head_dim=head_dim, cache_rows=cache_rows, ring=ring,
         positions=positions))
     xd = x.astype(np.float64)

@@ -15,7 +15,7 @@
 
 namespace akunu::cpu {
 
-constexpr int kMaxBindings = 8;
+constexpr int kMaxBindings = 16;  // gemv.comp and gemv_tiles.comp interfaces take 13
 constexpr int kMaxParamBytes = 64;
 constexpr int kMaxSpec = 4;
 

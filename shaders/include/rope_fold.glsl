@@ -1,0 +1,35 @@
+// rope_kv's work for the step's token, folded into a decode step's Q/K/V GEMV (gemv_tiles.comp
+// and gemv.comp's float path, with p.rope_head_dim > 0; otherwise other buffers stand in for
+// bindings 8 to 12, unread). A RoPE pair's rows (2 f, 2 f + 1) end in neighbouring invocations
+// of one workgroup, which swap their totals by a shuffle (rope_partner) and rotate them with row
+// step.pos of the tables; K and V rows also go to the f16 cache as they are written.
+#ifndef AKUNU_ROPE_FOLD_GLSL
+#define AKUNU_ROPE_FOLD_GLSL
+#extension GL_KHR_shader_subgroup_shuffle : require
+
+layout(std430, binding = 8) readonly buffer Cos { float cos_t[]; };         // [positions, head_dim / 2]
+layout(std430, binding = 9) readonly buffer Sin { float sin_t[]; };
+layout(std430, binding = 10) writeonly buffer KC { float16_t k_cache[]; };  // [n_kv, cache_rows, head_dim]
+layout(std430, binding = 11) writeonly buffer VC { float16_t v_cache[]; };
+layout(std430, binding = 12) readonly buffer Step { StepState step; };
+
+// The total of the other row of this invocation's RoPE pair. Called by every invocation that
+// holds a row total, before rows past the matrix leave (they come in whole pairs).
+float rope_partner(float total) { return p.rope_head_dim > 0 ? subgroupShuffleXor(total, 1) : 0.0; }
+
+// Row `row` of matrix `part` (0: Q, 1: K, 2: V) with its total and its partner's: Q and K rows
+// rotated, K and V rows stored to the cache row of step.pos. Returns what y gets.
+float rope_fold(uint part, uint row, float total, float other) {
+    if (p.rope_head_dim == 0) return total;
+    const uint head = row / p.rope_head_dim, d = row % p.rope_head_dim, f = d / 2, pos = step.pos;
+    if (part < 2) {
+        const uint half_dim = p.rope_head_dim / 2;
+        const float c = cos_t[pos * half_dim + f], s = sin_t[pos * half_dim + f];
+        total = (d % 2 == 0) ? total * c - other * s : other * s + total * c;
+    }
+    const uint at = (head * p.rope_cache_rows + pos % p.rope_cache_rows) * p.rope_head_dim + d;
+    if (part == 1) k_cache[at] = float16_t(total);
+    if (part == 2) v_cache[at] = float16_t(total);
+    return total;
+}
+#endif
