@@ -59,6 +59,12 @@ public:
     // Releases the memory now; the Buffer becomes empty (as a moved-from one).
     void free();
 
+    // What keeps this buffer alive, where something shared does (a Python akunu.Buffer): a
+    // CommandList that records the buffer holds it until the list is restarted or destroyed,
+    // so that a temporary passed to a kernel outlives the commands that read it.
+    void set_owner(std::weak_ptr<const void> owner) { owner_ = std::move(owner); }
+    std::shared_ptr<const void> owner() const { return owner_.lock(); }
+
 private:
     std::shared_ptr<Device> device_;
     VkBuffer handle_ = VK_NULL_HANDLE;
@@ -67,6 +73,7 @@ private:
     uint64_t memory_bytes_ = 0;  // what the allocation really took, for accounting
     void* contents_ = nullptr;
     bool addressable_ = false;
+    std::weak_ptr<const void> owner_;
 };
 
 }  // namespace akunu

@@ -51,6 +51,16 @@ CommandList::~CommandList() {
     vkDestroyCommandPool(vk, pool_, nullptr);  // frees cb_
 }
 
+void CommandList::hold(const Buffer& b) {
+    // Engine buffers have no owner; a Python buffer's is taken once per recording (a few
+    // dispatches), not per token.
+    if (std::shared_ptr<const void> o = b.owner()) {
+        for (const auto& h : owners_)
+            if (h == o) return;
+        owners_.push_back(std::move(o));
+    }
+}
+
 void CommandList::begin() {
     AKUNU_CHECK(!in_flight_, "CommandList::begin while the list is still running; call wait() first");
     if (!device_->is_cpu()) {
@@ -64,6 +74,7 @@ void CommandList::begin() {
     timestamps_used_ = 0;
     read_since_barrier_.clear();
     written_since_barrier_.clear();
+    owners_.clear();
     cpu_commands_.clear();
     if (device_->is_cpu()) return;
     if (queries_) vkCmdResetQueryPool(cb_, queries_, 0, max_timestamps_);
@@ -143,6 +154,7 @@ void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>&
         AKUNU_CHECK(b.offset % p.min_storage_buffer_offset_alignment == 0,
                     "kernel '" + pipeline.name() + "': binding offset " + std::to_string(b.offset) +
                         " is not a multiple of " + std::to_string(p.min_storage_buffer_offset_alignment));
+        hold(*b.buffer);
         const size_t range = b.range ? b.range : b.buffer->size() - b.offset;
         AKUNU_CHECK(b.offset + range <= b.buffer->size(), "kernel '" + pipeline.name() + "': binding " +
                                                               std::to_string(i) + " reaches past its buffer");
@@ -182,6 +194,8 @@ void CommandList::copy(const Buffer& src, size_t src_offset, const Buffer& dst, 
     AKUNU_CHECK(recording_, "CommandList::copy outside begin()/end()");
     AKUNU_CHECK(src_offset + bytes <= src.size() && dst_offset + bytes <= dst.size() && bytes > 0,
                 "CommandList::copy: the range is empty or outside a buffer");
+    hold(src);
+    hold(dst);
     barrier_if_needed({{src.id(), src_offset, src_offset + bytes}}, {{dst.id(), dst_offset, dst_offset + bytes}});
     if (device_->is_cpu()) {
         cpu_commands_.push_back(cpu::copy_command(static_cast<uint8_t*>(src.contents()) + src_offset,

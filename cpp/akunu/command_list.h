@@ -85,6 +85,10 @@ private:
     std::vector<VkDescriptorBufferInfo> infos_;
     std::vector<VkWriteDescriptorSet> writes_;
     std::vector<cpu::CpuCommand> cpu_commands_;  // CPU backend: what submit() runs
+    // The owners of the buffers recorded since begin() (Buffer::owner), held until the next
+    // begin() or the list's end of life: the commands point at their memory.
+    std::vector<std::shared_ptr<const void>> owners_;
+    void hold(const Buffer& b);
     std::vector<uint64_t> cpu_times_;            // CPU backend: the timestamps' slots (ns)
     uint32_t dispatches_ = 0;
     uint32_t barriers_ = 0;

@@ -94,14 +94,21 @@ void init_buffer(py::module_& m, DeviceClass& device_class) {
         .def("free", [](PyBuffer& self) {
             AKUNU_CHECK(self.live_views == 0, std::to_string(self.live_views) +
                                                   " NumPy view(s) still point into this buffer; delete them before free()");
+            // Owners other than Python's own reference and the views': command lists that
+            // recorded the buffer (CommandList::hold).
+            const long lists = self.weak_from_this().use_count() - 1 - self.live_views;
+            AKUNU_CHECK(lists <= 0, std::to_string(lists) + " CommandList(s) recorded this buffer; call begin() on them "
+                                                          "or delete them before free()");
             self.buffer.free();
-        });
+        }, "Releases the memory now. Refused while NumPy views point into it or a CommandList holds it (a "
+           "list holds every buffer it records until its next begin() or its deletion).");
 
     device_class.def(
         "allocate",
         [](const std::shared_ptr<Device>& device, size_t bytes, bool host_visible) {
             auto b = std::make_shared<PyBuffer>();
             b->buffer = Buffer::allocate(device, bytes, parse_residency(host_visible));
+            b->buffer.set_owner(b);
             return b;
         },
         py::arg("nbytes"), py::arg("host_visible") = true,
@@ -115,6 +122,7 @@ void init_buffer(py::module_& m, DeviceClass& device_class) {
             b->shape = shape;
             b->buffer = Buffer::allocate(device, element_count(shape) * dtype_traits(b->dtype).bytes,
                                          parse_residency(host_visible));
+            b->buffer.set_owner(b);
             return b;
         },
         py::arg("shape"), py::arg("dtype") = "f32", py::arg("host_visible") = true,

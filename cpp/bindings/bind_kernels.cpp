@@ -13,7 +13,9 @@ namespace akunu::py_bindings {
 void init_kernels(py::module_& m) {
     py::class_<CommandList, std::shared_ptr<CommandList>>(m, "CommandList")
         .def(py::init([](const std::shared_ptr<Device>& d) { return std::make_shared<CommandList>(d); }))
-        .def("begin", &CommandList::begin)
+        .def("begin", &CommandList::begin,
+             "Starts (or restarts) recording. A list holds the buffers it records until then, so that "
+             "temporaries passed to akunu._akunu.kernels outlive the commands that use them.")
         .def("end", &CommandList::end)
         .def("submit", &CommandList::submit)
         .def("wait", &CommandList::wait, py::call_guard<py::gil_scoped_release>())

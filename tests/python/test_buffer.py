@@ -99,6 +99,39 @@ def test_free_refuses_while_views_live(device):
         buf.numpy()
 
 
+def test_a_command_list_keeps_the_buffers_it_recorded(backend, rng):
+    """Temporaries passed to kernels and dropped before submit stay alive until the list is
+    restarted (before, their memory was freed under the recorded commands: validation errors
+    on Vulkan, a crash on the CPU backend)."""
+    from akunu._akunu import kernels
+
+    device = akunu.Device(backend)
+    x = rng.standard_normal(1003).astype(np.float32)
+    out = device.empty([1003], "f32")
+    out.write(np.full(1003, np.nan, np.float32))
+    cl = akunu.CommandList(device)
+    cl.begin()
+    kernels.copy(cl, device.upload(x), out, x.nbytes)
+    kernels.fill(cl, device.empty([7], "f32"), "f32", 7, 1.0)
+    gc.collect()
+    cl.end()
+    cl.submit()
+    cl.wait()
+    np.testing.assert_array_equal(out.numpy(), x)
+    # A buffer in a recorded list is not freed under it; after begin() it can be.
+    src = device.upload(x)
+    cl.begin()
+    kernels.copy(cl, src, out, x.nbytes)
+    cl.end()
+    with pytest.raises(akunu.Error, match="1 CommandList"):
+        src.free()
+    cl.submit()
+    cl.wait()
+    cl.begin()
+    src.free()
+    cl.end()
+
+
 def test_bad_sizes_are_clear_errors(device):
     with pytest.raises(akunu.Error, match="0 bytes"):
         device.allocate(0)
