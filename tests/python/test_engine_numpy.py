@@ -41,22 +41,31 @@ def retyped_gguf(tmp_path_factory, wtype: str, scale: float) -> pathlib.Path:
     return retype_gguf(src, src.with_name(f"tiny-{wtype}.gguf"), wtype, scale)
 
 
-@pytest.mark.parametrize("wtype", ["f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "Q5_K"])
-def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype):
+@pytest.mark.parametrize("wtype", ["f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "Q5_K", "q8_0 int8", "q4_0 int8"])
+def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype, monkeypatch):
     """Decode, one token per step, against the float64 reference. Where the engine's GEMVs
     round x to int8 (decode_x_rounding), the reference run with that rounding moves the logits
     from float64 by some delta; one cannot expect closer agreement than that rounding gives
     (an upstream difference in the last bits flips a code here and there downstream, so the
     engine and the rounded reference round differently too), and twice delta is allowed on top
-    of the float tolerance."""
+    of the float tolerance. The "int8" cases run with AKUNU_INT8=1, where a Vulkan device's
+    tile GEMVs round x for Q8_0 and Q4_0 alike (gemv_dot_*_t32)."""
+    wtype, _, mode = wtype.partition(" ")
+    if mode:
+        if backend == "cpu":
+            pytest.skip("the CPU backend's int8 mode has its own test (test_cpu_int8_activations_stay_near_numpy_float64)")
+        monkeypatch.setenv("AKUNU_INT8", "1")
     # Q5_K: scale 5e-5 gives weights of a standard deviation near 0.02, as make_random_gguf's
     path = retyped_gguf(tmp_path_factory, wtype, 5e-5) if wtype == "Q5_K" else random_gguf(tmp_path_factory, wtype)
     ids = [1, 17, 300, 5, 999, 42, 7]
     ref = NumpyLlama(str(path))
     want = ref.logits(ids)
     delta = np.abs(ref.logits(ids, x_rounding=decode_x_rounding(backend, ref)) - want).max()
+    assert (delta > 0) == bool(mode), "AKUNU_INT8=1 should round x in the decode GEMVs, and only then"
     m = akunu.Model(path, context=64, progress=False)
     got = np.stack([m.eval([i]).copy() for i in ids])
+    if backend != "cpu":  # the decode table takes the integer-dot kernels in that mode, and only then
+        assert any(c["kernel"].startswith("gemv_dot_") for c in m.dispatch_table()) == bool(mode)
     scale = np.abs(want).max()
     err = np.abs(got - want).max()
     assert err <= 2e-3 * scale + 1e-3 + 2 * delta, f"{wtype}: max |dlogit| {err:.5f} (logit scale {scale:.3f})"
