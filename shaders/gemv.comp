@@ -72,7 +72,9 @@ void main() {
         // each row load before the first product, so that their latencies overlap; vectors and
         // rows past the end load the last ones again (clamped addresses, no branch around a
         // load) and are not counted.
-        const uint last_row = part_rows - 1;
+        // Where each row starts (rope_row: a folded RoPE's half-split pairs side by side).
+        uint row_at[MAX_ROWS];
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) row_at[r] = rope_row(part, min(first_row + r, part_rows - 1)) * k4;
 #define FLOAT4_ROWS(LOAD)                                                                        \
         for (uint i0 = tid; i0 < k4; i0 += gl_WorkGroupSize.x * UNITS) {                         \
             vec4 xv[MAX_UNITS], wv[MAX_UNITS][MAX_ROWS];                                         \
@@ -80,7 +82,7 @@ void main() {
                 const uint i = min(i0 + j * gl_WorkGroupSize.x, k4 - 1);                         \
                 xv[j] = xw4(i);                                                                  \
                 [[unroll]] for (uint r = 0; r < ROWS; ++r)                                       \
-                    wv[j][r] = LOAD(min(first_row + r, last_row) * k4 + i);                      \
+                    wv[j][r] = LOAD(row_at[r] + i);                                              \
             }                                                                                    \
             [[unroll]] for (uint j = 0; j < UNITS; ++j)                                          \
                 if (i0 + j * gl_WorkGroupSize.x < k4)                                            \
@@ -147,10 +149,10 @@ void main() {
         ss += sum_sq_partial[s];
     }
     if (X_OP == AKUNU_GEMV_RMSNORM) total *= inversesqrt(ss / float(p.k) + p.eps);
-    const uint row = first_row + tid;
 #if W_BLOCK == 1
     const float other = rope_partner(total);
-    if (row >= part_rows) return;
+    if (first_row + tid >= part_rows) return;
+    const uint row = rope_row(part, first_row + tid);
     total = rope_fold(part, row, total, other);
     if (part == 1) {
         y1[row] = p.accumulate != 0 ? y1[row] + total : total;
@@ -161,6 +163,7 @@ void main() {
         return;
     }
 #else
+    const uint row = first_row + tid;
     if (row >= part_rows) return;
 #endif
     y[row] = p.accumulate != 0 ? y[row] + total : total;

@@ -375,7 +375,7 @@ GemvParams gemv_params(const std::array<size_t, 3>& rows, size_t k, bool accumul
     const std::string what = std::string(kernel) + ": rows";
     AKUNU_CHECK(rows[1] <= 0xFFFFFFFFu && rows[2] <= 0xFFFFFFFFu, what + " must be below 2^32");
     return {checked_u32(rows[0], what.c_str()), checked_u32(k, (std::string(kernel) + ": k").c_str()), accumulate ? 1u : 0u,
-            op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2]), 0, 0};
+            op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2]), 0, 0, 0};
 }
 }  // namespace
 
@@ -429,8 +429,8 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
 }
 
-bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache) {
-    return !d.cpu_backend && (tiles32(wtype) || float_weights(wtype)) && cache.dtype == KvDType::kF16 &&
+bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache, bool half_split) {
+    return !d.cpu_backend && ((tiles32(wtype) && !half_split) || float_weights(wtype)) && cache.dtype == KvDType::kF16 &&
            cache.rows != KvRows::kBlocks;
 }
 
@@ -455,9 +455,9 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     GemvParams p = gemv_params(rows, k, false, x, input, "gemv_parts");
     if (rope) {
         const KvBindings& c = rope->cache;
-        AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, c),
-                    "gemv_parts: rope_kv folds only into tile-major or float Q/K/V GEMVs and an f16 cache of full rows or "
-                    "a ring");
+        AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, c, rope->half_split),
+                    "gemv_parts: rope_kv folds only into tile-major (adjacent pairs) or float Q/K/V GEMVs and an f16 "
+                    "cache of full rows or a ring");
         const uint32_t hd = rope->head_dim;
         AKUNU_CHECK(hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,
                     "gemv_parts: a folded rope_kv needs Q, K and V of whole heads of an even head_dim, K and V alike");
@@ -469,6 +469,7 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
         check_bytes(rope->step, sizeof(StepState), "gemv_parts", "step");
         p.rope_head_dim = hd;
         p.rope_cache_rows = c.cache_rows;
+        p.rope_half_split = rope->half_split ? 1 : 0;
     }
     // Matrices past the last given are bound as the first (not read).
     const Binding& w1 = rows[1] ? w[1] : w[0];

@@ -69,14 +69,16 @@ struct GemvInput {
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
           bool accumulate = false, const GemvInput* input = nullptr, bool allow_int_dot = true);
 // rope_kv folded into the Q/K/V gemv_parts of a decode step (one token, at step.pos): Q and K
-// rotated on adjacent pairs (RopeStyle::kInterleaved) with the given tables, and K and V also
-// stored to an f16 cache of full rows or a ring (not blocks). Only where gemv_folds_rope_kv.
+// rotated on adjacent pairs (RopeStyle::kInterleaved) or, with half_split, on (i, i + head_dim
+// / 2) (RopeStyle::kHalfSplit) with the given tables, and K and V also stored to an f16 cache of
+// full rows or a ring (not blocks). Only where gemv_folds_rope_kv.
 struct GemvRopeKv {
     Binding cos, sin;  // [positions, head_dim / 2] f32
     KvBindings cache;
     Binding step;
     uint32_t head_dim = 0;
     uint32_t positions = 0;  // rows of the tables: the context
+    bool half_split = false;
 };
 // y_i[0 : rows[i]] = W_i · x for i < 3 in one dispatch: the projections that read the same x
 // (Q, K and V; gate and up, with rows[2] = 0, whose W and y are then not read). Only where
@@ -86,9 +88,9 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr,
                 const GemvRopeKv* rope = nullptr, bool allow_int_dot = false);
 // Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
-// (gemv_tiles.comp) or the float one (gemv.comp) on a Vulkan device, and an f16 cache of full
-// rows or a ring.
-bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache);
+// (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
+// (gemv.comp, both pairings) on a Vulkan device, and an f16 cache of full rows or a ring.
+bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache, bool half_split = false);
 // Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan
 // devices the tile-major Q8_0/Q4_0/Q4_1 (gemv_tiles.comp) and float weights with rows of a
 // multiple of 4 (gemv.comp), whose workgroups each own rows of one matrix.

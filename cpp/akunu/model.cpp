@@ -326,13 +326,14 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const RopeStyle style = gguf ? a.rope_gguf : a.rope_hf;
         const KvBindings cache = kv_->bindings(l);
         // A decode step's RoPE and KV write ride on the Q/K/V dispatch where nothing comes
-        // between them (no bias, no per-head norm) and RoPE pairs neighbouring rows; project()
-        // takes it only where it fuses Q, K and V (decode, one weight type).
+        // between them (no bias, no per-head norm) and the GEMV takes the model's RoPE pairs;
+        // project() takes it only where it fuses Q, K and V (decode, one weight type).
         std::optional<kernels::GemvRopeKv> rope_fold;
-        if (!c.qkv_bias && !a.qk_norm && style == RopeStyle::kInterleaved &&
-            kernels::gemv_folds_rope_kv(t.device().profile(), L.q.type, cache))
+        const bool half_split = style == RopeStyle::kHalfSplit;
+        if (!c.qkv_bias && !a.qk_norm && style != RopeStyle::kNone &&
+            kernels::gemv_folds_rope_kv(t.device().profile(), L.q.type, cache, half_split))
             rope_fold = kernels::GemvRopeKv{Binding(rope_cos), Binding(rope_sin), cache, step, uint32_t(c.head_dim),
-                                            uint32_t(base_->context)};
+                                            uint32_t(base_->context), half_split};
         const bool roped = project(blk, "attn_qkv", {{"attn_q", &L.q, q, q_dim, qkv_row}, {"attn_k", &L.k, k, kv_dim, qkv_row},
                                                      {"attn_v", &L.v, v, kv_dim, qkv_row}}, attn_in,
                                    rope_fold ? &*rope_fold : nullptr);

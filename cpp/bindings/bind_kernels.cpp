@@ -86,7 +86,7 @@ void init_kernels(py::module_& m) {
                         const std::array<const PyBuffer*, 3>& y, std::array<size_t, 3> rows, size_t kk,
                         const PyBuffer* norm_weight, float eps, float weight_offset, const PyBuffer* rope_cos,
                         const PyBuffer* rope_sin, const PyBuffer* k_cache, const PyBuffer* v_cache, const PyBuffer* step,
-                        uint32_t head_dim, uint32_t cache_rows, bool ring, uint32_t positions) {
+                        uint32_t head_dim, uint32_t cache_rows, bool ring, uint32_t positions, bool half_split) {
               std::optional<kernels::GemvInput> input;
               std::optional<kernels::GemvRopeKv> rope;
               if (rope_cos || rope_sin || k_cache || v_cache || step) {
@@ -94,7 +94,8 @@ void init_kernels(py::module_& m) {
                               "gemv_parts: a folded rope_kv needs rope_cos, rope_sin, k_cache, v_cache and step");
                   const KvBindings cache{KvDType::kF16, k_cache->buffer, v_cache->buffer, {}, {},
                                          ring ? KvRows::kRing : KvRows::kFull, cache_rows};
-                  rope = kernels::GemvRopeKv{rope_cos->buffer, rope_sin->buffer, cache, step->buffer, head_dim, positions};
+                  rope = kernels::GemvRopeKv{rope_cos->buffer, rope_sin->buffer, cache, step->buffer, head_dim, positions,
+                                             half_split};
               }
               if (norm_weight) input = kernels::GemvInput::rmsnorm(norm_weight->buffer, eps, weight_offset);
               for (int i = 0; i < 3; ++i) AKUNU_CHECK(w[size_t(i)] && y[size_t(i)], "gemv_parts: pass three W and three y buffers");
@@ -106,14 +107,16 @@ void init_kernels(py::module_& m) {
           py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f,
           py::arg("rope_cos") = nullptr, py::arg("rope_sin") = nullptr, py::arg("k_cache") = nullptr,
           py::arg("v_cache") = nullptr, py::arg("step") = nullptr, py::arg("head_dim") = 0, py::arg("cache_rows") = 0,
-          py::arg("ring") = false, py::arg("positions") = 0,
+          py::arg("ring") = false, py::arg("positions") = 0, py::arg("half_split") = false,
           "y[i] = W[i] @ x for three matrices in one dispatch (Q, K and V; rows[2] = 0 for two), for tile-major "
           "Q8_0/Q4_0/Q4_1 and float weights on Vulkan devices. With rope_cos ... step: rope_kv folded in (RoPE on adjacent pairs of Q "
-          "and K at step.pos, K and V stored to f16 caches [n_kv, cache_rows, head_dim], a ring if ring).");
-    k.def("gemv_folds_rope_kv", [weight_type](const Device& d, const std::string& wtype, bool ring) {
+          "and K at step.pos, or on (i, i + head_dim / 2) if half_split, K and V stored to f16 caches [n_kv, cache_rows, "
+          "head_dim], a ring if ring).");
+    k.def("gemv_folds_rope_kv", [weight_type](const Device& d, const std::string& wtype, bool ring, bool half_split) {
         const KvBindings cache{KvDType::kF16, {}, {}, {}, {}, ring ? KvRows::kRing : KvRows::kFull, 1};
-        return kernels::gemv_folds_rope_kv(d.profile(), weight_type(wtype), cache);
-    }, "Whether gemv_parts folds rope_kv for this weight type into an f16 cache on this device.");
+        return kernels::gemv_folds_rope_kv(d.profile(), weight_type(wtype), cache, half_split);
+    }, py::arg("device"), py::arg("wtype"), py::arg("ring"), py::arg("half_split") = false,
+    "Whether gemv_parts folds rope_kv for this weight type (and RoPE pairing) into an f16 cache on this device.");
     k.def("gemv_fuses_parts", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_fuses_parts(d.profile(), weight_type(wtype), kk);
     }, "Whether gemv_parts takes this weight type and row length on this device.");

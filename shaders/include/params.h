@@ -83,13 +83,15 @@ struct GemvParams {
     // its own y (kernels::gemv_parts: Q, K and V; gate and up); 0 where there are fewer.
     uint rows1;
     uint rows2;
-    // gemv_tiles.comp with Q, K and V (kernels::GemvRopeKv): head_dim > 0 folds rope_kv into
-    // the products, RoPE on adjacent pairs of Q and K rows and K and V stored to an f16 cache
-    // of cache_rows rows per head (a ring where the sequence is longer) at step.pos; 0: no fold.
+    // Q, K and V (kernels::GemvRopeKv): head_dim > 0 folds rope_kv into the products, RoPE on
+    // pairs of Q and K rows and K and V stored to an f16 cache of cache_rows rows per head (a
+    // ring where the sequence is longer) at step.pos; 0: no fold. Pairs are adjacent rows
+    // (2 f, 2 f + 1), or with rope_half_split (f, f + head_dim / 2), which only gemv.comp takes.
     uint rope_head_dim;
     uint rope_cache_rows;
+    uint rope_half_split;
 };
-AKUNU_PARAMS_SIZE(GemvParams, 40)
+AKUNU_PARAMS_SIZE(GemvParams, 44)
 
 // The step state: what changes from one decode step to the next, read by kernels from a small
 // device buffer so that a recorded command buffer is replayed unchanged.

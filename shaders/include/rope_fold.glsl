@@ -1,8 +1,9 @@
 // rope_kv's work for the step's token, folded into a decode step's Q/K/V GEMV (gemv_tiles.comp
 // and gemv.comp's float path, with p.rope_head_dim > 0; otherwise other buffers stand in for
-// bindings 8 to 12, unread). A RoPE pair's rows (2 f, 2 f + 1) end in neighbouring invocations
-// of one workgroup, which swap their totals by a shuffle (rope_partner) and rotate them with row
-// step.pos of the tables; K and V rows also go to the f16 cache as they are written.
+// bindings 8 to 12, unread). A RoPE pair's rows (2 f, 2 f + 1; or f, f + head_dim / 2 with
+// p.rope_half_split, where gemv.comp orders its rows by rope_row) end in neighbouring
+// invocations of one workgroup, which swap their totals by a shuffle (rope_partner) and rotate
+// them with row step.pos of the tables; K and V rows also go to the f16 cache as they are written.
 #ifndef AKUNU_ROPE_FOLD_GLSL
 #define AKUNU_ROPE_FOLD_GLSL
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -13,6 +14,14 @@ layout(std430, binding = 10) writeonly buffer KC { float16_t k_cache[]; };  // [
 layout(std430, binding = 11) writeonly buffer VC { float16_t v_cache[]; };
 layout(std430, binding = 12) readonly buffer Step { StepState step; };
 
+// The row of Q or K that a workgroup's i-th row of a head is: with half-split pairs, rows
+// (f, f + head_dim / 2) become neighbours 2 f and 2 f + 1, so that one workgroup holds both.
+uint rope_row(uint part, uint i) {
+    if (p.rope_half_split == 0 || part == 2) return i;
+    const uint head = i / p.rope_head_dim, d = i % p.rope_head_dim;
+    return head * p.rope_head_dim + d / 2 + (d % 2) * (p.rope_head_dim / 2);
+}
+
 // The total of the other row of this invocation's RoPE pair. Called by every invocation that
 // holds a row total, before rows past the matrix leave (they come in whole pairs).
 float rope_partner(float total) { return p.rope_head_dim > 0 ? subgroupShuffleXor(total, 1) : 0.0; }
@@ -21,11 +30,12 @@ float rope_partner(float total) { return p.rope_head_dim > 0 ? subgroupShuffleXo
 // rotated, K and V rows stored to the cache row of step.pos. Returns what y gets.
 float rope_fold(uint part, uint row, float total, float other) {
     if (p.rope_head_dim == 0) return total;
-    const uint head = row / p.rope_head_dim, d = row % p.rope_head_dim, f = d / 2, pos = step.pos;
+    const uint half_dim = p.rope_head_dim / 2, head = row / p.rope_head_dim, d = row % p.rope_head_dim, pos = step.pos;
     if (part < 2) {
-        const uint half_dim = p.rope_head_dim / 2;
+        const bool first = p.rope_half_split != 0 ? d < half_dim : d % 2 == 0;  // x_f of the pair
+        const uint f = p.rope_half_split != 0 ? d % half_dim : d / 2;
         const float c = cos_t[pos * half_dim + f], s = sin_t[pos * half_dim + f];
-        total = (d % 2 == 0) ? total * c - other * s : other * s + total * c;
+        total = first ? total * c - other * s : other * s + total * c;
     }
     const uint at = (head * p.rope_cache_rows + pos % p.rope_cache_rows) * p.rope_head_dim + d;
     if (part == 1) k_cache[at] = float16_t(total);

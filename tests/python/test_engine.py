@@ -245,8 +245,12 @@ def test_views_and_dispatch_table(backend):
     gemv = "gemv_f16_t32" if backend == "cpu" else "gemv_f16"  # the CPU keeps matrices in tiles
     assert {"embed_f16", gemv, "attention_split", "sample"} <= kernels
     # A decode step's RoPE and KV write ride on the Q/K/V GEMV on Vulkan devices
-    # (rope_fold.glsl); the CPU backend runs rope_kv on its own.
+    # (rope_fold.glsl); the CPU backend runs rope_kv on its own. The same for the HF checkpoint,
+    # whose RoPE pairs (i, i + head_dim / 2) instead of neighbouring rows; its logits are held
+    # to transformers' by test_logits_at_every_position, its cache by test_kv_cache_matches_the_reference.
     assert ("rope_kv" in kernels) == (backend == "cpu")
+    hf = load("tiny-llama3-random", "hf")
+    assert ("rope_kv" in {c["kernel"] for c in hf.dispatch_table()}) == (backend == "cpu")
     # Decode attention merges its chunks in its own dispatch. The FFN activation is folded into
     # the down GEMV where that GEMV forms x once for many rows: on the CPU backend, not in
     # gemv.comp's float path (4 rows per workgroup).

@@ -343,17 +343,24 @@ def test_gemv_fused_parts(device, backend, rng, wtype, rows, k, norm):
 @pytest.mark.parametrize("heads, kv_heads, head_dim, pos, cache_rows, ring",
                          [(4, 2, 64, 5, 9, False), (3, 1, 48, 13, 6, True), (2, 2, 128, 0, 1, False),
                           (3, 1, 6, 2, 4, False)])
-def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, head_dim, pos, cache_rows, ring):
+@pytest.mark.parametrize("half_split", [False, True])
+def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, head_dim, pos, cache_rows, ring,
+                                  half_split):
     """rope_kv folded into the Q/K/V dispatch of a decode step, for tiles (gemv_tiles.comp) and
-    float weights (gemv.comp): Q and K rotated on adjacent pairs at step.pos, K and V also stored
-    to the f16 cache row of pos (pos % rows in a ring: 13 % 6), every other cache row and every
-    float past Q, K or V untouched. Head dims of 48 leave heads across tile boundaries; K and V
-    of 48 rows end in a partial tile; a head of 6 rows ends in the middle of a workgroup of 4."""
+    float weights (gemv.comp): Q and K rotated at step.pos on adjacent pairs (GGUF llama) or on
+    (i, i + head_dim / 2) (HF checkpoints; float weights only, whose workgroups take the two
+    rows of such a pair side by side), K and V also stored to the f16 cache row of pos (pos %
+    rows in a ring: 13 % 6), every other cache row and every float past Q, K or V untouched.
+    Head dims of 48 leave heads across tile boundaries; K and V of 48 rows end in a partial
+    tile; a head of 6 rows ends in the middle of a workgroup of 4."""
     name = {np.float32: "F32", np.float16: "F16"}.get(wtype, wtype)
     if backend == "cpu":
-        assert not kernels.gemv_folds_rope_kv(device, name, ring)
+        assert not kernels.gemv_folds_rope_kv(device, name, ring, half_split)
         pytest.skip("the CPU backend runs Q, K and V as three GEMVs and rope_kv on its own")
-    assert kernels.gemv_folds_rope_kv(device, name, ring)
+    if half_split and wtype in TILE_FORMATS:
+        assert not kernels.gemv_folds_rope_kv(device, name, ring, half_split)
+        pytest.skip("a tile's rows are fixed by its layout, so tiles fold only adjacent pairs")
+    assert kernels.gemv_folds_rope_kv(device, name, ring, half_split)
     k = 96
     rows = (heads * head_dim, kv_heads * head_dim, kv_heads * head_dim)
     parts = [random_weights(device, rng, wtype, n, k) for n in rows]
@@ -369,13 +376,16 @@ def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, 
     ops._run(device, lambda cl: kernels.gemv_parts(
         cl, [p[0] for p in parts], name, x_dev, ys, rows, k, g_dev, 1e-6, 0.0, rope_cos=cos_dev, rope_sin=sin_dev,
         k_cache=caches[0], v_cache=caches[1], step=step_dev, head_dim=head_dim, cache_rows=cache_rows, ring=ring,
-        positions=positions))
+        positions=positions, half_split=half_split))
     xd = x.astype(np.float64)
     v = xd * g.astype(np.float64) / np.sqrt(np.mean(xd ** 2) + 1e-6)
 
-    def rotate(y):  # adjacent pairs (2f, 2f + 1) of each head, at pos
-        y = y.reshape(-1, head_dim // 2, 2)
+    def rotate(y):  # pairs (2f, 2f + 1), or (f, f + head_dim / 2), of each head, at pos
         c, s = cos[pos].astype(np.float64), sin[pos].astype(np.float64)
+        if half_split:
+            y = y.reshape(-1, 2, head_dim // 2)
+            return np.stack([y[:, 0] * c - y[:, 1] * s, y[:, 0] * s + y[:, 1] * c], 1).reshape(-1)
+        y = y.reshape(-1, head_dim // 2, 2)
         return np.stack([y[..., 0] * c - y[..., 1] * s, y[..., 0] * s + y[..., 1] * c], -1).reshape(-1)
 
     want = [rotate(parts[0][1] @ v), rotate(parts[1][1] @ v), parts[2][1] @ v]
