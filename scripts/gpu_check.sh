@@ -85,9 +85,16 @@ if [ -n "${AKUNU_EXTRA_CMD:-}" ]; then eval "$AKUNU_EXTRA_CMD"; fi
 
 echo "== model benchmark (random weights, make_random_gguf.py)"
 files=()
+# shape:type, or shape:type:hf for the same weights as an HF checkpoint (float types only,
+# bench/gguf_to_hf.py): the safetensors load path and HF's RoPE pairing.
 for spec in ${AKUNU_BENCH_MODELS:-1b:f16 1b:q8_0 1b:q4_0 llama2-7b:f16 llama2-7b:q8_0 llama2-7b:q4_0}; do
-    shape=${spec%%:*} type=${spec##*:} file=/tmp/bench-$shape-$type.gguf
+    IFS=: read -r shape type form <<<"$spec"
+    file=/tmp/bench-$shape-$type.gguf
     [ -f $file ] || python3 $make_random --shape $shape --type $type -o $file >/dev/null
+    if [ "$form" = hf ]; then
+        [ -d ${file%.gguf}-hf ] || python3 bench/gguf_to_hf.py $file ${file%.gguf}-hf >/dev/null
+        file=${file%.gguf}-hf
+    fi
     files+=($file)
 done
 # AKUNU_PROFILE=1: the per-kernel profile of a decode step (at the start and behind 4,000 tokens)
