@@ -22,7 +22,8 @@ import sys
 import numpy as np
 from gguf import GGUFReader
 
-SAFETENSORS_DTYPE = {"F16": "F16", "BF16": "BF16", "F32": "F32"}
+# ggml's float types, named as safetensors names them, and as config.json's torch_dtype.
+TORCH_DTYPE = {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}
 
 
 def field(reader: GGUFReader, key: str):
@@ -48,10 +49,10 @@ def convert(src: pathlib.Path, out: pathlib.Path) -> None:
     per_layer = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
                  "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
                  "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
-    tensors = []  # (HF name, safetensors dtype, array in HF's row order)
+    tensors = []  # (HF name, ggml float type = safetensors dtype, array in HF's row order)
     for t in r.tensors:
         kind = t.tensor_type.name
-        if kind not in SAFETENSORS_DTYPE:
+        if kind not in TORCH_DTYPE:
             raise SystemExit(f"{src}: {t.name} is {kind}; only float files (F16, BF16, F32) convert")
         a = np.asarray(t.data)
         if kind == "BF16":  # gguf-py hands bf16 over as bytes; safetensors takes the same bits
@@ -64,7 +65,7 @@ def convert(src: pathlib.Path, out: pathlib.Path) -> None:
                 a = hf_rows(a, heads if role == "attn_q" else kv_heads)
         else:
             name = names[t.name]
-        tensors.append((name, SAFETENSORS_DTYPE[kind], a))
+        tensors.append((name, kind, a))
 
     out.mkdir(parents=True, exist_ok=True)
     header, offset = {}, 0
@@ -79,8 +80,7 @@ def convert(src: pathlib.Path, out: pathlib.Path) -> None:
             np.ascontiguousarray(a).tofile(f)
 
     dim = field(r, "llama.embedding_length")
-    matrix_type = next(dtype for _, dtype, a in tensors if a.ndim == 2)
-    dtype = {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}[matrix_type]
+    dtype = TORCH_DTYPE[next(kind for _, kind, a in tensors if a.ndim == 2)]
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": dim,
         "intermediate_size": field(r, "llama.feed_forward_length"), "num_hidden_layers": field(r, "llama.block_count"),

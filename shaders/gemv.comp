@@ -71,8 +71,8 @@ void main() {
         // One loop per matrix, so that the choice is made once, not per load. UNITS vectors of
         // each row load before the first product, so that their latencies overlap; vectors and
         // rows past the end load the last ones again (clamped addresses, no branch around a
-        // load) and are not counted.
-        // Where each row starts (rope_row: a folded RoPE's half-split pairs side by side).
+        // load) and are not counted. row_at: where each row starts (rope_row puts a folded
+        // RoPE's half-split pairs side by side).
         uint row_at[MAX_ROWS];
         [[unroll]] for (uint r = 0; r < ROWS; ++r) row_at[r] = rope_row(part, min(first_row + r, part_rows - 1)) * k4;
 #define FLOAT4_ROWS(LOAD)                                                                        \

@@ -334,7 +334,6 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
 void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
                     const Binding& x, const Binding& second, const GemvParams& p, const GemvRopeKv* rope = nullptr) {
     const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
-    const uint32_t group = g.group, units = g.units;
     const uint32_t group_rows = rope ? g.rows + g.rows % 2 : g.rows;  // a RoPE pair's rows in one workgroup
     std::vector<Binding> bindings{w[0], x, y[0], second};
     if (float_weights(wtype)) {
@@ -343,7 +342,7 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
     }
     const size_t groups = (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
                           (size_t(p.rows2) + group_rows - 1) / group_rows;
-    emit(s, weight_variant("gemv", wtype), {group, group_rows, p.x_op, units}, std::move(bindings), p, grid_for(s, groups));
+    emit(s, weight_variant("gemv", wtype), {g.group, group_rows, p.x_op, g.units}, std::move(bindings), p, grid_for(s, groups));
 }
 
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).

@@ -24,9 +24,8 @@ namespace py = pybind11;
 
 // A Buffer as Python holds it: the engine buffer plus the element type and shape its NumPy
 // view takes by default, and a count of live views so that free() cannot pull memory out from
-// under an array.
-// A Python akunu.Buffer. Its Buffer's owner (Buffer::set_owner) is this object, so that a
-// CommandList that records it keeps it alive.
+// under an array. The Buffer's owner (Buffer::set_owner) is this object, so that a CommandList
+// that records it keeps it alive.
 struct PyBuffer : std::enable_shared_from_this<PyBuffer> {
     Buffer buffer;
     DType dtype = DType::kU8;

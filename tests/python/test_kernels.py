@@ -183,6 +183,11 @@ def random_weights(device, rng, wtype, rows, k):
     return device.upload(w), w.astype(np.float64), None
 
 
+def kernel_wtype(wtype):
+    """The wtype argument of kernels.*: NumPy float types by their ggml names, others as given."""
+    return {np.float32: "F32", np.float16: "F16"}.get(wtype, wtype)
+
+
 def row_length(wtype, units):
     """k = units blocks of 32 (float types and 32-element blocks) or of 256 (k-quants)."""
     return units * (BLOCK_FORMATS[wtype][0] if wtype in GPU_FORMATS else 32)
@@ -320,7 +325,7 @@ def test_gemv_fused_parts(device, backend, rng, wtype, rows, k, norm):
     (gemv_tiles.comp) and float weights (gemv.comp): matrices of their own row counts (partial
     last tiles and workgroups in each), each product in its own y, the norm folded; the float
     past each y's rows stays poisoned."""
-    name = {np.float32: "F32", np.float16: "F16"}.get(wtype, wtype)
+    name = kernel_wtype(wtype)
     if backend == "cpu":
         pytest.skip("the CPU backend runs Q, K and V as three GEMVs (its threads split rows, not tiles)")
     assert kernels.gemv_fuses_parts(device, name, k), f"{name} rows of {k} should fuse on a Vulkan device"
@@ -353,7 +358,7 @@ def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, 
     rows in a ring: 13 % 6), every other cache row and every float past Q, K or V untouched.
     Head dims of 48 leave heads across tile boundaries; K and V of 48 rows end in a partial
     tile; a head of 6 rows ends in the middle of a workgroup of 4."""
-    name = {np.float32: "F32", np.float16: "F16"}.get(wtype, wtype)
+    name = kernel_wtype(wtype)
     if backend == "cpu":
         assert not kernels.gemv_folds_rope_kv(device, name, ring, half_split)
         pytest.skip("the CPU backend runs Q, K and V as three GEMVs and rope_kv on its own")
