@@ -2,13 +2,17 @@
 #extension GL_GOOGLE_include_directive : require
 // act_<kind>: out = act(gate) * up, the gated FFN activation (ACT_SILU or ACT_GELU_TANH); with
 // ACT_UNGATED, out = act(gate) (the encoders' FFN; ACT_GELU is GELU with erf, as BERT's).
+// OTYPE float16_t writes halves: the X of a prefill chunk's down-projection GEMM.
 #include "common.glsl"
 #include "activation.glsl"
+#ifndef OTYPE
+#define OTYPE float
+#endif
 
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer G { float gate[]; };
 layout(std430, binding = 1) readonly buffer U { float up[]; };
-layout(std430, binding = 2) writeonly buffer O { float out_data[]; };
+layout(std430, binding = 2) writeonly buffer O { OTYPE out_data[]; };
 layout(push_constant) uniform Push { ActParams p; };
 
 float act(float x) {
@@ -26,8 +30,8 @@ float act(float x) {
 void main() {
     const uint i = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
 #ifdef ACT_UNGATED
-    if (i < p.n) out_data[i] = act(gate[i]);
+    if (i < p.n) out_data[i] = OTYPE(act(gate[i]));
 #else
-    if (i < p.n) out_data[i] = act(gate[i]) * up[i];
+    if (i < p.n) out_data[i] = OTYPE(act(gate[i]) * up[i]);
 #endif
 }

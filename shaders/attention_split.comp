@@ -217,46 +217,60 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
 }
 #endif
 
-// out[h] = sum_c acc_c exp(m_c - M) / sum_c l_c exp(m_c - M) over chunks [c_begin, c_end),
-// by the whole workgroup: the chunks' maxima and sums first (an invocation per chunk), then
-// each chunk's factor exp(m_c - M) in `weight`, AKUNU_ATTENTION_CHUNK chunks at a time, and
-// `parts` neighbouring invocations per dim, each summing every parts-th chunk four loads at a
-// time (the partials are coherent reads from L2; a loop of one dependent load per step, as a
-// separate merge dispatch ran it, cost 13 us per layer behind 4,000 tokens on an H200).
+// out[h] = sum_c acc_c exp(m_c - M) / sum_c l_c exp(m_c - M) over chunks [c_begin, c_end), by
+// the whole workgroup, in windows of MERGE_WINDOW chunks: invocation i holds chunk i of a
+// window's maximum and sum, and `parts` neighbouring invocations per dim each sum every
+// parts-th chunk. The partials are coherent reads from L2, so the merge is a chain of round
+// trips at the end of the dispatch: every load that does not wait on M (the first window's
+// maxima, sums and MERGE_VALUES values per invocation) is issued at once, so that a head of
+// up to MERGE_WINDOW chunks merges after one round trip instead of four; further windows (past
+// 64 Ki rows) reload theirs. (A separate merge dispatch of one dependent load per step cost 13
+// us per layer behind 4,000 tokens on an H200.)
+#ifndef MERGE_WINDOW
+#define MERGE_WINDOW AKUNU_ATTENTION_CHUNK
+#endif
+#define MERGE_VALUES 8
+float chunk_factor(float m, float l, float M) { return l > 0.0 ? exp(m - M) : 0.0; }
+
 void merge(uint h, uint c_begin, uint c_end) {
     const uint tid = gl_LocalInvocationID.x, stride = p.head_dim + 2, base = h * p.n_chunks * stride;
-    float m = -1.0 / 0.0;
-    for (uint c = c_begin + tid; c < c_end; c += gl_WorkGroupSize.x)
-        if (partial[base + c * stride + p.head_dim + 1] > 0.0) m = max(m, partial[base + c * stride + p.head_dim]);
-    const float M = workgroup_max(m);
-    float l = 0.0;
-    for (uint c = c_begin + tid; c < c_end; c += gl_WorkGroupSize.x) {
-        const float lc = partial[base + c * stride + p.head_dim + 1];
-        if (lc > 0.0) l += lc * exp(partial[base + c * stride + p.head_dim] - M);
-    }
-    const float L = workgroup_sum(l);
+    const uint n = c_end - c_begin, first_n = min(n, MERGE_WINDOW);
     uint parts = 1;  // a power of two, inside one subgroup
     while (parts * 2 * p.head_dim <= gl_WorkGroupSize.x && parts * 2 <= gl_SubgroupSize) parts *= 2;
     const uint dim = tid / parts, part = tid % parts;
+    const uint at = base + c_begin * stride + min(dim, p.head_dim - 1);  // idle invocations read dim 0's
+
+    // One round trip: chunk tid's maximum and sum, and this invocation's first values.
+    const uint own = c_begin + min(tid, first_n - 1);
+    const float m0 = partial[base + own * stride + p.head_dim], l0 = tid < first_n ? partial[base + own * stride + p.head_dim + 1] : 0.0;
+    float v[MERGE_VALUES];
+    [[unroll]] for (uint i = 0; i < MERGE_VALUES; ++i) v[i] = partial[at + min(part + i * parts, first_n - 1) * stride];
+
+    float m = l0 > 0.0 ? m0 : -1.0 / 0.0;
+    for (uint c = c_begin + MERGE_WINDOW + tid; c < c_end; c += MERGE_WINDOW)
+        if (tid < MERGE_WINDOW && partial[base + c * stride + p.head_dim + 1] > 0.0) m = max(m, partial[base + c * stride + p.head_dim]);
+    const float M = workgroup_max(m);
+    const float f0 = chunk_factor(m0, l0, M);
+    float l = l0 * f0;
+    for (uint c = c_begin + MERGE_WINDOW + tid; c < c_end; c += MERGE_WINDOW)
+        if (tid < MERGE_WINDOW) {
+            const float lc = partial[base + c * stride + p.head_dim + 1];
+            l += lc * chunk_factor(partial[base + c * stride + p.head_dim], lc, M);
+        }
+    if (tid < MERGE_WINDOW) weight[tid] = f0;  // published by workgroup_sum's first barrier
+    const float L = workgroup_sum(l);
+
     float acc = 0.0;
-    for (uint c0 = c_begin; c0 < c_end; c0 += gl_WorkGroupSize.x) {
-        const uint n = min(gl_WorkGroupSize.x, c_end - c0);
+    [[unroll]] for (uint i = 0; i < MERGE_VALUES; ++i)
+        if (part + i * parts < first_n) acc += v[i] * weight[part + i * parts];
+    for (uint j = part + MERGE_VALUES * parts; j < first_n; j += parts) acc += partial[at + j * stride] * weight[j];
+    for (uint c0 = c_begin + MERGE_WINDOW; c0 < c_end; c0 += MERGE_WINDOW) {
+        const uint w = min(MERGE_WINDOW, c_end - c0);
         barrier();  // the previous window's factors have been read
-        if (tid < n) {
-            const float lc = partial[base + (c0 + tid) * stride + p.head_dim + 1];
-            weight[tid] = lc > 0.0 ? exp(partial[base + (c0 + tid) * stride + p.head_dim] - M) : 0.0;
-        }
+        if (tid < w) weight[tid] = chunk_factor(partial[base + (c0 + tid) * stride + p.head_dim],
+                                                partial[base + (c0 + tid) * stride + p.head_dim + 1], M);
         barrier();
-        if (dim < p.head_dim) {
-            const uint at = base + c0 * stride + dim;
-            uint j = part;
-            for (; j + 3 * parts < n; j += 4 * parts) {
-                const float v0 = partial[at + j * stride], v1 = partial[at + (j + parts) * stride];
-                const float v2 = partial[at + (j + 2 * parts) * stride], v3 = partial[at + (j + 3 * parts) * stride];
-                acc += v0 * weight[j] + v1 * weight[j + parts] + v2 * weight[j + 2 * parts] + v3 * weight[j + 3 * parts];
-            }
-            for (; j < n; j += parts) acc += partial[at + j * stride] * weight[j];
-        }
+        for (uint j = part; j < w; j += parts) acc += partial[at + (c0 - c_begin + j) * stride] * weight[j];
     }
     for (uint s = parts / 2; s > 0; s /= 2) acc += subgroupShuffleXor(acc, s);
     if (part == 0 && dim < p.head_dim) out_data[h * p.head_dim + dim] = acc / L;

@@ -23,6 +23,7 @@
 
 layout(std430, binding = 1) readonly buffer X { float x[]; };    // [m, ldx]
 layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(std430, binding = 1) readonly buffer X8 { uvec4 x8[]; };  // [m, ldx / 8] with X_HALF
 layout(push_constant) uniform Push { GemmParams p; };
 #define W_BINDING 0
 #define W_TOTAL_BLOCKS (p.n * (p.k / W_BLOCK))
@@ -46,6 +47,10 @@ layout(local_size_x = THREADS) in;
 // For probes (bench/gemm_probe.py): bits that cut pieces out of the k loop, leaving wrong
 // results: 1 the global loads, 2 the shared stores, 4 the matrix products. 0 in the engine.
 layout(constant_id = 0) const uint KNOCK = 0;
+// X as halves (k and ldx multiples of 8, which the host checks): the f16 rows a prefill chunk's
+// norm or activation wrote, so that a tile load is one 16-byte word per 8 values instead of two
+// and no conversion, and X is converted once per chunk instead of once per column of tiles.
+layout(constant_id = 1) const bool X_HALF = false;
 
 // The generated names: EACH_I(F) is F(0) .. F(TM - 1), EACH_J(F) is F(0) .. F(TN - 1), and
 // EACH_IJ(F) is F(i, j) over both.
@@ -102,8 +107,10 @@ shared float ys[THREADS / 32 * 16 * 16];
 #define X_ITEMS (BM * (BK / 8) / THREADS)
 #define W_ITEMS (BN * (BK / 8) / THREADS)
 
-// One step's tiles as loaded: X as fp32 (two vec4s per item), W as w_raw8() read it.
+// One step's tiles as loaded: X as fp32 (two vec4s per item) or halves (xh), W as w_raw8()
+// read it.
 vec4 xa[X_ITEMS], xb[X_ITEMS];
+uvec4 xh[X_ITEMS];
 WRaw wr[W_ITEMS];
 
 // Issues the loads of X[m0 : m0 + BM, k0 : k0 + BK] and W[n0 : n0 + BN, k0 : k0 + BK], with no
@@ -115,6 +122,10 @@ void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
     [[unroll]] for (uint t = 0; t < X_ITEMS; ++t) {
         const uint item = gl_LocalInvocationID.x + THREADS * t;
         const uint m = m0 + item / (BK / 8), k = k0 + 8 * (item % (BK / 8));
+        if (X_HALF) {
+            xh[t] = x8[m < m_end && k < p.k ? (m * p.ldx + k) / 8 : 0];
+            continue;
+        }
         const bool inside = x_vec && m < m_end && k + 8 <= p.k;
         const uint i = inside ? (m * p.ldx + k) / 4 : 0;
         xa[t] = x4[i];
@@ -137,7 +148,9 @@ void store_tiles(uint stage, uint m0, uint n0, uint k0, uint m_end) {
         const uint item = gl_LocalInvocationID.x + THREADS * t;
         const uint m = m0 + item / (BK / 8), k = k0 + 8 * (item % (BK / 8));
         uvec4 h;
-        if (x_vec && m < m_end && k + 8 <= p.k) {
+        if (X_HALF) {
+            h = m < m_end && k < p.k ? xh[t] : uvec4(0);
+        } else if (x_vec && m < m_end && k + 8 <= p.k) {
             h = w_pack8(xa[t], xb[t]);
         } else {
             float v[8];

@@ -1,14 +1,18 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // rmsnorm_<dtype>: one workgroup per row; y = x * rsqrt(mean(x^2) + eps) * (w + weight_offset).
-// x, w, y share DTYPE; sums are fp32. Row addressing as RmsNormParams says.
+// x, w, y share DTYPE unless YTYPE says otherwise (f32 rows normed into the halves a prefill
+// GEMM reads as X); sums are fp32. Row addressing as RmsNormParams says.
 #include "common.glsl"
 #include "reduce.glsl"
+#ifndef YTYPE
+#define YTYPE DTYPE
+#endif
 
 layout(local_size_x_id = 0) in;  // workgroup size: specialization constant 0
 layout(std430, binding = 0) readonly buffer X { DTYPE x[]; };       // [rows, dim]
 layout(std430, binding = 1) readonly buffer W { DTYPE w[]; };       // [dim]
-layout(std430, binding = 2) writeonly buffer Y { DTYPE y[]; };      // [rows, dim]
+layout(std430, binding = 2) writeonly buffer Y { YTYPE y[]; };      // [rows, dim]
 layout(push_constant) uniform Push { RmsNormParams p; };
 
 void main() {
@@ -22,5 +26,5 @@ void main() {
     }
     const float scale = inversesqrt(workgroup_sum(sum_sq) / float(p.dim) + p.eps);
     for (uint i = gl_LocalInvocationID.x; i < p.dim; i += gl_WorkGroupSize.x)
-        y[base + i] = DTYPE(float(x[base + i]) * scale * (float(w[i]) + p.weight_offset));
+        y[base + i] = YTYPE(float(x[base + i]) * scale * (float(w[i]) + p.weight_offset));
 }

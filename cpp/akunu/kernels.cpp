@@ -197,20 +197,33 @@ void add_rows(DispatchSink& s, const Binding& a, const Binding& b, const Binding
     emit(s, variant("add", dtype), {}, {a, b, c}, p, grid_for(s, (total + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
-void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows, size_t dim,
-             float eps, float weight_offset, size_t group, size_t group_stride) {
+// rmsnorm with y in y_dtype: dtype's own kernel, or f32 rows normed into halves.
+static void emit_rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, DType y_dtype,
+                         size_t rows, size_t dim, float eps, float weight_offset, size_t group, size_t group_stride) {
     check_dtype(dtype, {DType::kF32, DType::kF16}, "rmsnorm");
+    AKUNU_CHECK(y_dtype == dtype || (dtype == DType::kF32 && y_dtype == DType::kF16), "rmsnorm: y is x's dtype, or f16 for f32 x");
     AKUNU_CHECK(group > 0 && rows % group == 0, "rmsnorm: rows must be a whole number of groups");
     if (group_stride == 0) group_stride = group * dim;
     AKUNU_CHECK(group_stride >= group * dim, "rmsnorm: group_stride is shorter than a group of rows");
     const size_t extent = (rows / group - 1) * group_stride + group * dim;
     check_fits(x, extent, dtype, "rmsnorm", "x");
     check_fits(w, dim, dtype, "rmsnorm", "w");
-    check_fits(y, extent, dtype, "rmsnorm", "y");
+    check_fits(y, extent, y_dtype, "rmsnorm", "y");
     AKUNU_CHECK(eps >= 0.0f, "rmsnorm: eps must be >= 0");
     RmsNormParams p{checked_u32(rows, "rmsnorm: rows"), checked_u32(dim, "rmsnorm: dim"), eps, weight_offset,
                     checked_u32(group, "rmsnorm: group"), checked_u32(group_stride, "rmsnorm: group_stride")};
-    emit(s, variant("rmsnorm", dtype), {reduce_group(s)}, {x, w, y}, p, grid_for(s, rows));
+    const std::string kernel = variant("rmsnorm", dtype) + (y_dtype != dtype ? "_f16" : "");
+    emit(s, kernel, {reduce_group(s)}, {x, w, y}, p, grid_for(s, rows));
+}
+
+void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows, size_t dim,
+             float eps, float weight_offset, size_t group, size_t group_stride) {
+    emit_rmsnorm(s, x, w, y, dtype, dtype, rows, dim, eps, weight_offset, group, group_stride);
+}
+
+void rmsnorm_to_f16(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, size_t rows, size_t dim, float eps,
+                    float weight_offset) {
+    emit_rmsnorm(s, x, w, y, DType::kF32, DType::kF16, rows, dim, eps, weight_offset, 1, 0);
 }
 
 bool weight_type_supported(TensorType type) {
@@ -489,12 +502,16 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     check_row_blocks(t, g.k, "gemm", "k");
     AKUNU_CHECK(g.ldx >= g.k && g.ldy >= g.n, "gemm: row strides must cover k (X) and n (Y)");
     check_bytes(w, tensor_bytes(t, uint64_t(g.n) * g.k, "gemm W"), "gemm", "W");
-    check_fits(x, (g.m - 1) * g.ldx + g.k, DType::kF32, "gemm", "X");
+    const bool x_half = g.x_dtype == DType::kF16;
+    check_dtype(g.x_dtype, {DType::kF32, DType::kF16}, "gemm X");
+    check_fits(x, (g.m - 1) * g.ldx + g.k, g.x_dtype, "gemm", "X");
     check_fits(y, (g.m - 1) * g.ldy + g.n, DType::kF32, "gemm", "Y");
     check_bytes(step, sizeof(StepState), "gemm", "step");
     GemmParams p{checked_u32(g.m, "gemm: m"), checked_u32(g.n, "gemm: n"), checked_u32(g.k, "gemm: k"),
                  checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u, g.min_rows, g.max_rows};
     const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
+    AKUNU_CHECK(!x_half || (coopmat && gemm_takes_half_x(s.device().profile(), g.k, g.ldx)),
+                "gemm: an f16 X needs the cooperative-matrix GEMM and k and ldx multiples of 8 (gemm_takes_half_x)");
     size_t bm = coopmat ? AKUNU_GEMM_CM_BM : AKUNU_GEMM_BM, bn = coopmat ? AKUNU_GEMM_CM_BN : AKUNU_GEMM_BN;
     std::string kernel = coopmat ? weight_variant("gemm_cm", wtype) : weight_variant("gemm", wtype);
     std::vector<uint32_t> spec;
@@ -510,10 +527,13 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
         }
         spec = {knock};
     }
+    if (x_half) spec = {spec.empty() ? 0u : spec[0], 1u};  // gemm_cm.comp's X_HALF
     const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
     emit(s, kernel, spec, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy)});
 }
+
+bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx) { return d.gemm_coopmat && k % 8 == 0 && ldx % 8 == 0; }
 
 bool dequantizes_to_f16(TensorType wtype) {
     if (tiles32(wtype)) return true;
@@ -651,14 +671,17 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
          p, {blocks, sh.n_heads});
 }
 
-void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n) {
+void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n,
+                      DType out_dtype) {
+    check_dtype(out_dtype, {DType::kF32, DType::kF16}, "act out");
     check_fits(gate, n, DType::kF32, "act", "gate");
     check_fits(up, n, DType::kF32, "act", "up");
-    check_fits(out, n, DType::kF32, "act", "out");
+    check_fits(out, n, out_dtype, "act", "out");
     const char* kernel = act == Activation::kSilu ? "act_silu" : act == Activation::kGeluTanh ? "act_gelu_tanh" : nullptr;
     AKUNU_CHECK(kernel, "act: this activation has no gated kernel yet");
     ActParams p{checked_u32(n, "act: n")};
-    emit(s, kernel, {}, {gate, up, out}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
+    emit(s, std::string(kernel) + (out_dtype == DType::kF16 ? "_f16" : ""), {}, {gate, up, out}, p,
+         grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
 void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs, const Binding& step,

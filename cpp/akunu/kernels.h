@@ -37,6 +37,11 @@ void add_rows(DispatchSink& s, const Binding& a, const Binding& b, const Binding
 void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows,
              size_t dim, float eps, float weight_offset = 0.0f, size_t group = 1, size_t group_stride = 0);
 
+// y[rows, dim] as f16 = rmsnorm(x[rows, dim] f32) * (w[dim] f32 + weight_offset): a prefill
+// chunk's normed rows as the halves the GEMM reads (gemm_takes_half_x).
+void rmsnorm_to_f16(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, size_t rows, size_t dim, float eps,
+                    float weight_offset);
+
 // Weight types the GEMV, GEMM and embedding kernels read directly (quantized weights stay
 // quantized), and their names as a list for error messages ("F32, F16, ..., Q6_K"). The CPU
 // backend's tile-major forms (*_T32, cpu/tiles.h) count as their base type; only GEMV and GEMM
@@ -120,9 +125,15 @@ bool gemv_folds_activation(const DeviceProfile& device, TensorType wtype, size_t
 struct GemmShape {
     size_t m, n, k, ldx, ldy;
     uint32_t min_rows = 0, max_rows = 0;
+    DType x_dtype = DType::kF32;  // f16 where gemm_takes_half_x
 };
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& shape,
           const Binding& step, bool accumulate = false, bool allow_coopmat = true);
+
+// Whether gemm() takes X as halves (GemmShape.x_dtype f16): the cooperative-matrix GEMM, which
+// converts X to halves anyway, with k and ldx multiples of 8. A prefill chunk's norms and
+// activation then write halves once, instead of each column of GEMM tiles converting them.
+bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx);
 
 // Whether dequant_f16() takes weights of this type (the block formats of ggml).
 bool dequantizes_to_f16(TensorType wtype);
@@ -176,8 +187,9 @@ struct FlashShape {
 void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
                      const FlashShape& shape);
 
-// out[n] = act(gate[n]) * up[n].
-void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n);
+// out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).
+void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n,
+                      DType out_dtype = DType::kF32);
 
 // Samples one token per row of logits [rows, n] with the SamplerState in `sampler` (greedy,
 // or temperature with top-k, top-p and min-p; see shaders/sample.comp): token_ids[out_slot + r]

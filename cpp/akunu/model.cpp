@@ -217,23 +217,28 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const uint32_t dequant_rows = t.device().profile().prefill_dequant_rows;
     const Buffer* weights_f16 = prefill && s.all().count("batch_weights_f16") ? &s.get("batch_weights_f16") : nullptr;
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
-                      const kernels::GemvInput* input = nullptr) {
+                      const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32) {
         if (prefill && weights_f16 && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
             n * kk * 2 <= std::min<size_t>(weights_f16->size(), t.device().profile().max_storage_buffer_range)) {
-            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, dequant_rows}, step, accumulate);
+            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, dequant_rows, x_dtype}, step, accumulate);
             kernels::dequant_f16(t, w.buffer, w.type, *weights_f16, n, kk, step, dequant_rows);
-            kernels::gemm(t, *weights_f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0}, step, accumulate);
+            kernels::gemm(t, *weights_f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0, x_dtype}, step,
+                          accumulate);
         } else if (prefill)
-            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy}, step, accumulate);
+            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, 0, x_dtype}, step, accumulate);
         else
             kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, input, t.device().profile().int8_activations);
     };
-    // The input of a projection: a buffer, and what the GEMVs that read it fold into x.
+    // The input of a projection: a buffer (f32, or halves for a chunk's GEMMs where they take
+    // them), and what the GEMVs that read it fold into x.
     struct ProjectionInput {
         Binding x;
         std::optional<kernels::GemvInput> op;
+        DType dtype = DType::kF32;
         const kernels::GemvInput* fold() const { return op ? &*op : nullptr; }
     };
+    // A chunk's norms and activation write the halves its GEMMs read, where the GEMM takes them.
+    auto half_x = [&](size_t kk) { return prefill && kernels::gemm_takes_half_x(t.device().profile(), kk, kk); };
     // After a pre-norm of `x` (n_rows rows): normed once into `normed` for GEMMs, or folded into
     // each GEMV that reads it, which reads all of x anyway (one dispatch and one barrier fewer
     // per norm). Measured on the H200, folding speeds float weights up (7b f16 161 -> 176 tok/s);
@@ -241,6 +246,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // would double those loads, so they keep the separate norm (kernels::gemv_folds_norm).
     auto pre_norm = [&](const Weight& w, TensorType projection_type, const Buffer& x, const Buffer& normed, size_t n_rows,
                         bool read_by_gemv) -> ProjectionInput {
+        if (!read_by_gemv && half_x(dim)) {
+            kernels::rmsnorm_to_f16(t, x, w.buffer, normed, n_rows, dim, c.norm_eps, norm_offset);
+            return {Binding(normed), std::nullopt, DType::kF16};
+        }
         if (!read_by_gemv || !kernels::gemv_folds_norm(t.device().profile(), projection_type, dim)) {
             kernels::rmsnorm(t, x, w.buffer, normed, DType::kF32, n_rows, dim, c.norm_eps, norm_offset);
             return {Binding(normed), std::nullopt};
@@ -252,8 +261,9 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // layer; the act buffer is then not written).
     auto gated = [&](TensorType projection_type) -> ProjectionInput {
         if (prefill || !kernels::gemv_folds_activation(t.device().profile(), projection_type, ffn)) {
-            kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn);
-            return {Binding(act), std::nullopt};
+            const DType dtype = half_x(ffn) ? DType::kF16 : DType::kF32;
+            kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn, dtype);
+            return {Binding(act), std::nullopt, dtype};
         }
         return {Binding(gate), kernels::GemvInput::gated(a.activation, Binding(up))};
     };
@@ -261,10 +271,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // adds straight into the residual stream; with one (gemma2/3) it is normed in h1 first.
     auto into_residual = [&](const Weight& w, const ProjectionInput& in, size_t kk, const Weight* post_norm) {
         if (!post_norm) {
-            matmul(w, in.x, h0, dim, kk, dim, true, in.fold());
+            matmul(w, in.x, h0, dim, kk, dim, true, in.fold(), in.dtype);
             return;
         }
-        matmul(w, in.x, h1, dim, kk, dim, false, in.fold());
+        matmul(w, in.x, h1, dim, kk, dim, false, in.fold(), in.dtype);
         kernels::rmsnorm(t, h1, post_norm->buffer, h1, DType::kF32, rows, dim, c.norm_eps, norm_offset);
         kernels::add(t, h0, h1, h0, DType::kF32, rows * dim);
     };
@@ -286,7 +296,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         if (!fuse) {
             for (const Projection& p : parts) {
                 t.set_label(blk + p.label);
-                matmul(*p.w, in.x, p.y, p.n, dim, p.ldy, false, in.fold());
+                matmul(*p.w, in.x, p.y, p.n, dim, p.ldy, false, in.fold(), in.dtype);
             }
             return false;
         }
@@ -384,7 +394,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         t.set_label("output_norm");
         const ProjectionInput all_in = pre_norm(base_->weights.output_norm, head.type, h0, residual, rows, false);
         t.set_label("output");
-        matmul(head, all_in.x, s.get("batch_logits"), size_t(c.vocab_size), dim, size_t(c.vocab_size), false);
+        matmul(head, all_in.x, s.get("batch_logits"), size_t(c.vocab_size), dim, size_t(c.vocab_size), false, nullptr,
+               all_in.dtype);
         final_softcap(s.get("batch_logits"), rows);
     }
     // The decode tail: output norm, LM head and sampling of one row (a chunk's last).

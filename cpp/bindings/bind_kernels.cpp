@@ -130,7 +130,9 @@ void init_kernels(py::module_& m) {
           [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x, const PyBuffer& y,
                         size_t m, size_t n, size_t kk, const PyBuffer& step, bool allow_coopmat, uint32_t min_rows,
                         uint32_t max_rows) {
-              kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n, min_rows, max_rows},
+              // X as halves where its buffer holds f16 (gemm_takes_half_x), else f32.
+              const DType x_dtype = x.dtype == DType::kF16 ? DType::kF16 : DType::kF32;
+              kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n, min_rows, max_rows, x_dtype},
                             step.buffer, false, allow_coopmat);
           },
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("m"), py::arg("n"),

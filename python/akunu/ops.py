@@ -81,6 +81,8 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
 
 def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_rows: int = 0, max_rows: int = 0) -> float:
     """Y = X @ W.T with X [m, k] f32, Y [m, n] f32 and W [n, k] as in gemv: the prefill kernel.
+    X may be f16 on the cooperative-matrix GEMM with k a multiple of 8 (what a prefill chunk's
+    norms and activation write there).
     coopmat: None takes the engine's choice (cooperative matrices where the device has them),
     False the scalar variant, True the cooperative-matrix one (an error where the device has none).
     The kernel runs only if min_rows <= m < max_rows (max_rows 0: no bound), as a recorded

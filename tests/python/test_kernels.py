@@ -426,6 +426,32 @@ def test_gemm(device, rng, variant, wtype, m, n, units):
     np.testing.assert_allclose(y.numpy(), want, rtol=rtol, atol=rtol * np.abs(w).max() * np.sqrt(k) * 4)
 
 
+@pytest.mark.parametrize("wtype", ["Q4_0", "Q8_0_T32", np.float16, np.float32])
+@pytest.mark.parametrize("m, n, k", [(1, 7, 32), (37, 67, 96), (130, 257, 1056)])
+def test_gemm_reads_x_as_halves(device, rng, wtype, m, n, k):
+    """The cooperative-matrix GEMM with X given as halves (a prefill chunk's norms and activation
+    write them there) equals the same GEMM given X as f32, which rounds X to halves itself: bit
+    for bit, over odd row counts and k past the 32-wide tile steps."""
+    if not device.profile["gemm_coopmat"]:
+        pytest.skip("the device has no cooperative matrices (lavapipe runs only the scalar GEMM, which takes f32 X)")
+    w_dev, w, wname = random_weights(device, rng, wtype, n, k)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    y32, y16 = poisoned(device, [m, n], np.float32), poisoned(device, [m, n], np.float32)
+    ops.gemm(w_dev, device.upload(x), y32, wtype=wname, coopmat=True)
+    ops.gemm(w_dev, device.upload(x.astype(np.float16)), y16, wtype=wname, coopmat=True)
+    np.testing.assert_array_equal(y16.numpy(), y32.numpy())
+
+
+def test_gemm_refuses_halves_it_cannot_read(device, rng):
+    """X as halves needs the cooperative-matrix GEMM and k a multiple of 8: anything else is a
+    clear error, not a kernel reading halves as floats."""
+    x = device.upload(rng.standard_normal((3, 36)).astype(np.float16))
+    y = device.empty([3, 5], "f32")
+    w = device.upload(rng.standard_normal((5, 36)).astype(np.float16))
+    with pytest.raises(akunu.Error, match="f16 X"):
+        ops.gemm(w, x, y, coopmat=False)
+
+
 @pytest.mark.parametrize("variant", ["scalar", "coopmat"])
 @pytest.mark.parametrize("wtype", ["Q8_0", np.float16])
 def test_gemm_runs_only_inside_its_row_window(device, rng, variant, wtype):
