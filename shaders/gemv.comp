@@ -35,6 +35,9 @@ layout(constant_id = 1) const uint ROWS = 4;  // rows per workgroup
 // code bytes of a block) of a 32-element block row.
 layout(constant_id = 3) const uint UNITS = 1;
 #define MAX_UNITS 4
+// 16-bit float weights with k a multiple of 8: a unit is 8 weights in one 16-byte load (uvec4)
+// instead of 4 in an 8-byte one.
+layout(constant_id = 4) const bool WIDE = false;
 #define MAX_SUBGROUPS 128
 
 layout(std430, binding = 2) buffer Y { float y[]; };             // [rows]
@@ -47,6 +50,21 @@ layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
 // With p.rope_head_dim set (Q, K and V of a decode step), also rope_kv's work: bindings 8 to 12.
 // ROWS is even there, so that a RoPE pair's rows are neighbouring invocations below.
 #include "rope_fold.glsl"
+#if defined(WTYPE_F16) || defined(WTYPE_BF16)
+#define W_WIDE
+layout(std430, binding = W_BINDING) readonly buffer W8 { uvec4 w8[]; };
+layout(std430, binding = 4) readonly buffer W8_1 { uvec4 w8_1[]; };
+layout(std430, binding = 5) readonly buffer W8_2 { uvec4 w8_2[]; };
+// dot(8 weights, x[8 i .. 8 i + 7]) with the weights as one uvec4 of halves or bfloat16s.
+float dot8(uvec4 u, vec4 xa, vec4 xb) {
+#if defined(WTYPE_F16)
+    return dot(vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)), xa) + dot(vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w)), xb);
+#else
+    const uvec4 lo = u << 16, hi = u & 0xFFFF0000u;
+    return dot(uintBitsToFloat(uvec4(lo.x, hi.x, lo.y, hi.y)), xa) + dot(uintBitsToFloat(uvec4(lo.z, hi.z, lo.w, hi.w)), xb);
+#endif
+}
+#endif
 #endif
 
 shared float partial[MAX_ROWS][MAX_SUBGROUPS];
@@ -66,6 +84,34 @@ void main() {
     for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
 
 #if W_BLOCK == 1
+#ifdef W_WIDE
+    if (WIDE && (p.k & 7u) == 0u) {
+        // As the vec4 loop below, with units of 8 weights.
+        const uint k8 = p.k >> 3;
+        uint row_at[MAX_ROWS];
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) row_at[r] = rope_row(part, min(first_row + r, part_rows - 1)) * k8;
+#define WIDE_ROWS(W)                                                                             \
+        for (uint i0 = tid; i0 < k8; i0 += gl_WorkGroupSize.x * UNITS) {                         \
+            vec4 xa[MAX_UNITS], xb[MAX_UNITS];                                                   \
+            uvec4 wv[MAX_UNITS][MAX_ROWS];                                                       \
+            [[unroll]] for (uint j = 0; j < UNITS; ++j) {                                        \
+                const uint i = min(i0 + j * gl_WorkGroupSize.x, k8 - 1);                         \
+                xa[j] = xw4(2 * i);                                                              \
+                xb[j] = xw4(2 * i + 1);                                                          \
+                [[unroll]] for (uint r = 0; r < ROWS; ++r) wv[j][r] = W[row_at[r] + i];          \
+            }                                                                                    \
+            [[unroll]] for (uint j = 0; j < UNITS; ++j)                                          \
+                if (i0 + j * gl_WorkGroupSize.x < k8)                                            \
+                    [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] += dot8(wv[j][r], xa[j], xb[j]); \
+        }
+        if (part == 0)
+            WIDE_ROWS(w8)
+        else if (part == 1)
+            WIDE_ROWS(w8_1)
+        else
+            WIDE_ROWS(w8_2)
+    } else
+#endif
     if ((p.k & 3u) == 0u) {
         const uint k4 = p.k >> 2;
         // One loop per matrix, so that the choice is made once, not per load. UNITS vectors of

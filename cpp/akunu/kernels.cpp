@@ -326,14 +326,18 @@ void append_rope_bindings(std::vector<Binding>& bindings, const GemvRopeKv* rope
 // faster), Q8_0 two units and the 4-bit formats one. lavapipe keeps 128 invocations, where
 // wider workgroups cost more than they do on a GPU.
 struct GemvCompShape {
-    uint32_t group = 128, rows = 4, units = 1;
+    uint32_t group = 128, rows = 4, units = 1, wide = 0;
 };
 GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
     GemvCompShape g;
+    // Float rows on GPUs: 256 invocations, 2 vec4s of each of 4 rows in flight; 16-bit floats
+    // read 8 weights per 16-byte load (gemv.comp WIDE) with 128 invocations, 1 load per row
+    // (+3-4 % decode on the H200 against 256 x 2 of 8-byte loads, bench/NOTES.md).
     if (float_weights(wtype) && d.type != DeviceType::kCpu) g.group = 256, g.units = 2;
+    if ((wtype == TensorType::F16 || wtype == TensorType::BF16) && d.type != DeviceType::kCpu) g.group = 128, g.units = 1, g.wide = 1;
     if (wtype == TensorType::Q8_0) g.units = 2;
-    if (const char* e = std::getenv("AKUNU_GEMV_ROWS"))  // experiments: "invocations:rows[:units]"
-        std::sscanf(e, "%u:%u:%u", &g.group, &g.rows, &g.units);
+    if (const char* e = std::getenv("AKUNU_GEMV_ROWS"))  // experiments: "invocations:rows[:units[:wide]]"
+        std::sscanf(e, "%u:%u:%u:%u", &g.group, &g.rows, &g.units, &g.wide);
     g.group = std::clamp(g.group, 1u, d.max_workgroup_invocations);
     g.rows = std::clamp(g.rows, 1u, 8u);    // gemv.comp MAX_ROWS
     g.units = std::clamp(g.units, 1u, 4u);  // gemv.comp MAX_UNITS
@@ -355,7 +359,8 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
     }
     const size_t groups = (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
                           (size_t(p.rows2) + group_rows - 1) / group_rows;
-    emit(s, weight_variant("gemv", wtype), {g.group, group_rows, p.x_op, g.units}, std::move(bindings), p, grid_for(s, groups));
+    emit(s, weight_variant("gemv", wtype), {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u}, std::move(bindings), p,
+         grid_for(s, groups));
 }
 
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).

@@ -83,17 +83,27 @@ def test_rmsnorm(device, rng, dtype, rtol, rows, dim, weight_offset):
     np.testing.assert_allclose(y.numpy().astype(np.float64), want, rtol=rtol, atol=rtol)
 
 
-@pytest.mark.parametrize("wtype", [np.float16, np.float32])
-@pytest.mark.parametrize("rows, k", [(1, 1), (5, 3), (31, 64), (129, 1003), (1000, 4096)])
+@pytest.fixture(params=["shape of the device", "wide loads"])
+def float_gemv_shape(request, monkeypatch):
+    """gemv.comp's float rows in the device's own shape, and in the GPUs' shape for 16-bit floats
+    (128 invocations, 8 weights per 16-byte load: WIDE), which lavapipe does not take itself."""
+    if request.param == "wide loads":
+        monkeypatch.setenv("AKUNU_GEMV_ROWS", "128:4:1:1")
+
+
+@pytest.mark.usefixtures("float_gemv_shape")
+@pytest.mark.parametrize("wtype", [np.float16, np.float32, "bf16"])
+@pytest.mark.parametrize("rows, k", [(1, 1), (5, 3), (31, 64), (129, 1003), (1000, 4096), (3, 4104)])
 def test_gemv(device, rng, wtype, rows, k):
-    w = rng.standard_normal((rows, k)).astype(wtype)
+    w_dev, w, w_arg = random_weights(device, rng, wtype, rows, k)
     x = rng.standard_normal(k).astype(np.float32)
     y = poisoned(device, rows, np.float32)
-    ops.gemv(device.upload(w), device.upload(x), y)
-    want = w.astype(np.float64) @ x.astype(np.float64)
-    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    ops.gemv(w_dev, device.upload(x), y, wtype=w_arg)
+    want = w @ x.astype(np.float64)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.sqrt(k) * np.abs(w).max())
 
 
+@pytest.mark.usefixtures("float_gemv_shape")
 @pytest.mark.parametrize("wtype, k", [(np.float32, 37), (np.float16, 256), (np.float32, 1000)])
 def test_gemv_with_a_folded_rmsnorm(device, rng, wtype, k):
     """The decode projections read x through the preceding RMSNorm (odd k takes the scalar
@@ -117,6 +127,7 @@ def gated_reference(x, up, activation):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3))) * up
 
 
+@pytest.mark.usefixtures("float_gemv_shape")
 @pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
 @pytest.mark.parametrize("wtype, rows, k", [(np.float32, 7, 37), (np.float16, 9, 1000), ("Q8_0", 33, 512),
                                             ("Q4_0", 5, 8192 + 512), ("Q4_1", 17, 2048), ("Q6_K", 3, 768)])
@@ -317,6 +328,7 @@ def test_gemv_integer_dot_is_refused_where_it_is_not_taken(device):
                  int_dot=True)
 
 
+@pytest.mark.usefixtures("float_gemv_shape")
 @pytest.mark.parametrize("wtype", [*TILE_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("rows, k", [((40, 24, 8), 96), ((4096 // 64, 32, 33), 4096 + 96), ((70, 70, 0), 160)])
 @pytest.mark.parametrize("norm", [False, True])
@@ -344,6 +356,7 @@ def test_gemv_fused_parts(device, backend, rng, wtype, rows, k, norm):
         assert np.isnan(got[n:]).all(), "a row past a matrix's rows was written"
 
 
+@pytest.mark.usefixtures("float_gemv_shape")
 @pytest.mark.parametrize("wtype", [*TILE_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("heads, kv_heads, head_dim, pos, cache_rows, ring",
                          [(4, 2, 64, 5, 9, False), (3, 1, 48, 13, 6, True), (2, 2, 128, 0, 1, False),
