@@ -17,7 +17,7 @@ namespace akunu::cpu {
 
 constexpr int kMaxBindings = 16;  // gemv.comp and gemv_tiles.comp interfaces take 13
 constexpr int kMaxParamBytes = 64;
-constexpr int kMaxSpec = 4;
+constexpr int kMaxSpec = 8;  // gemv.comp and gemv_tiles.comp take 5
 
 struct CpuArgs {
     uint8_t* b[kMaxBindings] = {};     // each binding's first byte (buffer contents + offset)
