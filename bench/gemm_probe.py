@@ -5,6 +5,8 @@
 A variant is an AKUNU_GEMM_CM value ("name:BM:BN[:knock]", "-" for the default kernel with
 knock-out bits, see shaders/gemm_cm.comp) or "default". Each runs in its own process, so that
 the environment picks the kernel; every shape repeats enough GEMMs for ~50 ms of GPU time.
+AKUNU_GEMM_PROBE_X=f16 gives the GEMMs X as halves, as a prefill chunk's norms and activation
+write it (kernels::gemm_takes_half_x); the default is f32.
 """
 from __future__ import annotations
 
@@ -24,9 +26,10 @@ def measure() -> None:
 
     device = akunu.Device()
     rng = np.random.default_rng(0)
+    x_type = np.float16 if os.environ.get("AKUNU_GEMM_PROBE_X") == "f16" else np.float32
     cells = []
     for m, n, k in SHAPES:
-        x = device.upload(rng.standard_normal((m, k)).astype(np.float32))
+        x = device.upload(rng.standard_normal((m, k)).astype(x_type))
         y = device.empty([m, n], "f32")
         step = device.upload(np.array([0, 0, m, 0], np.uint32))
         w = device.upload((0.05 * rng.standard_normal((n, k))).astype(np.float16))
@@ -37,7 +40,7 @@ def measure() -> None:
     variant = os.environ.get("AKUNU_GEMM_CM", "-")
     for wtype in ("Q8_0", "Q4_0") if variant.startswith("-") else ():
         m, n, k = SHAPES[0]
-        x = device.upload(rng.standard_normal((m, k)).astype(np.float32))
+        x = device.upload(rng.standard_normal((m, k)).astype(x_type))
         y = device.empty([m, n], "f32")
         step = device.upload(np.array([0, 0, m, 0], np.uint32))
         w = device.upload(random_blocks(rng, wtype, n * k))
@@ -47,7 +50,7 @@ def measure() -> None:
     # Correctness on odd sizes (a probe of a broken variant says so): rows, columns and k that
     # are no multiple of any tile.
     m, n, k = 333, 1000, 1032
-    xs = rng.standard_normal((m, k)).astype(np.float32)
+    xs = rng.standard_normal((m, k)).astype(x_type)
     ws = (0.05 * rng.standard_normal((n, k))).astype(np.float16)
     y = device.empty([m, n], "f32")
     step = device.upload(np.array([0, 0, m, 0], np.uint32))
