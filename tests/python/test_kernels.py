@@ -356,12 +356,17 @@ def test_gemv_fused_parts(device, backend, rng, wtype, rows, k, norm):
         assert np.isnan(got[n:]).all(), "a row past a matrix's rows was written"
 
 
+# Adjacent RoPE pairs fold for tiles and float weights, half-split pairs for float weights only
+# (test_gemv_parts_refuses_half_split_pairs_on_tiles).
+FLOAT_WEIGHTS = [np.float32, np.float16, "bf16"]
+ROPE_FOLDS = [(w, False) for w in [*TILE_FORMATS, *FLOAT_WEIGHTS]] + [(w, True) for w in FLOAT_WEIGHTS]
+
+
 @pytest.mark.usefixtures("float_gemv_shape")
-@pytest.mark.parametrize("wtype", [*TILE_FORMATS, np.float32, np.float16, "bf16"])
+@pytest.mark.parametrize("wtype, half_split", ROPE_FOLDS)
 @pytest.mark.parametrize("heads, kv_heads, head_dim, pos, cache_rows, ring",
                          [(4, 2, 64, 5, 9, False), (3, 1, 48, 13, 6, True), (2, 2, 128, 0, 1, False),
                           (3, 1, 6, 2, 4, False)])
-@pytest.mark.parametrize("half_split", [False, True])
 def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, head_dim, pos, cache_rows, ring,
                                   half_split):
     """rope_kv folded into the Q/K/V dispatch of a decode step, for tiles (gemv_tiles.comp) and
@@ -375,9 +380,6 @@ def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, 
     if backend == "cpu":
         assert not kernels.gemv_folds_rope_kv(device, name, ring, half_split)
         pytest.skip("the CPU backend runs Q, K and V as three GEMVs and rope_kv on its own")
-    if half_split and wtype in TILE_FORMATS:
-        assert not kernels.gemv_folds_rope_kv(device, name, ring, half_split)
-        pytest.skip("a tile's rows are fixed by its layout, so tiles fold only adjacent pairs")
     assert kernels.gemv_folds_rope_kv(device, name, ring, half_split)
     k = 96
     rows = (heads * head_dim, kv_heads * head_dim, kv_heads * head_dim)
@@ -417,6 +419,26 @@ def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, 
         np.testing.assert_array_equal(got[:, slot, :].reshape(-1), y.numpy()[:n].astype(np.float16))
         others = np.delete(got, slot, axis=1)
         assert np.isnan(others).all(), "a cache row other than the step's was written"
+
+
+@pytest.mark.parametrize("wtype", TILE_FORMATS)
+def test_gemv_parts_refuses_half_split_pairs_on_tiles(device, rng, wtype):
+    """A tile's rows are fixed by its layout, so tiles fold RoPE only on adjacent pairs: asked
+    for pairs (i, i + head_dim / 2), gemv_folds_rope_kv says no and gemv_parts refuses with an
+    error instead of rotating the wrong rows."""
+    assert not kernels.gemv_folds_rope_kv(device, wtype, False, True)
+    head_dim, k = 64, 96
+    rows = (2 * head_dim, head_dim, head_dim)
+    w = [random_weights(device, rng, wtype, n, k)[0] for n in rows]
+    ys = [device.empty([n], "f32") for n in rows]
+    tables = device.upload(np.zeros((16, head_dim // 2), np.float32))
+    caches = [device.empty([1, 16, head_dim], "f16") for _ in range(2)]
+    x, step = device.upload(np.ones(k, np.float32)), device.upload(np.zeros(4, np.uint32))
+    # (The CPU backend refuses sooner: it fuses no Q/K/V GEMVs at all.)
+    with pytest.raises(akunu.Error, match="adjacent pairs|no fused GEMV"):
+        ops._run(device, lambda cl: kernels.gemv_parts(
+            cl, w, wtype, x, ys, rows, k, rope_cos=tables, rope_sin=tables, k_cache=caches[0], v_cache=caches[1],
+            step=step, head_dim=head_dim, cache_rows=16, positions=16, half_split=True))
 
 
 @pytest.mark.parametrize("variant", ["scalar", "coopmat"])
