@@ -55,13 +55,17 @@ layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
 layout(std430, binding = W_BINDING) readonly buffer W8 { uvec4 w8[]; };
 layout(std430, binding = 4) readonly buffer W8_1 { uvec4 w8_1[]; };
 layout(std430, binding = 5) readonly buffer W8_2 { uvec4 w8_2[]; };
-// dot(8 weights, x[8 i .. 8 i + 7]) with the weights as one uvec4 of halves or bfloat16s.
-float dot8(uvec4 u, vec4 xa, vec4 xb) {
+uvec4 w_load8_0(uint i) { return w8[i]; }
+uvec4 w_load8_1(uint i) { return w8_1[i]; }
+uvec4 w_load8_2(uint i) { return w8_2[i]; }
+mat2x4 xw8(uint i) { return mat2x4(xw4(2 * i), xw4(2 * i + 1)); }  // x[8 i .. 8 i + 7]
+// dot(8 weights, 8 values of x) with the weights as one uvec4 of halves or bfloat16s.
+float dot8(uvec4 u, mat2x4 x) {
 #if defined(WTYPE_F16)
-    return dot(vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)), xa) + dot(vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w)), xb);
+    return dot(vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)), x[0]) + dot(vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w)), x[1]);
 #else
     const uvec4 lo = u << 16, hi = u & 0xFFFF0000u;
-    return dot(uintBitsToFloat(uvec4(lo.x, hi.x, lo.y, hi.y)), xa) + dot(uintBitsToFloat(uvec4(lo.z, hi.z, lo.w, hi.w)), xb);
+    return dot(uintBitsToFloat(uvec4(lo.x, hi.x, lo.y, hi.y)), x[0]) + dot(uintBitsToFloat(uvec4(lo.z, hi.z, lo.w, hi.w)), x[1]);
 #endif
 }
 #endif
@@ -85,61 +89,47 @@ void main() {
 
 #if W_BLOCK == 1
 #ifdef W_WIDE
-    if (WIDE && (p.k & 7u) == 0u) {
-        // As the vec4 loop below, with units of 8 weights.
-        const uint k8 = p.k >> 3;
-        uint row_at[MAX_ROWS];
-        [[unroll]] for (uint r = 0; r < ROWS; ++r) row_at[r] = rope_row(part, min(first_row + r, part_rows - 1)) * k8;
-#define WIDE_ROWS(W)                                                                             \
-        for (uint i0 = tid; i0 < k8; i0 += gl_WorkGroupSize.x * UNITS) {                         \
-            vec4 xa[MAX_UNITS], xb[MAX_UNITS];                                                   \
-            uvec4 wv[MAX_UNITS][MAX_ROWS];                                                       \
-            [[unroll]] for (uint j = 0; j < UNITS; ++j) {                                        \
-                const uint i = min(i0 + j * gl_WorkGroupSize.x, k8 - 1);                         \
-                xa[j] = xw4(2 * i);                                                              \
-                xb[j] = xw4(2 * i + 1);                                                          \
-                [[unroll]] for (uint r = 0; r < ROWS; ++r) wv[j][r] = W[row_at[r] + i];          \
-            }                                                                                    \
-            [[unroll]] for (uint j = 0; j < UNITS; ++j)                                          \
-                if (i0 + j * gl_WorkGroupSize.x < k8)                                            \
-                    [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] += dot8(wv[j][r], xa[j], xb[j]); \
-        }
-        if (part == 0)
-            WIDE_ROWS(w8)
-        else if (part == 1)
-            WIDE_ROWS(w8_1)
-        else
-            WIDE_ROWS(w8_2)
-    } else
+    const bool wide = WIDE && (p.k & 7u) == 0u;
+#else
+    const bool wide = false;
 #endif
-    if ((p.k & 3u) == 0u) {
-        const uint k4 = p.k >> 2;
-        // One loop per matrix, so that the choice is made once, not per load. UNITS vectors of
-        // each row load before the first product, so that their latencies overlap; vectors and
+    if (wide || (p.k & 3u) == 0u) {
+        const uint n = wide ? p.k >> 3 : p.k >> 2;  // units of a row: 8 or 4 weights each
+        // One loop per matrix, so that the choice is made once, not per load. UNITS units of
+        // each row load before the first product, so that their latencies overlap; units and
         // rows past the end load the last ones again (clamped addresses, no branch around a
         // load) and are not counted. row_at: where each row starts (rope_row puts a folded
         // RoPE's half-split pairs side by side).
         uint row_at[MAX_ROWS];
-        [[unroll]] for (uint r = 0; r < ROWS; ++r) row_at[r] = rope_row(part, min(first_row + r, part_rows - 1)) * k4;
-#define FLOAT4_ROWS(LOAD)                                                                        \
-        for (uint i0 = tid; i0 < k4; i0 += gl_WorkGroupSize.x * UNITS) {                         \
-            vec4 xv[MAX_UNITS], wv[MAX_UNITS][MAX_ROWS];                                         \
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) row_at[r] = rope_row(part, min(first_row + r, part_rows - 1)) * n;
+#define FLOAT_ROWS(X_T, X_LOAD, W_T, W_LOAD, DOT)                                                \
+        for (uint i0 = tid; i0 < n; i0 += gl_WorkGroupSize.x * UNITS) {                          \
+            X_T xv[MAX_UNITS];                                                                   \
+            W_T wv[MAX_UNITS][MAX_ROWS];                                                         \
             [[unroll]] for (uint j = 0; j < UNITS; ++j) {                                        \
-                const uint i = min(i0 + j * gl_WorkGroupSize.x, k4 - 1);                         \
-                xv[j] = xw4(i);                                                                  \
-                [[unroll]] for (uint r = 0; r < ROWS; ++r)                                       \
-                    wv[j][r] = LOAD(row_at[r] + i);                                              \
+                const uint i = min(i0 + j * gl_WorkGroupSize.x, n - 1);                          \
+                xv[j] = X_LOAD(i);                                                               \
+                [[unroll]] for (uint r = 0; r < ROWS; ++r) wv[j][r] = W_LOAD(row_at[r] + i);     \
             }                                                                                    \
             [[unroll]] for (uint j = 0; j < UNITS; ++j)                                          \
-                if (i0 + j * gl_WorkGroupSize.x < k4)                                            \
-                    [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] += dot(wv[j][r], xv[j]);   \
+                if (i0 + j * gl_WorkGroupSize.x < n)                                             \
+                    [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] += DOT(wv[j][r], xv[j]);   \
         }
-        if (part == 0)
-            FLOAT4_ROWS(w_load4)
-        else if (part == 1)
-            FLOAT4_ROWS(w_load4_1)
+#define FLOAT_PARTS(X_T, X_LOAD, W_T, W_LOAD0, W_LOAD1, W_LOAD2, DOT)                            \
+        {                                                                                        \
+            if (part == 0)                                                                       \
+                FLOAT_ROWS(X_T, X_LOAD, W_T, W_LOAD0, DOT)                                       \
+            else if (part == 1)                                                                  \
+                FLOAT_ROWS(X_T, X_LOAD, W_T, W_LOAD1, DOT)                                       \
+            else                                                                                 \
+                FLOAT_ROWS(X_T, X_LOAD, W_T, W_LOAD2, DOT)                                       \
+        }
+#ifdef W_WIDE
+        if (wide)
+            FLOAT_PARTS(mat2x4, xw8, uvec4, w_load8_0, w_load8_1, w_load8_2, dot8)
         else
-            FLOAT4_ROWS(w_load4_2)
+#endif
+            FLOAT_PARTS(vec4, xw4, vec4, w_load4, w_load4_1, w_load4_2, dot)
     } else {  // one matrix (the launcher fuses only rows of a multiple of 4)
         for (uint i = tid; i < p.k; i += gl_WorkGroupSize.x) {
             const float xv = xw1(i);
