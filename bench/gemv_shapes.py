@@ -35,7 +35,7 @@ def main() -> None:
             os.environ["AKUNU_GEMV_SHAPE"] = shape
         for _ in range(2):
             rows = kernel_bench.gemv_rows(dev, wtypes=tuple(args.types.split(",")), models=("1b", "7b"),
-                                          int_dot=True if args.int_dot else False, scale=scale)
+                                          x_rounding="int8" if args.int_dot else "float", scale=scale)
             for r in rows:
                 best = cells.setdefault(r.name, {})
                 best[shape] = min(best.get(shape, float("inf")), r.ms * 1e3)

@@ -29,9 +29,12 @@
 // each block's bias (the sum of its staged x, which the 1s add, plus the format's offset) is
 // taken out once per block: xb[b] = {bias, sum of x}.
 //
-// gemv_dot_<wtype>_t32 (X_INT8, AKUNU_INT8=1): the workgroup rounds the formed x to int8 per
-// block of 32 (step max|x| / 127, half to even, as ggml's q8_1) instead, and a chunk costs one
-// or two 4-way integer dot products: a quarter of the float path's instructions per weight.
+// gemv_dot_<wtype>_t32 (X_INT8): the workgroup rounds the formed x per block of 32 instead, and
+// a chunk costs one or two 4-way integer dot products per byte of x's codes. X_BITS 8
+// (AKUNU_INT8=1): int8, step max|x| / 127, half to even, as ggml's q8_1; a quarter of the float
+// path's instructions per weight. X_BITS 16 (the engine's default): int16, step max|x| / 32767,
+// as the CPU backend's GEMV; each code is held as its signed high byte (xq) and unsigned low
+// byte (xr), sum = 256 sum(hi w) + sum(lo w), exact in int32, for twice the dot products.
 #include "common.glsl"
 #include "activation.glsl"
 #ifdef X_INT8
@@ -65,13 +68,17 @@ layout(constant_id = 3) const uint SLICE_BLOCKS = 128;  // blocks of x staged pe
 layout(constant_id = 4) const uint PROBE = 0;
 const bool NO_PRODUCTS = (PROBE & 1u) != 0, NO_LOADS = (PROBE & 2u) != 0;
 const bool NO_X = (PROBE & 4u) != 0, NO_XS = (PROBE & 8u) != 0;
+// X_INT8 only: the bits x is rounded to, 8 or 16 (kernels::XRounding).
+layout(constant_id = 5) const uint X_BITS = 8;
+const bool X16 = X_BITS == 16;
 #define MAX_UNITS 8
 #define MAX_SPLIT 32
 #define MAX_SUBGROUPS 128
 const uint SPLIT = gl_WorkGroupSize.x / 32;
 
 #ifdef X_INT8
-shared uint xq[SLICE_BLOCKS * 8];  // the slice's x, formed and rounded to int8, 4 to a word
+shared uint xq[SLICE_BLOCKS * 8];  // the slice's x, formed and rounded, 4 codes (X16: high bytes) to a word
+shared uint xr[SLICE_BLOCKS * 8];  // X16: the codes' low bytes
 shared vec2 xb[SLICE_BLOCKS];      // per block: {step, step * sum of the rounded x}
 #else
 shared vec4 xs[SLICE_BLOCKS * 8];  // the slice's x, formed and scaled
@@ -131,25 +138,30 @@ float loads_only(Block w) {
 }
 
 #ifdef X_INT8
-// dot(block b of the slice, x rounded) for one row: 4-way integer dot products of the codes
-// against x's int8 values, scaled once per block by d and x's step.
+// dot(block b of the slice, x rounded) for one row: 4-way integer dot products of the weights'
+// codes against x's codes (X16: each byte plane), scaled once per block by d and x's step.
 float block_dot(Block w, uint b) {
     if (NO_PRODUCTS) return loads_only(w);
-    int s = 0;
+    int s = 0, sl = 0;
     [[unroll]] for (uint c = 0; c < CHUNKS; ++c) {
 #if defined(WTYPE_Q8_0)
         s += DOT_S8(xq[8 * b + c], w.q[c]);
+        if (X16) sl += DOT_S8_U8(w.q[c], xr[8 * b + c]);
 #else
-        s += DOT_S8_U8(xq[8 * b + c], w.q[c] & 0x0F0F0F0Fu) + DOT_S8_U8(xq[8 * b + 4 + c], (w.q[c] >> 4) & 0x0F0F0F0Fu);
+        const uint lo = w.q[c] & 0x0F0F0F0Fu, hi = (w.q[c] >> 4) & 0x0F0F0F0Fu;
+        s += DOT_S8_U8(xq[8 * b + c], lo) + DOT_S8_U8(xq[8 * b + 4 + c], hi);
+        if (X16) sl += DOT_U8(xr[8 * b + c], lo) + DOT_U8(xr[8 * b + 4 + c], hi);
 #endif
     }
+    if (X16) s = s * 256 + sl;  // exact: 32 products of |code| <= 128 and |x code| <= 32768 < 2^31
     const vec2 head = unpackHalf2x16(w.head), step_sum = xb[b];
+    const float fs = float(s);
 #if defined(WTYPE_Q4_1)
-    return head.x * step_sum.x * float(s) + head.y * step_sum.y;  // d n + m
+    return head.x * step_sum.x * fs + head.y * step_sum.y;  // d n + m
 #elif defined(WTYPE_Q4_0)
-    return head.x * (step_sum.x * float(s) - 8.0 * step_sum.y);   // nibble n stands for n - 8
+    return head.x * (step_sum.x * fs - 8.0 * step_sum.y);   // nibble n stands for n - 8
 #else
-    return head.x * step_sum.x * float(s);
+    return head.x * step_sum.x * fs;
 #endif
 }
 #else
@@ -218,15 +230,18 @@ void main() {
             if (X_OP == AKUNU_GEMV_RMSNORM) sum_sq += dot(xv, xv);
             const vec4 f = X_OP == AKUNU_GEMV_X || NO_X ? xv : gemv_x_op(X_OP, xv, g4[first * 8 + i], p.weight_offset);
 #ifdef X_INT8
-            // Rounded to int8 per block of 32 with the step max|x| / 127, half to even (ggml's
-            // q8_1; tests/python/int8_x.py emulates it).
+            // Rounded per block of 32 with the step max|x| / 127 or / 32767, half to even (int8:
+            // ggml's q8_1; tests/python/int8_x.py emulates both).
             float amax = max(max(abs(f.x), abs(f.y)), max(abs(f.z), abs(f.w)));
             [[unroll]] for (uint m = 1; m < 8; m *= 2) amax = max(amax, subgroupShuffleXor(amax, m));
-            const ivec4 q = ivec4(roundEven(f * (amax > 0.0 ? 127.0 / amax : 0.0)));
-            xq[i] = uint(q.x & 0xFF) | uint(q.y & 0xFF) << 8 | uint(q.z & 0xFF) << 16 | uint(q.w & 0xFF) << 24;
+            const float top = X16 ? 32767.0 : 127.0;
+            const ivec4 q = ivec4(roundEven(f * (amax > 0.0 ? top / amax : 0.0)));
+            const ivec4 qh = X16 ? q >> 8 : q;  // arithmetic shift: the signed high byte
+            xq[i] = uint(qh.x & 0xFF) | uint(qh.y & 0xFF) << 8 | uint(qh.z & 0xFF) << 16 | uint(qh.w & 0xFF) << 24;
+            if (X16) xr[i] = uint(q.x & 0xFF) | uint(q.y & 0xFF) << 8 | uint(q.z & 0xFF) << 16 | uint(q.w & 0xFF) << 24;
             int sum = q.x + q.y + q.z + q.w;
             [[unroll]] for (uint m = 1; m < 8; m *= 2) sum += subgroupShuffleXor(sum, m);
-            if (i % 8 == 0) xb[i / 8] = vec2(amax / 127.0, amax / 127.0 * float(sum));
+            if (i % 8 == 0) xb[i / 8] = vec2(amax / top, amax / top * float(sum));
 #else
             const vec4 staged = f * x_scale(i % 8);
             xs[i] = staged;
@@ -237,7 +252,8 @@ void main() {
         }
         barrier();
         // The next blocks load after these are multiplied: loading them before (twice the
-        // registers) measured 3-12 % slower on an H200 (bench/NOTES.md).
+        // registers) measured 3-12 % slower on an H200 with fp32 x and 10 % with int16 x on 7b
+        // q4_0 (bench/NOTES.md).
         for (uint b0 = split; b0 < n; b0 += SPLIT * UNITS) {
             [[unroll]] for (uint u = 0; u < UNITS; ++u)
                 if (b0 + u * SPLIT < n) acc += block_dot(w[u], b0 + u * SPLIT);

@@ -123,6 +123,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     p.gemm_coopmat = has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && p.fp16 && p.subgroup_size == 32 &&
                      !(no_coopmat && *no_coopmat && std::string(no_coopmat) != "0");
     p.int8_activations = int8_activations_requested();
+    const char* float_x = std::getenv("AKUNU_FLOAT_X");
+    p.float_x = float_x && *float_x && std::string(float_x) != "0";
     // Dequantizing a block-format matrix to f16 costs about what 100 rows of its GEMM save
     // (bench/NOTES.md): on for chunks of 128 tokens or more where the GEMM is the cooperative-
     // matrix one; AKUNU_PREFILL_DEQUANT_ROWS=N sets the threshold on any Vulkan device (0: off).

@@ -67,7 +67,8 @@ struct DeviceProfile {
     uint32_t prefill_dequant_rows = 0;
     // The integer-dot GEMV of Q8_0/Q4_0/Q4_1 (gemv_dot.comp): integer dot products, and
     // subgroups of 8 or more with shuffles; AKUNU_NO_INT_DOT=1 turns it off. What the device can
-    // do: the engine uses it only with int8_activations.
+    // do: the engine rounds x to int8 only with int8_activations, and to int16 in tiles otherwise
+    // (kernels::engine_x_rounding).
     bool gemv_int_dot = false;
     // The same kernel with fp32 products (gemv_words_*, XW_FLOAT) as the float GEMV of those
     // formats, where AKUNU_GEMV_WORDS=1 asks for it (subgroups of 8 or more with shuffles); by
@@ -89,9 +90,14 @@ struct DeviceProfile {
 
     // Timing
     // AKUNU_INT8=1 when the device was created: the engine's quantized GEMVs round x to 8 bits per
-    // block and use integer dot products (GPU: gemv_int_dot devices; CPU: q4_0/q4_1). Off by default:
-    // the reference tolerances hold for fp32 products only.
+    // block and use integer dot products (GPU: gemv_int_dot devices; CPU: q4_0/q4_1). Off by default,
+    // where they round it to 16 bits (kernels::engine_x_rounding): the reference tolerances hold
+    // for that rounding, not for 8 bits.
     bool int8_activations = false;
+    // AKUNU_FLOAT_X=1 when the device was created (and AKUNU_INT8 unset): the engine's GEMVs of
+    // tile-major Q8_0/Q4_0/Q4_1 keep x as fp32 instead of rounding it to int16 (about 1.15-1.3x
+    // slower decode on an H200; for measurements and for exact products).
+    bool float_x = false;
     bool timestamps = false;        // the compute queue can write timestamps
     double timestamp_period_ns = 0;
 

@@ -367,13 +367,15 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
 // Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2, then the RoPE
 // tables, the K and V caches and the step of a folded rope_kv.
 void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                     const Binding& x, const Binding& second, const GemvParams& p, bool int_dot,
+                     const Binding& x, const Binding& second, const GemvParams& p, XRounding rounding,
                      const GemvRopeKv* rope = nullptr) {
     const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), p.k);
     std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
     append_rope_bindings(bindings, rope, x, y[0]);
     const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
-    emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype), {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u)},
+    const bool int_dot = rounding != XRounding::kFloat;
+    emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype),
+         {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u), rounding == XRounding::kInt16 ? 16u : 8u},
          std::move(bindings), p, grid_for(s, tiles));
 }
 bool word_rows(TensorType wtype, size_t k) {
@@ -402,6 +404,21 @@ bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) {
     return d.gemv_int_dot && (word_rows(wtype, k) || (tiles32(wtype) && k % 256 == 0));
 }
 
+bool gemv_int16(const DeviceProfile& d, TensorType wtype) { return d.gemv_int_dot && !d.cpu_backend && tiles32(wtype); }
+
+XRounding engine_x_rounding(const DeviceProfile& d) {
+    return d.int8_activations ? XRounding::kInt8 : d.float_x ? XRounding::kFloat : XRounding::kInt16;
+}
+
+namespace {
+// The rounding a GEMV of these weights takes when asked for `r`.
+XRounding rounding_taken(const DeviceProfile& d, TensorType wtype, size_t k, XRounding r) {
+    if (r == XRounding::kInt8 && gemv_int_dot(d, wtype, k)) return r;
+    if (r == XRounding::kInt16 && gemv_int16(d, wtype)) return r;
+    return XRounding::kFloat;
+}
+}  // namespace
+
 bool gemv_words(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_words && word_rows(wtype, k); }
 
 bool gemv_folds_norm(const DeviceProfile& d, TensorType wtype, size_t k) {
@@ -422,7 +439,7 @@ GemvInput GemvInput::gated(Activation act, const Binding& up) {
 }
 
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate, const GemvInput* input, bool allow_int_dot) {
+          bool accumulate, const GemvInput* input, XRounding rounding) {
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, k, "gemv", "k");
     check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
@@ -431,11 +448,12 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
-    const bool int_dot = allow_int_dot && gemv_int_dot(d, wtype, k);
+    const XRounding taken = rounding_taken(d, wtype, k, rounding);
     if (tiles32(wtype) && !d.cpu_backend) {
-        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, int_dot);
+        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, taken);
         return;
     }
+    const bool int_dot = taken == XRounding::kInt8;
     if (int_dot || gemv_words(d, wtype, k)) {
         const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k, !int_dot);
         const uint32_t group_rows = std::max(1u, g.group / std::max(1u, d.subgroup_size)) * g.sg_rows;
@@ -457,7 +475,7 @@ bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
 
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input,
-                const GemvRopeKv* rope, bool allow_int_dot) {
+                const GemvRopeKv* rope, XRounding rounding) {
     AKUNU_CHECK(gemv_fuses_parts(s.device().profile(), wtype, k),
                 std::string("gemv_parts: ") + type_traits(wtype).name + " matrices have no fused GEMV on this device");
     const TensorTypeTraits& t = type_traits(wtype);
@@ -496,7 +514,7 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
     if (tiles32(wtype))
         emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p,
-                        allow_int_dot && gemv_int_dot(s.device().profile(), wtype, k), rope);
+                        rounding_taken(s.device().profile(), wtype, k, rounding), rope);
     else
         emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p, rope);
 }

@@ -64,15 +64,24 @@ struct GemvInput {
     // Throws for an activation without a gated form (kGelu).
     static GemvInput gated(Activation act, const Binding& up);
 };
+// How a GEMV of Q8_0, Q4_0 or Q4_1 weights holds x: as fp32 (float products), or rounded per
+// block of 32 for integer dot products, to int16 (step max|x| / 32767: within 2^-16 of the
+// block's largest |x|, as the CPU backend's GEMV rounds it) or to int8 (step max|x| / 127, half
+// to even, as llama.cpp's q8_1). Where a kernel cannot take the rounding asked for
+// (gemv_int16, gemv_int_dot), it takes fp32.
+enum class XRounding : uint8_t { kFloat, kInt16, kInt8 };
+// The engine's: int8 with AKUNU_INT8=1 (DeviceProfile::int8_activations), fp32 with
+// AKUNU_FLOAT_X=1 (float_x), else int16.
+XRounding engine_x_rounding(const DeviceProfile& device);
 // y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type;
 // with `input`, x is formed as it says. Q8_0, Q4_0 and Q4_1 rows of a multiple of 256
-// take integer dot products against x rounded to int8 per block of 32 where the device has
-// them (gemv_int_dot), unless allow_int_dot is false (tests check the float path there too);
-// their float path is gemv.comp, or the word GEMV where AKUNU_GEMV_WORDS=1 turns it on (gemv_words).
-// Their tile-major forms (*_T32) take gemv_tiles.comp on Vulkan devices (gemv_fuses_parts), with
-// x rounded to int8 on the same terms.
+// take integer dot products against x rounded to int8 where the device has them (gemv_int_dot)
+// and `rounding` asks for it; their float path is gemv.comp, or the word GEMV where
+// AKUNU_GEMV_WORDS=1 turns it on (gemv_words). Their tile-major forms (*_T32) take
+// gemv_tiles.comp on Vulkan devices (gemv_fuses_parts), with x rounded to int8 on the same
+// terms, or to int16 for any k (gemv_int16).
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate = false, const GemvInput* input = nullptr, bool allow_int_dot = true);
+          bool accumulate = false, const GemvInput* input = nullptr, XRounding rounding = XRounding::kFloat);
 // rope_kv folded into the Q/K/V gemv_parts of a decode step (one token, at step.pos): Q and K
 // rotated on adjacent pairs (RopeStyle::kInterleaved) or, with half_split, on (i, i + head_dim
 // / 2) (RopeStyle::kHalfSplit) with the given tables, and K and V also stored to an f16 cache of
@@ -87,11 +96,10 @@ struct GemvRopeKv {
 };
 // y_i[0 : rows[i]] = W_i · x for i < 3 in one dispatch: the projections that read the same x
 // (Q, K and V; gate and up, with rows[2] = 0, whose W and y are then not read). Only where
-// gemv_fuses_parts. With `rope`, also rope_kv's work (GemvRopeKv). allow_int_dot as in gemv(),
-// but off unless asked for.
+// gemv_fuses_parts. With `rope`, also rope_kv's work (GemvRopeKv). `rounding` as in gemv().
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr,
-                const GemvRopeKv* rope = nullptr, bool allow_int_dot = false);
+                const GemvRopeKv* rope = nullptr, XRounding rounding = XRounding::kFloat);
 // Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
 // (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
 // (gemv.comp, both pairings) on a Vulkan device, and an f16 cache of full rows or a ring.
@@ -100,8 +108,11 @@ bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvB
 // devices the tile-major Q8_0/Q4_0/Q4_1 (gemv_tiles.comp) and float weights with rows of a
 // multiple of 4 (gemv.comp), whose workgroups each own rows of one matrix.
 bool gemv_fuses_parts(const DeviceProfile& device, TensorType wtype, size_t k);
-// Whether gemv() takes the integer-dot path for this weight type and row length.
+// Whether gemv() takes the integer-dot path for this weight type and row length (x as int8).
 bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
+// Whether gemv() and gemv_parts() can round x to int16 for this weight type: tile-major Q8_0,
+// Q4_0 and Q4_1 (gemv_tiles.comp) on gemv_int_dot devices, any k.
+bool gemv_int16(const DeviceProfile& device, TensorType wtype);
 // Whether its float path for them is the word GEMV (gemv_words_*: gemv_dot.comp's table of x
 // per 32-bit word of a row, fp32 products; DeviceProfile::gemv_words), else gemv.comp.
 bool gemv_words(const DeviceProfile& device, TensorType wtype, size_t k);

@@ -227,7 +227,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         } else if (prefill)
             kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, 0, x_dtype}, step, accumulate);
         else
-            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, input, t.device().profile().int8_activations);
+            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, input, kernels::engine_x_rounding(t.device().profile()));
     };
     // The input of a projection: a buffer (f32, or halves for a chunk's GEMMs where they take
     // them), and what the GEMVs that read it fold into x.
@@ -305,7 +305,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         size_t i = 0;
         for (const Projection& p : parts) w[i] = Binding(p.w->buffer), y[i] = p.y, n[i++] = p.n;
         t.set_label(blk + fused);
-        kernels::gemv_parts(t, w, type, in.x, y, n, dim, in.fold(), rope, t.device().profile().int8_activations);
+        kernels::gemv_parts(t, w, type, in.x, y, n, dim, in.fold(), rope, kernels::engine_x_rounding(t.device().profile()));
         return rope != nullptr;
     };
     // Per-head norms of Q or K: n_heads rows of head_dim inside each token's qkv row.
@@ -408,7 +408,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const ProjectionInput head_in = pre_norm(base_->weights.output_norm, head.type, last, s.get("residual"), 1, true);
     t.set_label("output");
     kernels::gemv(t, head.buffer, head.type, head_in.x, s.get("logits"), size_t(c.vocab_size), dim, false, head_in.fold(),
-                  t.device().profile().int8_activations);
+                  kernels::engine_x_rounding(t.device().profile()));
     final_softcap(s.get("logits"), 1);
     t.set_label("sample");
     kernels::sample(t, s.get("logits"), s.get("token_ids"), s.get("sampled_logprobs"), step, s.get("sampler"),

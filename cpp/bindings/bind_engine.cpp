@@ -219,6 +219,7 @@ py::list dispatch_rows(const DispatchTable& table) {
         py::dict d;
         d["label"] = c.label;
         d["kernel"] = c.pipeline->name();
+        d["spec"] = py::tuple(py::cast(c.pipeline->spec()));
         d["groups"] = py::make_tuple(c.groups[0], c.groups[1], c.groups[2]);
         py::list bindings;
         for (const Binding& b : c.bindings) bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));

@@ -10,6 +10,17 @@
 
 namespace akunu::py_bindings {
 
+namespace {
+const char* const kXRoundings[] = {"float", "int16", "int8"};  // kernels::XRounding's order
+
+kernels::XRounding x_rounding(const std::string& name) {
+    for (size_t i = 0; i < 3; ++i)
+        if (name == kXRoundings[i]) return kernels::XRounding(i);
+    throw Error("x_rounding must be 'float', 'int16' or 'int8', got '" + name + "'");
+}
+const char* x_rounding_name(kernels::XRounding r) { return kXRoundings[size_t(r)]; }
+}  // namespace
+
 void init_kernels(py::module_& m) {
     py::class_<CommandList, std::shared_ptr<CommandList>>(m, "CommandList")
         .def(py::init([](const std::shared_ptr<Device>& d) { return std::make_shared<CommandList>(d); }))
@@ -64,7 +75,7 @@ void init_kernels(py::module_& m) {
     k.def("gemv",
           [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x, const PyBuffer& y,
                         size_t rows, size_t kk, const PyBuffer* norm_weight, float eps, float weight_offset,
-                        bool allow_int_dot, size_t w_offset, const PyBuffer* up, const std::string& activation) {
+                        const std::string& rounding, size_t w_offset, const PyBuffer* up, const std::string& activation) {
               AKUNU_CHECK(!(norm_weight && up), "gemv: fold a norm or a gated activation, not both");
               std::optional<kernels::GemvInput> input;
               if (norm_weight) input = kernels::GemvInput::rmsnorm(norm_weight->buffer, eps, weight_offset);
@@ -75,18 +86,21 @@ void init_kernels(py::module_& m) {
               }
               AKUNU_CHECK(w_offset <= w.buffer.size(), "gemv: w_offset is past the end of W");
               kernels::gemv(cl, Binding(w.buffer, w_offset, w.buffer.size() - w_offset), weight_type(wtype), x.buffer,
-                            y.buffer, rows, kk, false, input ? &*input : nullptr, allow_int_dot);
+                            y.buffer, rows, kk, false, input ? &*input : nullptr, x_rounding(rounding));
           },
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("rows"), py::arg("k"),
           py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f,
-          py::arg("allow_int_dot") = true, py::arg("w_offset") = 0, py::arg("up") = nullptr,
-          py::arg("activation") = "silu");
+          py::arg("x_rounding") = "float", py::arg("w_offset") = 0, py::arg("up") = nullptr,
+          py::arg("activation") = "silu",
+          "y = W @ x. x_rounding: 'float', 'int16' or 'int8', how Q8_0/Q4_0/Q4_1 rows hold x where the kernel can "
+          "round it so (gemv_int16, gemv_int_dot), else fp32.");
     k.def("gemv_parts",
           [weight_type](CommandList& cl, const std::array<const PyBuffer*, 3>& w, const std::string& wtype, const PyBuffer& x,
                         const std::array<const PyBuffer*, 3>& y, std::array<size_t, 3> rows, size_t kk,
                         const PyBuffer* norm_weight, float eps, float weight_offset, const PyBuffer* rope_cos,
                         const PyBuffer* rope_sin, const PyBuffer* k_cache, const PyBuffer* v_cache, const PyBuffer* step,
-                        uint32_t head_dim, uint32_t cache_rows, bool ring, uint32_t positions, bool half_split) {
+                        uint32_t head_dim, uint32_t cache_rows, bool ring, uint32_t positions, bool half_split,
+                        const std::string& rounding) {
               std::optional<kernels::GemvInput> input;
               std::optional<kernels::GemvRopeKv> rope;
               if (rope_cos || rope_sin || k_cache || v_cache || step) {
@@ -101,17 +115,17 @@ void init_kernels(py::module_& m) {
               for (int i = 0; i < 3; ++i) AKUNU_CHECK(w[size_t(i)] && y[size_t(i)], "gemv_parts: pass three W and three y buffers");
               kernels::gemv_parts(cl, {w[0]->buffer, w[1]->buffer, w[2]->buffer}, weight_type(wtype), x.buffer,
                                   {y[0]->buffer, y[1]->buffer, y[2]->buffer}, rows, kk, input ? &*input : nullptr,
-                                  rope ? &*rope : nullptr);
+                                  rope ? &*rope : nullptr, x_rounding(rounding));
           },
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("rows"), py::arg("k"),
           py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f,
           py::arg("rope_cos") = nullptr, py::arg("rope_sin") = nullptr, py::arg("k_cache") = nullptr,
           py::arg("v_cache") = nullptr, py::arg("step") = nullptr, py::arg("head_dim") = 0, py::arg("cache_rows") = 0,
-          py::arg("ring") = false, py::arg("positions") = 0, py::arg("half_split") = false,
+          py::arg("ring") = false, py::arg("positions") = 0, py::arg("half_split") = false, py::arg("x_rounding") = "float",
           "y[i] = W[i] @ x for three matrices in one dispatch (Q, K and V; rows[2] = 0 for two), for tile-major "
           "Q8_0/Q4_0/Q4_1 and float weights on Vulkan devices. With rope_cos ... step: rope_kv folded in (RoPE on adjacent pairs of Q "
           "and K at step.pos, or on (i, i + head_dim / 2) if half_split, K and V stored to f16 caches [n_kv, cache_rows, "
-          "head_dim], a ring if ring).");
+          "head_dim], a ring if ring). x_rounding as in gemv.");
     k.def("gemv_folds_rope_kv", [weight_type](const Device& d, const std::string& wtype, bool ring, bool half_split) {
         const KvBindings cache{KvDType::kF16, {}, {}, {}, {}, ring ? KvRows::kRing : KvRows::kFull, 1};
         return kernels::gemv_folds_rope_kv(d.profile(), weight_type(wtype), cache, half_split);
@@ -122,7 +136,13 @@ void init_kernels(py::module_& m) {
     }, "Whether gemv_parts takes this weight type and row length on this device.");
     k.def("gemv_int_dot", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_int_dot(d.profile(), weight_type(wtype), kk);
-    }, "Whether gemv takes the integer-dot path on this device for this weight type and row length.");
+    }, "Whether gemv takes the integer-dot path on this device for this weight type and row length (x as int8).");
+    k.def("gemv_int16", [weight_type](const Device& d, const std::string& wtype) {
+        return kernels::gemv_int16(d.profile(), weight_type(wtype));
+    }, "Whether gemv and gemv_parts round x to int16 for this weight type on this device when asked to.");
+    k.def("engine_x_rounding", [](const Device& d) {
+        return x_rounding_name(kernels::engine_x_rounding(d.profile()));
+    }, "How the engine's quantized GEMVs ask to hold x on this device: 'int16', or 'int8' with AKUNU_INT8=1.");
     k.def("gemv_words", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_words(d.profile(), weight_type(wtype), kk);
     }, "Whether gemv's float path is the word GEMV (fp32 products over a table of x per 32-bit word) here.");

@@ -199,8 +199,8 @@ def _kernel_bench(akunu, args) -> int:
         rows = kernel_bench.run(dev, scale)
     else:
         rows = [kernel_bench.copy_row(dev, scale)]
-        for int_dot in (False, None):
-            rows += kernel_bench.gemv_rows(dev, chained=True, int_dot=int_dot, scale=scale)
+        for rounding in ("float", None):
+            rows += kernel_bench.gemv_rows(dev, chained=True, x_rounding=rounding, scale=scale)
     print(kernel_bench.format_table(rows))
     return 0
 

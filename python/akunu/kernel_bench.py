@@ -101,7 +101,7 @@ def run(device, scale: float = 1.0) -> list[BenchRow]:
 
         def record(cl):
             i = next(turn) % len(ws)
-            kernels.gemv(cl, ws[i], name, x, ys[i], rows, k)
+            kernels.gemv(cl, ws[i], name, x, ys[i], rows, k, x_rounding=kernels.engine_x_rounding(device))
 
         ms = _time(device, record, reps=10 * len(ws))
         rows_out.append(BenchRow(f"gemv {name} {rows}x{k}", w0.nbytes + x.size + 4 * rows, ms))
@@ -144,17 +144,19 @@ MODEL_GEMV_SHAPES = {
 
 def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1", "Q8_0_T32", "Q4_0_T32"), models=("1b", "1.1b", "7b"),
               chained: bool = True,
-              int_dot: bool | None = None, scale: float = 1.0, pool=None) -> list[BenchRow]:
+              x_rounding: str | None = None, scale: float = 1.0, pool=None) -> list[BenchRow]:
     """GEMV bandwidth at the decode shapes. The matrices lie side by side in a pool of 1 GiB
     (times `scale`) of random bytes, so each dispatch streams its weights from memory as decode
     does (the H200's L2 is 60 MB). chained: every dispatch writes the same y, so each waits for
     the one before, as decode's do (launch and drain included); else they overlap and the rows
-    give throughput. int_dot as in ops.gemv (None: the engine's choice). `pool`: a buffer to
+    give throughput. x_rounding as in ops.gemv (None: the engine's choice; rows whose kernel
+    cannot take "int8" or "int16" are left out). `pool`: a buffer to
     reuse across calls."""
     pool_bytes = int((1 << 30) * scale) // 256 * 256
     if pool is None:
         pool = device.upload(np.random.default_rng(0).integers(0, 256, pool_bytes, dtype=np.uint8))
     traits = {t["name"]: t for t in _akunu.tensor_types()}
+    rounding = kernels.engine_x_rounding(device) if x_rounding is None else x_rounding
     out = []
     for model in models:
         for rows, k in MODEL_GEMV_SHAPES[model]:
@@ -162,7 +164,9 @@ def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1", "Q8_0_T32", "Q4_0_T
             x = device.upload(np.random.default_rng(1).standard_normal(k).astype(np.float32))
             for wtype in wtypes:
                 t = traits[wtype]
-                if int_dot and not kernels.gemv_int_dot(device, wtype, k):
+                taken = (rounding == "int8" and kernels.gemv_int_dot(device, wtype, k)) or \
+                        (rounding == "int16" and kernels.gemv_int16(device, wtype))
+                if x_rounding not in (None, "float") and not taken:
                     continue
                 nbytes = rows * k // t["block_size"] * t["block_bytes"]
                 stride = -(-nbytes // 256) * 256
@@ -172,12 +176,11 @@ def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1", "Q8_0_T32", "Q4_0_T
 
                 def record(cl):
                     i = next(turn)
-                    kernels.gemv(cl, pool, wtype, x, ys[i % len(ys)], rows, k, allow_int_dot=int_dot is not False,
+                    kernels.gemv(cl, pool, wtype, x, ys[i % len(ys)], rows, k, x_rounding=rounding,
                                  w_offset=(i % count) * stride)
 
                 ms = _time(device, record, reps=max(20, count))
-                path = ("int" if int_dot is not False and kernels.gemv_int_dot(device, wtype, k) else
-                        "words" if kernels.gemv_words(device, wtype, k) else "")
+                path = (rounding if taken else "words" if kernels.gemv_words(device, wtype, k) else "")
                 out.append(BenchRow(f"gemv {wtype} {rows}x{k} {path}".rstrip(), nbytes + 4 * k + 4 * rows, ms))
     return out
 

@@ -510,7 +510,8 @@ class Model:
         return (self._encoder or self._engine).kernel_statistics()
 
     def dispatch_table(self) -> list[dict]:
-        """The per-token command list: label, kernel, workgroups, bindings (size, offset, range).
+        """The per-token command list: label, kernel, spec (its specialization constants),
+        workgroups, bindings (size, offset, range).
         An encoder's is its forward pass over a batch: label, kernel, workgroups."""
         return (self._encoder or self._engine).dispatch_table()
 

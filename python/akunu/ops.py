@@ -54,17 +54,19 @@ def rmsnorm(x, w, out, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
 
 
 def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight_offset: float = 0.0,
-         int_dot: bool | None = None, up=None, activation: str = "silu") -> float:
+         x_rounding: str | None = None, up=None, activation: str = "silu") -> float:
     """y = W @ x with W [rows, k], x [k] f32, y [rows] f32. W is an f32/f16/bf16 array, or raw
     blocks of a ggml type named by `wtype` ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"),
     with rows and k taken from y and x. With `norm` (a [k] f32 buffer g), x is read through an
     RMSNorm first: x * (g + weight_offset) / sqrt(mean(x^2) + eps), as the engine folds its
     norms. With `up` (a [k] f32 buffer), x is the gate of a gated activation and the product
     reads act(x) * up ("silu" or "gelu_tanh"), as the engine folds the FFN's activation into
-    its down projection. int_dot: None takes the engine's choice (with AKUNU_INT8=1, Q8_0/Q4_0/Q4_1 rows of a
-    multiple of 256 elements take integer dot products against x rounded to int8 per block of 32
-    where the device has them), False the float path, True the integer one (an error where it
-    is not taken)."""
+    its down projection. x_rounding: how Q8_0/Q4_0/Q4_1 rows hold x. "float": fp32 products;
+    "int16" (tile-major forms on devices with integer dot products, kernels.gemv_int16) and
+    "int8" (rows of a multiple of 256 elements there, kernels.gemv_int_dot): integer dot
+    products against x rounded per block of 32, an error where that path is not taken; None:
+    the engine's choice (kernels.engine_x_rounding: int16, or int8 with AKUNU_INT8=1, each where
+    taken, else fp32)."""
     if wtype is None:
         if len(w.shape) != 2:
             raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
@@ -72,10 +74,13 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
         wtype = w.dtype
     else:
         rows, k = _count(y), _count(x)
-    if int_dot and not kernels.gemv_int_dot(y.device, wtype, k):
-        raise ValueError(f"gemv: no integer-dot path for {wtype} rows of {k} on this device (int_dot=True)")
-    return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k, norm, eps, weight_offset,
-                                                  bool(int_dot) or (int_dot is None and y.device.profile["int8_activations"]),
+    if x_rounding == "int8" and not kernels.gemv_int_dot(y.device, wtype, k):
+        raise ValueError(f"gemv: no integer-dot path for {wtype} rows of {k} on this device (x_rounding='int8')")
+    if x_rounding == "int16" and not kernels.gemv_int16(y.device, wtype):
+        raise ValueError(f"gemv: no int16 path for {wtype} on this device (x_rounding='int16'; tile-major "
+                         "Q8_0/Q4_0/Q4_1 on devices with integer dot products)")
+    rounding = kernels.engine_x_rounding(y.device) if x_rounding is None else x_rounding
+    return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k, norm, eps, weight_offset, rounding,
                                                   up=up, activation=activation))
 
 

@@ -1,6 +1,7 @@
-"""The int8 rounding of x that the integer-dot GEMV applies (gemv_dot.comp: Q8_0, Q4_0 and
-Q4_1 rows of a multiple of 256 elements, on devices with integer dot products), for the tests
-that hold the engine to float references: its exact emulation, and the allowances it needs."""
+"""The rounding of x that the integer-dot GEMVs apply (int8 with AKUNU_INT8=1: gemv_dot.comp's
+Q8_0, Q4_0 and Q4_1 rows of a multiple of 256 elements and their tiles; int16 by default:
+gemv_tiles.comp's tiles; both on devices with integer dot products), for the tests that hold
+the engine to float references: its exact emulation, and the allowances int8 needs."""
 from __future__ import annotations
 
 import os
@@ -11,27 +12,29 @@ import akunu
 from akunu._akunu import kernels
 
 
-def x_as_int8_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def x_as_int_blocks(x: np.ndarray, bits: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """x (1-D) as the integer-dot GEMV multiplies it, and each element's rounding step: every
-    block of 32 rounded to int8 with the scale max|x| / 127 (half to even; ggml's q8_1 without
-    the sum), in float32 as the kernel rounds it. Both float64."""
+    block of 32 rounded to `bits` (8: the scale max|x| / 127, ggml's q8_1 without the sum; 16:
+    max|x| / 32767, the engine's default on tiles), half to even, in float32 as the kernel
+    rounds it. Both float64."""
+    top = np.float32(127 if bits == 8 else 32767)
     xb = x.astype(np.float32).reshape(-1, 32)
     amax = np.abs(xb).max(axis=1, keepdims=True)
-    inv = np.divide(np.float32(127), amax, out=np.zeros_like(amax), where=amax > 0)
-    step = amax / np.float32(127)
+    inv = np.divide(top, amax, out=np.zeros_like(amax), where=amax > 0)
+    step = amax / top
     rounded = np.rint(xb * inv) * step
     return rounded.reshape(-1).astype(np.float64), np.broadcast_to(step, xb.shape).reshape(-1).astype(np.float64)
 
 
 def decode_x_rounding(backend: str, ref):
     """For NumpyLlama(x_rounding=...): the rounding of the inputs of the engine's decode GEMVs
-    on `backend` (x_as_int8_blocks for the weights that take the integer-dot path there)."""
+    on `backend` (x_as_int_blocks for the weights that take the integer-dot path there)."""
     device = akunu.Device(backend)
 
     def rounding(x, name):
         if not (device.profile["int8_activations"] and kernels.gemv_int_dot(device, ref.types[name], x.shape[-1])):
             return x
-        return np.stack([x_as_int8_blocks(row)[0] for row in x])
+        return np.stack([x_as_int_blocks(row, 8)[0] for row in x])
     return rounding
 
 

@@ -14,7 +14,7 @@ import akunu
 from akunu import _akunu, ops, selfcheck
 from akunu._akunu import kernels
 from ggml_blocks import BLOCK_FORMATS, random_blocks
-from int8_x import x_as_int8_blocks
+from int8_x import x_as_int_blocks
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_gemv_with_a_folded_activation(device, rng, activation, wtype, rows, k):
     gate = (rng.standard_normal(k) * 3).astype(np.float32)
     up = rng.standard_normal(k).astype(np.float32)
     y = poisoned(device, rows, np.float32)
-    ops.gemv(w_dev, device.upload(gate), y, wtype=w_arg, up=device.upload(up), activation=activation, int_dot=False)
+    ops.gemv(w_dev, device.upload(gate), y, wtype=w_arg, up=device.upload(up), activation=activation, x_rounding="float")
     v = gated_reference(gate, up, activation)
     np.testing.assert_allclose(y.numpy(), w @ v, rtol=1e-4, atol=2e-5 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max())
 
@@ -218,7 +218,8 @@ def test_gemv_tiles(device, backend, rng, wtype, rows, k, x_op):
     x_dev, g_dev = device.upload(x), device.upload(g)
     norm = g_dev if x_op == "norm" else None
     up, act = (g_dev, x_op) if x_op in ("silu", "gelu_tanh") else (None, "silu")
-    ops._run(device, lambda cl: kernels.gemv(cl, w_dev, wname, x_dev, y, rows, k, norm, 1e-6, 1.0, False, up=up, activation=act))
+    ops._run(device, lambda cl: kernels.gemv(cl, w_dev, wname, x_dev, y, rows, k, norm, 1e-6, 1.0, "float", up=up,
+                                                  activation=act))
     xd, gd = x.astype(np.float64), g.astype(np.float64)
     if x_op == "norm":
         v = xd * (gd + 1.0) / np.sqrt(np.mean(xd ** 2) + 1e-6)
@@ -247,40 +248,58 @@ def test_gemv_quantized(device, rng, wtype, rows, units):
     w_dev, w, _ = random_weights(device, rng, wtype, rows, k)
     x = rng.standard_normal(k).astype(np.float32)
     y = poisoned(device, rows, np.float32)
-    ops.gemv(w_dev, device.upload(x), y, wtype=wtype, int_dot=False)  # fp32 x (test_gemv_integer_dot: int8)
+    ops.gemv(w_dev, device.upload(x), y, wtype=wtype, x_rounding="float")  # test_gemv_integer_dot: int8 and int16
     np.testing.assert_allclose(y.numpy(), w @ x.astype(np.float64), rtol=1e-4, atol=1e-4 * np.abs(w).max() * np.sqrt(k))
 
 
-@pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1", *TILE_FORMATS])
-@pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (33, 2048), (67, 4096 + 256), (5, 8192 + 512), (3, 16384 + 768)])
-@pytest.mark.parametrize("norm", [False, True])
-def test_gemv_integer_dot(device, rng, wtype, rows, k, norm):
-    """The integer-dot path (rows of a multiple of 256 on devices with integer dot products; the
-    tile-major forms in gemv_tiles.comp): x is rounded to int8 per block of 32, so the result is
-    W @ x_rounded up to fp32 sums; k past 8192 (or a tile GEMV's slice) runs in several slices,
-    each with its own table. Checked against that product and against the exact W @ x within the
-    rounding's bound: each element of x moves by at most half its block's step, so
+def check_rounded_gemv(device, rng, wtype, rows, k, norm, rounding):
+    """One GEMV with x rounded per block of 32 (x_rounding "int8" or "int16"): the result is
+    W @ x_rounded up to fp32 sums. Checked against that product and against the exact W @ x
+    within the rounding's bound: each element of x moves by at most half its block's step, so
     |y - W @ x| <= sum |W| * step / 2 per row."""
-    if not kernels.gemv_int_dot(device, wtype, k):
-        pytest.skip("no integer-dot GEMV on this device")
     w_dev, w, _ = random_weights(device, rng, wtype, rows, k)
     x = (rng.standard_normal(k) * 2).astype(np.float32)
     x[:32] = 0.0  # a block of zeros: scale 0
     g = rng.standard_normal(k).astype(np.float32)
     y = poisoned(device, rows, np.float32)
     ops.gemv(w_dev, device.upload(x), y, wtype=wtype, norm=device.upload(g) if norm else None, eps=1e-6,
-             weight_offset=1.0, int_dot=True)
+             weight_offset=1.0, x_rounding=rounding)
     v = x * (g + np.float32(1.0)) if norm else x  # what the kernel rounds; 1 / rms scales the sums
     inv_rms = 1.0 / np.sqrt(np.mean(x.astype(np.float64) ** 2) + 1e-6) if norm else 1.0
-    rounded, step = x_as_int8_blocks(v)
+    rounded, step = x_as_int_blocks(v, 8 if rounding == "int8" else 16)
     sums = 1e-4 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max()  # fp32 accumulation
-    # An element of x whose x * 127 / max lies within an ulp of a half may round the other way.
+    # An element of x whose x / step lies within an ulp of a half may round the other way.
     tie = np.abs(w).max() * step.max()
     got = y.numpy()
     np.testing.assert_allclose(got, (w @ rounded) * inv_rms, rtol=1e-4, atol=(sums + tie) * inv_rms)
     bound = (np.abs(w) @ (step / 2) + sums) * inv_rms
     exact = (w @ v.astype(np.float64)) * inv_rms
     assert np.all(np.abs(got - exact) <= bound), np.max(np.abs(got - exact) / bound)
+
+
+@pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1", *TILE_FORMATS])
+@pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (33, 2048), (67, 4096 + 256), (5, 8192 + 512), (3, 16384 + 768)])
+@pytest.mark.parametrize("norm", [False, True])
+def test_gemv_integer_dot(device, rng, wtype, rows, k, norm):
+    """The integer-dot path with x as int8 (rows of a multiple of 256 on devices with integer dot
+    products; the tile-major forms in gemv_tiles.comp); k past 8192 (or a tile GEMV's slice)
+    runs in several slices, each with its own table."""
+    if not kernels.gemv_int_dot(device, wtype, k):
+        pytest.skip("no integer-dot GEMV on this device")
+    check_rounded_gemv(device, rng, wtype, rows, k, norm, "int8")
+
+
+@pytest.mark.parametrize("wtype", TILE_FORMATS)
+@pytest.mark.parametrize("rows, k", [(1, 32), (7, 96), (33, 1312), (67, 4096 + 96), (3, 9600)])
+@pytest.mark.parametrize("norm", [False, True])
+def test_gemv_int16(device, rng, wtype, rows, k, norm):
+    """The engine's default for tiles on devices with integer dot products: x rounded to int16
+    per block of 32, each code multiplied as its two bytes (gemv_tiles.comp X_BITS 16), for any
+    k of whole blocks (one to 300; slices of 128). The bound it is held to is 1/258 of int8's."""
+    if not kernels.gemv_int16(device, wtype):
+        pytest.skip("x as int16 is for tiles on Vulkan devices with integer dot products (the CPU backend's GEMV "
+                    "rounds x to 16 bits its own way: test_gemv_tiles)")
+    check_rounded_gemv(device, rng, wtype, rows, k, norm, "int16")
 
 
 @pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1"])
@@ -299,7 +318,7 @@ def test_gemv_words(device, rng, wtype, rows, k, norm):
     g = rng.standard_normal(k).astype(np.float32)
     y = poisoned(device, rows, np.float32)
     ops.gemv(w_dev, device.upload(x), y, wtype=wtype, norm=device.upload(g) if norm else None, eps=1e-6,
-             weight_offset=1.0, int_dot=False)
+             weight_offset=1.0, x_rounding="float")
     v = (x * (g + np.float32(1.0)) if norm else x).astype(np.float64)
     inv_rms = 1.0 / np.sqrt(np.mean(x.astype(np.float64) ** 2) + 1e-6) if norm else 1.0
     np.testing.assert_allclose(y.numpy(), (w @ v) * inv_rms, rtol=1e-4,
@@ -325,7 +344,13 @@ def test_word_gemv_where_it_is_off_by_default(device, backend):
 def test_gemv_integer_dot_is_refused_where_it_is_not_taken(device):
     with pytest.raises(ValueError, match="no integer-dot path for Q4_0 rows of 96"):
         ops.gemv(device.allocate(18 * 3), device.empty([96], "f32"), device.empty([1], "f32"), wtype="Q4_0",
-                 int_dot=True)
+                 x_rounding="int8")
+    with pytest.raises(ValueError, match="no int16 path for Q4_0"):
+        ops.gemv(device.allocate(18 * 3), device.empty([96], "f32"), device.empty([1], "f32"), wtype="Q4_0",
+                 x_rounding="int16")
+    with pytest.raises(akunu.Error, match="x_rounding must be"):
+        ops.gemv(device.allocate(18 * 3), device.empty([96], "f32"), device.empty([1], "f32"), wtype="Q4_0",
+                 x_rounding="int4")
 
 
 @pytest.mark.usefixtures("float_gemv_shape")
@@ -344,16 +369,21 @@ def test_gemv_fused_parts(device, backend, rng, wtype, rows, k, norm):
     parts = [random_weights(device, rng, wtype, max(n, 1), k) for n in rows]
     x = rng.standard_normal(k).astype(np.float32)
     g = rng.standard_normal(k).astype(np.float32)
-    ys = [poisoned(device, n + 1, np.float32) for n in rows]
     x_dev, g_dev = device.upload(x), device.upload(g)
-    ops._run(device, lambda cl: kernels.gemv_parts(cl, [p[0] for p in parts], name, x_dev, ys, rows, k,
-                                                   g_dev if norm else None, 1e-6, 1.0))
     xd = x.astype(np.float64)
     v = xd * (g.astype(np.float64) + 1.0) / np.sqrt(np.mean(xd ** 2) + 1e-6) if norm else xd
-    for (_, w, _), n, y in zip(parts, rows, ys):
-        got = y.numpy()
-        np.testing.assert_allclose(got[:n], w[:n] @ v, rtol=1e-4, atol=1e-5 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max())
-        assert np.isnan(got[n:]).all(), "a row past a matrix's rows was written"
+    # Tiles also as the engine runs them where it can: x rounded to int16 (test_gemv_int16's bound
+    # is within twice these sums' allowance at these sizes).
+    for rounding in ["float"] + (["int16"] if kernels.gemv_int16(device, name) else []):
+        ys = [poisoned(device, n + 1, np.float32) for n in rows]
+        ops._run(device, lambda cl: kernels.gemv_parts(cl, [p[0] for p in parts], name, x_dev, ys, rows, k,
+                                                       g_dev if norm else None, 1e-6, 1.0, x_rounding=rounding))
+        scale = 1e-5 if rounding == "float" else 2e-5
+        for (_, w, _), n, y in zip(parts, rows, ys):
+            got = y.numpy()
+            np.testing.assert_allclose(got[:n], w[:n] @ v, rtol=1e-4,
+                                       atol=scale * np.abs(w).max() * np.sqrt(k) * np.abs(v).max(), err_msg=rounding)
+            assert np.isnan(got[n:]).all(), "a row past a matrix's rows was written"
 
 
 # Adjacent RoPE pairs fold for tiles and float weights, half-split pairs for float weights only
