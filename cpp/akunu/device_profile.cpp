@@ -67,8 +67,13 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
     VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    VkPhysicalDeviceShaderCorePropertiesAMD amd{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
     subgroup.pNext = &maint3;
     maint3.pNext = &driver;
+    void** tail = &driver.pNext;
+    if (has(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) *tail = &sm, tail = &sm.pNext;
+    if (has(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) *tail = &amd, tail = &amd.pNext;
     VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     props2.pNext = &subgroup;
     vkGetPhysicalDeviceProperties2(device, &props2);
@@ -90,6 +95,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     p.shared_memory_bytes = limits.maxComputeSharedMemorySize;
     p.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
     p.max_workgroup_count_x = limits.maxComputeWorkGroupCount[0];
+    p.compute_units = sm.shaderSMCount ? sm.shaderSMCount
+                                       : amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
     p.max_storage_buffer_range = limits.maxStorageBufferRange;
     p.max_push_constants_bytes = limits.maxPushConstantsSize;
     p.min_storage_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;
@@ -217,6 +224,7 @@ std::string DeviceProfile::describe() const {
             yn(subgroup_arithmetic), yn(subgroup_shuffle), yn(subgroup_size_control));
     appendf(s, "  shared memory     %u KiB per workgroup, %u invocations max\n", shared_memory_bytes / 1024,
             max_workgroup_invocations);
+    if (compute_units) appendf(s, "  compute units     %u\n", compute_units);
     appendf(s, "  storage binding   %llu MiB max, offset alignment %llu B, push constants %u B\n",
             (unsigned long long)(max_storage_buffer_range >> 20), (unsigned long long)min_storage_buffer_offset_alignment,
             max_push_constants_bytes);

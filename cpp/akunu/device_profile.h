@@ -47,6 +47,9 @@ struct DeviceProfile {
     uint32_t shared_memory_bytes = 0;       // per workgroup
     uint32_t max_workgroup_invocations = 0;
     uint32_t max_workgroup_count_x = 0;
+    // Streaming multiprocessors or compute units, where a vendor extension says
+    // (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties); 0 where unknown.
+    uint32_t compute_units = 0;
     uint64_t max_storage_buffer_range = 0;  // largest single binding (128 MiB on lavapipe)
     uint32_t max_push_constants_bytes = 0;
     uint64_t min_storage_buffer_offset_alignment = 0;

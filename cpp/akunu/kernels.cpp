@@ -287,14 +287,18 @@ bool tiles32(TensorType wtype) {
 // gemv_tiles.comp's geometry: invocations per row of a tile (the workgroup is 32 times that),
 // blocks each invocation loads before multiplying, and blocks of x staged per pass. Measured
 // on an H200 (bench/NOTES.md: 1b and 7b decode, Q8_0 and Q4_0): 16 x 2 beat 16 x 8, 8 x 8 and
-// 32 x 4. lavapipe runs a workgroup's invocations as loops between barriers, where 512
-// invocations cost 6x what 128 do (the shipped model's GEMVs: 137 against 20 ms a step).
+// 32 x 4, but a GEMV of 4-bit blocks with no more tiles than the device has compute units
+// (one workgroup each, half of them idle for 1b's 64-tile O and down) keeps more bytes in
+// flight with 4 units (1b q4_0 +5 %). lavapipe runs a workgroup's invocations as loops
+// between barriers, where 512 invocations cost 6x what 128 do (the shipped model's GEMVs: 137
+// against 20 ms a step).
 struct GemvTilesShape {
     uint32_t split = 16, units = 2, slice = 128, probe = 0;  // probe: gemv_tiles.comp PROBE, 0 outside experiments
 };
-GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, size_t k) {
+GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t k, size_t tiles) {
     GemvTilesShape g;
     if (d.type == DeviceType::kCpu) g.split = 4;
+    if (tiles <= d.compute_units && type_traits(cpu::tile_layout(wtype)->base).block_bytes < 32) g.units = 4;
     if (const char* e = std::getenv("AKUNU_GEMV_TILES"))  // experiments: "split:units[:slice[:probe]]"
         std::sscanf(e, "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.probe);
     g.split = std::clamp(g.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // gemv_tiles.comp MAX_SPLIT
@@ -369,10 +373,10 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
 void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
                      const Binding& x, const Binding& second, const GemvParams& p, XRounding rounding,
                      const GemvRopeKv* rope = nullptr) {
-    const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), p.k);
+    const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
+    const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), wtype, p.k, tiles);
     std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
     append_rope_bindings(bindings, rope, x, y[0]);
-    const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
     const bool int_dot = rounding != XRounding::kFloat;
     emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype),
          {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u), rounding == XRounding::kInt16 ? 16u : 8u},

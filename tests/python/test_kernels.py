@@ -91,6 +91,15 @@ def float_gemv_shape(request, monkeypatch):
         monkeypatch.setenv("AKUNU_GEMV_ROWS", "128:4:1:1")
 
 
+@pytest.fixture(params=["units of the device", "4 units"])
+def tile_gemv_units(request, monkeypatch, device):
+    """gemv_tiles.comp with the blocks each invocation loads per round as the device takes them
+    (2 on lavapipe), and 4, what GPUs that report their compute units take for GEMVs of 4-bit
+    blocks with no more tiles than units (kernels.cpp gemv_tiles_shape)."""
+    if request.param == "4 units":
+        monkeypatch.setenv("AKUNU_GEMV_TILES", f"{4 if device.profile['type'] == 'cpu' else 16}:4")
+
+
 @pytest.mark.usefixtures("float_gemv_shape")
 @pytest.mark.parametrize("wtype", [np.float16, np.float32, "bf16"])
 @pytest.mark.parametrize("rows, k", [(1, 1), (5, 3), (31, 64), (129, 1003), (1000, 4096), (3, 4104)])
@@ -289,6 +298,7 @@ def test_gemv_integer_dot(device, rng, wtype, rows, k, norm):
     check_rounded_gemv(device, rng, wtype, rows, k, norm, "int8")
 
 
+@pytest.mark.usefixtures("tile_gemv_units")
 @pytest.mark.parametrize("wtype", TILE_FORMATS)
 @pytest.mark.parametrize("rows, k", [(1, 32), (7, 96), (33, 1312), (67, 4096 + 96), (3, 9600)])
 @pytest.mark.parametrize("norm", [False, True])
