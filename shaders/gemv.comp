@@ -38,6 +38,12 @@ layout(constant_id = 3) const uint UNITS = 1;
 // 16-bit float weights with k a multiple of 8: a unit is 8 weights in one 16-byte load (uvec4)
 // instead of 4 in an 8-byte one.
 layout(constant_id = 4) const bool WIDE = false;
+// Float weights, gate and up (kernels::gemv_gate_up): AKUNU_GEMV_SILU_GATE or _GELU_TANH_GATE
+// has each workgroup take ROWS / 2 rows of W0 (gate) and the same rows of W1 (up) and write
+// act(gate) * up to y, the down projection's x: no activation dispatch between the two GEMVs.
+// AKUNU_GEMV_X: off.
+layout(constant_id = 5) const uint GATED = AKUNU_GEMV_X;
+const bool PAIRS = GATED != AKUNU_GEMV_X;
 #define MAX_SUBGROUPS 128
 
 layout(std430, binding = 2) buffer Y { float y[]; };             // [rows]
@@ -78,11 +84,13 @@ void main() {
     // The matrix of this workgroup's rows (0 unless several are fused) and its row count.
     uint group = linear_group_id(), part = 0, part_rows = p.rows;
     const uint groups0 = (p.rows + ROWS - 1) / ROWS, groups1 = (p.rows1 + ROWS - 1) / ROWS;
-    if (group >= groups0) {
+    if (PAIRS) {
+    } else if (group >= groups0) {
         group -= groups0, part = 1, part_rows = p.rows1;
         if (group >= groups1) group -= groups1, part = 2, part_rows = p.rows2;
     }
-    const uint first_row = group * ROWS;
+    // PAIRS: rows r < ROWS / 2 of the workgroup are gate rows, the others the same rows of up.
+    const uint first_row = PAIRS ? group * (ROWS / 2) : group * ROWS;
     const uint tid = gl_LocalInvocationID.x;
     float acc[MAX_ROWS];
     for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
@@ -101,7 +109,8 @@ void main() {
         // load) and are not counted. row_at: where each row starts (rope_row puts a folded
         // RoPE's half-split pairs side by side).
         uint row_at[MAX_ROWS];
-        [[unroll]] for (uint r = 0; r < ROWS; ++r) row_at[r] = rope_row(part, min(first_row + r, part_rows - 1)) * n;
+        [[unroll]] for (uint r = 0; r < ROWS; ++r)
+            row_at[r] = (PAIRS ? min(first_row + r % (ROWS / 2), p.rows - 1) : rope_row(part, min(first_row + r, part_rows - 1))) * n;
 #define FLOAT_ROWS(X_T, X_LOAD, W_T, W_LOAD, DOT)                                                \
         for (uint i0 = tid; i0 < n; i0 += gl_WorkGroupSize.x * UNITS) {                          \
             X_T xv[MAX_UNITS];                                                                   \
@@ -109,27 +118,39 @@ void main() {
             [[unroll]] for (uint j = 0; j < UNITS; ++j) {                                        \
                 const uint i = min(i0 + j * gl_WorkGroupSize.x, n - 1);                          \
                 xv[j] = X_LOAD(i);                                                               \
-                [[unroll]] for (uint r = 0; r < ROWS; ++r) wv[j][r] = W_LOAD(row_at[r] + i);     \
+                [[unroll]] for (uint r = 0; r < ROWS; ++r) wv[j][r] = W_LOAD(r, row_at[r] + i);  \
             }                                                                                    \
             [[unroll]] for (uint j = 0; j < UNITS; ++j)                                          \
                 if (i0 + j * gl_WorkGroupSize.x < n)                                             \
                     [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] += DOT(wv[j][r], xv[j]);   \
         }
-#define FLOAT_PARTS(X_T, X_LOAD, W_T, W_LOAD0, W_LOAD1, W_LOAD2, DOT)                            \
+#define FLOAT_PARTS(X_T, X_LOAD, W_T, W_PAIR, W_LOAD0, W_LOAD1, W_LOAD2, DOT)                    \
         {                                                                                        \
-            if (part == 0)                                                                       \
+            if (PAIRS)                                                                           \
+                FLOAT_ROWS(X_T, X_LOAD, W_T, W_PAIR, DOT)                                        \
+            else if (part == 0)                                                                  \
                 FLOAT_ROWS(X_T, X_LOAD, W_T, W_LOAD0, DOT)                                       \
             else if (part == 1)                                                                  \
                 FLOAT_ROWS(X_T, X_LOAD, W_T, W_LOAD1, DOT)                                       \
             else                                                                                 \
                 FLOAT_ROWS(X_T, X_LOAD, W_T, W_LOAD2, DOT)                                       \
         }
+        // Row r's unit i of matrix 0, 1 or 2, or with PAIRS of W0 (gate) for r < ROWS / 2 and of
+        // W1 (up) for the others.
+#define W8_0(r, i) w_load8_0(i)
+#define W8_1(r, i) w_load8_1(i)
+#define W8_2(r, i) w_load8_2(i)
+#define W8_PAIR(r, i) ((r) < ROWS / 2 ? w_load8_0(i) : w_load8_1(i))
+#define W4_0(r, i) w_load4(i)
+#define W4_1(r, i) w_load4_1(i)
+#define W4_2(r, i) w_load4_2(i)
+#define W4_PAIR(r, i) ((r) < ROWS / 2 ? w_load4(i) : w_load4_1(i))
 #ifdef W_WIDE
         if (wide)
-            FLOAT_PARTS(mat2x4, xw8, uvec4, w_load8_0, w_load8_1, w_load8_2, dot8)
+            FLOAT_PARTS(mat2x4, xw8, uvec4, W8_PAIR, W8_0, W8_1, W8_2, dot8)
         else
 #endif
-            FLOAT_PARTS(vec4, xw4, vec4, w_load4, w_load4_1, w_load4_2, dot)
+            FLOAT_PARTS(vec4, xw4, vec4, W4_PAIR, W4_0, W4_1, W4_2, dot)
     } else {  // one matrix (the launcher fuses only rows of a multiple of 4)
         for (uint i = tid; i < p.k; i += gl_WorkGroupSize.x) {
             const float xv = xw1(i);
@@ -178,14 +199,22 @@ void main() {
     sum_sq = subgroupAdd(sum_sq);
     if (subgroupElect()) sum_sq_partial[gl_SubgroupID] = sum_sq;
     barrier();
-    if (tid >= ROWS) return;
-    float total = 0.0, ss = 0.0;
+    if (tid >= (PAIRS ? ROWS / 2 : ROWS)) return;
+    float total = 0.0, up = 0.0, ss = 0.0;
     for (uint s = 0; s < gl_NumSubgroups; ++s) {
         total += partial[tid][s];
+        if (PAIRS) up += partial[tid + ROWS / 2][s];
         ss += sum_sq_partial[s];
     }
-    if (X_OP == AKUNU_GEMV_RMSNORM) total *= inversesqrt(ss / float(p.k) + p.eps);
+    if (X_OP == AKUNU_GEMV_RMSNORM) {
+        const float inv_rms = inversesqrt(ss / float(p.k) + p.eps);
+        total *= inv_rms, up *= inv_rms;
+    }
 #if W_BLOCK == 1
+    if (PAIRS) {
+        if (first_row + tid < p.rows) y[first_row + tid] = gemv_x_op(GATED, total, up, 0.0);
+        return;
+    }
     const float other = rope_partner(total);
     if (first_row + tid >= part_rows) return;
     const uint row = rope_row(part, first_row + tid);

@@ -351,20 +351,25 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
 // One gemv.comp dispatch: workgroups of `rows` rows (gemv.comp ROWS) of each of p's matrices.
 // Float variants take the second and third matrix at bindings 4 and 5, their y at 6 and 7 (the
 // first ones again where there are fewer) and a folded rope_kv's at 8 to 12; the block formats
-// have bindings 0 to 3 only.
+// have bindings 0 to 3 only. `gated` (gemv.comp GATED, AKUNU_GEMV_X: off) pairs gate rows of
+// W0 with the same rows of W1 in each workgroup and writes act(gate) * up to y[0].
 void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                    const Binding& x, const Binding& second, const GemvParams& p, const GemvRopeKv* rope = nullptr) {
+                    const Binding& x, const Binding& second, const GemvParams& p, const GemvRopeKv* rope = nullptr,
+                    uint32_t gated = AKUNU_GEMV_X) {
     const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
-    const uint32_t group_rows = rope ? g.rows + g.rows % 2 : g.rows;  // a RoPE pair's rows in one workgroup
+    const bool pairs = gated != AKUNU_GEMV_X;
+    // A RoPE pair's rows in one workgroup; gate and up rows in halves of one.
+    const uint32_t group_rows = rope || pairs ? g.rows + g.rows % 2 : g.rows;
     std::vector<Binding> bindings{w[0], x, y[0], second};
     if (float_weights(wtype)) {
         bindings.insert(bindings.end(), {w[1], w[2], y[1], y[2]});
         append_rope_bindings(bindings, rope, x, y[0]);
     }
-    const size_t groups = (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
-                          (size_t(p.rows2) + group_rows - 1) / group_rows;
-    emit(s, weight_variant("gemv", wtype), {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u}, std::move(bindings), p,
-         grid_for(s, groups));
+    const size_t groups = pairs ? (size_t(p.rows) + group_rows / 2 - 1) / (group_rows / 2)
+                                : (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
+                                      (size_t(p.rows2) + group_rows - 1) / group_rows;
+    emit(s, weight_variant("gemv", wtype), {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u, gated}, std::move(bindings),
+         p, grid_for(s, groups));
 }
 
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
@@ -466,6 +471,25 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
         return;
     }
     emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
+}
+
+bool gemv_fuses_gate_up(const DeviceProfile& d, TensorType wtype, size_t k, Activation act) {
+    return gemv_fuses_parts(d, wtype, k) && float_weights(wtype) && act != Activation::kGelu;
+}
+
+void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, TensorType wtype, const Binding& x,
+                  const Binding& y, size_t rows, size_t k, Activation act, const GemvInput* input) {
+    AKUNU_CHECK(gemv_fuses_gate_up(s.device().profile(), wtype, k, act),
+                std::string("gemv_gate_up: ") + type_traits(wtype).name + " rows of " + std::to_string(k) +
+                    " with this activation have no fused gate/up GEMV on this device");
+    const TensorTypeTraits& t = type_traits(wtype);
+    check_bytes(w_gate, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv_gate_up", "W_gate");
+    check_bytes(w_up, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv_gate_up", "W_up");
+    check_fits(y, rows, DType::kF32, "gemv_gate_up", "y");
+    const GemvParams p = gemv_params({rows, rows, 0}, k, false, x, input, "gemv_gate_up");
+    const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
+    const uint32_t op = GemvInput::gated(act, y).op;
+    emit_gemv_comp(s, {w_gate, w_up, w_gate}, {y, y, y}, wtype, x, second, p, nullptr, op);
 }
 
 bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache, bool half_split) {

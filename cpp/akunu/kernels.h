@@ -104,6 +104,13 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
 // (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
 // (gemv.comp, both pairings) on a Vulkan device, and an f16 cache of full rows or a ring.
 bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache, bool half_split = false);
+// y[rows] = act(W_gate · x) * (W_up · x) in one dispatch, for float weights on Vulkan devices
+// (gemv_fuses_gate_up): each workgroup takes rows of both matrices, so that the decode FFN runs
+// no activation dispatch between gate/up and down. `input` folds the FFN's norm as in gemv().
+void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, TensorType wtype, const Binding& x,
+                  const Binding& y, size_t rows, size_t k, Activation act, const GemvInput* input = nullptr);
+// Whether gemv_gate_up() takes these weights, rows of k and activation (SiLU and tanh-GELU).
+bool gemv_fuses_gate_up(const DeviceProfile& device, TensorType wtype, size_t k, Activation act);
 // Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan
 // devices the tile-major Q8_0/Q4_0/Q4_1 (gemv_tiles.comp) and float weights with rows of a
 // multiple of 4 (gemv.comp), whose workgroups each own rows of one matrix.

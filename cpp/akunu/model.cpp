@@ -376,9 +376,19 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         into_residual(L.o, {Binding(attn_out), std::nullopt}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
         t.set_label(blk + "ffn_norm");
         const ProjectionInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
-        project(blk, "ffn_gate_up", {{"ffn_gate", &L.gate, gate, ffn, ffn}, {"ffn_up", &L.up, up, ffn, ffn}}, ffn_in);
-        t.set_label(blk + "ffn_act");
-        const ProjectionInput down_in = gated(L.down.type);
+        ProjectionInput down_in;
+        if (!prefill && L.up.type == L.gate.type &&
+            kernels::gemv_fuses_gate_up(t.device().profile(), L.gate.type, dim, a.activation)) {
+            // Float weights: act(gate) * up straight from the gate/up dispatch.
+            t.set_label(blk + "ffn_gate_up");
+            kernels::gemv_gate_up(t, L.gate.buffer, L.up.buffer, L.gate.type, ffn_in.x, act, ffn, dim, a.activation,
+                                  ffn_in.fold());
+            down_in = {Binding(act), std::nullopt};
+        } else {
+            project(blk, "ffn_gate_up", {{"ffn_gate", &L.gate, gate, ffn, ffn}, {"ffn_up", &L.up, up, ffn, ffn}}, ffn_in);
+            t.set_label(blk + "ffn_act");
+            down_in = gated(L.down.type);
+        }
         t.set_label(blk + "ffn_down");
         into_residual(L.down, down_in, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr);
         // A tap: h0 now holds the residual stream after layer l, for every row of the chunk.

@@ -19,6 +19,12 @@ kernels::XRounding x_rounding(const std::string& name) {
     throw Error("x_rounding must be 'float', 'int16' or 'int8', got '" + name + "'");
 }
 const char* x_rounding_name(kernels::XRounding r) { return kXRoundings[size_t(r)]; }
+
+Activation gated_activation_named(const std::string& name, const char* kernel) {
+    AKUNU_CHECK(name == "silu" || name == "gelu_tanh",
+                std::string(kernel) + ": activation must be 'silu' or 'gelu_tanh', got '" + name + "'");
+    return name == "silu" ? Activation::kSilu : Activation::kGeluTanh;
+}
 }  // namespace
 
 void init_kernels(py::module_& m) {
@@ -80,9 +86,7 @@ void init_kernels(py::module_& m) {
               std::optional<kernels::GemvInput> input;
               if (norm_weight) input = kernels::GemvInput::rmsnorm(norm_weight->buffer, eps, weight_offset);
               if (up) {
-                  AKUNU_CHECK(activation == "silu" || activation == "gelu_tanh",
-                              "gemv: activation must be 'silu' or 'gelu_tanh', got '" + activation + "'");
-                  input = kernels::GemvInput::gated(activation == "silu" ? Activation::kSilu : Activation::kGeluTanh, up->buffer);
+                  input = kernels::GemvInput::gated(gated_activation_named(activation, "gemv"), up->buffer);
               }
               AKUNU_CHECK(w_offset <= w.buffer.size(), "gemv: w_offset is past the end of W");
               kernels::gemv(cl, Binding(w.buffer, w_offset, w.buffer.size() - w_offset), weight_type(wtype), x.buffer,
@@ -126,6 +130,24 @@ void init_kernels(py::module_& m) {
           "Q8_0/Q4_0/Q4_1 and float weights on Vulkan devices. With rope_cos ... step: rope_kv folded in (RoPE on adjacent pairs of Q "
           "and K at step.pos, or on (i, i + head_dim / 2) if half_split, K and V stored to f16 caches [n_kv, cache_rows, "
           "head_dim], a ring if ring). x_rounding as in gemv.");
+    k.def("gemv_gate_up",
+          [weight_type](CommandList& cl, const PyBuffer& w_gate, const PyBuffer& w_up, const std::string& wtype,
+                        const PyBuffer& x, const PyBuffer& y, size_t rows, size_t kk, const std::string& activation,
+                        const PyBuffer* norm_weight, float eps, float weight_offset) {
+              std::optional<kernels::GemvInput> input;
+              if (norm_weight) input = kernels::GemvInput::rmsnorm(norm_weight->buffer, eps, weight_offset);
+              kernels::gemv_gate_up(cl, w_gate.buffer, w_up.buffer, weight_type(wtype), x.buffer, y.buffer, rows, kk,
+                                    gated_activation_named(activation, "gemv_gate_up"), input ? &*input : nullptr);
+          },
+          py::arg("cl"), py::arg("w_gate"), py::arg("w_up"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("rows"),
+          py::arg("k"), py::arg("activation") = "silu", py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f,
+          py::arg("weight_offset") = 0.0f,
+          "y = act(W_gate @ x) * (W_up @ x) in one dispatch (float weights on Vulkan devices: gemv_fuses_gate_up), "
+          "x through an RMSNorm with norm_weight.");
+    k.def("gemv_fuses_gate_up", [weight_type](const Device& d, const std::string& wtype, size_t kk, const std::string& activation) {
+        return kernels::gemv_fuses_gate_up(d.profile(), weight_type(wtype), kk, gated_activation_named(activation, "gemv_fuses_gate_up"));
+    }, py::arg("device"), py::arg("wtype"), py::arg("k"), py::arg("activation") = "silu",
+    "Whether gemv_gate_up takes these weights, rows of k and activation on this device.");
     k.def("gemv_folds_rope_kv", [weight_type](const Device& d, const std::string& wtype, bool ring, bool half_split) {
         const KvBindings cache{KvDType::kF16, {}, {}, {}, {}, ring ? KvRows::kRing : KvRows::kFull, 1};
         return kernels::gemv_folds_rope_kv(d.profile(), weight_type(wtype), cache, half_split);

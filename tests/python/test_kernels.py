@@ -364,6 +364,50 @@ def test_gemv_integer_dot_is_refused_where_it_is_not_taken(device):
 
 
 @pytest.mark.usefixtures("float_gemv_shape")
+@pytest.mark.parametrize("wtype", [np.float32, np.float16, "bf16"])
+@pytest.mark.parametrize("rows, k", [(1, 96), (7, 4096 + 96), (70, 160)])
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
+@pytest.mark.parametrize("norm", [False, True])
+def test_gemv_gate_up(device, backend, rng, wtype, rows, k, activation, norm):
+    """act(W_gate x) * (W_up x) from one dispatch (gemv.comp GATED), what a decode FFN of float
+    weights runs instead of gate/up and an activation: odd row counts (a workgroup's last gate
+    and up rows past the end), the FFN norm folded; y past the rows stays poisoned."""
+    name = kernel_wtype(wtype)
+    if backend == "cpu":
+        assert not kernels.gemv_fuses_gate_up(device, name, k, activation)
+        pytest.skip("the CPU backend runs gate and up as two GEMVs and the activation on its own")
+    assert kernels.gemv_fuses_gate_up(device, name, k, activation), f"{name} rows of {k} should fuse on a Vulkan device"
+    (wg_dev, wg, _), (wu_dev, wu, _) = (random_weights(device, rng, wtype, rows, k) for _ in range(2))
+    x, g = rng.standard_normal(k).astype(np.float32), rng.standard_normal(k).astype(np.float32)
+    y = poisoned(device, rows + 3, np.float32)
+    x_dev, g_dev = device.upload(x), device.upload(g)
+    ops._run(device, lambda cl: kernels.gemv_gate_up(cl, wg_dev, wu_dev, name, x_dev, y, rows, k, activation,
+                                                     g_dev if norm else None, 1e-6, 1.0))
+    xd = x.astype(np.float64)
+    v = xd * (g.astype(np.float64) + 1.0) / np.sqrt(np.mean(xd ** 2) + 1e-6) if norm else xd
+    gate, up = wg @ v, wu @ v
+    act = gate / (1.0 + np.exp(-gate)) if activation == "silu" else \
+        0.5 * gate * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (gate + 0.044715 * gate ** 3)))
+    scale = 1e-5 * max(np.abs(wg).max(), np.abs(wu).max()) * np.sqrt(k) * np.abs(v).max()
+    got = y.numpy()
+    # The products' fp32 error moves act(gate) by at most its slope (< 1.2) times it.
+    bound = 1e-4 * np.abs(act * up) + scale * (1.2 * np.abs(up) + np.abs(act) + scale)
+    assert np.all(np.abs(got[:rows] - act * up) <= bound), (got[:rows], act * up)
+    assert np.isnan(got[rows:]).all(), "a row past the matrices' rows was written"
+
+
+def test_gemv_gate_up_refuses_what_it_cannot_fuse(device, backend):
+    if backend == "cpu":
+        pytest.skip("the CPU backend fuses no gate/up")
+    assert not kernels.gemv_fuses_gate_up(device, "Q4_0_T32", 256)  # tiles fold the activation into down instead
+    with pytest.raises(akunu.Error, match="activation must be 'silu' or 'gelu_tanh'"):
+        kernels.gemv_fuses_gate_up(device, "F16", 256, "gelu")
+    w, x, y = device.empty([4, 256], "f16"), device.empty([256], "f32"), device.empty([4], "f32")
+    with pytest.raises(akunu.Error, match="no fused gate/up GEMV"):
+        ops._run(device, lambda cl: kernels.gemv_gate_up(cl, w, w, "Q4_0_T32", x, y, 4, 256))
+
+
+@pytest.mark.usefixtures("float_gemv_shape")
 @pytest.mark.parametrize("wtype", [*TILE_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("rows, k", [((40, 24, 8), 96), ((4096 // 64, 32, 33), 4096 + 96), ((70, 70, 0), 160)])
 @pytest.mark.parametrize("norm", [False, True])
