@@ -84,8 +84,7 @@ void main() {
     // The matrix of this workgroup's rows (0 unless several are fused) and its row count.
     uint group = linear_group_id(), part = 0, part_rows = p.rows;
     const uint groups0 = (p.rows + ROWS - 1) / ROWS, groups1 = (p.rows1 + ROWS - 1) / ROWS;
-    if (PAIRS) {
-    } else if (group >= groups0) {
+    if (!PAIRS && group >= groups0) {
         group -= groups0, part = 1, part_rows = p.rows1;
         if (group >= groups1) group -= groups1, part = 2, part_rows = p.rows2;
     }

@@ -298,7 +298,9 @@ struct GemvTilesShape {
 GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t k, size_t tiles) {
     GemvTilesShape g;
     if (d.type == DeviceType::kCpu) g.split = 4;
-    if (tiles <= d.compute_units && type_traits(cpu::tile_layout(wtype)->base).block_bytes < 32) g.units = 4;
+    // 4-bit blocks (18 or 20 bytes); Q8_0's 34 already keep twice the bytes in flight per unit.
+    const bool four_bit = type_traits(cpu::tile_layout(wtype)->base).block_bytes < 32;
+    if (tiles <= d.compute_units && four_bit) g.units = 4;
     if (const char* e = std::getenv("AKUNU_GEMV_TILES"))  // experiments: "split:units[:slice[:probe]]"
         std::sscanf(e, "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.probe);
     g.split = std::clamp(g.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // gemv_tiles.comp MAX_SPLIT
