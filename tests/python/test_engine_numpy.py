@@ -42,7 +42,8 @@ def retyped_gguf(tmp_path_factory, wtype: str, scale: float) -> pathlib.Path:
     return retype_gguf(src, src.with_name(f"tiny-{wtype}.gguf"), wtype, scale)
 
 
-@pytest.mark.parametrize("wtype", ["f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "Q5_K", "q8_0 int8", "q4_0 int8"])
+@pytest.mark.parametrize("wtype", ["f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "Q5_K", "q8_0 int8", "q4_0 int8",
+                                   "q4_0 float"])
 def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype, monkeypatch):
     """Decode, one token per step, against the float64 reference. Where the engine's GEMVs
     round x to int8 (decode_x_rounding), the reference run with that rounding moves the logits
@@ -50,24 +51,27 @@ def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype, mo
     (an upstream difference in the last bits flips a code here and there downstream, so the
     engine and the rounded reference round differently too), and twice delta is allowed on top
     of the float tolerance. The "int8" cases run with AKUNU_INT8=1, where a Vulkan device's
-    tile GEMVs round x for Q8_0 and Q4_0 alike (gemv_dot_*_t32)."""
+    tile GEMVs round x for Q8_0 and Q4_0 alike (gemv_dot_*_t32); by default they round it to
+    int16, which the float tolerance covers; "float" runs with AKUNU_FLOAT_X=1 (fp32 x)."""
     wtype, _, mode = wtype.partition(" ")
     if mode:
         if backend == "cpu":
-            pytest.skip("the CPU backend's int8 mode has its own test (test_cpu_int8_activations_stay_near_numpy_float64)")
-        monkeypatch.setenv("AKUNU_INT8", "1")
+            pytest.skip("the CPU backend's x modes have their own tests (test_cpu_int8_activations_stay_near_numpy_float64; "
+                        "its default already rounds x to 16 bits)")
+        monkeypatch.setenv("AKUNU_INT8" if mode == "int8" else "AKUNU_FLOAT_X", "1")
     # Q5_K: scale 5e-5 gives weights of a standard deviation near 0.02, as make_random_gguf's
     path = retyped_gguf(tmp_path_factory, wtype, 5e-5) if wtype == "Q5_K" else random_gguf(tmp_path_factory, wtype)
     ids = [1, 17, 300, 5, 999, 42, 7]
     ref = NumpyLlama(str(path))
     want = ref.logits(ids)
     delta = np.abs(ref.logits(ids, x_rounding=decode_x_rounding(backend, ref)) - want).max()
-    assert (delta > 0) == bool(mode), "AKUNU_INT8=1 should round x in the decode GEMVs, and only then"
+    assert (delta > 0) == (mode == "int8"), "AKUNU_INT8=1 should round x in the decode GEMVs, and only then"
     m = akunu.Model(path, context=64, progress=False)
     got = np.stack([m.eval([i]).copy() for i in ids])
-    if backend != "cpu":  # the tile GEMVs round x to int8 in that mode (X_BITS, spec constant 5), to int16 else
+    if backend != "cpu":  # the tile GEMVs' rounding of x (X_BITS, spec constant 5): int8, none (fp32) or int16
         bits = {c["spec"][5] for c in m.dispatch_table() if c["kernel"].startswith("gemv_dot_")}
-        want_bits = {8} if mode else {16} if wtype in ("q8_0", "q4_0") and kernels.gemv_int16(akunu.Device(backend), "Q8_0_T32") else set()
+        int16 = not mode and wtype in ("q8_0", "q4_0") and kernels.gemv_int16(akunu.Device(backend), "Q8_0_T32")
+        want_bits = {8} if mode == "int8" else {16} if int16 else set()
         assert bits == want_bits, (bits, want_bits)
     scale = np.abs(want).max()
     err = np.abs(got - want).max()
