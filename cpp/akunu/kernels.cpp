@@ -421,14 +421,11 @@ XRounding engine_x_rounding(const DeviceProfile& d) {
     return d.int8_activations ? XRounding::kInt8 : d.float_x ? XRounding::kFloat : XRounding::kInt16;
 }
 
-namespace {
-// The rounding a GEMV of these weights takes when asked for `r`.
-XRounding rounding_taken(const DeviceProfile& d, TensorType wtype, size_t k, XRounding r) {
-    if (r == XRounding::kInt8 && gemv_int_dot(d, wtype, k)) return r;
-    if (r == XRounding::kInt16 && gemv_int16(d, wtype)) return r;
+XRounding gemv_x_rounding(const DeviceProfile& d, TensorType wtype, size_t k, XRounding asked) {
+    if (asked == XRounding::kInt8 && gemv_int_dot(d, wtype, k)) return asked;
+    if (asked == XRounding::kInt16 && gemv_int16(d, wtype)) return asked;
     return XRounding::kFloat;
 }
-}  // namespace
 
 bool gemv_words(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_words && word_rows(wtype, k); }
 
@@ -459,7 +456,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
-    const XRounding taken = rounding_taken(d, wtype, k, rounding);
+    const XRounding taken = gemv_x_rounding(d, wtype, k, rounding);
     if (tiles32(wtype) && !d.cpu_backend) {
         emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, taken);
         return;
@@ -490,7 +487,7 @@ void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, T
     check_fits(y, rows, DType::kF32, "gemv_gate_up", "y");
     const GemvParams p = gemv_params({rows, rows, 0}, k, false, x, input, "gemv_gate_up");
     const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
-    const uint32_t op = GemvInput::gated(act, y).op;
+    const uint32_t op = GemvInput::gated(act, y).op;  // the activation's x_op code (y stands in for up)
     emit_gemv_comp(s, {w_gate, w_up, w_gate}, {y, y, y}, wtype, x, second, p, nullptr, op);
 }
 
@@ -544,7 +541,7 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
     if (tiles32(wtype))
         emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p,
-                        rounding_taken(s.device().profile(), wtype, k, rounding), rope);
+                        gemv_x_rounding(s.device().profile(), wtype, k, rounding), rope);
     else
         emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p, rope);
 }

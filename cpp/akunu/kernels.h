@@ -120,6 +120,8 @@ bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether gemv() and gemv_parts() can round x to int16 for this weight type: tile-major Q8_0,
 // Q4_0 and Q4_1 (gemv_tiles.comp) on gemv_int_dot devices, any k.
 bool gemv_int16(const DeviceProfile& device, TensorType wtype);
+// The rounding gemv() and gemv_parts() take for these weights when asked for `asked`.
+XRounding gemv_x_rounding(const DeviceProfile& device, TensorType wtype, size_t k, XRounding asked);
 // Whether its float path for them is the word GEMV (gemv_words_*: gemv_dot.comp's table of x
 // per 32-bit word of a row, fp32 products; DeviceProfile::gemv_words), else gemv.comp.
 bool gemv_words(const DeviceProfile& device, TensorType wtype, size_t k);

@@ -164,7 +164,12 @@ void init_kernels(py::module_& m) {
     }, "Whether gemv and gemv_parts round x to int16 for this weight type on this device when asked to.");
     k.def("engine_x_rounding", [](const Device& d) {
         return x_rounding_name(kernels::engine_x_rounding(d.profile()));
-    }, "How the engine's quantized GEMVs ask to hold x on this device: 'int16', or 'int8' with AKUNU_INT8=1.");
+    }, "How the engine's quantized GEMVs ask to hold x on this device: 'int16', 'int8' with AKUNU_INT8=1, 'float' "
+       "with AKUNU_FLOAT_X=1.");
+    k.def("gemv_x_rounding", [weight_type](const Device& d, const std::string& wtype, size_t kk, const std::string& asked) {
+        return x_rounding_name(kernels::gemv_x_rounding(d.profile(), weight_type(wtype), kk, x_rounding(asked)));
+    }, py::arg("device"), py::arg("wtype"), py::arg("k"), py::arg("x_rounding"),
+    "The x_rounding gemv takes for this weight type and row length when asked for x_rounding ('float' where it cannot).");
     k.def("gemv_words", [weight_type](const Device& d, const std::string& wtype, size_t kk) {
         return kernels::gemv_words(d.profile(), weight_type(wtype), kk);
     }, "Whether gemv's float path is the word GEMV (fp32 products over a table of x per 32-bit word) here.");

@@ -164,8 +164,7 @@ def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1", "Q8_0_T32", "Q4_0_T
             x = device.upload(np.random.default_rng(1).standard_normal(k).astype(np.float32))
             for wtype in wtypes:
                 t = traits[wtype]
-                taken = (rounding == "int8" and kernels.gemv_int_dot(device, wtype, k)) or \
-                        (rounding == "int16" and kernels.gemv_int16(device, wtype))
+                taken = kernels.gemv_x_rounding(device, wtype, k, rounding) != "float"
                 if x_rounding not in (None, "float") and not taken:
                     continue
                 nbytes = rows * k // t["block_size"] * t["block_bytes"]

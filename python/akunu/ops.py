@@ -65,8 +65,8 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
     "int16" (tile-major forms on devices with integer dot products, kernels.gemv_int16) and
     "int8" (rows of a multiple of 256 elements there, kernels.gemv_int_dot): integer dot
     products against x rounded per block of 32, an error where that path is not taken; None:
-    the engine's choice (kernels.engine_x_rounding: int16, or int8 with AKUNU_INT8=1, each where
-    taken, else fp32)."""
+    the engine's choice (kernels.engine_x_rounding: int16, int8 with AKUNU_INT8=1 or fp32 with
+    AKUNU_FLOAT_X=1, each where taken, else fp32)."""
     if wtype is None:
         if len(w.shape) != 2:
             raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
@@ -74,12 +74,13 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
         wtype = w.dtype
     else:
         rows, k = _count(y), _count(x)
-    if x_rounding == "int8" and not kernels.gemv_int_dot(y.device, wtype, k):
+    rounding = kernels.engine_x_rounding(y.device) if x_rounding is None else x_rounding
+    taken = kernels.gemv_x_rounding(y.device, wtype, k, rounding)
+    if x_rounding == "int8" and taken != "int8":
         raise ValueError(f"gemv: no integer-dot path for {wtype} rows of {k} on this device (x_rounding='int8')")
-    if x_rounding == "int16" and not kernels.gemv_int16(y.device, wtype):
+    if x_rounding == "int16" and taken != "int16":
         raise ValueError(f"gemv: no int16 path for {wtype} on this device (x_rounding='int16'; tile-major "
                          "Q8_0/Q4_0/Q4_1 on devices with integer dot products)")
-    rounding = kernels.engine_x_rounding(y.device) if x_rounding is None else x_rounding
     return _run(y.device, lambda cl: kernels.gemv(cl, w, wtype, x, y, rows, k, norm, eps, weight_offset, rounding,
                                                   up=up, activation=activation))
 
