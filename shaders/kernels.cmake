@@ -161,6 +161,8 @@ set(AKUNU_KERNELS
   "flash_attention_fp4_blocks flash_attention.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4,KV_BLOCKS"
   "flash_attention_q8_int4_blocks flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4,KV_BLOCKS"
   "flash_attention_q8_fp4_blocks flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4,KV_BLOCKS"
+  "flash_cm_d64     flash_cm.comp   HD=64"
+  "flash_cm_d128    flash_cm.comp   HD=128"
   "last_row         last_row.comp"
   "softcap          softcap.comp"
   "act_silu         act.comp        ACT_SILU"

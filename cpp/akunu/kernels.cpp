@@ -715,10 +715,22 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
     check_bytes(step, sizeof(StepState), "flash_attention", "step");
     FlashAttentionParams p{{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, cache.cache_rows},
                            checked_u32(f.rows, "flash_attention: rows"), f.q_stride, f.out_stride};
-    const uint32_t blocks = (f.rows + AKUNU_FLASH_ROWS - 1) / AKUNU_FLASH_ROWS;
+    const bool coopmat = flash_attention_coopmat(d, cache, sh.head_dim);
+    const uint32_t block_rows = coopmat ? AKUNU_FLASH_CM_ROWS : AKUNU_FLASH_ROWS;
+    const uint32_t blocks = (f.rows + block_rows - 1) / block_rows;
     AKUNU_CHECK(blocks <= d.max_workgroup_count_x && sh.n_heads <= 65535, "flash_attention: too many rows or heads for one dispatch");
+    if (coopmat) {
+        emit(s, "flash_cm_d" + std::to_string(sh.head_dim), {}, {q, cache.k, cache.v, out, step}, p, {blocks, sh.n_heads});
+        return;
+    }
     emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8}, cache_bindings({q, cache.k, cache.v, out, step}, cache),
          p, {blocks, sh.n_heads});
+}
+
+bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
+    const char* off = std::getenv("AKUNU_NO_FLASH_COOPMAT");  // A/B against the scalar kernel
+    if (off && *off && std::string(off) != "0") return false;
+    return d.gemm_coopmat && cache.dtype == KvDType::kF16 && cache.rows == KvRows::kFull && (head_dim == 64 || head_dim == 128);
 }
 
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n,

@@ -206,6 +206,10 @@ struct FlashShape {
 };
 void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
                      const FlashShape& shape);
+// Whether flash_attention takes flash_cm.comp (cooperative matrices: devices with gemm_coopmat,
+// an f16 cache in one buffer, head_dim 64 or 128) rather than the scalar flash_attention.comp.
+// AKUNU_NO_FLASH_COOPMAT=1 keeps the scalar kernel.
+bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim);
 
 // out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n,

@@ -205,6 +205,8 @@ AKUNU_PARAMS_SIZE(AttentionParams, 36)
 #define AKUNU_FLASH_ROWS 16
 #define AKUNU_FLASH_KEYS 16
 #define AKUNU_FLASH_MAX_HEAD_DIM 256
+// flash_cm.comp (cooperative matrices): workgroups of 64 query rows, 4 subgroups of 16.
+#define AKUNU_FLASH_CM_ROWS 64
 struct FlashAttentionParams {
     AttentionParams a;  // n_chunks unused
     uint rows;

@@ -210,6 +210,29 @@ TEST_F(KernelTest, GemvMatchesCpu) {
     }
 }
 
+// One query row's attention in double precision: softmax(scale * q . k_t, softcapped) over
+// cache rows first..pos of KV head kvh (caches [n_kv, max_len, head_dim]), weighting V, into out.
+static void reference_attention(const float* qh, const std::vector<float>& k, const std::vector<float>& v, size_t kvh,
+                                size_t max_len, size_t head_dim, size_t first, size_t pos, float scale, float softcap,
+                                float* out) {
+    std::vector<double> score(pos + 1);
+    double m = -1e300, l = 0.0;
+    for (size_t t = first; t <= pos; ++t) {
+        double d = 0.0;
+        for (size_t i = 0; i < head_dim; ++i) d += double(qh[i]) * k[(kvh * max_len + t) * head_dim + i];
+        d *= scale;
+        if (softcap > 0.0f) d = softcap * std::tanh(d / softcap);
+        score[t] = d;
+        m = std::max(m, d);
+    }
+    for (size_t t = first; t <= pos; ++t) l += std::exp(score[t] - m);
+    for (size_t i = 0; i < head_dim; ++i) {
+        double acc = 0.0;
+        for (size_t t = first; t <= pos; ++t) acc += std::exp(score[t] - m) * v[(kvh * max_len + t) * head_dim + i];
+        out[i] = float(acc / l);
+    }
+}
+
 // Decode attention over an f16 cache against a double-precision softmax: query-head groups of
 // 1, 2, 3, 4 and 8 per KV head (a workgroup takes up to 4 heads of a group), head sizes from 16
 // to 256 with one that is not a multiple of 16 (some lanes hold no vector), positions inside
@@ -247,31 +270,69 @@ TEST_F(KernelTest, DecodeAttentionMatchesSoftmax) {
             const size_t first = c.window > 0 && pos + 1 > c.window ? pos + 1 - c.window : 0;
             std::vector<float> want(q_dim);
             for (size_t h = 0; h < c.n_heads; ++h) {
-                const size_t kvh = h / (c.n_heads / c.n_kv);
-                std::vector<double> score(pos + 1);
-                double m = -1e300, l = 0.0;
-                for (size_t t = first; t <= pos; ++t) {
-                    double d = 0.0;
-                    for (size_t i = 0; i < c.head_dim; ++i)
-                        d += double(q[h * c.head_dim + i]) * k[(kvh * max_len + t) * c.head_dim + i];
-                    d *= scale;
-                    if (c.softcap > 0.0f) d = c.softcap * std::tanh(d / c.softcap);
-                    score[t] = d;
-                    m = std::max(m, d);
-                }
-                for (size_t t = first; t <= pos; ++t) l += std::exp(score[t] - m);
-                for (size_t i = 0; i < c.head_dim; ++i) {
-                    double acc = 0.0;
-                    for (size_t t = first; t <= pos; ++t)
-                        acc += std::exp(score[t] - m) * v[(kvh * max_len + t) * c.head_dim + i];
-                    want[h * c.head_dim + i] = float(acc / l);
-                }
+                reference_attention(&q[h * c.head_dim], k, v, h / (c.n_heads / c.n_kv), max_len, c.head_dim, first, pos, scale,
+                                    c.softcap, &want[h * c.head_dim]);
             }
             expect_close(download(out, q_dim, DType::kF32), want, 1e-4f, 1e-4f,
                          "attention heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) +
                              " head_dim=" + std::to_string(c.head_dim) + " pos=" + std::to_string(pos));
         }
     }
+}
+
+// Prefill attention against a double-precision causal softmax, on the scalar kernel
+// (flash_attention.comp) and, where the device has cooperative matrices, on flash_cm.comp: head
+// sizes 64 and 128, query-head groups, a chunk of 77 rows starting at position 30 (blocks of 16
+// and 64 rows and tiles of 16 and 32 keys all end inside the chunk), a sliding window and a
+// softcap. flash_cm rounds Q and the weights to halves, hence its 5e-3 (outputs lie in [-1, 1]).
+TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
+    auto dev = device();
+    struct Case {
+        uint32_t n_heads, n_kv, head_dim, window;
+        float softcap;
+    };
+    const uint32_t max_len = 160, start = 30, rows = 77;
+    bool ran = false;  // flash_cm
+    for (const bool coopmat : {false, true}) {
+        setenv("AKUNU_NO_FLASH_COOPMAT", coopmat ? "0" : "1", 1);
+        for (const Case c : {Case{4, 2, 64, 0, 0.0f}, Case{3, 3, 128, 0, 0.0f}, Case{4, 1, 128, 40, 0.0f}, Case{2, 2, 64, 0, 5.0f}}) {
+            const KvBindings probe{KvDType::kF16, nullptr, nullptr, {}, {}, KvRows::kFull, max_len};
+            if (coopmat != kernels::flash_attention_coopmat(dev->profile(), probe, c.head_dim)) continue;
+            ran = ran || coopmat;
+            const size_t q_dim = size_t(c.n_heads) * c.head_dim, cache_n = size_t(c.n_kv) * max_len * c.head_dim;
+            std::vector<float> k, v, q;
+            Buffer kb = upload(dev, random_floats(cache_n, 31, -2.0f, 2.0f), DType::kF16, &k);
+            Buffer vb = upload(dev, random_floats(cache_n, 32), DType::kF16, &v);
+            Buffer qb = upload(dev, random_floats(rows * q_dim, 33, -2.0f, 2.0f), DType::kF32, &q);
+            const StepState st{start, 0, rows, 0};
+            Buffer step = dev->allocate(&st, sizeof(st));
+            Buffer out = poisoned(dev, rows * q_dim, DType::kF32);
+            const float scale = 1.0f / std::sqrt(float(c.head_dim));
+            const kernels::AttentionShape shape{c.n_heads, c.n_kv, c.head_dim, max_len, c.window, scale, c.softcap};
+            const KvBindings cache{KvDType::kF16, &kb, &vb, {}, {}, KvRows::kFull, max_len};
+            CommandList cl(dev);
+            cl.begin();
+            kernels::flash_attention(cl, &qb, cache, &out, &step, {shape, rows, uint32_t(q_dim), uint32_t(q_dim)});
+            cl.end();
+            cl.submit_and_wait();
+            std::vector<float> want(rows * q_dim);
+            for (size_t r = 0; r < rows; ++r) {
+                const size_t pos = start + r, first = c.window > 0 && pos + 1 > c.window ? pos + 1 - c.window : 0;
+                for (size_t h = 0; h < c.n_heads; ++h) {
+                    const size_t at = r * q_dim + h * c.head_dim;
+                    reference_attention(&q[at], k, v, h / (c.n_heads / c.n_kv), max_len, c.head_dim, first, pos, scale,
+                                        c.softcap, &want[at]);
+                }
+            }
+            const float tol = coopmat ? 5e-3f : 1e-4f;
+            expect_close(download(out, rows * q_dim, DType::kF32), want, tol, tol,
+                         std::string(coopmat ? "flash_cm" : "flash_attention") + " heads=" + std::to_string(c.n_heads) + "/" +
+                             std::to_string(c.n_kv) + " head_dim=" + std::to_string(c.head_dim) +
+                             " window=" + std::to_string(c.window));
+        }
+    }
+    unsetenv("AKUNU_NO_FLASH_COOPMAT");
+    if (!ran) GTEST_SKIP() << "the scalar kernel passed; flash_cm needs a GPU with cooperative matrices";
 }
 
 // Random k-quant blocks (any bytes are valid quants and sub-block scales) with small finite f16

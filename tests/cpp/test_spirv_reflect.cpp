@@ -51,7 +51,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 6},
         {"act_", sizeof(ActParams), 3}, {"sample", sizeof(SampleParams), 5}, {"gemm_", sizeof(GemmParams), 4},
-        {"flash_attention", sizeof(FlashAttentionParams), 5}, {"last_row", sizeof(LastRowParams), 3},
+        {"flash_attention", sizeof(FlashAttentionParams), 5}, {"flash_cm_d", sizeof(FlashAttentionParams), 5}, {"last_row", sizeof(LastRowParams), 3},
         {"softcap", sizeof(SoftcapParams), 2}, {"layernorm", sizeof(LayerNormParams), 5},
         {"encoder_attention", sizeof(EncoderAttentionParams), 4}, {"pool", sizeof(PoolParams), 3},
         {"dequant_f16_", sizeof(DequantParams), 3},
