@@ -9,7 +9,8 @@
 // flash_attention.comp is the same attention on scalar FMAs, and takes every other cache.
 //
 // Workgroup = (block of AKUNU_FLASH_CM_ROWS query rows, one query head): 4 subgroups of 32,
-// 16 rows each. Keys come in tiles of BK rows staged in shared memory. Two passes over the
+// 16 rows each. Keys come in tiles of BK rows staged in shared memory, the next tile's loads
+// in flight while this one's products run. Two passes over the
 // keys: the first forms each row's maximum score, the second its weights exp(s - max) as f16,
 // their sum, and the weighted V sum in accumulators. Knowing the maximum up front means the
 // accumulators never need rescaling, which cooperative matrices cannot do by row (their
@@ -61,19 +62,27 @@ shared uvec4 p_tile[SG * 16 * PP8];  // per subgroup: 16 rows of weights as halv
 // The first cache row a query at `pos` sees.
 uint first_key(uint pos) { return p.a.window > 0 && pos + 1 > p.a.window ? pos + 1 - p.a.window : 0; }
 
-// Keys t0 .. t0 + BK - 1 of K (and V) into the tiles; rows at or past key_end are zero (so that
-// a zero weight never meets a NaN of an unwritten row in the V products).
-void stage(uint t0, uint key_end, uint kvh, bool with_v) {
-    for (uint i = gl_LocalInvocationID.x; i < BK * (HD / 8); i += gl_WorkGroupSize.x) {
-        const uint r = i / (HD / 8), e = i % (HD / 8), t = t0 + r;
-        const bool inside = t < key_end;
-        const uint at = (kvh * p.a.cache_rows + (inside ? t : t0)) * (HD / 8) + e;
-        const uvec4 k = k_cache8[at];
-        k_tile[r * PITCH8 + e] = inside ? k : uvec4(0);
-        if (with_v) {
-            const uvec4 v = v_cache8[at];
-            v_tile[r * PITCH8 + e] = inside ? v : uvec4(0);
-        }
+// A tile of keys t0 .. t0 + BK - 1 of K (and V) moves in two steps: load_keys() issues the
+// global loads into registers, store_keys() puts them into the shared tiles, zero at or past
+// key_end (so that a zero weight never meets a NaN of an unwritten row in the V products). The
+// loop issues the next tile's loads before the products of this one, so that they are in
+// flight while the products run.
+#define KEY_ITEMS (BK * (HD / 8) / (SG * 32))
+uvec4 k_regs[KEY_ITEMS], v_regs[KEY_ITEMS];
+void load_keys(uint t0, uint key_end, uint kvh, bool with_v) {
+    [[unroll]] for (uint j = 0; j < KEY_ITEMS; ++j) {
+        const uint i = gl_LocalInvocationID.x + j * SG * 32, r = i / (HD / 8), e = i % (HD / 8), t = t0 + r;
+        const uint at = (kvh * p.a.cache_rows + (t < key_end ? t : t0)) * (HD / 8) + e;
+        k_regs[j] = k_cache8[at];
+        if (with_v) v_regs[j] = v_cache8[at];
+    }
+}
+void store_keys(uint t0, uint key_end, bool with_v) {
+    [[unroll]] for (uint j = 0; j < KEY_ITEMS; ++j) {
+        const uint i = gl_LocalInvocationID.x + j * SG * 32, r = i / (HD / 8), e = i % (HD / 8);
+        const bool inside = t0 + r < key_end;
+        k_tile[r * PITCH8 + e] = inside ? k_regs[j] : uvec4(0);
+        if (with_v) v_tile[r * PITCH8 + e] = inside ? v_regs[j] : uvec4(0);
     }
 }
 
@@ -115,9 +124,11 @@ void main() {
     subgroupMemoryBarrierShared();                                                   \
     subgroupBarrier();
     float m = -1.0 / 0.0;
+    load_keys(key_begin, key_end, kvh, false);
     for (uint t0 = key_begin; t0 < key_end; t0 += BK) {
-        stage(t0, key_end, kvh, false);
+        store_keys(t0, key_end, false);
         barrier();
+        if (t0 + BK < key_end) load_keys(t0 + BK, key_end, kvh, false);
         SCORES()
         [[unroll]] for (uint j = 0; j < BK / 2; ++j) {
             float s = s_tile[s_row + half_keys + j];
@@ -134,9 +145,11 @@ void main() {
     EACH_D(DECLARE_O)
 #define WEIGHTED_V(d) { FRAG vb; coopMatLoadNV(vb, v_tile, (16 * kb * PITCH + 16 * d) / 8, PITCH8, false); o##d = coopMatMulAddNV(pa, vb, o##d); }
     float l = 0.0;
+    load_keys(key_begin, key_end, kvh, true);
     for (uint t0 = key_begin; t0 < key_end; t0 += BK) {
-        stage(t0, key_end, kvh, true);
+        store_keys(t0, key_end, true);
         barrier();
+        if (t0 + BK < key_end) load_keys(t0 + BK, key_end, kvh, true);
         SCORES()
         // Weights as halves; l sums the rounded weights, which the products see.
         uint w2[BK / 4];
