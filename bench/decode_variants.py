@@ -42,15 +42,15 @@ def main() -> None:
     ap.add_argument("--deep", type=int, default=16, help="prompt tokens before the deep decode run")
     args = ap.parse_args()
     variants = [("default", {})] + [parse_variant(v) for v in args.variant]
-    cells = {name: run(args.files, env, args.deep) for name, env in variants}
     names = [os.path.basename(f) for f in args.files]
     print(f"decode tg128 tok/s (after {args.deep} tokens: second number)")
-    print(f"{'variant':<28}" + "".join(f"{n[:24]:>26}" for n in names))
+    print(f"{'variant':<28}" + "".join(f"{n[:24]:>26}" for n in names), flush=True)
+    # A row as each variant finishes: a run stopped at a time limit keeps the rows it measured.
     for name, env in variants:
-        row = cells[name]
+        row = run(args.files, env, args.deep)
         text = "".join(f"{row[n]['tg_tok_s']:>14.1f} /{row[n]['tg_deep_tok_s']:>9.1f}" if n in row else f"{'failed':>26}"
                        for n in names)
-        print(f"{name:<28}" + text)
+        print(f"{name:<28}" + text, flush=True)
 
 
 if __name__ == "__main__":

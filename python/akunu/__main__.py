@@ -130,11 +130,15 @@ def _profile(akunu, args) -> int:
                          f"the context holds {m.context}")
     if args.after:
         m.eval(np.random.default_rng(0).integers(0, m.config.vocab_size, args.after).tolist())
-    m.profile(args.tokens)  # warm: pipelines and clocks
-    rows = m.profile(args.tokens)
+    # Warm: pipelines, and the GPU's clocks, which a fresh machine ramps over its first
+    # milliseconds of work (a first 7b step has read 2x slow). Then the median of --runs.
+    for _ in range(3):
+        m.profile(args.tokens)
+    rows = m.profile(args.tokens, runs=args.runs)
     what = "one decode step" if args.tokens == 1 else f"a prefill chunk of {args.tokens} tokens"
     if args.after:
         what += f" after {args.after} tokens"
+    what += f" (median of {args.runs} runs)" if args.runs > 1 else ""
     print(f"{m.path}: device time of {what} on {m._engine.device_name}")
     print(akunu.profile_table(rows, by=args.by))
     stats = m.kernel_statistics()
@@ -274,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=int, default=None, help="default: 1024, or what --after and --tokens need")
     p.add_argument("--by", choices=["kernel", "label"], default="kernel",
                    help="sum by kernel class, or by step of a layer (attn_q, ffn_down, ...: every layer's together)")
+    p.add_argument("--runs", type=int, default=5, help="runs after the warmup; each command's median time")
     p.set_defaults(run=_profile)
     p = sub.add_parser("perplexity", help="perplexity of MODEL on a text FILE")
     p.add_argument("model")

@@ -85,6 +85,9 @@ def test_bench_writes_json_and_markdown(tmp_path):
     rows = json.loads((tmp_path / "b.json").read_text())
     assert len(rows) == 1 and rows[0]["pp_tok_s"] > 0 and rows[0]["tg_tok_s"] > 0 and rows[0]["ttft_s"] > 0
     assert 0 < rows[0]["fraction_of_floor"] < 1.5
+    # After 40 tokens the floor is lower (their KV rows are read too), and the fraction is of that floor.
+    assert rows[0]["deep_floor_tok_s"] < rows[0]["floor_tok_s"]
+    assert rows[0]["deep_fraction_of_floor"] == pytest.approx(rows[0]["tg_deep_tok_s"] / rows[0]["deep_floor_tok_s"])
     assert "| pp32 tok/s |" in (tmp_path / "b.md").read_text() and "trained-code-llama-q8_0.gguf" in r.stdout
 
 
@@ -100,7 +103,10 @@ def test_profile_sums_the_dispatch_table_by_kernel_class():
     assert "one decode step after 40 tokens" in r.stdout and "attention" in r.stdout
     r = akunu_cli("profile", gguf, "--after", "64", "--context", "64", check=False)
     assert r.returncode == 2 and "need 65 positions; the context holds 64" in r.stderr
-    r = akunu_cli("profile", gguf, "--context", "64", "--by", "label")
+    r = akunu_cli("profile", gguf, "--context", "64", "--runs", "0", check=False)
+    assert r.returncode == 2 and "runs must be at least 1" in r.stderr
+    r = akunu_cli("profile", gguf, "--context", "64", "--by", "label", "--runs", "2")
+    assert "(median of 2 runs)" in r.stdout
     # The table's rows: after the title and the header, up to its total (devices that report
     # kernel statistics print them below it).
     lines = r.stdout.splitlines()
@@ -110,6 +116,23 @@ def test_profile_sums_the_dispatch_table_by_kernel_class():
     qkv = "attn_qkv" if "attn_qkv" in calls else "attn_q"  # one dispatch for Q, K and V where weights are in tiles
     assert calls[qkv] == calls["ffn_down"] == calls["attention"] == n_layers, r.stdout
     assert calls["output"] == calls["sample"] == 1 and not any(k.startswith("blk.") for k in calls), r.stdout
+
+
+def test_profile_takes_each_commands_median_over_runs():
+    """Model.profile(runs=N): the rows of the first run, each command's ms the median of N."""
+    times = iter([[3.0, 9.0], [1.0, 7.0], [2.0, 8.0]])
+
+    class Engine:
+        def profile(self, tokens):
+            return [{"label": f"c{i}", "kernel": "k", "ms": t, "bytes_bound": 0} for i, t in enumerate(next(times))]
+
+    class Fake:
+        _engine = Engine()
+
+    rows = akunu.Model.profile(Fake(), tokens=1, runs=3)
+    assert [(r["label"], r["ms"]) for r in rows] == [("c0", 2.0), ("c1", 8.0)]
+    with pytest.raises(ValueError, match="runs must be at least 1"):
+        akunu.Model.profile(Fake(), runs=0)
 
 
 def test_profile_table_sums_rows_by_kernel_or_by_layer_step():
