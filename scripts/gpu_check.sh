@@ -118,6 +118,12 @@ elif [ -n "${AKUNU_PROFILE:-}" ]; then
         python3 -m akunu profile "$f" --tokens 512 2>&1 | tee -a "$out/profile.txt"
     done
 fi
+# AKUNU_PROMPT_LENGTHS="1 16 128 512": time to first token of each file by prompt length.
+if [ -n "${AKUNU_PROMPT_LENGTHS:-}" ]; then
+    for f in "${files[@]}"; do
+        python3 bench/prompt_lengths.py "$f" --lengths $AKUNU_PROMPT_LENGTHS 2>&1 | tee -a "$out/prompt_lengths.txt"
+    done
+fi
 [ -n "${AKUNU_SKIP_BENCH:-}" ] || python3 -m akunu bench "${files[@]}" --tokens ${AKUNU_BENCH_TOKENS:-128} --json "$out/bench.json" --markdown "$out/bench.md" 2>&1 | tee "$out/decode.txt"
 
 echo

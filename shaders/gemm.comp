@@ -9,7 +9,8 @@
 // loads the next step's tiles into registers, then multiplies: each of 256 invocations
 // accumulates a 4 x 4 sub-tile (64 x 64 tiles, BK = 32).
 // Rows past step.n_tokens are neither computed nor written: one recorded table serves every
-// chunk length.
+// chunk length. GEMM_SHORT: 16 x 256 tiles, 16 along k a step (the W tile in 16 KB of shared
+// memory), for chunks of at most 16 tokens.
 #include "common.glsl"
 #include "gemm_tiles.h"
 
@@ -22,9 +23,15 @@ layout(push_constant) uniform Push { GemmParams p; };
 layout(std430, binding = 2) buffer Y { float y[]; };             // [m, ldy]
 layout(std430, binding = 3) readonly buffer Step { StepState step; };
 
+#ifdef GEMM_SHORT
+#define BM AKUNU_GEMM_SHORT_BM
+#define BN AKUNU_GEMM_SHORT_BN
+#define BK 16
+#else
 #define BM AKUNU_GEMM_BM
 #define BN AKUNU_GEMM_BN
 #define BK 32
+#endif
 #define THREADS 256
 // Tiles transposed, [BK][BM] and [BK][BN], so that each invocation reads its 4 rows and its 4
 // columns as one vec4 each.
@@ -37,7 +44,10 @@ layout(local_size_x = THREADS) in;
 // Tile loads, 8 values per item. Item i covers row i / (BK / 8) and k offset 8 * (i % (BK / 8)):
 // neighbouring lanes read neighbouring bytes of one row (of one quantized block), which
 // measured faster than spreading a subgroup over 32 rows for conflict-free stores.
-#define X_ITEMS (BM * (BK / 8) / THREADS)
+// A short tile has fewer X items than invocations: X_ITEMS rounds up, and items past
+// X_TOTAL are skipped.
+#define X_TOTAL (BM * (BK / 8))
+#define X_ITEMS ((X_TOTAL + THREADS - 1) / THREADS)
 #define W_ITEMS (BN * (BK / 8) / THREADS)
 float xr[X_ITEMS][8], wr[W_ITEMS][8];
 
@@ -48,6 +58,7 @@ void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
     const bool x_vec = (p.ldx & 3u) == 0u;
     [[unroll]] for (uint t = 0; t < X_ITEMS; ++t) {
         const uint item = gl_LocalInvocationID.x + THREADS * t;
+        if (item >= X_TOTAL) break;  // folds away where X_TOTAL is a multiple of THREADS
         const uint m = m0 + item / (BK / 8), k = k0 + 8 * (item % (BK / 8));
         if (m < m_end && x_vec && k + 8 <= p.k) {
             const vec4 a = x4[(m * p.ldx + k) / 4], b = x4[(m * p.ldx + k) / 4 + 1];
@@ -70,6 +81,7 @@ void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
 void store_tiles() {
     [[unroll]] for (uint t = 0; t < X_ITEMS; ++t) {
         const uint item = gl_LocalInvocationID.x + THREADS * t;
+        if (item >= X_TOTAL) break;
         [[unroll]] for (uint j = 0; j < 8; ++j) stage_x(item / (BK / 8), 8 * (item % (BK / 8)) + j, xr[t][j]);
     }
     [[unroll]] for (uint t = 0; t < W_ITEMS; ++t) {

@@ -2,6 +2,7 @@
 # module named by its first column; the engine asks for kernels by that name. A new dtype or
 # quant type is a new row here, never a copied shader. The KV-cache kernels come in three
 # cache layouts (shaders/include/kv_rows.glsl): one buffer, a ring (_ring) and blocks (_blocks).
+# Each gemm_<wtype> row is also compiled as gemm_short_<wtype> (GEMM_SHORT, below the table).
 # gemm_cmA_f16 and gemm_cmS_f16 are other tile shapes of the cooperative-matrix GEMM, for
 # bench/gemm_probe.py (AKUNU_GEMM_CM=A:128:128, S:64:128); the engine uses gemm_cm_<wtype>.
 #
@@ -175,6 +176,14 @@ set(AKUNU_KERNELS
   "encoder_attention encoder_attention.comp"
   "pool             pool.comp"
 )
+# The short form of every scalar GEMM: its row again as gemm_short_<wtype>, with GEMM_SHORT.
+set(short_gemms "")
+foreach(row IN LISTS AKUNU_KERNELS)
+  if(row MATCHES "^gemm_([a-z0-9_]+) +gemm\\.comp +(.+)$")
+    list(APPEND short_gemms "gemm_short_${CMAKE_MATCH_1} gemm.comp ${CMAKE_MATCH_2},GEMM_SHORT")
+  endif()
+endforeach()
+list(APPEND AKUNU_KERNELS ${short_gemms})
 
 set(AKUNU_SHADER_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(AKUNU_SPIRV_DIR ${CMAKE_CURRENT_BINARY_DIR}/spirv)

@@ -84,7 +84,9 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     VkDevice vk = b.device_->handle();
     VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     info.size = bytes;
-    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    // Any buffer may hold a dispatch's workgroup counts (DispatchTable's indirect dispatches).
+    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                 VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
     if (addressable) {
         AKUNU_CHECK(p.buffer_device_address, "device '" + p.name + "' lacks bufferDeviceAddress, which a KV cache in blocks needs; "
                                              "load with the cache pre-allocated (kv_alloc \"full\")");

@@ -127,6 +127,20 @@ void CommandList::barrier_if_needed(const std::vector<Range>& reads, const std::
 
 void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
                            size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    const uint32_t groups[3] = {gx, gy, gz};
+    record_dispatch(pipeline, bindings, params, params_bytes, groups, nullptr, 0);
+}
+
+void CommandList::dispatch_indirect(const DispatchCmd& cmd, const Buffer& args, size_t offset) {
+    AKUNU_CHECK(&args.device() == device_.get() && offset % 4 == 0 && offset + sizeof(VkDispatchIndirectCommand) <= args.size(),
+                "CommandList::dispatch_indirect: the counts are not a VkDispatchIndirectCommand inside a buffer of this device");
+    hold(args);
+    record_dispatch(*cmd.pipeline, cmd.bindings, cmd.params.data(), cmd.params.size(), cmd.groups, &args, offset);
+}
+
+void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
+                                  size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset) {
+    const uint32_t gx = groups[0], gy = groups[1], gz = groups[2];
     AKUNU_CHECK(recording_, "CommandList::dispatch outside begin()/end()");
     const ShaderInterface& iface = pipeline.interface();
     const DeviceProfile& p = device_->profile();
@@ -186,7 +200,10 @@ void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>&
                                   writes_.data());
     if (params_bytes)
         vkCmdPushConstants(cb_, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, uint32_t(params_bytes), params);
-    vkCmdDispatch(cb_, gx, gy, gz);
+    if (args)
+        vkCmdDispatchIndirect(cb_, args->handle(), args_offset);
+    else
+        vkCmdDispatch(cb_, gx, gy, gz);
     ++dispatches_;
 }
 
@@ -297,14 +314,6 @@ void CommandList::record_cpu(const Pipeline& pipeline, const std::vector<Binding
     c.groups = size_t(gx) * gy * gz;
     cpu_commands_.push_back(c);
     ++dispatches_;
-}
-
-void DispatchTable::record(CommandList& cl, std::vector<int>* timestamps) const {
-    if (timestamps) timestamps->push_back(cl.timestamp());
-    for (const DispatchCmd& cmd : cmds_) {
-        cl.dispatch(cmd);
-        if (timestamps) timestamps->push_back(cl.timestamp());
-    }
 }
 
 }  // namespace akunu

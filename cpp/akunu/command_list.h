@@ -40,6 +40,11 @@ public:
     void dispatch(const DispatchCmd& cmd) override {
         dispatch(*cmd.pipeline, cmd.bindings, cmd.params.data(), cmd.params.size(), cmd.groups[0], cmd.groups[1], cmd.groups[2]);
     }
+    // The command with its workgroup counts read when the list runs, from the
+    // VkDispatchIndirectCommand at `offset` of `args` (host memory: DispatchTable::set_tokens
+    // writes it between submissions). cmd.groups are the largest counts, checked here. The CPU
+    // backend runs cmd.groups as recorded: its kernels skip a chunk's rows past its end themselves.
+    void dispatch_indirect(const DispatchCmd& cmd, const Buffer& args, size_t offset);
 
     void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes);
 
@@ -66,6 +71,8 @@ private:
     };
     void barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes);
     void record_barrier();
+    void record_dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
+                         size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset);
     void record_cpu(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
                     size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
 

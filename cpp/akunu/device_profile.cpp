@@ -129,6 +129,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     const char* no_coopmat = std::getenv("AKUNU_NO_COOPMAT");
     p.gemm_coopmat = has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && p.fp16 && p.subgroup_size == 32 &&
                      !(no_coopmat && *no_coopmat && std::string(no_coopmat) != "0");
+    const char* short_tiles = std::getenv("AKUNU_GEMM_SHORT");
+    p.gemm_short_tiles = short_tiles && *short_tiles ? std::string(short_tiles) != "0" : p.type == DeviceType::kCpu;
     p.int8_activations = int8_activations_requested();
     const char* float_x = std::getenv("AKUNU_FLOAT_X");
     p.float_x = float_x && *float_x && std::string(float_x) != "0";
@@ -231,6 +233,7 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  word gemv %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
             yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
             yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
+    if (gemm_short_tiles) appendf(s, "  prefill           chunks of up to 16 tokens in short GEMM tiles\n");
     if (kernel_statistics) appendf(s, "  kernel statistics yes (registers and shared memory per kernel, from the driver)\n");
     if (prefill_dequant_rows > 0)
         appendf(s, "  prefill           block-format weights dequantized to f16 for chunks of %u tokens or more\n", prefill_dequant_rows);

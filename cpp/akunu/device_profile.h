@@ -64,6 +64,11 @@ struct DeviceProfile {
     // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
     // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
     bool gemm_coopmat = false;
+    // The scalar GEMM of a chunk of at most 16 tokens in short tiles (gemm_short_<wtype>, 16 x
+    // 256): a quarter of the products of its 64 x 64 tiles for a 2-token prompt, in a quarter of
+    // the workgroups. On where the device is a CPU (lavapipe), whose cost is the products; a
+    // GPU keeps its wider grid. AKUNU_GEMM_SHORT=1 or 0 overrides (kernels::gemm_short_rows).
+    bool gemm_short_tiles = false;
     // Prefill chunks of at least this many tokens dequantize each block-format projection to
     // f16 (dequant.comp) and run the f16 GEMM on it; shorter ones, and 0, run the block
     // format's own GEMM. 128 where gemm_coopmat, else 0; AKUNU_PREFILL_DEQUANT_ROWS=N overrides.

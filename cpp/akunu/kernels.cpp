@@ -19,7 +19,14 @@ namespace {
 // Elementwise kernels use 256 invocations per workgroup (their local_size_x).
 constexpr uint32_t kElementwiseGroup = 256;
 
-struct Grid { uint32_t x, y; };
+// A dispatch's workgroups, and how they follow a prefill chunk's token count where the
+// dispatch is a chunk's (DispatchSink::chunk_rows, ChunkRows). Spread by grid_for, a count
+// follows the tokens linearly: every such kernel lays its work out row-major over the tokens.
+struct Grid {
+    uint32_t x, y;
+    ChunkRows::Axis axis = ChunkRows::Axis::kNone;
+    uint32_t min_rows = 0, max_rows = 0;  // the kernel's row window (ChunkRows)
+};
 
 // Spreads `groups` workgroups over a 2-D grid within the device's per-dimension limit.
 Grid grid_for(const DispatchSink& s, size_t groups) {
@@ -27,7 +34,7 @@ Grid grid_for(const DispatchSink& s, size_t groups) {
     const size_t x = std::max<size_t>(1, std::min(groups, max_x));
     const size_t y = (groups + x - 1) / x;
     AKUNU_CHECK(y <= 65535, "problem too large for one dispatch: " + std::to_string(groups) + " workgroups");
-    return {uint32_t(x), uint32_t(std::max<size_t>(y, 1))};
+    return {uint32_t(x), uint32_t(std::max<size_t>(y, 1)), ChunkRows::Axis::kLinear};
 }
 
 void check_bytes(const Binding& b, size_t need, const char* kernel, const char* operand) {
@@ -81,6 +88,7 @@ void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec
     std::memcpy(cmd.params.data(), &params, sizeof(P));
     cmd.groups[0] = g.x;
     cmd.groups[1] = g.y;
+    if (s.chunk_rows()) cmd.chunk = {g.axis, s.chunk_rows(), g.min_rows, g.max_rows};
     s.dispatch(cmd);
 }
 
@@ -562,8 +570,12 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
     AKUNU_CHECK(!x_half || (coopmat && gemm_takes_half_x(s.device().profile(), g.k, g.ldx)),
                 "gemm: an f16 X needs the cooperative-matrix GEMM and k and ldx multiples of 8 (gemm_takes_half_x)");
-    size_t bm = coopmat ? AKUNU_GEMM_CM_BM : AKUNU_GEMM_BM, bn = coopmat ? AKUNU_GEMM_CM_BN : AKUNU_GEMM_BN;
-    std::string kernel = coopmat ? weight_variant("gemm_cm", wtype) : weight_variant("gemm", wtype);
+    const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
+    const uint32_t short_rows = gemm_short_rows(s.device().profile());
+    const bool short_tiles = !coopmat && short_rows && rows_seen <= short_rows;
+    size_t bm = coopmat ? AKUNU_GEMM_CM_BM : short_tiles ? AKUNU_GEMM_SHORT_BM : AKUNU_GEMM_BM;
+    size_t bn = coopmat ? AKUNU_GEMM_CM_BN : short_tiles ? AKUNU_GEMM_SHORT_BN : AKUNU_GEMM_BN;
+    std::string kernel = weight_variant(coopmat ? "gemm_cm" : short_tiles ? "gemm_short" : "gemm", wtype);
     std::vector<uint32_t> spec;
     // Probes (bench/gemm_probe.py): AKUNU_GEMM_CM="variant:BM:BN[:knock]" runs another compiled
     // tile shape of the f16 kernel ("-" keeps the default), with gemm_cm.comp's knock-out bits.
@@ -580,10 +592,12 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     if (x_half) spec = {spec.empty() ? 0u : spec[0], 1u};  // gemm_cm.comp's X_HALF
     const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
-    emit(s, kernel, spec, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy)});
+    emit(s, kernel, spec, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
 }
 
 bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx) { return d.gemm_coopmat && k % 8 == 0 && ldx % 8 == 0; }
+
+uint32_t gemm_short_rows(const DeviceProfile& d) { return d.gemm_short_tiles && !d.gemm_coopmat ? AKUNU_GEMM_SHORT_BM : 0; }
 
 bool dequantizes_to_f16(TensorType wtype) {
     if (tiles32(wtype)) return true;
@@ -604,7 +618,11 @@ void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Bind
     check_bytes(out, n * k * 2, "dequant_f16", "out");
     check_bytes(step, sizeof(StepState), "dequant_f16", "step");
     DequantParams p{checked_u32(n, "dequant_f16: n"), checked_u32(k, "dequant_f16: k"), min_rows};
-    emit(s, weight_variant("dequant_f16", wtype), {}, {w, out, step}, p, grid_for(s, (n * k / 8 + 255) / 256));
+    // The whole matrix whatever the chunk's length, for chunks of at least min_rows tokens.
+    Grid grid = grid_for(s, (n * k / 8 + 255) / 256);
+    grid.axis = ChunkRows::Axis::kNone;
+    grid.min_rows = min_rows;
+    emit(s, weight_variant("dequant_f16", wtype), {}, {w, out, step}, p, grid);
 }
 
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids, const Binding& step,
@@ -719,12 +737,13 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
     const uint32_t block_rows = coopmat ? AKUNU_FLASH_CM_ROWS : AKUNU_FLASH_ROWS;
     const uint32_t blocks = (f.rows + block_rows - 1) / block_rows;
     AKUNU_CHECK(blocks <= d.max_workgroup_count_x && sh.n_heads <= 65535, "flash_attention: too many rows or heads for one dispatch");
+    const Grid grid{blocks, sh.n_heads, ChunkRows::Axis::kX};  // blocks of query rows along x
     if (coopmat) {
-        emit(s, "flash_cm_d" + std::to_string(sh.head_dim), {}, {q, cache.k, cache.v, out, step}, p, {blocks, sh.n_heads});
+        emit(s, "flash_cm_d" + std::to_string(sh.head_dim), {}, {q, cache.k, cache.v, out, step}, p, grid);
         return;
     }
     emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8}, cache_bindings({q, cache.k, cache.v, out, step}, cache),
-         p, {blocks, sh.n_heads});
+         p, grid);
 }
 
 bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {

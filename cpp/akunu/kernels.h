@@ -155,6 +155,12 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 // activation then write halves once, instead of each column of GEMM tiles converting them.
 bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx);
 
+// The most rows gemm() runs in its short tiles on this device (AKUNU_GEMM_SHORT_BM, where the
+// profile takes them and the GEMM is the scalar one), else 0. gemm() takes them where it sees
+// no more rows than that: its m, or what its row window admits. A chunk table records a
+// longer chunk's GEMM twice, short for up to these rows and wide for more.
+uint32_t gemm_short_rows(const DeviceProfile& d);
+
 // Whether dequant_f16() takes weights of this type (the block formats of ggml).
 bool dequantizes_to_f16(TensorType wtype);
 // out[n, k] f16 = W[n, k] (a block format), when step.n_tokens >= min_rows (else nothing).

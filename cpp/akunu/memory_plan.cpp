@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "akunu/dispatch.h"
 #include "akunu/error.h"
 #include "akunu/validate.h"
 #include "akunu/weights.h"
@@ -63,6 +64,8 @@ std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int chunk, b
         {"batch_logits", uint64_t(prefill_logit_rows(c, chunk)) * uint64_t(c.vocab_size) * f32},
         {"batch_token_ids", n * 4},
         {"batch_step", 16},
+        // The workgroup counts of the prefill table and of the all-position-logits one.
+        {"batch_dispatch", 2 * chunk_dispatch_bound(c.n_layers) * 12},
     };
     // Q, K, V, O, gate, up and down: each is dim x (q_dim, kv_dim or ffn_dim).
     const uint64_t widest = std::max({c.q_dim, c.kv_dim, c.ffn_dim});

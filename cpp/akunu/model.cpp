@@ -153,9 +153,13 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
         for (int k = 0; k < b.chain; ++k) build_table({false, 1, ci * b.chain + k, false})->record(*cl);
         cl->end();
     }
+    // The chunk tables' workgroup counts: each half of the planned batch_dispatch.
+    const Buffer& counts = scratch_->get("batch_dispatch");
     prefill_table_ = build_table({true, b.prefill_chunk, 0, false});
+    prefill_table_->use_counts(counts, 0, counts.size() / 2);
     prefill_cl_ = record({prefill_table_.get()});
     prefill_all_table_ = build_table({true, b.logit_rows, 0, true});
+    prefill_all_table_->use_counts(counts, counts.size() / 2, counts.size() / 2);
     prefill_all_cl_ = record({prefill_all_table_.get()});
 }
 
@@ -213,8 +217,11 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step, GEMM for a chunk.
     // A chunk of at least dequant_rows tokens reads a block-format matrix dequantized to f16
     // (dequant_f16, then the f16 GEMM); shorter chunks run the format's own GEMM, recorded
-    // first so that it and the dequantization need no barrier between them.
+    // first so that it and the dequantization need no barrier between them. Where the device
+    // runs short GEMM tiles, a chunk of up to short_rows tokens takes them (a second GEMM of
+    // the other row window: only one of the two has workgroups).
     const uint32_t dequant_rows = t.device().profile().prefill_dequant_rows;
+    const uint32_t short_rows = kernels::gemm_short_rows(t.device().profile());
     const Buffer* weights_f16 = prefill && s.all().count("batch_weights_f16") ? &s.get("batch_weights_f16") : nullptr;
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                       const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32) {
@@ -224,6 +231,9 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
             kernels::dequant_f16(t, w.buffer, w.type, *weights_f16, n, kk, step, dequant_rows);
             kernels::gemm(t, *weights_f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0, x_dtype}, step,
                           accumulate);
+        } else if (prefill && short_rows && rows > short_rows) {
+            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, short_rows + 1, x_dtype}, step, accumulate);
+            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, short_rows + 1, 0, x_dtype}, step, accumulate);
         } else if (prefill)
             kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, 0, x_dtype}, step, accumulate);
         else
@@ -322,6 +332,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         kernels::softcap(t, logits, step, n_rows, size_t(c.vocab_size), c.final_softcap);
     };
 
+    // A chunk's dispatches up to its tail run over its rows, and their workgroups follow the
+    // chunk's token count (set_tokens before each submission): a short prompt pays for its own
+    // rows, not a whole chunk's.
+    if (prefill) t.set_chunk_rows(uint32_t(rows));
     t.set_label("token_embd");
     kernels::embed(t, base_->weights.token_embd.buffer, base_->weights.token_embd.type, size_t(c.vocab_size), ids, step, h0, dim,
                    c.embed_scale, rows);
@@ -409,6 +423,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         final_softcap(s.get("batch_logits"), rows);
     }
     // The decode tail: output norm, LM head and sampling of one row (a chunk's last).
+    t.set_chunk_rows(0);
     const Buffer& last = s.get("h0");
     if (prefill) {
         t.set_label("last_row");
@@ -539,7 +554,8 @@ std::vector<Model::ProfileRow> Model::profile(int tokens) {
                 "profile: tokens must be 1 (a decode step) up to the prefill chunk (" + std::to_string(base_->prefill_chunk) + ")");
     const int pos = kv_->current_length();
     AKUNU_CHECK(pos + tokens <= base_->context, "profile: " + std::to_string(tokens) + " tokens do not fit the context");
-    const DispatchTable& table = tokens == 1 ? *table_ : *prefill_table_;
+    DispatchTable& table = tokens == 1 ? *table_ : *prefill_table_;
+    if (tokens > 1) table.set_tokens(uint32_t(tokens));
     CommandList cl(base_->device, uint32_t(table.commands().size() + 1));
     std::vector<int> ts;
     cl.begin();
@@ -609,6 +625,7 @@ void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vect
     const size_t chunk = size_t(all_logits ? base_->logit_rows : base_->prefill_chunk);
     TapVariant* tapped = layers.empty() ? nullptr : &tap_variant(layers, all_logits != nullptr);
     CommandList& cl = tapped ? *tapped->cl : all_logits ? *prefill_all_cl_ : *prefill_cl_;
+    DispatchTable& table = tapped ? *tapped->table : all_logits ? *prefill_all_table_ : *prefill_table_;
     const size_t vocab = size_t(base_->config.vocab_size), dim = size_t(config().dim);
     Buffer &batch_ids = scratch_->get("batch_token_ids"), &batch_step = scratch_->get("batch_step");
     for (size_t at = 0; at < ids.size(); at += chunk) {
@@ -617,6 +634,7 @@ void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vect
         batch_ids.write(ids.data() + at, n * 4);  // ids are checked non-negative: int and u32 agree
         const StepState st{uint32_t(first), 0, uint32_t(n), 0};
         batch_step.write(&st, sizeof st);
+        table.set_tokens(uint32_t(n));
         cl.submit_and_wait();
         kv_->set_length(first + int(n));
         if (all_logits) scratch_->get("batch_logits").read(all_logits + at * vocab, n * vocab * 4);

@@ -87,6 +87,7 @@ public:
     const KVCache& kv_cache() const { return *kv_; }
     const ScratchBuffers& scratch() const { return *scratch_; }
     const DispatchTable& dispatch_table() const { return *table_; }
+    const DispatchTable& prefill_table() const { return *prefill_table_; }  // a prefill chunk's
     const MemoryPlan& plan() const { return base_->plan; }
     size_t weight_bytes() const { return base_->weights.bytes; }
     // Models that share these weights (this one, the one it was forked from, its forks).

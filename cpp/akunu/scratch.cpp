@@ -14,7 +14,12 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
             // sampled ids after it: host memory, whatever the device.
             const bool host = s.name == "step" || s.name == "token_ids" || s.name == "sampled_logprobs" ||
                               s.name == "sampler" || s.name == "batch_step" || s.name == "batch_token_ids";
-            buffers_.emplace(s.name, Buffer::allocate(device, s.bytes, host ? Residency::kHost : Residency::kAuto));
+            Buffer b = Buffer::allocate(device, s.bytes, host ? Residency::kHost : Residency::kAuto);
+            // The chunk tables' workgroup counts, which the GPU's command processor reads before
+            // each dispatch, and the CPU writes: device memory where the CPU maps it (ReBAR),
+            // else host memory.
+            if (s.name == "batch_dispatch" && !b.host_visible()) b = Buffer::allocate(device, s.bytes, Residency::kHost);
+            buffers_.emplace(s.name, std::move(b));
             total += s.bytes;
         }
     };

@@ -10,7 +10,7 @@
 namespace akunu::py_bindings {
 
 static DType scratch_dtype(const std::string& name) {
-    for (const char* u32 : {"token_ids", "step", "batch_token_ids", "batch_step", "sampler"})
+    for (const char* u32 : {"token_ids", "step", "batch_token_ids", "batch_step", "sampler", "batch_dispatch"})
         if (name == u32) return DType::kU32;
     return DType::kF32;
 }
@@ -210,7 +210,10 @@ void init_engine(py::module_& m) {
                  return out;
              },
              py::arg("tokens") = 1)
-        .def("dispatch_table", [](const Model& mo) { return dispatch_rows(mo.dispatch_table()); });
+        .def(
+            "dispatch_table",
+            [](const Model& mo, bool prefill) { return dispatch_rows(prefill ? mo.prefill_table() : mo.dispatch_table()); },
+            py::arg("prefill") = false);
 }
 
 py::list dispatch_rows(const DispatchTable& table) {
@@ -221,6 +224,17 @@ py::list dispatch_rows(const DispatchTable& table) {
         d["kernel"] = c.pipeline->name();
         d["spec"] = py::tuple(py::cast(c.pipeline->spec()));
         d["groups"] = py::make_tuple(c.groups[0], c.groups[1], c.groups[2]);
+        if (c.chunk.follows()) {
+            static const char* const kAxes[] = {"none", "linear", "x", "y"};
+            py::dict chunk;
+            chunk["axis"] = kAxes[size_t(c.chunk.axis)];
+            chunk["rows"] = c.chunk.rows;
+            chunk["min_rows"] = c.chunk.min_rows;
+            chunk["max_rows"] = c.chunk.max_rows;
+            d["chunk"] = chunk;
+        } else {
+            d["chunk"] = py::none();
+        }
         py::list bindings;
         for (const Binding& b : c.bindings) bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));
         d["bindings"] = bindings;

@@ -517,11 +517,21 @@ class Model:
         akunu.kernel_statistics_table() prints them."""
         return (self._encoder or self._engine).kernel_statistics()
 
-    def dispatch_table(self) -> list[dict]:
+    def dispatch_table(self, prefill: bool = False) -> list[dict]:
         """The per-token command list: label, kernel, spec (its specialization constants),
-        workgroups, bindings (size, offset, range).
+        groups (workgroups), bindings (size, offset, range), chunk.
+        prefill=True gives a prefill chunk's table instead. Its commands up to the tail run
+        over the chunk's rows, and their chunk is {axis, rows, min_rows, max_rows}: the
+        recorded groups cover `rows` tokens, and a chunk of n tokens runs only the groups that
+        cover its n rows ("linear": of the flat count, "x" or "y": along that axis; "none":
+        all of them), none at all unless min_rows <= n < max_rows (0: no bound). chunk is None
+        for the rest.
         An encoder's is its forward pass over a batch: label, kernel, workgroups."""
-        return (self._encoder or self._engine).dispatch_table()
+        if self._encoder is not None:
+            if prefill:
+                raise _akunu.Error("an encoder has one table, its forward pass: dispatch_table() without prefill")
+            return self._encoder.dispatch_table()
+        return self._engine.dispatch_table(prefill)
 
     def __repr__(self) -> str:
         c = self.config

@@ -265,6 +265,54 @@ def test_views_and_dispatch_table(backend):
         m.kv_cache.truncate(5)
 
 
+def test_a_chunks_workgroups_follow_its_tokens(backend):
+    """The prefill table is recorded for a whole chunk; every command before its tail runs
+    over the chunk's rows, and a chunk of n tokens runs only the workgroups that cover them
+    (test_prefill_chunks_equal_decode_steps holds the results of odd chunks to the decode path).
+    The tail (the last row's norm, LM head and sampling) and the decode table do not follow."""
+    m = load("tiny-llama3-random", "gguf/tiny-llama3-random-f16.gguf")
+    table = m.dispatch_table(prefill=True)
+    tail = next(i for i, c in enumerate(table) if c["kernel"] == "last_row")
+    assert tail > 0 and all(c["chunk"] is None for c in table[tail:])
+    chunk = m._engine.prefill_chunk
+    axes = {}
+    for c in table[:tail]:
+        assert c["chunk"] is not None and c["chunk"]["rows"] == chunk, c
+        axes.setdefault(c["kernel"].split("_")[0], set()).add(c["chunk"]["axis"])
+    # GEMMs in row tiles along y, flash attention in query blocks along x, a weight's
+    # dequantization (devices with prefill_dequant_rows) whole, the rest flat counts.
+    assert axes.pop("gemm") == {"y"} and axes.pop("flash") == {"x"}, axes
+    assert axes.pop("dequant", {"none"}) == {"none"}, axes
+    assert all(a == {"linear"} for a in axes.values()), axes
+    assert all(c["chunk"] is None for c in m.dispatch_table())
+
+
+def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch):
+    """Chunks of up to 16 tokens run the scalar GEMM in 16 x 256 tiles where the device takes
+    them (DeviceProfile.gemm_short_tiles: lavapipe); a longer chunk the 64 x 64 ones. The short
+    tiles sum each product in the same order: the logits of a 9-token prompt, and of a 40-token
+    one that takes the wide tiles, equal those of a model that never runs short tiles."""
+    if backend == "cpu":
+        pytest.skip("the CPU backend's GEMM has no tile shapes to choose")
+    path = require("tiny-qwen3-random", "gguf", "tiny-qwen3-random-q8_0.gguf")
+    ids = [i for p in manifest("tiny-qwen3-random")["prompts"] for i in p["ids"]][:40]
+    if akunu.Device().profile["gemm_coopmat"]:
+        pytest.skip("the device's GEMM is the cooperative-matrix one, which has no short tiles")
+    monkeypatch.setenv("AKUNU_GEMM_SHORT", "1")
+    assert akunu.Device().profile["gemm_short_tiles"]
+    short = akunu.Model(path, context=64, progress=False)
+    monkeypatch.setenv("AKUNU_GEMM_SHORT", "0")
+    assert not akunu.Device().profile["gemm_short_tiles"]
+    wide = akunu.Model(path, context=64, progress=False)
+    gemms = {c["kernel"] for c in short.dispatch_table(prefill=True)}
+    assert any(k.startswith("gemm_short_") for k in gemms) and not any(
+        k.startswith("gemm_short_") for k in {c["kernel"] for c in wide.dispatch_table(prefill=True)})
+    for n in (9, 40):
+        np.testing.assert_array_equal(short.eval(ids[:n], all_logits=True), wide.eval(ids[:n], all_logits=True))
+        short.reset()
+        wide.reset()
+
+
 def test_bad_input_changes_nothing():
     m = load("tiny-qwen3-random", "gguf/tiny-qwen3-random-f16.gguf", context=64)
     m.reset()

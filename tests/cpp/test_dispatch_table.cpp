@@ -1,0 +1,85 @@
+// DispatchTable: the workgroup counts of a prefill chunk's dispatches follow its token count.
+#include <cmath>
+
+#include "akunu/command_list.h"
+#include "akunu/dispatch.h"
+#include "akunu/error.h"
+#include "akunu/kernels.h"
+#include "vk_test.h"
+
+namespace akunu::test {
+
+using Axis = ChunkRows::Axis;
+
+static std::vector<uint32_t> counts(const ChunkRows& c, uint32_t n, std::vector<uint32_t> recorded) {
+    std::vector<uint32_t> out(3);
+    c.groups_for(n, recorded.data(), out.data());
+    return out;
+}
+
+TEST(ChunkRows, CountsCoverTheTokensRoundedUp) {
+    // A GEMM of 512 rows in tiles of 128 along y: 1 tile for 1..128 tokens, 2 from 129.
+    const ChunkRows gemm{Axis::kY, 512};
+    EXPECT_EQ(counts(gemm, 1, {32, 4, 1}), (std::vector<uint32_t>{32, 1, 1}));
+    EXPECT_EQ(counts(gemm, 128, {32, 4, 1}), (std::vector<uint32_t>{32, 1, 1}));
+    EXPECT_EQ(counts(gemm, 129, {32, 4, 1}), (std::vector<uint32_t>{32, 2, 1}));
+    EXPECT_EQ(counts(gemm, 512, {32, 4, 1}), (std::vector<uint32_t>{32, 4, 1}));
+    EXPECT_EQ(counts(gemm, 9999, {32, 4, 1}), (std::vector<uint32_t>{32, 4, 1}));  // never past the recording
+    // 100 rows in blocks of 16 along x (7 blocks, the last short): 3 tokens need 1, 17 need 2.
+    const ChunkRows flash{Axis::kX, 100};
+    EXPECT_EQ(counts(flash, 3, {7, 9, 1}), (std::vector<uint32_t>{1, 9, 1}));
+    EXPECT_EQ(counts(flash, 17, {7, 9, 1}), (std::vector<uint32_t>{2, 9, 1}));
+    EXPECT_EQ(counts(flash, 97, {7, 9, 1}), (std::vector<uint32_t>{7, 9, 1}));
+    // A flat count spread over a 2-D grid 1000 wide: the width stays while more groups remain.
+    const ChunkRows flat{Axis::kLinear, 64};
+    EXPECT_EQ(counts(flat, 1, {1000, 7, 1}), (std::vector<uint32_t>{110, 1, 1}));  // ceil(7000 / 64)
+    EXPECT_EQ(counts(flat, 10, {1000, 7, 1}), (std::vector<uint32_t>{1000, 2, 1}));
+    EXPECT_EQ(counts(flat, 64, {1000, 7, 1}), (std::vector<uint32_t>{1000, 7, 1}));
+    // A count that does not follow (a weight's dequantization) stays; a row window empties it.
+    const ChunkRows dequant{Axis::kNone, 512, 128};
+    EXPECT_EQ(counts(dequant, 127, {900, 1, 1}), (std::vector<uint32_t>{0, 0, 0}));
+    EXPECT_EQ(counts(dequant, 128, {900, 1, 1}), (std::vector<uint32_t>{900, 1, 1}));
+    const ChunkRows short_gemm{Axis::kY, 512, 0, 128};
+    EXPECT_EQ(counts(short_gemm, 127, {32, 4, 1}), (std::vector<uint32_t>{32, 1, 1}));
+    EXPECT_EQ(counts(short_gemm, 128, {32, 4, 1}), (std::vector<uint32_t>{0, 0, 0}));
+}
+
+using DispatchTableTest = VkTest;
+
+// One recording of a chunk's fill, submitted for 3 tokens, then for all 40: the short chunk
+// writes its rows and, through the indirect counts, no workgroup past the ones that cover them.
+TEST_F(DispatchTableTest, ChunkDispatchesRunTheirTokensWorkgroups) {
+    auto dev = device();
+    const size_t rows = 40, dim = 300, group = 256;  // 12,000 floats: 47 groups of 256
+    Buffer out = dev->allocate(rows * dim * 4);
+    DispatchTable t(*dev);
+    t.set_chunk_rows(uint32_t(rows));
+    kernels::fill(t, out, DType::kF32, rows * dim, 1.0f);
+    t.set_chunk_rows(0);
+    ASSERT_EQ(t.commands().size(), 1u);
+    EXPECT_TRUE(t.commands()[0].chunk.follows());
+    CommandList cl(dev);
+    cl.begin();
+    t.record(cl);
+    cl.end();
+
+    const std::vector<float> poison(rows * dim, kPoison);
+    std::vector<float> got(rows * dim);
+    out.write(poison.data(), poison.size() * 4);
+    t.set_tokens(3);
+    cl.submit_and_wait();
+    out.read(got.data(), got.size() * 4);
+    const size_t covered = (47 * 3 + rows - 1) / rows * group;  // 4 groups
+    for (size_t i = 0; i < 3 * dim; ++i) ASSERT_EQ(got[i], 1.0f) << i;
+    if (!dev->is_cpu())  // the CPU backend runs the recorded counts
+        for (size_t i = covered; i < got.size(); ++i) ASSERT_TRUE(std::isnan(got[i])) << i;
+
+    out.write(poison.data(), poison.size() * 4);
+    t.set_tokens(uint32_t(rows));
+    cl.submit_and_wait();
+    out.read(got.data(), got.size() * 4);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], 1.0f) << i;
+    EXPECT_THROW(t.set_tokens(0), Error);
+}
+
+}  // namespace akunu::test
