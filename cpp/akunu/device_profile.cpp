@@ -129,6 +129,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     const char* no_coopmat = std::getenv("AKUNU_NO_COOPMAT");
     p.gemm_coopmat = has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && p.fp16 && p.subgroup_size == 32 &&
                      !(no_coopmat && *no_coopmat && std::string(no_coopmat) != "0");
+    const char* indirect = std::getenv("AKUNU_INDIRECT");
+    p.indirect_counts = !(indirect && std::string(indirect) == "0");
     const char* short_tiles = std::getenv("AKUNU_GEMM_SHORT");
     p.gemm_short_tiles = short_tiles && *short_tiles ? std::string(short_tiles) != "0" : p.type == DeviceType::kCpu;
     p.int8_activations = int8_activations_requested();

@@ -69,6 +69,10 @@ struct DeviceProfile {
     // the workgroups. On where the device is a CPU (lavapipe), whose cost is the products; a
     // GPU keeps its wider grid. AKUNU_GEMM_SHORT=1 or 0 overrides (kernels::gemm_short_rows).
     bool gemm_short_tiles = false;
+    // Dispatches that follow a chunk's length or a step's position read their workgroup counts
+    // at run time (DispatchTable: indirect dispatches); AKUNU_INDIRECT=0 records them with the
+    // whole chunk's or context's counts instead, for A/B measurements.
+    bool indirect_counts = true;
     // Prefill chunks of at least this many tokens dequantize each block-format projection to
     // f16 (dequant.comp) and run the f16 GEMM on it; shorter ones, and 0, run the block
     // format's own GEMM. 128 where gemm_coopmat, else 0; AKUNU_PREFILL_DEQUANT_ROWS=N overrides.

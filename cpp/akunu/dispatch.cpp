@@ -39,7 +39,7 @@ void ChunkRows::groups_for(uint32_t n, const uint32_t recorded[3], uint32_t out[
 }
 
 void DispatchTable::dispatch(const DispatchCmd& cmd) {
-    if (cmd.chunk.follows()) following_.push_back(cmds_.size());
+    if (cmd.follows()) following_.push_back(cmds_.size());
     cmds_.push_back(cmd);
 }
 
@@ -49,12 +49,17 @@ void DispatchTable::set_tokens(uint32_t n) {
     write_counts();
 }
 
+void DispatchTable::set_position(uint32_t pos) {
+    position_ = pos;
+    write_counts();
+}
+
 void DispatchTable::use_counts(const Buffer& buffer, size_t offset, size_t bytes) {
     const size_t need = following_.size() * sizeof(VkDispatchIndirectCommand);
     AKUNU_CHECK(need <= bytes, "a prefill table has " + std::to_string(following_.size()) +
-                                   " dispatches that follow its chunk, more than the memory plan's " +
+                                   " dispatches that follow its chunk or position, more than the memory plan's " +
                                    std::to_string(bytes / sizeof(VkDispatchIndirectCommand)) +
-                                   " (chunk_dispatch_bound in dispatch.h)");
+                                   " (chunk_dispatch_bound, step_dispatch_bound in dispatch.h)");
     AKUNU_CHECK(buffer.contents() && offset % 4 == 0 && offset + bytes <= buffer.size(),
                 "DispatchTable::use_counts: the range is not mapped host memory inside the buffer");
     counts_ = Binding(buffer, offset, bytes);
@@ -66,8 +71,9 @@ void DispatchTable::write_counts() const {
     auto* args = reinterpret_cast<VkDispatchIndirectCommand*>(static_cast<uint8_t*>(counts_.buffer->contents()) + counts_.offset);
     for (size_t i = 0; i < following_.size(); ++i) {
         const DispatchCmd& cmd = cmds_[following_[i]];
-        uint32_t g[3];
-        cmd.chunk.groups_for(tokens_ ? tokens_ : cmd.chunk.rows, cmd.groups, g);
+        uint32_t g[3] = {cmd.groups[0], cmd.groups[1], cmd.groups[2]};
+        if (cmd.chunk.follows()) cmd.chunk.groups_for(tokens_ ? tokens_ : cmd.chunk.rows, cmd.groups, g);
+        if (cmd.position_block && position_ != kWholeContext) g[1] = std::min(g[1], position_ / cmd.position_block + 1);
         args[i] = {g[0], g[1], g[2]};
     }
 }
@@ -75,7 +81,7 @@ void DispatchTable::write_counts() const {
 void DispatchTable::record(CommandList& cl, std::vector<int>* timestamps) const {
     // The counts live in mapped memory (use_counts, or a host buffer made at the first
     // recording, when the table is complete). The CPU backend runs its commands as recorded.
-    const bool indirect = !following_.empty() && !device_->is_cpu();
+    const bool indirect = !following_.empty() && !device_->is_cpu() && device_->profile().indirect_counts;
     if (indirect && !counts_.buffer) {
         own_counts_ = Buffer::allocate(device_->shared_from_this(), following_.size() * sizeof(VkDispatchIndirectCommand),
                                        Residency::kHost);
@@ -86,7 +92,7 @@ void DispatchTable::record(CommandList& cl, std::vector<int>* timestamps) const 
     if (timestamps) timestamps->push_back(cl.timestamp());
     size_t slot = 0;
     for (const DispatchCmd& cmd : cmds_) {
-        if (indirect && cmd.chunk.follows())
+        if (indirect && cmd.follows())
             cl.dispatch_indirect(cmd, *counts_.buffer, counts_.offset + sizeof(VkDispatchIndirectCommand) * slot++);
         else
             cl.dispatch(cmd);

@@ -58,6 +58,8 @@ constexpr uint32_t kChunkDispatchesPerLayer = 40, kChunkDispatchesOutsideLayers 
 inline uint64_t chunk_dispatch_bound(int n_layers) {
     return uint64_t(kChunkDispatchesPerLayer) * uint64_t(n_layers) + kChunkDispatchesOutsideLayers;
 }
+// A decode step's table has one dispatch that follows the cache's length per layer: attention.
+inline uint64_t step_dispatch_bound(int n_layers) { return uint64_t(n_layers); }
 
 struct DispatchCmd {
     std::string label;   // "blk.3.attn_q", for inspection
@@ -66,6 +68,11 @@ struct DispatchCmd {
     std::vector<uint8_t> params;  // the kernel's push-constant block
     uint32_t groups[3] = {1, 1, 1};
     ChunkRows chunk;              // a prefill chunk's: how the counts follow its tokens
+    // Non-zero where the groups along y cover the KV cache in blocks of this many positions (a
+    // decode step's attention): a step at position pos runs pos / position_block + 1 of them
+    // (DispatchTable::set_position), not the whole context's.
+    uint32_t position_block = 0;
+    bool follows() const { return chunk.follows() || position_block > 0; }
 };
 
 class DispatchSink {
@@ -102,6 +109,9 @@ public:
     // tokens, for every recording of this table; call it before submitting one. A host write
     // of a few words: nothing is allocated. Recordings start with the counts of a whole chunk.
     void set_tokens(uint32_t n);
+    // Sets the counts of the commands that follow the cache's length (position_block) for a
+    // step at position pos, likewise; recordings start with the whole context's.
+    void set_position(uint32_t pos);
     // Where the counts live: a host-memory range of the model's planned scratch. Without it the
     // first recording allocates their buffer itself. Throws if the table needs more.
     void use_counts(const Buffer& buffer, size_t offset, size_t bytes);
@@ -117,6 +127,8 @@ private:
     mutable Binding counts_;
     mutable Buffer own_counts_;
     uint32_t tokens_ = 0;  // 0: a whole chunk
+    static constexpr uint32_t kWholeContext = 0xFFFFFFFFu;
+    uint32_t position_ = kWholeContext;
     void write_counts() const;
 };
 

@@ -26,6 +26,7 @@ struct Grid {
     uint32_t x, y;
     ChunkRows::Axis axis = ChunkRows::Axis::kNone;
     uint32_t min_rows = 0, max_rows = 0;  // the kernel's row window (ChunkRows)
+    uint32_t position_block = 0;          // groups along y cover the cache in these blocks (DispatchCmd)
 };
 
 // Spreads `groups` workgroups over a 2-D grid within the device's per-dimension limit.
@@ -89,6 +90,7 @@ void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec
     cmd.groups[0] = g.x;
     cmd.groups[1] = g.y;
     if (s.chunk_rows()) cmd.chunk = {g.axis, s.chunk_rows(), g.min_rows, g.max_rows};
+    cmd.position_block = g.position_block;
     s.dispatch(cmd);
 }
 
@@ -713,7 +715,10 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     std::vector<Binding> bindings = cache_bindings({q, cache.k, cache.v, partial, step}, cache);
     bindings.push_back(out);  // binding 7
     const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim);
-    emit(s, cache_variant("attention_split", cache), {a.team, a.lane_vecs}, bindings, p, {sh.n_heads, chunks});
+    // Chunks along y: a step at position pos needs pos / CHUNK + 1 of them (attention_split.comp
+    // counts its arrivals from pos, not from the grid), where the table follows the position.
+    emit(s, cache_variant("attention_split", cache), {a.team, a.lane_vecs}, bindings, p,
+         {sh.n_heads, chunks, ChunkRows::Axis::kNone, 0, 0, AKUNU_ATTENTION_CHUNK});
 }
 
 void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,

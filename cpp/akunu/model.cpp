@@ -144,13 +144,24 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
 
     stage("dispatch table");
     set_sampler(SamplerState{0.0f, 0, 1.0f, 0.0f, 0, 0, 0, 0});
+    // Each step table's attention follows the cache's length: its counts sit in step_dispatch,
+    // the single step's first, then chain c's step k at slot 1 + c * chain + k.
+    const Buffer& step_counts = scratch_->get("step_dispatch");
+    const size_t step_slot = step_counts.size() / size_t(2 * b.chain + 1);
     table_ = build_table({false, 1, 0, false});
+    table_->use_counts(step_counts, 0, step_slot);
     step_ = record({table_.get()});
     for (int ci = 0; ci < 2; ++ci) {
         auto& cl = chains_[ci];
         cl = std::make_unique<CommandList>(b.device, 0);
         cl->begin();
-        for (int k = 0; k < b.chain; ++k) build_table({false, 1, ci * b.chain + k, false})->record(*cl);
+        chain_tables_[ci].clear();
+        for (int k = 0; k < b.chain; ++k) {
+            auto t = build_table({false, 1, ci * b.chain + k, false});
+            t->use_counts(step_counts, size_t(1 + ci * b.chain + k) * step_slot, step_slot);
+            t->record(*cl);
+            chain_tables_[ci].push_back(std::move(t));
+        }
         cl->end();
     }
     // The chunk tables' workgroup counts: each half of the planned batch_dispatch.
@@ -484,6 +495,7 @@ void Model::decode(int token) {
     const StepState st{uint32_t(pos), 0, 1, 0};
     scratch_->get("token_ids").write(&id, 4);
     scratch_->get("step").write(&st, sizeof st);
+    table_->set_position(uint32_t(pos));
     kv_->reserve(pos + 1);
     step_->submit_and_wait();
     kv_->set_length(pos + 1);
@@ -495,6 +507,7 @@ void Model::submit_chain(int c, uint32_t input_slot) {
     for (int k = 0; k < base_->chain; ++k) {
         const uint32_t slot = k == 0 ? input_slot : uint32_t(c * base_->chain + k);
         steps[c * base_->chain + k] = StepState{uint32_t(pos + k), slot, 1, 0};
+        chain_tables_[c][size_t(k)]->set_position(uint32_t(pos + k));
     }
     kv_->reserve(pos + base_->chain);  // blocks exist before the submission writes them
     chains_[c]->submit();
@@ -555,7 +568,10 @@ std::vector<Model::ProfileRow> Model::profile(int tokens) {
     const int pos = kv_->current_length();
     AKUNU_CHECK(pos + tokens <= base_->context, "profile: " + std::to_string(tokens) + " tokens do not fit the context");
     DispatchTable& table = tokens == 1 ? *table_ : *prefill_table_;
-    if (tokens > 1) table.set_tokens(uint32_t(tokens));
+    if (tokens > 1)
+        table.set_tokens(uint32_t(tokens));
+    else
+        table.set_position(uint32_t(pos));
     CommandList cl(base_->device, uint32_t(table.commands().size() + 1));
     std::vector<int> ts;
     cl.begin();

@@ -193,6 +193,8 @@ private:
     // Two recorded chains of chain_ steps: chain c's step k reads StepState[c * chain_ + k] and
     // writes its sampled id to token_ids[c * chain_ + k + 1]; slot 0 holds the CPU's token.
     std::unique_ptr<CommandList> chains_[2];
+    // Their steps' tables, kept for their workgroup counts (set_position at each submission).
+    std::vector<std::unique_ptr<DispatchTable>> chain_tables_[2];
     std::vector<int> in_flight_;  // chain indices, oldest first
     std::vector<int> in_flight_pos_;
     uint32_t last_slot_ = 0;      // token_ids slot of the last id the newest submitted chain samples

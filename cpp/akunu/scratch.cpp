@@ -18,7 +18,8 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
             // The chunk tables' workgroup counts, which the GPU's command processor reads before
             // each dispatch, and the CPU writes: device memory where the CPU maps it (ReBAR),
             // else host memory.
-            if (s.name == "batch_dispatch" && !b.host_visible()) b = Buffer::allocate(device, s.bytes, Residency::kHost);
+            if ((s.name == "batch_dispatch" || s.name == "step_dispatch") && !b.host_visible())
+                b = Buffer::allocate(device, s.bytes, Residency::kHost);
             buffers_.emplace(s.name, std::move(b));
             total += s.bytes;
         }

@@ -10,7 +10,7 @@
 namespace akunu::py_bindings {
 
 static DType scratch_dtype(const std::string& name) {
-    for (const char* u32 : {"token_ids", "step", "batch_token_ids", "batch_step", "sampler", "batch_dispatch"})
+    for (const char* u32 : {"token_ids", "step", "batch_token_ids", "batch_step", "sampler", "batch_dispatch", "step_dispatch"})
         if (name == u32) return DType::kU32;
     return DType::kF32;
 }
@@ -235,6 +235,7 @@ py::list dispatch_rows(const DispatchTable& table) {
         } else {
             d["chunk"] = py::none();
         }
+        d["position_block"] = c.position_block;
         py::list bindings;
         for (const Binding& b : c.bindings) bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));
         d["bindings"] = bindings;

@@ -525,7 +525,9 @@ class Model:
         recorded groups cover `rows` tokens, and a chunk of n tokens runs only the groups that
         cover its n rows ("linear": of the flat count, "x" or "y": along that axis; "none":
         all of them), none at all unless min_rows <= n < max_rows (0: no bound). chunk is None
-        for the rest.
+        for the rest. position_block is non-zero where the groups along y cover the KV cache in
+        blocks of that many positions (decode attention): a step at position pos runs
+        pos // position_block + 1 of them.
         An encoder's is its forward pass over a batch: label, kernel, workgroups."""
         if self._encoder is not None:
             if prefill:

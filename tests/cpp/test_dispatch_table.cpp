@@ -5,6 +5,7 @@
 #include "akunu/dispatch.h"
 #include "akunu/error.h"
 #include "akunu/kernels.h"
+#include "params.h"
 #include "vk_test.h"
 
 namespace akunu::test {
@@ -80,6 +81,40 @@ TEST_F(DispatchTableTest, ChunkDispatchesRunTheirTokensWorkgroups) {
     out.read(got.data(), got.size() * 4);
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], 1.0f) << i;
     EXPECT_THROW(t.set_tokens(0), Error);
+}
+
+// A command whose groups along y cover cache positions in blocks of 256 (as a decode step's
+// attention): set_position(pos) runs pos / 256 + 1 rows of groups of its 4 x 8 grid.
+TEST_F(DispatchTableTest, StepDispatchesRunTheCachedPositionsWorkgroups) {
+    auto dev = device();
+    const uint32_t per_group = 256, gx = 4, gy = 8, n = gx * gy * per_group;
+    Buffer out = dev->allocate(size_t(n) * 4);
+    DispatchTable t(*dev);
+    DispatchCmd cmd;
+    cmd.pipeline = &dev->pipeline("fill_f32");
+    cmd.bindings = {Binding(out)};
+    const FillParams p{n, 2.0f, 0};
+    cmd.params.assign(reinterpret_cast<const uint8_t*>(&p), reinterpret_cast<const uint8_t*>(&p) + sizeof p);
+    cmd.groups[0] = gx;
+    cmd.groups[1] = gy;
+    cmd.position_block = 256;
+    t.dispatch(cmd);
+    CommandList cl(dev);
+    cl.begin();
+    t.record(cl);
+    cl.end();
+    const std::vector<float> poison(n, kPoison);
+    std::vector<float> got(n);
+    for (const uint32_t pos : {0u, 255u, 256u, 1000u, 99999u}) {
+        const uint32_t rows = std::min(pos / 256 + 1, gy), written = rows * gx * per_group;
+        out.write(poison.data(), poison.size() * 4);
+        t.set_position(pos);
+        cl.submit_and_wait();
+        out.read(got.data(), got.size() * 4);
+        for (uint32_t i = 0; i < written; ++i) ASSERT_EQ(got[i], 2.0f) << pos << " " << i;
+        if (!dev->is_cpu())
+            for (uint32_t i = written; i < n; ++i) ASSERT_TRUE(std::isnan(got[i])) << pos << " " << i;
+    }
 }
 
 }  // namespace akunu::test

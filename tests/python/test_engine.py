@@ -287,6 +287,49 @@ def test_a_chunks_workgroups_follow_its_tokens(backend):
     assert all(c["chunk"] is None for c in m.dispatch_table())
 
 
+def test_decode_attention_follows_the_cache_length():
+    """A decode step's attention runs only the cache chunks (256 positions each) its position
+    has filled: its dispatch's groups along y follow the position (position_block), set before
+    each submission. Across the first chunk boundary, in a context of four chunks, single steps
+    give the prefill's logits at every position, and a chained greedy run (positions set per
+    chained step) gives the single steps' tokens."""
+    m = load("tiny-llama3-random", "gguf/tiny-llama3-random-f16.gguf", context=1024)
+    attention = [c for c in m.dispatch_table() if c["kernel"].startswith("attention_split")]
+    assert attention and all(c["position_block"] == 256 and c["groups"][1] == 4 for c in attention)
+    ids = np.random.default_rng(7).integers(0, m.config.vocab_size, 270).tolist()
+    m.reset()
+    want = m.eval(ids, all_logits=True).copy()
+    m.reset()
+    m.eval(ids[:250])
+    got = np.stack([m.eval([i]).copy() for i in ids[250:]])
+    np.testing.assert_allclose(got, want[250:], atol=2e-3 * np.abs(want).max() + 2e-3)
+    m.reset()
+    m.eval(ids[:250])
+    steps = [m._engine.sampled_token()]
+    for _ in range(39):
+        m.eval([steps[-1]])
+        steps.append(m._engine.sampled_token())
+    chained = akunu.Model(m.path, context=1024, chain=5, progress=False).generate(ids[:250], max_tokens=40, stream=False)
+    assert len(chained.token_ids) >= 10 and chained.token_ids == steps[:len(chained.token_ids)]
+
+
+def test_whole_counts_give_the_same_logits(monkeypatch):
+    """AKUNU_INDIRECT=0 (the A/B switch) records every dispatch with its whole chunk's or
+    context's counts: the extra workgroups return at once, so prefill and decode logits equal
+    those of the indirect counts to the bit."""
+    path = require("tiny-qwen3-random", "gguf", "tiny-qwen3-random-q8_0.gguf")
+    ids = [i for p in manifest("tiny-qwen3-random")["prompts"] for i in p["ids"]][:12]
+    monkeypatch.setenv("AKUNU_INDIRECT", "0")
+    whole = akunu.Model(path, context=600, progress=False)
+    monkeypatch.delenv("AKUNU_INDIRECT")
+    following = akunu.Model(path, context=600, progress=False)
+    for m in (whole, following):
+        m.reset()
+    np.testing.assert_array_equal(whole.eval(ids[:9], all_logits=True), following.eval(ids[:9], all_logits=True))
+    for i in ids[9:]:
+        np.testing.assert_array_equal(whole.eval([i]), following.eval([i]))
+
+
 def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch):
     """Chunks of up to 16 tokens run the scalar GEMM in 16 x 256 tiles where the device takes
     them (DeviceProfile.gemm_short_tiles: lavapipe); a longer chunk the 64 x 64 ones. The short
