@@ -301,13 +301,14 @@ bool tiles32(TensorType wtype) {
 // (one workgroup each, half of them idle for 1b's 64-tile O and down) keeps more bytes in
 // flight with 4 units (1b q4_0 +5 %). lavapipe runs a workgroup's invocations as loops
 // between barriers, where 512 invocations cost 6x what 128 do (the shipped model's GEMVs: 137
-// against 20 ms a step).
+// against 20 ms a step), and 32 (one invocation a row, one block a round) less again: decode
+// steps of SmolLM2 312 -> 175 ms, 1b q4_0 1,267 -> 941, 1b q8_0 1,633 -> 1,273 (bench/NOTES.md).
 struct GemvTilesShape {
     uint32_t split = 16, units = 2, slice = 128, probe = 0;  // probe: gemv_tiles.comp PROBE, 0 outside experiments
 };
 GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t k, size_t tiles) {
     GemvTilesShape g;
-    if (d.type == DeviceType::kCpu) g.split = 4;
+    if (d.type == DeviceType::kCpu) g.split = 1, g.units = 1;
     // 4-bit blocks (18 or 20 bytes); Q8_0's 34 already keep twice the bytes in flight per unit.
     const bool four_bit = type_traits(cpu::tile_layout(wtype)->base).block_bytes < 32;
     if (tiles <= d.compute_units && four_bit) g.units = 4;

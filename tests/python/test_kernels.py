@@ -94,8 +94,9 @@ def float_gemv_shape(request, monkeypatch):
 @pytest.fixture(params=["units of the device", "4 units"])
 def tile_gemv_units(request, monkeypatch, device):
     """gemv_tiles.comp with the blocks each invocation loads per round as the device takes them
-    (2 on lavapipe), and 4, what GPUs that report their compute units take for GEMVs of 4-bit
-    blocks with no more tiles than units (kernels.cpp gemv_tiles_shape)."""
+    (1 on lavapipe, with one invocation a row), and 4, what GPUs that report their compute
+    units take for GEMVs of 4-bit blocks with no more tiles than units, with rows split over
+    4 invocations on CPU-type devices (16 on GPUs) (kernels.cpp gemv_tiles_shape)."""
     if request.param == "4 units":
         monkeypatch.setenv("AKUNU_GEMV_TILES", f"{4 if device.profile['type'] == 'cpu' else 16}:4")
 
