@@ -340,8 +340,8 @@ void append_rope_bindings(std::vector<Binding>& bindings, const GemvRopeKv* rope
 // loads of a row before multiplying (UNITS): vec4s of a float row, or units (a lane's 4 code
 // bytes) of a 32-element block. Measured on an H200 (bench/NOTES.md, 1b and 7b decode): float
 // rows 256 x 4 rows x 2 vec4s (+1-3 % over 128 x 4 x 1; 64, 2 or 8 rows and 4 vec4s were not
-// faster), Q8_0 two units and the 4-bit formats one. lavapipe keeps 128 invocations, where
-// wider workgroups cost more than they do on a GPU.
+// faster), Q8_0 two units and the 4-bit formats one. CPU-type devices take one subgroup a
+// workgroup (below), where wider workgroups cost more than they do on a GPU.
 struct GemvCompShape {
     uint32_t group = 128, rows = 4, units = 1, wide = 0;
 };
