@@ -153,6 +153,8 @@ def test_an_encoder_does_not_generate(models):
     assert "encoder" in repr(m)
     kernels = {c["kernel"] for c in m.dispatch_table()}
     assert {"layernorm", "encoder_attention", "act_gelu", "pool"} <= kernels
+    with pytest.raises(akunu.Error, match="an encoder has one table"):
+        m.dispatch_table(prefill=True)
 
 
 def test_the_engine_refuses_an_encoder(bert):
