@@ -56,7 +56,7 @@ void DispatchTable::set_position(uint32_t pos) {
 
 void DispatchTable::use_counts(const Buffer& buffer, size_t offset, size_t bytes) {
     const size_t need = following_.size() * sizeof(VkDispatchIndirectCommand);
-    AKUNU_CHECK(need <= bytes, "a prefill table has " + std::to_string(following_.size()) +
+    AKUNU_CHECK(need <= bytes, "a dispatch table has " + std::to_string(following_.size()) +
                                    " dispatches that follow its chunk or position, more than the memory plan's " +
                                    std::to_string(bytes / sizeof(VkDispatchIndirectCommand)) +
                                    " (chunk_dispatch_bound, step_dispatch_bound in dispatch.h)");
