@@ -2,7 +2,8 @@
 # module named by its first column; the engine asks for kernels by that name. A new dtype or
 # quant type is a new row here, never a copied shader. The KV-cache kernels come in three
 # cache layouts (shaders/include/kv_rows.glsl): one buffer, a ring (_ring) and blocks (_blocks).
-# Each gemm_<wtype> row is also compiled as gemm_short_<wtype> (GEMM_SHORT, below the table).
+# Each gemm_<wtype> row is also compiled as gemm_short_<wtype> (GEMM_SHORT, below the table),
+# and each gemm_cm_<wtype> row as gemm_cm_short_<wtype> (GEMM_CM_SHORT).
 # gemm_cmA_f16 and gemm_cmS_f16 are other tile shapes of the cooperative-matrix GEMM, for
 # bench/gemm_probe.py (AKUNU_GEMM_CM=A:128:128, S:64:128); the engine uses gemm_cm_<wtype>.
 #
@@ -176,11 +177,13 @@ set(AKUNU_KERNELS
   "encoder_attention encoder_attention.comp"
   "pool             pool.comp"
 )
-# The short form of every scalar GEMM: its row again as gemm_short_<wtype>, with GEMM_SHORT.
+# The short form of every GEMM: gemm_<wtype> again as gemm_short_<wtype> (GEMM_SHORT), and
+# gemm_cm_<wtype> as gemm_cm_short_<wtype> (GEMM_CM_SHORT); tile shapes in gemm_tiles.h.
 set(short_gemms "")
 foreach(row IN LISTS AKUNU_KERNELS)
-  if(row MATCHES "^gemm_([a-z0-9_]+) +gemm\\.comp +(.+)$")
-    list(APPEND short_gemms "gemm_short_${CMAKE_MATCH_1} gemm.comp ${CMAKE_MATCH_2},GEMM_SHORT")
+  if(row MATCHES "^(gemm_cm|gemm)_([a-z0-9_]+) +([a-z_]+)\\.comp +(.+)$" AND CMAKE_MATCH_1 STREQUAL CMAKE_MATCH_3)
+    string(TOUPPER "${CMAKE_MATCH_1}_SHORT" define)
+    list(APPEND short_gemms "${CMAKE_MATCH_1}_short_${CMAKE_MATCH_2} ${CMAKE_MATCH_3}.comp ${CMAKE_MATCH_4},${define}")
   endif()
 endforeach()
 list(APPEND AKUNU_KERNELS ${short_gemms})

@@ -7,6 +7,7 @@
 
 #include "akunu/error.h"
 #include "akunu/vk_loader.h"
+#include "gemm_tiles.h"
 
 namespace akunu {
 
@@ -132,7 +133,11 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     const char* indirect = std::getenv("AKUNU_INDIRECT");
     p.indirect_counts = !(indirect && std::string(indirect) == "0");
     const char* short_tiles = std::getenv("AKUNU_GEMM_SHORT");
-    p.gemm_short_tiles = short_tiles && *short_tiles ? std::string(short_tiles) != "0" : p.type == DeviceType::kCpu;
+    const unsigned long short_setting = short_tiles && *short_tiles ? std::strtoul(short_tiles, nullptr, 10) : 0;
+    p.gemm_short_tiles = short_tiles && *short_tiles ? short_setting != 0 : p.type == DeviceType::kCpu || p.gemm_coopmat;
+    p.gemm_short_rows = !p.gemm_short_tiles ? 0
+                        : short_setting > 1 ? uint32_t(short_setting)
+                        : p.gemm_coopmat ? AKUNU_GEMM_CM_SHORT_ROWS : AKUNU_GEMM_SHORT_BM;
     p.int8_activations = int8_activations_requested();
     const char* float_x = std::getenv("AKUNU_FLOAT_X");
     p.float_x = float_x && *float_x && std::string(float_x) != "0";
@@ -235,7 +240,8 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  word gemv %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
             yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
             yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
-    if (gemm_short_tiles) appendf(s, "  prefill           chunks of up to 16 tokens in short GEMM tiles\n");
+    if (gemm_short_tiles)
+        appendf(s, "  prefill           chunks of up to %u tokens in short GEMM tiles\n", gemm_short_rows);
     if (kernel_statistics) appendf(s, "  kernel statistics yes (registers and shared memory per kernel, from the driver)\n");
     if (prefill_dequant_rows > 0)
         appendf(s, "  prefill           block-format weights dequantized to f16 for chunks of %u tokens or more\n", prefill_dequant_rows);

@@ -583,10 +583,10 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
                 "gemm: an f16 X needs the cooperative-matrix GEMM and k and ldx multiples of 8 (gemm_takes_half_x)");
     const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
     const uint32_t short_rows = gemm_short_rows(s.device().profile());
-    const bool short_tiles = !coopmat && short_rows && rows_seen <= short_rows;
-    size_t bm = coopmat ? AKUNU_GEMM_CM_BM : short_tiles ? AKUNU_GEMM_SHORT_BM : AKUNU_GEMM_BM;
-    size_t bn = coopmat ? AKUNU_GEMM_CM_BN : short_tiles ? AKUNU_GEMM_SHORT_BN : AKUNU_GEMM_BN;
-    std::string kernel = weight_variant(coopmat ? "gemm_cm" : short_tiles ? "gemm_short" : "gemm", wtype);
+    const bool short_tiles = short_rows && rows_seen <= short_rows;
+    size_t bm = coopmat ? (short_tiles ? AKUNU_GEMM_CM_SHORT_BM : AKUNU_GEMM_CM_BM) : short_tiles ? AKUNU_GEMM_SHORT_BM : AKUNU_GEMM_BM;
+    size_t bn = coopmat ? (short_tiles ? AKUNU_GEMM_CM_SHORT_BN : AKUNU_GEMM_CM_BN) : short_tiles ? AKUNU_GEMM_SHORT_BN : AKUNU_GEMM_BN;
+    std::string kernel = weight_variant(coopmat ? (short_tiles ? "gemm_cm_short" : "gemm_cm") : short_tiles ? "gemm_short" : "gemm", wtype);
     std::vector<uint32_t> spec;
     // Probes (bench/gemm_probe.py): AKUNU_GEMM_CM="variant:BM:BN[:knock]" runs another compiled
     // tile shape of the f16 kernel ("-" keeps the default), with gemm_cm.comp's knock-out bits.
@@ -608,7 +608,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 
 bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx) { return d.gemm_coopmat && k % 8 == 0 && ldx % 8 == 0; }
 
-uint32_t gemm_short_rows(const DeviceProfile& d) { return d.gemm_short_tiles && !d.gemm_coopmat ? AKUNU_GEMM_SHORT_BM : 0; }
+uint32_t gemm_short_rows(const DeviceProfile& d) { return d.gemm_short_tiles ? d.gemm_short_rows : 0; }
 
 bool dequantizes_to_f16(TensorType wtype) {
     if (tiles32(wtype)) return true;

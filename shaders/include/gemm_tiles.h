@@ -9,6 +9,24 @@
 // The default, 128 x 128 tiles of 8 subgroups with 64 x 32 each and two shared stages, was the
 // fastest of the shapes `bench/gemm_probe.py` measured on the H200 (bench/NOTES.md). Each value
 // can be overridden by a define, for probe variants (shaders/kernels.cmake).
+// Its short form (gemm_cm_short_<wtype>, GEMM_CM_SHORT) for chunks of up to
+// AKUNU_GEMM_CM_SHORT_ROWS tokens: 16 x 32 tiles of 2 subgroups (16 x 16 each), 256 columns of k
+// a step through one shared stage. A 16-token chunk then runs 128 workgroups on a 4096-wide
+// projection instead of 32 tiles of 128 x 128 that compute 128 rows with a quarter of the
+// SMs, and each workgroup waits on 16 steps of loads instead of 128: 16-token prompts 2.7x
+// faster on an H200 (bench/NOTES.md, which also has the shapes that lost: 16 x 32 and 32 x 32
+// with 128 columns a step in two stages, 16 x 16).
+#define AKUNU_GEMM_CM_SHORT_BM 16
+#define AKUNU_GEMM_CM_SHORT_BN 32
+#define AKUNU_GEMM_CM_SHORT_ROWS 64
+#ifdef GEMM_CM_SHORT
+#define AKUNU_GEMM_CM_SG_M 1
+#define AKUNU_GEMM_CM_SG_N 2
+#define AKUNU_GEMM_CM_TM 1
+#define AKUNU_GEMM_CM_TN 1
+#define AKUNU_GEMM_CM_BK 256
+#define AKUNU_GEMM_CM_STAGES 1
+#endif
 #ifndef AKUNU_GEMM_CM_SG_M
 #define AKUNU_GEMM_CM_SG_M 2
 #endif

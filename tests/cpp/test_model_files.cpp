@@ -79,9 +79,9 @@ TEST(MemoryPlan, SeedFiguresForLlama31_8B) {
     EXPECT_EQ(p.kv_bytes, 512ull << 20);
     // The seed's eleven f16 prefill buffers sum to 570,425,344 bytes ("~534 MB"); akunu holds
     // them in f32 without post_norm, plus token ids, step state, 64 rows of logits and the
-    // workgroup counts of two chunk tables (12 bytes for each of 40 dispatches a layer and 8).
+    // workgroup counts of two chunk tables (12 bytes for each of 48 dispatches a layer and 8).
     const uint64_t activations = 2 * (570425344ull - 4096ull * 4096 * 2);
-    const uint64_t counts = 2 * (40 * 32 + 8) * 12;
+    const uint64_t counts = 2 * (48 * 32 + 8) * 12;
     EXPECT_EQ(p.prefill_scratch_bytes, activations + 64ull * 128256 * 4 + 4096 * 4 + 16 + counts);
 }
 

@@ -330,28 +330,43 @@ def test_whole_counts_give_the_same_logits(monkeypatch):
         np.testing.assert_array_equal(whole.eval([i]), following.eval([i]))
 
 
-def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch):
-    """Chunks of up to 16 tokens run the scalar GEMM in 16 x 256 tiles where the device takes
-    them (DeviceProfile.gemm_short_tiles: lavapipe); a longer chunk the 64 x 64 ones. The short
-    tiles sum each product in the same order: the logits of a 9-token prompt, and of a 40-token
-    one that takes the wide tiles, equal those of a model that never runs short tiles. On a
-    device with cooperative matrices both models take the scalar GEMM (AKUNU_NO_COOPMAT)."""
+@pytest.mark.parametrize("variant", ["scalar", "coopmat"])
+def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch, variant):
+    """Short chunks run their GEMMs in short tiles where the device takes them
+    (DeviceProfile.gemm_short_tiles): the scalar GEMM up to 16 tokens in 16 x 256 tiles
+    (lavapipe; on a device with cooperative matrices through AKUNU_NO_COOPMAT), the
+    cooperative-matrix one up to 64 tokens in 16 x 32 tiles; longer chunks the wide ones. The
+    scalar short tiles sum each product in the same order, so the logits of short prompts, and of
+    one past the short rows that takes the wide tiles, equal those of a model that never runs
+    short tiles to the bit; the cooperative-matrix ones step through k 256 columns at a time
+    instead of 32, within f32 rounding of them."""
     if backend == "cpu":
         pytest.skip("the CPU backend's GEMM has no tile shapes to choose")
+    coopmat = variant == "coopmat"
+    if coopmat and not akunu.Device().profile["gemm_coopmat"]:
+        pytest.skip("needs a GPU with cooperative matrices (lavapipe runs only the scalar GEMM)")
     path = require("tiny-qwen3-random", "gguf", "tiny-qwen3-random-q8_0.gguf")
-    ids = [i for p in manifest("tiny-qwen3-random")["prompts"] for i in p["ids"]][:40]
-    monkeypatch.setenv("AKUNU_NO_COOPMAT", "1")
+    ids = [i for p in manifest("tiny-qwen3-random")["prompts"] for i in p["ids"]]
+    ids += np.random.default_rng(5).integers(3, 1000, 80).tolist()
+    if not coopmat:
+        monkeypatch.setenv("AKUNU_NO_COOPMAT", "1")
     monkeypatch.setenv("AKUNU_GEMM_SHORT", "1")
-    assert akunu.Device().profile["gemm_short_tiles"]
-    short = akunu.Model(path, context=64, progress=False)
+    profile = akunu.Device().profile
+    assert profile["gemm_short_tiles"] and profile["gemm_short_rows"] == (64 if coopmat else 16)
+    short = akunu.Model(path, context=128, progress=False)
     monkeypatch.setenv("AKUNU_GEMM_SHORT", "0")
     assert not akunu.Device().profile["gemm_short_tiles"]
-    wide = akunu.Model(path, context=64, progress=False)
+    wide = akunu.Model(path, context=128, progress=False)
+    prefix = "gemm_cm_short_" if coopmat else "gemm_short_"
     gemms = {c["kernel"] for c in short.dispatch_table(prefill=True)}
-    assert any(k.startswith("gemm_short_") for k in gemms) and not any(
-        k.startswith("gemm_short_") for k in {c["kernel"] for c in wide.dispatch_table(prefill=True)})
-    for n in (9, 40):
-        np.testing.assert_array_equal(short.eval(ids[:n], all_logits=True), wide.eval(ids[:n], all_logits=True))
+    assert any(k.startswith(prefix) for k in gemms) and not any(
+        k.startswith(prefix) for k in {c["kernel"] for c in wide.dispatch_table(prefill=True)})
+    for n in (9, 29, 64, 65) if coopmat else (9, 16, 17):
+        got, want = short.eval(ids[:n], all_logits=True), wide.eval(ids[:n], all_logits=True)
+        if coopmat:
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
+        else:
+            np.testing.assert_array_equal(got, want)
         short.reset()
         wide.reset()
 

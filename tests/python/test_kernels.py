@@ -528,12 +528,14 @@ def test_gemv_parts_refuses_half_split_pairs_on_tiles(device, rng, wtype):
 
 @pytest.mark.parametrize("variant", ["scalar", "coopmat"])
 @pytest.mark.parametrize("wtype", [*GPU_FORMATS, *TILE_FORMATS, np.float32, np.float16, "bf16"])
-@pytest.mark.parametrize("m, n, units", [(1, 7, 1), (13, 300, 5), (16, 257, 2), (37, 67, 3), (130, 65, 2), (67, 257, 9)])
+@pytest.mark.parametrize("m, n, units", [(1, 7, 1), (13, 300, 5), (16, 257, 2), (29, 70, 6), (37, 67, 3), (130, 65, 2),
+                                         (67, 257, 9)])
 def test_gemm(device, rng, variant, wtype, m, n, units):
     """The prefill GEMM over odd tile remainders (rows and outputs not multiples of the 64 or
     128 tiles), each weight type against float64 NumPy on the same weights; both variants where
-    the device has cooperative matrices. Up to 16 rows the scalar GEMM runs in its short 16 x
-    256 tiles where the device takes them (lavapipe: gemm_short_tiles)."""
+    the device has cooperative matrices. Where the device takes short tiles (gemm_short_tiles),
+    up to 16 rows run the scalar GEMM's 16 x 256 tiles (lavapipe) and up to 64 the
+    cooperative-matrix GEMM's 16 x 32 ones, with k past their 256-column steps (units 5, 6, 9)."""
     coopmat = variant == "coopmat"
     if coopmat and not device.profile["gemm_coopmat"]:
         pytest.skip("the device has no cooperative matrices (lavapipe runs only the scalar GEMM)")

@@ -184,13 +184,13 @@ def test_plan_reproduces_the_seed_figures_for_llama31_8b():
     # "~534 MB"; 544 MiB). akunu keeps the same activations in f32 and needs no post_norm
     # buffer (4096 x 4096 x 2 bytes in the seed's set), then adds the chunk's token ids, its
     # step state, 64 rows of all-position logits and the workgroup counts of two chunk tables
-    # (12 bytes for each of up to 40 dispatches a layer and 8 more).
+    # (12 bytes for each of up to 48 dispatches a layer and 8 more).
     sizes = dict(p.prefill_scratch)
     extra = ("batch_logits", "batch_token_ids", "batch_step", "batch_dispatch")
     activations = sum(b for n, b in sizes.items() if n not in extra)
     assert activations == 2 * (570_425_344 - 4096 * 4096 * 2)
     assert sizes["batch_logits"] == 64 * 128256 * 4 and sizes["batch_token_ids"] == 4096 * 4
-    assert sizes["batch_dispatch"] == 2 * (40 * 32 + 8) * 12
+    assert sizes["batch_dispatch"] == 2 * (48 * 32 + 8) * 12
     assert p.prefill_scratch_bytes == activations + 64 * 128256 * 4 + 4096 * 4 + 16 + sizes["batch_dispatch"]
     names = [n for n, _ in p.prefill_scratch]
     assert names[:3] == ["batch_h0", "batch_h1", "batch_residual"] and "batch_ffn_gate" in names
