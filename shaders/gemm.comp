@@ -10,7 +10,7 @@
 // accumulates a 4 x 4 sub-tile (64 x 64 tiles, BK = 32).
 // Rows past step.n_tokens are neither computed nor written: one recorded table serves every
 // chunk length. GEMM_SHORT: 16 x 256 tiles, 16 along k a step (the W tile in 16 KB of shared
-// memory), for chunks of at most 16 tokens.
+// memory), for chunks of up to AKUNU_GEMM_SHORT_ROWS tokens (gemm_tiles.h).
 #include "common.glsl"
 #include "gemm_tiles.h"
 

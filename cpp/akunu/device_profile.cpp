@@ -137,7 +137,7 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     p.gemm_short_tiles = short_tiles && *short_tiles ? short_setting != 0 : p.type == DeviceType::kCpu || p.gemm_coopmat;
     p.gemm_short_rows = !p.gemm_short_tiles ? 0
                         : short_setting > 1 ? uint32_t(short_setting)
-                        : p.gemm_coopmat ? AKUNU_GEMM_CM_SHORT_ROWS : AKUNU_GEMM_SHORT_BM;
+                        : p.gemm_coopmat ? AKUNU_GEMM_CM_SHORT_ROWS : AKUNU_GEMM_SHORT_ROWS;
     p.int8_activations = int8_activations_requested();
     const char* float_x = std::getenv("AKUNU_FLOAT_X");
     p.float_x = float_x && *float_x && std::string(float_x) != "0";

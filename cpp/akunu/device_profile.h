@@ -65,7 +65,7 @@ struct DeviceProfile {
     // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
     bool gemm_coopmat = false;
     // The GEMM of a short chunk in short tiles, for chunks of up to gemm_short_rows tokens.
-    // Scalar (gemm_short_<wtype>, 16 x 256, 16 tokens): a quarter of the products of its 64 x 64
+    // Scalar (gemm_short_<wtype>, 16 x 256, 64 tokens): a quarter of the products of its 64 x 64
     // tiles for a 2-token prompt, in a quarter of the workgroups; on where the device is a CPU
     // (lavapipe), whose cost is the products. Cooperative-matrix (gemm_cm_short_<wtype>, 16 x
     // 32, 64 tokens, gemm_tiles.h): 4 to 16 times the workgroups of the 128 x 128 tiles, which

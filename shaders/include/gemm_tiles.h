@@ -52,10 +52,12 @@
 // The scalar variant: 256 invocations, each a 4 x 4 block of Y.
 #define AKUNU_GEMM_BM 64
 #define AKUNU_GEMM_BN 64
-// Its short form (gemm_short_<wtype>, GEMM_SHORT) for chunks of at most 16 tokens: a quarter
-// of the workgroups for the same columns, so a 2-token prompt computes 16 rows' products, not
-// 64 (DeviceProfile::gemm_short_tiles).
+// Its short form (gemm_short_<wtype>, GEMM_SHORT) for chunks of up to AKUNU_GEMM_SHORT_ROWS
+// tokens: a quarter of the workgroups for the same columns, so a 2-token prompt computes 16
+// rows' products, not 64, and a 40-token one 48 (DeviceProfile::gemm_short_tiles; on lavapipe
+// 17-64 tokens 16-32 % faster than in 64 x 64 tiles, bench/NOTES.md).
 #define AKUNU_GEMM_SHORT_BM 16
 #define AKUNU_GEMM_SHORT_BN 256
+#define AKUNU_GEMM_SHORT_ROWS 64
 
 #endif
