@@ -79,6 +79,22 @@ TEST(CpuBackend, ThreadPoolRunsEveryIndexOnce) {
     }
 }
 
+// A job of few chunks, then one of many, back to back on more workers than cores: a worker
+// the OS pauses between seeing a job start and entering it must not claim a chunk of the next
+// job from the closed one's counter (which ran that chunk twice, ThreadPool::run).
+TEST(CpuBackend, ThreadPoolRunsEachChunkOnceAcrossJobs) {
+    cpu::ThreadPool pool(8);
+    std::vector<std::atomic<int>> small(2), large(4096);
+    for (int rep = 0; rep < 20000; ++rep) {
+        for (auto& h : small) h.store(0);
+        for (auto& h : large) h.store(0);
+        pool.run(small.size(), mark, &small);
+        pool.run(large.size(), mark, &large);
+        for (size_t i = 0; i < small.size(); ++i) ASSERT_EQ(small[i].load(), 1) << rep << " " << i;
+        for (size_t i = 0; i < large.size(); ++i) ASSERT_EQ(large[i].load(), 1) << rep << " " << i;
+    }
+}
+
 // Random rows of every weight type: block scales kept small and finite.
 static std::vector<uint8_t> random_row(const cpu::WeightType& w, size_t k, std::mt19937& rng) {
     std::vector<uint8_t> row(k / w.block_size * w.block_bytes);

@@ -12,6 +12,8 @@ namespace akunu::cpu {
 static constexpr int kSpins = 20000;
 // Chunks per thread: enough to even out threads that start late.
 static constexpr size_t kChunksPerThread = 4;
+// The chunk counter of a finished job: above any chunk count (run() caps them at 2^30).
+static constexpr uint64_t kClosed = 0xFFFFFFFFu;
 
 ThreadPool::ThreadPool(unsigned threads) {
     for (unsigned i = 1; i < std::max(1u, threads); ++i) workers_.emplace_back([this] { worker(); });
@@ -69,6 +71,13 @@ void ThreadPool::run(size_t total, Fn fn, void* ctx, size_t min_per_chunk) {
         else
             std::this_thread::yield();
     }
+    // Close the job: no chunk of it is left to claim, whatever chunk count is read with it. A
+    // worker that saw this job start but entered work() only now (the OS paused it in between)
+    // may read the next job's fields, which the next run() stores before its state; against an
+    // open state (gen, chunks claimed) the next job's larger chunk count let it claim and run a
+    // chunk of that job before it was published, and the chunk then ran twice (a residual add
+    // counted twice: logits off by a few percent, rarely, on a loaded machine).
+    state_.store((uint64_t(gen) << 32) | kClosed, std::memory_order_release);
 }
 
 void ThreadPool::worker() {
