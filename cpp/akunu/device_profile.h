@@ -68,7 +68,7 @@ struct DeviceProfile {
     // Scalar (gemm_short_<wtype>, 16 x 256, 64 tokens): a quarter of the products of its 64 x 64
     // tiles for a 2-token prompt, in a quarter of the workgroups; on where the device is a CPU
     // (lavapipe), whose cost is the products. Cooperative-matrix (gemm_cm_short_<wtype>, 16 x
-    // 32, 64 tokens, gemm_tiles.h): 4 to 16 times the workgroups of the 128 x 128 tiles, which
+    // 32, 96 tokens, gemm_tiles.h): 4 to 16 times the workgroups of the 128 x 128 tiles, which
     // would leave most SMs idle; on with gemm_coopmat. AKUNU_GEMM_SHORT=0 turns them off, 1 on,
     // and a larger number sets gemm_short_rows (kernels::gemm_short_rows).
     bool gemm_short_tiles = false;

@@ -156,7 +156,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx);
 
 // The most rows gemm() runs in its short tiles on this device (DeviceProfile::gemm_short_rows:
-// 64 for either GEMM where the profile takes them),
+// 64 for the scalar GEMM, 96 for the cooperative-matrix one, where the profile takes them),
 // else 0. gemm() takes them where it sees no more rows than that: its m, or what its row
 // window admits. A chunk table records a longer chunk's GEMM twice, short for up to these rows
 // and wide for more.

@@ -15,10 +15,11 @@
 // projection instead of 32 tiles of 128 x 128 that compute 128 rows with a quarter of the
 // SMs, and each workgroup waits on 16 steps of loads instead of 128: 16-token prompts 2.7x
 // faster on an H200 (bench/NOTES.md, which also has the shapes that lost: 16 x 32 and 32 x 32
-// with 128 columns a step in two stages, 16 x 16).
+// with 128 columns a step in two stages, 16 x 16). Past 96 rows the wide tiles win again on 7b
+// (at 128 tokens 45.5 against 36.4 ms for f16 weights).
 #define AKUNU_GEMM_CM_SHORT_BM 16
 #define AKUNU_GEMM_CM_SHORT_BN 32
-#define AKUNU_GEMM_CM_SHORT_ROWS 64
+#define AKUNU_GEMM_CM_SHORT_ROWS 96
 #ifdef GEMM_CM_SHORT
 #define AKUNU_GEMM_CM_SG_M 1
 #define AKUNU_GEMM_CM_SG_N 2

@@ -333,9 +333,9 @@ def test_whole_counts_give_the_same_logits(monkeypatch):
 @pytest.mark.parametrize("variant", ["scalar", "coopmat"])
 def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch, variant):
     """Short chunks run their GEMMs in short tiles where the device takes them
-    (DeviceProfile.gemm_short_tiles), up to 64 tokens: the scalar GEMM in 16 x 256 tiles
+    (DeviceProfile.gemm_short_tiles): the scalar GEMM up to 64 tokens in 16 x 256 tiles
     (lavapipe; on a device with cooperative matrices through AKUNU_NO_COOPMAT), the
-    cooperative-matrix one in 16 x 32 tiles; longer chunks the wide ones. The
+    cooperative-matrix one up to 96 tokens in 16 x 32 tiles; longer chunks the wide ones. The
     scalar short tiles sum each product in the same order, so the logits of short prompts, and of
     one past the short rows that takes the wide tiles, equal those of a model that never runs
     short tiles to the bit; the cooperative-matrix ones step through k 256 columns at a time
@@ -352,7 +352,8 @@ def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch, varia
         monkeypatch.setenv("AKUNU_NO_COOPMAT", "1")
     monkeypatch.setenv("AKUNU_GEMM_SHORT", "1")
     profile = akunu.Device().profile
-    assert profile["gemm_short_tiles"] and profile["gemm_short_rows"] == 64
+    rows = 96 if coopmat else 64
+    assert profile["gemm_short_tiles"] and profile["gemm_short_rows"] == rows
     short = akunu.Model(path, context=128, progress=False)
     monkeypatch.setenv("AKUNU_GEMM_SHORT", "0")
     assert not akunu.Device().profile["gemm_short_tiles"]
@@ -361,7 +362,8 @@ def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch, varia
     gemms = {c["kernel"] for c in short.dispatch_table(prefill=True)}
     assert any(k.startswith(prefix) for k in gemms) and not any(
         k.startswith(prefix) for k in {c["kernel"] for c in wide.dispatch_table(prefill=True)})
-    for n in (9, 29, 64, 65):
+    assert len(ids) > rows
+    for n in (9, 29, rows, rows + 1):
         got, want = short.eval(ids[:n], all_logits=True), wide.eval(ids[:n], all_logits=True)
         if coopmat:
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())

@@ -534,7 +534,7 @@ def test_gemm(device, rng, variant, wtype, m, n, units):
     """The prefill GEMM over odd tile remainders (rows and outputs not multiples of the 64 or
     128 tiles), each weight type against float64 NumPy on the same weights; both variants where
     the device has cooperative matrices. Where the device takes short tiles (gemm_short_tiles),
-    up to 64 rows run the scalar GEMM's 16 x 256 tiles (lavapipe) or the cooperative-matrix
+    up to 64 rows run the scalar GEMM's 16 x 256 tiles (lavapipe), up to 96 the cooperative-matrix
     GEMM's 16 x 32 ones, with k past the latter's 256-column steps (units 5, 6, 9)."""
     coopmat = variant == "coopmat"
     if coopmat and not device.profile["gemm_coopmat"]:
