@@ -132,11 +132,12 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
                      !(no_coopmat && *no_coopmat && std::string(no_coopmat) != "0");
     const char* indirect = std::getenv("AKUNU_INDIRECT");
     p.indirect_counts = !(indirect && std::string(indirect) == "0");
+    // AKUNU_GEMM_SHORT: 0 no short tiles, 1 the default row count, N > 1 that many rows.
     const char* short_tiles = std::getenv("AKUNU_GEMM_SHORT");
-    const unsigned long short_setting = short_tiles && *short_tiles ? std::strtoul(short_tiles, nullptr, 10) : 0;
-    p.gemm_short_tiles = short_tiles && *short_tiles ? short_setting != 0 : p.type == DeviceType::kCpu || p.gemm_coopmat;
-    p.gemm_short_rows = !p.gemm_short_tiles ? 0
-                        : short_setting > 1 ? uint32_t(short_setting)
+    const bool short_default = p.type == DeviceType::kCpu || p.gemm_coopmat;
+    const unsigned long short_setting = short_tiles && *short_tiles ? std::strtoul(short_tiles, nullptr, 10) : short_default;
+    p.gemm_short_rows = short_setting > 1 ? uint32_t(short_setting)
+                        : short_setting == 0 ? 0
                         : p.gemm_coopmat ? AKUNU_GEMM_CM_SHORT_ROWS : AKUNU_GEMM_SHORT_ROWS;
     p.int8_activations = int8_activations_requested();
     const char* float_x = std::getenv("AKUNU_FLOAT_X");
@@ -240,7 +241,7 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  word gemv %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
             yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
             yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
-    if (gemm_short_tiles)
+    if (gemm_short_rows)
         appendf(s, "  prefill           chunks of up to %u tokens in short GEMM tiles\n", gemm_short_rows);
     if (kernel_statistics) appendf(s, "  kernel statistics yes (registers and shared memory per kernel, from the driver)\n");
     if (prefill_dequant_rows > 0)

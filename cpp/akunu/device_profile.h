@@ -64,14 +64,12 @@ struct DeviceProfile {
     // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
     // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
     bool gemm_coopmat = false;
-    // The GEMM of a short chunk in short tiles, for chunks of up to gemm_short_rows tokens.
-    // Scalar (gemm_short_<wtype>, 16 x 256, 64 tokens): a quarter of the products of its 64 x 64
+    // Chunks of up to this many tokens run their GEMMs in short tiles (0: none). Scalar (gemm_short_<wtype>, 16 x 256, 64 tokens): a quarter of the products of its 64 x 64
     // tiles for a 2-token prompt, in a quarter of the workgroups; on where the device is a CPU
     // (lavapipe), whose cost is the products. Cooperative-matrix (gemm_cm_short_<wtype>, 16 x
     // 32, 96 tokens, gemm_tiles.h): 4 to 16 times the workgroups of the 128 x 128 tiles, which
     // would leave most SMs idle; on with gemm_coopmat. AKUNU_GEMM_SHORT=0 turns them off, 1 on,
-    // and a larger number sets gemm_short_rows (kernels::gemm_short_rows).
-    bool gemm_short_tiles = false;
+    // and a larger number sets the row count.
     uint32_t gemm_short_rows = 0;
     // Dispatches that follow a chunk's length or a step's position read their workgroup counts
     // at run time (DispatchTable: indirect dispatches); AKUNU_INDIRECT=0 records them with the

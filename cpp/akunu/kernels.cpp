@@ -582,11 +582,16 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     AKUNU_CHECK(!x_half || (coopmat && gemm_takes_half_x(s.device().profile(), g.k, g.ldx)),
                 "gemm: an f16 X needs the cooperative-matrix GEMM and k and ldx multiples of 8 (gemm_takes_half_x)");
     const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
-    const uint32_t short_rows = gemm_short_rows(s.device().profile());
+    const uint32_t short_rows = s.device().profile().gemm_short_rows;
     const bool short_tiles = short_rows && rows_seen <= short_rows;
-    size_t bm = coopmat ? (short_tiles ? AKUNU_GEMM_CM_SHORT_BM : AKUNU_GEMM_CM_BM) : short_tiles ? AKUNU_GEMM_SHORT_BM : AKUNU_GEMM_BM;
-    size_t bn = coopmat ? (short_tiles ? AKUNU_GEMM_CM_SHORT_BN : AKUNU_GEMM_CM_BN) : short_tiles ? AKUNU_GEMM_SHORT_BN : AKUNU_GEMM_BN;
-    std::string kernel = weight_variant(coopmat ? (short_tiles ? "gemm_cm_short" : "gemm_cm") : short_tiles ? "gemm_short" : "gemm", wtype);
+    // [cooperative matrices][short tiles]: the kernel and its tile (gemm_tiles.h).
+    static const struct { const char* kernel; size_t bm, bn; } kTiles[2][2] = {
+        {{"gemm", AKUNU_GEMM_BM, AKUNU_GEMM_BN}, {"gemm_short", AKUNU_GEMM_SHORT_BM, AKUNU_GEMM_SHORT_BN}},
+        {{"gemm_cm", AKUNU_GEMM_CM_BM, AKUNU_GEMM_CM_BN}, {"gemm_cm_short", AKUNU_GEMM_CM_SHORT_BM, AKUNU_GEMM_CM_SHORT_BN}},
+    };
+    const auto& tiles = kTiles[coopmat][short_tiles];
+    size_t bm = tiles.bm, bn = tiles.bn;
+    std::string kernel = weight_variant(tiles.kernel, wtype);
     std::vector<uint32_t> spec;
     // Probes (bench/gemm_probe.py): AKUNU_GEMM_CM="variant:BM:BN[:knock]" runs another compiled
     // tile shape of the f16 kernel ("-" keeps the default), with gemm_cm.comp's knock-out bits.
@@ -607,8 +612,6 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 }
 
 bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx) { return d.gemm_coopmat && k % 8 == 0 && ldx % 8 == 0; }
-
-uint32_t gemm_short_rows(const DeviceProfile& d) { return d.gemm_short_tiles ? d.gemm_short_rows : 0; }
 
 bool dequantizes_to_f16(TensorType wtype) {
     if (tiles32(wtype)) return true;

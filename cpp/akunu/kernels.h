@@ -141,7 +141,10 @@ bool gemv_folds_activation(const DeviceProfile& device, TensorType wtype, size_t
 // min(m, step.n_tokens); X rows ldx floats apart, Y rows ldy apart. Uses cooperative matrices
 // when the device has them (DeviceProfile::gemm_coopmat) unless allow_coopmat is false (tests
 // check the scalar variant on such devices too). The dispatch runs only for chunks of
-// min_rows <= step.n_tokens < max_rows tokens (max_rows 0: no bound).
+// min_rows <= step.n_tokens < max_rows tokens (max_rows 0: no bound). It runs in short tiles
+// where it sees no more rows than DeviceProfile::gemm_short_rows (its m, or what its row window
+// admits); a chunk table records a longer chunk's GEMM twice, short for up to those rows and
+// wide for more.
 struct GemmShape {
     size_t m, n, k, ldx, ldy;
     uint32_t min_rows = 0, max_rows = 0;
@@ -154,13 +157,6 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 // converts X to halves anyway, with k and ldx multiples of 8. A prefill chunk's norms and
 // activation then write halves once, instead of each column of GEMM tiles converting them.
 bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx);
-
-// The most rows gemm() runs in its short tiles on this device (DeviceProfile::gemm_short_rows:
-// 64 for the scalar GEMM, 96 for the cooperative-matrix one, where the profile takes them),
-// else 0. gemm() takes them where it sees no more rows than that: its m, or what its row
-// window admits. A chunk table records a longer chunk's GEMM twice, short for up to these rows
-// and wide for more.
-uint32_t gemm_short_rows(const DeviceProfile& d);
 
 // Whether dequant_f16() takes weights of this type (the block formats of ggml).
 bool dequantizes_to_f16(TensorType wtype);

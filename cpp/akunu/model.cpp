@@ -232,27 +232,28 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // runs short GEMM tiles, a chunk of up to short_rows tokens takes them (one more GEMM with
     // its own row window: only one of a projection's GEMMs has workgroups for a chunk).
     const uint32_t dequant_rows = t.device().profile().prefill_dequant_rows;
-    const uint32_t short_rows = kernels::gemm_short_rows(t.device().profile());
+    const uint32_t short_rows = t.device().profile().gemm_short_rows;
     const Buffer* weights_f16 = prefill && s.all().count("batch_weights_f16") ? &s.get("batch_weights_f16") : nullptr;
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                       const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32) {
-        // The format's own GEMM for chunks of [lo, hi) tokens (hi 0: no bound), in short tiles
+        // The format's own GEMM for chunks of fewer than `below` tokens (0: any), in short tiles
         // up to short_rows where the device takes them.
-        auto own_gemm = [&](uint32_t lo, uint32_t hi) {
-            if (short_rows && rows > short_rows && lo <= short_rows && (hi == 0 || hi > short_rows + 1)) {
-                kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, lo, short_rows + 1, x_dtype}, step, accumulate);
-                lo = short_rows + 1;
+        auto own_gemm = [&](uint32_t below) {
+            uint32_t from = 0;
+            if (short_rows && rows > short_rows && (below == 0 || below > short_rows + 1)) {
+                kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, short_rows + 1, x_dtype}, step, accumulate);
+                from = short_rows + 1;
             }
-            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, lo, hi, x_dtype}, step, accumulate);
+            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, from, below, x_dtype}, step, accumulate);
         };
         if (prefill && weights_f16 && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
             n * kk * 2 <= std::min<size_t>(weights_f16->size(), t.device().profile().max_storage_buffer_range)) {
-            own_gemm(0, dequant_rows);
+            own_gemm(dequant_rows);
             kernels::dequant_f16(t, w.buffer, w.type, *weights_f16, n, kk, step, dequant_rows);
             kernels::gemm(t, *weights_f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0, x_dtype}, step,
                           accumulate);
         } else if (prefill)
-            own_gemm(0, 0);
+            own_gemm(0);
         else
             kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, input, kernels::engine_x_rounding(t.device().profile()));
     };

@@ -55,7 +55,7 @@
 #define AKUNU_GEMM_BN 64
 // Its short form (gemm_short_<wtype>, GEMM_SHORT) for chunks of up to AKUNU_GEMM_SHORT_ROWS
 // tokens: a quarter of the workgroups for the same columns, so a 2-token prompt computes 16
-// rows' products, not 64, and a 40-token one 48 (DeviceProfile::gemm_short_tiles; on lavapipe
+// rows' products, not 64, and a 40-token one 48 (DeviceProfile::gemm_short_rows; on lavapipe
 // 17-64 tokens 16-32 % faster than in 64 x 64 tiles, bench/NOTES.md).
 #define AKUNU_GEMM_SHORT_BM 16
 #define AKUNU_GEMM_SHORT_BN 256
