@@ -5,8 +5,8 @@
 #ifdef X_INT8
 #extension GL_EXT_spirv_intrinsics : require  // integer dot products: int_dot.glsl
 #endif
-// gemv_<wtype>_t32: y[r] = dot(W[r, :], x) for tile-major Q8_0, Q4_0 and Q4_1 matrices
-// (cpu/tiles.h), fp32 accumulation. One workgroup per tile of 32 rows: invocation i owns row
+// gemv_<wtype>_t32v: y[r] = dot(W[r, :], x) for tile-major Q8_0, Q4_0 and Q4_1 matrices
+// (cpu/tiles.h's *_T32V layout), fp32 accumulation. One workgroup per tile of 32 rows: invocation i owns row
 // i % 32 and every SPLIT-th block column of it, SPLIT = invocations / 32. With p.rows1 or
 // p.rows2 set, one dispatch also multiplies the same x by a second and third matrix (bindings
 // 4 and 5) into their own y (bindings 6 and 7): Q, K and V, or gate and up. Their tiles follow
@@ -18,8 +18,8 @@
 //
 // Why tiles: in the file's layout a block is 18, 20 or 34 bytes, only 2-byte aligned, so a
 // GEMV reads it as 16-bit words and pairs each lane with other x values. In a tile column the
-// 32 rows' code chunks are contiguous 32-bit words, so each load of a row's chunk is one
-// coalesced 128-byte read across the 32 rows, and the 32 rows meet the same x: the workgroup
+// 32 rows' codes are contiguous 16-byte chunks, so each load of a row's chunk is one coalesced
+// 512-byte read across the 32 rows, and the 32 rows meet the same x: the workgroup
 // forms x (x_op: the norm's weight, or the gated activation) once per slice into shared memory
 // for all 32 rows, and every invocation then reads it by broadcast.
 //
@@ -29,7 +29,7 @@
 // each block's bias (the sum of its staged x, which the 1s add, plus the format's offset) is
 // taken out once per block: xb[b] = {bias, sum of x}.
 //
-// gemv_dot_<wtype>_t32 (X_INT8): the workgroup rounds the formed x per block of 32 instead, and
+// gemv_dot_<wtype>_t32v (X_INT8): the workgroup rounds the formed x per block of 32 instead, and
 // a chunk costs one or two 4-way integer dot products per byte of x's codes. X_BITS 8
 // (AKUNU_INT8=1): int8, step max|x| / 127, half to even, as ggml's q8_1; a quarter of the float
 // path's instructions per weight. X_BITS 16 (the engine's default): int16, step max|x| / 32767,
@@ -52,9 +52,10 @@ layout(push_constant) uniform Push { GemvParams p; };
 #define W_TILES
 #include "weights.glsl"
 // The second and third matrix: where there are fewer, the launcher binds the first again.
-layout(std430, binding = 4) readonly buffer W1w { uint w1w[]; };
+layout(std430, binding = 0) readonly buffer Wv { uvec4 wv[]; };  // the codes as 16-byte chunks
+layout(std430, binding = 4) readonly buffer W1v { uvec4 w1v[]; };
 layout(std430, binding = 4) readonly buffer W1h { uint16_t w1h[]; };
-layout(std430, binding = 5) readonly buffer W2w { uint w2w[]; };
+layout(std430, binding = 5) readonly buffer W2v { uvec4 w2v[]; };
 layout(std430, binding = 5) readonly buffer W2h { uint16_t w2h[]; };
 
 layout(local_size_x_id = 0) in;                       // 32 * SPLIT invocations
@@ -111,10 +112,15 @@ struct Block {
 #else
 #define LOAD_HEAD(H) w.head = uint(H[w_tile_head_at(column, r, 0)])
 #endif
-#define LOAD_BLOCK(W, H)                                                                        \
+// The codes: one 16-byte load (Q8_0: two) per row and block, 512 contiguous bytes across a
+// tile's 32 rows.
+#define LOAD_BLOCK(V, H)                                                                        \
     {                                                                                           \
         LOAD_HEAD(H);                                                                           \
-        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) w.q[c] = W[w_tile_chunk_at(column, r, c)]; \
+        [[unroll]] for (uint v = 0; v < CHUNKS / 4; ++v) {                                      \
+            const uvec4 q = V[w_tile_vec_at(column, r, v)];                                     \
+            w.q[4 * v] = q.x, w.q[4 * v + 1] = q.y, w.q[4 * v + 2] = q.z, w.q[4 * v + 3] = q.w; \
+        }                                                                                       \
     }
 Block load_block(uint part, uint column, uint r) {
     Block w;
@@ -122,11 +128,11 @@ Block load_block(uint part, uint column, uint r) {
         w.head = 0x1C00u;  // 2^-8
         [[unroll]] for (uint c = 0; c < CHUNKS; ++c) w.q[c] = (column * 32 + r) * 0x9E3779B9u + c;
     } else if (part == 0)
-        LOAD_BLOCK(ww, wh)
+        LOAD_BLOCK(wv, wh)
     else if (part == 1)
-        LOAD_BLOCK(w1w, w1h)
+        LOAD_BLOCK(w1v, w1h)
     else
-        LOAD_BLOCK(w2w, w2h)
+        LOAD_BLOCK(w2v, w2h)
     return w;
 }
 

@@ -90,7 +90,7 @@ struct DeviceProfile {
     bool gemv_words = false;
     // Tile-major projection matrices: all of them on the CPU backend; on Vulkan devices the
     // 32-element block formats, whose tile GEMV (gemv_tiles.comp) reads a tile column of 32 rows
-    // as coalesced words and x once per 32 rows. AKUNU_TILES=0 keeps the file's layout, and so do
+    // as coalesced 16-byte chunks (the *_T32V layouts, cpu/tiles.h) and x once per 32 rows. AKUNU_TILES=0 keeps the file's layout, and so do
     // AKUNU_INT8 and AKUNU_GEMV_WORDS, whose kernels read that layout.
     WeightTiles weight_tiles = WeightTiles::kNone;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16

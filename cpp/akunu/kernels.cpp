@@ -156,8 +156,9 @@ AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_
 }  // namespace
 
 std::string weight_variant(const char* kernel, TensorType t) {
-    // The CPU backend's tile-major forms: the base type's kernel name plus "_t32".
-    if (const cpu::TileLayout* l = cpu::tile_layout(t)) return weight_variant(kernel, l->base) + "_t32";
+    // Tile-major forms (cpu/tiles.h): the base type's kernel name plus "_t32" (the CPU backend's
+    // layout) or "_t32v" (Vulkan devices').
+    if (const cpu::TileLayout* l = cpu::tile_layout(t)) return weight_variant(kernel, l->base) + l->kernel_suffix;
     for (const auto& v : kWeightVariants)
         if (v.type == t) return std::string(kernel) + "_" + v.suffix;
     throw Error(std::string(kernel) + ": weight type " + type_traits(t).name + " is not supported yet (supported: " +
@@ -306,18 +307,29 @@ bool tiles32(TensorType wtype) {
 struct GemvTilesShape {
     uint32_t split = 16, units = 2, slice = 128, probe = 0;  // probe: gemv_tiles.comp PROBE, 0 outside experiments
 };
-GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t k, size_t tiles) {
+GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t k, size_t tiles, bool int_x) {
     GemvTilesShape g;
     if (d.type == DeviceType::kCpu) g.split = 1, g.units = 1;
-    // 4-bit blocks (18 or 20 bytes); Q8_0's 34 already keep twice the bytes in flight per unit.
-    const bool four_bit = type_traits(cpu::tile_layout(wtype)->base).block_bytes < 32;
-    if (tiles <= d.compute_units && four_bit) g.units = 4;
-    if (const char* e = std::getenv("AKUNU_GEMV_TILES"))  // experiments: "split:units[:slice[:probe]]"
+    const bool few = tiles <= d.compute_units;  // one workgroup per compute unit at most
+    if (few && int_x) {
+        // 1,024 invocations and x for the whole row staged at once (up to ~600 blocks fit in
+        // 48 KiB): twice the warps on each compute unit, and one staging pass with one barrier
+        // where a 7b down projection had three.
+        g.split = 32, g.slice = 1024;
+    } else if (few && type_traits(cpu::tile_layout(wtype)->base).block_bytes < 32) {
+        // 4-bit blocks (18 or 20 bytes); Q8_0's 34 already keep twice the bytes in flight per unit.
+        g.units = 4;
+    }
+    // Experiments: "split:units[:slice[:probe]]" for every tile GEMV, and for those of few tiles.
+    if (const char* e = std::getenv("AKUNU_GEMV_TILES"))
+        std::sscanf(e, "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.probe);
+    if (const char* e = std::getenv("AKUNU_GEMV_TILES_FEW"); e && few)
         std::sscanf(e, "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.probe);
     g.split = std::clamp(g.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // gemv_tiles.comp MAX_SPLIT
     g.units = std::clamp(g.units, 1u, 8u);                                                // MAX_UNITS
-    // Shared memory: 128 bytes of x and 8 of sums per block, 4 KiB of partial sums, 512 bytes.
-    const uint32_t fits = (d.shared_memory_bytes - 4096 - 512) / 136;
+    // Shared memory per block: 128 bytes of float x or 64 of rounded x, and 8 of sums; then
+    // 4 KiB of partial sums and 512 bytes of sums of squares.
+    const uint32_t fits = (d.shared_memory_bytes - 4096 - 512) / (int_x ? 72 : 136);
     g.slice = std::clamp<uint32_t>(std::min<uint32_t>(g.slice, uint32_t(k / 32)), 1u, fits);
     return g;
 }
@@ -400,12 +412,12 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
                      const Binding& x, const Binding& second, const GemvParams& p, XRounding rounding,
                      const GemvRopeKv* rope = nullptr) {
     const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
-    const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), wtype, p.k, tiles);
+    const bool int_dot = rounding != XRounding::kFloat;
+    const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), wtype, p.k, tiles, int_dot);
     std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
     append_rope_bindings(bindings, rope, x, y[0]);
-    const bool int_dot = rounding != XRounding::kFloat;
     emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype),
-         {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u), rounding == XRounding::kInt16 ? 16u : 8u},
+         {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 63u), rounding == XRounding::kInt16 ? 16u : 8u},
          std::move(bindings), p, grid_for(s, tiles));
 }
 bool word_rows(TensorType wtype, size_t k) {

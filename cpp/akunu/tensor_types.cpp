@@ -69,6 +69,9 @@ const TensorTypeTraits kTypes[] = {
     {T::Q4_K_T32, "Q4_K_T32", 256, 144, "uint8", nullptr},
     {T::Q5_K_T32, "Q5_K_T32", 256, 176, "uint8", nullptr},
     {T::Q6_K_T32, "Q6_K_T32", 256, 210, "uint8", nullptr},
+    {T::Q8_0_T32V, "Q8_0_T32V", 32, 34, "uint8", nullptr},
+    {T::Q4_0_T32V, "Q4_0_T32V", 32, 18, "uint8", nullptr},
+    {T::Q4_1_T32V, "Q4_1_T32V", 32, 20, "uint8", nullptr},
 };
 
 }  // namespace

@@ -28,6 +28,8 @@ enum class TensorType : uint32_t {
     // regrouped so that 32 consecutive rows are read together. Produced by its loader only.
     F32_T32 = 110, F16_T32 = 111, BF16_T32 = 112, Q8_0_T32 = 113, Q4_0_T32 = 114, Q4_1_T32 = 115,
     Q4_K_T32 = 116, Q5_K_T32 = 117, Q6_K_T32 = 118,
+    // Vulkan devices' tiles of the 32-element block formats: each row's codes in 16-byte chunks.
+    Q8_0_T32V = 119, Q4_0_T32V = 120, Q4_1_T32V = 121,
 };
 
 // Writes n = blocks * block_size floats from `src`.

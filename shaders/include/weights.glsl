@@ -96,17 +96,20 @@ float w_half_word(uint word) { return unpackHalf2x16(uint(wh[word])).x; }
 #endif
 
 #ifdef W_TILES
-// Tile-major blocks (cpu/tiles.h): block column b of rows 32 t .. 32 t + 31 is tile column
-// t * (K / 32) + b, 32 * W_BLOCK_BYTES bytes: the head fields of its 32 rows (64 bytes each),
-// then the codes as 4-byte chunks, chunk c of row r at word 16 * W_HEAD_FIELDS + 32 c + r.
-// Every access is a whole 16- or 32-bit word, and 32 rows' words are contiguous.
+// Tile-major blocks, Vulkan devices' *_T32V layout (cpu/tiles.h): block column b of rows
+// 32 t .. 32 t + 31 is tile column t * (K / 32) + b, 32 * W_BLOCK_BYTES bytes: the head fields
+// of its 32 rows (64 bytes each), then the codes in 16-byte chunks, chunk v (Q8_0: 0 or 1) of
+// row r at 16-byte vector 4 * W_HEAD_FIELDS + 32 v + r of the column. Every access is a whole
+// 16-bit word, 32-bit word or 16-byte vector, and 32 rows' chunks are contiguous.
 layout(std430, binding = W_BINDING) readonly buffer Ww { uint ww[]; };
 // The first word of the tile column that holds block b of `row` in a matrix of rows of K.
 uint w_tile_column(uint row, uint b, uint K) { return ((row / 32) * (K / 32) + b) * (W_BLOCK_BYTES * 8); }
 // Where head field f (0: d, 1: Q4_1's m) of row r (0..31) in a column lies, in 16-bit words,
-// and code chunk c (bytes 4 c .. 4 c + 3 of the block's codes), in 32-bit words.
+// code word c (bytes 4 c .. 4 c + 3 of the block's codes) in 32-bit words, and 16-byte chunk v
+// in 16-byte vectors (a column starts on a multiple of 16 bytes: 32 * W_BLOCK_BYTES is).
 uint w_tile_head_at(uint column, uint r, uint f) { return 2 * column + 32 * f + r; }
-uint w_tile_chunk_at(uint column, uint r, uint c) { return column + 16 * W_HEAD_FIELDS + 32 * c + r; }
+uint w_tile_chunk_at(uint column, uint r, uint c) { return column + 16 * W_HEAD_FIELDS + 128 * (c / 4) + 4 * r + c % 4; }
+uint w_tile_vec_at(uint column, uint r, uint v) { return column / 4 + 4 * W_HEAD_FIELDS + 32 * v + r; }
 // The head field as half bits, and the chunk.
 uint w_tile_head(uint column, uint r, uint f) { return uint(wh[w_tile_head_at(column, r, f)]); }
 uint w_tile_chunk(uint column, uint r, uint c) { return ww[w_tile_chunk_at(column, r, c)]; }

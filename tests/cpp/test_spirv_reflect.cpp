@@ -45,7 +45,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"read_", sizeof(CopyParams), 2},
         {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3},
-        {"gemv_", sizeof(GemvParams), 13, "_t32"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv
+        {"gemv_", sizeof(GemvParams), 13, "_t32v"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv
         {"gemv_f", sizeof(GemvParams), 13}, {"gemv_bf16", sizeof(GemvParams), 13},  // float gemv.comp: the same
         {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},

@@ -91,14 +91,19 @@ def float_gemv_shape(request, monkeypatch):
         monkeypatch.setenv("AKUNU_GEMV_ROWS", "128:4:1:1")
 
 
-@pytest.fixture(params=["units of the device", "4 units"])
+@pytest.fixture(params=["units of the device", "4 units", "whole rows"])
 def tile_gemv_units(request, monkeypatch, device):
     """gemv_tiles.comp with the blocks each invocation loads per round as the device takes them
     (1 on lavapipe, with one invocation a row), and 4, what GPUs that report their compute
-    units take for GEMVs of 4-bit blocks with no more tiles than units, with rows split over
-    4 invocations on CPU-type devices (16 on GPUs) (kernels.cpp gemv_tiles_shape)."""
+    units take for GEMVs of 4-bit blocks with no more tiles than units and fp32 x, with rows
+    split over 4 invocations on CPU-type devices (16 on GPUs); and the shape such GPUs take for
+    those GEMVs with rounded x: rows split over 32 invocations (8 on CPU-type devices), x for
+    the whole row staged at once (kernels.cpp gemv_tiles_shape)."""
+    cpu_type = device.profile["type"] == "cpu"
     if request.param == "4 units":
-        monkeypatch.setenv("AKUNU_GEMV_TILES", f"{4 if device.profile['type'] == 'cpu' else 16}:4")
+        monkeypatch.setenv("AKUNU_GEMV_TILES", f"{4 if cpu_type else 16}:4")
+    elif request.param == "whole rows":
+        monkeypatch.setenv("AKUNU_GEMV_TILES", f"{8 if cpu_type else 32}:2:1024")
 
 
 @pytest.mark.usefixtures("float_gemv_shape")
@@ -185,7 +190,13 @@ def random_weight_blocks_on(device, rng, wtype, rows, k):
 
 # Their tile-major forms (32-row tiles, cpu/tiles.h), in which the engine uploads projection
 # matrices of these types: the CPU backend's kernels and Vulkan's gemv_tiles.comp and W_TILES.
+# Tests name the CPU's form; tiles_on() gives the device's (Vulkan: *_T32V, 16-byte chunks).
 TILE_FORMATS = ["Q8_0_T32", "Q4_0_T32", "Q4_1_T32"]
+
+
+def tiles_on(device, wtype):
+    """The device's tile form of a TILE_FORMATS name: Vulkan devices keep 16-byte chunks."""
+    return wtype if device.profile["weight_tiles"] == "all" else wtype + "V"
 
 
 def random_weights(device, rng, wtype, rows, k):
@@ -195,7 +206,8 @@ def random_weights(device, rng, wtype, rows, k):
         return random_weight_blocks_on(device, rng, wtype, rows, k)
     if wtype in TILE_FORMATS:
         raw, w = random_weight_blocks(rng, wtype[:-4], rows, k)
-        return device.upload(_akunu.pack_tiles(raw.reshape(-1), wtype, rows, k)), w, wtype
+        tiled = tiles_on(device, wtype)
+        return device.upload(_akunu.pack_tiles(raw.reshape(-1), tiled, rows, k)), w, tiled
     if wtype == "bf16":
         bits = (rng.standard_normal((rows, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
         w = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
@@ -204,14 +216,40 @@ def random_weights(device, rng, wtype, rows, k):
     return device.upload(w), w.astype(np.float64), None
 
 
-def kernel_wtype(wtype):
-    """The wtype argument of kernels.*: NumPy float types by their ggml names, others as given."""
+def kernel_wtype(device, wtype):
+    """The wtype argument of kernels.*: NumPy float types by their ggml names, tiles in the
+    device's form, others as given."""
+    if wtype in TILE_FORMATS:
+        return tiles_on(device, wtype)
     return {np.float32: "F32", np.float16: "F16"}.get(wtype, wtype)
 
 
 def row_length(wtype, units):
     """k = units blocks of 32 (float types and 32-element blocks) or of 256 (k-quants)."""
     return units * (BLOCK_FORMATS[wtype][0] if wtype in GPU_FORMATS else 32)
+
+
+@pytest.mark.parametrize("base, head, chunk", [("Q8_0", 2, 4), ("Q4_0", 2, 4), ("Q4_1", 4, 4), ("Q8_0", 2, 16),
+                                               ("Q4_0", 2, 16), ("Q4_1", 4, 16)])
+def test_tile_layout_bytes(rng, base, head, chunk):
+    """Where pack_tiles puts each byte (cpu/tiles.h, weights.glsl's w_tile_* addressing): in
+    block column b of a tile, row r's head field f at 64 f + 2 r, then its codes in chunks of
+    4 bytes (*_T32) or 16 (*_T32V), chunk c of row r at 32 * head + (32 c + r) * chunk. Rows past
+    the matrix are zero."""
+    rows, k, block = 37, 96, {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}[base]
+    raw = rng.integers(0, 256, (rows, k // 32, block), dtype=np.uint8)
+    tiled = _akunu.pack_tiles(raw.reshape(-1), base + ("_T32" if chunk == 4 else "_T32V"), rows, k)
+    want = np.zeros((2, k // 32, 32 * block), np.uint8)  # rows 37..63 stay zero
+    for r in range(rows):
+        for b in range(k // 32):
+            column, rr = want[r // 32, b], r % 32
+            for f in range(head // 2):
+                column[64 * f + 2 * rr: 64 * f + 2 * rr + 2] = raw[r, b, 2 * f: 2 * f + 2]
+            codes = raw[r, b, head:]
+            for c in range(codes.size // chunk):
+                at = 32 * head + (32 * c + rr) * chunk
+                column[at: at + chunk] = codes[c * chunk: (c + 1) * chunk]
+    np.testing.assert_array_equal(tiled, want.reshape(-1))
 
 
 @pytest.mark.parametrize("wtype", TILE_FORMATS)
@@ -267,7 +305,7 @@ def check_rounded_gemv(device, rng, wtype, rows, k, norm, rounding):
     W @ x_rounded up to fp32 sums. Checked against that product and against the exact W @ x
     within the rounding's bound: each element of x moves by at most half its block's step, so
     |y - W @ x| <= sum |W| * step / 2 per row."""
-    w_dev, w, _ = random_weights(device, rng, wtype, rows, k)
+    w_dev, w, wtype = random_weights(device, rng, wtype, rows, k)
     x = (rng.standard_normal(k) * 2).astype(np.float32)
     x[:32] = 0.0  # a block of zeros: scale 0
     g = rng.standard_normal(k).astype(np.float32)
@@ -373,7 +411,7 @@ def test_gemv_gate_up(device, backend, rng, wtype, rows, k, activation, norm):
     """act(W_gate x) * (W_up x) from one dispatch (gemv.comp GATED), what a decode FFN of float
     weights runs instead of gate/up and an activation: odd row counts (a workgroup's last gate
     and up rows past the end), the FFN norm folded; y past the rows stays poisoned."""
-    name = kernel_wtype(wtype)
+    name = kernel_wtype(device, wtype)
     if backend == "cpu":
         assert not kernels.gemv_fuses_gate_up(device, name, k, activation)
         pytest.skip("the CPU backend runs gate and up as two GEMVs and the activation on its own")
@@ -400,12 +438,12 @@ def test_gemv_gate_up(device, backend, rng, wtype, rows, k, activation, norm):
 def test_gemv_gate_up_refuses_what_it_cannot_fuse(device, backend):
     if backend == "cpu":
         pytest.skip("the CPU backend fuses no gate/up")
-    assert not kernels.gemv_fuses_gate_up(device, "Q4_0_T32", 256)  # tiles fold the activation into down instead
+    assert not kernels.gemv_fuses_gate_up(device, tiles_on(device, "Q4_0_T32"), 256)  # tiles fold the activation into down instead
     with pytest.raises(akunu.Error, match="activation must be 'silu' or 'gelu_tanh'"):
         kernels.gemv_fuses_gate_up(device, "F16", 256, "gelu")
     w, x, y = device.empty([4, 256], "f16"), device.empty([256], "f32"), device.empty([4], "f32")
     with pytest.raises(akunu.Error, match="no fused gate/up GEMV"):
-        ops._run(device, lambda cl: kernels.gemv_gate_up(cl, w, w, "Q4_0_T32", x, y, 4, 256))
+        ops._run(device, lambda cl: kernels.gemv_gate_up(cl, w, w, tiles_on(device, "Q4_0_T32"), x, y, 4, 256))
 
 
 @pytest.mark.usefixtures("float_gemv_shape")
@@ -417,7 +455,7 @@ def test_gemv_fused_parts(device, backend, rng, wtype, rows, k, norm):
     (gemv_tiles.comp) and float weights (gemv.comp): matrices of their own row counts (partial
     last tiles and workgroups in each), each product in its own y, the norm folded; the float
     past each y's rows stays poisoned."""
-    name = kernel_wtype(wtype)
+    name = kernel_wtype(device, wtype)
     if backend == "cpu":
         pytest.skip("the CPU backend runs Q, K and V as three GEMVs (its threads split rows, not tiles)")
     assert kernels.gemv_fuses_parts(device, name, k), f"{name} rows of {k} should fuse on a Vulkan device"
@@ -461,7 +499,7 @@ def test_gemv_parts_folds_rope_kv(device, backend, rng, wtype, heads, kv_heads, 
     rows in a ring: 13 % 6), every other cache row and every float past Q, K or V untouched.
     Head dims of 48 leave heads across tile boundaries; K and V of 48 rows end in a partial
     tile; a head of 6 rows ends in the middle of a workgroup of 4."""
-    name = kernel_wtype(wtype)
+    name = kernel_wtype(device, wtype)
     if backend == "cpu":
         assert not kernels.gemv_folds_rope_kv(device, name, ring, half_split)
         pytest.skip("the CPU backend runs Q, K and V as three GEMVs and rope_kv on its own")
@@ -511,10 +549,11 @@ def test_gemv_parts_refuses_half_split_pairs_on_tiles(device, rng, wtype):
     """A tile's rows are fixed by its layout, so tiles fold RoPE only on adjacent pairs: asked
     for pairs (i, i + head_dim / 2), gemv_folds_rope_kv says no and gemv_parts refuses with an
     error instead of rotating the wrong rows."""
-    assert not kernels.gemv_folds_rope_kv(device, wtype, False, True)
+    assert not kernels.gemv_folds_rope_kv(device, tiles_on(device, wtype), False, True)
     head_dim, k = 64, 96
     rows = (2 * head_dim, head_dim, head_dim)
     w = [random_weights(device, rng, wtype, n, k)[0] for n in rows]
+    wtype = tiles_on(device, wtype)
     ys = [device.empty([n], "f32") for n in rows]
     tables = device.upload(np.zeros((16, head_dim // 2), np.float32))
     caches = [device.empty([1, 16, head_dim], "f16") for _ in range(2)]

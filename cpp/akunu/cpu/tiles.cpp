@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -13,10 +14,18 @@ namespace {
 
 using T = TensorType;
 
+// The CPU backend's (WeightTiles::kAll), then Vulkan devices' (kBlocks32).
 const TileLayout kLayouts[] = {
-    {T::F32_T32, T::F32, 0, 4},       {T::F16_T32, T::F16, 0, 2},       {T::BF16_T32, T::BF16, 0, 2},
-    {T::Q8_0_T32, T::Q8_0, 1, 4},     {T::Q4_0_T32, T::Q4_0, 1, 4},     {T::Q4_1_T32, T::Q4_1, 2, 4},
-    {T::Q4_K_T32, T::Q4_K, 0, 144},   {T::Q5_K_T32, T::Q5_K, 0, 176},   {T::Q6_K_T32, T::Q6_K, 0, 210},
+    {T::F32_T32, T::F32, 0, 4, "_t32"},        {T::F16_T32, T::F16, 0, 2, "_t32"},
+    {T::BF16_T32, T::BF16, 0, 2, "_t32"},      {T::Q8_0_T32, T::Q8_0, 1, 4, "_t32"},
+    {T::Q4_0_T32, T::Q4_0, 1, 4, "_t32"},      {T::Q4_1_T32, T::Q4_1, 2, 4, "_t32"},
+    {T::Q4_K_T32, T::Q4_K, 0, 144, "_t32"},    {T::Q5_K_T32, T::Q5_K, 0, 176, "_t32"},
+    {T::Q6_K_T32, T::Q6_K, 0, 210, "_t32"},
+};
+const TileLayout kVectorLayouts[] = {
+    {T::Q8_0_T32V, T::Q8_0, 1, 16, "_t32v"},
+    {T::Q4_0_T32V, T::Q4_0, 1, 16, "_t32v"},
+    {T::Q4_1_T32V, T::Q4_1, 2, 16, "_t32v"},
 };
 
 // Float types: column k of a tile is element k of its 32 rows.
@@ -33,15 +42,16 @@ void pack_elements(const uint8_t* src, size_t rows, size_t k, uint8_t* dst) {
 
 const TileLayout* tile_layout_for(TensorType base, WeightTiles which) {
     if (which == WeightTiles::kNone) return nullptr;
-    if (which == WeightTiles::kBlocks32 && base != T::Q8_0 && base != T::Q4_0 && base != T::Q4_1) return nullptr;
-    for (const TileLayout& l : kLayouts)
+    using Layouts = std::span<const TileLayout>;
+    for (const TileLayout& l : which == WeightTiles::kBlocks32 ? Layouts(kVectorLayouts) : Layouts(kLayouts))
         if (l.base == base) return &l;
     return nullptr;
 }
 
 const TileLayout* tile_layout(TensorType tiled) {
-    for (const TileLayout& l : kLayouts)
-        if (l.tiled == tiled) return &l;
+    for (const std::span<const TileLayout> layouts : {std::span<const TileLayout>(kLayouts), std::span<const TileLayout>(kVectorLayouts)})
+        for (const TileLayout& l : layouts)
+            if (l.tiled == tiled) return &l;
     return nullptr;
 }
 

@@ -13,6 +13,12 @@
 // float types a block is one element, so a tile column is column k of 32 rows: the seed's
 // [N / 32, K, 32]. k-quant super-blocks move whole (one chunk per block). Rows past N are zero.
 //
+// Vulkan devices keep Q8_0, Q4_0 and Q4_1 in tiles of 16-byte chunks instead (the *_T32V types):
+// a row's 16 code bytes (Q8_0: its first or last 16) are one chunk, so that the GPU's GEMV
+// loads them as one 16-byte vector per invocation, 512 contiguous bytes across 32 rows. Four
+// 4-byte loads of the CPU layout's chunks read the same bytes but cost Q8_0 8 % of its decode
+// speed on an H200 (bench/NOTES.md).
+//
 // Tiles are fixed once at load (weights.cpp); the GEMV/GEMM kernels for the *_T32 types
 // (kernels_tiles.cpp; on Vulkan devices gemv_tiles.comp and weights.glsl's W_TILES) read them.
 // The bytes equal the file's, plus the padding of the last tile.
@@ -33,6 +39,7 @@ struct TileLayout {
     TensorType base;         // Q4_0
     uint32_t header_fields;  // f16 fields at the start of each block (d; d and m for q4_1)
     uint32_t chunk_bytes;    // the rest of the block is interleaved in chunks of this size
+    const char* kernel_suffix;  // what kernel names add to the base type's: "_t32", "_t32v"
 };
 
 // The tile form of `base` on a device that keeps `which` matrices in tiles, or null when it
