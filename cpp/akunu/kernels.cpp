@@ -316,6 +316,9 @@ GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t
         // 48 KiB): twice the warps on each compute unit, and one staging pass with one barrier
         // where a 7b down projection had three.
         g.split = 32, g.slice = 1024;
+    } else if (int_x && d.compute_units > 0 && k < 4096) {
+        // Short rows (1b's 2,048): 8 invocations a row, so that each still takes 8 blocks.
+        g.split = 8;
     } else if (few && type_traits(cpu::tile_layout(wtype)->base).block_bytes < 32) {
         // 4-bit blocks (18 or 20 bytes); Q8_0's 34 already keep twice the bytes in flight per unit.
         g.units = 4;
