@@ -298,9 +298,9 @@ bool tiles32(TensorType wtype) {
 // gemv_tiles.comp's geometry: invocations per row of a tile (the workgroup is 32 times that),
 // blocks each invocation loads before multiplying, and blocks of x staged per pass. Measured
 // on an H200 (bench/NOTES.md: 1b and 7b decode, Q8_0 and Q4_0): 16 x 2 beat 16 x 8, 8 x 8 and
-// 32 x 4, but a GEMV of 4-bit blocks with no more tiles than the device has compute units
-// (one workgroup each, half of them idle for 1b's 64-tile O and down) keeps more bytes in
-// flight with 4 units (1b q4_0 +5 %). lavapipe runs a workgroup's invocations as loops
+// 32 x 4 for GEMVs of many tiles; GEMVs of at most one tile per compute unit (7b's O and down,
+// 1b's Q/K/V, O and down) run best as 32 x 2 with x rounded (+3-5 % against 16 x 4), and with
+// fp32 x as 16 x 4 for 4-bit blocks (1b q4_0 +5 %). lavapipe runs a workgroup's invocations as loops
 // between barriers, where 512 invocations cost 6x what 128 do (the shipped model's GEMVs: 137
 // against 20 ms a step), and 32 (one invocation a row, one block a round) less again: decode
 // steps of SmolLM2 312 -> 175 ms, 1b q4_0 1,267 -> 941, 1b q8_0 1,633 -> 1,273 (bench/NOTES.md).
