@@ -265,6 +265,19 @@ def test_views_and_dispatch_table(backend):
         m.kv_cache.truncate(5)
 
 
+def test_quantized_matrices_load_in_the_devices_tiles(backend):
+    """Q8_0 projection matrices are uploaded tile-major in the device's layout (cpu/tiles.h): 4-byte
+    chunks (Q8_0_T32) on the CPU backend, 16-byte chunks (Q8_0_T32V) on Vulkan devices, and the
+    decode GEMVs run the kernels of that layout."""
+    path = str(require("tiny-llama3-random", "gguf/tiny-llama3-random-q8_0.gguf"))
+    tiled = "Q8_0_T32" if backend == "cpu" else "Q8_0_T32V"
+    assert tiled in dict(akunu.plan(path, context=64, device=backend).weights_by_dtype)
+    m = load("tiny-llama3-random", "gguf/tiny-llama3-random-q8_0.gguf")
+    gemvs = {c["kernel"] for c in m.dispatch_table() if c["kernel"].startswith("gemv")}
+    suffix = "_t32" if backend == "cpu" else "_t32v"
+    assert gemvs and all(k.endswith(suffix) for k in gemvs), gemvs
+
+
 def test_a_chunks_workgroups_follow_its_tokens(backend):
     """The prefill table is recorded for a whole chunk; every command before its tail runs
     over the chunk's rows, and a chunk of n tokens runs only the workgroups that cover them
