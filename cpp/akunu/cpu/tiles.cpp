@@ -49,9 +49,10 @@ const TileLayout* tile_layout_for(TensorType base, WeightTiles which) {
 }
 
 const TileLayout* tile_layout(TensorType tiled) {
-    for (const std::span<const TileLayout> layouts : {std::span<const TileLayout>(kLayouts), std::span<const TileLayout>(kVectorLayouts)})
-        for (const TileLayout& l : layouts)
-            if (l.tiled == tiled) return &l;
+    for (const TileLayout& l : kLayouts)
+        if (l.tiled == tiled) return &l;
+    for (const TileLayout& l : kVectorLayouts)
+        if (l.tiled == tiled) return &l;
     return nullptr;
 }
 
