@@ -51,8 +51,8 @@ layout(push_constant) uniform Push { GemvParams p; };
 #define W_BINDING 0
 #define W_TILES
 #include "weights.glsl"
-// The second and third matrix: where there are fewer, the launcher binds the first again.
 layout(std430, binding = 0) readonly buffer Wv { uvec4 wv[]; };  // the codes as 16-byte chunks
+// The second and third matrix: where there are fewer, the launcher binds the first again.
 layout(std430, binding = 4) readonly buffer W1v { uvec4 w1v[]; };
 layout(std430, binding = 4) readonly buffer W1h { uint16_t w1h[]; };
 layout(std430, binding = 5) readonly buffer W2v { uvec4 w2v[]; };

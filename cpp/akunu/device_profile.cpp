@@ -135,7 +135,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     // AKUNU_GEMM_SHORT: 0 no short tiles, 1 the default row count, N > 1 that many rows.
     const char* short_tiles = std::getenv("AKUNU_GEMM_SHORT");
     const bool short_default = p.type == DeviceType::kCpu || p.gemm_coopmat;
-    const unsigned long short_setting = short_tiles && *short_tiles ? std::strtoul(short_tiles, nullptr, 10) : short_default;
+    const unsigned long short_setting =
+        short_tiles && *short_tiles ? std::strtoul(short_tiles, nullptr, 10) : short_default;
     p.gemm_short_rows = short_setting > 1 ? uint32_t(short_setting)
                         : short_setting == 0 ? 0
                         : p.gemm_coopmat ? AKUNU_GEMM_CM_SHORT_ROWS : AKUNU_GEMM_SHORT_ROWS;

@@ -64,7 +64,8 @@ struct DeviceProfile {
     // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
     // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
     bool gemm_coopmat = false;
-    // Chunks of up to this many tokens run their GEMMs in short tiles (0: none). Scalar (gemm_short_<wtype>, 16 x 256, 64 tokens): a quarter of the products of its 64 x 64
+    // Chunks of up to this many tokens run their GEMMs in short tiles (0: none). Scalar
+    // (gemm_short_<wtype>, 16 x 256, 64 tokens): a quarter of the products of its 64 x 64
     // tiles for a 2-token prompt, in a quarter of the workgroups; on where the device is a CPU
     // (lavapipe), whose cost is the products. Cooperative-matrix (gemm_cm_short_<wtype>, 16 x
     // 32, 96 tokens, gemm_tiles.h): 4 to 16 times the workgroups of the 128 x 128 tiles, which
@@ -90,8 +91,9 @@ struct DeviceProfile {
     bool gemv_words = false;
     // Tile-major projection matrices: all of them on the CPU backend; on Vulkan devices the
     // 32-element block formats, whose tile GEMV (gemv_tiles.comp) reads a tile column of 32 rows
-    // as coalesced 16-byte chunks (the *_T32V layouts, cpu/tiles.h) and x once per 32 rows. AKUNU_TILES=0 keeps the file's layout, and so do
-    // AKUNU_INT8 and AKUNU_GEMV_WORDS, whose kernels read that layout.
+    // as coalesced 16-byte chunks (the *_T32V layouts, cpu/tiles.h) and x once per 32 rows.
+    // AKUNU_TILES=0 keeps the file's layout, and so do AKUNU_INT8 and AKUNU_GEMV_WORDS, whose
+    // kernels read that layout.
     WeightTiles weight_tiles = WeightTiles::kNone;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;

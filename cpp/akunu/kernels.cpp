@@ -420,7 +420,7 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
     std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
     append_rope_bindings(bindings, rope, x, y[0]);
     emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype),
-         {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 63u), rounding == XRounding::kInt16 ? 16u : 8u},
+         {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u), rounding == XRounding::kInt16 ? 16u : 8u},
          std::move(bindings), p, grid_for(s, tiles));
 }
 bool word_rows(TensorType wtype, size_t k) {

@@ -64,7 +64,9 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["gemv_int_dot"] = p.gemv_int_dot;
     d["gemv_words"] = p.gemv_words;
     // Which matrices load in tiles: "none", "blocks32" (Q8_0/Q4_0/Q4_1 as *_T32V) or "all" (*_T32).
-    d["weight_tiles"] = p.weight_tiles == WeightTiles::kAll ? "all" : p.weight_tiles == WeightTiles::kBlocks32 ? "blocks32" : "none";
+    d["weight_tiles"] = p.weight_tiles == WeightTiles::kAll        ? "all"
+                        : p.weight_tiles == WeightTiles::kBlocks32 ? "blocks32"
+                                                                   : "none";
     d["bfloat16"] = p.bfloat16;
     d["push_descriptors"] = p.push_descriptors;
     d["kernel_statistics"] = p.kernel_statistics;

@@ -108,7 +108,9 @@ uint w_tile_column(uint row, uint b, uint K) { return ((row / 32) * (K / 32) + b
 // code word c (bytes 4 c .. 4 c + 3 of the block's codes) in 32-bit words, and 16-byte chunk v
 // in 16-byte vectors (a column starts on a multiple of 16 bytes: 32 * W_BLOCK_BYTES is).
 uint w_tile_head_at(uint column, uint r, uint f) { return 2 * column + 32 * f + r; }
-uint w_tile_chunk_at(uint column, uint r, uint c) { return column + 16 * W_HEAD_FIELDS + 128 * (c / 4) + 4 * r + c % 4; }
+uint w_tile_chunk_at(uint column, uint r, uint c) {
+    return column + 16 * W_HEAD_FIELDS + 128 * (c / 4) + 4 * r + c % 4;
+}
 uint w_tile_vec_at(uint column, uint r, uint v) { return column / 4 + 4 * W_HEAD_FIELDS + 32 * v + r; }
 // The head field as half bits, and the chunk.
 uint w_tile_head(uint column, uint r, uint f) { return uint(wh[w_tile_head_at(column, r, f)]); }

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <span>
 #include <thread>
 #include <vector>
 
@@ -42,8 +41,12 @@ void pack_elements(const uint8_t* src, size_t rows, size_t k, uint8_t* dst) {
 
 const TileLayout* tile_layout_for(TensorType base, WeightTiles which) {
     if (which == WeightTiles::kNone) return nullptr;
-    using Layouts = std::span<const TileLayout>;
-    for (const TileLayout& l : which == WeightTiles::kBlocks32 ? Layouts(kVectorLayouts) : Layouts(kLayouts))
+    if (which == WeightTiles::kBlocks32) {
+        for (const TileLayout& l : kVectorLayouts)
+            if (l.base == base) return &l;
+        return nullptr;
+    }
+    for (const TileLayout& l : kLayouts)
         if (l.base == base) return &l;
     return nullptr;
 }
