@@ -25,6 +25,7 @@ layout(std430, binding = 3) coherent buffer P { float partial[]; };
 layout(std430, binding = 3) coherent buffer PW { uint partial_words[]; };
 layout(std430, binding = 4) readonly buffer Step { StepState step; };
 layout(std430, binding = 7) writeonly buffer O { float out_data[]; };     // [n_heads, head_dim]
+layout(std430, binding = 8) coherent buffer Handoff { uint handoff[]; };  // p.handoff_signal's counters
 layout(push_constant) uniform Push { AttentionParams p; };
 
 shared float weight[AKUNU_ATTENTION_CHUNK];
@@ -288,6 +289,15 @@ void merge(uint h, uint c_begin, uint c_end) {
     if (part == 0 && dim < p.head_dim) out_data[h * p.head_dim + dim] = acc / L;
 }
 
+// With p.handoff_signal, once a head's output is written: its writes reach the device before the
+// barrier, the count after it (gemv_tiles.comp's HANDOFF_WAIT reads the count). `p` is uniform.
+void signal_head_written() {
+    if (p.handoff_signal == 0) return;
+    memoryBarrierBuffer();
+    barrier();
+    if (gl_LocalInvocationID.x == 0) atomicAdd(handoff[p.handoff_signal], 1u);
+}
+
 void main() {
     const uint h = gl_WorkGroupID.x, chunk = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
     const uint kvh = h / (p.n_heads / p.n_kv_heads);
@@ -303,7 +313,10 @@ void main() {
 #else
     attend_rows(h, kvh, chunk, begin, first, pos, alone);
 #endif
-    if (alone) return;
+    if (alone) {
+        signal_head_written();
+        return;
+    }
     // The last of the head's chunks to arrive merges them: its partial writes and everyone
     // else's are made visible before the counter moves (the fence, then the workgroup barrier),
     // and it resets the counter for the next dispatch, which no other workgroup touches again.
@@ -318,4 +331,5 @@ void main() {
     if (!merging) return;  // uniform
     memoryBarrierBuffer();
     merge(h, c_begin, c_end);
+    signal_head_written();
 }

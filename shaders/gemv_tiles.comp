@@ -43,11 +43,20 @@
 
 layout(std430, binding = 1) readonly buffer Xv { vec4 x4[]; };  // [k/4]
 layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };  // [k/4] the norm weight or up (x_op)
+// x and g as a HANDOFF_WAIT dispatch reads them: written by workgroups of the dispatch before,
+// which may still run, so past the compute unit's own cache.
+layout(std430, binding = 1) coherent readonly buffer Xc { vec4 x4_coherent[]; };
+layout(std430, binding = 3) coherent readonly buffer Gc { vec4 g4_coherent[]; };
 layout(std430, binding = 2) buffer Y { float y[]; };            // [rows]
 layout(std430, binding = 6) buffer Y1 { float y1[]; };          // [rows1]
 layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
 layout(push_constant) uniform Push { GemvParams p; };
 #include "rope_fold.glsl"
+// The hand-off counters (params.h): an error word, then per slot the workgroups of its GEMV that
+// have written y. Waits poll them through the volatile view: plain loads, not atomics, which
+// would queue behind one another at the one address and delay the signals they wait for.
+layout(std430, binding = 13) coherent buffer Handoff { uint handoff[]; };
+layout(std430, binding = 13) volatile coherent readonly buffer HandoffPoll { uint handoff_poll[]; };
 #define W_BINDING 0
 #define W_TILES
 #include "weights.glsl"
@@ -72,6 +81,16 @@ const bool NO_X = (PROBE & 4u) != 0, NO_XS = (PROBE & 8u) != 0;
 // X_INT8 only: the bits x is rounded to, 8 or 16 (kernels::XRounding).
 layout(constant_id = 5) const uint X_BITS = 8;
 const bool X16 = X_BITS == 16;
+// The hand-off with the GEMV before or after this one (kernels::GemvHandoff), bits: 1 signals
+// when y is written, 2 waits for the previous dispatch's signals before reading x, 4 zeroes
+// slots that an earlier layer used (p.handoff_clear).
+layout(constant_id = 6) const uint HANDOFF = 0;
+const bool HANDOFF_SIGNAL = (HANDOFF & 1u) != 0, HANDOFF_WAIT = (HANDOFF & 2u) != 0;
+const bool HANDOFF_CLEAR = (HANDOFF & 4u) != 0;
+// Polls before a waiting workgroup gives up (a few seconds): a device that does not start the
+// previous dispatch's workgroups first then gets wrong numbers and a raised error word
+// (handoff[0]), not a hang.
+#define HANDOFF_POLLS (1u << 22)
 #define MAX_UNITS 8
 #define MAX_SPLIT 32
 #define MAX_SUBGROUPS 128
@@ -211,6 +230,16 @@ float block_dot(Block w, uint b) {
 
 #endif
 
+// One invocation waits until the dispatch before has counted all its workgroups in (params.h);
+// the barrier after the call holds the others.
+void await_x() {
+    if (gl_LocalInvocationID.x != 0) return;
+    uint polls = 0;
+    while (handoff_poll[p.handoff_wait] < p.handoff_wait_count && ++polls < HANDOFF_POLLS) {
+    }
+    if (polls == HANDOFF_POLLS) atomicAdd(handoff[0], 1u);
+}
+
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint r = tid % 32, split = tid / 32, blocks = p.k / 32;
@@ -229,12 +258,17 @@ void main() {
         Block w[MAX_UNITS];
         [[unroll]] for (uint u = 0; u < UNITS; ++u)
             w[u] = load_block(part, w_tile_column(tile * 32, first + min(split + u * SPLIT, n - 1), p.k), r);
-        barrier();  // every invocation is done with the previous slice
+        // The first blocks are in flight while this workgroup waits for x, if it waits.
+        if (HANDOFF_WAIT && first == 0) await_x();
+        barrier();  // every invocation is done with the previous slice (and x is written)
         // Each 8 neighbouring invocations stage one block's x and add up its sums by shuffles.
         for (uint i = tid; i < n * 8; i += gl_WorkGroupSize.x) {
-            const vec4 xv = NO_X ? vec4(float(i)) : x4[first * 8 + i];
+            const uint at = first * 8 + i;
+            const vec4 xv = NO_X ? vec4(float(i)) : HANDOFF_WAIT ? x4_coherent[at] : x4[at];
             if (X_OP == AKUNU_GEMV_RMSNORM) sum_sq += dot(xv, xv);
-            const vec4 f = X_OP == AKUNU_GEMV_X || NO_X ? xv : gemv_x_op(X_OP, xv, g4[first * 8 + i], p.weight_offset);
+            // The norm weight is never written: only up (the gated op's g) comes from the GEMV before.
+            const vec4 g = HANDOFF_WAIT && X_OP != AKUNU_GEMV_RMSNORM ? g4_coherent[at] : g4[at];
+            const vec4 f = X_OP == AKUNU_GEMV_X || NO_X ? xv : gemv_x_op(X_OP, xv, g, p.weight_offset);
 #ifdef X_INT8
             // Rounded per block of 32 with the step max|x| / 127 or / 32767, half to even (int8:
             // ggml's q8_1; tests/python/int8_x.py emulates both).
@@ -277,22 +311,34 @@ void main() {
     }
     barrier();
     const uint row = tile * 32 + tid;
-    if (tid >= 32) return;
-    float total = 0.0;
-    for (uint s = 0; s < SPLIT; ++s) total += partial[s][tid];
-    if (X_OP == AKUNU_GEMV_RMSNORM) {
-        float ss = 0.0;
-        for (uint s = 0; s < gl_NumSubgroups; ++s) ss += sum_sq_partial[s];
-        total *= inversesqrt(ss / float(p.k) + p.eps);
+    if (tid < 32) {
+        float total = 0.0;
+        for (uint s = 0; s < SPLIT; ++s) total += partial[s][tid];
+        if (X_OP == AKUNU_GEMV_RMSNORM) {
+            float ss = 0.0;
+            for (uint s = 0; s < gl_NumSubgroups; ++s) ss += sum_sq_partial[s];
+            total *= inversesqrt(ss / float(p.k) + p.eps);
+        }
+        // A RoPE pair's rows are neighbouring invocations of this tile (rope_fold.glsl).
+        const float other = rope_partner(total);
+        if (row < part_rows) {
+            total = rope_fold(part, row, total, other);
+            if (part == 0)
+                y[row] = p.accumulate != 0 ? y[row] + total : total;
+            else if (part == 1)
+                y1[row] = p.accumulate != 0 ? y1[row] + total : total;
+            else
+                y2[row] = p.accumulate != 0 ? y2[row] + total : total;
+        }
     }
-    // A RoPE pair's rows are neighbouring invocations of this tile (rope_fold.glsl).
-    const float other = rope_partner(total);
-    if (row >= part_rows) return;
-    total = rope_fold(part, row, total, other);
-    if (part == 0)
-        y[row] = p.accumulate != 0 ? y[row] + total : total;
-    else if (part == 1)
-        y1[row] = p.accumulate != 0 ? y1[row] + total : total;
-    else
-        y2[row] = p.accumulate != 0 ? y2[row] + total : total;
+    if (HANDOFF_SIGNAL) {
+        // Each invocation's writes reach the device before the barrier, the count after it.
+        memoryBarrierBuffer();
+        barrier();
+        if (tid == 0) atomicAdd(handoff[p.handoff_signal], 1u);
+    }
+    // Slots whose waits all ended before this dispatch (a barrier lies between): zeroed for the
+    // next step by one invocation.
+    if (HANDOFF_CLEAR && tid == 0 && linear_group_id() == 0)
+        for (uint i = 0; i < p.handoff_clear_count; ++i) handoff[p.handoff_clear + i] = 0;
 }

@@ -2,6 +2,7 @@
 #include "akunu/command_list.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 
@@ -74,6 +75,7 @@ void CommandList::begin() {
     timestamps_used_ = 0;
     read_since_barrier_.clear();
     written_since_barrier_.clear();
+    last_writes_ = 0;
     owners_.clear();
     cpu_commands_.clear();
     if (device_->is_cpu()) return;
@@ -90,10 +92,13 @@ void CommandList::begin() {
 
 // Two bindings conflict only where their byte ranges overlap: Q, K and V written into
 // separate parts of one qkv buffer need no barrier between them.
+// `count` limits the search to the set's first entries.
 template <class R>
-static bool overlaps(const std::vector<R>& set, const R& r) {
-    for (const R& s : set)
+static bool overlaps(const std::vector<R>& set, const R& r, size_t count = SIZE_MAX) {
+    for (size_t i = 0; i < std::min(count, set.size()); ++i) {
+        const R& s = set[i];
         if (s.buffer == r.buffer && s.begin < r.end && r.begin < s.end) return true;
+    }
     return false;
 }
 
@@ -101,6 +106,7 @@ void CommandList::record_barrier() {
     if (device_->is_cpu()) {  // commands run one after another: nothing to record, only count
         read_since_barrier_.clear();
         written_since_barrier_.clear();
+        last_writes_ = 0;
         ++barriers_;
         return;
     }
@@ -112,34 +118,41 @@ void CommandList::record_barrier() {
     vkCmdPipelineBarrier(cb_, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
     read_since_barrier_.clear();
     written_since_barrier_.clear();
+    last_writes_ = 0;
     ++barriers_;
 }
 
-void CommandList::barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes) {
+void CommandList::barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes,
+                                    bool awaits_previous) {
+    // A command that waits for the previous one itself conflicts only with what came before that.
+    const size_t written = written_since_barrier_.size() - (awaits_previous ? last_writes_ : 0);
     bool hazard = false;
-    for (const Range& r : reads) hazard = hazard || overlaps(written_since_barrier_, r);                  // RAW
+    for (const Range& r : reads) hazard = hazard || overlaps(written_since_barrier_, r, written);             // RAW
     for (const Range& w : writes)
-        hazard = hazard || overlaps(written_since_barrier_, w) || overlaps(read_since_barrier_, w);  // WAW, WAR
+        hazard = hazard || overlaps(written_since_barrier_, w, written) || overlaps(read_since_barrier_, w);  // WAW, WAR
     if (hazard) record_barrier();
     read_since_barrier_.insert(read_since_barrier_.end(), reads.begin(), reads.end());
     written_since_barrier_.insert(written_since_barrier_.end(), writes.begin(), writes.end());
+    last_writes_ = writes.size();
 }
 
 void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
                            size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
     const uint32_t groups[3] = {gx, gy, gz};
-    record_dispatch(pipeline, bindings, params, params_bytes, groups, nullptr, 0);
+    record_dispatch(pipeline, bindings, params, params_bytes, groups, nullptr, 0, false);
 }
 
 void CommandList::dispatch_indirect(const DispatchCmd& cmd, const Buffer& args, size_t offset) {
     AKUNU_CHECK(&args.device() == device_.get() && offset % 4 == 0 && offset + sizeof(VkDispatchIndirectCommand) <= args.size(),
                 "CommandList::dispatch_indirect: the counts are not a VkDispatchIndirectCommand inside a buffer of this device");
     hold(args);
-    record_dispatch(*cmd.pipeline, cmd.bindings, cmd.params.data(), cmd.params.size(), cmd.groups, &args, offset);
+    record_dispatch(*cmd.pipeline, cmd.bindings, cmd.params.data(), cmd.params.size(), cmd.groups, &args, offset,
+                    cmd.awaits_previous);
 }
 
 void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
-                                  size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset) {
+                                  size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset,
+                                  bool awaits_previous) {
     const uint32_t gx = groups[0], gy = groups[1], gz = groups[2];
     AKUNU_CHECK(recording_, "CommandList::dispatch outside begin()/end()");
     const ShaderInterface& iface = pipeline.interface();
@@ -188,7 +201,7 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
         writes_[i].pBufferInfo = &infos_[i];
         (iface.bindings[i].written ? writes : reads).push_back({b.buffer->id(), b.offset, b.offset + range});
     }
-    barrier_if_needed(reads, writes);
+    barrier_if_needed(reads, writes, awaits_previous);
     if (device_->is_cpu()) {
         record_cpu(pipeline, bindings, params, params_bytes, gx, gy, gz);
         return;

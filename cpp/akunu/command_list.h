@@ -38,7 +38,8 @@ public:
 
     // DispatchSink: records the command now.
     void dispatch(const DispatchCmd& cmd) override {
-        dispatch(*cmd.pipeline, cmd.bindings, cmd.params.data(), cmd.params.size(), cmd.groups[0], cmd.groups[1], cmd.groups[2]);
+        record_dispatch(*cmd.pipeline, cmd.bindings, cmd.params.data(), cmd.params.size(), cmd.groups, nullptr, 0,
+                        cmd.awaits_previous);
     }
     // The command with its workgroup counts read when the list runs, from the
     // VkDispatchIndirectCommand at `offset` of `args` (host memory: DispatchTable::set_tokens
@@ -69,10 +70,11 @@ private:
         const void* buffer;  // Buffer::id()
         size_t begin, end;
     };
-    void barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes);
+    void barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes, bool awaits_previous = false);
     void record_barrier();
     void record_dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
-                         size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset);
+                         size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset,
+                         bool awaits_previous);
     void record_cpu(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
                     size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
 
@@ -89,6 +91,7 @@ private:
 
     // Buffers read and written since the last barrier. Recording happens at load, not per token.
     std::vector<Range> read_since_barrier_, written_since_barrier_;
+    size_t last_writes_ = 0;  // how many of written_since_barrier_ the last command added
     std::vector<VkDescriptorBufferInfo> infos_;
     std::vector<VkWriteDescriptorSet> writes_;
     std::vector<cpu::CpuCommand> cpu_commands_;  // CPU backend: what submit() runs

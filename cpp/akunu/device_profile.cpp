@@ -163,6 +163,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     // gemv_tiles.comp adds each block's sums of x over 8 neighbouring invocations by shuffles.
     const bool tiles_fit = p.subgroup_shuffle && p.subgroup_size >= 8;
     p.weight_tiles = tiles_off || !tiles_fit || p.gemv_words ? WeightTiles::kNone : WeightTiles::kBlocks32;
+    const char* handoff = std::getenv("AKUNU_GEMV_HANDOFF");
+    p.gemv_handoff = handoff && *handoff ? std::string(handoff) != "0" : p.vendor_id == 0x10DE;
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     if (has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
         VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{
@@ -242,6 +244,7 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  word gemv %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
             yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
             yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
+    if (gemv_handoff) appendf(s, "  decode            GEMVs hand x off through counters, not barriers\n");
     if (gemm_short_rows)
         appendf(s, "  prefill           chunks of up to %u tokens in short GEMM tiles\n", gemm_short_rows);
     if (kernel_statistics) appendf(s, "  kernel statistics yes (registers and shared memory per kernel, from the driver)\n");

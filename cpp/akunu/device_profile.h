@@ -95,6 +95,11 @@ struct DeviceProfile {
     // AKUNU_TILES=0 keeps the file's layout, and so do AKUNU_INT8 and AKUNU_GEMV_WORDS, whose
     // kernels read that layout.
     WeightTiles weight_tiles = WeightTiles::kNone;
+    // Consecutive tile GEMVs of a decode step hand x off through counters instead of a barrier
+    // (kernels::GemvHandoff): on NVIDIA GPUs, which start a dispatch's workgroups before the
+    // next one's. AKUNU_GEMV_HANDOFF=1 turns it on elsewhere (lavapipe runs one dispatch after
+    // another, so the waits pass at once: what the tests use), 0 off.
+    bool gemv_handoff = false;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
     // VK_KHR_pipeline_executable_properties: the driver reports what it compiled each kernel to

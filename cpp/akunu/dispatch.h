@@ -72,6 +72,9 @@ struct DispatchCmd {
     // decode step's attention): a step at position pos runs pos / position_block + 1 of them
     // (DispatchTable::set_position), not the whole context's.
     uint32_t position_block = 0;
+    // The kernel waits for the previous command's writes itself (a GEMV hand-off,
+    // kernels::GemvHandoff): no barrier for reading or writing what that command wrote.
+    bool awaits_previous = false;
     bool follows() const { return chunk.follows() || position_block > 0; }
 };
 

@@ -80,7 +80,7 @@ void check_row_blocks(const TensorTypeTraits& t, size_t k, const char* kernel, c
 
 template <class P>
 void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec, std::vector<Binding> bindings,
-          const P& params, Grid g) {
+          const P& params, Grid g, bool awaits_previous = false) {
     DispatchCmd cmd;
     cmd.label = s.label();
     cmd.pipeline = &s.device().pipeline(kernel, spec);
@@ -91,6 +91,7 @@ void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec
     cmd.groups[1] = g.y;
     if (s.chunk_rows()) cmd.chunk = {g.axis, s.chunk_rows(), g.min_rows, g.max_rows};
     cmd.position_block = g.position_block;
+    cmd.awaits_previous = awaits_previous;
     s.dispatch(cmd);
 }
 
@@ -410,18 +411,33 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
 
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
 // Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2, then the RoPE
-// tables, the K and V caches and the step of a folded rope_kv.
+// tables, the K and V caches and the step of a folded rope_kv, then a hand-off's counters
+// (y0 stands in where there is none: a binding the kernel writes anyway, so no false hazard).
 void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                     const Binding& x, const Binding& second, const GemvParams& p, XRounding rounding,
-                     const GemvRopeKv* rope = nullptr) {
-    const size_t tiles = (size_t(p.rows) + 31) / 32 + (size_t(p.rows1) + 31) / 32 + (size_t(p.rows2) + 31) / 32;
+                     const Binding& x, const Binding& second, GemvParams p, XRounding rounding,
+                     const GemvRopeKv* rope = nullptr, const GemvHandoff* handoff = nullptr) {
+    const uint32_t tiles = gemv_tiles_groups({p.rows, p.rows1, p.rows2});
     const bool int_dot = rounding != XRounding::kFloat;
     const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), wtype, p.k, tiles, int_dot);
     std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
     append_rope_bindings(bindings, rope, x, y[0]);
+    uint32_t handoff_bits = 0;
+    if (handoff) {
+        // The waiting side counts workgroups; one row of them keeps that count exact.
+        AKUNU_CHECK(tiles <= s.device().profile().max_workgroup_count_x,
+                    "gemv: a hand-off needs the GEMV's " + std::to_string(tiles) + " workgroups in one row of the grid");
+        const uint32_t cleared = handoff->clear_count ? handoff->clear + handoff->clear_count - 1 : 0;
+        const uint32_t last = std::max({handoff->signal, handoff->wait, cleared});
+        check_bytes(handoff->counters, handoff_counters_bytes(last), "gemv", "counters");
+        p.handoff_signal = handoff->signal, p.handoff_wait = handoff->wait, p.handoff_wait_count = handoff->wait_count;
+        p.handoff_clear = handoff->clear, p.handoff_clear_count = handoff->clear_count;
+        handoff_bits = (handoff->signal ? 1u : 0u) | (handoff->wait ? 2u : 0u) | (handoff->clear_count ? 4u : 0u);
+    }
+    bindings.push_back(handoff ? handoff->counters : y[0]);
     emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype),
-         {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u), rounding == XRounding::kInt16 ? 16u : 8u},
-         std::move(bindings), p, grid_for(s, tiles));
+         {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u), rounding == XRounding::kInt16 ? 16u : 8u,
+          handoff_bits},
+         std::move(bindings), p, grid_for(s, tiles), handoff && handoff->wait);
 }
 bool word_rows(TensorType wtype, size_t k) {
     return block32(wtype) && k % 256 == 0;
@@ -447,6 +463,22 @@ GemvParams gemv_params(const std::array<size_t, 3>& rows, size_t k, bool accumul
 // x is rounded does not depend on the layout.
 bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) {
     return d.gemv_int_dot && (word_rows(wtype, k) || (tiles32(wtype) && k % 256 == 0));
+}
+
+size_t handoff_counters_bytes(uint32_t slots) { return (size_t(slots) + 1) * 4; }
+
+bool gemv_hands_off(const DeviceProfile& d, TensorType wtype, uint32_t tiles) {
+    return d.gemv_handoff && !d.cpu_backend && tiles32(wtype) && (d.compute_units == 0 || tiles <= d.compute_units);
+}
+
+bool attention_hands_off(const DeviceProfile& d, uint32_t n_heads) {
+    return d.gemv_handoff && !d.cpu_backend && (d.compute_units == 0 || n_heads <= d.compute_units);
+}
+
+uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows) {
+    const size_t tiles = (rows[0] + 31) / 32 + (rows[1] + 31) / 32 + (rows[2] + 31) / 32;
+    AKUNU_CHECK(tiles <= 0xFFFFFFFFu, "gemv: too many rows");
+    return uint32_t(tiles);
 }
 
 bool gemv_int16(const DeviceProfile& d, TensorType wtype) { return d.gemv_int_dot && !d.cpu_backend && tiles32(wtype); }
@@ -481,7 +513,7 @@ GemvInput GemvInput::gated(Activation act, const Binding& up) {
 }
 
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate, const GemvInput* input, XRounding rounding) {
+          bool accumulate, const GemvInput* input, XRounding rounding, const GemvHandoff* handoff) {
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, k, "gemv", "k");
     check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
@@ -491,8 +523,10 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
     const XRounding taken = gemv_x_rounding(d, wtype, k, rounding);
+    AKUNU_CHECK(!handoff || gemv_hands_off(d, wtype, 0), std::string("gemv: ") + type_traits(wtype).name +
+                                                             " weights take no hand-off on this device (gemv_hands_off)");
     if (tiles32(wtype) && !d.cpu_backend) {
-        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, taken);
+        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, taken, nullptr, handoff);
         return;
     }
     const bool int_dot = taken == XRounding::kInt8;
@@ -536,7 +570,7 @@ bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
 
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input,
-                const GemvRopeKv* rope, XRounding rounding) {
+                const GemvRopeKv* rope, XRounding rounding, const GemvHandoff* handoff) {
     AKUNU_CHECK(gemv_fuses_parts(s.device().profile(), wtype, k),
                 std::string("gemv_parts: ") + type_traits(wtype).name + " matrices have no fused GEMV on this device");
     const TensorTypeTraits& t = type_traits(wtype);
@@ -573,9 +607,12 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     const Binding& y1 = rows[1] ? y[1] : y[0];
     const Binding& y2 = rows[2] ? y[2] : y[0];
     const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
+    AKUNU_CHECK(!handoff || gemv_hands_off(s.device().profile(), wtype, 0),
+                std::string("gemv_parts: ") + type_traits(wtype).name +
+                    " weights take no hand-off on this device (gemv_hands_off)");
     if (tiles32(wtype))
         emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p,
-                        gemv_x_rounding(s.device().profile(), wtype, k, rounding), rope);
+                        gemv_x_rounding(s.device().profile(), wtype, k, rounding), rope, handoff);
     else
         emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p, rope);
 }
@@ -721,7 +758,7 @@ size_t attention_counters_offset(uint32_t n_heads, uint32_t head_dim, uint32_t m
 }
 
 void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
-               const Binding& step, const AttentionShape& sh) {
+               const Binding& step, const AttentionShape& sh, const GemvHandoff* handoff) {
     AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "attention: n_heads must be a multiple of n_kv_heads");
     AKUNU_CHECK(s.device().profile().max_workgroup_invocations >= AKUNU_ATTENTION_CHUNK,
                 "attention: the device runs fewer than " + std::to_string(AKUNU_ATTENTION_CHUNK) + " invocations per workgroup");
@@ -738,9 +775,14 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     check_fits(out, q_dim, DType::kF32, "attention", "out");
     AKUNU_CHECK(chunks <= 65535 && sh.n_heads <= s.device().profile().max_workgroup_count_x,
                 "attention: too many heads or cache rows for one dispatch");
-    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks, cache.cache_rows};
+    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks, cache.cache_rows,
+                      handoff ? handoff->signal : 0};
+    AKUNU_CHECK(!handoff || (!handoff->wait && !handoff->clear_count && handoff->signal),
+                "attention: a hand-off only signals (the O GEMV waits for it)");
+    if (handoff) check_bytes(handoff->counters, handoff_counters_bytes(handoff->signal), "attention", "counters");
     std::vector<Binding> bindings = cache_bindings({q, cache.k, cache.v, partial, step}, cache);
     bindings.push_back(out);  // binding 7
+    bindings.push_back(handoff ? handoff->counters : out);  // binding 8 (out stands in: written anyway)
     const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim);
     // Chunks along y: a step at position pos needs pos / CHUNK + 1 of them (attention_split.comp
     // counts its arrivals from pos, not from the grid), where the table follows the position.
@@ -763,7 +805,7 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
     check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "flash_attention");
     check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, DType::kF32, "flash_attention", "out");
     check_bytes(step, sizeof(StepState), "flash_attention", "step");
-    FlashAttentionParams p{{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, cache.cache_rows},
+    FlashAttentionParams p{{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, cache.cache_rows, 0},
                            checked_u32(f.rows, "flash_attention: rows"), f.q_stride, f.out_stride};
     const bool coopmat = flash_attention_coopmat(d, cache, sh.head_dim);
     const uint32_t block_rows = coopmat ? AKUNU_FLASH_CM_ROWS : AKUNU_FLASH_ROWS;

@@ -80,8 +80,39 @@ XRounding engine_x_rounding(const DeviceProfile& device);
 // AKUNU_GEMV_WORDS=1 turns it on (gemv_words). Their tile-major forms (*_T32) take
 // gemv_tiles.comp on Vulkan devices (gemv_fuses_parts), with x rounded to int8 on the same
 // terms, or to int16 for any k (gemv_int16).
+//
+// A hand-off (GemvHandoff) lets two consecutive tile GEMVs of a decode step run with no barrier
+// between them: the first counts its workgroups in as their rows of y are written (`signal`),
+// the second's workgroups start their weight loads at once and wait for that count before they
+// read x (`wait`). The second dispatch's launch and first loads overlap the first one's tail,
+// which a barrier (the device drained, then the next launched) does not allow. It rests on the
+// device starting every workgroup of a dispatch before any of the next one's, as NVIDIA's does
+// (DeviceProfile::gemv_handoff); on a device that does not, the waits would time out (a few
+// seconds each), count the error in counters word 0 and compute from a partial x, not hang.
+// Slots count up from zero; a later GEMV, after a barrier that follows every wait on them,
+// zeroes them for the next step (`clear`).
+struct GemvHandoff {
+    Binding counters;  // handoff_counters_bytes(slots): an error word, then one word a slot, zeroed
+    uint32_t signal = 0, wait = 0;  // slots 1.. (0: none)
+    uint32_t wait_count = 0;        // the workgroups the waited-for GEMV has (gemv_tiles_groups)
+    uint32_t clear = 0, clear_count = 0;  // slots clear .. clear + clear_count - 1 to zero
+};
+size_t handoff_counters_bytes(uint32_t slots);
+// Whether a tile GEMV of these weights and workgroups (gemv_tiles_groups; 0: any) takes part in
+// a hand-off on this device: where it has at most one workgroup per compute unit (or the device
+// does not say how many it has). Measured on an H200 (bench/NOTES.md): the hand-off pays where
+// the GEMV before leaves compute units idle that the next one's workgroups start on at once
+// (1b's down, 64 workgroups, then Q/K/V, 96: decode +5 %); into or out of a GEMV of many
+// workgroups (7b's gate/up, 688; Q/K/V, 384) it lost 1-15 %.
+bool gemv_hands_off(const DeviceProfile& device, TensorType wtype, uint32_t tiles);
+// Whether decode attention of this many heads hands its output off to the O GEMV: on the same
+// terms, one workgroup a head being the least it runs (more chunks behind long contexts).
+bool attention_hands_off(const DeviceProfile& device, uint32_t n_heads);
+// The workgroups of a tile GEMV of matrices of these rows: what a GEMV waiting for it counts.
+uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows);
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate = false, const GemvInput* input = nullptr, XRounding rounding = XRounding::kFloat);
+          bool accumulate = false, const GemvInput* input = nullptr, XRounding rounding = XRounding::kFloat,
+          const GemvHandoff* handoff = nullptr);
 // rope_kv folded into the Q/K/V gemv_parts of a decode step (one token, at step.pos): Q and K
 // rotated on adjacent pairs (RopeStyle::kInterleaved) or, with half_split, on (i, i + head_dim
 // / 2) (RopeStyle::kHalfSplit) with the given tables, and K and V also stored to an f16 cache of
@@ -99,7 +130,8 @@ struct GemvRopeKv {
 // gemv_fuses_parts. With `rope`, also rope_kv's work (GemvRopeKv). `rounding` as in gemv().
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr,
-                const GemvRopeKv* rope = nullptr, XRounding rounding = XRounding::kFloat);
+                const GemvRopeKv* rope = nullptr, XRounding rounding = XRounding::kFloat,
+                const GemvHandoff* handoff = nullptr);
 // Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
 // (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
 // (gemv.comp, both pairings) on a Vulkan device, and an f16 cache of full rows or a ring.
@@ -197,9 +229,10 @@ size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t ma
 size_t attention_counters_offset(uint32_t n_heads, uint32_t head_dim, uint32_t max_len);
 // out[n_heads, head_dim] = softmax(q K^T * scale) V over the cache rows up to step.pos, split
 // along the sequence into chunks, in one dispatch: the last workgroup of each head to finish
-// merges its chunks.
+// merges its chunks. With `handoff` (a signal only), each head's output counts in as it is
+// written, for an O GEMV that waits on it instead of a barrier (GemvHandoff).
 void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
-               const Binding& step, const AttentionShape& shape);
+               const Binding& step, const AttentionShape& sh, const GemvHandoff* handoff = nullptr);
 
 // Causal attention of a prefill chunk: out[r, h] for query rows r < min(rows, step.n_tokens)
 // at positions step.pos + r, over the cache (which rope_kv has filled through the chunk).

@@ -33,6 +33,8 @@ std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain
         {"attn_partial", uint64_t(kernels::attention_partial_floats(uint32_t(c.n_heads), uint32_t(c.head_dim),
                                                                      uint32_t(context))) * f32},
         {"step", uint64_t(2 * max_chain) * 16},  // one StepState (16-byte aligned) per chained step
+        // Four hand-offs a layer (kernels::GemvHandoff).
+        {"gemv_handoff", uint64_t(kernels::handoff_counters_bytes(uint32_t(4 * c.n_layers)))},
         // The workgroup counts of the step tables (attention's follow the position): the
         // single step's and each chained step's.
         {"step_dispatch", uint64_t(2 * max_chain + 1) * step_dispatch_bound(c.n_layers) * 12},

@@ -141,6 +141,10 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     const std::vector<uint32_t> zeros(size_t(c.n_heads), 0u);
     scratch_->get("attn_partial").write(zeros.data(), zeros.size() * 4,
                                         kernels::attention_counters_offset(uint32_t(c.n_heads), uint32_t(c.head_dim), uint32_t(b.context)));
+    // So do the GEMV hand-off counters (kernels::GemvHandoff).
+    Buffer& handoff = scratch_->get("gemv_handoff");
+    const std::vector<uint32_t> handoff_zeros(handoff.size() / 4, 0u);
+    handoff.write(handoff_zeros.data(), handoff.size());
 
     stage("dispatch table");
     set_sampler(SamplerState{0.0f, 0, 1.0f, 0.0f, 0, 0, 0, 0});
@@ -235,7 +239,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const uint32_t short_rows = t.device().profile().gemm_short_rows;
     const Buffer* weights_f16 = prefill && s.all().count("batch_weights_f16") ? &s.get("batch_weights_f16") : nullptr;
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
-                      const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32) {
+                      const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32,
+                      const kernels::GemvHandoff* handoff = nullptr) {
         // The format's own GEMM for chunks of fewer than `below` tokens (0: any), in short tiles
         // up to short_rows where the device takes them.
         auto own_gemm = [&](uint32_t below) {
@@ -255,7 +260,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         } else if (prefill)
             own_gemm(0);
         else
-            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, input, kernels::engine_x_rounding(t.device().profile()));
+            kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, input, kernels::engine_x_rounding(t.device().profile()),
+                          handoff);
     };
     // The input of a projection: a buffer (f32, or halves for a chunk's GEMMs where they take
     // them), and what the GEMVs that read it fold into x.
@@ -297,12 +303,14 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     };
     // h0 += W·x, the output projections of attention and FFN. Without a post-norm the product
     // adds straight into the residual stream; with one (gemma2/3) it is normed in h1 first.
-    auto into_residual = [&](const Weight& w, const ProjectionInput& in, size_t kk, const Weight* post_norm) {
+    auto into_residual = [&](const Weight& w, const ProjectionInput& in, size_t kk, const Weight* post_norm,
+                             const kernels::GemvHandoff* handoff = nullptr) {
         if (!post_norm) {
-            matmul(w, in.x, h0, dim, kk, dim, true, in.fold(), in.dtype);
+            matmul(w, in.x, h0, dim, kk, dim, true, in.fold(), in.dtype, handoff);
             return;
         }
-        matmul(w, in.x, h1, dim, kk, dim, false, in.fold(), in.dtype);
+        AKUNU_CHECK(!handoff || !handoff->signal, "a GEMV whose output is post-normed hands nothing off");
+        matmul(w, in.x, h1, dim, kk, dim, false, in.fold(), in.dtype, handoff);
         kernels::rmsnorm(t, h1, post_norm->buffer, h1, DType::kF32, rows, dim, c.norm_eps, norm_offset);
         kernels::add(t, h0, h1, h0, DType::kF32, rows * dim);
     };
@@ -317,10 +325,12 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         size_t n, ldy;
     };
     auto project = [&](const std::string& blk, const char* fused, std::initializer_list<Projection> parts,
-                       const ProjectionInput& in, const kernels::GemvRopeKv* rope = nullptr) {
+                       const ProjectionInput& in, const kernels::GemvRopeKv* rope = nullptr,
+                       const kernels::GemvHandoff* handoff = nullptr) {
         const TensorType type = parts.begin()->w->type;
         bool fuse = !prefill && parts.size() <= 3 && kernels::gemv_fuses_parts(t.device().profile(), type, dim);
         for (const Projection& p : parts) fuse &= p.w->type == type;
+        AKUNU_CHECK(fuse || !handoff, "a hand-off needs the projections fused into one GEMV");
         if (!fuse) {
             for (const Projection& p : parts) {
                 t.set_label(blk + p.label);
@@ -333,7 +343,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         size_t i = 0;
         for (const Projection& p : parts) w[i] = Binding(p.w->buffer), y[i] = p.y, n[i++] = p.n;
         t.set_label(blk + fused);
-        kernels::gemv_parts(t, w, type, in.x, y, n, dim, in.fold(), rope, kernels::engine_x_rounding(t.device().profile()));
+        kernels::gemv_parts(t, w, type, in.x, y, n, dim, in.fold(), rope, kernels::engine_x_rounding(t.device().profile()),
+                            handoff);
         return rope != nullptr;
     };
     // Per-head norms of Q or K: n_heads rows of head_dim inside each token's qkv row.
@@ -349,6 +360,72 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         t.set_label("final_softcap");
         kernels::softcap(t, logits, step, n_rows, size_t(c.vocab_size), c.final_softcap);
     };
+
+    // A decode step's GEMVs may take x from the dispatch before through counters instead of a
+    // barrier (kernels::GemvHandoff) at four places a layer: attention -> O, O -> gate/up,
+    // gate/up -> down and down -> the next layer's Q/K/V, where the GEMVs are one tile GEMV
+    // each with nothing between them (norms and the activation folded, no post-norm, no tap)
+    // and both sides run at most one workgroup per compute unit (kernels::gemv_hands_off,
+    // attention_hands_off). Slot 1 + 4 l + j is layer l's j-th. Layer l's O GEMV zeroes the
+    // slots of layer l - 1 (of the last layer, for l = 0): every wait on them ended before the
+    // barrier ahead of layer l's attention. So every O must be a tile GEMV, and there must be
+    // two layers at least (one layer's O would zero its own).
+    constexpr uint32_t kSlotsPerLayer = 4;
+    const DeviceProfile& profile = t.device().profile();
+    const uint32_t o_tiles = kernels::gemv_tiles_groups({dim, 0, 0}), down_tiles = o_tiles;
+    const uint32_t gate_up_tiles = kernels::gemv_tiles_groups({ffn, ffn, 0});
+    const uint32_t qkv_tiles = kernels::gemv_tiles_groups({q_dim, kv_dim, kv_dim});
+    auto fuses_gate_up = [&](const LayerWeights& L) {
+        return !prefill && L.up.type == L.gate.type && kernels::gemv_fuses_gate_up(profile, L.gate.type, dim, a.activation);
+    };
+    auto gemvs_hand_off = [&](std::initializer_list<const Weight*> ws, uint32_t tiles) {
+        bool ok = true;
+        for (const Weight* w : ws) ok = ok && w->type == (*ws.begin())->type && kernels::gemv_hands_off(profile, w->type, tiles);
+        return ok;
+    };
+    bool zeroers = !prefill && s.all().count("gemv_handoff") > 0 && c.n_layers >= 2;
+    for (const LayerWeights& L : base_->weights.layers) zeroers = zeroers && kernels::gemv_hands_off(profile, L.o.type, 0);
+    std::vector<std::array<bool, kSlotsPerLayer>> hands_off(size_t(c.n_layers));
+    bool any_handoff = false;
+    for (int l = 0; zeroers && l < c.n_layers; ++l) {
+        const LayerWeights& L = base_->weights.layers[size_t(l)];
+        const LayerWeights* next = l + 1 < c.n_layers ? &base_->weights.layers[size_t(l) + 1] : nullptr;
+        const bool tapped = std::find(pass.taps.begin(), pass.taps.end(), l) != pass.taps.end();
+        const bool o_few = gemvs_hand_off({&L.o}, o_tiles), down_few = gemvs_hand_off({&L.down}, down_tiles);
+        const bool gate_up_few = !fuses_gate_up(L) && gemvs_hand_off({&L.gate, &L.up}, gate_up_tiles);
+        auto& h = hands_off[size_t(l)];
+        h[0] = o_few && kernels::attention_hands_off(profile, uint32_t(c.n_heads));
+        h[1] = !a.post_attn_norm && o_few && gate_up_few;
+        h[2] = gate_up_few && down_few;
+        h[3] = next && !tapped && !a.post_ffn_norm && down_few && gemvs_hand_off({&next->q, &next->k, &next->v}, qkv_tiles);
+        for (bool b : h) any_handoff = any_handoff || b;
+    }
+    handoffs_ = handoffs_ || any_handoff;
+    const Binding handoff_counters = any_handoff ? Binding(s.get("gemv_handoff")) : Binding();
+    kernels::GemvHandoff next_handoff{handoff_counters};  // what the coming GEMV waits for (wait 0: nothing)
+    // The hand-off of the dispatch about to be recorded: the pending wait, a signal for layer l's
+    // j-th slot if that hand-off is on (then `next_handoff` becomes its wait, for `count`
+    // workgroups or heads), and with `clear` the slots of the layer before to zero.
+    auto take_handoff = [&](int l, uint32_t j, uint32_t count, bool clear = false) -> std::optional<kernels::GemvHandoff> {
+        kernels::GemvHandoff h = next_handoff;
+        next_handoff = {handoff_counters};
+        if (hands_off[size_t(l)][j]) {
+            h.signal = uint32_t(1 + kSlotsPerLayer * l + j);
+            next_handoff.wait = h.signal, next_handoff.wait_count = count;
+        }
+        if (clear && any_handoff)
+            h.clear = uint32_t(1 + kSlotsPerLayer * ((l + c.n_layers - 1) % c.n_layers)), h.clear_count = kSlotsPerLayer;
+        if (!h.signal && !h.wait && !h.clear) return std::nullopt;
+        return h;
+    };
+    // The Q/K/V GEMV only waits: its hand-off to attention is not built.
+    auto take_wait = [&]() -> std::optional<kernels::GemvHandoff> {
+        kernels::GemvHandoff h = next_handoff;
+        next_handoff = {handoff_counters};
+        if (!h.wait) return std::nullopt;
+        return h;
+    };
+    auto handoff_ptr = [](const std::optional<kernels::GemvHandoff>& h) { return h ? &*h : nullptr; };
 
     // A chunk's dispatches up to its tail run over its rows, and their workgroups follow the
     // chunk's token count (set_tokens before each submission): a short prompt pays for its own
@@ -376,9 +453,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
             kernels::gemv_folds_rope_kv(t.device().profile(), L.q.type, cache, half_split))
             rope_fold = kernels::GemvRopeKv{Binding(rope_cos), Binding(rope_sin), cache, step, uint32_t(c.head_dim),
                                             uint32_t(base_->context), half_split};
+        const auto qkv_handoff = take_wait();
         const bool roped = project(blk, "attn_qkv", {{"attn_q", &L.q, q, q_dim, qkv_row}, {"attn_k", &L.k, k, kv_dim, qkv_row},
                                                      {"attn_v", &L.v, v, kv_dim, qkv_row}}, attn_in,
-                                   rope_fold ? &*rope_fold : nullptr);
+                                   rope_fold ? &*rope_fold : nullptr, handoff_ptr(qkv_handoff));
         if (c.qkv_bias) {
             t.set_label(blk + "attn_qkv_bias");
             kernels::add_rows(t, q, L.q_bias.buffer, q, DType::kF32, {q_dim, rows, qkv_row, 0, qkv_row});
@@ -403,26 +481,32 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
             kernels::flash_attention(t, q, cache, attn_out, step,
                                      {heads, uint32_t(rows), uint32_t(qkv_row), uint32_t(q_dim)});
         else
-            kernels::attention(t, q, cache, s.get("attn_partial"), attn_out, step, heads);
+            kernels::attention(t, q, cache, s.get("attn_partial"), attn_out, step, heads,
+                               handoff_ptr(take_handoff(l, 0, uint32_t(c.n_heads))));
         t.set_label(blk + "attn_output");
-        into_residual(L.o, {Binding(attn_out), std::nullopt}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr);
+        const bool fused_gate_up = fuses_gate_up(L);
+        const auto o_handoff = take_handoff(l, 1, o_tiles, true);
+        into_residual(L.o, {Binding(attn_out), std::nullopt}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr,
+                      handoff_ptr(o_handoff));
         t.set_label(blk + "ffn_norm");
         const ProjectionInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
         ProjectionInput down_in;
-        if (!prefill && L.up.type == L.gate.type &&
-            kernels::gemv_fuses_gate_up(t.device().profile(), L.gate.type, dim, a.activation)) {
+        if (fused_gate_up) {
             // Float weights: act(gate) * up straight from the gate/up dispatch.
             t.set_label(blk + "ffn_gate_up");
             kernels::gemv_gate_up(t, L.gate.buffer, L.up.buffer, L.gate.type, ffn_in.x, act, ffn, dim, a.activation,
                                   ffn_in.fold());
             down_in = {Binding(act), std::nullopt};
         } else {
-            project(blk, "ffn_gate_up", {{"ffn_gate", &L.gate, gate, ffn, ffn}, {"ffn_up", &L.up, up, ffn, ffn}}, ffn_in);
+            const auto gate_up_handoff = take_handoff(l, 2, gate_up_tiles);
+            project(blk, "ffn_gate_up", {{"ffn_gate", &L.gate, gate, ffn, ffn}, {"ffn_up", &L.up, up, ffn, ffn}}, ffn_in,
+                    nullptr, handoff_ptr(gate_up_handoff));
             t.set_label(blk + "ffn_act");
             down_in = gated(L.down.type);
         }
         t.set_label(blk + "ffn_down");
-        into_residual(L.down, down_in, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr);
+        const auto down_handoff = take_handoff(l, 3, down_tiles);
+        into_residual(L.down, down_in, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr, handoff_ptr(down_handoff));
         // A tap: h0 now holds the residual stream after layer l, for every row of the chunk.
         const auto tap = std::find(pass.taps.begin(), pass.taps.end(), l);
         if (tap != pass.taps.end()) {
@@ -506,6 +590,20 @@ void Model::decode(int token) {
     kv_->reserve(pos + 1);
     step_->submit_and_wait();
     kv_->set_length(pos + 1);
+    check_handoffs();
+}
+
+void Model::check_handoffs() {
+    if (!handoffs_) return;
+    Buffer& counters = scratch_->get("gemv_handoff");
+    uint32_t timeouts = 0;
+    counters.read(&timeouts, 4);
+    if (timeouts == 0) return;
+    const uint32_t zero = 0;
+    counters.write(&zero, 4);
+    throw Error("a decode step's GEMV hand-off timed out " + std::to_string(timeouts) +
+                " time(s): this device did not start the waited-for GEMV's workgroups first, so the step's "
+                "logits and KV cache rows are wrong. Load the model again with AKUNU_GEMV_HANDOFF=0.");
 }
 
 void Model::submit_chain(int c, uint32_t input_slot) {
@@ -547,6 +645,7 @@ bool Model::chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int&
     chains_[c]->wait();
     in_flight_.erase(in_flight_.begin());
     in_flight_pos_.erase(in_flight_pos_.begin());
+    check_handoffs();
     ids.resize(size_t(base_->chain));
     logprobs.resize(size_t(base_->chain));
     const size_t first_slot = size_t(c * base_->chain + 1) * 4;

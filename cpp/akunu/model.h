@@ -184,6 +184,9 @@ private:
     void submit_chain(int c, uint32_t input_slot);
     void start_first_chain(int token);  // checks, feeds `token` to chain 0 and submits it
     void drain();  // waits for chains in flight
+    // Raises if a GEMV hand-off of the steps just waited for timed out (kernels::GemvHandoff).
+    void check_handoffs();
+    bool handoffs_ = false;  // whether a decode table hands x off between GEMVs
 
     std::shared_ptr<const LoadedModel> base_;
     std::unique_ptr<KVCache> kv_;

@@ -67,6 +67,7 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["weight_tiles"] = p.weight_tiles == WeightTiles::kAll        ? "all"
                         : p.weight_tiles == WeightTiles::kBlocks32 ? "blocks32"
                                                                    : "none";
+    d["gemv_handoff"] = p.gemv_handoff;
     d["bfloat16"] = p.bfloat16;
     d["push_descriptors"] = p.push_descriptors;
     d["kernel_statistics"] = p.kernel_statistics;

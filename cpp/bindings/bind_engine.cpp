@@ -236,6 +236,7 @@ py::list dispatch_rows(const DispatchTable& table) {
             d["chunk"] = py::none();
         }
         d["position_block"] = c.position_block;
+        d["awaits_previous"] = c.awaits_previous;
         py::list bindings;
         for (const Binding& b : c.bindings) bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));
         d["bindings"] = bindings;

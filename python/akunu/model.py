@@ -527,7 +527,9 @@ class Model:
         all of them), none at all unless min_rows <= n < max_rows (0: no bound). chunk is None
         for the rest. position_block is non-zero where the groups along y cover the KV cache in
         blocks of that many positions (decode attention): a step at position pos runs
-        pos // position_block + 1 of them.
+        pos // position_block + 1 of them. awaits_previous is True where the command waits for
+        the one before it itself, with no barrier between them (a decode step's GEMV hand-off,
+        on NVIDIA GPUs or with AKUNU_GEMV_HANDOFF=1).
         An encoder's is its forward pass over a batch: label, kernel, workgroups."""
         if self._encoder is not None:
             if prefill:

@@ -90,8 +90,18 @@ struct GemvParams {
     uint rope_head_dim;
     uint rope_cache_rows;
     uint rope_half_split;
+    // A hand-off between two GEMVs with no barrier between them (gemv_tiles.comp HANDOFF,
+    // kernels::GemvHandoff): slots of binding 13's counters (word 0 counts timed-out waits),
+    // 0 for none. `signal`: each workgroup, once its rows of y are written, adds one to that
+    // slot. `wait`: the workgroups wait until that slot reaches wait_count before they read x.
+    // `clear`: slots clear .. clear + clear_count - 1 are zeroed (their waits ended before).
+    uint handoff_signal;
+    uint handoff_wait;
+    uint handoff_wait_count;
+    uint handoff_clear;
+    uint handoff_clear_count;
 };
-AKUNU_PARAMS_SIZE(GemvParams, 44)
+AKUNU_PARAMS_SIZE(GemvParams, 64)
 
 // The step state: what changes from one decode step to the next, read by kernels from a small
 // device buffer so that a recorded command buffer is replayed unchanged.
@@ -190,8 +200,11 @@ struct AttentionParams {
     float softcap;    // 0: none
     uint n_chunks;    // ceil(max_len / AKUNU_ATTENTION_CHUNK)
     uint cache_rows;  // rows per head of the cache buffer: max_len, or a ring's length (kv_rows.glsl)
+    // attention_split: a slot of binding 8's GEMV hand-off counters (kernels::GemvHandoff) that
+    // gains one as each head's output is written, for the O GEMV that waits on it; 0: none.
+    uint handoff_signal;
 };
-AKUNU_PARAMS_SIZE(AttentionParams, 36)
+AKUNU_PARAMS_SIZE(AttentionParams, 40)
 
 // A KV cache allocated as the sequence grows takes blocks of this many positions
 // (shaders/include/kv_rows.glsl). It equals the attention chunk, so a decode workgroup's rows,
@@ -213,7 +226,7 @@ struct FlashAttentionParams {
     uint q_stride;
     uint out_stride;
 };
-AKUNU_PARAMS_SIZE(FlashAttentionParams, 48)
+AKUNU_PARAMS_SIZE(FlashAttentionParams, 52)
 
 // act_*: out[i] = act(gate[i]) * up[i] (SiLU or GELU-tanh).
 struct ActParams {

@@ -413,6 +413,33 @@ TEST_F(KernelTest, BarriersOnlyBetweenDependentDispatches) {
     for (float v : got) ASSERT_EQ(v, 6.0f);
 }
 
+// A command that waits for the previous one itself (DispatchCmd::awaits_previous, a GEMV
+// hand-off) skips the barrier for what that one wrote, and only that: writes of earlier
+// commands since the last barrier still need one.
+TEST_F(KernelTest, AwaitingCommandsSkipOnlyThePreviousCommandsBarrier) {
+    auto dev = device();
+    const size_t n = 1000;
+    Buffer a = dev->allocate(n * 4), b = dev->allocate(n * 4), c = dev->allocate(n * 4), d = dev->allocate(n * 4);
+    DispatchTable t(*dev);
+    kernels::fill(t, a, DType::kF32, n, 1.0f);
+    kernels::add(t, a, a, c, DType::kF32, n);    // reads what the fill before wrote
+    kernels::fill(t, b, DType::kF32, n, 2.0f);
+    kernels::add(t, a, b, d, DType::kF32, n);    // reads b (the previous command's) and a (earlier)
+    std::vector<DispatchCmd> cmds = t.commands();
+    ASSERT_EQ(cmds.size(), 4u);
+    CommandList cl(dev);
+    cl.begin();
+    cl.dispatch(cmds[0]);
+    cmds[1].awaits_previous = true;
+    cl.dispatch(cmds[1]);
+    EXPECT_EQ(cl.barrier_count(), 0u);
+    cl.dispatch(cmds[2]);
+    cmds[3].awaits_previous = true;
+    cl.dispatch(cmds[3]);  // a was written before the previous command: a barrier all the same
+    EXPECT_EQ(cl.barrier_count(), 1u);
+    cl.end();
+}
+
 TEST_F(KernelTest, ReplaysARecordedList) {
     auto dev = device();
     const size_t n = 300;

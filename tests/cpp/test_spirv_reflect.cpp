@@ -37,19 +37,19 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
     // bindings 5, 6) come before their f16 kernel, and cache-in-blocks variants (block tables
     // for K and V, scales inside the blocks) and f16 rings before both.
     const struct { const char* prefix; size_t bytes; size_t bindings; const char* suffix = ""; } expected[] = {
-        {"kv_store_", sizeof(RopeKvParams), 4, "_blocks"}, {"attention_split_", sizeof(AttentionParams), 6, "_blocks"},
+        {"kv_store_", sizeof(RopeKvParams), 4, "_blocks"}, {"attention_split_", sizeof(AttentionParams), 7, "_blocks"},
         {"flash_attention_", sizeof(FlashAttentionParams), 5, "_blocks"},
-        {"attention_split_ring", sizeof(AttentionParams), 6}, {"flash_attention_ring", sizeof(FlashAttentionParams), 5},
-        {"attention_split_", sizeof(AttentionParams), 8}, {"flash_attention_", sizeof(FlashAttentionParams), 7},
+        {"attention_split_ring", sizeof(AttentionParams), 7}, {"flash_attention_ring", sizeof(FlashAttentionParams), 5},
+        {"attention_split_", sizeof(AttentionParams), 9}, {"flash_attention_", sizeof(FlashAttentionParams), 7},
         {"kv_store_", sizeof(RopeKvParams), 6}, {"rope_only", sizeof(RopeKvParams), 6},
         {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"read_", sizeof(CopyParams), 2},
         {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3},
-        {"gemv_", sizeof(GemvParams), 13, "_t32v"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv
+        {"gemv_", sizeof(GemvParams), 14, "_t32v"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv, hand-off counters
         {"gemv_f", sizeof(GemvParams), 13}, {"gemv_bf16", sizeof(GemvParams), 13},  // float gemv.comp: the same
         {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
-        {"attention_split", sizeof(AttentionParams), 6},
+        {"attention_split", sizeof(AttentionParams), 7},  // its last binding: hand-off counters
         {"act_", sizeof(ActParams), 3}, {"sample", sizeof(SampleParams), 5}, {"gemm_", sizeof(GemmParams), 4},
         {"flash_attention", sizeof(FlashAttentionParams), 5}, {"flash_cm_d", sizeof(FlashAttentionParams), 5}, {"last_row", sizeof(LastRowParams), 3},
         {"softcap", sizeof(SoftcapParams), 2}, {"layernorm", sizeof(LayerNormParams), 5},

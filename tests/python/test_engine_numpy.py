@@ -83,6 +83,67 @@ def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype, mo
     assert np.array_equal(got.argmax(1)[clear], want.argmax(1)[clear])
 
 
+@pytest.mark.parametrize("wtype", ["q8_0", "q4_0"])
+def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, backend, wtype, monkeypatch):
+    """AKUNU_GEMV_HANDOFF=1: a decode step's tile GEMVs wait for the dispatch before them
+    through counters instead of barriers (kernels::GemvHandoff): attention -> O, O -> gate/up,
+    gate/up -> down and down -> the next layer's Q/K/V. The same kernels do the same
+    arithmetic, so each step's logits must equal the barrier path's to the bit, across steps
+    that reuse the counters (zeroed a layer later, and no wait may time out: the error word
+    stays 0)."""
+    if backend == "cpu":
+        pytest.skip("the CPU backend runs one command after another: it has no hand-offs")
+    path = random_gguf(tmp_path_factory, wtype)
+    ids = [1, 17, 300, 5, 999, 42, 7, 7, 64]
+
+    def decode(handoff):
+        monkeypatch.setenv("AKUNU_GEMV_HANDOFF", "1" if handoff else "0")
+        m = akunu.Model(path, context=64, progress=False)
+        logits = np.stack([m.eval([i]).copy() for i in ids])
+        return m, logits
+
+    m, got = decode(True)
+    table = m.dispatch_table()
+    waits = [c["label"] for c in table if c["awaits_previous"]]
+    layers = m.config.n_layers
+    want = [f"blk.{l}.{name}" for l in range(layers) for name in ("attn_qkv", "attn_output", "ffn_gate_up", "ffn_down")
+            if (l, name) != (0, "attn_qkv")]
+    assert sorted(waits) == sorted(want)
+    for i, c in enumerate(table):  # HANDOFF (spec constant 6): 1 signals, 2 waits, 4 zeroes (the O GEMVs)
+        if c["kernel"].startswith("gemv_dot_"):
+            signals = i + 1 < len(table) and table[i + 1]["awaits_previous"]
+            clears = c["label"].endswith("attn_output")
+            want_bits = (1 if signals else 0) | (2 if c["awaits_previous"] else 0) | (4 if clears else 0)
+            assert c["spec"][6] == want_bits, c["label"]
+    # After a step: no wait timed out (word 0), and only the last layer's first three slots
+    # hold counts: heads written, then the O and gate/up GEMVs' workgroups (the next step's
+    # first O zeroes them; each O zeroes the layer before's).
+    counters = m.scratch["gemv_handoff"].view(np.uint32)
+    counts = [m.config.n_heads] + [-(-n // 32) for n in (m.config.dim, 2 * m.config.ffn_dim)]
+    want_counts = np.zeros(1 + 4 * layers, np.uint32)
+    want_counts[4 * layers - 3: 4 * layers] = counts
+    assert np.array_equal(counters, want_counts), counters
+    # A timed-out wait (the shader counts it in word 0) makes the step raise, once.
+    counters[0] = 1
+    with pytest.raises(akunu.Error, match="hand-off timed out 1 time"):
+        m.eval([3])
+    assert counters[0] == 0
+    m.eval([4])
+    plain, barriers = decode(False)
+    assert not any(c["awaits_previous"] for c in plain.dispatch_table())
+    assert np.array_equal(got, barriers)
+
+    # Past 256 positions attention splits each head into chunks, and the workgroup that merges
+    # them signals the O GEMV: decode there, again against the barrier path.
+    def deep(handoff):
+        monkeypatch.setenv("AKUNU_GEMV_HANDOFF", "1" if handoff else "0")
+        m = akunu.Model(path, context=600, progress=False)
+        m.eval([(7 * i) % 1000 + 1 for i in range(300)])
+        return np.stack([m.eval([i]).copy() for i in ids[:3]])
+
+    assert np.array_equal(deep(True), deep(False))
+
+
 def test_cpu_int8_activations_stay_near_numpy_float64(tmp_path_factory, backend, monkeypatch):
     """AKUNU_INT8=1 on the CPU: q4_0 GEMVs and GEMMs round x to 8 bits per block of 32 and use
     integer dot products (tests/cpp checks the kernels exactly against that rounding); q8_0

@@ -182,11 +182,16 @@ hypothesis = pytest.importorskip("hypothesis", reason="property tests need hypot
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
+# Arbitrary text of assigned code points. Unassigned ones are left out: akunu's character
+# classes come from utf8proc's tables and HF's from its regex engine's, of different Unicode
+# versions, so they class a code point assigned since differently (U+13460, a letter since
+# Unicode 16, pre-tokenizes "\U00013460/A" as one letter run and "/A" in HF, as "\U00013460/"
+# and "A" here). Python's unicodedata, which this filter uses, is older than both.
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200))
+@given(st.text(st.characters(exclude_categories=("Cs", "Cn")), max_size=200))
 def test_round_trip_and_agreement_with_hf_property(family_dirs, tokenizers, text):
     """decode(encode(s)) == s where HF round-trips (byte-level BPE; qwen3 after NFC), and our
-    ids equal HF's on arbitrary text."""
+    ids equal HF's on arbitrary text of assigned code points."""
     hf_tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is the reference")
     for fam, normalize in (("llama3", False), ("qwen3", True)):
         tok = tokenizers[fam]
