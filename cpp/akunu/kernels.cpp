@@ -467,13 +467,16 @@ bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) {
 
 size_t handoff_counters_bytes(uint32_t slots) { return (size_t(slots) + 1) * 4; }
 
-bool gemv_hands_off(const DeviceProfile& d, TensorType wtype, uint32_t tiles) {
-    return d.gemv_handoff && !d.cpu_backend && tiles32(wtype) && (d.compute_units == 0 || tiles <= d.compute_units);
+// Hand-offs pay only between dispatches of at most one workgroup per compute unit (kernels.h).
+static bool hands_off_at(const DeviceProfile& d, uint32_t workgroups) {
+    return d.gemv_handoff && !d.cpu_backend && (d.compute_units == 0 || workgroups <= d.compute_units);
 }
 
-bool attention_hands_off(const DeviceProfile& d, uint32_t n_heads) {
-    return d.gemv_handoff && !d.cpu_backend && (d.compute_units == 0 || n_heads <= d.compute_units);
+bool gemv_hands_off(const DeviceProfile& d, TensorType wtype, uint32_t tiles) {
+    return tiles32(wtype) && hands_off_at(d, tiles);
 }
+
+bool attention_hands_off(const DeviceProfile& d, uint32_t n_heads) { return hands_off_at(d, n_heads); }
 
 uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows) {
     const size_t tiles = (rows[0] + 31) / 32 + (rows[1] + 31) / 32 + (rows[2] + 31) / 32;
