@@ -25,7 +25,8 @@ layout(std430, binding = 3) coherent buffer P { float partial[]; };
 layout(std430, binding = 3) coherent buffer PW { uint partial_words[]; };
 layout(std430, binding = 4) readonly buffer Step { StepState step; };
 layout(std430, binding = 7) writeonly buffer O { float out_data[]; };     // [n_heads, head_dim]
-layout(std430, binding = 8) coherent buffer Handoff { uint handoff[]; };  // p.handoff_signal's counters
+#define HANDOFF_BINDING 8  // p.handoff_signal's counters
+#include "handoff.glsl"
 layout(push_constant) uniform Push { AttentionParams p; };
 
 shared float weight[AKUNU_ATTENTION_CHUNK];
@@ -289,13 +290,10 @@ void merge(uint h, uint c_begin, uint c_end) {
     if (part == 0 && dim < p.head_dim) out_data[h * p.head_dim + dim] = acc / L;
 }
 
-// With p.handoff_signal, once a head's output is written: its writes reach the device before the
-// barrier, the count after it (gemv_tiles.comp's HANDOFF_WAIT reads the count). `p` is uniform.
+// With p.handoff_signal, once a head's output is written, for the O GEMV that waits on it
+// (gemv_tiles.comp's HANDOFF_WAIT). `p` is uniform.
 void signal_head_written() {
-    if (p.handoff_signal == 0) return;
-    memoryBarrierBuffer();
-    barrier();
-    if (gl_LocalInvocationID.x == 0) atomicAdd(handoff[p.handoff_signal], 1u);
+    if (p.handoff_signal != 0) handoff_count_in(p.handoff_signal);
 }
 
 void main() {

@@ -52,11 +52,8 @@ layout(std430, binding = 6) buffer Y1 { float y1[]; };          // [rows1]
 layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
 layout(push_constant) uniform Push { GemvParams p; };
 #include "rope_fold.glsl"
-// The hand-off counters (params.h): an error word, then per slot the workgroups of its GEMV that
-// have written y. Waits poll them through the volatile view: plain loads, not atomics, which
-// would queue behind one another at the one address and delay the signals they wait for.
-layout(std430, binding = 13) coherent buffer Handoff { uint handoff[]; };
-layout(std430, binding = 13) volatile coherent readonly buffer HandoffPoll { uint handoff_poll[]; };
+#define HANDOFF_BINDING 13
+#include "handoff.glsl"
 #define W_BINDING 0
 #define W_TILES
 #include "weights.glsl"
@@ -87,10 +84,6 @@ const bool X16 = X_BITS == 16;
 layout(constant_id = 6) const uint HANDOFF = 0;
 const bool HANDOFF_SIGNAL = (HANDOFF & 1u) != 0, HANDOFF_WAIT = (HANDOFF & 2u) != 0;
 const bool HANDOFF_CLEAR = (HANDOFF & 4u) != 0;
-// Polls before a waiting workgroup gives up (a few seconds): a device that does not start the
-// previous dispatch's workgroups first then gets wrong numbers and a raised error word
-// (handoff[0]), not a hang.
-#define HANDOFF_POLLS (1u << 22)
 #define MAX_UNITS 8
 #define MAX_SPLIT 32
 #define MAX_SUBGROUPS 128
@@ -230,16 +223,6 @@ float block_dot(Block w, uint b) {
 
 #endif
 
-// One invocation waits until the dispatch before has counted all its workgroups in (params.h);
-// the barrier after the call holds the others.
-void await_x() {
-    if (gl_LocalInvocationID.x != 0) return;
-    uint polls = 0;
-    while (handoff_poll[p.handoff_wait] < p.handoff_wait_count && ++polls < HANDOFF_POLLS) {
-    }
-    if (polls == HANDOFF_POLLS) atomicAdd(handoff[0], 1u);
-}
-
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint r = tid % 32, split = tid / 32, blocks = p.k / 32;
@@ -259,7 +242,7 @@ void main() {
         [[unroll]] for (uint u = 0; u < UNITS; ++u)
             w[u] = load_block(part, w_tile_column(tile * 32, first + min(split + u * SPLIT, n - 1), p.k), r);
         // The first blocks are in flight while this workgroup waits for x, if it waits.
-        if (HANDOFF_WAIT && first == 0) await_x();
+        if (HANDOFF_WAIT && first == 0) handoff_await(p.handoff_wait, p.handoff_wait_count);
         barrier();  // every invocation is done with the previous slice (and x is written)
         // Each 8 neighbouring invocations stage one block's x and add up its sums by shuffles.
         for (uint i = tid; i < n * 8; i += gl_WorkGroupSize.x) {
@@ -331,12 +314,7 @@ void main() {
                 y2[row] = p.accumulate != 0 ? y2[row] + total : total;
         }
     }
-    if (HANDOFF_SIGNAL) {
-        // Each invocation's writes reach the device before the barrier, the count after it.
-        memoryBarrierBuffer();
-        barrier();
-        if (tid == 0) atomicAdd(handoff[p.handoff_signal], 1u);
-    }
+    if (HANDOFF_SIGNAL) handoff_count_in(p.handoff_signal);
     // Slots whose waits all ended before this dispatch (a barrier lies between): zeroed for the
     // next step by one invocation.
     if (HANDOFF_CLEAR && tid == 0 && linear_group_id() == 0)

@@ -409,6 +409,16 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
          p, grid_for(s, groups));
 }
 
+// What every hand-off is checked for (GemvHandoff): that its kernel takes one on this device
+// (`takes`: gemv_hands_off or attention_hands_off), and that each slot it names lies in its
+// counters.
+void check_handoff(const GemvHandoff* h, bool takes, const char* kernel) {
+    if (!h) return;
+    AKUNU_CHECK(takes, std::string(kernel) + ": this device or these weights take no hand-off (gemv_hands_off)");
+    const uint32_t cleared = h->clear_count ? h->clear + h->clear_count - 1 : 0;
+    check_bytes(h->counters, handoff_counters_bytes(std::max({h->signal, h->wait, cleared})), kernel, "counters");
+}
+
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
 // Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2, then the RoPE
 // tables, the K and V caches and the step of a folded rope_kv, then a hand-off's counters
@@ -426,9 +436,6 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
         // The waiting side counts workgroups; one row of them keeps that count exact.
         AKUNU_CHECK(tiles <= s.device().profile().max_workgroup_count_x,
                     "gemv: a hand-off needs the GEMV's " + std::to_string(tiles) + " workgroups in one row of the grid");
-        const uint32_t cleared = handoff->clear_count ? handoff->clear + handoff->clear_count - 1 : 0;
-        const uint32_t last = std::max({handoff->signal, handoff->wait, cleared});
-        check_bytes(handoff->counters, handoff_counters_bytes(last), "gemv", "counters");
         p.handoff_signal = handoff->signal, p.handoff_wait = handoff->wait, p.handoff_wait_count = handoff->wait_count;
         p.handoff_clear = handoff->clear, p.handoff_clear_count = handoff->clear_count;
         handoff_bits = (handoff->signal ? 1u : 0u) | (handoff->wait ? 2u : 0u) | (handoff->clear_count ? 4u : 0u);
@@ -526,8 +533,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
     const XRounding taken = gemv_x_rounding(d, wtype, k, rounding);
-    AKUNU_CHECK(!handoff || gemv_hands_off(d, wtype, 0), std::string("gemv: ") + type_traits(wtype).name +
-                                                             " weights take no hand-off on this device (gemv_hands_off)");
+    check_handoff(handoff, gemv_hands_off(d, wtype, 0), "gemv");
     if (tiles32(wtype) && !d.cpu_backend) {
         emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, taken, nullptr, handoff);
         return;
@@ -610,9 +616,7 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     const Binding& y1 = rows[1] ? y[1] : y[0];
     const Binding& y2 = rows[2] ? y[2] : y[0];
     const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
-    AKUNU_CHECK(!handoff || gemv_hands_off(s.device().profile(), wtype, 0),
-                std::string("gemv_parts: ") + type_traits(wtype).name +
-                    " weights take no hand-off on this device (gemv_hands_off)");
+    check_handoff(handoff, gemv_hands_off(s.device().profile(), wtype, 0), "gemv_parts");
     if (tiles32(wtype))
         emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p,
                         gemv_x_rounding(s.device().profile(), wtype, k, rounding), rope, handoff);
@@ -782,7 +786,7 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
                       handoff ? handoff->signal : 0};
     AKUNU_CHECK(!handoff || (!handoff->wait && !handoff->clear_count && handoff->signal),
                 "attention: a hand-off only signals (the O GEMV waits for it)");
-    if (handoff) check_bytes(handoff->counters, handoff_counters_bytes(handoff->signal), "attention", "counters");
+    check_handoff(handoff, attention_hands_off(s.device().profile(), 0), "attention");
     std::vector<Binding> bindings = cache_bindings({q, cache.k, cache.v, partial, step}, cache);
     bindings.push_back(out);  // binding 7
     bindings.push_back(handoff ? handoff->counters : out);  // binding 8 (out stands in: written anyway)

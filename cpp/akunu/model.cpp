@@ -403,26 +403,18 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     handoffs_ = handoffs_ || any_handoff;
     const Binding handoff_counters = any_handoff ? Binding(s.get("gemv_handoff")) : Binding();
     kernels::GemvHandoff next_handoff{handoff_counters};  // what the coming GEMV waits for (wait 0: nothing)
-    // The hand-off of the dispatch about to be recorded: the pending wait, a signal for layer l's
-    // j-th slot if that hand-off is on (then `next_handoff` becomes its wait, for `count`
-    // workgroups or heads), and with `clear` the slots of the layer before to zero.
-    auto take_handoff = [&](int l, uint32_t j, uint32_t count, bool clear = false) -> std::optional<kernels::GemvHandoff> {
+    // Layer l's j-th slot where that hand-off is on, else 0.
+    auto slot = [&](int l, uint32_t j) { return hands_off[size_t(l)][j] ? uint32_t(1 + kSlotsPerLayer * l + j) : 0u; };
+    // The hand-off of the dispatch about to be recorded: the pending wait, a signal in `signal`
+    // (then `next_handoff` becomes its wait, for `count` workgroups or heads), and slots from
+    // `clear` on to zero.
+    auto take_handoff = [&](uint32_t signal = 0, uint32_t count = 0,
+                            uint32_t clear = 0) -> std::optional<kernels::GemvHandoff> {
         kernels::GemvHandoff h = next_handoff;
         next_handoff = {handoff_counters};
-        if (hands_off[size_t(l)][j]) {
-            h.signal = uint32_t(1 + kSlotsPerLayer * l + j);
-            next_handoff.wait = h.signal, next_handoff.wait_count = count;
-        }
-        if (clear && any_handoff)
-            h.clear = uint32_t(1 + kSlotsPerLayer * ((l + c.n_layers - 1) % c.n_layers)), h.clear_count = kSlotsPerLayer;
+        if (signal) h.signal = signal, next_handoff.wait = signal, next_handoff.wait_count = count;
+        if (clear) h.clear = clear, h.clear_count = kSlotsPerLayer;
         if (!h.signal && !h.wait && !h.clear) return std::nullopt;
-        return h;
-    };
-    // The Q/K/V GEMV only waits: its hand-off to attention is not built.
-    auto take_wait = [&]() -> std::optional<kernels::GemvHandoff> {
-        kernels::GemvHandoff h = next_handoff;
-        next_handoff = {handoff_counters};
-        if (!h.wait) return std::nullopt;
         return h;
     };
     auto handoff_ptr = [](const std::optional<kernels::GemvHandoff>& h) { return h ? &*h : nullptr; };
@@ -453,7 +445,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
             kernels::gemv_folds_rope_kv(t.device().profile(), L.q.type, cache, half_split))
             rope_fold = kernels::GemvRopeKv{Binding(rope_cos), Binding(rope_sin), cache, step, uint32_t(c.head_dim),
                                             uint32_t(base_->context), half_split};
-        const auto qkv_handoff = take_wait();
+        const auto qkv_handoff = take_handoff();  // Q/K/V only waits: its hand-off to attention lost
         const bool roped = project(blk, "attn_qkv", {{"attn_q", &L.q, q, q_dim, qkv_row}, {"attn_k", &L.k, k, kv_dim, qkv_row},
                                                      {"attn_v", &L.v, v, kv_dim, qkv_row}}, attn_in,
                                    rope_fold ? &*rope_fold : nullptr, handoff_ptr(qkv_handoff));
@@ -482,10 +474,12 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
                                      {heads, uint32_t(rows), uint32_t(qkv_row), uint32_t(q_dim)});
         else
             kernels::attention(t, q, cache, s.get("attn_partial"), attn_out, step, heads,
-                               handoff_ptr(take_handoff(l, 0, uint32_t(c.n_heads))));
+                               handoff_ptr(take_handoff(slot(l, 0), uint32_t(c.n_heads))));
         t.set_label(blk + "attn_output");
         const bool fused_gate_up = fuses_gate_up(L);
-        const auto o_handoff = take_handoff(l, 1, o_tiles, true);
+        // The O GEMV also zeroes the layer before's slots (of the last layer, for l = 0).
+        const uint32_t before = uint32_t(1 + kSlotsPerLayer * ((l + c.n_layers - 1) % c.n_layers));
+        const auto o_handoff = take_handoff(slot(l, 1), o_tiles, any_handoff ? before : 0);
         into_residual(L.o, {Binding(attn_out), std::nullopt}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr,
                       handoff_ptr(o_handoff));
         t.set_label(blk + "ffn_norm");
@@ -498,14 +492,14 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
                                   ffn_in.fold());
             down_in = {Binding(act), std::nullopt};
         } else {
-            const auto gate_up_handoff = take_handoff(l, 2, gate_up_tiles);
+            const auto gate_up_handoff = take_handoff(slot(l, 2), gate_up_tiles);
             project(blk, "ffn_gate_up", {{"ffn_gate", &L.gate, gate, ffn, ffn}, {"ffn_up", &L.up, up, ffn, ffn}}, ffn_in,
                     nullptr, handoff_ptr(gate_up_handoff));
             t.set_label(blk + "ffn_act");
             down_in = gated(L.down.type);
         }
         t.set_label(blk + "ffn_down");
-        const auto down_handoff = take_handoff(l, 3, down_tiles);
+        const auto down_handoff = take_handoff(slot(l, 3), down_tiles);
         into_residual(L.down, down_in, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr, handoff_ptr(down_handoff));
         // A tap: h0 now holds the residual stream after layer l, for every row of the chunk.
         const auto tap = std::find(pass.taps.begin(), pass.taps.end(), l);

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "akunu/command_list.h"
+#include "akunu/cpu/tiles.h"
 #include "akunu/error.h"
 #include "akunu/kernels.h"
 #include "akunu/shader_library.h"
@@ -162,6 +163,14 @@ void init_kernels(py::module_& m) {
     k.def("gemv_int16", [weight_type](const Device& d, const std::string& wtype) {
         return kernels::gemv_int16(d.profile(), weight_type(wtype));
     }, "Whether gemv and gemv_parts round x to int16 for this weight type on this device when asked to.");
+    k.def("tile_type", [weight_type](const Device& d, const std::string& base) -> std::optional<std::string> {
+        // The CPU backend's kernels read every tile layout (*_T32), Vulkan's the 32-element block
+        // formats' (*_T32V), whether or not the engine loads a model's matrices in tiles.
+        const WeightTiles kernels_read = d.profile().cpu_backend ? WeightTiles::kAll : WeightTiles::kBlocks32;
+        if (const cpu::TileLayout* l = cpu::tile_layout_for(weight_type(base), kernels_read)) return type_traits(l->tiled).name;
+        return std::nullopt;
+    }, "The tile-major type (cpu/tiles.h) this device's kernels read for matrices of `base` ('Q8_0' -> 'Q8_0_T32' on "
+       "the CPU backend, 'Q8_0_T32V' on Vulkan devices), or None where they have none.");
     k.def("engine_x_rounding", [](const Device& d) {
         return x_rounding_name(kernels::engine_x_rounding(d.profile()));
     }, "How the engine's quantized GEMVs ask to hold x on this device: 'int16', 'int8' with AKUNU_INT8=1, 'float' "

@@ -163,8 +163,8 @@ def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1", "Q8_0_T32", "Q4_0_T
             rows = max(4, int(rows * min(1.0, scale * 4)))
             x = device.upload(np.random.default_rng(1).standard_normal(k).astype(np.float32))
             for wtype in wtypes:
-                if wtype.endswith("_T32") and device.profile["weight_tiles"] != "all":
-                    wtype += "V"  # Vulkan devices' tiles: 16-byte chunks (cpu/tiles.h)
+                if wtype.endswith("_T32"):
+                    wtype = kernels.tile_type(device, wtype[:-4])  # Vulkan devices': *_T32V
                 t = traits[wtype]
                 taken = kernels.gemv_x_rounding(device, wtype, k, rounding) != "float"
                 if x_rounding not in (None, "float") and not taken:

@@ -196,7 +196,7 @@ TILE_FORMATS = ["Q8_0_T32", "Q4_0_T32", "Q4_1_T32"]
 
 def tiles_on(device, wtype):
     """The device's tile form of a TILE_FORMATS name: Vulkan devices keep 16-byte chunks."""
-    return wtype if device.profile["weight_tiles"] == "all" else wtype + "V"
+    return kernels.tile_type(device, wtype[:-4])
 
 
 def random_weights(device, rng, wtype, rows, k):
