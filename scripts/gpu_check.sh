@@ -7,6 +7,8 @@
 #   .debs/  build-time .debs (libvulkan-dev, glslang-tools, spirv-tools, vulkan-validationlayers,
 #           libgtest-dev, nlohmann-json3-dev, libpcre2-dev, libutf8proc-dev, pkgconf and their
 #           libraries), unpacked into a prefix, never into /
+#   .slang/ optional: slangpy's libslang-glslang-*.so, which builds the cooperative-matrix-2
+#           kernels (shaders/kernels.cmake AKUNU_SLANG_GLSLANG; without it they are left out)
 #   .shared/tools/make_random_gguf.py   a copy of ../shared/tools/make_random_gguf.py (benchmark files)
 #   .shared/fixtures/   optional: a subset of ../shared/fixtures for the engine's reference tests
 #   .whl/   wheels for Python packages the machine lacks (pytest, hypothesis, gguf and their
@@ -43,9 +45,11 @@ status() { if [ "$1" -eq 0 ]; then echo pass; else echo "FAIL ($1)"; fi; }
 
 echo "== build"
 start=$(date +%s)
+slang=$(ls "$PWD"/.slang/libslang-glslang-*.so 2>/dev/null | head -1)
 python3 -m pip install -q --no-build-isolation --no-deps -e . \
     -Ccmake.define.AKUNU_BUILD_TESTS=ON -Cbuild-dir=build/gpu \
     "-Ccmake.define.Vulkan_GLSLANG_VALIDATOR_EXECUTABLE=$prefix/usr/bin/glslangValidator" \
+    ${slang:+"-Ccmake.define.AKUNU_SLANG_GLSLANG=$slang"} \
     >"$out/build.log" 2>&1
 build=$?
 echo "build: $(status $build) in $(( $(date +%s) - start )) s"

@@ -6,12 +6,14 @@
 #   .debs/    build-time .debs and the libraries they need (gpu_check unpacks them into a prefix)
 #   .whl/     wheels the GPU machine's Python lacks (gguf by default; AKUNU_WHL_ALL=1 adds the rest
 #             of the test dependencies, for an image without them)
+#   .slang/   the glslang inside PyPI's slangpy wheel (libslang-glslang-*.so), which builds the
+#             cooperative-matrix-2 kernels (shaders/kernels.cmake, AKUNU_SLANG_GLSLANG)
 #   .shared/  tools/make_random_gguf.py and a subset of ../shared/fixtures that fits the budget
 # Safe to run again: it skips what is present. Ends with each folder's size and the total that
 # travels (the device tool carries at most 64 MiB: tracked and untracked-not-ignored files plus
 # the carried folders). Fixture sets that do not fit are left out, with a note.
 #
-# Then, in the device tool: carry [".gl", ".debs", ".whl", ".shared"], command `bash scripts/gpu_check.sh`.
+# Then, in the device tool: carry [".gl", ".debs", ".whl", ".slang", ".shared"], command `bash scripts/gpu_check.sh`.
 #
 # Environment:
 #   AKUNU_SHARED          the shared folder (default: ../shared beside the checkout)
@@ -28,7 +30,7 @@ say() { echo "gpu_payload: $*"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 size_of() { if [ -e "$1" ]; then find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; else echo 0; fi; }
 
-for d in .gl .debs .whl .shared; do
+for d in .gl .debs .whl .slang .shared; do
     git check-ignore -q "$d/x" || die "$d/ is not git-ignored: add /$d/ to .gitignore first"
 done
 command -v apt-get >/dev/null || die "apt-get is missing: run this on a Debian or Ubuntu machine"
@@ -142,6 +144,22 @@ for f in .whl/*.whl; do
              | sed -E 's/^ *([A-Za-z0-9_.-]+).*/\1/')
 done
 
+# 3b. .slang: only slangpy's glslang library travels (10 MB of a 92 MB wheel); the build drives
+#     it through ctypes (cmake/glsl_slang.py), so the wheel's Python version does not matter.
+if ls .slang/libslang-glslang-*.so >/dev/null 2>&1; then
+    say ".slang: libslang-glslang present"
+else
+    tmp=$(mktemp -d)
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --abi cp312 --platform manylinux_2_34_x86_64 -d "$tmp" slangpy \
+        || die "pip download slangpy failed (network? a cp312 manylinux_2_34 wheel?)"
+    mkdir -p .slang
+    unzip -q -j -o "$tmp"/slangpy-*.whl 'slangpy/libslang-glslang-*.so' -d .slang \
+        || die "the slangpy wheel holds no slangpy/libslang-glslang-*.so"
+    rm -rf "$tmp"
+    say ".slang: extracted $(ls .slang)"
+fi
+
 # 4. .shared/tools: make_random_gguf.py for the benchmark files (and test_engine_numpy).
 [ -f "$shared/tools/make_random_gguf.py" ] || die "$shared/tools/make_random_gguf.py is missing (AKUNU_SHARED?)"
 mkdir -p .shared/tools
@@ -171,7 +189,7 @@ fixture_files() {  # the files of set $1 (model:kind), relative to the fixtures 
 # other carried folders.
 repo_bytes=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null \
              | awk '{ s += $1 } END { print s + 0 }')
-fixed=$(( repo_bytes + $(size_of .gl) + $(size_of .debs) + $(size_of .whl) + $(size_of .shared/tools) ))
+fixed=$(( repo_bytes + $(size_of .gl) + $(size_of .debs) + $(size_of .whl) + $(size_of .slang) + $(size_of .shared/tools) ))
 if [ ! -d "$shared/fixtures" ]; then
     say "note: $shared/fixtures is missing: no fixtures carried (the fixture tests skip there)"
 else
@@ -217,7 +235,7 @@ echo
 echo "== payload (the device tool carries at most 64 MiB in all)"
 total=$repo_bytes
 printf '  %-22s %10s\n' "repo (tracked + new)" "$(mib "$repo_bytes")"
-for d in .gl .debs .whl .shared; do
+for d in .gl .debs .whl .slang .shared; do
     b=$(size_of $d)
     total=$(( total + b ))
     printf '  %-22s %10s  (%s files)\n' "$d" "$(mib "$b")" "$(find $d -type f | wc -l)"

@@ -224,6 +224,33 @@ foreach(row IN LISTS AKUNU_KERNELS)
   list(APPEND AKUNU_KERNEL_NAMES ${name})
 endforeach()
 
+# Kernels on GL_KHR_cooperative_matrix and GL_NV_cooperative_matrix2, which Debian 12's
+# glslang (12.0) cannot compile: built by cmake/glsl_slang.py with the glslang in PyPI's slangpy
+# wheel where AKUNU_SLANG_GLSLANG names its libslang-glslang .so (scripts/gpu_check.sh passes
+# it). Without them the engine keeps gemm_cm.comp (DeviceProfile::gemm_coopmat2 stays off).
+set(AKUNU_SLANG_GLSLANG "" CACHE FILEPATH "slangpy's libslang-glslang .so, to build the cooperative-matrix-2 kernels")
+set(AKUNU_KERNELS_CM2
+  "gemm_cm2_f16     gemm_cm2.comp"
+)
+if(AKUNU_SLANG_GLSLANG)
+  find_package(Python3 REQUIRED COMPONENTS Interpreter)
+  foreach(row IN LISTS AKUNU_KERNELS_CM2)
+    string(REGEX REPLACE " +" ";" fields "${row}")
+    list(GET fields 0 name)
+    list(GET fields 1 source)
+    set(spv ${AKUNU_SPIRV_DIR}/${name}.spv)
+    add_custom_command(
+      OUTPUT ${spv}
+      COMMAND Python3::Interpreter ${CMAKE_CURRENT_LIST_DIR}/../cmake/glsl_slang.py --lib ${AKUNU_SLANG_GLSLANG}
+              -I ${AKUNU_SHADER_DIR}/include -DKERNEL_NAME=${name} ${AKUNU_SHADER_DIR}/${source} ${spv}
+      DEPENDS ${AKUNU_SHADER_DIR}/${source} ${AKUNU_SHADER_INCLUDES} ${CMAKE_CURRENT_LIST_DIR}/../cmake/glsl_slang.py
+      COMMENT "glslang (slangpy) ${name}"
+      VERBATIM)
+    list(APPEND AKUNU_SPV_FILES ${spv})
+    list(APPEND AKUNU_KERNEL_NAMES ${name})
+  endforeach()
+endif()
+
 # All SPIR-V modules become one generated C++ file holding a {name, words} table.
 set(AKUNU_SPIRV_CPP ${CMAKE_CURRENT_BINARY_DIR}/spirv_library_data.cpp)
 add_custom_command(

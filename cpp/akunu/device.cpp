@@ -10,6 +10,7 @@
 #include "akunu/cpu/thread_pool.h"
 #include "akunu/error.h"
 #include "akunu/pipeline.h"
+#include "akunu/vk_coopmat2.h"
 
 namespace akunu {
 
@@ -190,6 +191,19 @@ Device::Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical)
         coopmat.pNext = features.pNext;
         features.pNext = &coopmat;
         extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    }
+    vk::CooperativeMatrixFeaturesKHR coopmat_khr;
+    vk::CooperativeMatrix2FeaturesNV coopmat2;
+    if (profile_.gemm_coopmat2) {
+        coopmat_khr.cooperativeMatrix = VK_TRUE;
+        coopmat2.cooperativeMatrixWorkgroupScope = VK_TRUE;
+        coopmat2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+        coopmat2.cooperativeMatrixTensorAddressing = VK_TRUE;
+        coopmat2.pNext = &coopmat_khr;
+        coopmat_khr.pNext = features.pNext;
+        features.pNext = &coopmat2;
+        extensions.push_back(vk::kKhrCooperativeMatrix);
+        extensions.push_back(vk::kNvCooperativeMatrix2);
     }
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executables{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};

@@ -6,6 +6,8 @@
 #include <cstdio>
 
 #include "akunu/error.h"
+#include "akunu/shader_library.h"
+#include "akunu/vk_coopmat2.h"
 #include "akunu/vk_loader.h"
 #include "gemm_tiles.h"
 
@@ -117,6 +119,11 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     }
     VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     features.pNext = &f11;
+    vk::CooperativeMatrix2FeaturesNV cm2;
+    if (has(vk::kNvCooperativeMatrix2)) {
+        cm2.pNext = features.pNext;
+        features.pNext = &cm2;
+    }
     vkGetPhysicalDeviceFeatures2(device, &features);
 
     p.fp16 = f12.shaderFloat16 && f11.storageBuffer16BitAccess;
@@ -130,6 +137,10 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     const char* no_coopmat = std::getenv("AKUNU_NO_COOPMAT");
     p.gemm_coopmat = has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && p.fp16 && p.subgroup_size == 32 &&
                      !(no_coopmat && *no_coopmat && std::string(no_coopmat) != "0");
+    const char* no_cm2 = std::getenv("AKUNU_NO_CM2");
+    p.gemm_coopmat2 = p.gemm_coopmat && has(vk::kKhrCooperativeMatrix) && cm2.cooperativeMatrixWorkgroupScope &&
+                      cm2.cooperativeMatrixFlexibleDimensions && cm2.cooperativeMatrixTensorAddressing &&
+                      has_spirv("gemm_cm2_f16") && !(no_cm2 && *no_cm2 && std::string(no_cm2) != "0");
     const char* indirect = std::getenv("AKUNU_INDIRECT");
     p.indirect_counts = !(indirect && std::string(indirect) == "0");
     // AKUNU_GEMM_SHORT: 0 no short tiles, 1 the default row count, N > 1 that many rows.
@@ -245,6 +256,7 @@ std::string DeviceProfile::describe() const {
             yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
             yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
     if (gemv_handoff) appendf(s, "  decode            GEMVs hand x off through counters, not barriers\n");
+    if (gemm_coopmat2) appendf(s, "  prefill           f16 GEMMs on workgroup-scope cooperative matrices (coopmat2)\n");
     if (gemm_short_rows)
         appendf(s, "  prefill           chunks of up to %u tokens in short GEMM tiles\n", gemm_short_rows);
     if (kernel_statistics) appendf(s, "  kernel statistics yes (registers and shared memory per kernel, from the driver)\n");

@@ -64,6 +64,11 @@ struct DeviceProfile {
     // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
     // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
     bool gemm_coopmat = false;
+    // The f16 prefill GEMM on workgroup-scope cooperative matrices (gemm_cm2_f16): devices with
+    // VK_NV_cooperative_matrix2's workgroup scope, flexible dimensions and tensor addressing,
+    // where the build embeds the kernel (kernels.cmake, AKUNU_SLANG_GLSLANG); AKUNU_NO_CM2=1
+    // turns it off.
+    bool gemm_coopmat2 = false;
     // Chunks of up to this many tokens run their GEMMs in short tiles (0: none). Scalar
     // (gemm_short_<wtype>, 16 x 256, 64 tokens): a quarter of the products of its 64 x 64
     // tiles for a 2-token prompt, in a quarter of the workgroups; on where the device is a CPU

@@ -31,9 +31,16 @@ bool validation_requested() {
     return v && *v && std::strcmp(v, "0") != 0;
 }
 
+// The layer calls the messenger on the thread of the call it checks.
+static thread_local bool t_waived = false;
+
+ValidationWaiver::ValidationWaiver(bool waive) : previous_(t_waived) { t_waived = t_waived || waive; }
+ValidationWaiver::~ValidationWaiver() { t_waived = previous_; }
+
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                             VkDebugUtilsMessageTypeFlagsEXT,
                                                             const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
+    if (t_waived) return VK_FALSE;
     const char* level = severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning";
     std::lock_guard<std::mutex> lock(g_messages_mutex);
     g_messages.push_back(std::string(level) + ": " + (data && data->pMessage ? data->pMessage : "(no text)"));

@@ -40,4 +40,19 @@ void clear_validation_messages();
 // True when AKUNU_VALIDATION asks for the layer.
 bool validation_requested();
 
+// While one lives, validation messages raised on this thread are not recorded: around the
+// creation of kernels whose SPIR-V uses capabilities newer than the installed validation layer
+// (the cooperative-matrix-2 kernels against Debian 12's layer, 1.3.239, which rejects their
+// capabilities as unknown operands and so would fail every validated run on such a GPU).
+class ValidationWaiver {
+public:
+    explicit ValidationWaiver(bool waive);
+    ~ValidationWaiver();
+    ValidationWaiver(const ValidationWaiver&) = delete;
+    ValidationWaiver& operator=(const ValidationWaiver&) = delete;
+
+private:
+    bool previous_;
+};
+
 }  // namespace akunu

@@ -15,6 +15,12 @@ const SpirvModule& find_spirv(const std::string& name) {
     throw Error("no kernel named '" + name + "'; the embedded kernels are: " + known);
 }
 
+bool has_spirv(const std::string& name) {
+    for (size_t i = 0; i < generated::kSpirvModuleCount; ++i)
+        if (name == generated::kSpirvModules[i].name) return true;
+    return false;
+}
+
 std::vector<std::string> kernel_names() {
     std::vector<std::string> names;
     for (size_t i = 0; i < generated::kSpirvModuleCount; ++i) names.emplace_back(generated::kSpirvModules[i].name);

@@ -16,6 +16,8 @@ struct SpirvModule {
 
 // Throws akunu::Error listing the known kernels when `name` is not one of them.
 const SpirvModule& find_spirv(const std::string& name);
+// Whether this build embeds `name` (the cooperative-matrix-2 kernels are optional: kernels.cmake).
+bool has_spirv(const std::string& name);
 std::vector<std::string> kernel_names();
 
 namespace generated {  // defined in the build's spirv_library_data.cpp

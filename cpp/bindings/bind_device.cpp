@@ -57,6 +57,7 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["cooperative_matrix"] = p.cooperative_matrix;
     d["cooperative_matrix2"] = p.cooperative_matrix2;
     d["gemm_coopmat"] = p.gemm_coopmat;
+    d["gemm_coopmat2"] = p.gemm_coopmat2;
     d["gemm_short_tiles"] = p.gemm_short_rows > 0;
     d["gemm_short_rows"] = p.gemm_short_rows;
     d["indirect_counts"] = p.indirect_counts;

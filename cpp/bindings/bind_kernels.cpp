@@ -185,14 +185,15 @@ void init_kernels(py::module_& m) {
     k.def("gemm",
           [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x, const PyBuffer& y,
                         size_t m, size_t n, size_t kk, const PyBuffer& step, bool allow_coopmat, uint32_t min_rows,
-                        uint32_t max_rows) {
+                        uint32_t max_rows, bool accumulate) {
               // X as halves where its buffer holds f16 (gemm_takes_half_x), else f32.
               const DType x_dtype = x.dtype == DType::kF16 ? DType::kF16 : DType::kF32;
               kernels::gemm(cl, w.buffer, weight_type(wtype), x.buffer, y.buffer, {m, n, kk, kk, n, min_rows, max_rows, x_dtype},
-                            step.buffer, false, allow_coopmat);
+                            step.buffer, accumulate, allow_coopmat);
           },
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("m"), py::arg("n"),
-          py::arg("k"), py::arg("step"), py::arg("allow_coopmat") = true, py::arg("min_rows") = 0, py::arg("max_rows") = 0);
+          py::arg("k"), py::arg("step"), py::arg("allow_coopmat") = true, py::arg("min_rows") = 0, py::arg("max_rows") = 0,
+          py::arg("accumulate") = false);
     k.def("dequant_f16",
           [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& out, size_t n,
                         size_t kk, const PyBuffer& step, uint32_t min_rows) {

@@ -85,14 +85,16 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
                                                   up=up, activation=activation))
 
 
-def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_rows: int = 0, max_rows: int = 0) -> float:
+def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_rows: int = 0, max_rows: int = 0,
+         accumulate: bool = False) -> float:
     """Y = X @ W.T with X [m, k] f32, Y [m, n] f32 and W [n, k] as in gemv: the prefill kernel.
     X may be f16 on the cooperative-matrix GEMM with k a multiple of 8 (what a prefill chunk's
     norms and activation write there).
     coopmat: None takes the engine's choice (cooperative matrices where the device has them),
     False the scalar variant, True the cooperative-matrix one (an error where the device has none).
     The kernel runs only if min_rows <= m < max_rows (max_rows 0: no bound), as a recorded
-    prefill GEMM runs only for chunks of that many tokens."""
+    prefill GEMM runs only for chunks of that many tokens. accumulate: Y += X @ W.T (the
+    residual adds of the output projections)."""
     if coopmat and not y.device.profile["gemm_coopmat"]:
         raise ValueError("gemm: this device has no cooperative-matrix GEMM (coopmat=True)")
     m, k = x.shape
@@ -102,7 +104,8 @@ def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_row
             raise ValueError(f"gemm: W must be [n, k] = [{n}, {k}], got shape {tuple(w.shape)}")
         wtype = w.dtype
     step = y.device.upload(np.array([0, 0, m, 0], dtype=np.uint32))  # StepState: all m rows
-    return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step, coopmat is not False, min_rows, max_rows))
+    return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step, coopmat is not False, min_rows, max_rows,
+                                                  accumulate))
 
 
 def dequant_f16(w, out, wtype: str) -> float:

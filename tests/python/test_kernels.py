@@ -606,6 +606,26 @@ def test_gemm_reads_x_as_halves(device, rng, wtype, m, n, k):
     np.testing.assert_array_equal(y16.numpy(), y32.numpy())
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("m, n, k", [(97, 257, 1056), (130, 65, 40), (300, 1000, 520), (300, 2500, 1024), (256, 640, 512)])
+def test_gemm_on_workgroup_cooperative_matrices(device, rng, m, n, k, accumulate):
+    """gemm_cm2_f16 (VK_NV_cooperative_matrix2), which takes f16 W with X as halves past the
+    short tiles' 96 rows, over row, output and k counts that leave partial tiles (128 or 64
+    outputs x 128 rows) and k steps, and with k a multiple of the unrolled steps (1024, 512),
+    where tiles inside both matrices take unclamped loads: against float64 NumPy on the same
+    halves (f32 accumulation: 1e-4 of the sums' scale), Y poisoned first, or holding values it
+    must add to."""
+    if not device.profile["gemm_coopmat2"]:
+        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and a build with AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
+    w = rng.standard_normal((n, k)).astype(np.float16)
+    x = rng.standard_normal((m, k)).astype(np.float16)
+    y0 = rng.standard_normal((m, n)).astype(np.float32)
+    y = device.upload(y0) if accumulate else poisoned(device, [m, n], np.float32)
+    ops.gemm(device.upload(w), device.upload(x), y, coopmat=True, accumulate=accumulate)
+    want = x.astype(np.float64) @ w.astype(np.float64).T + (y0 if accumulate else 0)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
 def test_gemm_refuses_halves_it_cannot_read(device, rng):
     """X as halves needs the cooperative-matrix GEMM and k a multiple of 8: anything else is a
     clear error, not a kernel reading halves as floats."""
