@@ -6,7 +6,9 @@ A variant is an AKUNU_GEMM_CM value ("name:BM:BN[:knock]", "-" for the default k
 knock-out bits, see shaders/gemm_cm.comp) or "default". Each runs in its own process, so that
 the environment picks the kernel; every shape repeats enough GEMMs for ~50 ms of GPU time.
 AKUNU_GEMM_PROBE_X=f16 gives the GEMMs X as halves, as a prefill chunk's norms and activation
-write it (kernels::gemm_takes_half_x); the default is f32.
+write it (kernels::gemm_takes_half_x); the default is f32. With halves, f16 weights run
+gemm_cm2_f16 where the device and build have it (AKUNU_NO_CM2=1: gemm_cm_f16), whose tile
+AKUNU_GEMM_CM2="features:tokens:k:unroll" sets.
 """
 from __future__ import annotations
 
