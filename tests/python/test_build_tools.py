@@ -1,6 +1,6 @@
 """cmake/glsl_slang.py, which builds the cooperative-matrix-2 kernels with slangpy's glslang: the
 source text it hands that compiler (includes expanded, definitions after #version), and, where
-the library is at hand (AKUNU_SLANG_GLSLANG), gemm_cm2.comp compiled to SPIR-V."""
+the library is at hand (.slang/ or AKUNU_SLANG_GLSLANG), gemm_cm2.comp compiled to SPIR-V."""
 import importlib.util
 import os
 import pathlib
@@ -36,9 +36,11 @@ def test_source_text_names_a_missing_include(tmp_path):
 
 
 def test_gemm_cm2_compiles_to_spirv(tmp_path):
-    lib = os.environ.get("AKUNU_SLANG_GLSLANG")
-    if not lib or not pathlib.Path(lib).is_file():
-        pytest.skip("AKUNU_SLANG_GLSLANG does not name slangpy's libslang-glslang .so (scripts/gpu_payload.sh fetches it)")
+    # The library scripts/install.sh (and gpu_payload.sh) keep in .slang/, or another one.
+    libs = [os.environ.get("AKUNU_SLANG_GLSLANG", ""), *map(str, sorted((ROOT / ".slang").glob("libslang-glslang-*.so")))]
+    lib = next((l for l in libs if l and pathlib.Path(l).is_file()), None)
+    if not lib:
+        pytest.skip("slangpy's libslang-glslang .so is not in .slang/ or AKUNU_SLANG_GLSLANG (scripts/install.sh fetches it)")
     src = ROOT / "shaders" / "gemm_cm2.comp"
     spirv = glsl_slang.compile_glsl(lib, glsl_slang.source_text(src, [ROOT / "shaders" / "include"], []), str(src))
     assert spirv[:4] == b"\x03\x02\x23\x07" and len(spirv) % 4 == 0  # the SPIR-V magic, little-endian words
