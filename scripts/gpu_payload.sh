@@ -144,21 +144,10 @@ for f in .whl/*.whl; do
              | sed -E 's/^ *([A-Za-z0-9_.-]+).*/\1/')
 done
 
-# 3b. .slang: only slangpy's glslang library travels (10 MB of a 92 MB wheel); the build drives
-#     it through ctypes (cmake/glsl_slang.py), so the wheel's Python version does not matter.
-if ls .slang/libslang-glslang-*.so >/dev/null 2>&1; then
-    say ".slang: libslang-glslang present"
-else
-    tmp=$(mktemp -d)
-    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-        --abi cp312 --platform manylinux_2_34_x86_64 -d "$tmp" slangpy \
-        || die "pip download slangpy failed (network? a cp312 manylinux_2_34 wheel?)"
-    mkdir -p .slang
-    unzip -q -j -o "$tmp"/slangpy-*.whl 'slangpy/libslang-glslang-*.so' -d .slang \
-        || die "the slangpy wheel holds no slangpy/libslang-glslang-*.so"
-    rm -rf "$tmp"
-    say ".slang: extracted $(ls .slang)"
-fi
+# 3b. .slang: slangpy's glslang library (scripts/fetch_slang.sh, shared with install.sh).
+slang=$(bash scripts/fetch_slang.sh)
+[ -n "$slang" ] || die "could not fetch slangpy's glslang into .slang/ (network? pip download slangpy)"
+say ".slang: $(basename "$slang")"
 
 # 4. .shared/tools: make_random_gguf.py for the benchmark files (and test_engine_numpy).
 [ -f "$shared/tools/make_random_gguf.py" ] || die "$shared/tools/make_random_gguf.py is missing (AKUNU_SHARED?)"

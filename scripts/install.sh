@@ -37,23 +37,7 @@ fi
 #    that Debian 12's glslang cannot (shaders/kernels.cmake, AKUNU_SLANG_GLSLANG); only that
 #    library is kept, in the git-ignored .slang/. Without it (no network) those kernels are left
 #    out and the engine runs gemm_cm.comp in their place.
-slang=$(ls "$root"/.slang/libslang-glslang-*.so 2>/dev/null | head -1 || true)
-if [ -z "$slang" ]; then
-    tmp=$(mktemp -d)
-    if .venv/bin/python -m pip download -q --no-deps --only-binary=:all: -d "$tmp" slangpy; then
-        .venv/bin/python - "$tmp" <<'PY'
-import glob, os, sys, zipfile
-with zipfile.ZipFile(glob.glob(os.path.join(sys.argv[1], "slangpy-*.whl"))[0]) as wheel:
-    for name in wheel.namelist():
-        if name.startswith("slangpy/libslang-glslang-") and name.endswith(".so"):
-            os.makedirs(".slang", exist_ok=True)
-            with open(os.path.join(".slang", os.path.basename(name)), "wb") as out:
-                out.write(wheel.read(name))
-PY
-        slang=$(ls "$root"/.slang/libslang-glslang-*.so 2>/dev/null | head -1 || true)
-    fi
-    rm -rf "$tmp"
-fi
+slang=$(PYTHON=.venv/bin/python bash scripts/fetch_slang.sh)
 [ -n "$slang" ] || echo "akunu: slangpy's glslang is not at hand; the cooperative-matrix-2 kernels are left out"
 
 # 4. akunu itself, editable, with the C++ tests built into the same build directory.

@@ -658,17 +658,17 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // (more workgroups). Measured on an H100 (bench/NOTES.md, 512-token GEMMs): 220-232 TFLOP/s
     // on 7b's shapes against gemm_cm.comp's 144-150, 159 against 76 on 2048 x 2048.
     // AKUNU_GEMM_CM2="features:tokens:k:unroll" sets another tile (experiments).
-    const char* probe = coopmat ? std::getenv("AKUNU_GEMM_CM") : nullptr;
-    if (coopmat && x_half && wtype == TensorType::F16 && !short_tiles && s.device().profile().gemm_coopmat2) {
+    const bool cm2 = coopmat && x_half && wtype == TensorType::F16 && !short_tiles && s.device().profile().gemm_coopmat2;
+    if (cm2) {
         const bool narrow = g.n <= 2048;
         unsigned features = narrow ? 64 : 128, tokens = 128, step_k = 64, unroll = narrow ? 2 : 4;
         if (const char* e = std::getenv("AKUNU_GEMM_CM2")) std::sscanf(e, "%u:%u:%u:%u", &features, &tokens, &step_k, &unroll);
         kernel = "gemm_cm2_f16", bm = tokens, bn = features;
         spec = {features, tokens, step_k, std::max(unroll, 1u)};
-        probe = nullptr;
     }
     // Probes (bench/gemm_probe.py): AKUNU_GEMM_CM="variant:BM:BN[:knock]" runs another compiled
     // tile shape of the f16 kernel ("-" keeps the default), with gemm_cm.comp's knock-out bits.
+    const char* probe = coopmat && !cm2 ? std::getenv("AKUNU_GEMM_CM") : nullptr;
     char name[16] = {};
     unsigned probe_bm = 0, probe_bn = 0, knock = 0;
     if (probe && std::sscanf(probe, "%15[^:]:%u:%u:%u", name, &probe_bm, &probe_bn, &knock) >= 3) {
@@ -678,7 +678,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
         }
         spec = {knock};
     }
-    if (x_half && kernel != "gemm_cm2_f16") spec = {spec.empty() ? 0u : spec[0], 1u};  // gemm_cm.comp's X_HALF
+    if (x_half && !cm2) spec = {spec.empty() ? 0u : spec[0], 1u};  // gemm_cm.comp's X_HALF
     const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
     emit(s, kernel, spec, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});

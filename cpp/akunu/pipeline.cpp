@@ -53,8 +53,8 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const std::string& ker
     layout_info.pPushConstantRanges = &range;
     AKUNU_VK_CHECK(vkCreatePipelineLayout(device_, &layout_info, nullptr, &layout_));
 
-    // gemm_cm2_* use SPIR-V capabilities that Debian 12's validation layer does not know.
-    const ValidationWaiver waiver(kernel.rfind("gemm_cm2_", 0) == 0);
+    // Debian 12's validation layer does not know the cooperative-matrix-2 kernels' capabilities.
+    const ValidationWaiver waiver(interface_.cooperative_matrix_khr);
     VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     module_info.codeSize = spirv.n_words * sizeof(uint32_t);
     module_info.pCode = spirv.words;

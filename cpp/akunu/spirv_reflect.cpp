@@ -16,7 +16,8 @@ namespace {
 enum : uint32_t {
     kOpTypeInt = 21, kOpTypeFloat = 22, kOpTypeVector = 23, kOpTypeMatrix = 24, kOpTypeArray = 28,
     kOpTypeRuntimeArray = 29, kOpTypeStruct = 30, kOpTypePointer = 32, kOpConstant = 43,
-    kOpVariable = 59, kOpDecorate = 71, kOpMemberDecorate = 72,
+    kOpVariable = 59, kOpDecorate = 71, kOpMemberDecorate = 72, kOpCapability = 17,
+    kCapabilityCooperativeMatrixKHR = 6022,
 };
 enum : uint32_t { kDecArrayStride = 6, kDecMatrixStride = 7, kDecNonWritable = 24, kDecBinding = 33,
                   kDecDescriptorSet = 34, kDecOffset = 35 };
@@ -85,6 +86,7 @@ bool block_is_read_only(const Module& m, uint32_t struct_id, uint32_t variable_i
 ShaderInterface reflect_spirv(const uint32_t* words, size_t n_words, const std::string& name) {
     AKUNU_CHECK(n_words >= 5 && words[0] == 0x07230203, "kernel '" + name + "' is not a SPIR-V module");
     Module m;
+    bool cooperative_matrix_khr = false;
     for (size_t i = 5; i < n_words;) {
         const uint32_t count = words[i] >> 16, op = words[i] & 0xFFFF;
         AKUNU_CHECK(count > 0 && i + count <= n_words, "SPIR-V of kernel '" + name + "' is truncated");
@@ -106,6 +108,9 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t n_words, const std::
             case kOpVariable:
                 m.variables[w[2]] = {w[1], w[3]};
                 break;
+            case kOpCapability:
+                cooperative_matrix_khr = cooperative_matrix_khr || (count >= 2 && w[1] == kCapabilityCooperativeMatrixKHR);
+                break;
             default:
                 break;
         }
@@ -113,6 +118,7 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t n_words, const std::
     }
 
     ShaderInterface out;
+    out.cooperative_matrix_khr = cooperative_matrix_khr;
     for (const auto& [id, var] : m.variables) {
         auto ptr = m.types.find(var.pointer_type);
         if (ptr == m.types.end() || ptr->second.op != kOpTypePointer) continue;

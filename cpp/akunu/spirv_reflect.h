@@ -22,6 +22,9 @@ struct ShaderBinding {
 struct ShaderInterface {
     std::vector<ShaderBinding> bindings;  // sorted by binding number
     uint32_t push_constant_bytes = 0;     // 0 when the kernel has no push-constant block
+    // Declares the CooperativeMatrixKHR capability (the cooperative-matrix-2 kernels), which
+    // validation layers older than 1.3.255 (Debian 12's) reject as an unknown operand.
+    bool cooperative_matrix_khr = false;
 };
 
 // Throws akunu::Error naming `name` when the words are not a valid compute module we understand.

@@ -87,6 +87,16 @@ TEST(SpirvReflect, BlockTablesStandForTheBlocksTheyWrite) {
     }
 }
 
+// The capability that marks the kernels whose pipelines are created under a ValidationWaiver:
+// declared by the cooperative-matrix-2 GEMM (where the build embeds it), not by the
+// NV_cooperative_matrix one or any other kernel of the main table.
+TEST(SpirvReflect, FindsTheCooperativeMatrixKhrCapability) {
+    for (const auto& name : kernel_names())
+        EXPECT_EQ(reflect(name).cooperative_matrix_khr, name.rfind("gemm_cm2_", 0) == 0) << name;
+    if (!has_spirv("gemm_cm2_f16")) GTEST_SKIP() << "this build has no cooperative-matrix-2 kernels (AKUNU_SLANG_GLSLANG)";
+    EXPECT_TRUE(reflect("gemm_cm2_f16").cooperative_matrix_khr);
+}
+
 TEST(SpirvReflect, RejectsGarbageAndUnknownNames) {
     const uint32_t junk[] = {0xDEADBEEF, 1, 2, 3, 4, 5};
     EXPECT_THROW(reflect_spirv(junk, 6, "junk"), Error);
