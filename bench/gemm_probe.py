@@ -3,12 +3,14 @@
     python bench/gemm_probe.py [VARIANT ...]
 
 A variant is an AKUNU_GEMM_CM value ("name:BM:BN[:knock]", "-" for the default kernel with
-knock-out bits, see shaders/gemm_cm.comp) or "default". Each runs in its own process, so that
-the environment picks the kernel; every shape repeats enough GEMMs for ~50 ms of GPU time.
+knock-out bits, see shaders/gemm_cm.comp), "cm2=features:tokens:k:unroll[:invocations]" for a
+tile of gemm_cm2_f16 (AKUNU_GEMM_CM2, X as halves), or "default". Each runs in its own process,
+so that the environment picks the kernel; every shape repeats enough GEMMs for ~50 ms of GPU
+time on the same W, which stays in the L2 cache: in a model's chunk W streams from memory, and
+`python bench/decode_variants.py FILE --prefill` measures tiles there.
 AKUNU_GEMM_PROBE_X=f16 gives the GEMMs X as halves, as a prefill chunk's norms and activation
 write it (kernels::gemm_takes_half_x); the default is f32. With halves, f16 weights run
-gemm_cm2_f16 where the device and build have it (AKUNU_NO_CM2=1: gemm_cm_f16), whose tile
-AKUNU_GEMM_CM2="features:tokens:k:unroll" sets.
+gemm_cm2_f16 where the device and build have it (AKUNU_NO_CM2=1: gemm_cm_f16).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def measure() -> None:
         cells.append(f"{2.0 * m * n * k / (ms * 1e-3) / 1e12:6.1f}")
     # Block formats on the 4096 x 4096 shape, where the default kernels run (variants are f16).
     variant = os.environ.get("AKUNU_GEMM_CM", "-")
-    for wtype in ("Q8_0", "Q4_0") if variant.startswith("-") else ():
+    for wtype in ("Q8_0", "Q4_0") if variant.startswith("-") and "AKUNU_GEMM_CM2" not in os.environ else ():
         m, n, k = SHAPES[0]
         x = device.upload(rng.standard_normal((m, k)).astype(x_type))
         y = device.empty([m, n], "f32")
@@ -71,7 +73,9 @@ def main() -> None:
     print("TFLOP/s per shape (m x n x k): " + " | ".join(f"{m}x{n}x{k}" for m, n, k in SHAPES))
     for v in variants:
         env = dict(os.environ, AKUNU_GEMM_PROBE_CHILD="1")
-        if v != "default":
+        if v.startswith("cm2="):
+            env.update(AKUNU_GEMM_CM2=v[4:], AKUNU_GEMM_PROBE_X="f16")
+        elif v != "default":
             env["AKUNU_GEMM_CM"] = v
         print(f"{v:>16}: ", end="", flush=True)
         r = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True)

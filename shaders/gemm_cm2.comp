@@ -20,12 +20,13 @@
 // step.n_tokens are neither computed nor written: one recorded table serves every chunk length.
 #include "common.glsl"
 
-layout(local_size_x = 256) in;
-// The tile: features (rows of W), tokens (rows of X) and the k step; the host picks them.
+// The tile: features (rows of W), tokens (rows of X) and the k step, and the invocations that
+// share it; the host picks them.
 layout(constant_id = 0) const uint BF = 128;
 layout(constant_id = 1) const uint BT = 128;
 layout(constant_id = 2) const uint BK = 64;
 layout(constant_id = 3) const uint UNROLL = 4;  // k steps per iteration of the inside tiles' loop
+layout(local_size_x_id = 4) in;                 // 256 by default (kernels::gemm)
 
 layout(std430, binding = 0) readonly buffer W { float16_t w[]; };  // [n, k]
 layout(std430, binding = 1) readonly buffer X { float16_t x[]; };  // [m, ldx]

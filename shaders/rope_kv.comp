@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // rope_kv: RoPE on each token's Q and K (in place in qkv), fused with the KV-cache write.
 // Per token row: first the Q pairs, then the K pairs (rotated, then written to the cache),
 // then the V elements (copied to the cache). cos/sin come from the table row of the token's
@@ -11,9 +12,16 @@
 #include "kv_rows.glsl"
 
 layout(local_size_x = 64) in;
+// Consecutive pairs (and V elements) an invocation takes: 1, or 4 where head_dim is a multiple
+// of 8 and the rows and tables start on 16 bytes (kernels::rope_kv): then each reads and writes
+// whole vec4s, and a quarter of the invocations work out their place.
+layout(constant_id = 0) const uint VEC = 1;
 layout(std430, binding = 0) buffer Qkv { float qkv_data[]; };              // rows of [q | k | v]
+layout(std430, binding = 0) buffer Qkv4 { vec4 qkv4[]; };
 layout(std430, binding = 1) readonly buffer Cos { float cos_t[]; };        // [max_len, head_dim/2]
+layout(std430, binding = 1) readonly buffer Cos4 { vec4 cos4[]; };
 layout(std430, binding = 2) readonly buffer Sin { float sin_t[]; };        // [max_len, head_dim/2]
+layout(std430, binding = 2) readonly buffer Sin4 { vec4 sin4[]; };
 #ifdef KV_BLOCKS
 // The block tables, [blocks] addresses. Not read-only: the command list orders dispatches by
 // the buffers they write, and the table stands for the blocks written through it.
@@ -32,17 +40,63 @@ layout(push_constant) uniform Push { RopeKvParams p; };
 
 uint row_base;
 #define qkv(i) qkv_data[row_base + (i)]
+#define qkv4(i) qkv4[(row_base + (i)) / 4]
+
+// Pairs f0 .. f0 + 3 of one head whose row starts at `base`, for VEC 4.
+void rope4(uint base, uint f0, uint pos, bool is_k, uint head) {
+    const uint half_dim = p.head_dim / 2;
+    const bool inter = p.interleaved != 0;
+    // Interleaved pairs are elements 2 f .. 2 f + 7 (two vec4s); split pairs f and f + half_dim.
+    const uint at0 = inter ? base + 2 * f0 : base + f0, at1 = inter ? at0 + 4 : at0 + half_dim;
+    const vec4 u = qkv4(at0), v = qkv4(at1);
+    vec4 x0 = inter ? vec4(u.x, u.z, v.x, v.z) : u, x1 = inter ? vec4(u.y, u.w, v.y, v.w) : v;
+    if (p.rotate != 0) {
+        const vec4 c = cos4[(pos * half_dim + f0) / 4], s = sin4[(pos * half_dim + f0) / 4];
+        const vec4 r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
+        x0 = r0;
+        x1 = r1;
+        qkv4(at0) = inter ? vec4(x0.x, x1.x, x0.y, x1.y) : x0;
+        qkv4(at1) = inter ? vec4(x0.z, x1.z, x0.w, x1.w) : x1;
+    }
+#ifndef ROPE_ONLY
+    if (is_k) {
+        const kv_row_t r = KV_ROW(head, pos);
+        [[unroll]] for (uint j = 0; j < 4; ++j) {
+            const uint a = inter ? 2 * (f0 + j) : f0 + j, b = inter ? a + 1 : a + half_dim;
+            K_STORE(r, a, float16_t(x0[j]));
+            K_STORE(r, b, float16_t(x1[j]));
+        }
+    }
+#endif
+}
 
 void main() {
     const uint half_dim = p.head_dim / 2;
     const uint q_pairs = p.n_heads * half_dim, k_pairs = p.n_kv_heads * half_dim;
     const uint q_dim = p.n_heads * p.head_dim, kv_dim = p.n_kv_heads * p.head_dim;
-    const uint per_row = q_pairs + k_pairs + kv_dim;
+    const uint per_row = (q_pairs + k_pairs + kv_dim) / VEC;
     const uint gid = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
     const uint row = gid / per_row, i = gid % per_row;
     if (row >= min(p.rows, step.n_tokens)) return;
     row_base = row * p.row_stride;
     const uint pos = step.pos + row;
+    if (VEC == 4) {
+        if (4 * i < q_pairs + k_pairs) {
+            const bool is_k = 4 * i >= q_pairs;
+            const uint pair = is_k ? 4 * i - q_pairs : 4 * i;
+            const uint head = pair / half_dim;
+            rope4((is_k ? q_dim : 0) + head * p.head_dim, pair % half_dim, pos, is_k, head);
+        }
+#ifndef ROPE_ONLY
+        else {
+            const uint e = 4 * i - q_pairs - k_pairs, head = e / p.head_dim, d = e % p.head_dim;
+            const vec4 v = qkv4(q_dim + kv_dim + e);
+            const kv_row_t r = KV_ROW(head, pos);
+            [[unroll]] for (uint j = 0; j < 4; ++j) V_STORE(r, d + j, float16_t(v[j]));
+        }
+#endif
+        return;
+    }
     if (i < q_pairs + k_pairs) {
         const bool is_k = i >= q_pairs;
         const uint pair = is_k ? i - q_pairs : i;

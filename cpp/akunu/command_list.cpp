@@ -4,13 +4,17 @@
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "akunu/error.h"
 
 namespace akunu {
 
 CommandList::CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps) : device_(std::move(device)) {
+    const char* windows = std::getenv("AKUNU_ROW_WINDOW_BARRIERS");
+    windows_ignored_ = windows && std::string(windows) == "1";
     if (device_->is_cpu()) {  // no Vulkan objects; commands are kept in cpu_commands_
         cpu_times_.assign(max_timestamps, 0);
         max_timestamps_ = max_timestamps;
@@ -90,14 +94,17 @@ void CommandList::begin() {
                          nullptr, 0, nullptr);
 }
 
-// Two bindings conflict only where their byte ranges overlap: Q, K and V written into
-// separate parts of one qkv buffer need no barrier between them.
+// Two bindings conflict only where their byte ranges overlap, and only if their commands can
+// both run: Q, K and V written into separate parts of one qkv buffer need no barrier between
+// them, nor do the GEMMs for short and for long chunks that write the same rows.
 // `count` limits the search to the set's first entries.
 template <class R>
 static bool overlaps(const std::vector<R>& set, const R& r, size_t count = SIZE_MAX) {
+    auto upper = [](uint32_t max_rows) { return max_rows ? max_rows : UINT32_MAX; };
     for (size_t i = 0; i < std::min(count, set.size()); ++i) {
         const R& s = set[i];
-        if (s.buffer == r.buffer && s.begin < r.end && r.begin < s.end) return true;
+        const bool both_run = std::max(s.min_rows, r.min_rows) < std::min(upper(s.max_rows), upper(r.max_rows));
+        if (s.buffer == r.buffer && s.begin < r.end && r.begin < s.end && both_run) return true;
     }
     return false;
 }
@@ -146,13 +153,14 @@ void CommandList::dispatch_indirect(const DispatchCmd& cmd, const Buffer& args, 
     AKUNU_CHECK(&args.device() == device_.get() && offset % 4 == 0 && offset + sizeof(VkDispatchIndirectCommand) <= args.size(),
                 "CommandList::dispatch_indirect: the counts are not a VkDispatchIndirectCommand inside a buffer of this device");
     hold(args);
+    // Only a chunk's counts follow its row window (DispatchTable::set_tokens zeroes them outside).
     record_dispatch(*cmd.pipeline, cmd.bindings, cmd.params.data(), cmd.params.size(), cmd.groups, &args, offset,
-                    cmd.awaits_previous);
+                    cmd.awaits_previous, cmd.chunk.follows() ? &cmd.chunk : nullptr);
 }
 
 void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
                                   size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset,
-                                  bool awaits_previous) {
+                                  bool awaits_previous, const ChunkRows* window) {
     const uint32_t gx = groups[0], gy = groups[1], gz = groups[2];
     AKUNU_CHECK(recording_, "CommandList::dispatch outside begin()/end()");
     const ShaderInterface& iface = pipeline.interface();
@@ -168,6 +176,8 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
                     std::to_string(p.max_workgroup_count_x) + "]");
 
     std::vector<Range> reads, writes;
+    if (windows_ignored_) window = nullptr;
+    const uint32_t min_rows = window ? window->min_rows : 0, max_rows = window ? window->max_rows : 0;
     infos_.resize(bindings.size());
     writes_.resize(bindings.size());
     for (size_t i = 0; i < bindings.size(); ++i) {
@@ -190,7 +200,7 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
                         std::to_string(range >> 20) + " MiB; this device binds at most " +
                         std::to_string(p.max_storage_buffer_range >> 20) + " MiB at once");
         if (device_->is_cpu()) {
-            (iface.bindings[i].written ? writes : reads).push_back({b.buffer->id(), b.offset, b.offset + range});
+            (iface.bindings[i].written ? writes : reads).push_back({b.buffer->id(), b.offset, b.offset + range, min_rows, max_rows});
             continue;
         }
         infos_[i] = {b.buffer->handle(), b.offset, range};
@@ -199,7 +209,7 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
         writes_[i].descriptorCount = 1;
         writes_[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
         writes_[i].pBufferInfo = &infos_[i];
-        (iface.bindings[i].written ? writes : reads).push_back({b.buffer->id(), b.offset, b.offset + range});
+        (iface.bindings[i].written ? writes : reads).push_back({b.buffer->id(), b.offset, b.offset + range, min_rows, max_rows});
     }
     barrier_if_needed(reads, writes, awaits_previous);
     if (device_->is_cpu()) {

@@ -2,7 +2,9 @@
 //
 // It inserts a barrier only where a dispatch depends on an earlier one in the same list (it
 // reads or writes a buffer written since the last barrier, or writes one read since then);
-// independent dispatches (Q, K, V projections) run without one. Which bindings a kernel writes
+// independent dispatches (Q, K, V projections) run without one, and so do a chunk's dispatches
+// whose row windows do not meet (ChunkRows: of a projection's GEMMs for short and for long
+// chunks, only one has workgroups for any chunk). Which bindings a kernel writes
 // comes from its SPIR-V. A recorded list can be submitted any number of times.
 // On the CPU backend the same calls record resolved CPU commands (cpu/cpu_replay.h), checked
 // the same way, and submit() runs them on the device's thread pool before returning.
@@ -69,12 +71,16 @@ private:
     struct Range {
         const void* buffer;  // Buffer::id()
         size_t begin, end;
+        // The chunk lengths n for which the command runs at all, min_rows <= n < max_rows
+        // (max_rows 0: no bound): an indirect dispatch of a chunk's table outside its window has
+        // no workgroups, whatever n the table was given (ChunkRows::groups_for).
+        uint32_t min_rows = 0, max_rows = 0;
     };
     void barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes, bool awaits_previous = false);
     void record_barrier();
     void record_dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
                          size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset,
-                         bool awaits_previous);
+                         bool awaits_previous, const ChunkRows* window = nullptr);
     void record_cpu(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
                     size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
 
@@ -92,6 +98,8 @@ private:
     // Buffers read and written since the last barrier. Recording happens at load, not per token.
     std::vector<Range> read_since_barrier_, written_since_barrier_;
     size_t last_writes_ = 0;  // how many of written_since_barrier_ the last command added
+    // AKUNU_ROW_WINDOW_BARRIERS=1: row windows ignored, a barrier wherever ranges meet (A/B runs).
+    bool windows_ignored_ = false;
     std::vector<VkDescriptorBufferInfo> infos_;
     std::vector<VkWriteDescriptorSet> writes_;
     std::vector<cpu::CpuCommand> cpu_commands_;  // CPU backend: what submit() runs

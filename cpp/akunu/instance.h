@@ -41,9 +41,10 @@ void clear_validation_messages();
 bool validation_requested();
 
 // While one lives, validation messages raised on this thread are not recorded: around the
-// creation of kernels whose SPIR-V uses capabilities newer than the installed validation layer
-// (the cooperative-matrix-2 kernels against Debian 12's layer, 1.3.239, which rejects their
-// capabilities as unknown operands and so would fail every validated run on such a GPU).
+// creation of a device with extensions newer than the installed validation layer, and of
+// kernels whose SPIR-V uses their capabilities (the cooperative-matrix-2 extensions and kernels
+// against Debian 12's layer, 1.3.239, which rejects their structs and capabilities as unknown
+// and so would fail every validated run on such a GPU).
 class ValidationWaiver {
 public:
     explicit ValidationWaiver(bool waive);

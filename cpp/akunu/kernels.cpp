@@ -657,14 +657,15 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // step, 4 steps an iteration; 64 features x 128 tokens, 2 steps, for outputs of up to 2,048
     // (more workgroups). Measured on an H100 (bench/NOTES.md, 512-token GEMMs): 220-232 TFLOP/s
     // on 7b's shapes against gemm_cm.comp's 144-150, 159 against 76 on 2048 x 2048.
-    // AKUNU_GEMM_CM2="features:tokens:k:unroll" sets another tile (experiments).
+    // AKUNU_GEMM_CM2="features:tokens:k:unroll[:invocations]" sets another tile (experiments).
     const bool cm2 = coopmat && x_half && wtype == TensorType::F16 && !short_tiles && s.device().profile().gemm_coopmat2;
     if (cm2) {
         const bool narrow = g.n <= 2048;
-        unsigned features = narrow ? 64 : 128, tokens = 128, step_k = 64, unroll = narrow ? 2 : 4;
-        if (const char* e = std::getenv("AKUNU_GEMM_CM2")) std::sscanf(e, "%u:%u:%u:%u", &features, &tokens, &step_k, &unroll);
+        unsigned features = narrow ? 64 : 128, tokens = 128, step_k = 64, unroll = narrow ? 2 : 4, invocations = 256;
+        if (const char* e = std::getenv("AKUNU_GEMM_CM2"))
+            std::sscanf(e, "%u:%u:%u:%u:%u", &features, &tokens, &step_k, &unroll, &invocations);
         kernel = "gemm_cm2_f16", bm = tokens, bn = features;
-        spec = {features, tokens, step_k, std::max(unroll, 1u)};
+        spec = {features, tokens, step_k, std::max(unroll, 1u), invocations};
     }
     // Probes (bench/gemm_probe.py): AKUNU_GEMM_CM="variant:BM:BN[:knock]" runs another compiled
     // tile shape of the f16 kernel ("-" keeps the default), with gemm_cm.comp's knock-out bits.
@@ -756,9 +757,14 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     // The kernels' max_len is the cache's rows per head (a ring's length); blocks ignore it.
     RopeKvParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, cache.rows == KvRows::kBlocks ? sh.max_len : cache.cache_rows,
                    sh.interleaved ? 1u : 0u, sh.rotate ? 1u : 0u, checked_u32(sh.rows, "rope_kv: rows"), uint32_t(stride)};
-    const size_t items = size_t(sh.rows) * ((size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim);
+    // Four pairs (and V elements) an invocation where every vec4 it reads or writes is whole:
+    // head_dim a multiple of 8, rows and tables starting on 16 bytes.
+    const bool vec4 = sh.head_dim % 8 == 0 && stride % 4 == 0 && qkv.offset % 16 == 0 && cos.offset % 16 == 0 &&
+                      sin.offset % 16 == 0;
+    const uint32_t per = vec4 ? 4 : 1;
+    const size_t items = size_t(sh.rows) * ((size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim) / per;
     const bool f16 = cache.dtype == KvDType::kF16;
-    emit(s, f16 ? cache_variant("rope_kv", cache) : "rope_only", {}, {qkv, cos, sin, cache.k, cache.v, step}, p,
+    emit(s, f16 ? cache_variant("rope_kv", cache) : "rope_only", {per}, {qkv, cos, sin, cache.k, cache.v, step}, p,
          grid_for(s, (items + 63) / 64));
     if (f16) return;
     // kv_store: one invocation per packed word of each token's K and V rows.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -231,13 +232,22 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
 
     // y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step, GEMM for a chunk.
     // A chunk of at least dequant_rows tokens reads a block-format matrix dequantized to f16
-    // (dequant_f16, then the f16 GEMM); shorter chunks run the format's own GEMM, recorded
-    // first so that it and the dequantization need no barrier between them. Where the device
-    // runs short GEMM tiles, a chunk of up to short_rows tokens takes them (one more GEMM with
-    // its own row window: only one of a projection's GEMMs has workgroups for a chunk).
+    // (dequant_f16, then the f16 GEMM); shorter chunks run the format's own GEMM. Where the
+    // device runs short GEMM tiles, a chunk of up to short_rows tokens takes them (one more GEMM
+    // with its own row window: only one of a projection's GEMMs has workgroups for a chunk, so
+    // they share a barrier interval, CommandList). The dequantization is recorded first, into
+    // the f16 buffer the previous projection did not read: it depends on nothing recorded since
+    // that projection's barrier and runs beside its GEMM (memory-bound beside compute-bound).
+    // AKUNU_DEQUANT_OVERLAP=0: one buffer, each dequantization after the GEMM before it (A/B).
     const uint32_t dequant_rows = t.device().profile().prefill_dequant_rows;
     const uint32_t short_rows = t.device().profile().gemm_short_rows;
-    const Buffer* weights_f16 = prefill && s.all().count("batch_weights_f16") ? &s.get("batch_weights_f16") : nullptr;
+    const Buffer* weights_f16[2] = {};
+    if (prefill && s.all().count("batch_weights_f16_0")) {
+        const char* overlap = std::getenv("AKUNU_DEQUANT_OVERLAP");
+        weights_f16[0] = &s.get("batch_weights_f16_0");
+        weights_f16[1] = overlap && std::string(overlap) == "0" ? weights_f16[0] : &s.get("batch_weights_f16_1");
+    }
+    int turn = 0;  // which f16 buffer the next dequantization writes
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                       const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32,
                       const kernels::GemvHandoff* handoff = nullptr) {
@@ -251,12 +261,13 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
             }
             kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, from, below, x_dtype}, step, accumulate);
         };
-        if (prefill && weights_f16 && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
-            n * kk * 2 <= std::min<size_t>(weights_f16->size(), t.device().profile().max_storage_buffer_range)) {
+        if (prefill && weights_f16[0] && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
+            n * kk * 2 <= std::min<size_t>(weights_f16[0]->size(), t.device().profile().max_storage_buffer_range)) {
+            const Buffer& f16 = *weights_f16[turn];
+            turn ^= 1;
+            kernels::dequant_f16(t, w.buffer, w.type, f16, n, kk, step, dequant_rows);
             own_gemm(dequant_rows);
-            kernels::dequant_f16(t, w.buffer, w.type, *weights_f16, n, kk, step, dequant_rows);
-            kernels::gemm(t, *weights_f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0, x_dtype}, step,
-                          accumulate);
+            kernels::gemm(t, f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0, x_dtype}, step, accumulate);
         } else if (prefill)
             own_gemm(0);
         else

@@ -88,6 +88,8 @@ public:
     const ScratchBuffers& scratch() const { return *scratch_; }
     const DispatchTable& dispatch_table() const { return *table_; }
     const DispatchTable& prefill_table() const { return *prefill_table_; }  // a prefill chunk's
+    // The barriers the recorded decode step (or prefill chunk) waits at between its dispatches.
+    uint32_t barrier_count(bool prefill) const { return (prefill ? prefill_cl_ : step_)->barrier_count(); }
     const MemoryPlan& plan() const { return base_->plan; }
     size_t weight_bytes() const { return base_->weights.bytes; }
     // Models that share these weights (this one, the one it was forked from, its forks).

@@ -213,7 +213,8 @@ void init_engine(py::module_& m) {
         .def(
             "dispatch_table",
             [](const Model& mo, bool prefill) { return dispatch_rows(prefill ? mo.prefill_table() : mo.dispatch_table()); },
-            py::arg("prefill") = false);
+            py::arg("prefill") = false)
+        .def("barrier_count", &Model::barrier_count, py::arg("prefill") = false);
 }
 
 py::list dispatch_rows(const DispatchTable& table) {

@@ -60,8 +60,13 @@ class Result:
     extra: dict = field(default_factory=dict)
 
 
-def _median(f, runs: int) -> float:
-    f()  # warmup
+def _median(f, runs: int, warmup_s: float = 0.5) -> float:
+    # Warm up for a while, not once: after a load the GPU idles at low clocks, and one 40 ms
+    # chunk did not bring them up (pp512 of one file read 11.8k and 13.4k tok/s in two runs).
+    start = time.perf_counter()
+    f()
+    while time.perf_counter() - start < warmup_s:
+        f()
     return statistics.median(f() for _ in range(runs))
 
 

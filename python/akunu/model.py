@@ -537,6 +537,15 @@ class Model:
             return self._encoder.dispatch_table()
         return self._engine.dispatch_table(prefill)
 
+    def barrier_count(self, prefill: bool = False) -> int:
+        """How many barriers the recorded decode step (prefill=True: a prefill chunk) waits at
+        between its dispatches. A dispatch waits only for the ones it depends on (it reads or
+        writes what they wrote, or writes what they read), and a chunk's dispatches whose row
+        windows (dispatch_table's min_rows, max_rows) do not meet never wait for each other."""
+        if self._encoder is not None:
+            raise _akunu.Error("barrier_count is a decoder's: an encoder's table is its forward pass")
+        return self._engine.barrier_count(prefill)
+
     def __repr__(self) -> str:
         c = self.config
         if self._encoder is not None:

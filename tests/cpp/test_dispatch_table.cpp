@@ -83,6 +83,51 @@ TEST_F(DispatchTableTest, ChunkDispatchesRunTheirTokensWorkgroups) {
     EXPECT_THROW(t.set_tokens(0), Error);
 }
 
+// A projection's GEMMs for short and for long chunks write the same rows of Y; their row windows
+// do not meet, so only one has workgroups for any chunk, and the recording puts no barrier
+// between them. Each chunk length gets its own GEMM's product (the long one multiplies 2 W).
+TEST_F(DispatchTableTest, GemmsOfDisjointRowWindowsShareABarrierInterval) {
+    auto dev = device();
+    const size_t rows = 40, n = 24, k = 32;
+    const uint32_t split = 9;  // chunks of 1..8 tokens take the first GEMM, 9.. the second
+    std::vector<float> w = random_floats(n * k, 1), x = random_floats(rows * k, 2), w2(w);
+    for (float& v : w2) v *= 2.0f;
+    Buffer wb = dev->allocate(w.size() * 4), w2b = dev->allocate(w.size() * 4), xb = dev->allocate(x.size() * 4);
+    Buffer yb = dev->allocate(rows * n * 4), step = dev->allocate(sizeof(StepState));
+    wb.write(w.data(), w.size() * 4);
+    w2b.write(w2.data(), w2.size() * 4);
+    xb.write(x.data(), x.size() * 4);
+    DispatchTable t(*dev);
+    t.set_chunk_rows(uint32_t(rows));
+    // The scalar GEMM on every device: f32 throughout, so that the tolerance below holds.
+    kernels::gemm(t, wb, TensorType::F32, xb, yb, {rows, n, k, k, n, 0, split}, step, false, false);
+    kernels::gemm(t, w2b, TensorType::F32, xb, yb, {rows, n, k, k, n, split, 0}, step, false, false);
+    t.set_chunk_rows(0);
+    CommandList cl(dev);
+    cl.begin();
+    t.record(cl);
+    cl.end();
+    EXPECT_EQ(cl.barrier_count(), 0u);
+
+    std::vector<float> got(rows * n);
+    const std::vector<float> poison(rows * n, kPoison);
+    for (uint32_t tokens : {5u, split - 1, split, uint32_t(rows)}) {
+        const StepState state{0, 0, tokens, 0};
+        step.write(&state, sizeof(state));
+        yb.write(poison.data(), poison.size() * 4);
+        t.set_tokens(tokens);
+        cl.submit_and_wait();
+        yb.read(got.data(), got.size() * 4);
+        const float scale = tokens < split ? 1.0f : 2.0f;
+        for (size_t i = 0; i < tokens; ++i)
+            for (size_t j = 0; j < n; ++j) {
+                double want = 0;
+                for (size_t c = 0; c < k; ++c) want += double(x[i * k + c]) * w[j * k + c];
+                ASSERT_NEAR(got[i * n + j], scale * want, 1e-4 * std::sqrt(double(k))) << tokens << " tokens, " << i << ", " << j;
+            }
+    }
+}
+
 // A command whose groups along y cover cache positions in blocks of 256 (as a decode step's
 // attention): set_position(pos) runs pos / 256 + 1 rows of groups of its 4 x 8 grid.
 TEST_F(DispatchTableTest, StepDispatchesRunTheCachedPositionsWorkgroups) {

@@ -9,7 +9,9 @@
 #include "akunu/error.h"
 #include "akunu/half.h"
 #include "akunu/kernels.h"
+#include "akunu/kv_cache.h"
 #include "akunu/kv_format.h"
+#include "akunu/model_config.h"
 #include "params.h"
 #include "vk_test.h"
 
@@ -389,6 +391,69 @@ TEST_F(KernelTest, KQuantGemvAndGemmMatchCpu) {
         if (!dev->profile().gemm_coopmat)  // f16 operands on the cooperative-matrix path: the Python test covers it
             expect_close(download(gym, m * rows, DType::kF32), want, 1e-4f, atol, "gemm " + name);
     }
+}
+
+// rope_kv takes four pairs (and V elements) an invocation where its rows start on 16 bytes; a
+// row stride of one float more takes the one-pair path. Both rotate Q and K in place and write
+// the f16 cache rows of the reference, for GGUF's adjacent pairs and HF's split halves, on an
+// odd number of rows from position 5 (rows past the chunk's tokens stay untouched).
+TEST_F(KernelTest, RopeKvInFoursMatchesOnePairAnInvocation) {
+    auto dev = device();
+    ModelConfig c;
+    c.n_layers = 1;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = 16;
+    const uint32_t max_len = 40, rows = 7, tokens = 5, pos = 5, half = 8, q_dim = 64, kv_dim = 32, row = q_dim + 2 * kv_dim;
+    const std::vector<float> cos = random_floats(max_len * half, 3), sin = random_floats(max_len * half, 4);
+    Buffer cos_b = dev->allocate(cos.data(), cos.size() * 4), sin_b = dev->allocate(sin.data(), sin.size() * 4);
+    const StepState st{pos, 0, tokens, 0};
+    Buffer step = dev->allocate(&st, sizeof(st));
+    for (const bool interleaved : {true, false})
+        for (const uint32_t stride : {row, row + 1}) {
+            const std::vector<float> qkv = random_floats(rows * stride, 5);
+            Buffer qkv_b = dev->allocate(qkv.data(), qkv.size() * 4);
+            KVCache kv(dev, c, int(max_len));
+            CommandList cl(dev);
+            cl.begin();
+            kernels::rope_kv(cl, &qkv_b, &cos_b, &sin_b, kv.bindings(0), &step,
+                             {4, 2, 16, max_len, interleaved, true, rows, stride});
+            cl.end();
+            cl.submit_and_wait();
+            std::vector<float> got(qkv.size()), want = qkv;
+            qkv_b.read(got.data(), got.size() * 4);
+            std::vector<float> k_want(2 * (pos + tokens) * 16, 0.0f), v_want(k_want.size(), 0.0f);
+            for (uint32_t r = 0; r < tokens; ++r) {
+                float* x = want.data() + r * stride;
+                for (uint32_t h = 0; h < 6; ++h)  // 4 Q heads, then 2 K heads
+                    for (uint32_t f = 0; f < half; ++f) {
+                        const uint32_t a = h * 16 + (interleaved ? 2 * f : f), b = interleaved ? a + 1 : a + half;
+                        const float cf = cos[(pos + r) * half + f], sf = sin[(pos + r) * half + f];
+                        const float x0 = x[a], x1 = x[b];
+                        x[a] = x0 * cf - x1 * sf;
+                        x[b] = x0 * sf + x1 * cf;
+                    }
+                for (uint32_t h = 0; h < 2; ++h)
+                    for (uint32_t d = 0; d < 16; ++d) {
+                        k_want[(h * (pos + tokens) + pos + r) * 16 + d] = half_to_float(float_to_half(x[q_dim + h * 16 + d]));
+                        v_want[(h * (pos + tokens) + pos + r) * 16 + d] =
+                            half_to_float(float_to_half(x[q_dim + kv_dim + h * 16 + d]));
+                    }
+            }
+            const std::string what = std::string(interleaved ? "adjacent pairs" : "split halves") + ", stride " +
+                                     std::to_string(stride);
+            for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6f) << what << ", element " << i;
+            for (const bool values : {false, true}) {
+                const std::vector<uint8_t> side = kv.read_side(0, values, false, int(pos + tokens));
+                ASSERT_EQ(side.size(), k_want.size() * 2);
+                for (size_t i = 0; i < k_want.size(); ++i) {
+                    if ((i / 16) % (pos + tokens) < pos) continue;  // rows before the chunk: not written
+                    uint16_t h;
+                    std::memcpy(&h, side.data() + 2 * i, 2);
+                    ASSERT_NEAR(half_to_float(h), (values ? v_want : k_want)[i], 1e-3f) << what << (values ? ", V " : ", K ") << i;
+                }
+            }
+        }
 }
 
 TEST_F(KernelTest, BarriersOnlyBetweenDependentDispatches) {

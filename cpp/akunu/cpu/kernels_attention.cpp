@@ -25,9 +25,9 @@ uint32_t k_format(const CpuArgs& a) { return a.variant & 0xFFu; }
 uint32_t v_format(const CpuArgs& a) { return (a.variant >> 8) & 0xFFu; }
 constexpr uint32_t kRopeOnly = 1u << 16;
 
-// Workgroups of 64 items; per token row: the Q pairs, the K pairs, then the V elements. A row
-// belongs to the range that holds its first item, so one thread rotates and stores it whole,
-// head by head, with vec_math's loops.
+// Workgroups of 64 items; per token row: the Q pairs, the K pairs, then the V elements, VEC
+// (specialization constant 0) of them an item. A row belongs to the range that holds its first
+// item, so one thread rotates and stores it whole, head by head, with vec_math's loops.
 void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<RopeKvParams>();
     const auto& step = *a.at<const StepState>(5);
@@ -38,7 +38,8 @@ void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
     const KvRowMap k_rows = kv_row_map(a, 3, -1, p.max_len, p.n_kv_heads, kv_row_bytes(kKvF16, p.head_dim), false);
     const KvRowMap v_rows = kv_row_map(a, 4, -1, p.max_len, p.n_kv_heads, kv_row_bytes(kKvF16, p.head_dim), false);
     const size_t hd = p.head_dim, half_dim = hd / 2, q_dim = p.n_heads * hd, kv_dim = p.n_kv_heads * hd;
-    const size_t per_row = (p.n_heads + p.n_kv_heads) * half_dim + kv_dim, rows = std::min(p.rows, step.n_tokens);
+    const size_t vec = std::max<uint32_t>(a.spec[0], 1u);
+    const size_t per_row = ((p.n_heads + p.n_kv_heads) * half_dim + kv_dim) / vec, rows = std::min(p.rows, step.n_tokens);
     const size_t r1 = std::min(rows, (end * 64 + per_row - 1) / per_row);
     const VecMath& vm = vec_math();
     for (size_t row = (begin * 64 + per_row - 1) / per_row; row < r1; ++row) {
