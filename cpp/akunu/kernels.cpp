@@ -225,7 +225,9 @@ static void emit_rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, co
     RmsNormParams p{checked_u32(rows, "rmsnorm: rows"), checked_u32(dim, "rmsnorm: dim"), eps, weight_offset,
                     checked_u32(group, "rmsnorm: group"), checked_u32(group_stride, "rmsnorm: group_stride")};
     const std::string kernel = variant("rmsnorm", dtype) + (y_dtype != dtype ? "_f16" : "");
-    emit(s, kernel, {reduce_group(s)}, {x, w, y}, p, grid_for(s, rows));
+    // 4-vectors where every row and binding starts on 16 bytes (rmsnorm.comp VEC).
+    const bool vec4 = dim % 4 == 0 && group_stride % 4 == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 && y.offset % 16 == 0;
+    emit(s, kernel, {reduce_group(s), vec4 ? 4u : 1u}, {x, w, y}, p, grid_for(s, rows));
 }
 
 void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows, size_t dim,

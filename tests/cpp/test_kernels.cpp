@@ -186,6 +186,30 @@ TEST_F(KernelTest, RmsNormMatchesCpu) {
     }
 }
 
+// f32 rows normed into halves (a prefill chunk's GEMM input), on both paths: 4-vectors where
+// dim is a multiple of 4 (1000, 4096), single values otherwise (77).
+TEST_F(KernelTest, RmsNormToHalvesMatchesCpu) {
+    auto dev = device();
+    for (auto [rows, dim] : {std::pair<size_t, size_t>{5, 77}, {3, 1000}, {2, 4096}}) {
+        const std::vector<float> x = random_floats(rows * dim, 7, -3, 3), w = random_floats(dim, 8);
+        Buffer gx = dev->allocate(x.data(), x.size() * 4), gw = dev->allocate(w.data(), w.size() * 4);
+        Buffer gy = poisoned(dev, rows * dim, DType::kF16);
+        CommandList cl(dev);
+        cl.begin();
+        kernels::rmsnorm_to_f16(cl, gx, gw, gy, rows, dim, 1e-5f, 0.0f);
+        cl.end();
+        cl.submit_and_wait();
+        std::vector<float> want(rows * dim);
+        for (size_t r = 0; r < rows; ++r) {
+            double ss = 0;
+            for (size_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+            const double scale = 1.0 / std::sqrt(ss / dim + 1e-5);
+            for (size_t i = 0; i < dim; ++i) want[r * dim + i] = float(x[r * dim + i] * scale * w[i]);
+        }
+        expect_close(download(gy, rows * dim, DType::kF16), want, 2e-3f, 1e-3f, "rmsnorm_to_f16 dim=" + std::to_string(dim));
+    }
+}
+
 TEST_F(KernelTest, GemvMatchesCpu) {
     auto dev = device();
     for (DType wt : {DType::kF16, DType::kF32}) {
