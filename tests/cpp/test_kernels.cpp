@@ -158,6 +158,19 @@ TEST_F(KernelTest, SoftcapCapsTheStepsRows) {
     EXPECT_THROW(kernels::softcap(cl, gx, step, rows + 1, n, cap), Error);  // past the buffer
 }
 
+// Rows of x normed in double precision (eps 1e-5), times w + offset.
+static std::vector<float> rmsnorm_reference(const std::vector<float>& x, const std::vector<float>& w, size_t rows, size_t dim,
+                                            float offset) {
+    std::vector<float> want(rows * dim);
+    for (size_t r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (size_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+        const double scale = 1.0 / std::sqrt(ss / dim + 1e-5);
+        for (size_t i = 0; i < dim; ++i) want[r * dim + i] = float(x[r * dim + i] * scale * (w[i] + offset));
+    }
+    return want;
+}
+
 TEST_F(KernelTest, RmsNormMatchesCpu) {
     auto dev = device();
     for (DType dt : {DType::kF32, DType::kF16}) {
@@ -172,13 +185,7 @@ TEST_F(KernelTest, RmsNormMatchesCpu) {
                 kernels::rmsnorm(cl, gx, gw, gy, dt, rows, dim, 1e-5f, offset);
                 cl.end();
                 cl.submit_and_wait();
-                std::vector<float> want(rows * dim);
-                for (size_t r = 0; r < rows; ++r) {
-                    double ss = 0;
-                    for (size_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
-                    const double scale = 1.0 / std::sqrt(ss / dim + 1e-5);
-                    for (size_t i = 0; i < dim; ++i) want[r * dim + i] = float(x[r * dim + i] * scale * (w[i] + offset));
-                }
+                const std::vector<float> want = rmsnorm_reference(x, w, rows, dim, offset);
                 expect_close(download(gy, rows * dim, dt), want, dt == DType::kF16 ? 2e-3f : 1e-5f, 1e-5f,
                              "rmsnorm dim=" + std::to_string(dim));
             }
@@ -199,13 +206,7 @@ TEST_F(KernelTest, RmsNormToHalvesMatchesCpu) {
         kernels::rmsnorm_to_f16(cl, gx, gw, gy, rows, dim, 1e-5f, 0.0f);
         cl.end();
         cl.submit_and_wait();
-        std::vector<float> want(rows * dim);
-        for (size_t r = 0; r < rows; ++r) {
-            double ss = 0;
-            for (size_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
-            const double scale = 1.0 / std::sqrt(ss / dim + 1e-5);
-            for (size_t i = 0; i < dim; ++i) want[r * dim + i] = float(x[r * dim + i] * scale * w[i]);
-        }
+        const std::vector<float> want = rmsnorm_reference(x, w, rows, dim, 0.0f);
         expect_close(download(gy, rows * dim, DType::kF16), want, 2e-3f, 1e-3f, "rmsnorm_to_f16 dim=" + std::to_string(dim));
     }
 }
