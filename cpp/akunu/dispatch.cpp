@@ -39,8 +39,23 @@ void ChunkRows::groups_for(uint32_t n, const uint32_t recorded[3], uint32_t out[
 }
 
 void DispatchTable::dispatch(const DispatchCmd& cmd) {
-    if (cmd.follows()) following_.push_back(cmds_.size());
-    cmds_.push_back(cmd);
+    if (insert_ == kAppend) {
+        if (cmd.follows()) following_.push_back(cmds_.size());
+        cmds_.push_back(cmd);
+        return;
+    }
+    // The commands after the insertion move up one; following_ stays in command order, the
+    // order in which record() hands out count slots.
+    for (size_t& f : following_) f += f >= insert_ ? 1 : 0;
+    if (cmd.follows()) following_.insert(std::lower_bound(following_.begin(), following_.end(), insert_), insert_);
+    cmds_.insert(cmds_.begin() + std::ptrdiff_t(insert_), cmd);
+    ++insert_;
+}
+
+void DispatchTable::insert_at(size_t index) {
+    AKUNU_CHECK(index <= cmds_.size(), "DispatchTable::insert_at: index " + std::to_string(index) + " is past the table's " +
+                                           std::to_string(cmds_.size()) + " commands");
+    insert_ = index;
 }
 
 void DispatchTable::set_tokens(uint32_t n) {

@@ -118,6 +118,11 @@ public:
     // Where the counts live: a host-memory range of the model's planned scratch. Without it the
     // first recording allocates their buffer itself. Throws if the table needs more.
     void use_counts(const Buffer& buffer, size_t offset, size_t bytes);
+    // Until end_insert(), dispatch() inserts the commands at `index`, in the order given,
+    // instead of appending them: a builder places work earlier than it reaches it, where its
+    // inputs are ready (a prefill chunk's dequantization right after the GEMM before it).
+    void insert_at(size_t index);
+    void end_insert() { insert_ = kAppend; }
 
 private:
     Device* device_;
@@ -129,6 +134,8 @@ private:
     std::vector<size_t> following_;
     mutable Binding counts_;
     mutable Buffer own_counts_;
+    static constexpr size_t kAppend = SIZE_MAX;
+    size_t insert_ = kAppend;  // where dispatch() puts the next command (insert_at)
     uint32_t tokens_ = 0;  // 0: a whole chunk
     static constexpr uint32_t kWholeContext = 0xFFFFFFFFu;
     uint32_t position_ = kWholeContext;

@@ -235,19 +235,23 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // (dequant_f16, then the f16 GEMM); shorter chunks run the format's own GEMM. Where the
     // device runs short GEMM tiles, a chunk of up to short_rows tokens takes them (one more GEMM
     // with its own row window: only one of a projection's GEMMs has workgroups for a chunk, so
-    // they share a barrier interval, CommandList). The dequantization is recorded first, into
-    // the f16 buffer the previous projection did not read: it depends on nothing recorded since
-    // that projection's barrier and runs beside its GEMM (memory-bound beside compute-bound).
-    // AKUNU_DEQUANT_OVERLAP=0: one buffer, each dequantization after the GEMM before it (A/B).
+    // they share a barrier interval, CommandList). Each dequantization goes into the next of
+    // three f16 buffers and is placed in the table right after the previous projection's f16
+    // GEMM (DispatchTable::insert_at): its buffer was last read two projections back, so it
+    // depends on nothing recorded since and runs beside that GEMM (memory-bound beside
+    // compute-bound), also where a norm or the activation comes between the two projections.
+    // AKUNU_DEQUANT_OVERLAP=0: one buffer, each dequantization where its projection is (A/B).
     const uint32_t dequant_rows = t.device().profile().prefill_dequant_rows;
     const uint32_t short_rows = t.device().profile().gemm_short_rows;
-    const Buffer* weights_f16[2] = {};
+    const Buffer* weights_f16[3] = {};
+    bool dequant_ahead = false;
     if (prefill && s.all().count("batch_weights_f16_0")) {
         const char* overlap = std::getenv("AKUNU_DEQUANT_OVERLAP");
-        weights_f16[0] = &s.get("batch_weights_f16_0");
-        weights_f16[1] = overlap && std::string(overlap) == "0" ? weights_f16[0] : &s.get("batch_weights_f16_1");
+        dequant_ahead = !(overlap && std::string(overlap) == "0");
+        for (int i = 0; i < 3; ++i) weights_f16[i] = &s.get("batch_weights_f16_" + std::to_string(dequant_ahead ? i : 0));
     }
-    int turn = 0;  // which f16 buffer the next dequantization writes
+    int turn = 0;                          // which f16 buffer the next dequantization writes
+    std::optional<size_t> dequant_at;      // where in the table: right after the last f16 GEMM
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                       const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32,
                       const kernels::GemvHandoff* handoff = nullptr) {
@@ -264,10 +268,13 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         if (prefill && weights_f16[0] && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
             n * kk * 2 <= std::min<size_t>(weights_f16[0]->size(), t.device().profile().max_storage_buffer_range)) {
             const Buffer& f16 = *weights_f16[turn];
-            turn ^= 1;
+            turn = (turn + 1) % 3;
+            if (dequant_at) t.insert_at(*dequant_at);
             kernels::dequant_f16(t, w.buffer, w.type, f16, n, kk, step, dequant_rows);
+            t.end_insert();
             own_gemm(dequant_rows);
             kernels::gemm(t, f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0, x_dtype}, step, accumulate);
+            if (dequant_ahead) dequant_at = t.commands().size();
         } else if (prefill)
             own_gemm(0);
         else

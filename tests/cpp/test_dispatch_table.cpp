@@ -83,6 +83,46 @@ TEST_F(DispatchTableTest, ChunkDispatchesRunTheirTokensWorkgroups) {
     EXPECT_THROW(t.set_tokens(0), Error);
 }
 
+// Commands inserted before others (insert_at) run where they stand in the table, with the
+// workgroup counts of their own chunk axis: three fills of different lengths, the second
+// inserted between the others, each cover their whole buffer for a whole chunk and only the
+// first tokens' rows for a short one.
+TEST_F(DispatchTableTest, InsertedCommandsKeepTheirOwnCounts) {
+    auto dev = device();
+    const uint32_t rows = 40;
+    const size_t dims[3] = {300, 10, 1000};  // per row: the first fill, the inserted one, the last
+    std::vector<Buffer> out;
+    for (size_t d : dims) out.push_back(dev->allocate(rows * d * 4));
+    DispatchTable t(*dev);
+    t.set_chunk_rows(rows);
+    kernels::fill(t, out[0], DType::kF32, rows * dims[0], 1.0f);
+    kernels::fill(t, out[2], DType::kF32, rows * dims[2], 3.0f);
+    t.insert_at(1);
+    kernels::fill(t, out[1], DType::kF32, rows * dims[1], 2.0f);
+    t.end_insert();
+    t.set_chunk_rows(0);
+    ASSERT_EQ(t.commands().size(), 3u);
+    EXPECT_EQ(t.commands()[1].bindings[0].buffer, &out[1]);
+    EXPECT_THROW(t.insert_at(4), Error);
+    CommandList cl(dev);
+    cl.begin();
+    t.record(cl);
+    cl.end();
+    for (const uint32_t tokens : {3u, rows}) {
+        for (size_t i = 0; i < 3; ++i) {
+            const std::vector<float> poison(rows * dims[i], kPoison);
+            out[i].write(poison.data(), poison.size() * 4);
+        }
+        t.set_tokens(tokens);
+        cl.submit_and_wait();
+        for (size_t i = 0; i < 3; ++i) {
+            std::vector<float> got(rows * dims[i]);
+            out[i].read(got.data(), got.size() * 4);
+            for (size_t e = 0; e < tokens * dims[i]; ++e) ASSERT_EQ(got[e], float(i + 1)) << "fill " << i << ", " << tokens << " tokens, " << e;
+        }
+    }
+}
+
 // A projection's GEMMs for short and for long chunks write the same rows of Y; their row windows
 // do not meet, so only one has workgroups for any chunk, and the recording puts no barrier
 // between them. Each chunk length gets its own GEMM's product (the long one multiplies 2 W).
