@@ -199,8 +199,9 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
                     "kernel '" + pipeline.name() + "': binding " + std::to_string(i) + " spans " +
                         std::to_string(range >> 20) + " MiB; this device binds at most " +
                         std::to_string(p.max_storage_buffer_range >> 20) + " MiB at once");
+        const Range r{b.buffer->id(), b.offset, b.offset + range, min_rows, max_rows};
         if (device_->is_cpu()) {
-            (iface.bindings[i].written ? writes : reads).push_back({b.buffer->id(), b.offset, b.offset + range, min_rows, max_rows});
+            (iface.bindings[i].written ? writes : reads).push_back(r);
             continue;
         }
         infos_[i] = {b.buffer->handle(), b.offset, range};
@@ -209,7 +210,7 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
         writes_[i].descriptorCount = 1;
         writes_[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
         writes_[i].pBufferInfo = &infos_[i];
-        (iface.bindings[i].written ? writes : reads).push_back({b.buffer->id(), b.offset, b.offset + range, min_rows, max_rows});
+        (iface.bindings[i].written ? writes : reads).push_back(r);
     }
     barrier_if_needed(reads, writes, awaits_previous);
     if (device_->is_cpu()) {

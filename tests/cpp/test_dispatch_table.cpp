@@ -118,7 +118,8 @@ TEST_F(DispatchTableTest, InsertedCommandsKeepTheirOwnCounts) {
         for (size_t i = 0; i < 3; ++i) {
             std::vector<float> got(rows * dims[i]);
             out[i].read(got.data(), got.size() * 4);
-            for (size_t e = 0; e < tokens * dims[i]; ++e) ASSERT_EQ(got[e], float(i + 1)) << "fill " << i << ", " << tokens << " tokens, " << e;
+            for (size_t e = 0; e < tokens * dims[i]; ++e)
+                ASSERT_EQ(got[e], float(i + 1)) << "fill " << i << ", " << tokens << " tokens, " << e;
         }
     }
 }
