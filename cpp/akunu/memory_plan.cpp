@@ -74,11 +74,8 @@ std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int chunk, b
     };
     // Q, K, V, O, gate, up and down: each is dim x (q_dim, kv_dim or ffn_dim).
     const uint64_t widest = std::max({c.q_dim, c.kv_dim, c.ffn_dim});
-    // Three, used in turn: the next projection's dequantization runs beside this one's GEMM,
-    // into the buffer of the one before (model.cpp).
     if (dequant_weights)
-        for (const char* name : {"batch_weights_f16_0", "batch_weights_f16_1", "batch_weights_f16_2"})
-            layout.push_back({name, widest * uint64_t(c.dim) * 2});
+        for (int i = 0; i < kPrefillF16Weights; ++i) layout.push_back({prefill_f16_weights_name(i), widest * uint64_t(c.dim) * 2});
     return layout;
 }
 

@@ -236,19 +236,19 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // device runs short GEMM tiles, a chunk of up to short_rows tokens takes them (one more GEMM
     // with its own row window: only one of a projection's GEMMs has workgroups for a chunk, so
     // they share a barrier interval, CommandList). Each dequantization goes into the next of
-    // three f16 buffers and is placed in the table right after the previous projection's f16
+    // the f16 buffers (kPrefillF16Weights) and is placed in the table right after the previous projection's f16
     // GEMM (DispatchTable::insert_at): its buffer was last read two projections back, so it
     // depends on nothing recorded since and runs beside that GEMM (memory-bound beside
     // compute-bound), also where a norm or the activation comes between the two projections.
     // AKUNU_DEQUANT_OVERLAP=0: one buffer, each dequantization where its projection is (A/B).
     const uint32_t dequant_rows = t.device().profile().prefill_dequant_rows;
     const uint32_t short_rows = t.device().profile().gemm_short_rows;
-    const Buffer* weights_f16[3] = {};
+    const Buffer* weights_f16[kPrefillF16Weights] = {};
     bool dequant_ahead = false;
-    if (prefill && s.all().count("batch_weights_f16_0")) {
+    if (prefill && s.all().count(prefill_f16_weights_name(0))) {
         const char* overlap = std::getenv("AKUNU_DEQUANT_OVERLAP");
         dequant_ahead = !(overlap && std::string(overlap) == "0");
-        for (int i = 0; i < 3; ++i) weights_f16[i] = &s.get("batch_weights_f16_" + std::to_string(dequant_ahead ? i : 0));
+        for (int i = 0; i < kPrefillF16Weights; ++i) weights_f16[i] = &s.get(prefill_f16_weights_name(dequant_ahead ? i : 0));
     }
     int turn = 0;                          // which f16 buffer the next dequantization writes
     std::optional<size_t> dequant_at;      // where in the table: right after the last f16 GEMM
@@ -268,7 +268,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         if (prefill && weights_f16[0] && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
             n * kk * 2 <= std::min<size_t>(weights_f16[0]->size(), t.device().profile().max_storage_buffer_range)) {
             const Buffer& f16 = *weights_f16[turn];
-            turn = (turn + 1) % 3;
+            turn = (turn + 1) % kPrefillF16Weights;
             if (dequant_at) t.insert_at(*dequant_at);
             kernels::dequant_f16(t, w.buffer, w.type, f16, n, kk, step, dequant_rows);
             t.end_insert();

@@ -388,11 +388,7 @@ TEST(CpuBackend, EveryCacheLayoutVariantHasACpuKernel) {
 // bit, and the rows read back through the cache's own layout code (read_side).
 TEST(CpuBackend, CacheKernelsInBlocksMatchThePreallocatedCache) {
     auto d = cpu_device();
-    ModelConfig c;
-    c.n_layers = 1;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = 16;
+    const ModelConfig c = attention_config(4, 2, 16);
     const uint32_t max_len = 600, rows = 20, pos = 246, q_dim = 4 * 16, row = q_dim + 2 * 2 * 16;
     const std::vector<float> qkv = random_floats(rows * row, 11), q = random_floats(q_dim, 12);
     const std::vector<float> cos = random_floats(max_len * 8, 13), sin = random_floats(max_len * 8, 14);

@@ -11,7 +11,6 @@
 #include "akunu/kernels.h"
 #include "akunu/kv_cache.h"
 #include "akunu/kv_format.h"
-#include "akunu/model_config.h"
 #include "params.h"
 #include "vk_test.h"
 
@@ -424,11 +423,7 @@ TEST_F(KernelTest, KQuantGemvAndGemmMatchCpu) {
 // odd number of rows from position 5 (rows past the chunk's tokens stay untouched).
 TEST_F(KernelTest, RopeKvInFoursMatchesOnePairAnInvocation) {
     auto dev = device();
-    ModelConfig c;
-    c.n_layers = 1;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = 16;
+    const ModelConfig c = attention_config(4, 2, 16);
     const uint32_t max_len = 40, rows = 7, tokens = 5, pos = 5, half = 8, q_dim = 64, kv_dim = 32, row = q_dim + 2 * kv_dim;
     const std::vector<float> cos = random_floats(max_len * half, 3), sin = random_floats(max_len * half, 4);
     Buffer cos_b = dev->allocate(cos.data(), cos.size() * 4), sin_b = dev->allocate(sin.data(), sin.size() * 4);

@@ -14,6 +14,7 @@
 #include "akunu/buffer.h"
 #include "akunu/device.h"
 #include "akunu/instance.h"
+#include "akunu/model_config.h"
 
 namespace akunu::test {
 
@@ -50,5 +51,15 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
     } while (0)
 
 inline constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+// One layer of attention heads, for the cache and attention kernel tests.
+inline ModelConfig attention_config(int n_heads, int n_kv_heads, int head_dim) {
+    ModelConfig c;
+    c.n_layers = 1;
+    c.n_heads = n_heads;
+    c.n_kv_heads = n_kv_heads;
+    c.head_dim = head_dim;
+    return c;
+}
 
 }  // namespace akunu::test
