@@ -27,6 +27,10 @@ layout(constant_id = 1) const uint BT = 128;
 layout(constant_id = 2) const uint BK = 64;
 layout(constant_id = 3) const uint UNROLL = 4;  // k steps per iteration of the inside tiles' loop
 layout(local_size_x_id = 4) in;                 // 256 by default (kernels::gemm)
+// The order of the tiles: 0 features fastest (workgroup x along features), 1 tokens fastest, so
+// that the workgroups sharing a W tile (one per token tile) are launched one after another and
+// W crosses from memory into L2 once while they stream it.
+layout(constant_id = 5) const uint TOKENS_FASTEST = 1;
 
 layout(std430, binding = 0) readonly buffer W { float16_t w[]; };  // [n, k]
 layout(std430, binding = 1) readonly buffer X { float16_t x[]; };  // [m, ldx]
@@ -36,7 +40,14 @@ layout(push_constant) uniform Push { GemmParams p; };
 
 void main() {
     const uint m_end = min(p.m, step.n_tokens);
-    const uint t0 = gl_WorkGroupID.y * BT, f0 = gl_WorkGroupID.x * BF;
+    uint tile_t = gl_WorkGroupID.y, tile_f = gl_WorkGroupID.x;
+    if (TOKENS_FASTEST != 0) {
+        // The launch order is x fastest: renumber the same workgroups so tokens change fastest.
+        const uint linear = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+        tile_t = linear % gl_NumWorkGroups.y;
+        tile_f = linear / gl_NumWorkGroups.y;
+    }
+    const uint t0 = tile_t * BT, f0 = tile_f * BF;
     if (t0 >= m_end || !AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) return;  // uniform across the workgroup
 
     // W as [n, k], X as [m_end, k] rows ldx apart, Y as [m_end, n] rows ldy apart. The
