@@ -18,9 +18,14 @@
 // products than one online-softmax pass.
 //
 // Q is read once, scaled by p.a.scale and rounded to f16, as the prefill GEMMs round their X.
+// OTYPE float16_t writes the output as halves: the X of the O projection's GEMM where it takes
+// them (flash_cm_d<HD>_f16).
 // Scores and the output leave the accumulators through a 16-row tile per subgroup in shared
 // memory, where each row belongs to two lanes (16 keys or 8 dims each).
 #include "common.glsl"
+#ifndef OTYPE
+#define OTYPE float
+#endif
 
 #define SG 4               // subgroups per workgroup
 #define BQ (SG * 16)       // query rows per workgroup: AKUNU_FLASH_CM_ROWS
@@ -39,7 +44,7 @@ layout(local_size_x = SG * 32) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };          // [rows, q_stride]
 layout(std430, binding = 1) readonly buffer K8 { uvec4 k_cache8[]; };  // [n_kv, cache_rows, HD / 8]
 layout(std430, binding = 2) readonly buffer V8 { uvec4 v_cache8[]; };
-layout(std430, binding = 3) writeonly buffer O { float out_data[]; };  // [rows, out_stride]
+layout(std430, binding = 3) writeonly buffer O { OTYPE out_data[]; };  // [rows, out_stride]
 layout(std430, binding = 4) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { FlashAttentionParams p; };
 
@@ -186,7 +191,7 @@ void main() {
     subgroupBarrier();                                                                      \
     if (live)                                                                               \
         [[unroll]] for (uint c = 0; c < 8; ++c)                                             \
-            out_data[out_at + 16 * d + c] = s_tile[s_row + (lane % 2) * 8 + c] / l;         \
+            out_data[out_at + 16 * d + c] = OTYPE(s_tile[s_row + (lane % 2) * 8 + c] / l);  \
     subgroupBarrier();
     EACH_D(PUT_O)
 }

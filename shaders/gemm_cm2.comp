@@ -7,7 +7,10 @@
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 // gemm_cm2_f16: Y[m, n] (+)= X[m, :] · W[n, :] for a prefill chunk, X and W as halves, on
-// workgroup-scope cooperative matrices (GL_NV_cooperative_matrix2; f32 accumulation).
+// workgroup-scope cooperative matrices (GL_NV_cooperative_matrix2; f32 accumulation). With
+// GATED, the FFN's gate and up projections and the activation in one dispatch:
+// Y[m, n] = act(X · W^T) * (X · U^T) as halves (the down projection's X), from two accumulators
+// of the same tile, so neither product goes through memory as floats.
 //
 // The whole workgroup owns one accumulator of BF output features x BT tokens and steps along
 // k, BK at a time, loading W's and X's tiles with tensor layouts: the driver chooses how the
@@ -19,6 +22,7 @@
 // Compiled by cmake/glsl_slang.py (Debian 12's glslang predates these extensions). Rows past
 // step.n_tokens are neither computed nor written: one recorded table serves every chunk length.
 #include "common.glsl"
+#include "activation.glsl"
 
 // The tile: features (rows of W), tokens (rows of X) and the k step, and the invocations that
 // share it; the host picks them.
@@ -31,12 +35,20 @@ layout(local_size_x_id = 4) in;                 // 256 by default (kernels::gemm
 // that the workgroups sharing a W tile (one per token tile) are launched one after another and
 // W crosses from memory into L2 once while they stream it.
 layout(constant_id = 5) const uint TOKENS_FASTEST = 1;
+layout(constant_id = 6) const uint GATED = 0;  // 0: Y = X · W^T; 1: SiLU, 2: GELU (tanh) gated by X · U^T
 
 layout(std430, binding = 0) readonly buffer W { float16_t w[]; };  // [n, k]
 layout(std430, binding = 1) readonly buffer X { float16_t x[]; };  // [m, ldx]
 layout(std430, binding = 2) buffer Y { float y[]; };               // [m, ldy]
+layout(std430, binding = 2) writeonly buffer YH { float16_t y_half[]; };  // GATED: [m, ldy] halves
 layout(std430, binding = 3) readonly buffer Step { StepState step; };
+layout(std430, binding = 4) readonly buffer U { float16_t w_up[]; };  // GATED: the up matrix [n, k]
 layout(push_constant) uniform Push { GemmParams p; };
+
+// GATED's epilogue, element by element: the gate's sum and the up's at the same place.
+float gated(const in uint row, const in uint col, const in float gate, const in float up) {
+    return (GATED == 1 ? silu(gate) : gelu_tanh(gate)) * up;
+}
 
 void main() {
     const uint m_end = min(p.m, step.n_tokens);
@@ -64,6 +76,7 @@ void main() {
 
     coopmat<float, gl_ScopeWorkgroup, BF, BT, gl_MatrixUseAccumulator> acc =
         coopmat<float, gl_ScopeWorkgroup, BF, BT, gl_MatrixUseAccumulator>(0.0);
+    coopmat<float, gl_ScopeWorkgroup, BF, BT, gl_MatrixUseAccumulator> acc_up = acc;  // GATED only
     if (p.accumulate != 0) coopMatLoadTensorNV(acc, y, 0, sliceTensorLayoutNV(y_layout, t0, BT, f0, BF), transposed);
     uint k0 = 0;
     // A tile inside both matrices, with k whole steps of UNROLL: loads through unclamped layouts
@@ -83,6 +96,10 @@ void main() {
                 coopMatLoadTensorNV(a, w, 0, sliceTensorLayoutNV(w_inside, f0, BF, k0 + u * BK, BK));
                 coopMatLoadTensorNV(b, x, 0, sliceTensorLayoutNV(x_inside, t0, BT, k0 + u * BK, BK), transposed);
                 acc = coopMatMulAdd(a, b, acc);
+                if (GATED != 0) {
+                    coopMatLoadTensorNV(a, w_up, 0, sliceTensorLayoutNV(w_inside, f0, BF, k0 + u * BK, BK));
+                    acc_up = coopMatMulAdd(a, b, acc_up);
+                }
             }
         }
     }
@@ -92,6 +109,17 @@ void main() {
         coopMatLoadTensorNV(a, w, 0, sliceTensorLayoutNV(w_layout, f0, BF, k0, BK));
         coopMatLoadTensorNV(b, x, 0, sliceTensorLayoutNV(x_layout, t0, BT, k0, BK), transposed);
         acc = coopMatMulAdd(a, b, acc);
+        if (GATED != 0) {
+            coopMatLoadTensorNV(a, w_up, 0, sliceTensorLayoutNV(w_layout, f0, BF, k0, BK));
+            acc_up = coopMatMulAdd(a, b, acc_up);
+        }
+    }
+    if (GATED != 0) {
+        coopMatPerElementNV(acc, acc, gated, acc_up);
+        coopmat<float16_t, gl_ScopeWorkgroup, BF, BT, gl_MatrixUseAccumulator> halves =
+            coopmat<float16_t, gl_ScopeWorkgroup, BF, BT, gl_MatrixUseAccumulator>(acc);
+        coopMatStoreTensorNV(halves, y_half, 0, sliceTensorLayoutNV(y_layout, t0, BT, f0, BF), transposed);
+        return;
     }
     coopMatStoreTensorNV(acc, y, 0, sliceTensorLayoutNV(y_layout, t0, BT, f0, BF), transposed);
 }

@@ -165,6 +165,8 @@ set(AKUNU_KERNELS
   "flash_attention_q8_fp4_blocks flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4,KV_BLOCKS"
   "flash_cm_d64     flash_cm.comp   HD=64"
   "flash_cm_d128    flash_cm.comp   HD=128"
+  "flash_cm_d64_f16 flash_cm.comp   HD=64,OTYPE=float16_t"
+  "flash_cm_d128_f16 flash_cm.comp  HD=128,OTYPE=float16_t"
   "last_row         last_row.comp"
   "softcap          softcap.comp"
   "act_silu         act.comp        ACT_SILU"

@@ -626,6 +626,33 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
         emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p, rope);
 }
 
+// gemm_cm2.comp's tile and launch order: features x tokens, the k step, steps an iteration,
+// invocations, tokens fastest. 128 features x 128 tokens, 64 of k a step, 4 steps an iteration;
+// 64 features x 128 tokens, 2 steps, for outputs of up to 2,048 (more workgroups). Measured on an
+// H100 (bench/NOTES.md, 512-token GEMMs): 220-232 TFLOP/s on 7b's shapes against gemm_cm.comp's
+// 144-150, 159 against 76 on 2048 x 2048. Token tiles go fastest in the launch order, so that
+// W crosses into L2 once per tile (+2.6 % pp512 on 7b f16, H100; AKUNU_GEMM_RASTER=0: features
+// first). The gated GEMM holds two accumulators of that tile over 512 invocations (7b f16 pp512
+// +4.4 % over separate gate and up GEMMs and act_*, H100; two of 64 features over 256: -8 %).
+// AKUNU_GEMM_CM2 (AKUNU_GEMM_CM2_GATED) = "features:tokens:k:unroll[:invocations]" sets another
+// tile (experiments).
+static std::vector<uint32_t> cm2_spec(size_t n, bool gated) {
+    const bool narrow = n <= 2048;
+    unsigned features = narrow ? 64 : 128, tokens = 128, step_k = 64, unroll = narrow ? 2 : 4, invocations = gated ? 512 : 256;
+    if (const char* e = std::getenv(gated ? "AKUNU_GEMM_CM2_GATED" : "AKUNU_GEMM_CM2"))
+        std::sscanf(e, "%u:%u:%u:%u:%u", &features, &tokens, &step_k, &unroll, &invocations);
+    unsigned tokens_fastest = 1;
+    if (const char* e = std::getenv("AKUNU_GEMM_RASTER")) tokens_fastest = std::atoi(e) != 0;
+    return {features, tokens, step_k, std::max(unroll, 1u), invocations, tokens_fastest, 0};
+}
+
+// Whether gemm() takes gemm_cm2.comp for these weights and rows (its m, or what its row window
+// admits): f16 W, X as halves, past the short tiles, on a device with cooperative matrix 2.
+static bool gemm_runs_cm2(const DeviceProfile& d, TensorType wtype, DType x_dtype, size_t rows_seen) {
+    const bool short_tiles = d.gemm_short_rows && rows_seen <= d.gemm_short_rows;
+    return d.gemm_coopmat && d.gemm_coopmat2 && x_dtype == DType::kF16 && wtype == TensorType::F16 && !short_tiles;
+}
+
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,
           const Binding& step, bool accumulate, bool allow_coopmat) {
     const TensorTypeTraits& t = type_traits(wtype);
@@ -645,6 +672,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
     const uint32_t short_rows = s.device().profile().gemm_short_rows;
     const bool short_tiles = short_rows && rows_seen <= short_rows;
+    std::vector<Binding> bindings{w, x, y, step};
     // [cooperative matrices][short tiles]: the kernel and its tile (gemm_tiles.h).
     static const struct { const char* kernel; size_t bm, bn; } kTiles[2][2] = {
         {{"gemm", AKUNU_GEMM_BM, AKUNU_GEMM_BN}, {"gemm_short", AKUNU_GEMM_SHORT_BM, AKUNU_GEMM_SHORT_BN}},
@@ -655,23 +683,12 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     std::string kernel = weight_variant(tiles.kernel, wtype);
     std::vector<uint32_t> spec;
     // f16 W and X past the short tiles: workgroup-scope cooperative matrices where the device
-    // and the build have them (gemm_cm2.comp), in tiles of 128 features x 128 tokens, 64 of k a
-    // step, 4 steps an iteration; 64 features x 128 tokens, 2 steps, for outputs of up to 2,048
-    // (more workgroups). Measured on an H100 (bench/NOTES.md, 512-token GEMMs): 220-232 TFLOP/s
-    // on 7b's shapes against gemm_cm.comp's 144-150, 159 against 76 on 2048 x 2048.
-    // AKUNU_GEMM_CM2="features:tokens:k:unroll[:invocations]" sets another tile (experiments).
-    const bool cm2 = coopmat && x_half && wtype == TensorType::F16 && !short_tiles && s.device().profile().gemm_coopmat2;
+    // and the build have them (gemm_cm2.comp; its tile: cm2_spec).
+    const bool cm2 = allow_coopmat && gemm_runs_cm2(s.device().profile(), wtype, g.x_dtype, rows_seen);
     if (cm2) {
-        const bool narrow = g.n <= 2048;
-        unsigned features = narrow ? 64 : 128, tokens = 128, step_k = 64, unroll = narrow ? 2 : 4, invocations = 256;
-        if (const char* e = std::getenv("AKUNU_GEMM_CM2"))
-            std::sscanf(e, "%u:%u:%u:%u:%u", &features, &tokens, &step_k, &unroll, &invocations);
-        // Token tiles fastest in the launch order, so that W crosses into L2 once per tile
-        // (+2.6 % pp512 on 7b f16, H100); AKUNU_GEMM_RASTER=0 launches features fastest.
-        unsigned tokens_fastest = 1;
-        if (const char* e = std::getenv("AKUNU_GEMM_RASTER")) tokens_fastest = std::atoi(e) != 0;
-        kernel = "gemm_cm2_f16", bm = tokens, bn = features;
-        spec = {features, tokens, step_k, std::max(unroll, 1u), invocations, tokens_fastest};
+        spec = cm2_spec(g.n, false);
+        kernel = "gemm_cm2_f16", bm = spec[1], bn = spec[0];
+        bindings.push_back(w);  // the gated variant's up matrix, not read
     }
     // Probes (bench/gemm_probe.py): AKUNU_GEMM_CM="variant:BM:BN[:knock]" runs another compiled
     // tile shape of the f16 kernel ("-" keeps the default), with gemm_cm.comp's knock-out bits.
@@ -688,7 +705,37 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     if (x_half && !cm2) spec = {spec.empty() ? 0u : spec[0], 1u};  // gemm_cm.comp's X_HALF
     const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
-    emit(s, kernel, spec, {w, x, y, step}, p, {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
+    emit(s, kernel, spec, std::move(bindings), p, {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
+}
+
+bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& g) {
+    const char* off = std::getenv("AKUNU_GEMM_GATED");
+    const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
+    // The row window of a shorter chunk's act_* comes from the indirect counts alone (act.comp
+    // has no step to check), so only devices that use them.
+    return gemm_runs_cm2(d, wtype, g.x_dtype, rows_seen) && d.indirect_counts && gemm_takes_half_x(d, g.k, g.ldx) &&
+           (act == Activation::kSilu || act == Activation::kGeluTanh) && !(off && std::string(off) == "0");
+}
+
+void gemm_gated(DispatchSink& s, Activation act, const Binding& w_gate, const Binding& w_up, const Binding& x,
+                const Binding& out, const GemmShape& g, const Binding& step) {
+    AKUNU_CHECK(gemm_fuses_gated(s.device().profile(), TensorType::F16, act, g),
+                "gemm_gated: needs f16 weights, X as halves past the short tiles and a device with cooperative matrix 2 "
+                "and indirect counts (gemm_fuses_gated)");
+    AKUNU_CHECK(g.ldx >= g.k && g.ldy >= g.n, "gemm_gated: row strides must cover k (X) and n (out)");
+    check_bytes(w_gate, g.n * g.k * 2, "gemm_gated", "gate");
+    check_bytes(w_up, g.n * g.k * 2, "gemm_gated", "up");
+    check_fits(x, (g.m - 1) * g.ldx + g.k, DType::kF16, "gemm_gated", "X");
+    check_fits(out, (g.m - 1) * g.ldy + g.n, DType::kF16, "gemm_gated", "out");
+    check_bytes(step, sizeof(StepState), "gemm_gated", "step");
+    GemmParams p{checked_u32(g.m, "gemm_gated: m"), checked_u32(g.n, "gemm_gated: n"), checked_u32(g.k, "gemm_gated: k"),
+                 checked_u32(g.ldx, "gemm_gated: ldx"), checked_u32(g.ldy, "gemm_gated: ldy"), 0u, g.min_rows, g.max_rows};
+    std::vector<uint32_t> spec = cm2_spec(g.n, true);
+    spec[6] = act == Activation::kSilu ? 1 : 2;  // gemm_cm2.comp's GATED
+    const size_t gx = (g.n + spec[0] - 1) / spec[0], gy = (g.m + spec[1] - 1) / spec[1];
+    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm_gated: the matrix is too large for one dispatch");
+    emit(s, "gemm_cm2_f16", spec, {w_gate, x, out, step, w_up}, p,
+         {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
 }
 
 bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx) { return d.gemm_coopmat && k % 8 == 0 && ldx % 8 == 0; }
@@ -836,17 +883,21 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
     AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim, "flash_attention: row strides must cover n_heads * head_dim");
     check_fits(q, (f.rows - 1) * size_t(f.q_stride) + q_dim, DType::kF32, "flash_attention", "q");
     check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "flash_attention");
-    check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, DType::kF32, "flash_attention", "out");
+    check_dtype(f.out_dtype, {DType::kF32, DType::kF16}, "flash_attention out");
+    check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, f.out_dtype, "flash_attention", "out");
     check_bytes(step, sizeof(StepState), "flash_attention", "step");
     FlashAttentionParams p{{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, cache.cache_rows, 0},
                            checked_u32(f.rows, "flash_attention: rows"), f.q_stride, f.out_stride};
     const bool coopmat = flash_attention_coopmat(d, cache, sh.head_dim);
+    const bool half_out = f.out_dtype == DType::kF16;
+    AKUNU_CHECK(coopmat || !half_out, "flash_attention: an f16 output needs the cooperative-matrix kernel (flash_attention_coopmat)");
     const uint32_t block_rows = coopmat ? AKUNU_FLASH_CM_ROWS : AKUNU_FLASH_ROWS;
     const uint32_t blocks = (f.rows + block_rows - 1) / block_rows;
     AKUNU_CHECK(blocks <= d.max_workgroup_count_x && sh.n_heads <= 65535, "flash_attention: too many rows or heads for one dispatch");
     const Grid grid{blocks, sh.n_heads, ChunkRows::Axis::kX};  // blocks of query rows along x
     if (coopmat) {
-        emit(s, "flash_cm_d" + std::to_string(sh.head_dim), {}, {q, cache.k, cache.v, out, step}, p, grid);
+        emit(s, "flash_cm_d" + std::to_string(sh.head_dim) + (half_out ? "_f16" : ""), {}, {q, cache.k, cache.v, out, step}, p,
+             grid);
         return;
     }
     emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8}, cache_bindings({q, cache.k, cache.v, out, step}, cache),
@@ -860,7 +911,7 @@ bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, ui
 }
 
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n,
-                      DType out_dtype) {
+                      DType out_dtype, uint32_t max_rows) {
     check_dtype(out_dtype, {DType::kF32, DType::kF16}, "act out");
     check_fits(gate, n, DType::kF32, "act", "gate");
     check_fits(up, n, DType::kF32, "act", "up");
@@ -868,8 +919,11 @@ void gated_activation(DispatchSink& s, Activation act, const Binding& gate, cons
     const char* kernel = act == Activation::kSilu ? "act_silu" : act == Activation::kGeluTanh ? "act_gelu_tanh" : nullptr;
     AKUNU_CHECK(kernel, "act: this activation has no gated kernel yet");
     ActParams p{checked_u32(n, "act: n")};
-    emit(s, std::string(kernel) + (out_dtype == DType::kF16 ? "_f16" : ""), {}, {gate, up, out}, p,
-         grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
+    Grid grid = grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup);
+    AKUNU_CHECK(!max_rows || (s.chunk_rows() && s.device().profile().indirect_counts),
+                "act: a row window needs a chunk's table on a device with indirect counts");
+    grid.max_rows = max_rows;
+    emit(s, std::string(kernel) + (out_dtype == DType::kF16 ? "_f16" : ""), {}, {gate, up, out}, p, grid);
 }
 
 void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs, const Binding& step,

@@ -190,6 +190,16 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 // activation then write halves once, instead of each column of GEMM tiles converting them.
 bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx);
 
+// out[m, n] (rows ldy halves apart) = act(X · Wg^T) * (X · Wu^T) as halves: a prefill chunk's
+// gate and up projections and the gated activation in one dispatch (gemm_cm2.comp's GATED),
+// the down projection's X written straight from the accumulators. Needs gemm_fuses_gated:
+// f16 W and X as halves where gemm() runs gemm_cm2.comp, SiLU or GELU (tanh), and indirect
+// counts (the act_* of shorter chunks keeps to its row window by them alone).
+// AKUNU_GEMM_GATED=0 turns it off (A/B).
+bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& shape);
+void gemm_gated(DispatchSink& s, Activation act, const Binding& w_gate, const Binding& w_up, const Binding& x,
+                const Binding& out, const GemmShape& shape, const Binding& step);
+
 // Whether dequant_f16() takes weights of this type (the block formats of ggml).
 bool dequantizes_to_f16(TensorType wtype);
 // out[n, k] f16 = W[n, k] (a block format), when step.n_tokens >= min_rows (else nothing).
@@ -236,9 +246,12 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
 
 // Causal attention of a prefill chunk: out[r, h] for query rows r < min(rows, step.n_tokens)
 // at positions step.pos + r, over the cache (which rope_kv has filled through the chunk).
+// out_dtype f16 writes halves (the O projection's GEMM X, gemm_takes_half_x): flash_cm.comp
+// only (flash_attention_coopmat).
 struct FlashShape {
     AttentionShape heads;
     uint32_t rows, q_stride, out_stride;
+    DType out_dtype = DType::kF32;
 };
 void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
                      const FlashShape& shape);
@@ -248,8 +261,10 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
 bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim);
 
 // out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).
+// max_rows: in a chunk's table, only for chunks of fewer tokens (the counts follow n; devices
+// with indirect counts), beside a gemm_gated for the longer ones.
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n,
-                      DType out_dtype = DType::kF32);
+                      DType out_dtype = DType::kF32, uint32_t max_rows = 0);
 
 // Samples one token per row of logits [rows, n] with the SamplerState in `sampler` (greedy,
 // or temperature with top-k, top-p and min-p; see shaders/sample.comp): token_ids[out_slot + r]

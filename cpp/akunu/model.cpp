@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "akunu/device.h"
 #include "akunu/error.h"
@@ -250,6 +251,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         dequant_ahead = !(overlap && std::string(overlap) == "0");
         for (int i = 0; i < kPrefillF16Weights; ++i) weights_f16[i] = &s.get(prefill_f16_weights_name(dequant_ahead ? i : 0));
     }
+    // The first chunk length past the short GEMM tiles (0: no short tiles in this table).
+    const uint32_t gated_from = short_rows && rows > short_rows ? short_rows + 1 : 0;
     int turn = 0;                          // which f16 buffer the next dequantization writes
     std::optional<size_t> dequant_at;      // where in the table: right after the last f16 GEMM
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
@@ -487,9 +490,14 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         t.set_label(blk + "attention");
         const kernels::AttentionShape heads{uint32_t(c.n_heads), uint32_t(c.n_kv_heads), uint32_t(c.head_dim), uint32_t(base_->context),
                                    sliding ? uint32_t(c.sliding_window) : 0u, c.attn_scale, c.attn_softcap};
+        // A chunk's attention writes the halves its O GEMM reads, where both take them (the
+        // O projection then runs on gemm_cm2.comp, not on the f32-X GEMM: 4.3 -> ~2.6 ms a 7b chunk).
+        const DType attn_dtype =
+            prefill && half_x(q_dim) && kernels::flash_attention_coopmat(t.device().profile(), cache, uint32_t(c.head_dim))
+                ? DType::kF16 : DType::kF32;
         if (prefill)
             kernels::flash_attention(t, q, cache, attn_out, step,
-                                     {heads, uint32_t(rows), uint32_t(qkv_row), uint32_t(q_dim)});
+                                     {heads, uint32_t(rows), uint32_t(qkv_row), uint32_t(q_dim), attn_dtype});
         else
             kernels::attention(t, q, cache, s.get("attn_partial"), attn_out, step, heads,
                                handoff_ptr(take_handoff(slot(l, 0), uint32_t(c.n_heads))));
@@ -498,7 +506,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         // The O GEMV also zeroes the layer before's slots (of the last layer, for l = 0).
         const uint32_t before = uint32_t(1 + kSlotsPerLayer * ((l + c.n_layers - 1) % c.n_layers));
         const auto o_handoff = take_handoff(slot(l, 1), o_tiles, any_handoff ? before : 0);
-        into_residual(L.o, {Binding(attn_out), std::nullopt}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr,
+        into_residual(L.o, {Binding(attn_out), std::nullopt, attn_dtype}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr,
                       handoff_ptr(o_handoff));
         t.set_label(blk + "ffn_norm");
         const ProjectionInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
@@ -509,6 +517,26 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
             kernels::gemv_gate_up(t, L.gate.buffer, L.up.buffer, L.gate.type, ffn_in.x, act, ffn, dim, a.activation,
                                   ffn_in.fold());
             down_in = {Binding(act), std::nullopt};
+        } else if (prefill && half_x(ffn) && L.up.type == L.gate.type &&
+                   kernels::gemm_fuses_gated(t.device().profile(), L.gate.type, a.activation,
+                                             {rows, ffn, dim, dim, ffn, gated_from, 0, ffn_in.dtype})) {
+            // f16 weights: the gate and up GEMMs with the activation in their epilogue, the down
+            // projection's halves written from the accumulators (no f32 gate and up, no act_*).
+            // Chunks short enough for the short tiles run those GEMMs and act_* in their own row
+            // window, which the long chunks' dispatch shares (only one of them has workgroups).
+            if (gated_from) {
+                for (const auto& [label, w, y] : {std::tuple{"ffn_gate", &L.gate, &gate}, std::tuple{"ffn_up", &L.up, &up}}) {
+                    t.set_label(blk + label);
+                    kernels::gemm(t, w->buffer, w->type, ffn_in.x, *y, {rows, ffn, dim, dim, ffn, 0, gated_from, ffn_in.dtype},
+                                  step);
+                }
+                t.set_label(blk + "ffn_act");
+                kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn, DType::kF16, gated_from);
+            }
+            t.set_label(blk + "ffn_gate_up");
+            kernels::gemm_gated(t, a.activation, L.gate.buffer, L.up.buffer, ffn_in.x, act,
+                                {rows, ffn, dim, dim, ffn, gated_from, 0, ffn_in.dtype}, step);
+            down_in = {Binding(act), std::nullopt, DType::kF16};
         } else {
             const auto gate_up_handoff = take_handoff(slot(l, 2), gate_up_tiles);
             project(blk, "ffn_gate_up", {{"ffn_gate", &L.gate, gate, ffn, ffn}, {"ffn_up", &L.up, up, ffn, ffn}}, ffn_in,

@@ -194,6 +194,22 @@ void init_kernels(py::module_& m) {
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("m"), py::arg("n"),
           py::arg("k"), py::arg("step"), py::arg("allow_coopmat") = true, py::arg("min_rows") = 0, py::arg("max_rows") = 0,
           py::arg("accumulate") = false);
+    k.def("gemm_gated",
+          [](CommandList& cl, const PyBuffer& w_gate, const PyBuffer& w_up, const PyBuffer& x, const PyBuffer& out, size_t m,
+             size_t n, size_t kk, const PyBuffer& step, const std::string& activation, uint32_t min_rows, uint32_t max_rows) {
+              AKUNU_CHECK(x.dtype == DType::kF16, "gemm_gated: X must be f16");
+              kernels::gemm_gated(cl, gated_activation_named(activation, "gemm_gated"), w_gate.buffer, w_up.buffer, x.buffer,
+                                  out.buffer, {m, n, kk, kk, n, min_rows, max_rows, DType::kF16}, step.buffer);
+          },
+          py::arg("cl"), py::arg("w_gate"), py::arg("w_up"), py::arg("x"), py::arg("out"), py::arg("m"), py::arg("n"),
+          py::arg("k"), py::arg("step"), py::arg("activation") = "silu", py::arg("min_rows") = 0, py::arg("max_rows") = 0,
+          "out [m, n] f16 = act(X @ W_gate.T) * (X @ W_up.T), X [m, k] f16, f16 weights: a prefill chunk's gate and up "
+          "GEMMs and activation in one dispatch (cooperative matrix 2 devices: gemm_fuses_gated).");
+    k.def("gemm_fuses_gated", [](const Device& d, const std::string& activation, size_t m, size_t n, size_t kk) {
+        return kernels::gemm_fuses_gated(d.profile(), TensorType::F16, gated_activation_named(activation, "gemm_fuses_gated"),
+                                         {m, n, kk, kk, n, 0, 0, DType::kF16});
+    }, py::arg("device"), py::arg("activation"), py::arg("m"), py::arg("n"), py::arg("k"),
+    "Whether gemm_gated runs for f16 weights and an f16 X of m rows here.");
     k.def("dequant_f16",
           [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& out, size_t n,
                         size_t kk, const PyBuffer& step, uint32_t min_rows) {

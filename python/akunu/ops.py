@@ -108,6 +108,21 @@ def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_row
                                                   accumulate))
 
 
+def gemm_gated(w_gate, w_up, x, out, activation: str = "silu", min_rows: int = 0, max_rows: int = 0) -> float:
+    """out [m, n] f16 = act(X @ W_gate.T) * (X @ W_up.T) with X [m, k] f16 and W_gate, W_up
+    [n, k] f16: a prefill chunk's gate and up GEMMs and gated activation (silu or gelu_tanh) in
+    one dispatch, on devices with cooperative matrix 2 (kernels.gemm_fuses_gated). Runs only if
+    min_rows <= m < max_rows, as gemm."""
+    m, k = x.shape
+    n = out.shape[-1]
+    for name, w in (("W_gate", w_gate), ("W_up", w_up)):
+        if tuple(w.shape) != (n, k):
+            raise ValueError(f"gemm_gated: {name} must be [n, k] = [{n}, {k}], got shape {tuple(w.shape)}")
+    step = out.device.upload(np.array([0, 0, m, 0], dtype=np.uint32))
+    return _run(out.device, lambda cl: kernels.gemm_gated(cl, w_gate, w_up, x, out, m, n, k, step, activation, min_rows,
+                                                          max_rows))
+
+
 def dequant_f16(w, out, wtype: str) -> float:
     """out [n, k] f16 = W as halves, W raw blocks of a ggml block format (Q8_0, Q4_0, Q4_1, Q4_K,
     Q5_K, Q6_K): what a long prefill chunk's GEMM reads in place of the blocks."""

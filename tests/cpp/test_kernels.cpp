@@ -310,7 +310,8 @@ TEST_F(KernelTest, DecodeAttentionMatchesSoftmax) {
 // (flash_attention.comp) and, where the device has cooperative matrices, on flash_cm.comp: head
 // sizes 64 and 128, query-head groups, a chunk of 77 rows starting at position 30 (blocks of 16
 // and 64 rows and tiles of 16 and 32 keys all end inside the chunk), a sliding window and a
-// softcap. flash_cm rounds Q and the weights to halves, hence its 5e-3 (outputs lie in [-1, 1]).
+// softcap. flash_cm rounds Q and the weights to halves, hence its 5e-3 (outputs lie in [-1, 1]);
+// it also writes halves (the O projection's GEMM X in a chunk), within the same tolerance.
 TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
     auto dev = device();
     struct Case {
@@ -332,15 +333,9 @@ TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
             Buffer qb = upload(dev, random_floats(rows * q_dim, 33, -2.0f, 2.0f), DType::kF32, &q);
             const StepState st{start, 0, rows, 0};
             Buffer step = dev->allocate(&st, sizeof(st));
-            Buffer out = poisoned(dev, rows * q_dim, DType::kF32);
             const float scale = 1.0f / std::sqrt(float(c.head_dim));
             const kernels::AttentionShape shape{c.n_heads, c.n_kv, c.head_dim, max_len, c.window, scale, c.softcap};
             const KvBindings cache{KvDType::kF16, &kb, &vb, {}, {}, KvRows::kFull, max_len};
-            CommandList cl(dev);
-            cl.begin();
-            kernels::flash_attention(cl, &qb, cache, &out, &step, {shape, rows, uint32_t(q_dim), uint32_t(q_dim)});
-            cl.end();
-            cl.submit_and_wait();
             std::vector<float> want(rows * q_dim);
             for (size_t r = 0; r < rows; ++r) {
                 const size_t pos = start + r, first = c.window > 0 && pos + 1 > c.window ? pos + 1 - c.window : 0;
@@ -351,10 +346,19 @@ TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
                 }
             }
             const float tol = coopmat ? 5e-3f : 1e-4f;
-            expect_close(download(out, rows * q_dim, DType::kF32), want, tol, tol,
-                         std::string(coopmat ? "flash_cm" : "flash_attention") + " heads=" + std::to_string(c.n_heads) + "/" +
-                             std::to_string(c.n_kv) + " head_dim=" + std::to_string(c.head_dim) +
-                             " window=" + std::to_string(c.window));
+            for (const DType out_dtype : {DType::kF32, DType::kF16}) {
+                if (out_dtype == DType::kF16 && !coopmat) continue;
+                Buffer out = poisoned(dev, rows * q_dim, out_dtype);
+                CommandList cl(dev);
+                cl.begin();
+                kernels::flash_attention(cl, &qb, cache, &out, &step, {shape, rows, uint32_t(q_dim), uint32_t(q_dim), out_dtype});
+                cl.end();
+                cl.submit_and_wait();
+                expect_close(download(out, rows * q_dim, out_dtype), want, tol, tol,
+                             std::string(coopmat ? "flash_cm" : "flash_attention") + " heads=" + std::to_string(c.n_heads) +
+                                 "/" + std::to_string(c.n_kv) + " head_dim=" + std::to_string(c.head_dim) +
+                                 " window=" + std::to_string(c.window) + (out_dtype == DType::kF16 ? " f16 out" : ""));
+            }
         }
     }
     unsetenv("AKUNU_NO_FLASH_COOPMAT");

@@ -189,6 +189,24 @@ def test_prefill_of_k_quant_models_matches_numpy_float64(tmp_path_factory):
         assert got.argmax() == want.argmax(), wtype
 
 
+def test_long_prefill_of_f16_models_matches_numpy_float64(tmp_path_factory, backend):
+    """A prompt past the short GEMM tiles (more than 96 tokens) runs the wide prefill GEMMs: on
+    devices with cooperative matrix 2 the gate and up projections and the activation as one
+    dispatch a layer (gemm_gated), whose halves the down projection reads. The last logits
+    against the float64 reference, and the table holds that dispatch exactly where the device
+    takes it."""
+    path = random_gguf(tmp_path_factory, "f16")
+    ids = [int(i) for i in np.random.default_rng(5).integers(0, 1024, 150)]
+    want = NumpyLlama(str(path)).logits(ids)[-1]
+    m = akunu.Model(path, context=256, progress=False)
+    got = m.eval(ids).copy()
+    assert np.abs(got - want).max() <= 2e-3 * np.abs(want).max() + 1e-3
+    assert got.argmax() == want.argmax()
+    gated = [c for c in m.dispatch_table(prefill=True) if c["kernel"] == "gemm_cm2_f16" and c["spec"][6] != 0]
+    fuses = kernels.gemm_fuses_gated(akunu.Device(backend), "silu", 150, 768, 256)
+    assert len(gated) == (4 if fuses else 0)  # the tiny model's 4 layers
+
+
 @pytest.mark.parametrize("wtype, where", [("Q2_K", "is not supported"),
                                           ("Q5_0", "which the GPU kernels do not support yet")])
 def test_unsupported_weight_types_are_refused_clearly(tmp_path_factory, wtype, where):

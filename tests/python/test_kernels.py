@@ -626,6 +626,59 @@ def test_gemm_on_workgroup_cooperative_matrices(device, rng, m, n, k, accumulate
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
+@pytest.mark.parametrize("m, n, k", [(97, 257, 1056), (300, 1000, 520), (300, 700, 1024), (512, 384, 2048),
+                                     (130, 2200, 512)])
+def test_gemm_gated_on_workgroup_cooperative_matrices(device, rng, m, n, k, activation):
+    """gemm_gated: a chunk's gate and up GEMMs and the activation in one dispatch, the product
+    written as halves, over row, output and k counts that leave partial tiles (64 outputs x 128
+    rows; 128 outputs past 2,048) and k steps, and k a multiple of the unrolled steps (1024, 2048,
+    512), where the tiles inside take unclamped loads: against float64 NumPy on the same halves
+    (one f16 rounding of the output plus f32 accumulation: 2e-3 of the output's scale), out
+    poisoned."""
+    if not kernels.gemm_fuses_gated(device, activation, m, n, k):
+        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and a build with AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
+    w_gate = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
+    w_up = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
+    x = (rng.standard_normal((m, k)) * 2).astype(np.float16)
+    out = poisoned(device, [m, n], np.float16)
+    ops.gemm_gated(device.upload(w_gate), device.upload(w_up), device.upload(x), out, activation=activation)
+    x64 = x.astype(np.float64)
+    want = gated_reference(x64 @ w_gate.astype(np.float64).T, x64 @ w_up.astype(np.float64).T, activation)
+    got = out.numpy().astype(np.float64)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+
+
+def test_gemm_gated_keeps_to_its_row_window(device, rng):
+    """Outside min_rows <= m < max_rows gemm_gated writes nothing (a chunk's table records it
+    for the long chunks beside the short tiles' GEMMs and act_*, which write the same rows)."""
+    m, n, k = 130, 64, 256
+    if not kernels.gemm_fuses_gated(device, "silu", m, n, k):
+        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and a build with AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
+    w = device.upload(rng.standard_normal((n, k)).astype(np.float16))
+    x = device.upload(rng.standard_normal((m, k)).astype(np.float16))
+    for lo, hi in [(m + 1, 0), (0, m)]:
+        out = poisoned(device, [m, n], np.float16)
+        ops.gemm_gated(w, w, x, out, min_rows=lo, max_rows=hi)
+        assert np.isnan(out.numpy()).all()
+
+
+def test_gemm_gated_refuses_what_it_cannot_run(device):
+    """Devices without cooperative matrix 2 (lavapipe, the CPU backend) and f32 X get a clear
+    error naming what the fused kernel needs, not a wrong result."""
+    w = device.upload(np.ones((64, 256), np.float16))
+    out = device.empty([130, 64], "f16")
+    if kernels.gemm_fuses_gated(device, "silu", 130, 64, 256):
+        with pytest.raises(akunu.Error, match="X must be f16"):
+            ops.gemm_gated(w, w, device.upload(np.ones((130, 256), np.float32)), out)
+    else:
+        with pytest.raises(akunu.Error, match="cooperative matrix 2"):
+            ops.gemm_gated(w, w, device.upload(np.ones((130, 256), np.float16)), out)
+    with pytest.raises(ValueError, match="W_up must be"):
+        ops.gemm_gated(w, device.upload(np.ones((64, 128), np.float16)), device.upload(np.ones((130, 256), np.float16)), out)
+
+
 def test_gemm_refuses_halves_it_cannot_read(device, rng):
     """X as halves needs the cooperative-matrix GEMM and k a multiple of 8: anything else is a
     clear error, not a kernel reading halves as floats."""
