@@ -50,7 +50,9 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 7},  // its last binding: hand-off counters
-        {"act_", sizeof(ActParams), 3}, {"sample", sizeof(SampleParams), 5}, {"gemm_", sizeof(GemmParams), 4},
+        {"act_", sizeof(ActParams), 3}, {"sample", sizeof(SampleParams), 5},
+        {"gemm_cm2_", sizeof(GemmParams), 5},  // binding 4: the gated variant's up matrix
+        {"gemm_", sizeof(GemmParams), 4},
         {"flash_attention", sizeof(FlashAttentionParams), 5}, {"flash_cm_d", sizeof(FlashAttentionParams), 5}, {"last_row", sizeof(LastRowParams), 3},
         {"softcap", sizeof(SoftcapParams), 2}, {"layernorm", sizeof(LayerNormParams), 5},
         {"encoder_attention", sizeof(EncoderAttentionParams), 4}, {"pool", sizeof(PoolParams), 3},
