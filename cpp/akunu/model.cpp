@@ -255,31 +255,44 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const uint32_t gated_from = short_rows && rows > short_rows ? short_rows + 1 : 0;
     int turn = 0;                          // which f16 buffer the next dequantization writes
     std::optional<size_t> dequant_at;      // where in the table: right after the last f16 GEMM
+    // The format's own GEMM for chunks of fewer than `below` tokens (0: any), in short tiles up
+    // to short_rows where the device takes them.
+    auto own_gemm = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
+                        DType x_dtype, uint32_t below) {
+        uint32_t from = 0;
+        if (short_rows && rows > short_rows && (below == 0 || below > short_rows + 1)) {
+            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, short_rows + 1, x_dtype}, step, accumulate);
+            from = short_rows + 1;
+        }
+        kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, from, below, x_dtype}, step, accumulate);
+    };
+    // Whether a chunk's GEMMs read `w` dequantized to f16 (for chunks of dequant_rows or more).
+    auto reads_dequantized = [&](const Weight& w, size_t n, size_t kk) {
+        return prefill && weights_f16[0] && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
+               n * kk * 2 <= std::min<size_t>(weights_f16[0]->size(), t.device().profile().max_storage_buffer_range);
+    };
+    // `w` dequantized into the next f16 buffer, placed right after the last f16 GEMM.
+    auto dequantized = [&](const Weight& w, size_t n, size_t kk) -> const Buffer& {
+        const Buffer& f16 = *weights_f16[turn];
+        turn = (turn + 1) % kPrefillF16Weights;
+        if (dequant_at) t.insert_at(*dequant_at);
+        kernels::dequant_f16(t, w.buffer, w.type, f16, n, kk, step, dequant_rows);
+        t.end_insert();
+        return f16;
+    };
+    auto f16_gemm_recorded = [&] {
+        if (dequant_ahead) dequant_at = t.commands().size();
+    };
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                       const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32,
                       const kernels::GemvHandoff* handoff = nullptr) {
-        // The format's own GEMM for chunks of fewer than `below` tokens (0: any), in short tiles
-        // up to short_rows where the device takes them.
-        auto own_gemm = [&](uint32_t below) {
-            uint32_t from = 0;
-            if (short_rows && rows > short_rows && (below == 0 || below > short_rows + 1)) {
-                kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, 0, short_rows + 1, x_dtype}, step, accumulate);
-                from = short_rows + 1;
-            }
-            kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, kk, kk, ldy, from, below, x_dtype}, step, accumulate);
-        };
-        if (prefill && weights_f16[0] && rows >= dequant_rows && kernels::dequantizes_to_f16(w.type) &&
-            n * kk * 2 <= std::min<size_t>(weights_f16[0]->size(), t.device().profile().max_storage_buffer_range)) {
-            const Buffer& f16 = *weights_f16[turn];
-            turn = (turn + 1) % kPrefillF16Weights;
-            if (dequant_at) t.insert_at(*dequant_at);
-            kernels::dequant_f16(t, w.buffer, w.type, f16, n, kk, step, dequant_rows);
-            t.end_insert();
-            own_gemm(dequant_rows);
+        if (reads_dequantized(w, n, kk)) {
+            const Buffer& f16 = dequantized(w, n, kk);
+            own_gemm(w, x, y, n, kk, ldy, accumulate, x_dtype, dequant_rows);
             kernels::gemm(t, f16, TensorType::F16, x, y, {rows, n, kk, kk, ldy, dequant_rows, 0, x_dtype}, step, accumulate);
-            if (dequant_ahead) dequant_at = t.commands().size();
+            f16_gemm_recorded();
         } else if (prefill)
-            own_gemm(0);
+            own_gemm(w, x, y, n, kk, ldy, accumulate, x_dtype, 0);
         else
             kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, input, kernels::engine_x_rounding(t.device().profile()),
                           handoff);
@@ -511,31 +524,41 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         t.set_label(blk + "ffn_norm");
         const ProjectionInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
         ProjectionInput down_in;
+        // A chunk's gated GEMM (below) reads f16 weights from their first chunk length past the
+        // short tiles, block formats dequantized from dequant_rows.
+        const bool gate_up_f16 = L.gate.type == TensorType::F16 && L.up.type == TensorType::F16;
+        const bool gate_up_dequantized = reads_dequantized(L.gate, ffn, dim) && reads_dequantized(L.up, ffn, dim);
+        const uint32_t gated_rows = gate_up_f16 ? gated_from : dequant_rows;
         if (fused_gate_up) {
             // Float weights: act(gate) * up straight from the gate/up dispatch.
             t.set_label(blk + "ffn_gate_up");
             kernels::gemv_gate_up(t, L.gate.buffer, L.up.buffer, L.gate.type, ffn_in.x, act, ffn, dim, a.activation,
                                   ffn_in.fold());
             down_in = {Binding(act), std::nullopt};
-        } else if (prefill && half_x(ffn) && L.up.type == L.gate.type &&
-                   kernels::gemm_fuses_gated(t.device().profile(), L.gate.type, a.activation,
-                                             {rows, ffn, dim, dim, ffn, gated_from, 0, ffn_in.dtype})) {
-            // f16 weights: the gate and up GEMMs with the activation in their epilogue, the down
-            // projection's halves written from the accumulators (no f32 gate and up, no act_*).
-            // Chunks short enough for the short tiles run those GEMMs and act_* in their own row
-            // window, which the long chunks' dispatch shares (only one of them has workgroups).
-            if (gated_from) {
+        } else if (prefill && half_x(ffn) && (gate_up_f16 || gate_up_dequantized) &&
+                   kernels::gemm_fuses_gated(t.device().profile(), TensorType::F16, a.activation,
+                                             {rows, ffn, dim, dim, ffn, gated_rows, 0, ffn_in.dtype})) {
+            // The gate and up GEMMs with the activation in their epilogue, on f16 weights or on
+            // block formats dequantized to f16: the down projection's halves written from the
+            // accumulators (no f32 gate and up, no act_*). Shorter chunks (the short tiles, or
+            // the formats' own GEMMs) run those GEMMs and act_* in their own row window, which
+            // the gated dispatch shares (only one of them has workgroups for a chunk).
+            t.set_label(blk + "ffn_gate");
+            const Buffer& w_gate = gate_up_f16 ? L.gate.buffer : dequantized(L.gate, ffn, dim);
+            t.set_label(blk + "ffn_up");
+            const Buffer& w_up = gate_up_f16 ? L.up.buffer : dequantized(L.up, ffn, dim);
+            if (gated_rows) {
                 for (const auto& [label, w, y] : {std::tuple{"ffn_gate", &L.gate, &gate}, std::tuple{"ffn_up", &L.up, &up}}) {
                     t.set_label(blk + label);
-                    kernels::gemm(t, w->buffer, w->type, ffn_in.x, *y, {rows, ffn, dim, dim, ffn, 0, gated_from, ffn_in.dtype},
-                                  step);
+                    own_gemm(*w, ffn_in.x, *y, ffn, dim, ffn, false, ffn_in.dtype, gated_rows);
                 }
                 t.set_label(blk + "ffn_act");
-                kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn, DType::kF16, gated_from);
+                kernels::gated_activation(t, a.activation, gate, up, act, rows * ffn, DType::kF16, gated_rows);
             }
             t.set_label(blk + "ffn_gate_up");
-            kernels::gemm_gated(t, a.activation, L.gate.buffer, L.up.buffer, ffn_in.x, act,
-                                {rows, ffn, dim, dim, ffn, gated_from, 0, ffn_in.dtype}, step);
+            kernels::gemm_gated(t, a.activation, w_gate, w_up, ffn_in.x, act,
+                                {rows, ffn, dim, dim, ffn, gated_rows, 0, ffn_in.dtype}, step);
+            f16_gemm_recorded();
             down_in = {Binding(act), std::nullopt, DType::kF16};
         } else {
             const auto gate_up_handoff = take_handoff(slot(l, 2), gate_up_tiles);

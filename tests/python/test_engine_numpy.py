@@ -189,13 +189,14 @@ def test_prefill_of_k_quant_models_matches_numpy_float64(tmp_path_factory):
         assert got.argmax() == want.argmax(), wtype
 
 
-def test_long_prefill_of_f16_models_matches_numpy_float64(tmp_path_factory, backend):
-    """A prompt past the short GEMM tiles (more than 96 tokens) runs the wide prefill GEMMs: on
-    devices with cooperative matrix 2 the gate and up projections and the activation as one
-    dispatch a layer (gemm_gated), whose halves the down projection reads. The last logits
-    against the float64 reference, and the table holds that dispatch exactly where the device
-    takes it."""
-    path = random_gguf(tmp_path_factory, "f16")
+@pytest.mark.parametrize("wtype", ["f16", "q8_0"])
+def test_long_prefill_matches_numpy_float64(tmp_path_factory, backend, wtype):
+    """A prompt past the short GEMM tiles (more than 96 tokens; q8_0 past the 128 from which a
+    chunk's GEMMs read its matrices dequantized to f16) runs the wide prefill GEMMs: on devices
+    with cooperative matrix 2 the gate and up projections and the activation as one dispatch a
+    layer (gemm_gated), whose halves the down projection reads. The last logits against the
+    float64 reference, and the table holds that dispatch exactly where the device takes it."""
+    path = random_gguf(tmp_path_factory, wtype)
     ids = [int(i) for i in np.random.default_rng(5).integers(0, 1024, 150)]
     want = NumpyLlama(str(path)).logits(ids)[-1]
     m = akunu.Model(path, context=256, progress=False)
