@@ -646,11 +646,17 @@ static std::vector<uint32_t> cm2_spec(size_t n, bool gated) {
     return {features, tokens, step_k, std::max(unroll, 1u), invocations, tokens_fastest, 0};
 }
 
-// Whether gemm() takes gemm_cm2.comp for these weights and rows (its m, or what its row window
-// admits): f16 W, X as halves, past the short tiles, on a device with cooperative matrix 2.
-static bool gemm_runs_cm2(const DeviceProfile& d, TensorType wtype, DType x_dtype, size_t rows_seen) {
-    const bool short_tiles = d.gemm_short_rows && rows_seen <= d.gemm_short_rows;
-    return d.gemm_coopmat && d.gemm_coopmat2 && x_dtype == DType::kF16 && wtype == TensorType::F16 && !short_tiles;
+// Whether a GEMM sees no more rows than the device's short tiles take: its m, or what its row
+// window admits.
+static bool gemm_short_tiles(const DeviceProfile& d, const GemmShape& g) {
+    const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
+    return d.gemm_short_rows && rows_seen <= d.gemm_short_rows;
+}
+
+// Whether gemm() takes gemm_cm2.comp: f16 W, X as halves, past the short tiles, on a device
+// with cooperative matrix 2.
+static bool gemm_runs_cm2(const DeviceProfile& d, TensorType wtype, const GemmShape& g) {
+    return d.gemm_coopmat && d.gemm_coopmat2 && g.x_dtype == DType::kF16 && wtype == TensorType::F16 && !gemm_short_tiles(d, g);
 }
 
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,
@@ -669,9 +675,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
     AKUNU_CHECK(!x_half || (coopmat && gemm_takes_half_x(s.device().profile(), g.k, g.ldx)),
                 "gemm: an f16 X needs the cooperative-matrix GEMM and k and ldx multiples of 8 (gemm_takes_half_x)");
-    const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
-    const uint32_t short_rows = s.device().profile().gemm_short_rows;
-    const bool short_tiles = short_rows && rows_seen <= short_rows;
+    const bool short_tiles = gemm_short_tiles(s.device().profile(), g);
     std::vector<Binding> bindings{w, x, y, step};
     // [cooperative matrices][short tiles]: the kernel and its tile (gemm_tiles.h).
     static const struct { const char* kernel; size_t bm, bn; } kTiles[2][2] = {
@@ -684,7 +688,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     std::vector<uint32_t> spec;
     // f16 W and X past the short tiles: workgroup-scope cooperative matrices where the device
     // and the build have them (gemm_cm2.comp; its tile: cm2_spec).
-    const bool cm2 = allow_coopmat && gemm_runs_cm2(s.device().profile(), wtype, g.x_dtype, rows_seen);
+    const bool cm2 = allow_coopmat && gemm_runs_cm2(s.device().profile(), wtype, g);
     if (cm2) {
         spec = cm2_spec(g.n, false);
         kernel = "gemm_cm2_f16", bm = spec[1], bn = spec[0];
@@ -710,10 +714,9 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 
 bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& g) {
     const char* off = std::getenv("AKUNU_GEMM_GATED");
-    const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
     // The row window of a shorter chunk's act_* comes from the indirect counts alone (act.comp
     // has no step to check), so only devices that use them.
-    return gemm_runs_cm2(d, wtype, g.x_dtype, rows_seen) && d.indirect_counts && gemm_takes_half_x(d, g.k, g.ldx) &&
+    return gemm_runs_cm2(d, wtype, g) && d.indirect_counts && gemm_takes_half_x(d, g.k, g.ldx) &&
            (act == Activation::kSilu || act == Activation::kGeluTanh) && !(off && std::string(off) == "0");
 }
 

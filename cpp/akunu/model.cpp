@@ -251,8 +251,6 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         dequant_ahead = !(overlap && std::string(overlap) == "0");
         for (int i = 0; i < kPrefillF16Weights; ++i) weights_f16[i] = &s.get(prefill_f16_weights_name(dequant_ahead ? i : 0));
     }
-    // The first chunk length past the short GEMM tiles (0: no short tiles in this table).
-    const uint32_t gated_from = short_rows && rows > short_rows ? short_rows + 1 : 0;
     int turn = 0;                          // which f16 buffer the next dequantization writes
     std::optional<size_t> dequant_at;      // where in the table: right after the last f16 GEMM
     // The format's own GEMM for chunks of fewer than `below` tokens (0: any), in short tiles up
@@ -524,11 +522,11 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         t.set_label(blk + "ffn_norm");
         const ProjectionInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
         ProjectionInput down_in;
-        // A chunk's gated GEMM (below) reads f16 weights from their first chunk length past the
-        // short tiles, block formats dequantized from dequant_rows.
+        // A chunk's gated GEMM (below) reads f16 weights from the first chunk length past the
+        // short tiles (0: none in this table), block formats dequantized from dequant_rows.
         const bool gate_up_f16 = L.gate.type == TensorType::F16 && L.up.type == TensorType::F16;
         const bool gate_up_dequantized = reads_dequantized(L.gate, ffn, dim) && reads_dequantized(L.up, ffn, dim);
-        const uint32_t gated_rows = gate_up_f16 ? gated_from : dequant_rows;
+        const uint32_t gated_rows = !gate_up_f16 ? dequant_rows : short_rows && rows > short_rows ? short_rows + 1 : 0;
         if (fused_gate_up) {
             // Float weights: act(gate) * up straight from the gate/up dispatch.
             t.set_label(blk + "ffn_gate_up");

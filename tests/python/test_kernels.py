@@ -629,15 +629,17 @@ def test_gemm_on_workgroup_cooperative_matrices(device, rng, m, n, k, accumulate
 @pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
 @pytest.mark.parametrize("m, n, k", [(97, 257, 1056), (300, 1000, 520), (300, 700, 1024), (512, 384, 2048),
                                      (130, 2200, 512)])
-def test_gemm_gated_on_workgroup_cooperative_matrices(device, rng, m, n, k, activation):
+def test_gemm_gated_on_workgroup_cooperative_matrices(device, rng, m, n, k, activation, monkeypatch):
     """gemm_gated: a chunk's gate and up GEMMs and the activation in one dispatch, the product
     written as halves, over row, output and k counts that leave partial tiles (64 outputs x 128
     rows; 128 outputs past 2,048) and k steps, and k a multiple of the unrolled steps (1024, 2048,
     512), where the tiles inside take unclamped loads: against float64 NumPy on the same halves
     (one f16 rounding of the output plus f32 accumulation: 2e-3 of the output's scale), out
     poisoned."""
+    monkeypatch.delenv("AKUNU_GEMM_GATED", raising=False)  # the engine's A/B switch does not skip the kernel's test
     if not kernels.gemm_fuses_gated(device, activation, m, n, k):
-        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and a build with AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
+        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and indirect counts, and a build with "
+                    "AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
     w_gate = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
     w_up = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
     x = (rng.standard_normal((m, k)) * 2).astype(np.float16)
@@ -650,12 +652,14 @@ def test_gemm_gated_on_workgroup_cooperative_matrices(device, rng, m, n, k, acti
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
 
 
-def test_gemm_gated_keeps_to_its_row_window(device, rng):
+def test_gemm_gated_keeps_to_its_row_window(device, rng, monkeypatch):
     """Outside min_rows <= m < max_rows gemm_gated writes nothing (a chunk's table records it
     for the long chunks beside the short tiles' GEMMs and act_*, which write the same rows)."""
     m, n, k = 130, 64, 256
+    monkeypatch.delenv("AKUNU_GEMM_GATED", raising=False)  # the engine's A/B switch does not skip the kernel's test
     if not kernels.gemm_fuses_gated(device, "silu", m, n, k):
-        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and a build with AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
+        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and indirect counts, and a build with "
+                    "AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
     w = device.upload(rng.standard_normal((n, k)).astype(np.float16))
     x = device.upload(rng.standard_normal((m, k)).astype(np.float16))
     for lo, hi in [(m + 1, 0), (0, m)]:
