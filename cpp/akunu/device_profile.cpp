@@ -176,6 +176,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     p.weight_tiles = tiles_off || !tiles_fit || p.gemv_words ? WeightTiles::kNone : WeightTiles::kBlocks32;
     const char* handoff = std::getenv("AKUNU_GEMV_HANDOFF");
     p.gemv_handoff = handoff && *handoff ? std::string(handoff) != "0" : p.vendor_id == 0x10DE;
+    const char* norm_forward = std::getenv("AKUNU_NORM_FORWARD");
+    p.norm_forward = !(norm_forward && std::string(norm_forward) == "0");
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     if (has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
         VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{
@@ -256,6 +258,7 @@ std::string DeviceProfile::describe() const {
             yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
             yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
     if (gemv_handoff) appendf(s, "  decode            GEMVs hand x off through counters, not barriers\n");
+    if (norm_forward && !cpu_backend) appendf(s, "  decode            float GEMVs hand the next norm forward\n");
     if (gemm_coopmat2) appendf(s, "  prefill           f16 GEMMs on workgroup-scope cooperative matrices (coopmat2)\n");
     if (gemm_short_rows)
         appendf(s, "  prefill           chunks of up to %u tokens in short GEMM tiles\n", gemm_short_rows);

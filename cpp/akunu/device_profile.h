@@ -105,6 +105,9 @@ struct DeviceProfile {
     // next one's. AKUNU_GEMV_HANDOFF=1 turns it on elsewhere (lavapipe runs one dispatch after
     // another, so the waits pass at once: what the tests use), 0 off.
     bool gemv_handoff = false;
+    // A decode step's float GEMVs that add into the residual stream hand the next pre-norm
+    // forward (kernels::GemvNormOut): on Vulkan devices; AKUNU_NORM_FORWARD=0 off (A/B).
+    bool norm_forward = false;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
     // VK_KHR_pipeline_executable_properties: the driver reports what it compiled each kernel to

@@ -394,7 +394,7 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
 // W0 with the same rows of W1 in each workgroup and writes act(gate) * up to y[0].
 void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
                     const Binding& x, const Binding& second, const GemvParams& p, const GemvRopeKv* rope = nullptr,
-                    uint32_t gated = AKUNU_GEMV_X) {
+                    uint32_t gated = AKUNU_GEMV_X, const GemvNormOut* norm_out = nullptr) {
     const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
     const bool pairs = gated != AKUNU_GEMV_X;
     // A RoPE pair's rows in one workgroup; gate and up rows in halves of one.
@@ -403,6 +403,10 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
     if (float_weights(wtype)) {
         bindings.insert(bindings.end(), {w[1], w[2], y[1], y[2]});
         append_rope_bindings(bindings, rope, x, y[0]);
+        if (norm_out)
+            bindings.insert(bindings.end(), {norm_out->weight, norm_out->normed, norm_out->sums});
+        else
+            bindings.insert(bindings.end(), {x, y[0], y[0]});
     }
     const size_t groups = pairs ? (size_t(p.rows) + group_rows / 2 - 1) / (group_rows / 2)
                                 : (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
@@ -458,13 +462,24 @@ GemvParams gemv_params(const std::array<size_t, 3>& rows, size_t k, bool accumul
                        const GemvInput* input, const char* kernel) {
     check_fits(x, k, DType::kF32, kernel, "x");
     const uint32_t op = input ? input->op : AKUNU_GEMV_X;
-    AKUNU_CHECK(op <= AKUNU_GEMV_GELU_TANH_GATE, std::string(kernel) + ": unknown input op " + std::to_string(op));
-    if (op != AKUNU_GEMV_X)
+    AKUNU_CHECK(op <= AKUNU_GEMV_RMSNORM_READY, std::string(kernel) + ": unknown input op " + std::to_string(op));
+    if (op == AKUNU_GEMV_RMSNORM_READY) {
+        AKUNU_CHECK(input->partials > 0, std::string(kernel) + ": a norm handed forward needs its sums of squares");
+        check_fits(input->second, input->partials, DType::kF32, kernel, "sums of squares");
+    } else if (op != AKUNU_GEMV_X) {
         check_fits(input->second, k, DType::kF32, kernel, op == AKUNU_GEMV_RMSNORM ? "norm weight" : "up");
+    }
     const std::string what = std::string(kernel) + ": rows";
     AKUNU_CHECK(rows[1] <= 0xFFFFFFFFu && rows[2] <= 0xFFFFFFFFu, what + " must be below 2^32");
     return {checked_u32(rows[0], what.c_str()), checked_u32(k, (std::string(kernel) + ": k").c_str()), accumulate ? 1u : 0u,
-            op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2]), 0, 0, 0};
+            op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2]), 0, 0, 0,
+            0, 0, 0, 0, 0, 0, 0, input ? input->partials : 0u, 0};
+}
+// A norm handed forward rides only on gemv.comp's float path (its workgroups' rows are the
+// residual rows they sum, by a subgroup add over the rows' invocations); the tile, integer-dot
+// and word GEMVs do not take it.
+bool takes_norm_ready(const DeviceProfile& d, TensorType wtype) {
+    return !d.cpu_backend && float_weights(wtype) && d.subgroup_size >= gemv_comp_shape(d, wtype).rows;
 }
 }  // namespace
 
@@ -519,18 +534,47 @@ GemvInput GemvInput::rmsnorm(const Binding& weight, float eps, float weight_offs
     return {AKUNU_GEMV_RMSNORM, weight, eps, weight_offset};
 }
 
+GemvInput GemvInput::rmsnorm_ready(const Binding& sums, uint32_t partials, float eps) {
+    return {AKUNU_GEMV_RMSNORM_READY, sums, eps, 0.0f, partials};
+}
+
+bool gemv_hands_norm_forward(const DeviceProfile& d, TensorType producer, TensorType consumer) {
+    return d.norm_forward && takes_norm_ready(d, producer) && takes_norm_ready(d, consumer);
+}
+
+uint32_t gemv_norm_partials(const DeviceProfile& d, TensorType wtype, size_t rows) {
+    const uint32_t group_rows = gemv_comp_shape(d, wtype).rows;
+    return uint32_t((rows + group_rows - 1) / group_rows);
+}
+
 GemvInput GemvInput::gated(Activation act, const Binding& up) {
     AKUNU_CHECK(act != Activation::kGelu, "gemv: GELU (erf) has no gated form to fold");
     return {act == Activation::kSilu ? AKUNU_GEMV_SILU_GATE : AKUNU_GEMV_GELU_TANH_GATE, up};
 }
 
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate, const GemvInput* input, XRounding rounding, const GemvHandoff* handoff) {
+          bool accumulate, const GemvInput* input, XRounding rounding, const GemvHandoff* handoff,
+          const GemvNormOut* norm_out) {
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, k, "gemv", "k");
     check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
     check_fits(y, rows, DType::kF32, "gemv", "y");
-    const GemvParams p = gemv_params({rows, 0, 0}, k, accumulate, x, input, "gemv");
+    GemvParams p = gemv_params({rows, 0, 0}, k, accumulate, x, input, "gemv");
+    const DeviceProfile& profile = s.device().profile();
+    AKUNU_CHECK(p.x_op != AKUNU_GEMV_RMSNORM_READY || takes_norm_ready(profile, wtype),
+                std::string("gemv: ") + t.name + " weights take no norm handed forward on this device");
+    if (norm_out) {
+        AKUNU_CHECK(takes_norm_ready(profile, wtype),
+                    std::string("gemv: ") + t.name + " weights hand no norm forward on this device");
+        AKUNU_CHECK(accumulate && p.x_op != AKUNU_GEMV_RMSNORM && p.x_op != AKUNU_GEMV_RMSNORM_READY,
+                    "gemv: only a GEMV that adds into the residual stream, with no norm of its own, hands a norm forward");
+        AKUNU_CHECK(!handoff, "gemv: a GEMV that hands a norm forward takes no hand-off");
+        check_fits(norm_out->weight, rows, DType::kF32, "gemv", "next norm weight");
+        check_fits(norm_out->normed, rows, DType::kF32, "gemv", "normed");
+        check_fits(norm_out->sums, gemv_norm_partials(profile, wtype, rows), DType::kF32, "gemv", "sums of squares");
+        p.norm_out = 1;
+        p.norm_out_offset = norm_out->weight_offset;
+    }
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const DeviceProfile& d = s.device().profile();
@@ -548,7 +592,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
              bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }
-    emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p);
+    emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, nullptr, AKUNU_GEMV_X, norm_out);
 }
 
 bool gemv_fuses_gate_up(const DeviceProfile& d, TensorType wtype, size_t k, Activation act) {
@@ -594,6 +638,8 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
         check_fits(y[i], rows[i], DType::kF32, "gemv_parts", y_names[i]);
     }
     GemvParams p = gemv_params(rows, k, false, x, input, "gemv_parts");
+    AKUNU_CHECK(p.x_op != AKUNU_GEMV_RMSNORM_READY || takes_norm_ready(s.device().profile(), wtype),
+                std::string("gemv_parts: ") + t.name + " weights take no norm handed forward on this device");
     if (rope) {
         const KvBindings& c = rope->cache;
         AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, c, rope->half_split),

@@ -56,14 +56,36 @@ std::string weight_variant(const char* kernel, TensorType type);
 // weight_offset) / sqrt(mean(x^2) + eps), or a gated activation, act(x) * up, with x the gate.
 struct GemvInput {
     uint32_t op = 0;   // AKUNU_GEMV_* (params.h)
-    Binding second;    // [k] f32: the norm's weight, or up
+    Binding second;    // [k] f32: the norm's weight, or up; [partials] for rmsnorm_ready
     float eps = 0.0f;
     float weight_offset = 0.0f;
+    uint32_t partials = 0;  // rmsnorm_ready: the sums of squares in `second`
 
     static GemvInput rmsnorm(const Binding& weight, float eps, float weight_offset);
     // Throws for an activation without a gated form (kGelu).
     static GemvInput gated(Activation act, const Binding& up);
+    // An RMSNorm handed forward by the GEMV that wrote x (GemvNormOut): x comes weighted, and
+    // `sums` holds that GEMV's `partials` sums of squares of the unweighted rows.
+    static GemvInput rmsnorm_ready(const Binding& sums, uint32_t partials, float eps);
 };
+// The next pre-norm handed forward by a GEMV that adds into the residual stream (the O and
+// down projections of a decode step): besides y += W·x it writes x_next = y * (weight +
+// weight_offset) and, per workgroup, the sum of its rows' squares, so that the GEMVs reading
+// the normed stream (GemvInput::rmsnorm_ready) load neither the norm's weight nor all of y
+// for its mean. Measured on an H100 (bench/NOTES.md): those two cost 4 % of a float model's
+// decode step; handed forward, decode of 7b f16 +2 % and 1b f16 +1.6 %. Only where
+// gemv_hands_norm_forward.
+struct GemvNormOut {
+    Binding weight;        // [rows] f32: the next norm's weight
+    float weight_offset = 0.0f;
+    Binding normed;        // [rows] f32: y * (weight + weight_offset)
+    Binding sums;          // [gemv_norm_partials(rows)] f32
+};
+// Whether a GEMV of `producer` weights hands the next norm forward (GemvNormOut) to GEMVs of
+// `consumer` weights on this device: float weights on gemv.comp, Vulkan devices.
+bool gemv_hands_norm_forward(const DeviceProfile& device, TensorType producer, TensorType consumer);
+// The sums of squares a GemvNormOut GEMV of `rows` rows writes: one per workgroup.
+uint32_t gemv_norm_partials(const DeviceProfile& device, TensorType wtype, size_t rows);
 // How a GEMV of Q8_0, Q4_0 or Q4_1 weights holds x: as fp32 (float products), or rounded per
 // block of 32 for integer dot products, to int16 (step max|x| / 32767: within 2^-16 of the
 // block's largest |x|, as the CPU backend's GEMV rounds it) or to int8 (step max|x| / 127, half
@@ -112,7 +134,7 @@ bool attention_hands_off(const DeviceProfile& device, uint32_t n_heads);
 uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows);
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
           bool accumulate = false, const GemvInput* input = nullptr, XRounding rounding = XRounding::kFloat,
-          const GemvHandoff* handoff = nullptr);
+          const GemvHandoff* handoff = nullptr, const GemvNormOut* norm_out = nullptr);
 // rope_kv folded into the Q/K/V gemv_parts of a decode step (one token, at step.pos): Q and K
 // rotated on adjacent pairs (RopeStyle::kInterleaved) or, with half_split, on (i, i + head_dim
 // / 2) (RopeStyle::kHalfSplit) with the given tables, and K and V also stored to an f16 cache of

@@ -19,6 +19,9 @@ std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain
         {"h0", dim * f32},
         {"h1", dim * f32},
         {"residual", dim * f32},
+        // A norm handed forward: a sum of squares per workgroup of the GEMV that wrote the
+        // residual stream (kernels::GemvNormOut), at most one per row.
+        {"norm_sums", dim * f32},
         {"qkv", uint64_t(c.q_dim + 2 * c.kv_dim) * f32},
         {"attn_out", uint64_t(std::max(c.q_dim, c.dim)) * f32},
         {"ffn_gate", ffn * f32},

@@ -333,12 +333,43 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         }
         return {Binding(gate), kernels::GemvInput::gated(a.activation, Binding(up))};
     };
+    // The next pre-norm handed forward (kernels::GemvNormOut): in a decode step whose GEMVs on
+    // both sides are float gemv.comp ones, the GEMV that adds into the residual stream also
+    // writes the stream times `norm`'s weight into `residual` and its sums of squares, and the
+    // GEMVs after it read those (`ready`) instead of folding the norm: no norm weight loads and
+    // no pass over h0 for its mean in every workgroup (4 % of a float decode step, H100).
+    std::optional<ProjectionInput> ready;
+    auto hand_norm_forward = [&](const Weight& producer, const Weight& norm,
+                                 std::initializer_list<const Weight*> readers) -> std::optional<kernels::GemvNormOut> {
+        if (prefill) return std::nullopt;
+        for (const Weight* r : readers)
+            if (!kernels::gemv_hands_norm_forward(t.device().profile(), producer.type, r->type)) return std::nullopt;
+        const Binding sums(s.get("norm_sums"));
+        const uint32_t partials = kernels::gemv_norm_partials(t.device().profile(), producer.type, dim);
+        ready = ProjectionInput{Binding(residual), kernels::GemvInput::rmsnorm_ready(sums, partials, c.norm_eps)};
+        return kernels::GemvNormOut{Binding(norm.buffer), norm_offset, Binding(residual), sums};
+    };
+    // The input of the projections after a pre-norm: handed forward, else pre_norm's.
+    auto normed_input = [&](const Weight& w, TensorType projection_type, const Buffer& x, const Buffer& normed, size_t n_rows,
+                            bool read_by_gemv) -> ProjectionInput {
+        if (ready) {
+            ProjectionInput in = *ready;
+            ready.reset();
+            return in;
+        }
+        return pre_norm(w, projection_type, x, normed, n_rows, read_by_gemv);
+    };
     // h0 += W·x, the output projections of attention and FFN. Without a post-norm the product
     // adds straight into the residual stream; with one (gemma2/3) it is normed in h1 first.
     auto into_residual = [&](const Weight& w, const ProjectionInput& in, size_t kk, const Weight* post_norm,
-                             const kernels::GemvHandoff* handoff = nullptr) {
+                             const kernels::GemvHandoff* handoff = nullptr,
+                             const std::optional<kernels::GemvNormOut>& norm_out = std::nullopt) {
         if (!post_norm) {
-            matmul(w, in.x, h0, dim, kk, dim, true, in.fold(), in.dtype, handoff);
+            if (norm_out)
+                kernels::gemv(t, w.buffer, w.type, in.x, h0, dim, kk, true, in.fold(),
+                              kernels::engine_x_rounding(t.device().profile()), handoff, &*norm_out);
+            else
+                matmul(w, in.x, h0, dim, kk, dim, true, in.fold(), in.dtype, handoff);
             return;
         }
         AKUNU_CHECK(!handoff || !handoff->signal, "a GEMV whose output is post-normed hands nothing off");
@@ -462,7 +493,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const LayerWeights& L = base_->weights.layers[size_t(l)];
         const std::string blk = "blk." + std::to_string(l) + ".";
         t.set_label(blk + "attn_norm");
-        const ProjectionInput attn_in = pre_norm(L.attn_norm, L.q.type, h0, residual, rows, !prefill);
+        const ProjectionInput attn_in = normed_input(L.attn_norm, L.q.type, h0, residual, rows, !prefill);
         const bool sliding = c.is_sliding(l);
         const bool local = sliding && local_tables;
         const Buffer &rope_cos = s.get(local ? "rope_cos_local" : "rope_cos"), &rope_sin = s.get(local ? "rope_sin_local" : "rope_sin");
@@ -518,9 +549,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const uint32_t before = uint32_t(1 + kSlotsPerLayer * ((l + c.n_layers - 1) % c.n_layers));
         const auto o_handoff = take_handoff(slot(l, 1), o_tiles, any_handoff ? before : 0);
         into_residual(L.o, {Binding(attn_out), std::nullopt, attn_dtype}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr,
-                      handoff_ptr(o_handoff));
+                      handoff_ptr(o_handoff),
+                      a.post_attn_norm || o_handoff ? std::nullopt : hand_norm_forward(L.o, L.ffn_norm, {&L.gate, &L.up}));
         t.set_label(blk + "ffn_norm");
-        const ProjectionInput ffn_in = pre_norm(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
+        const ProjectionInput ffn_in = normed_input(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
         ProjectionInput down_in;
         // A chunk's gated GEMM (below) reads f16 weights from the first chunk length past the
         // short tiles (0: none in this table), block formats dequantized from dequant_rows.
@@ -567,7 +599,14 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         }
         t.set_label(blk + "ffn_down");
         const auto down_handoff = take_handoff(slot(l, 3), down_tiles);
-        into_residual(L.down, down_in, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr, handoff_ptr(down_handoff));
+        // The next norm: the next layer's attention norm, or after the last layer the output norm.
+        const LayerWeights* next = l + 1 < c.n_layers ? &base_->weights.layers[size_t(l) + 1] : nullptr;
+        const Weight& head_weight = base_->weights.output ? base_->weights.output : base_->weights.token_embd;
+        std::optional<kernels::GemvNormOut> down_norm;
+        if (!a.post_ffn_norm && !down_handoff)
+            down_norm = next ? hand_norm_forward(L.down, next->attn_norm, {&next->q, &next->k, &next->v})
+                             : hand_norm_forward(L.down, base_->weights.output_norm, {&head_weight});
+        into_residual(L.down, down_in, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr, handoff_ptr(down_handoff), down_norm);
         // A tap: h0 now holds the residual stream after layer l, for every row of the chunk.
         const auto tap = std::find(pass.taps.begin(), pass.taps.end(), l);
         if (tap != pass.taps.end()) {
@@ -593,7 +632,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         kernels::last_row(t, h0, last, step, rows, dim);
     }
     t.set_label("output_norm");
-    const ProjectionInput head_in = pre_norm(base_->weights.output_norm, head.type, last, s.get("residual"), 1, true);
+    const ProjectionInput head_in = normed_input(base_->weights.output_norm, head.type, last, s.get("residual"), 1, true);
     t.set_label("output");
     kernels::gemv(t, head.buffer, head.type, head_in.x, s.get("logits"), size_t(c.vocab_size), dim, false, head_in.fold(),
                   kernels::engine_x_rounding(t.device().profile()));

@@ -82,23 +82,45 @@ void init_kernels(py::module_& m) {
     k.def("gemv",
           [weight_type](CommandList& cl, const PyBuffer& w, const std::string& wtype, const PyBuffer& x, const PyBuffer& y,
                         size_t rows, size_t kk, const PyBuffer* norm_weight, float eps, float weight_offset,
-                        const std::string& rounding, size_t w_offset, const PyBuffer* up, const std::string& activation) {
-              AKUNU_CHECK(!(norm_weight && up), "gemv: fold a norm or a gated activation, not both");
+                        const std::string& rounding, size_t w_offset, const PyBuffer* up, const std::string& activation,
+                        bool accumulate, const PyBuffer* ready_sums, uint32_t ready_partials, const PyBuffer* next_norm,
+                        float next_norm_offset, const PyBuffer* normed, const PyBuffer* norm_sums) {
+              AKUNU_CHECK(int(norm_weight != nullptr) + int(up != nullptr) + int(ready_sums != nullptr) <= 1,
+                          "gemv: fold a norm or a gated activation, not both (nor either with ready_sums)");
               std::optional<kernels::GemvInput> input;
               if (norm_weight) input = kernels::GemvInput::rmsnorm(norm_weight->buffer, eps, weight_offset);
+              if (ready_sums) input = kernels::GemvInput::rmsnorm_ready(ready_sums->buffer, ready_partials, eps);
               if (up) {
                   input = kernels::GemvInput::gated(gated_activation_named(activation, "gemv"), up->buffer);
               }
+              AKUNU_CHECK((next_norm != nullptr) == (normed != nullptr) && (normed != nullptr) == (norm_sums != nullptr),
+                          "gemv: a norm handed forward needs next_norm, normed and norm_sums");
+              std::optional<kernels::GemvNormOut> norm_out;
+              if (next_norm) norm_out = kernels::GemvNormOut{next_norm->buffer, next_norm_offset, normed->buffer, norm_sums->buffer};
               AKUNU_CHECK(w_offset <= w.buffer.size(), "gemv: w_offset is past the end of W");
               kernels::gemv(cl, Binding(w.buffer, w_offset, w.buffer.size() - w_offset), weight_type(wtype), x.buffer,
-                            y.buffer, rows, kk, false, input ? &*input : nullptr, x_rounding(rounding));
+                            y.buffer, rows, kk, accumulate, input ? &*input : nullptr, x_rounding(rounding), nullptr,
+                            norm_out ? &*norm_out : nullptr);
           },
           py::arg("cl"), py::arg("w"), py::arg("wtype"), py::arg("x"), py::arg("y"), py::arg("rows"), py::arg("k"),
           py::arg("norm_weight") = nullptr, py::arg("eps") = 1e-5f, py::arg("weight_offset") = 0.0f,
           py::arg("x_rounding") = "float", py::arg("w_offset") = 0, py::arg("up") = nullptr,
-          py::arg("activation") = "silu",
-          "y = W @ x. x_rounding: 'float', 'int16' or 'int8', how Q8_0/Q4_0/Q4_1 rows hold x where the kernel can "
-          "round it so (gemv_int16, gemv_int_dot), else fp32.");
+          py::arg("activation") = "silu", py::arg("accumulate") = false, py::arg("ready_sums") = nullptr,
+          py::arg("ready_partials") = 0, py::arg("next_norm") = nullptr, py::arg("next_norm_offset") = 0.0f,
+          py::arg("normed") = nullptr, py::arg("norm_sums") = nullptr,
+          "y = W @ x (y += with accumulate). x_rounding: 'float', 'int16' or 'int8', how Q8_0/Q4_0/Q4_1 rows hold x "
+          "where the kernel can round it so (gemv_int16, gemv_int_dot), else fp32. A norm handed forward: with "
+          "next_norm, normed and norm_sums, an accumulating GEMV also writes normed = y * (next_norm + "
+          "next_norm_offset) and gemv_norm_partials sums of squares of y; a GEMV given those sums as ready_sums "
+          "(ready_partials of them) reads its x as that norm's output.");
+    k.def("gemv_hands_norm_forward", [weight_type](const Device& d, const std::string& producer, const std::string& reader) {
+        return kernels::gemv_hands_norm_forward(d.profile(), weight_type(producer), weight_type(reader));
+    }, py::arg("device"), py::arg("producer"), py::arg("reader"),
+    "Whether a GEMV of `producer` weights hands a norm forward to GEMVs of `reader` weights on this device.");
+    k.def("gemv_norm_partials", [weight_type](const Device& d, const std::string& wtype, size_t rows) {
+        return kernels::gemv_norm_partials(d.profile(), weight_type(wtype), rows);
+    }, py::arg("device"), py::arg("wtype"), py::arg("rows"),
+    "The sums of squares a GEMV of this many rows writes when it hands a norm forward.");
     k.def("gemv_parts",
           [weight_type](CommandList& cl, const std::array<const PyBuffer*, 3>& w, const std::string& wtype, const PyBuffer& x,
                         const std::array<const PyBuffer*, 3>& y, std::array<size_t, 3> rows, size_t kk,

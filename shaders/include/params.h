@@ -68,10 +68,15 @@ AKUNU_PARAMS_SIZE(RmsNormParams, 24)
 //   AKUNU_GEMV_SILU_GATE  silu(x) * g, and AKUNU_GEMV_GELU_TANH_GATE gelu_tanh(x) * g: the
 //                         gated FFN activation fused into the down projection (x the gate,
 //                         g the up projection), one dependent dispatch fewer per layer.
+//   AKUNU_GEMV_RMSNORM_READY  an RMSNorm handed forward by the GEMV that wrote x (norm_out
+//                         below): x is already times (g + weight_offset), and binding 3 holds
+//                         norm_partials sums of squares of the unweighted x, whose total gives
+//                         1 / rms. No g loads and no pass over x for its mean.
 #define AKUNU_GEMV_X 0u
 #define AKUNU_GEMV_RMSNORM 1u
 #define AKUNU_GEMV_SILU_GATE 2u
 #define AKUNU_GEMV_GELU_TANH_GATE 3u
+#define AKUNU_GEMV_RMSNORM_READY 4u
 struct GemvParams {
     uint rows;
     uint k;
@@ -100,8 +105,17 @@ struct GemvParams {
     uint handoff_wait_count;
     uint handoff_clear;
     uint handoff_clear_count;
+    // The next pre-norm handed forward (gemv.comp's float rows, kernels::GemvNormOut): with
+    // norm_out = 1, a GEMV that adds into the residual stream (accumulate) also writes each
+    // finished row times (binding 13's norm weight + norm_out_offset) to binding 14, and each
+    // workgroup's sum of its rows' squares to binding 15 (one float per workgroup), which the
+    // GEMVs after it read as AKUNU_GEMV_RMSNORM_READY.
+    uint norm_out;
+    float norm_out_offset;
+    uint norm_partials;  // AKUNU_GEMV_RMSNORM_READY: the sums of squares at binding 3
+    uint pad;
 };
-AKUNU_PARAMS_SIZE(GemvParams, 64)
+AKUNU_PARAMS_SIZE(GemvParams, 80)
 
 // The step state: what changes from one decode step to the next, read by kernels from a small
 // device buffer so that a recorded command buffer is replayed unchanged.

@@ -16,8 +16,9 @@ TEST(SpirvReflect, GemvBindingsAndPushConstants) {
     for (const char* name : {"gemv_f16", "gemv_f32"}) {
         ShaderInterface i = reflect(name);
         // Aliased views of W, x and the norm weight are merged; 4 to 7 are the fused second and
-        // third matrix and their outputs, 8 to 12 a folded rope_kv's tables, caches and step.
-        ASSERT_EQ(i.bindings.size(), 13u) << name;
+        // third matrix and their outputs, 8 to 12 a folded rope_kv's tables, caches and step,
+        // 13 to 15 a norm handed forward (GemvParams.norm_out).
+        ASSERT_EQ(i.bindings.size(), 16u) << name;
         EXPECT_FALSE(i.bindings[0].written);
         EXPECT_FALSE(i.bindings[1].written);
         EXPECT_TRUE(i.bindings[2].written);
@@ -28,6 +29,9 @@ TEST(SpirvReflect, GemvBindingsAndPushConstants) {
         EXPECT_FALSE(i.bindings[8].written);
         EXPECT_TRUE(i.bindings[10].written);
         EXPECT_TRUE(i.bindings[11].written);
+        EXPECT_FALSE(i.bindings[13].written);  // a norm handed forward: its weight, x and sums
+        EXPECT_TRUE(i.bindings[14].written);
+        EXPECT_TRUE(i.bindings[15].written);
         EXPECT_EQ(i.push_constant_bytes, sizeof(GemvParams));
     }
 }
@@ -46,7 +50,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3},
         {"gemv_", sizeof(GemvParams), 14, "_t32v"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv, hand-off counters
-        {"gemv_f", sizeof(GemvParams), 13}, {"gemv_bf16", sizeof(GemvParams), 13},  // float gemv.comp: the same
+        {"gemv_f", sizeof(GemvParams), 16}, {"gemv_bf16", sizeof(GemvParams), 16},  // float gemv.comp: the same and a norm handed forward
         {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 7},  // its last binding: hand-off counters

@@ -427,9 +427,10 @@ def test_bad_input_changes_nothing():
 
 
 def test_a_model_that_does_not_fit_fails_before_allocating(tmp_path):
-    """A GGUF whose tensors claim 16 GiB (a sparse file) is refused by the plan."""
+    """A GGUF whose tensors claim 2 TiB (a sparse file) is refused by the plan: more than any
+    machine's heaps, the CPU backend's (its host memory) included."""
     from gguf_bytes import F32, STR, U32, gguf, kv, tensor_info
-    dim, vocab = 4096, 1 << 20
+    dim, vocab = 16384, 1 << 24
     kvs = [kv("general.architecture", STR, "llama"), kv("llama.block_count", U32, 1), kv("llama.embedding_length", U32, dim),
            kv("llama.attention.head_count", U32, 32), kv("llama.feed_forward_length", U32, 64),
            kv("llama.context_length", U32, 128), kv("llama.vocab_size", U32, vocab)]

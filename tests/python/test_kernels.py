@@ -134,6 +134,85 @@ def test_gemv_with_a_folded_rmsnorm(device, rng, wtype, k):
     np.testing.assert_allclose(y.numpy(), w.astype(np.float64) @ normed, rtol=1e-4, atol=1e-4 * np.sqrt(k) * 3)
 
 
+@pytest.mark.usefixtures("float_gemv_shape")
+@pytest.mark.parametrize("wtype", [np.float16, np.float32, "bf16"])
+@pytest.mark.parametrize("dim, k, readers", [(7, 37, 5), (130, 1000, 33), (1001, 256, 9)])
+@pytest.mark.parametrize("weight_offset", [0.0, 1.0])
+def test_gemv_hands_the_next_norm_forward(device, backend, rng, wtype, dim, k, readers, weight_offset):
+    """A float decode step's O and down projections add into the residual stream and hand the
+    next RMSNorm forward: residual += W x, normed = residual * (g + offset), and one sum of
+    squares per workgroup; a GEMV given those sums reads normed as the norm's output. Against
+    float64 NumPy: the residual, normed, the sums' total, and the reader's y; nothing written
+    past the rows or the sums (NaN poison). Odd sizes leave the last workgroup part-filled, and
+    odd k takes the scalar path."""
+    name = kernel_wtype(device, wtype)
+    if backend == "cpu":
+        assert not kernels.gemv_hands_norm_forward(device, name, name)
+        pytest.skip("the CPU backend forms each norm in the GEMV that reads it")
+    assert kernels.gemv_hands_norm_forward(device, name, name)
+    w_dev, w, _ = random_weights(device, rng, wtype, dim, k)
+    r_dev, r, _ = random_weights(device, rng, wtype, readers, dim)
+    x = rng.standard_normal(k).astype(np.float32)
+    residual = (rng.standard_normal(dim + 1) * 3).astype(np.float32)
+    residual[dim] = np.nan  # past the rows: must stay
+    g = rng.standard_normal(dim).astype(np.float32)
+    partials = kernels.gemv_norm_partials(device, name, dim)
+    assert 1 <= partials <= dim
+    res_dev, normed, sums = device.upload(residual), poisoned(device, dim + 1, np.float32), poisoned(device, partials + 1, np.float32)
+    y = poisoned(device, readers + 1, np.float32)
+    x_dev, g_dev = device.upload(x), device.upload(g)
+
+    def record(cl):
+        kernels.gemv(cl, w_dev, name, x_dev, res_dev, dim, k, accumulate=True, next_norm=g_dev,
+                     next_norm_offset=weight_offset, normed=normed, norm_sums=sums)
+        kernels.gemv(cl, r_dev, name, normed, y, readers, dim, eps=1e-6, ready_sums=sums, ready_partials=partials)
+    ops._run(device, record)
+    want = residual[:dim].astype(np.float64) + w @ x.astype(np.float64)
+    got = res_dev.numpy()
+    np.testing.assert_allclose(got[:dim], want, rtol=1e-4, atol=1e-4 * np.sqrt(k) * np.abs(w).max() * 3)
+    assert np.isnan(got[dim])
+    res = got[:dim].astype(np.float64)  # what the kernel wrote: the reference for the rest
+    g64 = g.astype(np.float64) + weight_offset
+    np.testing.assert_allclose(normed.numpy()[:dim], res * g64, rtol=1e-6, atol=1e-6 * np.abs(res * g64).max())
+    assert np.isnan(normed.numpy()[dim])
+    got_sums = sums.numpy()
+    np.testing.assert_allclose(got_sums[:partials].astype(np.float64).sum(), (res**2).sum(), rtol=1e-5)
+    assert np.isnan(got_sums[partials])
+    v = res * g64 / np.sqrt(np.mean(res**2) + 1e-6)
+    np.testing.assert_allclose(y.numpy()[:readers], r @ v, rtol=1e-4, atol=1e-4 * np.sqrt(dim) * np.abs(r).max() * np.abs(v).max())
+    assert np.isnan(y.numpy()[readers])
+
+
+def test_gemv_norm_forward_refuses_what_it_cannot_run(device, backend):
+    """A norm is handed forward only by a float GEMV that accumulates and has no norm of its own,
+    with all three of its outputs, and read only by float GEMVs with enough sums: clear errors
+    otherwise, before anything runs."""
+    if backend == "cpu":
+        pytest.skip("the CPU backend hands no norm forward (gemv_hands_norm_forward is false there)")
+    f = np.ones((8, 64), np.float32)
+    w, x, y, g = device.upload(f), device.upload(np.ones(64, np.float32)), device.empty([8], "f32"), device.empty([8], "f32")
+    normed, sums = device.empty([8], "f32"), device.empty([8], "f32")
+    out = dict(next_norm=g, normed=normed, norm_sums=sums)
+    with pytest.raises(akunu.Error, match="adds into the residual stream"):
+        ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, **out))
+    with pytest.raises(akunu.Error, match="adds into the residual stream"):
+        ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, norm_weight=x, accumulate=True, **out))
+    with pytest.raises(akunu.Error, match="needs next_norm, normed and norm_sums"):
+        ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, accumulate=True, next_norm=g))
+    with pytest.raises(akunu.Error, match="not both"):
+        ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, norm_weight=x, ready_sums=sums, ready_partials=2))
+    with pytest.raises(akunu.Error, match="needs its sums of squares"):
+        ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, ready_sums=sums, ready_partials=0))
+    with pytest.raises(akunu.Error, match="sums of squares"):
+        ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, ready_sums=sums, ready_partials=9))
+    q8 = device.upload(np.zeros(8 * 2 * 34, np.uint8))
+    with pytest.raises(akunu.Error, match="Q8_0 weights take no norm handed forward"):
+        ops._run(device, lambda cl: kernels.gemv(cl, q8, "Q8_0", x, y, 8, 64, ready_sums=sums, ready_partials=2))
+    with pytest.raises(akunu.Error, match="Q8_0 weights hand no norm forward"):
+        ops._run(device, lambda cl: kernels.gemv(cl, q8, "Q8_0", x, y, 8, 64, accumulate=True, **out))
+    assert not kernels.gemv_hands_norm_forward(device, "Q8_0", "F16")
+
+
 def gated_reference(x, up, activation):
     """act(x) * up in float64, from the formulas of SiLU and GELU's tanh approximation."""
     x, up = x.astype(np.float64), up.astype(np.float64)

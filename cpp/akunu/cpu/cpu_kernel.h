@@ -15,8 +15,8 @@
 
 namespace akunu::cpu {
 
-constexpr int kMaxBindings = 16;  // gemv.comp and gemv_tiles.comp interfaces take 13
-constexpr int kMaxParamBytes = 64;
+constexpr int kMaxBindings = 16;  // gemv.comp float interfaces take 16, gemv_tiles.comp 14
+constexpr int kMaxParamBytes = 80;  // GemvParams
 constexpr int kMaxSpec = 8;  // gemv.comp and gemv_tiles.comp take 5
 
 struct CpuArgs {
