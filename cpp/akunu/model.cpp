@@ -489,6 +489,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     t.set_label("token_embd");
     kernels::embed(t, base_->weights.token_embd.buffer, base_->weights.token_embd.type, size_t(c.vocab_size), ids, step, h0, dim,
                    c.embed_scale, rows);
+    const Weight& head = base_->weights.output ? base_->weights.output : base_->weights.token_embd;  // the LM head
     for (int l = 0; l < c.n_layers; ++l) {
         const LayerWeights& L = base_->weights.layers[size_t(l)];
         const std::string blk = "blk." + std::to_string(l) + ".";
@@ -601,11 +602,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const auto down_handoff = take_handoff(slot(l, 3), down_tiles);
         // The next norm: the next layer's attention norm, or after the last layer the output norm.
         const LayerWeights* next = l + 1 < c.n_layers ? &base_->weights.layers[size_t(l) + 1] : nullptr;
-        const Weight& head_weight = base_->weights.output ? base_->weights.output : base_->weights.token_embd;
         std::optional<kernels::GemvNormOut> down_norm;
         if (!a.post_ffn_norm && !down_handoff)
             down_norm = next ? hand_norm_forward(L.down, next->attn_norm, {&next->q, &next->k, &next->v})
-                             : hand_norm_forward(L.down, base_->weights.output_norm, {&head_weight});
+                             : hand_norm_forward(L.down, base_->weights.output_norm, {&head});
         into_residual(L.down, down_in, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr, handoff_ptr(down_handoff), down_norm);
         // A tap: h0 now holds the residual stream after layer l, for every row of the chunk.
         const auto tap = std::find(pass.taps.begin(), pass.taps.end(), l);
@@ -615,7 +615,6 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
             kernels::copy(t, h0, Binding(*pass.tap_buffer, size_t(tap - pass.taps.begin()) * bytes, bytes), bytes);
         }
     }
-    const Weight& head = base_->weights.output ? base_->weights.output : base_->weights.token_embd;
     if (prefill && pass.all_logits) {
         t.set_label("output_norm");
         const ProjectionInput all_in = pre_norm(base_->weights.output_norm, head.type, h0, residual, rows, false);
