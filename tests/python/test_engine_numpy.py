@@ -83,6 +83,45 @@ def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype, mo
     assert np.array_equal(got.argmax(1)[clear], want.argmax(1)[clear])
 
 
+@pytest.mark.parametrize("wtype", ["f16", "bf16"])
+def test_float_decode_hands_each_norm_forward(tmp_path_factory, backend, wtype, monkeypatch):
+    """A float model's decode step: the GEMVs that add into h0 (O, down) hand the next RMSNorm
+    forward (kernels::GemvNormOut), so every Q/K/V, gate/up and LM-head GEMV but the first
+    layer's Q/K/V (after the embedding) reads x as AKUNU_GEMV_RMSNORM_READY (gemv.comp's spec
+    constant 2 is 4); with AKUNU_NORM_FORWARD=0 each folds its norm itself (1). The logits of
+    several steps agree within float rounding (the mean's squares are summed in another order),
+    and the last step leaves `residual` holding h0 times the output norm's weight. The CPU
+    backend forms each norm in the GEMV that reads it, whatever the setting."""
+    path = random_gguf(tmp_path_factory, wtype)
+    ids = [1, 17, 300, 5, 999, 42, 7]
+    # The GEMVs that read a normed stream (the CPU backend runs Q, K, V and gate, up apart).
+    readers = {"attn_qkv", "ffn_gate_up", "attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up", "output"}
+
+    def decode(forward):
+        monkeypatch.setenv("AKUNU_NORM_FORWARD", "1" if forward else "0")
+        m = akunu.Model(path, context=64, progress=False)
+        logits = np.stack([m.eval([i]).copy() for i in ids])
+        ops = {c["label"]: c["spec"][2] for c in m.dispatch_table()
+               if c["kernel"].startswith("gemv_") and c["label"].split(".")[-1] in readers}
+        return m, logits, ops
+
+    m, got, ops = decode(True)
+    if backend == "cpu":
+        assert ops and set(ops.values()) == {1}
+        return
+    assert set(ops) == {f"blk.{l}.{r}" for l in range(m.config.n_layers) for r in ("attn_qkv", "ffn_gate_up")} | {"output"}
+    assert ops.pop("blk.0.attn_qkv") == 1 and set(ops.values()) == {4}, ops
+    _, want, plain = decode(False)
+    assert set(plain.values()) == {1}
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    h0 = m.scratch["h0"].copy()
+    normed = m.scratch["residual"].copy()
+    assert np.all(np.isfinite(normed))
+    weight = normed / h0  # h0 * (output_norm + offset): one weight per element, the same each step
+    m.eval([3])
+    np.testing.assert_allclose(m.scratch["residual"], m.scratch["h0"] * weight, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("wtype", ["q8_0", "q4_0"])
 def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, backend, wtype, monkeypatch):
     """AKUNU_GEMV_HANDOFF=1: a decode step's tile GEMVs wait for the dispatch before them
