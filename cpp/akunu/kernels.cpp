@@ -471,9 +471,10 @@ GemvParams gemv_params(const std::array<size_t, 3>& rows, size_t k, bool accumul
     }
     const std::string what = std::string(kernel) + ": rows";
     AKUNU_CHECK(rows[1] <= 0xFFFFFFFFu && rows[2] <= 0xFFFFFFFFu, what + " must be below 2^32");
-    return {checked_u32(rows[0], what.c_str()), checked_u32(k, (std::string(kernel) + ": k").c_str()), accumulate ? 1u : 0u,
-            op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2]), 0, 0, 0,
-            0, 0, 0, 0, 0, 0, 0, input ? input->partials : 0u, 0};
+    GemvParams p{checked_u32(rows[0], what.c_str()), checked_u32(k, (std::string(kernel) + ": k").c_str()), accumulate ? 1u : 0u,
+                 op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2])};
+    p.norm_partials = input ? input->partials : 0u;
+    return p;
 }
 // A norm handed forward rides only on gemv.comp's float path (its workgroups' rows are the
 // residual rows they sum, by a subgroup add over the rows' invocations); the tile, integer-dot
@@ -560,24 +561,23 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
     check_fits(y, rows, DType::kF32, "gemv", "y");
     GemvParams p = gemv_params({rows, 0, 0}, k, accumulate, x, input, "gemv");
-    const DeviceProfile& profile = s.device().profile();
-    AKUNU_CHECK(p.x_op != AKUNU_GEMV_RMSNORM_READY || takes_norm_ready(profile, wtype),
+    const DeviceProfile& d = s.device().profile();
+    AKUNU_CHECK(p.x_op != AKUNU_GEMV_RMSNORM_READY || takes_norm_ready(d, wtype),
                 std::string("gemv: ") + t.name + " weights take no norm handed forward on this device");
     if (norm_out) {
-        AKUNU_CHECK(takes_norm_ready(profile, wtype),
+        AKUNU_CHECK(takes_norm_ready(d, wtype),
                     std::string("gemv: ") + t.name + " weights hand no norm forward on this device");
         AKUNU_CHECK(accumulate && p.x_op != AKUNU_GEMV_RMSNORM && p.x_op != AKUNU_GEMV_RMSNORM_READY,
                     "gemv: only a GEMV that adds into the residual stream, with no norm of its own, hands a norm forward");
         AKUNU_CHECK(!handoff, "gemv: a GEMV that hands a norm forward takes no hand-off");
         check_fits(norm_out->weight, rows, DType::kF32, "gemv", "next norm weight");
         check_fits(norm_out->normed, rows, DType::kF32, "gemv", "normed");
-        check_fits(norm_out->sums, gemv_norm_partials(profile, wtype, rows), DType::kF32, "gemv", "sums of squares");
+        check_fits(norm_out->sums, gemv_norm_partials(d, wtype, rows), DType::kF32, "gemv", "sums of squares");
         p.norm_out = 1;
         p.norm_out_offset = norm_out->weight_offset;
     }
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
-    const DeviceProfile& d = s.device().profile();
     const XRounding taken = gemv_x_rounding(d, wtype, k, rounding);
     check_handoff(handoff, gemv_hands_off(d, wtype, 0), "gemv");
     if (tiles32(wtype) && !d.cpu_backend) {

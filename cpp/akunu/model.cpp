@@ -283,7 +283,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     };
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                       const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32,
-                      const kernels::GemvHandoff* handoff = nullptr) {
+                      const kernels::GemvHandoff* handoff = nullptr, const kernels::GemvNormOut* norm_out = nullptr) {
         if (reads_dequantized(w, n, kk)) {
             const Buffer& f16 = dequantized(w, n, kk);
             own_gemm(w, x, y, n, kk, ldy, accumulate, x_dtype, dequant_rows);
@@ -293,7 +293,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
             own_gemm(w, x, y, n, kk, ldy, accumulate, x_dtype, 0);
         else
             kernels::gemv(t, w.buffer, w.type, x, y, n, kk, accumulate, input, kernels::engine_x_rounding(t.device().profile()),
-                          handoff);
+                          handoff, norm_out);
     };
     // The input of a projection: a buffer (f32, or halves for a chunk's GEMMs where they take
     // them), and what the GEMVs that read it fold into x.
@@ -365,11 +365,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
                              const kernels::GemvHandoff* handoff = nullptr,
                              const std::optional<kernels::GemvNormOut>& norm_out = std::nullopt) {
         if (!post_norm) {
-            if (norm_out)
-                kernels::gemv(t, w.buffer, w.type, in.x, h0, dim, kk, true, in.fold(),
-                              kernels::engine_x_rounding(t.device().profile()), handoff, &*norm_out);
-            else
-                matmul(w, in.x, h0, dim, kk, dim, true, in.fold(), in.dtype, handoff);
+            matmul(w, in.x, h0, dim, kk, dim, true, in.fold(), in.dtype, handoff, norm_out ? &*norm_out : nullptr);
             return;
         }
         AKUNU_CHECK(!handoff || !handoff->signal, "a GEMV whose output is post-normed hands nothing off");
