@@ -186,13 +186,17 @@ def test_gemv_hands_the_next_norm_forward(device, backend, rng, wtype, dim, k, r
 def test_gemv_norm_forward_refuses_what_it_cannot_run(device, backend):
     """A norm is handed forward only by a float GEMV that accumulates and has no norm of its own,
     with all three of its outputs, and read only by float GEMVs with enough sums: clear errors
-    otherwise, before anything runs."""
-    if backend == "cpu":
-        pytest.skip("the CPU backend hands no norm forward (gemv_hands_norm_forward is false there)")
+    otherwise, before anything runs. The CPU backend takes neither side."""
     f = np.ones((8, 64), np.float32)
     w, x, y, g = device.upload(f), device.upload(np.ones(64, np.float32)), device.empty([8], "f32"), device.empty([8], "f32")
     normed, sums = device.empty([8], "f32"), device.empty([8], "f32")
     out = dict(next_norm=g, normed=normed, norm_sums=sums)
+    if backend == "cpu":
+        with pytest.raises(akunu.Error, match="F32 weights hand no norm forward on this device"):
+            ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, accumulate=True, **out))
+        with pytest.raises(akunu.Error, match="F32 weights take no norm handed forward on this device"):
+            ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, ready_sums=sums, ready_partials=2))
+        return
     with pytest.raises(akunu.Error, match="adds into the residual stream"):
         ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, **out))
     with pytest.raises(akunu.Error, match="adds into the residual stream"):
