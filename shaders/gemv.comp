@@ -25,7 +25,14 @@ layout(constant_id = 2) const uint X_OP = AKUNU_GEMV_X;
 // A norm handed forward (AKUNU_GEMV_RMSNORM_READY) comes weighted already: x as it is.
 const bool PLAIN_X = X_OP == AKUNU_GEMV_X || X_OP == AKUNU_GEMV_RMSNORM_READY;
 const bool NORMED = X_OP == AKUNU_GEMV_RMSNORM || X_OP == AKUNU_GEMV_RMSNORM_READY;
-vec4 xw4(uint i) { return PLAIN_X ? x4[i] : gemv_x_op(X_OP, x4[i], g4[i], p.weight_offset); }
+// Float weights: bits of a hand-off with the dispatch before (kernels::GemvHandoff): 2 waits
+// for its signals before reading x, 4 zeroes slots an earlier layer used. x then reads past
+// the compute unit's cache: other workgroups wrote it while this dispatch ran.
+layout(constant_id = 6) const uint HANDOFF = 0;
+const bool HANDOFF_WAIT = (HANDOFF & 2u) != 0, HANDOFF_CLEAR = (HANDOFF & 4u) != 0;
+layout(std430, binding = 1) coherent readonly buffer Xc { vec4 x4_coherent[]; };
+vec4 x4_read(uint i) { return HANDOFF_WAIT ? x4_coherent[i] : x4[i]; }
+vec4 xw4(uint i) { return PLAIN_X ? x4_read(i) : gemv_x_op(X_OP, x4[i], g4[i], p.weight_offset); }
 float xw1(uint i) { return PLAIN_X ? x1[i] : gemv_x_op(X_OP, x1[i], g1[i], p.weight_offset); }
 #define W_BINDING 0
 #define W_TOTAL_BLOCKS (p.rows * (p.k / W_BLOCK))
@@ -69,6 +76,8 @@ layout(std430, binding = 7) buffer Y2 { float y2[]; };          // [rows2]
 layout(std430, binding = 13) readonly buffer NormW { float norm_w[]; };        // [rows]
 layout(std430, binding = 14) writeonly buffer NormX { float norm_x[]; };       // [rows]
 layout(std430, binding = 15) writeonly buffer NormSq { float norm_sq[]; };     // [workgroups]
+#define HANDOFF_BINDING 16
+#include "handoff.glsl"
 #if defined(WTYPE_F16) || defined(WTYPE_BF16)
 #define W_WIDE
 layout(std430, binding = W_BINDING) readonly buffer W8 { uvec4 w8[]; };
@@ -143,8 +152,23 @@ void main() {
         uint row_at[MAX_ROWS];
         [[unroll]] for (uint r = 0; r < ROWS; ++r)
             row_at[r] = (PAIRS ? min(first_row + r % (ROWS / 2), p.rows - 1) : rope_row(part, min(first_row + r, part_rows - 1))) * n;
+        // A waiting GEMV loads its first unit of each row before it waits (the wait is the
+        // dispatch before's tail, which these loads overlap), then multiplies it by x.
 #define FLOAT_ROWS(X_T, X_LOAD, W_T, W_LOAD, DOT)                                                \
-        for (uint i0 = tid; i0 < n; i0 += gl_WorkGroupSize.x * UNITS) {                          \
+        {                                                                                        \
+        uint start = tid;                                                                        \
+        if (HANDOFF_WAIT) {                                                                      \
+            W_T w0[MAX_ROWS];                                                                    \
+            [[unroll]] for (uint r = 0; r < ROWS; ++r) w0[r] = W_LOAD(r, row_at[r] + min(tid, n - 1)); \
+            handoff_await(p.handoff_wait, p.handoff_wait_count);                                 \
+            barrier();                                                                           \
+            if (tid < n) {                                                                       \
+                const X_T x0 = X_LOAD(tid);                                                      \
+                [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] += DOT(w0[r], x0);             \
+            }                                                                                    \
+            start = tid + gl_WorkGroupSize.x;                                                    \
+        }                                                                                        \
+        for (uint i0 = start; i0 < n; i0 += gl_WorkGroupSize.x * UNITS) {                        \
             X_T xv[MAX_UNITS];                                                                   \
             W_T wv[MAX_UNITS][MAX_ROWS];                                                         \
             [[unroll]] for (uint j = 0; j < UNITS; ++j) {                                        \
@@ -155,6 +179,7 @@ void main() {
             [[unroll]] for (uint j = 0; j < UNITS; ++j)                                          \
                 if (i0 + j * gl_WorkGroupSize.x < n)                                             \
                     [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] += DOT(wv[j][r], xv[j]);   \
+        }                                                                                        \
         }
 #define FLOAT_PARTS(X_T, X_LOAD, W_T, W_PAIR, W_LOAD0, W_LOAD1, W_LOAD2, DOT)                    \
         {                                                                                        \
@@ -235,6 +260,12 @@ void main() {
     sum_sq = subgroupAdd(sum_sq);
     if (subgroupElect()) sum_sq_partial[gl_SubgroupID] = sum_sq;
     barrier();
+#if W_BLOCK == 1
+    // Slots whose waits all ended before this dispatch (a barrier lies between): zeroed for the
+    // next step by one invocation.
+    if (HANDOFF_CLEAR && tid == 0 && linear_group_id() == 0)
+        for (uint i = 0; i < p.handoff_clear_count; ++i) handoff[p.handoff_clear + i] = 0;
+#endif
     if (tid >= (PAIRS ? ROWS / 2 : ROWS)) return;
     float total = 0.0, up = 0.0, ss = 0.0;
     for (uint s = 0; s < gl_NumSubgroups; ++s) {

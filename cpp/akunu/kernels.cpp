@@ -332,8 +332,8 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
 // have bindings 0 to 3 only. `gated` (gemv.comp GATED, AKUNU_GEMV_X: off) pairs gate rows of
 // W0 with the same rows of W1 in each workgroup and writes act(gate) * up to y[0].
 void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                    const Binding& x, const Binding& second, const GemvParams& p, const GemvRopeKv* rope = nullptr,
-                    uint32_t gated = AKUNU_GEMV_X, const GemvNormOut* norm_out = nullptr) {
+                    const Binding& x, const Binding& second, GemvParams p, const GemvRopeKv* rope = nullptr,
+                    uint32_t gated = AKUNU_GEMV_X, const GemvNormOut* norm_out = nullptr, const GemvHandoff* handoff = nullptr) {
     const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
     const bool pairs = gated != AKUNU_GEMV_X;
     // A RoPE pair's rows in one workgroup; gate and up rows in halves of one.
@@ -346,12 +346,19 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
             bindings.insert(bindings.end(), {norm_out->weight, norm_out->normed, norm_out->sums});
         else
             bindings.insert(bindings.end(), {x, y[0], y[0]});
+        bindings.push_back(handoff ? handoff->counters : y[0]);  // binding 16
+    }
+    uint32_t handoff_bits = 0;
+    if (handoff) {
+        p.handoff_wait = handoff->wait, p.handoff_wait_count = handoff->wait_count;
+        p.handoff_clear = handoff->clear, p.handoff_clear_count = handoff->clear_count;
+        handoff_bits = (handoff->wait ? 2u : 0u) | (handoff->clear_count ? 4u : 0u);
     }
     const size_t groups = pairs ? (size_t(p.rows) + group_rows / 2 - 1) / (group_rows / 2)
                                 : (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
                                       (size_t(p.rows2) + group_rows - 1) / group_rows;
-    emit(s, weight_variant("gemv", wtype), {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u, gated}, std::move(bindings),
-         p, grid_for(s, groups));
+    emit(s, weight_variant("gemv", wtype), {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u, gated, handoff_bits},
+         std::move(bindings), p, grid_for(s, groups), handoff && handoff->wait);
 }
 
 // What every hand-off is checked for (GemvHandoff): that its kernel takes one on this device
@@ -440,6 +447,10 @@ bool gemv_hands_off(const DeviceProfile& d, TensorType wtype, uint32_t tiles) {
     return tiles32(wtype) && hands_off_at(d, tiles);
 }
 
+bool gemv_waits_for_attention(const DeviceProfile& d, TensorType wtype) {
+    return float_weights(wtype) && !tiles32(wtype) && d.gemv_handoff && !d.cpu_backend;
+}
+
 bool attention_hands_off(const DeviceProfile& d, uint32_t n_heads) { return hands_off_at(d, n_heads); }
 
 uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows) {
@@ -508,7 +519,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
                     std::string("gemv: ") + t.name + " weights hand no norm forward on this device");
         AKUNU_CHECK(accumulate && p.x_op != AKUNU_GEMV_RMSNORM && p.x_op != AKUNU_GEMV_RMSNORM_READY,
                     "gemv: only a GEMV that adds into the residual stream, with no norm of its own, hands a norm forward");
-        AKUNU_CHECK(!handoff, "gemv: a GEMV that hands a norm forward takes no hand-off");
+        AKUNU_CHECK(!handoff || !handoff->signal, "gemv: a GEMV that hands a norm forward signals no hand-off");
         check_fits(norm_out->weight, rows, DType::kF32, "gemv", "next norm weight");
         check_fits(norm_out->normed, rows, DType::kF32, "gemv", "normed");
         check_fits(norm_out->sums, gemv_norm_partials(d, wtype, rows), DType::kF32, "gemv", "sums of squares");
@@ -518,7 +529,10 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const XRounding taken = gemv_x_rounding(d, wtype, k, rounding);
-    check_handoff(handoff, gemv_hands_off(d, wtype, 0), "gemv");
+    const bool float_wait = float_weights(wtype) && !tiles32(wtype);
+    check_handoff(handoff, float_wait ? gemv_waits_for_attention(d, wtype) : gemv_hands_off(d, wtype, 0), "gemv");
+    if (handoff && float_wait)
+        AKUNU_CHECK(!handoff->signal && k % 4 == 0, "gemv: float weights only wait for a hand-off, over rows of a multiple of 4");
     if (tiles32(wtype) && !d.cpu_backend) {
         emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, taken, nullptr, handoff);
         return;
@@ -531,7 +545,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
              bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }
-    emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, nullptr, AKUNU_GEMV_X, norm_out);
+    emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, nullptr, AKUNU_GEMV_X, norm_out, handoff);
 }
 
 bool gemv_fuses_gate_up(const DeviceProfile& d, TensorType wtype, size_t k, Activation act) {

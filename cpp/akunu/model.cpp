@@ -425,10 +425,11 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // gate/up -> down and down -> the next layer's Q/K/V, where the GEMVs are one tile GEMV
     // each with nothing between them (norms and the activation folded, no post-norm, no tap)
     // and both sides run at most one workgroup per compute unit (kernels::gemv_hands_off,
-    // attention_hands_off). Slot 1 + 4 l + j is layer l's j-th. Layer l's O GEMV zeroes the
-    // slots of layer l - 1 (of the last layer, for l = 0): every wait on them ended before the
-    // barrier ahead of layer l's attention. So every O must be a tile GEMV, and there must be
-    // two layers at least (one layer's O would zero its own).
+    // attention_hands_off); a float O GEMV waits for attention too (gemv_waits_for_attention).
+    // Slot 1 + 4 l + j is layer l's j-th. Layer l's O GEMV zeroes the slots of layer l - 1 (of
+    // the last layer, for l = 0): every wait on them ended before the barrier ahead of layer l's
+    // attention. So every O must take part, and there must be two layers at least (one layer's
+    // O would zero its own).
     constexpr uint32_t kSlotsPerLayer = 4;
     const DeviceProfile& profile = t.device().profile();
     const uint32_t o_tiles = kernels::gemv_tiles_groups({dim, 0, 0}), down_tiles = o_tiles;
@@ -443,7 +444,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         return ok;
     };
     bool zeroers = !prefill && s.all().count("gemv_handoff") > 0 && c.n_layers >= 2;
-    for (const LayerWeights& L : base_->weights.layers) zeroers = zeroers && kernels::gemv_hands_off(profile, L.o.type, 0);
+    for (const LayerWeights& L : base_->weights.layers)
+        zeroers = zeroers && (kernels::gemv_hands_off(profile, L.o.type, 0) || kernels::gemv_waits_for_attention(profile, L.o.type));
     std::vector<std::array<bool, kSlotsPerLayer>> hands_off(size_t(c.n_layers));
     bool any_handoff = false;
     for (int l = 0; zeroers && l < c.n_layers; ++l) {
@@ -453,7 +455,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const bool o_few = gemvs_hand_off({&L.o}, o_tiles), down_few = gemvs_hand_off({&L.down}, down_tiles);
         const bool gate_up_few = !fuses_gate_up(L) && gemvs_hand_off({&L.gate, &L.up}, gate_up_tiles);
         auto& h = hands_off[size_t(l)];
-        h[0] = o_few && kernels::attention_hands_off(profile, uint32_t(c.n_heads));
+        h[0] = (o_few || kernels::gemv_waits_for_attention(profile, L.o.type)) &&
+               kernels::attention_hands_off(profile, uint32_t(c.n_heads));
         h[1] = !a.post_attn_norm && o_few && gate_up_few;
         h[2] = gate_up_few && down_few;
         h[3] = next && !tapped && !a.post_ffn_norm && down_few && gemvs_hand_off({&next->q, &next->k, &next->v}, qkv_tiles);
@@ -547,7 +550,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const auto o_handoff = take_handoff(slot(l, 1), o_tiles, any_handoff ? before : 0);
         into_residual(L.o, {Binding(attn_out), std::nullopt, attn_dtype}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr,
                       handoff_ptr(o_handoff),
-                      a.post_attn_norm || o_handoff ? std::nullopt : hand_norm_forward(L.o, L.ffn_norm, {&L.gate, &L.up}));
+                      a.post_attn_norm || (o_handoff && o_handoff->signal) ? std::nullopt
+                                                                           : hand_norm_forward(L.o, L.ffn_norm, {&L.gate, &L.up}));
         t.set_label(blk + "ffn_norm");
         const ProjectionInput ffn_in = normed_input(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
         ProjectionInput down_in;

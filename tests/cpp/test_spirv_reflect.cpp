@@ -17,8 +17,8 @@ TEST(SpirvReflect, GemvBindingsAndPushConstants) {
         ShaderInterface i = reflect(name);
         // Aliased views of W, x and the norm weight are merged; 4 to 7 are the fused second and
         // third matrix and their outputs, 8 to 12 a folded rope_kv's tables, caches and step,
-        // 13 to 15 a norm handed forward (GemvParams.norm_out).
-        ASSERT_EQ(i.bindings.size(), 16u) << name;
+        // 13 to 15 a norm handed forward (GemvParams.norm_out), 16 a hand-off's counters.
+        ASSERT_EQ(i.bindings.size(), 17u) << name;
         EXPECT_FALSE(i.bindings[0].written);
         EXPECT_FALSE(i.bindings[1].written);
         EXPECT_TRUE(i.bindings[2].written);
@@ -32,6 +32,7 @@ TEST(SpirvReflect, GemvBindingsAndPushConstants) {
         EXPECT_FALSE(i.bindings[13].written);  // a norm handed forward: its weight, x and sums
         EXPECT_TRUE(i.bindings[14].written);
         EXPECT_TRUE(i.bindings[15].written);
+        EXPECT_TRUE(i.bindings[16].written);  // the slots it zeroes
         EXPECT_EQ(i.push_constant_bytes, sizeof(GemvParams));
     }
 }
@@ -50,7 +51,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3},
         {"gemv_", sizeof(GemvParams), 14, "_t32v"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv, hand-off counters
-        {"gemv_f", sizeof(GemvParams), 16}, {"gemv_bf16", sizeof(GemvParams), 16},  // float gemv.comp: the same and a norm handed forward
+        {"gemv_f", sizeof(GemvParams), 17}, {"gemv_bf16", sizeof(GemvParams), 17},  // float gemv.comp: the same, a norm handed forward, hand-off counters
         {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 7},  // its last binding: hand-off counters

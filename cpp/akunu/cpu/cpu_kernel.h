@@ -15,7 +15,7 @@
 
 namespace akunu::cpu {
 
-constexpr int kMaxBindings = 16;  // gemv.comp float interfaces take 16, gemv_tiles.comp 14
+constexpr int kMaxBindings = 17;  // gemv.comp float interfaces take 17, gemv_tiles.comp 14
 constexpr int kMaxParamBytes = 80;  // GemvParams
 constexpr int kMaxSpec = 8;  // gemv.comp takes 6, gemv_tiles.comp 7
 
