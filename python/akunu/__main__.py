@@ -130,10 +130,9 @@ def _profile(akunu, args) -> int:
                          f"the context holds {m.context}")
     if args.after:
         m.eval(np.random.default_rng(0).integers(0, m.config.vocab_size, args.after).tolist())
-    # Warm: pipelines, and the GPU's clocks, which a fresh machine ramps over its first
-    # milliseconds of work (a first 7b step has read 2x slow). Then the median of --runs.
-    for _ in range(3):
-        m.profile(args.tokens)
+    # One run first (its timestamp queries and command lists), then the median of --runs; each
+    # run keeps the GPU busy before its timed step, so that its clocks are up (Model.profile).
+    m.profile(args.tokens)
     rows = m.profile(args.tokens, runs=args.runs)
     what = "one decode step" if args.tokens == 1 else f"a prefill chunk of {args.tokens} tokens"
     if args.after:

@@ -499,8 +499,10 @@ class Model:
         `tokens` tokens (GPU timestamps; on the CPU backend, the host clock between commands),
         run after what the cache holds (its length does not change):
         [{label, kernel, ms, bytes_bound}]. With runs > 1 each command's ms is its median over
-        that many runs, which steadies single readings of microsecond kernels.
-        akunu.profile_table() sums them by kernel class."""
+        that many runs, which steadies single readings of microsecond kernels. On a GPU each
+        timed run follows untimed replays of itself, in the same submission, that keep the GPU
+        busy for about 0.4 s: a GPU left idle clocks down, and timed cold a step can read twice
+        its decode time. akunu.profile_table() sums them by kernel class."""
         if runs < 1:
             raise ValueError(f"runs must be at least 1, got {runs}")
         samples = [self._engine.profile(int(tokens)) for _ in range(runs)]

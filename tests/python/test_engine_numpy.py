@@ -189,6 +189,34 @@ def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, ba
     assert np.array_equal(deep(True), deep(False))
 
 
+@pytest.mark.parametrize("wtype", ["f16", "q4_0"])
+def test_profile_warms_the_gpu_without_touching_the_sequence(tmp_path_factory, backend, wtype, monkeypatch):
+    """Model.profile() times a step after untimed replays of it in the same submission (GPUs:
+    about 0.4 s of them, so that clocks are up; AKUNU_PROFILE_WARM_MS forces them here). The
+    replays and the timed step run at the next position without keeping it: afterwards the
+    sequence decodes exactly as one never profiled, hand-off counters included (a wait left
+    unmet would raise), and the table's rows time every command."""
+    path = random_gguf(tmp_path_factory, wtype)
+    monkeypatch.setenv("AKUNU_GEMV_HANDOFF", "1")
+    ids = [1, 17, 300, 5]
+
+    def decode(profile_ms):
+        m = akunu.Model(path, context=64, progress=False)
+        out = [m.eval(ids).copy()]
+        if profile_ms is not None:
+            monkeypatch.setenv("AKUNU_PROFILE_WARM_MS", str(profile_ms))
+            rows = m.profile(1)
+            assert len(rows) == len(m.dispatch_table()) and all(r["ms"] >= 0 for r in rows)
+            assert len(m.profile(3)) == len(m.dispatch_table(prefill=True))
+            assert m.kv_cache.current_length == len(ids)
+        out += [m.eval([i]).copy() for i in (42, 7, 999)]
+        return np.stack(out)
+
+    want = decode(None)
+    np.testing.assert_array_equal(decode(30), want)
+    np.testing.assert_array_equal(decode(0), want)
+
+
 def test_cpu_int8_activations_stay_near_numpy_float64(tmp_path_factory, backend, monkeypatch):
     """AKUNU_INT8=1 on the CPU: q4_0 GEMVs and GEMMs round x to 8 bits per block of 32 and use
     integer dot products (tests/cpp checks the kernels exactly against that rounding); q8_0
