@@ -104,8 +104,8 @@ XRounding engine_x_rounding(const DeviceProfile& device);
 // terms, or to int16 for any k (gemv_int16).
 //
 // A hand-off (GemvHandoff) lets two consecutive tile GEMVs of a decode step (or attention and
-// the O GEMV after it, tiled or float) run with no barrier
-// between them: the first counts its workgroups in as their rows of y are written (`signal`),
+// the O GEMV after it, tiled or float) run with no barrier between them: the first counts its
+// workgroups (attention: its heads) in as their rows of y are written (`signal`),
 // the second's workgroups start their weight loads at once and wait for that count before they
 // read x (`wait`). The second dispatch's launch and first loads overlap the first one's tail,
 // which a barrier (the device drained, then the next launched) does not allow. It rests on the

@@ -766,6 +766,30 @@ std::vector<int> Model::decode_chain(int token, std::vector<float>* logprobs) {
     return ids;
 }
 
+// How many untimed replays of `table` a profile runs before its timed one, in the same
+// submission: enough to keep the GPU busy for kProfileWarmMs by one run's time. A GPU left idle
+// for a moment clocks down (an H100 from 1,980 to 345 MHz within seconds), and a lone step does
+// not bring it back: timed alone, a 7b f16 decode step read 13.0 ms where decode runs 5.4 ms a
+// step, 5.7 after 20 replays (bench/NOTES.md). CPUs (lavapipe, the CPU backend) replay none;
+// AKUNU_PROFILE_WARM_MS sets the time anywhere (0: none).
+namespace {
+int replays_to_warm(const std::shared_ptr<Device>& device, const DispatchTable& table) {
+    constexpr double kProfileWarmMs = 400.0;
+    const bool gpu = device->profile().type != DeviceType::kCpu && !device->is_cpu();
+    const char* env = std::getenv("AKUNU_PROFILE_WARM_MS");
+    const double warm_ms = env && *env ? std::atof(env) : gpu ? kProfileWarmMs : 0.0;
+    if (warm_ms <= 0) return 0;
+    CommandList once(device);
+    once.begin();
+    table.record(once);
+    once.end();
+    const auto t0 = std::chrono::steady_clock::now();
+    once.submit_and_wait();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return int(std::clamp(std::ceil(warm_ms / std::max(ms, 1e-3)), 1.0, 256.0));
+}
+}  // namespace
+
 std::vector<Model::ProfileRow> Model::profile(int tokens) {
     drain();
     AKUNU_CHECK(base_->device->profile().timestamps, "'" + base_->device->profile().name + "' has no GPU timestamps to profile with");
@@ -783,27 +807,7 @@ std::vector<Model::ProfileRow> Model::profile(int tokens) {
     const StepState st{uint32_t(pos), 0, uint32_t(tokens), 0};
     scratch_->get(tokens == 1 ? "step" : "batch_step").write(&st, sizeof st);
     kv_->reserve(pos + tokens);
-    // The timed run follows untimed replays of itself in the same submission, enough to keep
-    // the GPU busy for kProfileWarmMs by the first run's clock. A GPU left idle for a moment
-    // clocks down (an H100 from 1,980 to 345 MHz within seconds), and a lone step does not bring
-    // it back: timed alone, a 7b f16 decode step read 13.0 ms where decode runs 5.4 ms a step,
-    // 5.7 after 20 replays (bench/NOTES.md). CPUs (lavapipe, the CPU backend) replay none;
-    // AKUNU_PROFILE_WARM_MS sets the time anywhere (0: none).
-    constexpr double kProfileWarmMs = 400.0;
-    const bool gpu = base_->device->profile().type != DeviceType::kCpu && !base_->device->is_cpu();
-    const char* warm_env = std::getenv("AKUNU_PROFILE_WARM_MS");
-    const double warm_ms = warm_env && *warm_env ? std::atof(warm_env) : gpu ? kProfileWarmMs : 0.0;
-    int replays = 0;
-    if (warm_ms > 0) {
-        CommandList once(base_->device);
-        once.begin();
-        table.record(once);
-        once.end();
-        const auto t0 = std::chrono::steady_clock::now();
-        once.submit_and_wait();
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        replays = int(std::clamp(std::ceil(warm_ms / std::max(ms, 1e-3)), 1.0, 256.0));
-    }
+    const int replays = replays_to_warm(base_->device, table);
     CommandList cl(base_->device, uint32_t(table.commands().size() + 1));
     std::vector<int> ts;
     cl.begin();

@@ -17,7 +17,7 @@ namespace akunu::cpu {
 
 constexpr int kMaxBindings = 17;  // gemv.comp float interfaces take 17, gemv_tiles.comp 14
 constexpr int kMaxParamBytes = 80;  // GemvParams
-constexpr int kMaxSpec = 8;  // gemv.comp takes 6, gemv_tiles.comp 7
+constexpr int kMaxSpec = 8;  // gemv.comp and gemv_tiles.comp take 7
 
 struct CpuArgs {
     uint8_t* b[kMaxBindings] = {};     // each binding's first byte (buffer contents + offset)
