@@ -64,9 +64,15 @@ def test_draws_follow_the_filtered_distribution(device, temperature, top_k, top_
         assert chi2 < chi_square_critical(df), f"chi2 {chi2:.1f} over {df} dof: {counts} vs {np.round(expected)}"
 
 
-def test_greedy_is_the_lowest_argmax_with_its_logprob(device, rng):
-    logits = rng.standard_normal((37, 1000)).astype(np.float32)
-    logits[5, [10, 700]] = 50.0  # a tie: the lower index wins
+@pytest.mark.parametrize("n", [1000, 33_001])
+def test_greedy_is_the_lowest_argmax_with_its_logprob(device, rng, n):
+    """Ties go to the lower index, whether the tied logits fall to different invocations or to
+    one invocation in one batch of its loads (indices 256 or 1,024 apart: the workgroup sizes of
+    CPU-type devices and GPUs) or in different batches (2,048 or 8,192 apart)."""
+    logits = rng.standard_normal((37, n)).astype(np.float32)
+    ties = [[10, 700], [300, 556]] + ([[100, 1124], [5, 5 + 3 * 2048], [7, 7 + 2 * 8192]] if n > 20_000 else [])
+    for row, tied in enumerate(ties):
+        logits[5 + row, tied] = 50.0
     ids, logprobs = ops.sample(logits, 0.0, device=device)
     np.testing.assert_array_equal(ids, logits.argmax(1))
     z = logits.astype(np.float64)
