@@ -529,9 +529,8 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const XRounding taken = gemv_x_rounding(d, wtype, k, rounding);
-    const bool float_wait = float_weights(wtype) && !tiles32(wtype);
-    check_handoff(handoff, float_wait ? gemv_waits_for_attention(d, wtype) : gemv_hands_off(d, wtype, 0), "gemv");
-    if (handoff && float_wait)
+    check_handoff(handoff, gemv_hands_off(d, wtype, 0) || gemv_waits_for_attention(d, wtype), "gemv");
+    if (handoff && gemv_waits_for_attention(d, wtype))
         AKUNU_CHECK(!handoff->signal && k % 4 == 0, "gemv: float weights only wait for a hand-off, over rows of a multiple of 4");
     if (tiles32(wtype) && !d.cpu_backend) {
         emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, taken, nullptr, handoff);

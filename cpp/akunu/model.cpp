@@ -339,10 +339,11 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // writes the stream times `norm`'s weight into `residual` and its sums of squares, and the
     // GEMVs after it read those (`ready`) instead of folding the norm: no norm weight loads and
     // no pass over h0 for its mean in every workgroup (4 % of a float decode step, H100).
+    // A GEMV that signals a hand-off hands no norm forward (kernels::gemv refuses both).
     std::optional<ProjectionInput> ready;
-    auto hand_norm_forward = [&](const Weight& producer, const Weight& norm,
-                                 std::initializer_list<const Weight*> readers) -> std::optional<kernels::GemvNormOut> {
-        if (prefill) return std::nullopt;
+    auto hand_norm_forward = [&](const Weight& producer, const Weight& norm, std::initializer_list<const Weight*> readers,
+                                 const std::optional<kernels::GemvHandoff>& handoff) -> std::optional<kernels::GemvNormOut> {
+        if (prefill || (handoff && handoff->signal)) return std::nullopt;
         for (const Weight* r : readers)
             if (!kernels::gemv_hands_norm_forward(t.device().profile(), producer.type, r->type)) return std::nullopt;
         const Binding sums(s.get("norm_sums"));
@@ -551,8 +552,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         const auto o_handoff = take_handoff(slot(l, 1), o_tiles, any_handoff ? before : 0);
         into_residual(L.o, {Binding(attn_out), std::nullopt, attn_dtype}, q_dim, a.post_attn_norm ? &L.post_attn_norm : nullptr,
                       handoff_ptr(o_handoff),
-                      a.post_attn_norm || (o_handoff && o_handoff->signal) ? std::nullopt
-                                                                           : hand_norm_forward(L.o, L.ffn_norm, {&L.gate, &L.up}));
+                      a.post_attn_norm ? std::nullopt : hand_norm_forward(L.o, L.ffn_norm, {&L.gate, &L.up}, o_handoff));
         t.set_label(blk + "ffn_norm");
         const ProjectionInput ffn_in = normed_input(L.ffn_norm, L.gate.type, h0, residual, rows, !prefill);
         ProjectionInput down_in;
@@ -604,9 +604,9 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         // The next norm: the next layer's attention norm, or after the last layer the output norm.
         const LayerWeights* next = l + 1 < c.n_layers ? &base_->weights.layers[size_t(l) + 1] : nullptr;
         std::optional<kernels::GemvNormOut> down_norm;
-        if (!a.post_ffn_norm && !down_handoff)
-            down_norm = next ? hand_norm_forward(L.down, next->attn_norm, {&next->q, &next->k, &next->v})
-                             : hand_norm_forward(L.down, base_->weights.output_norm, {&head});
+        if (!a.post_ffn_norm)
+            down_norm = next ? hand_norm_forward(L.down, next->attn_norm, {&next->q, &next->k, &next->v}, down_handoff)
+                             : hand_norm_forward(L.down, base_->weights.output_norm, {&head}, down_handoff);
         into_residual(L.down, down_in, ffn, a.post_ffn_norm ? &L.post_ffn_norm : nullptr, handoff_ptr(down_handoff), down_norm);
         // A tap: h0 now holds the residual stream after layer l, for every row of the chunk.
         const auto tap = std::find(pass.taps.begin(), pass.taps.end(), l);

@@ -130,9 +130,8 @@ def _profile(akunu, args) -> int:
                          f"the context holds {m.context}")
     if args.after:
         m.eval(np.random.default_rng(0).integers(0, m.config.vocab_size, args.after).tolist())
-    # One run first (its timestamp queries and command lists), then the median of --runs; each
-    # run keeps the GPU busy before its timed step, so that its clocks are up (Model.profile).
-    m.profile(args.tokens)
+    # The median of --runs; each run keeps the GPU busy before its timed step, so that its
+    # clocks are up (Model.profile).
     rows = m.profile(args.tokens, runs=args.runs)
     what = "one decode step" if args.tokens == 1 else f"a prefill chunk of {args.tokens} tokens"
     if args.after:
