@@ -15,6 +15,8 @@ namespace akunu {
 CommandList::CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps) : device_(std::move(device)) {
     const char* windows = std::getenv("AKUNU_ROW_WINDOW_BARRIERS");
     windows_ignored_ = windows && std::string(windows) == "1";
+    const char* columns = std::getenv("AKUNU_COLUMN_BARRIERS");
+    columns_ignored_ = columns && std::string(columns) == "1";
     if (device_->is_cpu()) {  // no Vulkan objects; commands are kept in cpu_commands_
         cpu_times_.assign(max_timestamps, 0);
         max_timestamps_ = max_timestamps;
@@ -94,8 +96,17 @@ void CommandList::begin() {
                          nullptr, 0, nullptr);
 }
 
-// Two bindings conflict only where their byte ranges overlap, and only if their commands can
-// both run: Q, K and V written into separate parts of one qkv buffer need no barrier between
+// Column views of one buffer with the same row stride whose columns do not meet: Q, K and V of
+// a chunk, each GEMM writing its columns of every [q | k | v] row.
+template <class R>
+static bool columns_apart(const R& a, const R& b) {
+    if (!a.stride || a.stride != b.stride) return false;
+    const size_t ca = a.begin % a.stride, cb = b.begin % b.stride;
+    return ca + a.width <= cb || cb + b.width <= ca;
+}
+
+// Two bindings conflict only where their bytes overlap, and only if their commands can both
+// run: Q, K and V written into separate columns of one qkv buffer need no barrier between
 // them, nor do the GEMMs for short and for long chunks that write the same rows.
 // `count` limits the search to the set's first entries.
 template <class R>
@@ -104,7 +115,7 @@ static bool overlaps(const std::vector<R>& set, const R& r, size_t count = SIZE_
     for (size_t i = 0; i < std::min(count, set.size()); ++i) {
         const R& s = set[i];
         const bool both_run = std::max(s.min_rows, r.min_rows) < std::min(upper(s.max_rows), upper(r.max_rows));
-        if (s.buffer == r.buffer && s.begin < r.end && r.begin < s.end && both_run) return true;
+        if (s.buffer == r.buffer && s.begin < r.end && r.begin < s.end && both_run && !columns_apart(s, r)) return true;
     }
     return false;
 }
@@ -199,7 +210,11 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
                     "kernel '" + pipeline.name() + "': binding " + std::to_string(i) + " spans " +
                         std::to_string(range >> 20) + " MiB; this device binds at most " +
                         std::to_string(p.max_storage_buffer_range >> 20) + " MiB at once");
-        const Range r{b.buffer->id(), b.offset, b.offset + range, min_rows, max_rows};
+        AKUNU_CHECK(!b.row_stride || (b.offset % b.row_stride) + b.row_bytes <= b.row_stride,
+                    "kernel '" + pipeline.name() + "': binding " + std::to_string(i) +
+                        " is a column view whose columns run past its rows");
+        const size_t stride = columns_ignored_ ? 0 : b.row_stride;
+        const Range r{b.buffer->id(), b.offset, b.offset + range, min_rows, max_rows, stride, b.row_bytes};
         if (device_->is_cpu()) {
             (iface.bindings[i].written ? writes : reads).push_back(r);
             continue;

@@ -75,6 +75,7 @@ private:
         // (max_rows 0: no bound): an indirect dispatch of a chunk's table outside its window has
         // no workgroups, whatever n the table was given (ChunkRows::groups_for).
         uint32_t min_rows = 0, max_rows = 0;
+        size_t stride = 0, width = 0;  // a column view's (Binding::row_stride, row_bytes); 0: the whole range
     };
     void barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes, bool awaits_previous = false);
     void record_barrier();
@@ -100,6 +101,8 @@ private:
     size_t last_writes_ = 0;  // how many of written_since_barrier_ the last command added
     // AKUNU_ROW_WINDOW_BARRIERS=1: row windows ignored, a barrier wherever ranges meet (A/B runs).
     bool windows_ignored_ = false;
+    // AKUNU_COLUMN_BARRIERS=1: column views (Binding::columns) tracked as plain ranges (A/B runs).
+    bool columns_ignored_ = false;
     std::vector<VkDescriptorBufferInfo> infos_;
     std::vector<VkWriteDescriptorSet> writes_;
     std::vector<cpu::CpuCommand> cpu_commands_;  // CPU backend: what submit() runs

@@ -19,10 +19,23 @@ struct Binding {
     const Buffer* buffer = nullptr;
     size_t offset = 0;
     size_t range = 0;  // 0: to the end of the buffer
+    // A column view (columns()): the kernel touches only row_bytes of every row_stride bytes
+    // from offset. 0: any byte of the range.
+    size_t row_stride = 0, row_bytes = 0;
 
     Binding() = default;
     Binding(const Buffer* b, size_t off = 0, size_t r = 0) : buffer(b), offset(off), range(r) {}
     Binding(const Buffer& b, size_t off = 0, size_t r = 0) : buffer(&b), offset(off), range(r) {}
+    // Columns [first, first + width) of rows `stride` bytes long, to the end of the buffer (all
+    // in bytes): Q, K and V in one [rows, q | k | v] buffer. Two column views of a buffer with
+    // the same stride whose columns do not meet need no barrier between their writers
+    // (CommandList), which plain ranges, interleaved row by row, would put there.
+    static Binding columns(const Buffer& b, size_t first, size_t width, size_t stride) {
+        Binding v(b, first, b.size() - first);
+        v.row_stride = stride;
+        v.row_bytes = width;
+        return v;
+    }
     // Bytes visible through this binding.
     size_t bytes() const { return !buffer || offset > buffer->size() ? 0 : (range ? range : buffer->size() - offset); }
 };

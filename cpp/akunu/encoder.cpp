@@ -125,13 +125,13 @@ void Encoder::build_table() {
         kernels::add(t, h_, tmp_, h_, DType::kF32, rows * dim);
     }
     norm(R::kEmbdNorm, R::kEmbdNormBias, -1);
-    auto column = [&](const Buffer& b, size_t first) { return Binding(b, first * 4, b.size() - first * 4); };
+    auto column = [&](size_t first) { return Binding::columns(qkv_, first * 4, q_dim * 4, qkv_row * 4); };
     for (int l = 0; l < c.n_layers; ++l) {
         const std::string blk = "blk." + std::to_string(l) + ".";
         t.set_label(blk + "attn_qkv");
-        linear(R::kAttnQ, R::kAttnQBias, l, h_, column(qkv_, 0), q_dim, dim, qkv_row, false);
-        linear(R::kAttnK, R::kAttnKBias, l, h_, column(qkv_, q_dim), q_dim, dim, qkv_row, false);
-        linear(R::kAttnV, R::kAttnVBias, l, h_, column(qkv_, 2 * q_dim), q_dim, dim, qkv_row, false);
+        linear(R::kAttnQ, R::kAttnQBias, l, h_, column(0), q_dim, dim, qkv_row, false);
+        linear(R::kAttnK, R::kAttnKBias, l, h_, column(q_dim), q_dim, dim, qkv_row, false);
+        linear(R::kAttnV, R::kAttnVBias, l, h_, column(2 * q_dim), q_dim, dim, qkv_row, false);
         t.set_label(blk + "attention");
         kernels::encoder_attention(t, qkv_, seq_, step, attn_,
                                    {uint32_t(c.n_heads), uint32_t(c.head_dim), uint32_t(rows), uint32_t(qkv_row),

@@ -228,8 +228,8 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     const Buffer& ids = prefill ? s.get("batch_token_ids") : s.get("token_ids");
     const size_t dim = size_t(c.dim), q_dim = size_t(c.q_dim), kv_dim = size_t(c.kv_dim), ffn = size_t(c.ffn_dim);
     const size_t qkv_row = q_dim + 2 * kv_dim;
-    auto column = [&](const Buffer& b, size_t first) { return Binding(b, first * 4, b.size() - first * 4); };
-    const Binding q = column(qkv, 0), k = column(qkv, q_dim), v = column(qkv, q_dim + kv_dim);
+    auto column = [&](size_t first, size_t width) { return Binding::columns(qkv, first * 4, width * 4, qkv_row * 4); };
+    const Binding q = column(0, q_dim), k = column(q_dim, kv_dim), v = column(q_dim + kv_dim, kv_dim);
     const bool local_tables = s.all().count("rope_cos_local") > 0;
 
     // y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step, GEMM for a chunk.

@@ -480,6 +480,47 @@ TEST_F(KernelTest, RopeKvInFoursMatchesOnePairAnInvocation) {
         }
 }
 
+// Column views (Binding::columns) of one [rows, q | k | v] buffer: writers of columns that do
+// not meet share a barrier interval, as a chunk's Q, K and V GEMMs do; a writer of columns that
+// meet, or of the whole buffer, waits. Each column gets its own sum, written over poison, so a
+// column written by the wrong dispatch, or not at all, fails.
+TEST_F(KernelTest, ColumnViewsWithDisjointColumnsNeedNoBarrier) {
+    auto dev = device();
+    const size_t rows = 7, widths[3] = {16, 8, 8}, firsts[3] = {0, 16, 24}, row = 32;
+    Buffer y = poisoned(dev, rows * row, DType::kF32);
+    std::vector<Buffer> a, b;
+    for (int i = 0; i < 3; ++i) {
+        const std::vector<float> ones(rows * row, float(i + 1)), tens(rows * row, 10.0f * float(i + 1));
+        a.push_back(dev->allocate(ones.data(), ones.size() * 4));
+        b.push_back(dev->allocate(tens.data(), tens.size() * 4));
+    }
+    auto view = [&](int i) { return Binding::columns(y, firsts[i] * 4, widths[i] * 4, row * 4); };
+    CommandList cl(dev);
+    cl.begin();
+    for (int i = 0; i < 3; ++i) kernels::add_rows(cl, a[size_t(i)], b[size_t(i)], view(i), DType::kF32, {widths[i], rows, row, row, row});
+    EXPECT_EQ(cl.barrier_count(), 0u);
+    // Columns 8..23 meet the first two views: a barrier.
+    kernels::add_rows(cl, a[0], b[0], Binding::columns(y, 8 * 4, 16 * 4, row * 4), DType::kF32, {16, 1, row, row, row});
+    EXPECT_EQ(cl.barrier_count(), 1u);
+    kernels::add_rows(cl, a[2], b[2], view(2), DType::kF32, {widths[2], rows, row, row, row});  // apart from 8..23: none
+    EXPECT_EQ(cl.barrier_count(), 1u);
+    kernels::fill(cl, y, DType::kF32, 1, 0.0f);  // the plain range meets every column
+    EXPECT_EQ(cl.barrier_count(), 2u);
+    cl.end();
+    cl.submit_and_wait();
+    const std::vector<float> got = download(y, rows * row, DType::kF32);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t c = 0; c < row; ++c) {
+            const float want = r == 0 && c == 0 ? 0.0f : r == 0 && c >= 8 && c < 24 ? 11.0f : c < 16 ? 11.0f : c < 24 ? 22.0f : 33.0f;
+            ASSERT_EQ(got[r * row + c], want) << r << ", " << c;
+        }
+
+    // Columns that run past the row are refused, not tracked wrongly.
+    cl.begin();
+    EXPECT_THROW(kernels::add_rows(cl, a[0], b[0], Binding::columns(y, 24 * 4, 16 * 4, row * 4), DType::kF32, {16, 1, row, row, row}),
+                 Error);
+}
+
 TEST_F(KernelTest, BarriersOnlyBetweenDependentDispatches) {
     auto dev = device();
     const size_t n = 1000;

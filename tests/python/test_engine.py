@@ -183,10 +183,29 @@ def test_prefill_barriers_skip_dispatches_of_disjoint_row_windows(backend, monke
     layers = windows.config.n_layers
     # Each of a layer's 7 projections has a GEMM for chunks under 16 tokens and one after the
     # dequantization, which ranges alone separate by a barrier (both write y). Windows save it
-    # for 6: up's f16 GEMM waits at one all the same, for its dequantization, which shares
-    # gate's interval.
-    assert windows.barrier_count(prefill=True) <= ranges.barrier_count(prefill=True) - 6 * layers
+    # for 4: the f16 GEMMs of K, V and up wait at one all the same, for their dequantizations,
+    # which share the interval of the GEMM before (Q's, K's and gate's: K's and V's short GEMMs
+    # write other columns of the qkv rows than Q's and K's, so no barrier comes before them).
+    assert windows.barrier_count(prefill=True) <= ranges.barrier_count(prefill=True) - 4 * layers
     np.testing.assert_array_equal(windows.eval(prompt, all_logits=True), ranges.eval(prompt, all_logits=True))
+
+
+def test_prefill_qkv_gemms_share_a_barrier_interval(backend, monkeypatch):
+    """A chunk's Q, K and V GEMMs write separate columns of one [rows, q | k | v] buffer
+    (column views, Binding::columns), so no barrier stands between them. With
+    AKUNU_COLUMN_BARRIERS=1 the views are tracked as plain ranges, which meet row by row: two
+    barriers more a layer, and the logits and cache agree to the bit."""
+    path = require("trained-code-llama", "gguf", "trained-code-llama-f16.gguf")
+    prompt = [i for p in manifest("trained-code-llama")["prompts"] for i in p["ids"]][:37]
+    views = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
+    monkeypatch.setenv("AKUNU_COLUMN_BARRIERS", "1")
+    ranges = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
+    layers = views.config.n_layers
+    assert views.barrier_count(prefill=True) == ranges.barrier_count(prefill=True) - 2 * layers
+    np.testing.assert_array_equal(views.eval(prompt, all_logits=True), ranges.eval(prompt, all_logits=True))
+    for layer in range(layers):
+        np.testing.assert_array_equal(views.kv_cache.k(layer), ranges.kv_cache.k(layer))
+        np.testing.assert_array_equal(views.kv_cache.v(layer), ranges.kv_cache.v(layer))
 
 
 def test_long_chunks_dequantize_block_weights(backend, monkeypatch):
