@@ -113,7 +113,11 @@ def test_float_decode_hands_each_norm_forward(tmp_path_factory, backend, wtype, 
     assert ops.pop("blk.0.attn_qkv") == 1 and set(ops.values()) == {4}, ops
     _, want, plain = decode(False)
     assert set(plain.values()) == {1}
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    # Both paths round K and V into the f16 cache, where a change in the last fp32 bit can move
+    # an f16 rounding by 2^-11 of the value; with bf16 weights that reached 6.7e-6 of the logit
+    # scale here, and 3.5e-5 once a GEMV summed its rows in another order. A norm handed forward
+    # wrongly (another weight, a missing scale) moves logits by their own order.
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
     h0 = m.scratch["h0"].copy()
     normed = m.scratch["residual"].copy()
     assert np.all(np.isfinite(normed))
