@@ -31,9 +31,9 @@ struct NamedSize {
 std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain, int context);
 // dequant_weights adds kPrefillF16Weights buffers (prefill_f16_weights_name), each the largest
 // layer projection as f16 (PlanOptions::prefill_dequant), which a chunk's projections use in
-// turn: the next projection's dequantization runs beside this one's GEMM, into the buffer of
-// the one before (model.cpp).
-constexpr int kPrefillF16Weights = 3;
+// turn: the dequantizations of the next projections run beside this one's GEMM, three at once
+// ahead of Q, K and V, into buffers whose GEMMs are done (model.cpp).
+constexpr int kPrefillF16Weights = 4;
 inline std::string prefill_f16_weights_name(int i) { return "batch_weights_f16_" + std::to_string(i); }
 std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int prefill_chunk, bool dequant_weights = false);
 // Rows of all-position logits one prefill submission produces (as many as fit 32 MiB, at most

@@ -238,10 +238,12 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     // device runs short GEMM tiles, a chunk of up to short_rows tokens takes them (one more GEMM
     // with its own row window: only one of a projection's GEMMs has workgroups for a chunk, so
     // they share a barrier interval, CommandList). Each dequantization goes into the next of
-    // the f16 buffers (kPrefillF16Weights) and is placed in the table right after the previous projection's f16
-    // GEMM (DispatchTable::insert_at): its buffer was last read two projections back, so it
-    // depends on nothing recorded since and runs beside that GEMM (memory-bound beside
-    // compute-bound), also where a norm or the activation comes between the two projections.
+    // the f16 buffers (kPrefillF16Weights) and is placed in the table right after the f16 GEMM
+    // before its projection, or before its group (Q, K and V after the layer before's down;
+    // gate and up after O; DispatchTable::insert_at): its buffer was last read four projections
+    // back, behind a barrier by then, so it depends on nothing recorded since and runs beside
+    // that GEMM (memory-bound beside compute-bound), also where a norm or the activation comes
+    // between, and no GEMM of a group waits for its own weights.
     // AKUNU_DEQUANT_OVERLAP=0: one buffer, each dequantization where its projection is (A/B).
     const uint32_t dequant_rows = t.device().profile().prefill_dequant_rows;
     const uint32_t short_rows = t.device().profile().gemm_short_rows;
@@ -254,6 +256,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     }
     int turn = 0;                          // which f16 buffer the next dequantization writes
     std::optional<size_t> dequant_at;      // where in the table: right after the last f16 GEMM
+    // While a group of projections that share a barrier interval is recorded (Q, K and V; gate
+    // and up), their dequantizations all go where the first one's does, so that no GEMM of the
+    // group waits for its own: the place moves only past the group's last GEMM.
+    bool in_group = false;
     // The format's own GEMM for chunks of fewer than `below` tokens (0: any), in short tiles up
     // to short_rows where the device takes them.
     auto own_gemm = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
@@ -280,7 +286,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         return f16;
     };
     auto f16_gemm_recorded = [&] {
-        if (dequant_ahead) dequant_at = t.commands().size();
+        if (dequant_ahead && !in_group) dequant_at = t.commands().size();
     };
     auto matmul = [&](const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                       const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32,
@@ -393,8 +399,10 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
         for (const Projection& p : parts) fuse &= p.w->type == type;
         AKUNU_CHECK(fuse || !handoff, "a hand-off needs the projections fused into one GEMV");
         if (!fuse) {
+            size_t left = parts.size();
             for (const Projection& p : parts) {
                 t.set_label(blk + p.label);
+                in_group = --left > 0;
                 matmul(*p.w, in.x, p.y, p.n, dim, p.ldy, false, in.fold(), in.dtype);
             }
             return false;
