@@ -238,9 +238,13 @@ py::list dispatch_rows(const DispatchTable& table) {
         }
         d["position_block"] = c.position_block;
         d["awaits_previous"] = c.awaits_previous;
-        py::list bindings;
-        for (const Binding& b : c.bindings) bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));
+        py::list bindings, columns;
+        for (const Binding& b : c.bindings) {
+            bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));
+            columns.append(b.row_stride ? py::object(py::make_tuple(b.row_stride, b.row_bytes)) : py::object(py::none()));
+        }
         d["bindings"] = bindings;
+        d["columns"] = columns;
         out.append(d);
     }
     return out;

@@ -521,7 +521,10 @@ class Model:
 
     def dispatch_table(self, prefill: bool = False) -> list[dict]:
         """The per-token command list: label, kernel, spec (its specialization constants),
-        groups (workgroups), bindings (size, offset, range), chunk.
+        groups (workgroups), bindings (size, offset, range), columns, chunk. columns holds, per
+        binding, None or (row_stride, row_bytes) for a column view: the kernel touches only
+        row_bytes of every row_stride bytes from the offset (Q, K and V in their [q | k | v]
+        rows), so writers of columns that do not meet wait at no barrier for each other.
         prefill=True gives a prefill chunk's table instead. Its commands up to the tail run
         over the chunk's rows, and their chunk is {axis, rows, min_rows, max_rows}: the
         recorded groups cover `rows` tokens, and a chunk of n tokens runs only the groups that

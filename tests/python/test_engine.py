@@ -202,6 +202,14 @@ def test_prefill_qkv_gemms_share_a_barrier_interval(backend, monkeypatch):
     ranges = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
     layers = views.config.n_layers
     assert views.barrier_count(prefill=True) == ranges.barrier_count(prefill=True) - 2 * layers
+    # The table shows each GEMM's output as its columns of the qkv rows (y is binding 2).
+    c = views.config
+    row = 4 * (c.q_dim + 2 * c.kv_dim)
+    gemms = {r["label"]: r for r in views.dispatch_table(prefill=True) if r["label"].startswith("blk.0.attn_")}
+    for name, first, width in (("q", 0, c.q_dim), ("k", c.q_dim, c.kv_dim), ("v", c.q_dim + c.kv_dim, c.kv_dim)):
+        y = gemms[f"blk.0.attn_{name}"]
+        assert y["columns"][2] == (row, 4 * width) and y["bindings"][2][1] == 4 * first, (name, y)
+        assert y["columns"][0] is None  # the weights: a plain range
     np.testing.assert_array_equal(views.eval(prompt, all_logits=True), ranges.eval(prompt, all_logits=True))
     for layer in range(layers):
         np.testing.assert_array_equal(views.kv_cache.k(layer), ranges.kv_cache.k(layer))
