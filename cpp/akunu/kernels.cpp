@@ -451,6 +451,10 @@ bool gemv_waits_for_attention(const DeviceProfile& d, TensorType wtype) {
     return float_weights(wtype) && !tiles32(wtype) && d.gemv_handoff && !d.cpu_backend;
 }
 
+bool gemv_takes_handoff(const DeviceProfile& d, TensorType wtype) {
+    return gemv_hands_off(d, wtype, 0) || gemv_waits_for_attention(d, wtype);
+}
+
 bool attention_hands_off(const DeviceProfile& d, uint32_t n_heads) { return hands_off_at(d, n_heads); }
 
 uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows) {
@@ -529,7 +533,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     // With x as it is, binding 3 is unused: x stands in for it.
     const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
     const XRounding taken = gemv_x_rounding(d, wtype, k, rounding);
-    check_handoff(handoff, gemv_hands_off(d, wtype, 0) || gemv_waits_for_attention(d, wtype), "gemv");
+    check_handoff(handoff, gemv_takes_handoff(d, wtype), "gemv");
     if (handoff && gemv_waits_for_attention(d, wtype))
         AKUNU_CHECK(!handoff->signal && k % 4 == 0, "gemv: float weights only wait for a hand-off, over rows of a multiple of 4");
     if (tiles32(wtype) && !d.cpu_backend) {

@@ -137,6 +137,9 @@ bool attention_hands_off(const DeviceProfile& device, uint32_t n_heads);
 // units that the GEMV before still needs (bench/NOTES.md). Measured on an H100: 1b f16 decode
 // +1 %, 7b f16 unchanged.
 bool gemv_waits_for_attention(const DeviceProfile& device, TensorType wtype);
+// Whether gemv() of these weights takes any hand-off on this device: a tile GEMV's (any, where
+// its shape allows it: gemv_hands_off) or a float O GEMV's wait for attention.
+bool gemv_takes_handoff(const DeviceProfile& device, TensorType wtype);
 // The workgroups of a tile GEMV of matrices of these rows: what a GEMV waiting for it counts.
 uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows);
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,

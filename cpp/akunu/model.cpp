@@ -455,7 +455,7 @@ std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
     };
     bool zeroers = !prefill && s.all().count("gemv_handoff") > 0 && c.n_layers >= 2;
     for (const LayerWeights& L : base_->weights.layers)
-        zeroers = zeroers && (kernels::gemv_hands_off(profile, L.o.type, 0) || kernels::gemv_waits_for_attention(profile, L.o.type));
+        zeroers = zeroers && kernels::gemv_takes_handoff(profile, L.o.type);
     std::vector<std::array<bool, kSlotsPerLayer>> hands_off(size_t(c.n_layers));
     bool any_handoff = false;
     for (int l = 0; zeroers && l < c.n_layers; ++l) {
