@@ -1,7 +1,7 @@
 // Python view of Buffer: allocation, transfers and NumPy arrays over device memory.
 #include <cstring>
 
-#include "akunu/error.h"
+#include "akunu/core/error.h"
 #include "bindings.h"
 
 namespace akunu::py_bindings {

@@ -1,8 +1,8 @@
 // Python view of ModelConfig, the architecture table, validation, RoPE tables and the memory plan.
-#include "akunu/device.h"
-#include "akunu/error.h"
-#include "akunu/memory_plan.h"
-#include "akunu/validate.h"
+#include "akunu/vulkan/device.h"
+#include "akunu/core/error.h"
+#include "akunu/engine/memory_plan.h"
+#include "akunu/engine/validate.h"
 #include "bindings.h"
 
 namespace akunu::py_bindings {

@@ -1,7 +1,7 @@
 // Python view of device enumeration, profiles, devices and the validation record.
-#include "akunu/device.h"
-#include "akunu/error.h"
-#include "akunu/instance.h"
+#include "akunu/vulkan/device.h"
+#include "akunu/core/error.h"
+#include "akunu/vulkan/instance.h"
 #include "bindings.h"
 
 namespace akunu::py_bindings {

@@ -1,7 +1,7 @@
 // Python view of an Encoder: loading, embed() into a new NumPy array, and its dispatch table.
-#include "akunu/device.h"
-#include "akunu/encoder.h"
-#include "akunu/kernels.h"
+#include "akunu/vulkan/device.h"
+#include "akunu/engine/encoder.h"
+#include "akunu/engine/kernels.h"
 #include "bindings.h"
 
 namespace akunu::py_bindings {

@@ -2,9 +2,9 @@
 // scratch buffers (zero-copy where the memory is host-visible; each view keeps the model alive).
 #include <cstring>
 
-#include "akunu/device.h"
-#include "akunu/error.h"
-#include "akunu/model.h"
+#include "akunu/vulkan/device.h"
+#include "akunu/core/error.h"
+#include "akunu/engine/model.h"
 #include "bindings.h"
 
 namespace akunu::py_bindings {

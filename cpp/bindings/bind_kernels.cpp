@@ -2,11 +2,11 @@
 #include <cctype>
 #include <optional>
 
-#include "akunu/command_list.h"
-#include "akunu/cpu/tiles.h"
-#include "akunu/error.h"
-#include "akunu/kernels.h"
-#include "akunu/shader_library.h"
+#include "akunu/vulkan/command_list.h"
+#include "akunu/formats/tiles.h"
+#include "akunu/core/error.h"
+#include "akunu/engine/kernels.h"
+#include "akunu/vulkan/shader_library.h"
 #include "bindings.h"
 
 namespace akunu::py_bindings {
@@ -191,7 +191,7 @@ void init_kernels(py::module_& m) {
         const WeightTiles kernels_read = d.profile().cpu_backend ? WeightTiles::kAll : WeightTiles::kBlocks32;
         if (const cpu::TileLayout* l = cpu::tile_layout_for(weight_type(base), kernels_read)) return type_traits(l->tiled).name;
         return std::nullopt;
-    }, "The tile-major type (cpu/tiles.h) this device's kernels read for matrices of `base` ('Q8_0' -> 'Q8_0_T32' on "
+    }, "The tile-major type (formats/tiles.h) this device's kernels read for matrices of `base` ('Q8_0' -> 'Q8_0_T32' on "
        "the CPU backend, 'Q8_0_T32V' on Vulkan devices), or None where they have none.");
     k.def("engine_x_rounding", [](const Device& d) {
         return x_rounding_name(kernels::engine_x_rounding(d.profile()));

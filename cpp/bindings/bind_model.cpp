@@ -1,8 +1,8 @@
 // Python view of model files: metadata, tensor listings and tensors as NumPy arrays.
-#include "akunu/cpu/tiles.h"
-#include "akunu/error.h"
-#include "akunu/model_files.h"
-#include "akunu/utf8.h"
+#include "akunu/formats/tiles.h"
+#include "akunu/core/error.h"
+#include "akunu/formats/model_files.h"
+#include "akunu/core/utf8.h"
 #include "bindings.h"
 
 namespace akunu::py_bindings {

@@ -1,7 +1,7 @@
 // Python view of Tokenizer.
-#include "akunu/error.h"
-#include "akunu/model_files.h"
-#include "akunu/tokenizer.h"
+#include "akunu/core/error.h"
+#include "akunu/formats/model_files.h"
+#include "akunu/tokenizer/tokenizer.h"
 #include "bindings.h"
 
 namespace akunu::py_bindings {

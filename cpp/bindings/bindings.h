@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
-#include "akunu/buffer.h"
-#include "akunu/dispatch.h"
-#include "akunu/dtype.h"
-#include "akunu/memory_plan.h"
+#include "akunu/vulkan/buffer.h"
+#include "akunu/vulkan/dispatch.h"
+#include "akunu/formats/dtype.h"
+#include "akunu/engine/memory_plan.h"
 
 namespace akunu::py_bindings {
 

@@ -1,5 +1,5 @@
 // The _akunu extension module: exception translation plus one init function per area.
-#include "akunu/error.h"
+#include "akunu/core/error.h"
 #include "bindings.h"
 
 namespace akunu::py_bindings {

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# NumPy dtype -> akunu dtype name (the dtype table in cpp/akunu/dtype.cpp).
+# NumPy dtype -> akunu dtype name (the dtype table in cpp/akunu/formats/dtype.cpp).
 _AKUNU_DTYPES = {
     np.dtype(np.float32): "f32",
     np.dtype(np.float16): "f16",

@@ -1,5 +1,5 @@
 // Buffer allocation, host transfers (mapped and staged), accounting and bad sizes.
-#include "akunu/error.h"
+#include "akunu/core/error.h"
 #include "vk_test.h"
 
 namespace akunu::test {

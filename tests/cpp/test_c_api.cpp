@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "akunu/akunu.h"
+#include "akunu/api/akunu.h"
 #include "vk_test.h"
 
 namespace akunu::test {

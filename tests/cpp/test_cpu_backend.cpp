@@ -13,8 +13,8 @@
 #include <random>
 #include <vector>
 
-#include "akunu/buffer.h"
-#include "akunu/command_list.h"
+#include "akunu/vulkan/buffer.h"
+#include "akunu/vulkan/command_list.h"
 #include "akunu/cpu/cpu_kernel.h"
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/kv_rows.h"
@@ -22,15 +22,15 @@
 #include "akunu/cpu/thread_pool.h"
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/cpu/tile_unpack.h"
-#include "akunu/cpu/tiles.h"
+#include "akunu/formats/tiles.h"
 #include "akunu/cpu/vec_math.h"
 #include "akunu/cpu/weight_rows.h"
-#include "akunu/device.h"
-#include "akunu/error.h"
-#include "akunu/half.h"
-#include "akunu/kernels.h"
-#include "akunu/kv_cache.h"
-#include "akunu/shader_library.h"
+#include "akunu/vulkan/device.h"
+#include "akunu/core/error.h"
+#include "akunu/core/half.h"
+#include "akunu/engine/kernels.h"
+#include "akunu/engine/kv_cache.h"
+#include "akunu/vulkan/shader_library.h"
 #include "vk_test.h"
 #include "params.h"
 

@@ -1,7 +1,7 @@
 // Device enumeration, selection, profiles and the validation layer itself.
 #include <cstdlib>
 
-#include "akunu/error.h"
+#include "akunu/core/error.h"
 #include "vk_test.h"
 
 namespace akunu::test {

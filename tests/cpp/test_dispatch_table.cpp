@@ -1,10 +1,10 @@
 // DispatchTable: the workgroup counts of a prefill chunk's dispatches follow its token count.
 #include <cmath>
 
-#include "akunu/command_list.h"
-#include "akunu/dispatch.h"
-#include "akunu/error.h"
-#include "akunu/kernels.h"
+#include "akunu/vulkan/command_list.h"
+#include "akunu/vulkan/dispatch.h"
+#include "akunu/core/error.h"
+#include "akunu/engine/kernels.h"
 #include "params.h"
 #include "vk_test.h"
 

@@ -5,12 +5,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "akunu/command_list.h"
-#include "akunu/error.h"
-#include "akunu/half.h"
-#include "akunu/kernels.h"
-#include "akunu/kv_cache.h"
-#include "akunu/kv_format.h"
+#include "akunu/vulkan/command_list.h"
+#include "akunu/core/error.h"
+#include "akunu/core/half.h"
+#include "akunu/engine/kernels.h"
+#include "akunu/engine/kv_cache.h"
+#include "akunu/engine/kv_format.h"
 #include "params.h"
 #include "vk_test.h"
 

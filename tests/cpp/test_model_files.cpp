@@ -6,10 +6,10 @@
 
 #include <cmath>
 
-#include "akunu/error.h"
-#include "akunu/memory_plan.h"
-#include "akunu/model_files.h"
-#include "akunu/validate.h"
+#include "akunu/core/error.h"
+#include "akunu/engine/memory_plan.h"
+#include "akunu/formats/model_files.h"
+#include "akunu/engine/validate.h"
 
 namespace akunu::test {
 

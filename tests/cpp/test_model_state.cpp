@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "akunu/error.h"
-#include "akunu/kv_cache.h"
-#include "akunu/model.h"
+#include "akunu/core/error.h"
+#include "akunu/engine/kv_cache.h"
+#include "akunu/engine/model.h"
 #include "vk_test.h"
 
 namespace akunu::test {

@@ -1,7 +1,7 @@
 // The interface read from embedded SPIR-V must agree with the host structs in params.h.
-#include "akunu/error.h"
-#include "akunu/shader_library.h"
-#include "akunu/spirv_reflect.h"
+#include "akunu/core/error.h"
+#include "akunu/vulkan/shader_library.h"
+#include "akunu/vulkan/spirv_reflect.h"
 #include "params.h"
 #include "vk_test.h"
 

@@ -4,9 +4,9 @@
 
 #include "vk_test.h"
 
-#include "akunu/error.h"
-#include "akunu/model_files.h"
-#include "akunu/tokenizer.h"
+#include "akunu/core/error.h"
+#include "akunu/formats/model_files.h"
+#include "akunu/tokenizer/tokenizer.h"
 
 namespace akunu::test {
 

@@ -3,9 +3,9 @@
 // pipeline. tests/python/test_tokenizer_wordpiece.py compares against HF tokenizers at scale.
 #include <gtest/gtest.h>
 
-#include "akunu/error.h"
-#include "akunu/tokenizer.h"
-#include "akunu/tokenizer_wordpiece.h"
+#include "akunu/core/error.h"
+#include "akunu/tokenizer/tokenizer.h"
+#include "akunu/tokenizer/tokenizer_wordpiece.h"
 
 namespace akunu::test {
 

@@ -11,10 +11,10 @@
 #include <random>
 #include <vector>
 
-#include "akunu/buffer.h"
-#include "akunu/device.h"
-#include "akunu/instance.h"
-#include "akunu/model_config.h"
+#include "akunu/vulkan/buffer.h"
+#include "akunu/vulkan/device.h"
+#include "akunu/vulkan/instance.h"
+#include "akunu/model/model_config.h"
 
 namespace akunu::test {
 

@@ -4,7 +4,7 @@
 // alignment) with values that never bind on the CPU, and one memory heap: the machine's RAM.
 #pragma once
 
-#include "akunu/device_profile.h"
+#include "akunu/vulkan/device_profile.h"
 
 namespace akunu::cpu {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "akunu/cpu/cpu_kernel.h"
-#include "akunu/error.h"
+#include "akunu/core/error.h"
 
 namespace akunu::cpu {
 

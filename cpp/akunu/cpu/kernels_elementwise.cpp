@@ -7,7 +7,7 @@
 #include "akunu/cpu/cpu_kernel.h"
 #include "akunu/cpu/vec_math.h"
 #include "akunu/cpu/weight_rows.h"
-#include "akunu/half.h"
+#include "akunu/core/half.h"
 #include "params.h"
 
 namespace akunu::cpu {

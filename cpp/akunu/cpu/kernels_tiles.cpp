@@ -12,9 +12,9 @@
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/cpu/tile_unpack.h"
-#include "akunu/cpu/tiles.h"
-#include "akunu/half.h"
-#include "akunu/kernels.h"
+#include "akunu/formats/tiles.h"
+#include "akunu/core/half.h"
+#include "akunu/engine/kernels.h"
 #include "params.h"
 
 namespace akunu::cpu {

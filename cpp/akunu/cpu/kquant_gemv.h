@@ -16,8 +16,8 @@
 #include <cstring>
 
 #include "akunu/cpu/tile_dot.h"
-#include "akunu/cpu/tiles.h"
-#include "akunu/half.h"
+#include "akunu/formats/tiles.h"
+#include "akunu/core/half.h"
 
 namespace akunu::cpu::kquant {
 

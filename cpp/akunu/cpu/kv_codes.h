@@ -10,7 +10,7 @@
 
 #include "akunu/cpu/kv_rows.h"
 #include "akunu/cpu/row_dot.h"
-#include "akunu/half.h"
+#include "akunu/core/half.h"
 
 namespace akunu::cpu {
 

@@ -5,7 +5,7 @@
 
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/weight_rows.h"
-#include "akunu/half.h"
+#include "akunu/core/half.h"
 
 namespace akunu::cpu {
 

@@ -6,9 +6,9 @@
 
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/kquant_gemv.h"
-#include "akunu/cpu/tiles.h"
+#include "akunu/formats/tiles.h"
 #include "akunu/cpu/vec_math.h"
-#include "akunu/half.h"
+#include "akunu/core/half.h"
 
 namespace akunu::cpu {
 

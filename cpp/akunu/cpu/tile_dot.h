@@ -26,7 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "akunu/tensor_types.h"
+#include "akunu/formats/tensor_types.h"
 
 namespace akunu::cpu {
 

@@ -10,7 +10,7 @@
 
 #include "akunu/cpu/kquant_gemv.h"
 #include "akunu/cpu/tile_dot.h"
-#include "akunu/cpu/tiles.h"
+#include "akunu/formats/tiles.h"
 
 namespace akunu::cpu {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "akunu/cpu/cpu_profile.h"
-#include "akunu/cpu/tiles.h"
-#include "akunu/half.h"
+#include "akunu/formats/tiles.h"
+#include "akunu/core/half.h"
 
 namespace akunu::cpu {
 

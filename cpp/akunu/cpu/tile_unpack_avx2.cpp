@@ -4,7 +4,7 @@
 #include <immintrin.h>
 
 #include "akunu/cpu/tile_unpack.h"
-#include "akunu/cpu/tiles.h"
+#include "akunu/formats/tiles.h"
 
 namespace akunu::cpu {
 

@@ -8,7 +8,7 @@
 
 #include <immintrin.h>
 
-#include "akunu/half.h"
+#include "akunu/core/half.h"
 
 namespace akunu::cpu {
 

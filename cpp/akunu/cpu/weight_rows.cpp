@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "akunu/cpu/row_dot.h"
-#include "akunu/error.h"
+#include "akunu/core/error.h"
 
 namespace akunu::cpu {
 

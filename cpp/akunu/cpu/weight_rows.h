@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "akunu/tensor_types.h"
+#include "akunu/formats/tensor_types.h"
 
 namespace akunu::cpu {
 

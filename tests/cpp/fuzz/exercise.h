@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "akunu/memory_plan.h"
-#include "akunu/model_files.h"
-#include "akunu/validate.h"
+#include "akunu/engine/memory_plan.h"
+#include "akunu/formats/model_files.h"
+#include "akunu/engine/validate.h"
 
 namespace akunu::fuzz {
 

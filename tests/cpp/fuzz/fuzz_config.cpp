@@ -1,7 +1,7 @@
 // libFuzzer target: config.json text through parsing, derive(), the memory plan and RoPE.
 #include <nlohmann/json.hpp>
 
-#include "akunu/error.h"
+#include "akunu/core/error.h"
 #include "exercise.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

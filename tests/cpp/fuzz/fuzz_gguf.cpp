@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "akunu/error.h"
+#include "akunu/core/error.h"
 #include "exercise.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

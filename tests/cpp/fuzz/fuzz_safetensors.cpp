@@ -1,6 +1,6 @@
 // libFuzzer target: the safetensors parser, then every tensor it accepts is read in full.
-#include "akunu/error.h"
-#include "akunu/safetensors.h"
+#include "akunu/core/error.h"
+#include "akunu/formats/safetensors.h"
 #include "exercise.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// Opens every entry of a directory of malformed model inputs (tests/python/malformed_cases.py
+// Opens every entry of a directory of malformed model inputs (tests/python/support/malformed_cases.py
 // writes them) as a user would, expecting akunu::Error from each. Built with AddressSanitizer
 // by scripts/fuzz.sh, so an out-of-bounds read is a crash, not a pass.
 #include <dirent.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "akunu/error.h"
+#include "akunu/core/error.h"
 #include "exercise.h"
 
 int main(int argc, char** argv) {

@@ -1,0 +1,83 @@
+// Shared by the kernel launcher files (kernels.cpp, kernels_gemm.cpp): argument checks, the
+// workgroup grid, and emitting one DispatchCmd. Internal to the launchers; kernels.h is the API.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "akunu/vulkan/device.h"
+#include "akunu/vulkan/dispatch.h"
+#include "akunu/formats/dtype.h"
+#include "akunu/core/error.h"
+#include "akunu/formats/tensor_types.h"
+
+namespace akunu::kernels::launch {
+
+// A dispatch's workgroups, and how they follow a prefill chunk's token count where the
+// dispatch is a chunk's (DispatchSink::chunk_rows, ChunkRows). Spread by grid_for, a count
+// follows the tokens linearly: every such kernel lays its work out row-major over the tokens.
+struct Grid {
+    uint32_t x, y;
+    ChunkRows::Axis axis = ChunkRows::Axis::kNone;
+    uint32_t min_rows = 0, max_rows = 0;  // the kernel's row window (ChunkRows)
+    uint32_t position_block = 0;          // groups along y cover the cache in these blocks (DispatchCmd)
+};
+
+// Spreads `groups` workgroups over a 2-D grid within the device's per-dimension limit.
+inline Grid grid_for(const DispatchSink& s, size_t groups) {
+    const size_t max_x = s.device().profile().max_workgroup_count_x;
+    const size_t x = std::max<size_t>(1, std::min(groups, max_x));
+    const size_t y = (groups + x - 1) / x;
+    AKUNU_CHECK(y <= 65535, "problem too large for one dispatch: " + std::to_string(groups) + " workgroups");
+    return {uint32_t(x), uint32_t(std::max<size_t>(y, 1)), ChunkRows::Axis::kLinear};
+}
+
+inline void check_bytes(const Binding& b, size_t need, const char* kernel, const char* operand) {
+    AKUNU_CHECK(b.buffer && *b.buffer, std::string(kernel) + ": " + operand + " is not a buffer");
+    AKUNU_CHECK(b.bytes() >= need, std::string(kernel) + ": " + operand + " needs " + std::to_string(need) +
+                                       " bytes but its binding holds " + std::to_string(b.bytes()));
+}
+
+inline void check_fits(const Binding& b, size_t elements, DType dtype, const char* kernel, const char* operand) {
+    check_bytes(b, elements * dtype_traits(dtype).bytes, kernel, operand);
+}
+
+inline void check_dtype(DType dtype, std::initializer_list<DType> allowed, const char* kernel) {
+    for (DType d : allowed)
+        if (d == dtype) return;
+    throw Error(std::string(kernel) + " has no variant for dtype " + dtype_traits(dtype).name);
+}
+
+inline uint32_t checked_u32(size_t v, const char* what) {
+    AKUNU_CHECK(v > 0 && v <= 0xFFFFFFFFu, std::string(what) + " must be in [1, 2^32)");
+    return uint32_t(v);
+}
+
+// Throws unless a row of `k` elements is a whole number of the weight type's blocks.
+inline void check_row_blocks(const TensorTypeTraits& t, size_t k, const char* kernel, const char* what) {
+    AKUNU_CHECK(k % t.block_size == 0, std::string(kernel) + ": " + what + " = " + std::to_string(k) +
+                                           " is not a whole number of " + t.name + " blocks (" +
+                                           std::to_string(t.block_size) + " elements each)");
+}
+
+template <class P>
+void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec, std::vector<Binding> bindings,
+          const P& params, Grid g, bool awaits_previous = false) {
+    DispatchCmd cmd;
+    cmd.label = s.label();
+    cmd.pipeline = &s.device().pipeline(kernel, spec);
+    cmd.bindings = std::move(bindings);
+    cmd.params.resize(sizeof(P));
+    std::memcpy(cmd.params.data(), &params, sizeof(P));
+    cmd.groups[0] = g.x;
+    cmd.groups[1] = g.y;
+    if (s.chunk_rows()) cmd.chunk = {g.axis, s.chunk_rows(), g.min_rows, g.max_rows};
+    cmd.position_block = g.position_block;
+    cmd.awaits_previous = awaits_previous;
+    s.dispatch(cmd);
+}
+
+}  // namespace akunu::kernels::launch

@@ -1,0 +1,330 @@
+// Launchers for akunu's kernels. Each checks its arguments against the bound ranges (a wrong
+// shape is an akunu::Error naming the operand, never an out-of-bounds access), picks the
+// variant from the dtype or weight-type table, and emits one DispatchCmd into a sink: a
+// CommandList (run now) or a DispatchTable (recorded once, replayed per token).
+#pragma once
+
+#include <array>
+
+#include "akunu/model/arch.h"
+#include "akunu/vulkan/command_list.h"
+#include "akunu/formats/dtype.h"
+#include "akunu/engine/kv_format.h"
+#include "akunu/formats/tensor_types.h"
+
+namespace akunu::kernels {
+
+// out[0:n] = value (f32, f16), or the raw 32-bit pattern `bits` for u32.
+void fill(DispatchSink& s, const Binding& out, DType dtype, size_t n, float value, uint32_t bits = 0);
+
+// dst[0:bytes] = src[0:bytes] on the compute queue; bytes must be a multiple of 4.
+void copy(DispatchSink& s, const Binding& src, const Binding& dst, size_t bytes);
+// Reads src[0:bytes] (a multiple of 16) and stores nothing: the device's read rate, for the
+// kernel benchmark. `flag`'s first word is written only if a 16-byte vector is all ones.
+void read(DispatchSink& s, const Binding& src, const Binding& flag, size_t bytes);
+
+// c[0:n] = a[0:n] + b[0:n]; dtype f32 or f16.
+void add(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, size_t n);
+// c[r, 0:n] = a[r, 0:n] + b[r, 0:n] for r < rows, each operand's rows `stride` elements apart
+// (b_stride 0: the same b row, such as a bias, for every row).
+struct RowsShape {
+    size_t n, rows, a_stride, b_stride, c_stride;
+};
+void add_rows(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, const RowsShape& shape);
+
+// y[rows, dim] = rmsnorm(x[rows, dim]) * (w[dim] + weight_offset); dtype f32 or f16. Rows come
+// in groups of `group` contiguous rows, group_stride elements apart (0: contiguous groups).
+void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows,
+             size_t dim, float eps, float weight_offset = 0.0f, size_t group = 1, size_t group_stride = 0);
+
+// y[rows, dim] as f16 = rmsnorm(x[rows, dim] f32) * (w[dim] f32 + weight_offset): a prefill
+// chunk's normed rows as the halves the GEMM reads (gemm_takes_half_x).
+void rmsnorm_to_f16(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, size_t rows, size_t dim, float eps,
+                    float weight_offset);
+
+// Weight types the GEMV, GEMM and embedding kernels read directly (quantized weights stay
+// quantized), and their names as a list for error messages ("F32, F16, ..., Q6_K"). The CPU
+// backend's tile-major forms (*_T32, formats/tiles.h) count as their base type; only GEMV and GEMM
+// have kernels for them, on the CPU backend.
+bool weight_type_supported(TensorType type);
+std::string supported_weight_types();
+// The kernel name of a weight-type variant: ("gemv", Q4_0) -> "gemv_q4_0"; throws for types
+// without one.
+std::string weight_variant(const char* kernel, TensorType type);
+
+// What a GEMV folds into its input x (GemvParams.x_op): an RMSNorm, x * (weight +
+// weight_offset) / sqrt(mean(x^2) + eps), or a gated activation, act(x) * up, with x the gate.
+struct GemvInput {
+    uint32_t op = 0;   // AKUNU_GEMV_* (params.h)
+    Binding second;    // [k] f32: the norm's weight, or up; [partials] for rmsnorm_ready
+    float eps = 0.0f;
+    float weight_offset = 0.0f;
+    uint32_t partials = 0;  // rmsnorm_ready: the sums of squares in `second`
+
+    static GemvInput rmsnorm(const Binding& weight, float eps, float weight_offset);
+    // Throws for an activation without a gated form (kGelu).
+    static GemvInput gated(Activation act, const Binding& up);
+    // An RMSNorm handed forward by the GEMV that wrote x (GemvNormOut): x comes weighted, and
+    // `sums` holds that GEMV's `partials` sums of squares of the unweighted rows.
+    static GemvInput rmsnorm_ready(const Binding& sums, uint32_t partials, float eps);
+};
+// The next pre-norm handed forward by a GEMV that adds into the residual stream (the O and
+// down projections of a decode step): besides y += W·x it writes x_next = y * (weight +
+// weight_offset) and, per workgroup, the sum of its rows' squares, so that the GEMVs reading
+// the normed stream (GemvInput::rmsnorm_ready) load neither the norm's weight nor all of y
+// for its mean. Measured on an H100 (bench/NOTES.md): those two cost 4 % of a float model's
+// decode step; handed forward, decode of 7b f16 +2 % and 1b f16 +1.6 %. Only where
+// gemv_hands_norm_forward.
+struct GemvNormOut {
+    Binding weight;        // [rows] f32: the next norm's weight
+    float weight_offset = 0.0f;
+    Binding normed;        // [rows] f32: y * (weight + weight_offset)
+    Binding sums;          // [gemv_norm_partials(rows)] f32
+};
+// Whether a GEMV of `producer` weights hands the next norm forward (GemvNormOut) to GEMVs of
+// `consumer` weights on this device: float weights on gemv.comp, Vulkan devices.
+bool gemv_hands_norm_forward(const DeviceProfile& device, TensorType producer, TensorType consumer);
+// The sums of squares a GemvNormOut GEMV of `rows` rows writes: one per workgroup.
+uint32_t gemv_norm_partials(const DeviceProfile& device, TensorType wtype, size_t rows);
+// How a GEMV of Q8_0, Q4_0 or Q4_1 weights holds x: as fp32 (float products), or rounded per
+// block of 32 for integer dot products, to int16 (step max|x| / 32767: within 2^-16 of the
+// block's largest |x|, as the CPU backend's GEMV rounds it) or to int8 (step max|x| / 127, half
+// to even, as llama.cpp's q8_1). Where a kernel cannot take the rounding asked for
+// (gemv_int16, gemv_int_dot), it takes fp32.
+enum class XRounding : uint8_t { kFloat, kInt16, kInt8 };
+// The engine's: int8 with AKUNU_INT8=1 (DeviceProfile::int8_activations), fp32 with
+// AKUNU_FLOAT_X=1 (float_x), else int16.
+XRounding engine_x_rounding(const DeviceProfile& device);
+// y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type;
+// with `input`, x is formed as it says. Q8_0, Q4_0 and Q4_1 rows of a multiple of 256
+// take integer dot products against x rounded to int8 where the device has them (gemv_int_dot)
+// and `rounding` asks for it; their float path is gemv.comp, or the word GEMV where
+// AKUNU_GEMV_WORDS=1 turns it on (gemv_words). Their tile-major forms (*_T32) take
+// gemv_tiles.comp on Vulkan devices (gemv_fuses_parts), with x rounded to int8 on the same
+// terms, or to int16 for any k (gemv_int16).
+//
+// A hand-off (GemvHandoff) lets two consecutive tile GEMVs of a decode step (or attention and
+// the O GEMV after it, tiled or float) run with no barrier between them: the first counts its
+// workgroups (attention: its heads) in as their rows of y are written (`signal`),
+// the second's workgroups start their weight loads at once and wait for that count before they
+// read x (`wait`). The second dispatch's launch and first loads overlap the first one's tail,
+// which a barrier (the device drained, then the next launched) does not allow. It rests on the
+// device starting every workgroup of a dispatch before any of the next one's, as NVIDIA's does
+// (DeviceProfile::gemv_handoff); on a device that does not, the waits would time out (a few
+// seconds each), count the error in counters word 0 and compute from a partial x, not hang.
+// Slots count up from zero; a later GEMV, after a barrier that follows every wait on them,
+// zeroes them for the next step (`clear`).
+struct GemvHandoff {
+    Binding counters;  // handoff_counters_bytes(slots): an error word, then one word a slot, zeroed
+    uint32_t signal = 0, wait = 0;  // slots 1.. (0: none)
+    uint32_t wait_count = 0;        // the workgroups the waited-for GEMV has (gemv_tiles_groups)
+    uint32_t clear = 0, clear_count = 0;  // slots clear .. clear + clear_count - 1 to zero
+};
+size_t handoff_counters_bytes(uint32_t slots);
+// Whether a tile GEMV of these weights and workgroups (gemv_tiles_groups; 0: any) takes part in
+// a hand-off on this device: where it has at most one workgroup per compute unit (or the device
+// does not say how many it has). Measured on an H200 (bench/NOTES.md): the hand-off pays where
+// the GEMV before leaves compute units idle that the next one's workgroups start on at once
+// (1b's down, 64 workgroups, then Q/K/V, 96: decode +5 %); into or out of a GEMV of many
+// workgroups (7b's gate/up, 688; Q/K/V, 384) it lost 1-15 %.
+bool gemv_hands_off(const DeviceProfile& device, TensorType wtype, uint32_t tiles);
+// Whether decode attention of this many heads hands its output off to the O GEMV: on the same
+// terms, one workgroup a head being the least it runs (more chunks behind long contexts).
+bool attention_hands_off(const DeviceProfile& device, uint32_t n_heads);
+// Whether a float GEMV (gemv.comp) of these weights waits for attention's hand-off: the O
+// projection of a decode step, which loads its first weights of each row before it waits. Float
+// GEMVs take no other hand-off: their many small workgroups, waiting, would hold the compute
+// units that the GEMV before still needs (bench/NOTES.md). Measured on an H100: 1b f16 decode
+// +1 %, 7b f16 unchanged.
+bool gemv_waits_for_attention(const DeviceProfile& device, TensorType wtype);
+// Whether gemv() of these weights takes any hand-off on this device: a tile GEMV's (any, where
+// its shape allows it: gemv_hands_off) or a float O GEMV's wait for attention.
+bool gemv_takes_handoff(const DeviceProfile& device, TensorType wtype);
+// The workgroups of a tile GEMV of matrices of these rows: what a GEMV waiting for it counts.
+uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows);
+void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
+          bool accumulate = false, const GemvInput* input = nullptr, XRounding rounding = XRounding::kFloat,
+          const GemvHandoff* handoff = nullptr, const GemvNormOut* norm_out = nullptr);
+// rope_kv folded into the Q/K/V gemv_parts of a decode step (one token, at step.pos): Q and K
+// rotated on adjacent pairs (RopeStyle::kInterleaved) or, with half_split, on (i, i + head_dim
+// / 2) (RopeStyle::kHalfSplit) with the given tables, and K and V also stored to an f16 cache of
+// full rows or a ring (not blocks). Only where gemv_folds_rope_kv.
+struct GemvRopeKv {
+    Binding cos, sin;  // [positions, head_dim / 2] f32
+    KvBindings cache;
+    Binding step;
+    uint32_t head_dim = 0;
+    uint32_t positions = 0;  // rows of the tables: the context
+    bool half_split = false;
+};
+// y_i[0 : rows[i]] = W_i · x for i < 3 in one dispatch: the projections that read the same x
+// (Q, K and V; gate and up, with rows[2] = 0, whose W and y are then not read). Only where
+// gemv_fuses_parts. With `rope`, also rope_kv's work (GemvRopeKv). `rounding` as in gemv().
+void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
+                const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr,
+                const GemvRopeKv* rope = nullptr, XRounding rounding = XRounding::kFloat,
+                const GemvHandoff* handoff = nullptr);
+// Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
+// (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
+// (gemv.comp, both pairings) on a Vulkan device, and an f16 cache of full rows or a ring.
+bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache, bool half_split = false);
+// y[rows] = act(W_gate · x) * (W_up · x) in one dispatch, for float weights on Vulkan devices
+// (gemv_fuses_gate_up): each workgroup takes rows of both matrices, so that the decode FFN runs
+// no activation dispatch between gate/up and down. `input` folds the FFN's norm as in gemv().
+void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, TensorType wtype, const Binding& x,
+                  const Binding& y, size_t rows, size_t k, Activation act, const GemvInput* input = nullptr);
+// Whether gemv_gate_up() takes these weights, rows of k and activation (SiLU and tanh-GELU).
+bool gemv_fuses_gate_up(const DeviceProfile& device, TensorType wtype, size_t k, Activation act);
+// Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan
+// devices the tile-major Q8_0/Q4_0/Q4_1 (gemv_tiles.comp) and float weights with rows of a
+// multiple of 4 (gemv.comp), whose workgroups each own rows of one matrix.
+bool gemv_fuses_parts(const DeviceProfile& device, TensorType wtype, size_t k);
+// Whether gemv() takes the integer-dot path for this weight type and row length (x as int8).
+bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
+// Whether gemv() and gemv_parts() can round x to int16 for this weight type: tile-major Q8_0,
+// Q4_0 and Q4_1 (gemv_tiles.comp) on gemv_int_dot devices, any k.
+bool gemv_int16(const DeviceProfile& device, TensorType wtype);
+// The rounding gemv() and gemv_parts() take for these weights when asked for `asked`.
+XRounding gemv_x_rounding(const DeviceProfile& device, TensorType wtype, size_t k, XRounding asked);
+// Whether its float path for them is the word GEMV (gemv_words_*: gemv_dot.comp's table of x
+// per 32-bit word of a row, fp32 products; DeviceProfile::gemv_words), else gemv.comp.
+bool gemv_words(const DeviceProfile& device, TensorType wtype, size_t k);
+// Whether folding an RMSNorm into gemv() is cheap: true where each workgroup reads x once for
+// all its rows (float weights, Q8_0/Q4_0/Q4_1 on every path, the CPU backend); gemv.comp's
+// path for the k-quants and MLX weights reads x once per row and block, and the norm's weight
+// would double those loads.
+bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
+// Whether folding the gated activation into gemv() is cheap: only where x is formed once for
+// many rows: the tile GEMV (32 rows per workgroup), the word GEMV and the integer-dot path (16
+// rows per workgroup on an H200) and the CPU backend (once per thread's range of rows). gemv.comp's float path takes 4 rows per
+// workgroup, so each element's activation would be computed rows / 4 times: 1b f16 decode
+// measured 726 -> 704 tok/s with it folded there.
+bool gemv_folds_activation(const DeviceProfile& device, TensorType wtype, size_t k);
+
+// Y[m, n] f32 = X[m, k] f32 · W[n, k]^T (Y += with accumulate) for the rows m below
+// min(m, step.n_tokens); X rows ldx floats apart, Y rows ldy apart. Uses cooperative matrices
+// when the device has them (DeviceProfile::gemm_coopmat) unless allow_coopmat is false (tests
+// check the scalar variant on such devices too). The dispatch runs only for chunks of
+// min_rows <= step.n_tokens < max_rows tokens (max_rows 0: no bound). It runs in short tiles
+// where it sees no more rows than DeviceProfile::gemm_short_rows (its m, or what its row window
+// admits); a chunk table records a longer chunk's GEMM twice, short for up to those rows and
+// wide for more.
+struct GemmShape {
+    size_t m, n, k, ldx, ldy;
+    uint32_t min_rows = 0, max_rows = 0;
+    DType x_dtype = DType::kF32;  // f16 where gemm_takes_half_x
+};
+void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& shape,
+          const Binding& step, bool accumulate = false, bool allow_coopmat = true);
+
+// Whether gemm() takes X as halves (GemmShape.x_dtype f16): the cooperative-matrix GEMM, which
+// converts X to halves anyway, with k and ldx multiples of 8. A prefill chunk's norms and
+// activation then write halves once, instead of each column of GEMM tiles converting them.
+bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx);
+
+// out[m, n] (rows ldy halves apart) = act(X · Wg^T) * (X · Wu^T) as halves: a prefill chunk's
+// gate and up projections and the gated activation in one dispatch (gemm_cm2.comp's GATED),
+// the down projection's X written straight from the accumulators. Needs gemm_fuses_gated:
+// f16 W and X as halves where gemm() runs gemm_cm2.comp, SiLU or GELU (tanh), and indirect
+// counts (the act_* of shorter chunks keeps to its row window by them alone).
+// AKUNU_GEMM_GATED=0 turns it off (A/B).
+bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& shape);
+void gemm_gated(DispatchSink& s, Activation act, const Binding& w_gate, const Binding& w_up, const Binding& x,
+                const Binding& out, const GemmShape& shape, const Binding& step);
+
+// Whether dequant_f16() takes weights of this type (the block formats of ggml).
+bool dequantizes_to_f16(TensorType wtype);
+// out[n, k] f16 = W[n, k] (a block format), when step.n_tokens >= min_rows (else nothing).
+void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& out, size_t n, size_t k,
+                 const Binding& step, uint32_t min_rows);
+
+// out[r, 0:dim] f32 = scale * W[token_ids[step.token_slot + r], :] for r < min(rows, step.n_tokens).
+void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,
+           const Binding& step, const Binding& out, size_t dim, float scale, size_t rows = 1);
+
+// dst[0:dim] = src[step.n_tokens - 1, 0:dim].
+void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Binding& step, size_t rows, size_t dim);
+
+// x[r, 0:n] = cap * tanh(x[r, 0:n] / cap) in place for r < min(rows, step.n_tokens): the
+// final-logit soft-capping (gemma2). cap must be positive; callers skip it when there is none.
+void softcap(DispatchSink& s, const Binding& x, const Binding& step, size_t rows, size_t n, float cap);
+
+struct RopeKvShape {
+    uint32_t n_heads, n_kv_heads, head_dim, max_len;
+    bool interleaved, rotate;
+    uint32_t rows = 1;        // token rows of qkv
+    uint32_t row_stride = 0;  // floats between rows; 0: q_dim + 2 kv_dim
+};
+// RoPE on Q and K of qkv (in place) for rows r < min(rows, step.n_tokens) at step.pos + r,
+// and the K/V cache write (for a quantized cache, a second dispatch packs the rows).
+void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
+             const Binding& step, const RopeKvShape& shape);
+
+struct AttentionShape {
+    uint32_t n_heads, n_kv_heads, head_dim, max_len, window;
+    float scale, softcap;
+};
+// 32-bit words of the partial results attention() needs: [n_heads, chunks, head_dim + 2]
+// floats, then an arrival counter per head, which must be zero before the first dispatch
+// (each dispatch leaves it zero again); the counters start attention_counters_offset bytes in.
+size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len);
+size_t attention_counters_offset(uint32_t n_heads, uint32_t head_dim, uint32_t max_len);
+// out[n_heads, head_dim] = softmax(q K^T * scale) V over the cache rows up to step.pos, split
+// along the sequence into chunks, in one dispatch: the last workgroup of each head to finish
+// merges its chunks. With `handoff` (a signal only), each head's output counts in as it is
+// written, for an O GEMV that waits on it instead of a barrier (GemvHandoff).
+void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
+               const Binding& step, const AttentionShape& sh, const GemvHandoff* handoff = nullptr);
+
+// Causal attention of a prefill chunk: out[r, h] for query rows r < min(rows, step.n_tokens)
+// at positions step.pos + r, over the cache (which rope_kv has filled through the chunk).
+// out_dtype f16 writes halves (the O projection's GEMM X, gemm_takes_half_x): flash_cm.comp
+// only (flash_attention_coopmat).
+struct FlashShape {
+    AttentionShape heads;
+    uint32_t rows, q_stride, out_stride;
+    DType out_dtype = DType::kF32;
+};
+void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
+                     const FlashShape& shape);
+// Whether flash_attention takes flash_cm.comp (cooperative matrices: devices with gemm_coopmat,
+// an f16 cache in one buffer, head_dim 64 or 128) rather than the scalar flash_attention.comp.
+// AKUNU_NO_FLASH_COOPMAT=1 keeps the scalar kernel.
+bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim);
+
+// out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).
+// max_rows: in a chunk's table, only for chunks of fewer tokens (the counts follow n; devices
+// with indirect counts), beside a gemm_gated for the longer ones.
+void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n,
+                      DType out_dtype = DType::kF32, uint32_t max_rows = 0);
+
+// Samples one token per row of logits [rows, n] with the SamplerState in `sampler` (greedy,
+// or temperature with top-k, top-p and min-p; see shaders/sample.comp): token_ids[out_slot + r]
+// and logprobs[out_slot + r].
+void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs, const Binding& step,
+            const Binding& sampler, size_t n, uint32_t out_slot, size_t rows = 1);
+
+// ---- Encoders (bert) --------------------------------------------------------------------------
+
+// out[n] = act(x[n]), the ungated FFN activation (GELU with erf).
+void activation(DispatchSink& s, Activation act, const Binding& x, const Binding& out, size_t n);
+
+// y[r, dim] = LayerNorm(x[r, dim]) * w + b for r < min(rows, step.n_tokens); f32; y may be x.
+void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& b, const Binding& y, const Binding& step,
+               size_t rows, size_t dim, float eps);
+
+// Bidirectional attention inside packed sequences (params.h EncoderAttentionParams): seq holds
+// (start, len) per token row, u32 [rows, 2].
+struct EncoderAttentionShape {
+    uint32_t n_heads, head_dim, rows, q_stride, k_offset, v_offset, out_stride;
+    float scale;
+};
+void encoder_attention(DispatchSink& s, const Binding& qkv, const Binding& seq, const Binding& step, const Binding& out,
+                       const EncoderAttentionShape& shape);
+
+// out[t, dim] = mean or first row of each packed text, L2-normalized or not, as the header of
+// texts (u32 [AKUNU_POOL_HEADER + 2 max_texts]) says (params.h PoolParams).
+void pool(DispatchSink& s, const Binding& h, const Binding& texts, const Binding& out, size_t rows, size_t dim,
+          size_t max_texts);
+
+}  // namespace akunu::kernels

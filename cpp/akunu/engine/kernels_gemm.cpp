@@ -1,0 +1,132 @@
+// The prefill GEMMs' launchers (kernels.h): the tiled and cooperative-matrix GEMMs, and the
+// gated GEMM of gate, up and the activation on workgroup-scope cooperative matrices.
+#include <cstdio>
+#include <cstdlib>
+
+#include "akunu/engine/kernel_launch.h"
+#include "akunu/engine/kernels.h"
+#include "gemm_tiles.h"
+#include "params.h"
+
+namespace akunu::kernels {
+
+using namespace launch;
+
+// gemm_cm2.comp's tile and launch order: features x tokens, the k step, steps an iteration,
+// invocations, tokens fastest. 128 features x 128 tokens, 64 of k a step, 4 steps an iteration;
+// 64 features x 128 tokens, 2 steps, for outputs of up to 2,048 (more workgroups). Measured on an
+// H100 (bench/NOTES.md, 512-token GEMMs): 220-232 TFLOP/s on 7b's shapes against gemm_cm.comp's
+// 144-150, 159 against 76 on 2048 x 2048. Token tiles go fastest in the launch order, so that
+// W crosses into L2 once per tile (+2.6 % pp512 on 7b f16, H100; AKUNU_GEMM_RASTER=0: features
+// first). The gated GEMM holds two accumulators of that tile over 512 invocations (7b f16 pp512
+// +4.4 % over separate gate and up GEMMs and act_*, H100; two of 64 features over 256: -8 %).
+// AKUNU_GEMM_CM2 (AKUNU_GEMM_CM2_GATED) = "features:tokens:k:unroll[:invocations]" sets another
+// tile (experiments).
+static std::vector<uint32_t> cm2_spec(size_t n, bool gated) {
+    const bool narrow = n <= 2048;
+    unsigned features = narrow ? 64 : 128, tokens = 128, step_k = 64, unroll = narrow ? 2 : 4, invocations = gated ? 512 : 256;
+    if (const char* e = std::getenv(gated ? "AKUNU_GEMM_CM2_GATED" : "AKUNU_GEMM_CM2"))
+        std::sscanf(e, "%u:%u:%u:%u:%u", &features, &tokens, &step_k, &unroll, &invocations);
+    unsigned tokens_fastest = 1;
+    if (const char* e = std::getenv("AKUNU_GEMM_RASTER")) tokens_fastest = std::atoi(e) != 0;
+    return {features, tokens, step_k, std::max(unroll, 1u), invocations, tokens_fastest, 0};
+}
+
+// Whether a GEMM sees no more rows than the device's short tiles take: its m, or what its row
+// window admits.
+static bool gemm_short_tiles(const DeviceProfile& d, const GemmShape& g) {
+    const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
+    return d.gemm_short_rows && rows_seen <= d.gemm_short_rows;
+}
+
+// Whether gemm() takes gemm_cm2.comp: f16 W, X as halves, past the short tiles, on a device
+// with cooperative matrix 2.
+static bool gemm_runs_cm2(const DeviceProfile& d, TensorType wtype, const GemmShape& g) {
+    return d.gemm_coopmat && d.gemm_coopmat2 && g.x_dtype == DType::kF16 && wtype == TensorType::F16 && !gemm_short_tiles(d, g);
+}
+
+void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,
+          const Binding& step, bool accumulate, bool allow_coopmat) {
+    const TensorTypeTraits& t = type_traits(wtype);
+    check_row_blocks(t, g.k, "gemm", "k");
+    AKUNU_CHECK(g.ldx >= g.k && g.ldy >= g.n, "gemm: row strides must cover k (X) and n (Y)");
+    check_bytes(w, tensor_bytes(t, uint64_t(g.n) * g.k, "gemm W"), "gemm", "W");
+    const bool x_half = g.x_dtype == DType::kF16;
+    check_dtype(g.x_dtype, {DType::kF32, DType::kF16}, "gemm X");
+    check_fits(x, (g.m - 1) * g.ldx + g.k, g.x_dtype, "gemm", "X");
+    check_fits(y, (g.m - 1) * g.ldy + g.n, DType::kF32, "gemm", "Y");
+    check_bytes(step, sizeof(StepState), "gemm", "step");
+    GemmParams p{checked_u32(g.m, "gemm: m"), checked_u32(g.n, "gemm: n"), checked_u32(g.k, "gemm: k"),
+                 checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u, g.min_rows, g.max_rows};
+    const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
+    AKUNU_CHECK(!x_half || (coopmat && gemm_takes_half_x(s.device().profile(), g.k, g.ldx)),
+                "gemm: an f16 X needs the cooperative-matrix GEMM and k and ldx multiples of 8 (gemm_takes_half_x)");
+    const bool short_tiles = gemm_short_tiles(s.device().profile(), g);
+    std::vector<Binding> bindings{w, x, y, step};
+    // [cooperative matrices][short tiles]: the kernel and its tile (gemm_tiles.h).
+    static const struct { const char* kernel; size_t bm, bn; } kTiles[2][2] = {
+        {{"gemm", AKUNU_GEMM_BM, AKUNU_GEMM_BN}, {"gemm_short", AKUNU_GEMM_SHORT_BM, AKUNU_GEMM_SHORT_BN}},
+        {{"gemm_cm", AKUNU_GEMM_CM_BM, AKUNU_GEMM_CM_BN}, {"gemm_cm_short", AKUNU_GEMM_CM_SHORT_BM, AKUNU_GEMM_CM_SHORT_BN}},
+    };
+    const auto& tiles = kTiles[coopmat][short_tiles];
+    size_t bm = tiles.bm, bn = tiles.bn;
+    std::string kernel = weight_variant(tiles.kernel, wtype);
+    std::vector<uint32_t> spec;
+    // f16 W and X past the short tiles: workgroup-scope cooperative matrices where the device
+    // and the build have them (gemm_cm2.comp; its tile: cm2_spec).
+    const bool cm2 = allow_coopmat && gemm_runs_cm2(s.device().profile(), wtype, g);
+    if (cm2) {
+        spec = cm2_spec(g.n, false);
+        kernel = "gemm_cm2_f16", bm = spec[1], bn = spec[0];
+        bindings.push_back(w);  // the gated variant's up matrix, not read
+    }
+    // Probes (bench/gemm_probe.py): AKUNU_GEMM_CM="variant:BM:BN[:knock]" runs another compiled
+    // tile shape of the f16 kernel ("-" keeps the default), with gemm_cm.comp's knock-out bits.
+    const char* probe = coopmat && !cm2 ? std::getenv("AKUNU_GEMM_CM") : nullptr;
+    char name[16] = {};
+    unsigned probe_bm = 0, probe_bn = 0, knock = 0;
+    if (probe && std::sscanf(probe, "%15[^:]:%u:%u:%u", name, &probe_bm, &probe_bn, &knock) >= 3) {
+        if (name[0] != '-' && wtype == TensorType::F16) {
+            kernel = std::string("gemm_cm") + name + "_f16";
+            bm = probe_bm, bn = probe_bn;
+        }
+        spec = {knock};
+    }
+    if (x_half && !cm2) spec = {spec.empty() ? 0u : spec[0], 1u};  // gemm_cm.comp's X_HALF
+    const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
+    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
+    emit(s, kernel, spec, std::move(bindings), p, {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
+}
+
+bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& g) {
+    const char* off = std::getenv("AKUNU_GEMM_GATED");
+    // The row window of a shorter chunk's act_* comes from the indirect counts alone (act.comp
+    // has no step to check), so only devices that use them.
+    return gemm_runs_cm2(d, wtype, g) && d.indirect_counts && gemm_takes_half_x(d, g.k, g.ldx) &&
+           (act == Activation::kSilu || act == Activation::kGeluTanh) && !(off && std::string(off) == "0");
+}
+
+void gemm_gated(DispatchSink& s, Activation act, const Binding& w_gate, const Binding& w_up, const Binding& x,
+                const Binding& out, const GemmShape& g, const Binding& step) {
+    AKUNU_CHECK(gemm_fuses_gated(s.device().profile(), TensorType::F16, act, g),
+                "gemm_gated: needs f16 weights, X as halves past the short tiles and a device with cooperative matrix 2 "
+                "and indirect counts (gemm_fuses_gated)");
+    AKUNU_CHECK(g.ldx >= g.k && g.ldy >= g.n, "gemm_gated: row strides must cover k (X) and n (out)");
+    check_bytes(w_gate, g.n * g.k * 2, "gemm_gated", "gate");
+    check_bytes(w_up, g.n * g.k * 2, "gemm_gated", "up");
+    check_fits(x, (g.m - 1) * g.ldx + g.k, DType::kF16, "gemm_gated", "X");
+    check_fits(out, (g.m - 1) * g.ldy + g.n, DType::kF16, "gemm_gated", "out");
+    check_bytes(step, sizeof(StepState), "gemm_gated", "step");
+    GemmParams p{checked_u32(g.m, "gemm_gated: m"), checked_u32(g.n, "gemm_gated: n"), checked_u32(g.k, "gemm_gated: k"),
+                 checked_u32(g.ldx, "gemm_gated: ldx"), checked_u32(g.ldy, "gemm_gated: ldy"), 0u, g.min_rows, g.max_rows};
+    std::vector<uint32_t> spec = cm2_spec(g.n, true);
+    spec[6] = act == Activation::kSilu ? 1 : 2;  // gemm_cm2.comp's GATED
+    const size_t gx = (g.n + spec[0] - 1) / spec[0], gy = (g.m + spec[1] - 1) / spec[1];
+    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm_gated: the matrix is too large for one dispatch");
+    emit(s, "gemm_cm2_f16", spec, {w_gate, x, out, step, w_up}, p,
+         {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
+}
+
+bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx) { return d.gemm_coopmat && k % 8 == 0 && ldx % 8 == 0; }
+
+}  // namespace akunu::kernels

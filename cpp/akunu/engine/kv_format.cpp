@@ -1,0 +1,82 @@
+// KV-cache formats: names, sizes and the buffer layout the cache, the kernels and the memory
+// plan share.
+#include "akunu/engine/kv_format.h"
+
+#include "akunu/core/error.h"
+#include "params.h"
+
+namespace akunu {
+
+KvDType parse_kv_dtype(const std::string& name) {
+    if (name == "f16") return KvDType::kF16;
+    if (name == "q8") return KvDType::kQ8;
+    if (name == "int4") return KvDType::kInt4;
+    if (name == "fp4") return KvDType::kFp4;
+    if (name == "q8/int4") return KvDType::kQ8Int4;
+    if (name == "q8/fp4") return KvDType::kQ8Fp4;
+    throw Error("unknown kv_dtype '" + name + "'; expected f16, q8, int4, fp4, q8/int4 or q8/fp4 (keys/values)");
+}
+
+const char* kv_dtype_name(KvDType t) {
+    switch (t) {
+        case KvDType::kF16: return "f16";
+        case KvDType::kQ8: return "q8";
+        case KvDType::kInt4: return "int4";
+        case KvDType::kFp4: return "fp4";
+        case KvDType::kQ8Int4: return "q8/int4";
+        case KvDType::kQ8Fp4: return "q8/fp4";
+    }
+    return "?";
+}
+
+std::string kv_variant_suffix(KvDType t) {
+    std::string s = kv_dtype_name(t);
+    for (char& ch : s)
+        if (ch == '/') ch = '_';
+    return s;
+}
+
+KvDType kv_side(KvDType t, bool values) {
+    if (t == KvDType::kQ8Int4) return values ? KvDType::kInt4 : KvDType::kQ8;
+    if (t == KvDType::kQ8Fp4) return values ? KvDType::kFp4 : KvDType::kQ8;
+    return t;
+}
+
+int kv_value_bits(KvDType side) { return side == KvDType::kF16 ? 16 : side == KvDType::kQ8 ? 8 : 4; }
+
+uint64_t kv_row_bytes(KvDType side, int head_dim) {
+    const uint64_t values = uint64_t(head_dim) * uint64_t(kv_value_bits(side)) / 8;
+    return side == KvDType::kF16 ? values : values + 2;
+}
+
+KvLayout kv_layout(KvDType t, int n_kv_heads, int max_len, int head_dim) {
+    const uint64_t rows = uint64_t(n_kv_heads) * uint64_t(max_len);
+    if (t == KvDType::kF16) {
+        const uint64_t bytes = rows * uint64_t(head_dim) * 2;
+        return {bytes, bytes, bytes};
+    }
+    AKUNU_CHECK(head_dim % 8 == 0, "kv_dtype " + std::string(kv_dtype_name(t)) + " packs whole 32-bit words per row: head_dim " +
+                                       std::to_string(head_dim) + " is not a multiple of 8; use kv_dtype f16");
+    const uint64_t data = rows * uint64_t(head_dim) * uint64_t(kv_value_bits(t)) / 8;
+    const uint64_t scale_offset = (data + 15) / 16 * 16;
+    return {data, scale_offset, scale_offset + (rows * 2 + 3) / 4 * 4};
+}
+
+KvLayout kv_block_layout(KvDType side, int n_kv_heads, int head_dim) {
+    // The shaders find a quantized side's scales right after its words (kv_rows.glsl
+    // KV_SCALE_BASE): a block's words fill whole 16-byte units, so no padding comes between.
+    const KvLayout l = kv_layout(side, n_kv_heads, AKUNU_KV_BLOCK, head_dim);
+    AKUNU_CHECK(l.scale_offset == l.data_bytes, "kv_block_layout: the scales must follow the words");
+    return l;
+}
+
+const char* kv_rows_name(KvRows r) {
+    switch (r) {
+        case KvRows::kFull: return "full";
+        case KvRows::kRing: return "ring";
+        case KvRows::kBlocks: return "blocks";
+    }
+    return "?";
+}
+
+}  // namespace akunu

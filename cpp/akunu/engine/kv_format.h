@@ -1,0 +1,62 @@
+// KV-cache storage formats and the layout of one layer's K (or V) buffer.
+//
+// f16 stores values. The quantized formats (see shaders/include/kv_format.glsl for the codes)
+// store each (head, position) row of head_dim values as packed 32-bit words, 8 bits (q8) or
+// 4 bits (int4, fp4) per value, plus one f16 scale per row:
+//
+//   [n_kv_heads, max_len, head_dim * bits / 32] u32   packed codes
+//   (padding to 16 bytes, the storage-buffer offset alignment, where the codes need it)
+//   [n_kv_heads, max_len] f16                         row scales
+//
+// K and V may differ: q8/int4 and q8/fp4 keep keys, which attention is more sensitive to, in
+// 8 bits and values in 4 (docs/kv-quality.md has the measurements).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "akunu/vulkan/dispatch.h"
+
+namespace akunu {
+
+enum class KvDType { kF16, kQ8, kInt4, kFp4, kQ8Int4, kQ8Fp4 };
+KvDType parse_kv_dtype(const std::string& name);  // "f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4"
+const char* kv_dtype_name(KvDType t);
+// Shader-variant suffix: "q8", "q8_int4", ...
+std::string kv_variant_suffix(KvDType t);
+// The format of the keys (values = false) or the values: one of f16, q8, int4, fp4.
+KvDType kv_side(KvDType t, bool values);
+// Bits per stored value of a side format: 16, 8 or 4.
+int kv_value_bits(KvDType side);
+// Bytes of one (head, position) row of a side: values plus, when quantized, one f16 scale.
+uint64_t kv_row_bytes(KvDType side, int head_dim);
+
+struct KvLayout {
+    uint64_t data_bytes;    // the values (f16) or packed codes
+    uint64_t scale_offset;  // where the row scales start; == bytes for f16
+    uint64_t bytes;         // the whole buffer
+};
+// The K or V buffer of a side format; throws when head_dim does not pack into whole words.
+KvLayout kv_layout(KvDType side, int n_kv_heads, int max_len, int head_dim);
+
+// Where a layer's rows live (shaders/include/kv_rows.glsl): one buffer per side holding every
+// position, the same as a ring of fewer positions (sliding-window layers), or blocks of
+// AKUNU_KV_BLOCK positions allocated as the sequence grows and found through a block table.
+enum class KvRows { kFull, kRing, kBlocks };
+const char* kv_rows_name(KvRows r);  // "full", "ring", "blocks"
+
+// What the attention kernels bind for one layer: values (or codes) and, when quantized, the
+// row scales, ranges of the same two buffers; or, for a cache in blocks, the two block tables.
+struct KvBindings {
+    KvDType dtype;               // the cache format (kv_side gives K's and V's)
+    Binding k, v;                // f16 [n_kv, cache_rows, head_dim] or u32 codes; blocks: u64 [blocks] addresses
+    Binding k_scales, v_scales;  // f16 [n_kv, cache_rows]; unset for f16 and for blocks
+    KvRows rows = KvRows::kFull;
+    uint32_t cache_rows = 0;     // rows per head: the context (full), the ring's length; 0 for blocks
+};
+
+// Bytes of one side of one layer in a block of AKUNU_KV_BLOCK positions: the codes (or f16
+// values) [n_kv, AKUNU_KV_BLOCK, ...], then a quantized side's scales [n_kv, AKUNU_KV_BLOCK].
+KvLayout kv_block_layout(KvDType side, int n_kv_heads, int head_dim);
+
+}  // namespace akunu

@@ -1,0 +1,212 @@
+// Model: a loaded model ready to decode (the seed's 18-stage loader, on Vulkan).
+//
+// Loading: device, shaders (pipelines are made as the table is built), format, weights,
+// config, architecture, device profile, quirks (GGUF vs HF RoPE order, gemma's stored norm + 1),
+// RoPE tables, validation, KV cache, scratch, dispatch table, recording, warmup. Decoding a
+// token then costs the CPU two small writes (token id, position) and one submit of the
+// recorded command buffer; nothing is allocated.
+//
+// A model is two parts: what load() opens, plans and uploads once (files, config, weights),
+// which fork() shares, and what each Model owns (KV cache, scratch, RoPE tables, dispatch
+// tables). Its state (cache contents and length, sampler, last sampled token, its logprob and
+// logits) can be saved to bytes and loaded back (model_state.cpp).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "akunu/vulkan/command_list.h"
+#include "akunu/engine/kv_cache.h"
+#include "akunu/engine/memory_plan.h"
+#include "akunu/formats/model_files.h"
+#include "akunu/engine/scratch.h"
+#include "akunu/engine/weights.h"
+#include "params.h"
+
+namespace akunu {
+
+struct LoadOptions {
+    int context = 4096;           // KV-cache length; clipped to the model's trained context
+    std::string device;           // selector, as Device::create
+    int chain = 0;                // decode steps per submission; 0: from the device profile
+    int prefill_chunk = 0;        // prompt tokens per submission; 0: 512 (clipped to the context)
+    KvDType kv_dtype = KvDType::kF16;  // the KV cache's storage format (kv_format.h)
+    // The KV cache's layout (kv_cache.h): kv_blocks grows it in blocks of 256 positions instead
+    // of pre-allocating the context; kv_ring keeps sliding-window layers in a ring of
+    // window + max(prefill_chunk, 2 chain) positions (then truncate rewinds only so far).
+    bool kv_blocks = false;
+    bool kv_ring = false;
+    std::function<void(const std::string& stage, size_t done, size_t total)> progress;
+};
+
+// Throws for sampler settings out of range (temperature < 0, top_p outside (0, 1], ...).
+void check_sampler(const SamplerState& sampler);
+
+// What load() reads, plans and uploads once; a model and its forks share it, read-only.
+struct LoadedModel {
+    std::shared_ptr<Device> device;
+    std::shared_ptr<ModelFiles> files;
+    ModelConfig config;
+    MemoryPlan plan;
+    ModelWeights weights;
+    uint64_t fingerprint = 0;  // model_fingerprint(): tells saved states of other models apart
+    int context = 0;           // KV-cache positions
+    int chain = 1;             // decode steps per chain submission
+    int prefill_chunk = 1;     // prompt tokens per prefill submission
+    int logit_rows = 1;        // rows per all-position-logits submission
+    int eos_id = -1;           // -1 when the file names none
+};
+
+// A copy of everything decoding continues from (save_state, load_state, fork).
+struct ModelState {
+    int length = 0;              // KV-cache positions held
+    SamplerState sampler{};      // with the seed: (seed, position) is the sampler's RNG counter
+    uint32_t token = 0;          // token_ids[1]: the id sampled after the last step
+    float logprob = 0;           // sampled_logprobs[1]
+    std::vector<float> logits;   // [vocab] f32, scratch "logits"
+    int kv_from = 0;             // KVCache::sliding_from(): sliding-window layers hold rows from here
+    std::vector<uint8_t> kv;     // KVCache::save_rows(length)
+};
+
+class Model {
+public:
+    static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options);
+    // A second model on the same device and weights (nothing is read or uploaded again) with
+    // its own KV cache, scratch buffers and dispatch tables, holding a copy of this one's state:
+    // decoding either leaves the other unchanged. It adds plan().fork_bytes of device memory.
+    std::unique_ptr<Model> fork();
+
+    const ModelConfig& config() const { return base_->config; }
+    const ModelFiles& files() const { return *base_->files; }
+    Device& device() const { return *base_->device; }
+    const std::shared_ptr<Device>& device_ptr() const { return base_->device; }
+    KVCache& kv_cache() { return *kv_; }
+    const KVCache& kv_cache() const { return *kv_; }
+    const ScratchBuffers& scratch() const { return *scratch_; }
+    const DispatchTable& dispatch_table() const { return *table_; }
+    const DispatchTable& prefill_table() const { return *prefill_table_; }  // a prefill chunk's
+    // The barriers the recorded decode step (or prefill chunk) waits at between its dispatches.
+    uint32_t barrier_count(bool prefill) const { return (prefill ? prefill_cl_ : step_)->barrier_count(); }
+    const MemoryPlan& plan() const { return base_->plan; }
+    size_t weight_bytes() const { return base_->weights.bytes; }
+    // Models that share these weights (this one, the one it was forked from, its forks).
+    long weight_sharers() const { return base_.use_count(); }
+    uint64_t fingerprint() const { return base_->fingerprint; }
+    int context() const { return base_->context; }
+    int eos_id() const { return base_->eos_id; }  // -1 when the file names none
+
+    // Runs one token at the next position; logits land in scratch "logits" and the sampled next
+    // token in token_ids[1]. Throws (changing nothing) when the context is full or the id is
+    // out of range.
+    void decode(int token);
+    // The token sampled after the last decode() or eval(), and its log-probability under the
+    // model's unfiltered distribution.
+    int sampled_token() const;
+    float sampled_logprob() const;
+    // The sampler every table ends with (greedy by default); see shaders/sample.comp.
+    void set_sampler(const SamplerState& sampler);
+    const SamplerState& sampler() const { return sampler_; }
+
+    // Chain decode: feeds `token`, then each sampled id to the next step, chain() steps in one
+    // submission with no CPU work between steps. Returns the chain() sampled ids (and their
+    // logprobs); the cache grows by chain() positions (rewind with truncate() to drop steps
+    // after a stop token).
+    std::vector<int> decode_chain(int token, std::vector<float>* logprobs = nullptr);
+    int chain() const { return base_->chain; }
+
+    // Pipelined chains: the GPU runs chain n + 1 while the caller reads chain n. chain_start
+    // feeds `token` and submits up to two chains (as many as the context holds); chain_next
+    // waits for the oldest, returns its ids (logprobs, and the position its first step fed),
+    // then submits one more chain if `more` and the context has room; it returns false when
+    // nothing is in flight. The next chain continues from the last id on the GPU. The cache
+    // length counts every submitted step; any other call first waits for chains in flight.
+    void chain_start(int token);
+    bool chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more);
+    int chains_in_flight() const { return int(in_flight_.size()); }
+
+    void reset();
+    void truncate(int length);  // throws unless 0 <= length <= the cache length
+
+    // The state as bytes: a versioned header (magic, format version, model fingerprint, KV
+    // dtype, shapes, length, context), the state, and a checksum (model_state.h). load_state
+    // validates all of it first and throws, changing nothing, when the bytes are damaged or
+    // belong to another model; after it the model continues exactly as the saved one would.
+    std::vector<uint8_t> save_state();
+    void load_state(const uint8_t* data, size_t size);
+    ModelState capture_state();
+    void restore_state(const ModelState& state);  // a state of this model (checked sizes)
+
+    // GPU time of every command of a decode step (tokens = 1) or of a prefill chunk of
+    // `tokens` tokens, run once at the next positions (the cache length does not change).
+    struct ProfileRow {
+        const DispatchCmd* cmd;
+        double ms;
+    };
+    std::vector<ProfileRow> profile(int tokens);
+    // Runs `ids` at the next positions in prefill chunks (GEMMs and flash attention); the last
+    // position's logits land in scratch "logits" and its argmax in token_ids[1], as after
+    // decode(). With all_logits ([ids.size(), vocab] floats) every position's logits are
+    // written there. Throws (changing nothing) when the prompt does not fit or an id is out
+    // of range.
+    //
+    // With `taps` (layer indices, negative from the end as in Python), the residual stream
+    // after each of those layers is copied into tap_out, [taps.size(), ids.size(), dim] f32 in
+    // the order given. Taps run a variant of the prefill table, built on first use for that
+    // set of layers and kept; without taps nothing changes and nothing is copied.
+    void eval(const std::vector<int>& ids, float* all_logits = nullptr, const std::vector<int>& taps = {},
+              float* tap_out = nullptr);
+    int prefill_chunk() const { return base_->prefill_chunk; }
+
+private:
+    // What one recorded table computes: a decode step or a prefill chunk of up to `rows` tokens.
+    struct Pass {
+        bool prefill;
+        int rows;         // prefill: the chunk's capacity
+        int step_index;   // decode: the chained step (StepState slot, token_ids slot)
+        bool all_logits;  // prefill: the LM head over every row, into batch_logits
+        // prefill: after layer taps[i] (ascending), h0 is copied to tap_buffer[i, 0 : rows, :]
+        std::vector<int> taps = {};
+        const Buffer* tap_buffer = nullptr;  // [taps.size(), rows, dim] f32
+    };
+    // A prefill table with taps, built on first use per (layers, all_logits).
+    struct TapVariant {
+        Buffer taps;  // [layers, rows, dim] f32
+        std::unique_ptr<DispatchTable> table;
+        std::unique_ptr<CommandList> cl;
+    };
+    Model() = default;
+    void create_runtime(const std::function<void(const std::string&, size_t, size_t)>& progress);
+    std::unique_ptr<DispatchTable> build_table(const Pass& pass);
+    std::unique_ptr<CommandList> record(std::initializer_list<const DispatchTable*> tables) const;
+    TapVariant& tap_variant(const std::vector<int>& layers, bool all_logits);
+    void check_token(int token) const;
+    void submit_chain(int c, uint32_t input_slot);
+    void start_first_chain(int token);  // checks, feeds `token` to chain 0 and submits it
+    void drain();  // waits for chains in flight
+    // Raises if a GEMV hand-off of the steps just waited for timed out (kernels::GemvHandoff).
+    void check_handoffs();
+    bool handoffs_ = false;  // whether a decode table hands x off between GEMVs
+
+    std::shared_ptr<const LoadedModel> base_;
+    std::unique_ptr<KVCache> kv_;
+    std::unique_ptr<ScratchBuffers> scratch_;
+    std::unique_ptr<DispatchTable> table_;
+    std::unique_ptr<CommandList> step_;   // one decode step (table 0)
+    // Two recorded chains of chain_ steps: chain c's step k reads StepState[c * chain_ + k] and
+    // writes its sampled id to token_ids[c * chain_ + k + 1]; slot 0 holds the CPU's token.
+    std::unique_ptr<CommandList> chains_[2];
+    // Their steps' tables, kept for their workgroup counts (set_position at each submission).
+    std::vector<std::unique_ptr<DispatchTable>> chain_tables_[2];
+    std::vector<int> in_flight_;  // chain indices, oldest first
+    std::vector<int> in_flight_pos_;
+    uint32_t last_slot_ = 0;      // token_ids slot of the last id the newest submitted chain samples
+    SamplerState sampler_{};
+    std::unique_ptr<DispatchTable> prefill_table_, prefill_all_table_;
+    std::unique_ptr<CommandList> prefill_cl_, prefill_all_cl_;
+    std::map<std::pair<std::vector<int>, bool>, TapVariant> tap_variants_;
+};
+
+}  // namespace akunu

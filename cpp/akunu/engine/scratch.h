@@ -1,0 +1,38 @@
+// ScratchBuffers: the decode and prefill sets of the seed (h0/h1 ping-pong, residual, packed qkv with
+// offsets, attn_out, ffn_gate/up/act, logits, token_ids) plus what the Vulkan kernels need
+// beside it (attention scores, the step state, RoPE tables). Sizes come from
+// decode_scratch_layout() and prefill_scratch_layout(), which the memory plan uses too. Everything is allocated once.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "akunu/vulkan/buffer.h"
+#include "akunu/engine/memory_plan.h"
+
+namespace akunu {
+
+class ScratchBuffers {
+public:
+    ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain,
+                   int prefill_chunk, bool dequant_weights = false);
+
+    const Buffer& get(const std::string& name) const;  // throws for unknown names
+    Buffer& get(const std::string& name);
+    const std::map<std::string, Buffer>& all() const { return buffers_; }
+    size_t bytes() const { return bytes_; }                  // the decode set
+    size_t prefill_bytes() const { return prefill_bytes_; }  // the prefill set
+
+    // Byte offsets of Q, K and V inside "qkv" (f32).
+    size_t q_offset() const { return 0; }
+    size_t k_offset() const { return q_dim_ * 4; }
+    size_t v_offset() const { return (q_dim_ + kv_dim_) * 4; }
+
+private:
+    std::map<std::string, Buffer> buffers_;
+    size_t bytes_ = 0, prefill_bytes_ = 0;
+    size_t q_dim_, kv_dim_;
+};
+
+}  // namespace akunu

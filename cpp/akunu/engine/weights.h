@@ -1,0 +1,61 @@
+// Model weights on the device (seed stage 4): every tensor the architecture needs, uploaded
+// from the memory map. Matrices keep their file type (quantized weights stay quantized on the
+// GPU); 1-D tensors (norms, biases) become f32, which every kernel reads.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "akunu/vulkan/buffer.h"
+#include "akunu/model/model_config.h"
+#include "akunu/formats/model_files.h"
+
+namespace akunu {
+
+struct UploadItem {
+    TensorRole role;
+    int layer;                  // -1: model-level
+    const TensorInfo* tensor;
+    TensorType device_type;     // the type the buffer holds
+    size_t bytes;               // the buffer's size
+};
+
+// What the loader uploads, in order; the memory plan sums the same list. Projection matrices
+// of the types `tiles` covers (DeviceProfile::weight_tiles) become tile-major (formats/tiles.h),
+// and a decoder whose head is tied to its embedding of such a type keeps the embedding twice:
+// as stored, for lookups, and in tiles, as the head (an extra kOutput item).
+std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const ModelConfig& c,
+                                            WeightTiles tiles = WeightTiles::kNone);
+
+// One uploaded tensor.
+struct Weight {
+    Buffer buffer;
+    TensorType type = TensorType::F32;
+    std::vector<uint64_t> shape;  // NumPy order
+    explicit operator bool() const { return bool(buffer); }
+};
+
+struct LayerWeights {
+    Weight attn_norm, q, k, v, q_bias, k_bias, v_bias, o, q_norm, k_norm, post_attn_norm;
+    Weight ffn_norm, gate, up, down, post_ffn_norm;
+};
+
+struct ModelWeights {
+    Weight token_embd, output_norm, output;  // output is empty when embeddings are tied
+    std::vector<LayerWeights> layers;
+    std::vector<float> rope_divisors;        // GGUF llama3 rope_freqs, read on the CPU
+    size_t bytes = 0;                        // sum of buffer sizes
+};
+
+// One tensor of the plan on the device (matrices as stored or in tiles, MLX ones with their
+// scales and biases from `files`, 1-D tensors as f32).
+Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item);
+
+// Uploads the weights of a validated model; `progress(done, total)` is called per tensor.
+// Tiles as the device's profile says (plan_weight_uploads).
+ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFiles& files, const ModelConfig& c,
+                            const std::function<void(size_t, size_t)>& progress = {});
+
+}  // namespace akunu

@@ -1,0 +1,62 @@
+// ModelFiles: a model on disk, whatever its format, opened lazily (headers only).
+//
+// Format detection (seed stage 3): a GGUF file (v2/v3); Hugging Face safetensors as a single
+// file, a directory with model.safetensors, or a sharded model.safetensors.index.json, with
+// config.json beside it; MLX safetensors, which are HF safetensors whose config.json carries
+// "quantization": {group_size, bits}. GGML files (whisper.cpp's "lmgg", legacy "ggjt") are
+// recognised and refused with a clear error.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "akunu/formats/gguf.h"
+#include "akunu/formats/safetensors.h"
+
+namespace akunu {
+
+enum class ModelFormat { kGguf, kSafetensors, kMlx };
+const char* model_format_name(ModelFormat format);
+
+struct MlxQuantization {
+    int group_size = 0;  // 32, 64 or 128
+    int bits = 0;        // 2, 3, 4, 6 or 8
+};
+
+class ModelFiles {
+public:
+    // `path`: a .gguf file, a .safetensors file, a directory, a model.safetensors.index.json,
+    // or a config.json (a model with no weights, for planning).
+    static std::shared_ptr<ModelFiles> open(const std::string& path);
+
+    ModelFormat format() const { return format_; }
+    const std::string& path() const { return path_; }
+    const std::vector<TensorInfo>& tensors() const { return tensors_; }
+    const TensorInfo* find(const std::string& name) const;
+    bool has_weights() const { return !tensors_.empty(); }
+
+    const GgufFile* gguf() const { return gguf_.get(); }                // GGUF only
+    const nlohmann::json* hf_config() const { return config_ ? &*config_ : nullptr; }  // HF/MLX only
+    const MlxQuantization& mlx() const { return mlx_; }                 // MLX only
+
+private:
+    void add_safetensors(const std::string& file, const std::vector<std::string>* only = nullptr);
+    void load_config(const std::string& config_path, bool required);
+
+    ModelFormat format_ = ModelFormat::kSafetensors;
+    std::string path_;
+    std::shared_ptr<GgufFile> gguf_;
+    std::vector<std::shared_ptr<SafetensorsFile>> shards_;
+    std::unique_ptr<nlohmann::json> config_;
+    MlxQuantization mlx_;
+    std::vector<TensorInfo> tensors_;
+    std::map<std::string, size_t> index_;
+};
+
+// Reads a small JSON file; errors name the file and the parse position.
+nlohmann::json read_json_file(const std::string& path);
+
+}  // namespace akunu

@@ -1,0 +1,161 @@
+// The architecture table. Each row is data; the name tables give each role its GGUF name
+// (llama.cpp's converter) and its Hugging Face name (transformers' modules).
+#include "akunu/model/arch.h"
+
+#include "akunu/core/error.h"
+
+namespace akunu {
+
+namespace {
+
+using R = TensorRole;
+
+// Llama-family decoders: llama, mistral, qwen2, qwen3. HF's "post_attention_layernorm" is the
+// pre-FFN norm here (GGUF ffn_norm).
+const std::vector<TensorName> kLlamaNames = {
+    {R::kTokenEmbd, "token_embd.weight", "model.embed_tokens.weight", false},
+    {R::kOutputNorm, "output_norm.weight", "model.norm.weight", false},
+    {R::kOutput, "output.weight", "lm_head.weight", false},
+    {R::kRopeFreqs, "rope_freqs.weight", nullptr, false},
+    {R::kAttnNorm, "blk.{L}.attn_norm.weight", "model.layers.{L}.input_layernorm.weight", true},
+    {R::kAttnQ, "blk.{L}.attn_q.weight", "model.layers.{L}.self_attn.q_proj.weight", true},
+    {R::kAttnK, "blk.{L}.attn_k.weight", "model.layers.{L}.self_attn.k_proj.weight", true},
+    {R::kAttnV, "blk.{L}.attn_v.weight", "model.layers.{L}.self_attn.v_proj.weight", true},
+    {R::kAttnQBias, "blk.{L}.attn_q.bias", "model.layers.{L}.self_attn.q_proj.bias", true},
+    {R::kAttnKBias, "blk.{L}.attn_k.bias", "model.layers.{L}.self_attn.k_proj.bias", true},
+    {R::kAttnVBias, "blk.{L}.attn_v.bias", "model.layers.{L}.self_attn.v_proj.bias", true},
+    {R::kAttnOutput, "blk.{L}.attn_output.weight", "model.layers.{L}.self_attn.o_proj.weight", true},
+    {R::kAttnQNorm, "blk.{L}.attn_q_norm.weight", "model.layers.{L}.self_attn.q_norm.weight", true},
+    {R::kAttnKNorm, "blk.{L}.attn_k_norm.weight", "model.layers.{L}.self_attn.k_norm.weight", true},
+    {R::kFfnNorm, "blk.{L}.ffn_norm.weight", "model.layers.{L}.post_attention_layernorm.weight", true},
+    {R::kFfnGate, "blk.{L}.ffn_gate.weight", "model.layers.{L}.mlp.gate_proj.weight", true},
+    {R::kFfnUp, "blk.{L}.ffn_up.weight", "model.layers.{L}.mlp.up_proj.weight", true},
+    {R::kFfnDown, "blk.{L}.ffn_down.weight", "model.layers.{L}.mlp.down_proj.weight", true},
+};
+
+// Gemma 1/2/3: HF's "post_attention_layernorm" is a real post-attention norm, and the pre-FFN
+// norm is "pre_feedforward_layernorm" (gemma2/3; gemma 1 names it post_attention_layernorm).
+const std::vector<TensorName> kGemmaNames = {
+    {R::kTokenEmbd, "token_embd.weight", "model.embed_tokens.weight", false},
+    {R::kOutputNorm, "output_norm.weight", "model.norm.weight", false},
+    {R::kOutput, "output.weight", "lm_head.weight", false},
+    {R::kAttnNorm, "blk.{L}.attn_norm.weight", "model.layers.{L}.input_layernorm.weight", true},
+    {R::kAttnQ, "blk.{L}.attn_q.weight", "model.layers.{L}.self_attn.q_proj.weight", true},
+    {R::kAttnK, "blk.{L}.attn_k.weight", "model.layers.{L}.self_attn.k_proj.weight", true},
+    {R::kAttnV, "blk.{L}.attn_v.weight", "model.layers.{L}.self_attn.v_proj.weight", true},
+    {R::kAttnOutput, "blk.{L}.attn_output.weight", "model.layers.{L}.self_attn.o_proj.weight", true},
+    {R::kAttnQNorm, "blk.{L}.attn_q_norm.weight", "model.layers.{L}.self_attn.q_norm.weight", true},
+    {R::kAttnKNorm, "blk.{L}.attn_k_norm.weight", "model.layers.{L}.self_attn.k_norm.weight", true},
+    {R::kPostAttnNorm, "blk.{L}.post_attention_norm.weight", "model.layers.{L}.post_attention_layernorm.weight", true},
+    {R::kFfnNorm, "blk.{L}.ffn_norm.weight", "model.layers.{L}.pre_feedforward_layernorm.weight", true},
+    {R::kFfnGate, "blk.{L}.ffn_gate.weight", "model.layers.{L}.mlp.gate_proj.weight", true},
+    {R::kFfnUp, "blk.{L}.ffn_up.weight", "model.layers.{L}.mlp.up_proj.weight", true},
+    {R::kFfnDown, "blk.{L}.ffn_down.weight", "model.layers.{L}.mlp.down_proj.weight", true},
+    {R::kPostFfnNorm, "blk.{L}.post_ffw_norm.weight", "model.layers.{L}.post_feedforward_layernorm.weight", true},
+};
+
+// Gemma 1 has no post norms, so its pre-FFN norm keeps the llama name in HF files.
+const std::vector<TensorName> kGemma1Names = [] {
+    std::vector<TensorName> names;
+    for (TensorName n : kGemmaNames) {
+        if (n.role == R::kPostAttnNorm || n.role == R::kPostFfnNorm || n.role == R::kAttnQNorm || n.role == R::kAttnKNorm)
+            continue;
+        if (n.role == R::kFfnNorm) n.hf = "model.layers.{L}.post_attention_layernorm.weight";
+        names.push_back(n);
+    }
+    return names;
+}();
+
+// BERT encoders (post-norm, LayerNorm with biases, learned positions, GELU).
+const std::vector<TensorName> kBertNames = {
+    {R::kTokenEmbd, "token_embd.weight", "embeddings.word_embeddings.weight", false},
+    {R::kPositionEmbd, "position_embd.weight", "embeddings.position_embeddings.weight", false},
+    {R::kTokenTypes, "token_types.weight", "embeddings.token_type_embeddings.weight", false},
+    {R::kEmbdNorm, "token_embd_norm.weight", "embeddings.LayerNorm.weight", false},
+    {R::kEmbdNormBias, "token_embd_norm.bias", "embeddings.LayerNorm.bias", false},
+    {R::kAttnQ, "blk.{L}.attn_q.weight", "encoder.layer.{L}.attention.self.query.weight", true},
+    {R::kAttnQBias, "blk.{L}.attn_q.bias", "encoder.layer.{L}.attention.self.query.bias", true},
+    {R::kAttnK, "blk.{L}.attn_k.weight", "encoder.layer.{L}.attention.self.key.weight", true},
+    {R::kAttnKBias, "blk.{L}.attn_k.bias", "encoder.layer.{L}.attention.self.key.bias", true},
+    {R::kAttnV, "blk.{L}.attn_v.weight", "encoder.layer.{L}.attention.self.value.weight", true},
+    {R::kAttnVBias, "blk.{L}.attn_v.bias", "encoder.layer.{L}.attention.self.value.bias", true},
+    {R::kAttnOutput, "blk.{L}.attn_output.weight", "encoder.layer.{L}.attention.output.dense.weight", true},
+    {R::kAttnOutputBias, "blk.{L}.attn_output.bias", "encoder.layer.{L}.attention.output.dense.bias", true},
+    {R::kPostAttnNorm, "blk.{L}.attn_output_norm.weight", "encoder.layer.{L}.attention.output.LayerNorm.weight", true},
+    {R::kPostAttnNormBias, "blk.{L}.attn_output_norm.bias", "encoder.layer.{L}.attention.output.LayerNorm.bias", true},
+    {R::kFfnUp, "blk.{L}.ffn_up.weight", "encoder.layer.{L}.intermediate.dense.weight", true},
+    {R::kFfnUpBias, "blk.{L}.ffn_up.bias", "encoder.layer.{L}.intermediate.dense.bias", true},
+    {R::kFfnDown, "blk.{L}.ffn_down.weight", "encoder.layer.{L}.output.dense.weight", true},
+    {R::kFfnDownBias, "blk.{L}.ffn_down.bias", "encoder.layer.{L}.output.dense.bias", true},
+    {R::kPostFfnNorm, "blk.{L}.layer_output_norm.weight", "encoder.layer.{L}.output.LayerNorm.weight", true},
+    {R::kPostFfnNormBias, "blk.{L}.layer_output_norm.bias", "encoder.layer.{L}.output.LayerNorm.bias", true},
+};
+
+using N = NormKind;
+using A = Activation;
+using S = RopeStyle;
+
+//  name      norm    +1     act          gated  rope_gguf        rope_hf       qknorm postA  postF  sqrtd  tied   qkvb   causal acap   fcap  period per
+const std::vector<ArchDescriptor> kArchs = {
+    {"llama", N::kRms, false, A::kSilu, true, S::kInterleaved, S::kHalfSplit, false, false, false, false, false, false, true, 0, 0, 1, 1, &kLlamaNames},
+    {"qwen2", N::kRms, false, A::kSilu, true, S::kHalfSplit, S::kHalfSplit, false, false, false, false, false, true, true, 0, 0, 1, 1, &kLlamaNames},
+    {"qwen3", N::kRms, false, A::kSilu, true, S::kHalfSplit, S::kHalfSplit, true, false, false, false, true, false, true, 0, 0, 1, 1, &kLlamaNames},
+    {"gemma", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, false, false, true, true, false, true, 0, 0, 0, 0, &kGemma1Names},
+    {"gemma2", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, true, true, true, true, false, true, 50, 30, 2, 1, &kGemmaNames},
+    {"gemma3", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, true, true, true, true, true, false, true, 0, 0, 6, 5, &kGemmaNames},
+    {"bert", N::kLayer, false, A::kGelu, false, S::kNone, S::kNone, false, true, true, false, true, true, false, 0, 0, 0, 0, &kBertNames, true},
+};
+
+// Other names for rows above, as HF config.json "model_type" or GGUF general.architecture.
+const struct { const char* alias; const char* name; } kAliases[] = {
+    {"mistral", "llama"},
+    {"gemma3_text", "gemma3"},
+};
+
+}  // namespace
+
+const char* tensor_role_name(TensorRole role) {
+    static const char* kNames[] = {
+        "token_embd", "position_embd", "token_types", "embd_norm", "embd_norm_bias", "output_norm", "output",
+        "attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_bias", "attn_k_bias", "attn_v_bias", "attn_output",
+        "attn_output_bias", "attn_q_norm", "attn_k_norm", "post_attn_norm", "post_attn_norm_bias", "ffn_norm",
+        "ffn_gate", "ffn_up", "ffn_up_bias", "ffn_down", "ffn_down_bias", "post_ffn_norm", "post_ffn_norm_bias",
+        "rope_freqs",
+    };
+    return kNames[int(role)];
+}
+
+const std::vector<ArchDescriptor>& arch_table() { return kArchs; }
+
+std::vector<std::string> supported_arch_names() {
+    std::vector<std::string> names;
+    for (const auto& a : kArchs) names.emplace_back(a.name);
+    for (const auto& a : kAliases) names.emplace_back(a.alias);
+    return names;
+}
+
+const ArchDescriptor& find_arch(const std::string& name_in) {
+    std::string name = name_in;
+    for (const auto& a : kAliases)
+        if (name == a.alias) name = a.name;
+    for (const auto& a : kArchs)
+        if (name == a.name) return a;
+    std::string known;
+    for (const auto& n : supported_arch_names()) known += (known.empty() ? "" : ", ") + n;
+    throw Error("unknown architecture '" + name_in + "'; akunu supports: " + known);
+}
+
+std::string tensor_name(const ArchDescriptor& arch, TensorRole role, int layer, bool gguf) {
+    for (const auto& n : *arch.names) {
+        if (n.role != role) continue;
+        const char* templ = gguf ? n.gguf : n.hf;
+        if (!templ) return "";
+        std::string s = templ;
+        const size_t at = s.find("{L}");
+        if (at != std::string::npos) s.replace(at, 3, std::to_string(layer));
+        return s;
+    }
+    return "";
+}
+
+}  // namespace akunu
