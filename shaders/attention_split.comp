@@ -109,7 +109,8 @@ void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos,
 // keeps its own running max, sum of exps and weighted V sum (online softmax). So a chunk's
 // loads are in flight together and no barrier separates the scores from the V sum; the teams
 // meet once, at the end. (Scoring the chunk first and summing V after a workgroup softmax left
-// the V loads waiting behind the scores: 42 us per 7b layer behind 4,000 tokens, now 27.)
+// the V loads waiting behind the scores, which was slower behind long caches: bench/NOTES.md,
+// decode attention as online softmax per team.)
 #ifdef KV_BLOCKS
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer KvVecs { uvec4 v[]; };
 #define K_VEC(r, i) KvVecs(k_blocks[(r).x]).v[(r).y * vecs + (i)]
@@ -122,16 +123,16 @@ layout(std430, binding = 2) readonly buffer V8 { uvec4 v_vec[]; };
 #endif
 layout(constant_id = 0) const uint TEAM = 8;       // lanes per row: a power of two inside a subgroup
 layout(constant_id = 1) const uint LANE_VECS = 1;  // vectors of a row per lane: ceil(head_dim / 8 / TEAM)
-// Rows per team and round: K and V of 4 rows are 32 registers of loads in flight per lane. 2 ran
-// as fast on the H200, 8 10-25 % slower (registers).
+// Rows per team and round: K and V of 4 rows are 32 registers of loads in flight per lane. 2
+// rows ran as fast, 8 slower for the registers they hold (bench/NOTES.md).
 #define BATCH 4
 const uint TEAMS = AKUNU_ATTENTION_CHUNK / TEAM;
 shared float sums[AKUNU_ATTENTION_CHUNK * 8];  // the teams' V sums, one vector slot at a time
 // Each subgroup's maximum and its sum of exps relative to it: where the teams meet.
 shared float meet_m[AKUNU_MAX_SUBGROUPS], meet_l[AKUNU_MAX_SUBGROUPS];
 // q of the head, read by each lane straight from the buffer (through L1) as it scores: staging
-// it in shared memory put a round trip and a barrier before the first K and V loads (decode
-// after 4,000 tokens 1-2 % slower on an H200).
+// it in shared memory put a round trip and a barrier before the first K and V loads, which
+// measured slower behind long caches (bench/NOTES.md).
 layout(std430, binding = 0) readonly buffer Q4 { vec4 q4[]; };
 
 // A cache row's vector v (8 halves) dotted with q's, q starting at vec4 q0 of the buffer.
@@ -238,8 +239,8 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
 // trips at the end of the dispatch: every load that does not wait on M (the first window's
 // maxima, sums and MERGE_VALUES values per invocation) is issued at once, so that a head of
 // up to MERGE_WINDOW chunks merges after one round trip instead of four; further windows (past
-// 64 Ki rows) reload theirs. (A separate merge dispatch of one dependent load per step cost 13
-// us per layer behind 4,000 tokens on an H200.)
+// 64 Ki rows) reload theirs. (A separate merge dispatch, one more dependent dispatch per layer,
+// was slower: bench/NOTES.md, the attention merge in the split.)
 #ifndef MERGE_WINDOW
 #define MERGE_WINDOW AKUNU_ATTENTION_CHUNK
 #endif

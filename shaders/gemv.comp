@@ -17,8 +17,8 @@ layout(std430, binding = 3) readonly buffer Gv { vec4 g4[]; };   // [k/4] g: the
 layout(std430, binding = 3) readonly buffer Gs { float g1[]; };
 layout(push_constant) uniform Push { GemvParams p; };
 // GemvParams.x_op, which the host also passes as this specialization constant, so that the
-// driver compiles only the op in use into the inner loops (a runtime switch there cost the f16
-// GEMVs about 10 % on an H200).
+// driver compiles only the op in use into the inner loops (a runtime switch there measurably
+// slowed the f16 GEMVs: bench/NOTES.md).
 layout(constant_id = 2) const uint X_OP = AKUNU_GEMV_X;
 // x as the products read it (X_OP): through the norm's weight when a norm is fused (its 1/rms
 // scale is applied to the finished sums), or the gated activation of x and g.
@@ -56,8 +56,8 @@ layout(constant_id = 4) const bool WIDE = false;
 // AKUNU_GEMV_X: off.
 layout(constant_id = 5) const uint GATED = AKUNU_GEMV_X;
 const bool PAIRS = GATED != AKUNU_GEMV_X;
-// A norm handed forward: how many of its sums each invocation loads before the products
-// (1b f16 decode +1.5 % over loading them all after the products, H100; 7b the same).
+// A norm handed forward: how many of its sums each invocation loads before the products, which
+// measured faster than loading them all after (bench/NOTES.md, the norm handed forward).
 const uint EARLY_SUMS = 8;
 #define MAX_SUBGROUPS 128
 

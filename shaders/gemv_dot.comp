@@ -5,8 +5,8 @@
 #endif
 // gemv_dot_<wtype>: y[r] = dot(W[r, :], x) for the 32-element block formats (Q8_0, Q4_0, Q4_1)
 // with integer dot products, on devices that have them. gemv_words_<wtype> (XW_FLOAT) is the
-// same kernel with fp32 products against x as it is: the default GEMV of these formats for
-// rows of a multiple of 256 (gemv.comp serves the rest).
+// same kernel with fp32 products against x as it is, for rows of a multiple of 256: off by
+// default (the gemv_words tuning key), where gemv.comp serves these formats.
 //
 // The float GEMV reads 4 bytes of x per weight and multiplies in fp32 after converting each
 // code: for 4-bit weights that is 7 bytes of x traffic and several instructions per byte of

@@ -68,7 +68,7 @@ layout(local_size_x_id = 0) in;                       // 32 * SPLIT invocations
 layout(constant_id = 1) const uint UNITS = 4;         // blocks each invocation loads before multiplying
 layout(constant_id = 2) const uint X_OP = AKUNU_GEMV_X;
 layout(constant_id = 3) const uint SLICE_BLOCKS = 128;  // blocks of x staged per pass
-// Measurement probes (AKUNU_GEMV_TILES's fourth field, bench/NOTES.md), whose results are
+// Measurement probes (the gemv_tiles tuning key's fourth field, bench/NOTES.md), whose results are
 // meaningless; 0 is the kernel. Bits: 1 drops the products (the loads stay), 2 the weight loads
 // (codes made up from the row and column), 4 the reads of x and its op in the staging phase,
 // 8 the products' shared-memory loads (x made up from the block).
@@ -275,8 +275,7 @@ void main() {
         }
         barrier();
         // The next blocks load after these are multiplied: loading them before (twice the
-        // registers) measured 3-12 % slower on an H200 with fp32 x and 10 % with int16 x on 7b
-        // q4_0 (bench/NOTES.md).
+        // registers) measured slower with fp32 x and with int16 x (bench/NOTES.md).
         for (uint b0 = split; b0 < n; b0 += SPLIT * UNITS) {
             [[unroll]] for (uint u = 0; u < UNITS; ++u)
                 if (b0 + u * SPLIT < n) acc += block_dot(w[u], b0 + u * SPLIT);

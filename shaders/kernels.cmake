@@ -1,194 +1,150 @@
 # The shader variant table. Each row compiles one .comp file with -D defines into one SPIR-V
-# module named by its first column; the engine asks for kernels by that name. A new dtype or
-# quant type is a new row here, never a copied shader. The KV-cache kernels come in three
-# cache layouts (shaders/include/kv_rows.glsl): one buffer, a ring (_ring) and blocks (_blocks).
-# Each gemm_<wtype> row is also compiled as gemm_short_<wtype> (GEMM_SHORT, below the table),
-# and each gemm_cm_<wtype> row as gemm_cm_short_<wtype> (GEMM_CM_SHORT).
-# gemm_cmA_f16 and gemm_cmS_f16 are other tile shapes of the cooperative-matrix GEMM, for
-# bench/gemm_probe.py (AKUNU_GEMM_CM=A:128:128, S:64:128); the engine uses gemm_cm_<wtype>.
+# module named by its first column; the engine asks for kernels by that name. Kernels that come
+# in one variant per weight type, KV-cache format and layout, or dtype are not written out: the
+# loops below generate their rows from the lists of those types. A new quant type is one entry
+# in a list (plus its code in include/weights.glsl), never a copied shader or a row per kernel.
 #
+# Weight types, by the suffix the engine asks for (kernels.cpp kWeightVariants, formats/tiles.h):
+#   float    f32 f16 bf16                    WTYPE_<TYPE>
+#   block32  q8_0 q4_0 q4_1                  WTYPE_<TYPE>
+#   tiles    q8_0_t32v q4_0_t32v q4_1_t32v   WTYPE_<BASE>,W_TILES: block32 rows stored tile-major
+#   kquant   q4_k q5_k q6_k                  WTYPE_<TYPE>
+#   mlx      mlx<bits>_g<group>              WTYPE_MLX,MLX_BITS=<bits>,W_BLOCK=<group>
+# KV caches: <kernel>[_<format>][_<layout>] (kernels.cpp cache_variant). Formats
+# (include/kv_format.glsl): f16 (no suffix, no defines), or <k> for K and V in format k, or
+# <k>_<v> for K in k and V in v (K_FORMAT, V_FORMAT). Layouts (include/kv_rows.glsl): one
+# buffer (no suffix), a ring (_ring, KV_RING) and blocks (_blocks, KV_BLOCKS).
+# Each gemm and gemm_cm kernel also comes in a short form, gemm_short_<wtype> (GEMM_SHORT) and
+# gemm_cm_short_<wtype> (GEMM_CM_SHORT): tile shapes in include/gemm_tiles.h.
+
+# akunu_kernel(NAME SOURCE [DEFINE...]): one row of the table; empty defines are left out.
+function(akunu_kernel name source)
+  set(defines "")
+  foreach(d IN LISTS ARGN)
+    if(NOT d STREQUAL "")
+      list(APPEND defines "${d}")
+    endif()
+  endforeach()
+  list(JOIN defines "," defines)
+  string(STRIP "${name} ${source} ${defines}" row)
+  set(AKUNU_KERNELS ${AKUNU_KERNELS} "${row}" PARENT_SCOPE)
+endfunction()
+
+# The one-off rows.
 #            name                 source          defines
 set(AKUNU_KERNELS
-  "fill_f32         fill.comp       DTYPE=float"
-  "fill_f16         fill.comp       DTYPE=float16_t"
   "fill_u32         fill.comp       DTYPE=uint,FILL_RAW_BITS"
   "copy_u32         copy.comp"
   "read_u32         copy.comp       READ_ONLY"
-  "add_f32          add.comp        DTYPE=float"
-  "add_f16          add.comp        DTYPE=float16_t"
-  "rmsnorm_f32      rmsnorm.comp    DTYPE=float,DTYPE4=vec4"
-  "rmsnorm_f16      rmsnorm.comp    DTYPE=float16_t,DTYPE4=f16vec4"
   "rmsnorm_f32_f16  rmsnorm.comp    DTYPE=float,DTYPE4=vec4,YTYPE=float16_t,YTYPE4=f16vec4"
-  "gemv_f32         gemv.comp       WTYPE_F32"
-  "gemv_f16         gemv.comp       WTYPE_F16"
-  "gemv_bf16        gemv.comp       WTYPE_BF16"
-  "gemv_q8_0        gemv.comp       WTYPE_Q8_0"
-  "gemv_q4_0        gemv.comp       WTYPE_Q4_0"
-  "gemv_q4_1        gemv.comp       WTYPE_Q4_1"
-  "gemv_dot_q8_0    gemv_dot.comp   WTYPE_Q8_0"
-  "gemv_dot_q4_0    gemv_dot.comp   WTYPE_Q4_0"
-  "gemv_dot_q4_1    gemv_dot.comp   WTYPE_Q4_1"
-  "gemv_words_q8_0  gemv_dot.comp   WTYPE_Q8_0,XW_FLOAT"
-  "gemv_words_q4_0  gemv_dot.comp   WTYPE_Q4_0,XW_FLOAT"
-  "gemv_words_q4_1  gemv_dot.comp   WTYPE_Q4_1,XW_FLOAT"
-  "gemv_q8_0_t32v   gemv_tiles.comp WTYPE_Q8_0"
-  "gemv_q4_0_t32v   gemv_tiles.comp WTYPE_Q4_0"
-  "gemv_q4_1_t32v   gemv_tiles.comp WTYPE_Q4_1"
-  "gemv_dot_q8_0_t32v gemv_tiles.comp WTYPE_Q8_0,X_INT8"
-  "gemv_dot_q4_0_t32v gemv_tiles.comp WTYPE_Q4_0,X_INT8"
-  "gemv_dot_q4_1_t32v gemv_tiles.comp WTYPE_Q4_1,X_INT8"
-  "gemv_q4_k        gemv.comp       WTYPE_Q4_K"
-  "gemv_q5_k        gemv.comp       WTYPE_Q5_K"
-  "gemv_q6_k        gemv.comp       WTYPE_Q6_K"
-  "gemv_mlx4_g32    gemv.comp       WTYPE_MLX,MLX_BITS=4,W_BLOCK=32"
-  "gemv_mlx4_g64    gemv.comp       WTYPE_MLX,MLX_BITS=4,W_BLOCK=64"
-  "gemv_mlx4_g128   gemv.comp       WTYPE_MLX,MLX_BITS=4,W_BLOCK=128"
-  "gemv_mlx8_g32    gemv.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=32"
-  "gemv_mlx8_g64    gemv.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=64"
-  "gemv_mlx8_g128   gemv.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=128"
-  "gemm_f32         gemm.comp       WTYPE_F32"
-  "gemm_f16         gemm.comp       WTYPE_F16"
-  "gemm_bf16        gemm.comp       WTYPE_BF16"
-  "gemm_q8_0        gemm.comp       WTYPE_Q8_0"
-  "gemm_q4_0        gemm.comp       WTYPE_Q4_0"
-  "gemm_q4_1        gemm.comp       WTYPE_Q4_1"
-  "gemm_q8_0_t32v   gemm.comp       WTYPE_Q8_0,W_TILES"
-  "gemm_q4_0_t32v   gemm.comp       WTYPE_Q4_0,W_TILES"
-  "gemm_q4_1_t32v   gemm.comp       WTYPE_Q4_1,W_TILES"
-  "gemm_q4_k        gemm.comp       WTYPE_Q4_K"
-  "gemm_q5_k        gemm.comp       WTYPE_Q5_K"
-  "gemm_q6_k        gemm.comp       WTYPE_Q6_K"
-  "gemm_mlx4_g32    gemm.comp       WTYPE_MLX,MLX_BITS=4,W_BLOCK=32"
-  "gemm_mlx4_g64    gemm.comp       WTYPE_MLX,MLX_BITS=4,W_BLOCK=64"
-  "gemm_mlx4_g128   gemm.comp       WTYPE_MLX,MLX_BITS=4,W_BLOCK=128"
-  "gemm_mlx8_g32    gemm.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=32"
-  "gemm_mlx8_g64    gemm.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=64"
-  "gemm_mlx8_g128   gemm.comp       WTYPE_MLX,MLX_BITS=8,W_BLOCK=128"
-  "gemm_cmA_f16      gemm_cm.comp    WTYPE_F16,AKUNU_GEMM_CM_SG_M=4,AKUNU_GEMM_CM_SG_N=2,AKUNU_GEMM_CM_TM=2,AKUNU_GEMM_CM_TN=4,AKUNU_GEMM_CM_STAGES=1"
-  "gemm_cmS_f16      gemm_cm.comp    WTYPE_F16,AKUNU_GEMM_CM_SG_M=2,AKUNU_GEMM_CM_SG_N=4,AKUNU_GEMM_CM_TM=2,AKUNU_GEMM_CM_TN=2,AKUNU_GEMM_CM_STAGES=1"
-  "dequant_f16_q8_0     dequant.comp    WTYPE_Q8_0"
-  "dequant_f16_q4_0     dequant.comp    WTYPE_Q4_0"
-  "dequant_f16_q4_1     dequant.comp    WTYPE_Q4_1"
-  "dequant_f16_q8_0_t32v dequant.comp   WTYPE_Q8_0,W_TILES"
-  "dequant_f16_q4_0_t32v dequant.comp   WTYPE_Q4_0,W_TILES"
-  "dequant_f16_q4_1_t32v dequant.comp   WTYPE_Q4_1,W_TILES"
-  "dequant_f16_q4_k     dequant.comp    WTYPE_Q4_K"
-  "dequant_f16_q5_k     dequant.comp    WTYPE_Q5_K"
-  "dequant_f16_q6_k     dequant.comp    WTYPE_Q6_K"
-  "gemm_cm_f32          gemm_cm.comp    WTYPE_F32"
-  "gemm_cm_f16          gemm_cm.comp    WTYPE_F16"
-  "gemm_cm_bf16         gemm_cm.comp    WTYPE_BF16"
-  "gemm_cm_q8_0         gemm_cm.comp    WTYPE_Q8_0"
-  "gemm_cm_q4_0         gemm_cm.comp    WTYPE_Q4_0"
-  "gemm_cm_q4_1         gemm_cm.comp    WTYPE_Q4_1"
-  "gemm_cm_q8_0_t32v    gemm_cm.comp    WTYPE_Q8_0,W_TILES"
-  "gemm_cm_q4_0_t32v    gemm_cm.comp    WTYPE_Q4_0,W_TILES"
-  "gemm_cm_q4_1_t32v    gemm_cm.comp    WTYPE_Q4_1,W_TILES"
-  "gemm_cm_q4_k         gemm_cm.comp    WTYPE_Q4_K"
-  "gemm_cm_q5_k         gemm_cm.comp    WTYPE_Q5_K"
-  "gemm_cm_q6_k         gemm_cm.comp    WTYPE_Q6_K"
-  "gemm_cm_mlx4_g32     gemm_cm.comp    WTYPE_MLX,MLX_BITS=4,W_BLOCK=32"
-  "gemm_cm_mlx4_g64     gemm_cm.comp    WTYPE_MLX,MLX_BITS=4,W_BLOCK=64"
-  "gemm_cm_mlx4_g128    gemm_cm.comp    WTYPE_MLX,MLX_BITS=4,W_BLOCK=128"
-  "gemm_cm_mlx8_g32     gemm_cm.comp    WTYPE_MLX,MLX_BITS=8,W_BLOCK=32"
-  "gemm_cm_mlx8_g64     gemm_cm.comp    WTYPE_MLX,MLX_BITS=8,W_BLOCK=64"
-  "gemm_cm_mlx8_g128    gemm_cm.comp    WTYPE_MLX,MLX_BITS=8,W_BLOCK=128"
-  "embed_f32        embed.comp      WTYPE_F32"
-  "embed_f16        embed.comp      WTYPE_F16"
-  "embed_bf16       embed.comp      WTYPE_BF16"
-  "embed_q8_0       embed.comp      WTYPE_Q8_0"
-  "embed_q4_0       embed.comp      WTYPE_Q4_0"
-  "embed_q4_1       embed.comp      WTYPE_Q4_1"
-  "embed_q4_k       embed.comp      WTYPE_Q4_K"
-  "embed_q5_k       embed.comp      WTYPE_Q5_K"
-  "embed_q6_k       embed.comp      WTYPE_Q6_K"
-  "embed_mlx4_g32   embed.comp      WTYPE_MLX,MLX_BITS=4,W_BLOCK=32"
-  "embed_mlx4_g64   embed.comp      WTYPE_MLX,MLX_BITS=4,W_BLOCK=64"
-  "embed_mlx4_g128  embed.comp      WTYPE_MLX,MLX_BITS=4,W_BLOCK=128"
-  "embed_mlx8_g32   embed.comp      WTYPE_MLX,MLX_BITS=8,W_BLOCK=32"
-  "embed_mlx8_g64   embed.comp      WTYPE_MLX,MLX_BITS=8,W_BLOCK=64"
-  "embed_mlx8_g128  embed.comp      WTYPE_MLX,MLX_BITS=8,W_BLOCK=128"
-  "rope_kv          rope_kv.comp"
   "rope_only        rope_kv.comp    ROPE_ONLY"
-  "rope_kv_ring rope_kv.comp KV_RING"
-  "rope_kv_blocks rope_kv.comp KV_BLOCKS"
-  "kv_store_q8      kv_store.comp   K_FORMAT=KV_Q8,V_FORMAT=KV_Q8"
-  "kv_store_int4    kv_store.comp   K_FORMAT=KV_INT4,V_FORMAT=KV_INT4"
-  "kv_store_fp4     kv_store.comp   K_FORMAT=KV_FP4,V_FORMAT=KV_FP4"
-  "kv_store_q8_int4 kv_store.comp   K_FORMAT=KV_Q8,V_FORMAT=KV_INT4"
-  "kv_store_q8_fp4  kv_store.comp   K_FORMAT=KV_Q8,V_FORMAT=KV_FP4"
-  "kv_store_q8_ring kv_store.comp K_FORMAT=KV_Q8,V_FORMAT=KV_Q8,KV_RING"
-  "kv_store_int4_ring kv_store.comp K_FORMAT=KV_INT4,V_FORMAT=KV_INT4,KV_RING"
-  "kv_store_fp4_ring kv_store.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4,KV_RING"
-  "kv_store_q8_int4_ring kv_store.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4,KV_RING"
-  "kv_store_q8_fp4_ring kv_store.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4,KV_RING"
-  "kv_store_q8_blocks kv_store.comp K_FORMAT=KV_Q8,V_FORMAT=KV_Q8,KV_BLOCKS"
-  "kv_store_int4_blocks kv_store.comp K_FORMAT=KV_INT4,V_FORMAT=KV_INT4,KV_BLOCKS"
-  "kv_store_fp4_blocks kv_store.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4,KV_BLOCKS"
-  "kv_store_q8_int4_blocks kv_store.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4,KV_BLOCKS"
-  "kv_store_q8_fp4_blocks kv_store.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4,KV_BLOCKS"
-  "attention_split  attention_split.comp"
-  "attention_split_q8 attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_Q8"
-  "attention_split_int4 attention_split.comp K_FORMAT=KV_INT4,V_FORMAT=KV_INT4"
-  "attention_split_fp4 attention_split.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4"
-  "attention_split_q8_int4 attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4"
-  "attention_split_q8_fp4 attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4"
-  "attention_split_ring attention_split.comp KV_RING"
-  "attention_split_q8_ring attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_Q8,KV_RING"
-  "attention_split_int4_ring attention_split.comp K_FORMAT=KV_INT4,V_FORMAT=KV_INT4,KV_RING"
-  "attention_split_fp4_ring attention_split.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4,KV_RING"
-  "attention_split_q8_int4_ring attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4,KV_RING"
-  "attention_split_q8_fp4_ring attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4,KV_RING"
-  "attention_split_blocks attention_split.comp KV_BLOCKS"
-  "attention_split_q8_blocks attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_Q8,KV_BLOCKS"
-  "attention_split_int4_blocks attention_split.comp K_FORMAT=KV_INT4,V_FORMAT=KV_INT4,KV_BLOCKS"
-  "attention_split_fp4_blocks attention_split.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4,KV_BLOCKS"
-  "attention_split_q8_int4_blocks attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4,KV_BLOCKS"
-  "attention_split_q8_fp4_blocks attention_split.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4,KV_BLOCKS"
-  "flash_attention  flash_attention.comp"
-  "flash_attention_q8 flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_Q8"
-  "flash_attention_int4 flash_attention.comp K_FORMAT=KV_INT4,V_FORMAT=KV_INT4"
-  "flash_attention_fp4 flash_attention.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4"
-  "flash_attention_q8_int4 flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4"
-  "flash_attention_q8_fp4 flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4"
-  "flash_attention_ring flash_attention.comp KV_RING"
-  "flash_attention_q8_ring flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_Q8,KV_RING"
-  "flash_attention_int4_ring flash_attention.comp K_FORMAT=KV_INT4,V_FORMAT=KV_INT4,KV_RING"
-  "flash_attention_fp4_ring flash_attention.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4,KV_RING"
-  "flash_attention_q8_int4_ring flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4,KV_RING"
-  "flash_attention_q8_fp4_ring flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4,KV_RING"
-  "flash_attention_blocks flash_attention.comp KV_BLOCKS"
-  "flash_attention_q8_blocks flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_Q8,KV_BLOCKS"
-  "flash_attention_int4_blocks flash_attention.comp K_FORMAT=KV_INT4,V_FORMAT=KV_INT4,KV_BLOCKS"
-  "flash_attention_fp4_blocks flash_attention.comp K_FORMAT=KV_FP4,V_FORMAT=KV_FP4,KV_BLOCKS"
-  "flash_attention_q8_int4_blocks flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_INT4,KV_BLOCKS"
-  "flash_attention_q8_fp4_blocks flash_attention.comp K_FORMAT=KV_Q8,V_FORMAT=KV_FP4,KV_BLOCKS"
-  "flash_cm_d64     flash_cm.comp   HD=64"
-  "flash_cm_d128    flash_cm.comp   HD=128"
-  "flash_cm_d64_f16 flash_cm.comp   HD=64,OTYPE=float16_t"
-  "flash_cm_d128_f16 flash_cm.comp  HD=128,OTYPE=float16_t"
   "last_row         last_row.comp"
   "softcap          softcap.comp"
-  "act_silu         act.comp        ACT_SILU"
-  "act_gelu_tanh    act.comp        ACT_GELU_TANH"
-  "act_silu_f16     act.comp        ACT_SILU,OTYPE=float16_t"
-  "act_gelu_tanh_f16 act.comp       ACT_GELU_TANH,OTYPE=float16_t"
-  "sample           sample.comp"
   "act_gelu         act.comp        ACT_GELU,ACT_UNGATED"
+  "sample           sample.comp"
   "layernorm        layernorm.comp"
   "encoder_attention encoder_attention.comp"
   "pool             pool.comp"
 )
-# The short form of every GEMM: gemm_<wtype> again as gemm_short_<wtype> (GEMM_SHORT), and
-# gemm_cm_<wtype> as gemm_cm_short_<wtype> (GEMM_CM_SHORT); tile shapes in gemm_tiles.h.
-set(short_gemms "")
-foreach(row IN LISTS AKUNU_KERNELS)
-  if(row MATCHES "^(gemm_cm|gemm)_([a-z0-9_]+) +([a-z_]+)\\.comp +(.+)$" AND CMAKE_MATCH_1 STREQUAL CMAKE_MATCH_3)
-    string(TOUPPER "${CMAKE_MATCH_1}_SHORT" define)
-    list(APPEND short_gemms "${CMAKE_MATCH_1}_short_${CMAKE_MATCH_2} ${CMAKE_MATCH_3}.comp ${CMAKE_MATCH_4},${define}")
-  endif()
+
+# ---- dtypes x kernels: elementwise kernels of f32 and f16 rows (GLSL scalar and vec4 types),
+# and the kernels whose output may be written as halves (_f16: OTYPE=float16_t).
+set(glsl_f32 float)
+set(glsl4_f32 vec4)
+set(glsl_f16 float16_t)
+set(glsl4_f16 f16vec4)
+foreach(dtype f32 f16)
+  akunu_kernel(fill_${dtype} fill.comp DTYPE=${glsl_${dtype}})
+  akunu_kernel(add_${dtype} add.comp DTYPE=${glsl_${dtype}})
+  akunu_kernel(rmsnorm_${dtype} rmsnorm.comp DTYPE=${glsl_${dtype}} DTYPE4=${glsl4_${dtype}})
 endforeach()
-list(APPEND AKUNU_KERNELS ${short_gemms})
+foreach(out "" _f16)
+  set(otype "")
+  if(out)
+    set(otype OTYPE=float16_t)
+  endif()
+  foreach(act silu gelu_tanh)
+    string(TOUPPER "ACT_${act}" act_define)
+    akunu_kernel(act_${act}${out} act.comp ${act_define} ${otype})
+  endforeach()
+  foreach(hd 64 128)
+    akunu_kernel(flash_cm_d${hd}${out} flash_cm.comp HD=${hd} ${otype})
+  endforeach()
+endforeach()
+
+# ---- Weight types x kernels. wtype_<type>: the defines that select the type's code.
+set(wtypes_float f32 f16 bf16)
+set(wtypes_block32 q8_0 q4_0 q4_1)
+set(wtypes_kquant q4_k q5_k q6_k)
+set(wtypes_tiles "")
+set(wtypes_mlx "")
+foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_kquant)
+  string(TOUPPER "WTYPE_${type}" wtype_${type})
+endforeach()
+foreach(type IN LISTS wtypes_block32)
+  list(APPEND wtypes_tiles ${type}_t32v)
+  set(wtype_${type}_t32v "${wtype_${type}},W_TILES")
+endforeach()
+foreach(bits 4 8)
+  foreach(group 32 64 128)
+    list(APPEND wtypes_mlx mlx${bits}_g${group})
+    set(wtype_mlx${bits}_g${group} "WTYPE_MLX,MLX_BITS=${bits},W_BLOCK=${group}")
+  endforeach()
+endforeach()
+
+foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_kquant wtypes_mlx)
+  akunu_kernel(gemv_${type} gemv.comp ${wtype_${type}})
+  akunu_kernel(embed_${type} embed.comp ${wtype_${type}})
+endforeach()
+# The 32-element block formats' integer-dot and word GEMVs (row-major), and the GEMVs of their
+# tile-major forms (gemv_tiles.comp reads only those, so it sets W_TILES itself); X_INT8: the
+# integer-dot GEMV of tiles.
+foreach(type IN LISTS wtypes_block32)
+  akunu_kernel(gemv_dot_${type} gemv_dot.comp ${wtype_${type}})
+  akunu_kernel(gemv_words_${type} gemv_dot.comp ${wtype_${type}} XW_FLOAT)
+  akunu_kernel(gemv_${type}_t32v gemv_tiles.comp ${wtype_${type}})
+  akunu_kernel(gemv_dot_${type}_t32v gemv_tiles.comp ${wtype_${type}} X_INT8)
+endforeach()
+foreach(gemm gemm gemm_cm)
+  string(TOUPPER "${gemm}_SHORT" short)
+  foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_tiles wtypes_kquant wtypes_mlx)
+    akunu_kernel(${gemm}_${type} ${gemm}.comp ${wtype_${type}})
+    akunu_kernel(${gemm}_short_${type} ${gemm}.comp ${wtype_${type}} ${short})
+  endforeach()
+endforeach()
+foreach(type IN LISTS wtypes_block32 wtypes_tiles wtypes_kquant)
+  akunu_kernel(dequant_f16_${type} dequant.comp ${wtype_${type}})
+endforeach()
+
+# ---- KV-cache formats x layouts. kv_<format>: K_FORMAT and V_FORMAT from the format's name.
+set(kv_formats q8 int4 fp4 q8_int4 q8_fp4)
+foreach(format IN LISTS kv_formats)
+  string(REPLACE "_" ";" sides "${format}")
+  list(GET sides 0 k)
+  list(GET sides -1 v)
+  string(TOUPPER "K_FORMAT=KV_${k},V_FORMAT=KV_${v}" kv_${format})
+endforeach()
+set(kv_layout_full "")
+set(kv_layout_ring KV_RING)
+set(kv_layout_blocks KV_BLOCKS)
+foreach(layout full ring blocks)
+  set(suffix "")
+  if(NOT layout STREQUAL "full")
+    set(suffix _${layout})
+  endif()
+  # rope_kv writes f16 caches; kv_store (after rope_only) the quantized formats; the
+  # attentions read every format.
+  akunu_kernel(rope_kv${suffix} rope_kv.comp ${kv_layout_${layout}})
+  foreach(format IN LISTS kv_formats)
+    akunu_kernel(kv_store_${format}${suffix} kv_store.comp ${kv_${format}} ${kv_layout_${layout}})
+  endforeach()
+  foreach(attention attention_split flash_attention)
+    akunu_kernel(${attention}${suffix} ${attention}.comp ${kv_layout_${layout}})
+    foreach(format IN LISTS kv_formats)
+      akunu_kernel(${attention}_${format}${suffix} ${attention}.comp ${kv_${format}} ${kv_layout_${layout}})
+    endforeach()
+  endforeach()
+endforeach()
 
 set(AKUNU_SHADER_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(AKUNU_SPIRV_DIR ${CMAKE_CURRENT_BINARY_DIR}/spirv)
@@ -201,6 +157,9 @@ foreach(row IN LISTS AKUNU_KERNELS)
   string(REGEX REPLACE " +" ";" fields "${row}")
   list(GET fields 0 name)
   list(GET fields 1 source)
+  if(name IN_LIST AKUNU_KERNEL_NAMES)
+    message(FATAL_ERROR "shaders/kernels.cmake: two rows make the kernel ${name}")
+  endif()
   set(define_lists "")
   list(LENGTH fields n_fields)
   if(n_fields GREATER 2)

@@ -1,6 +1,6 @@
 // The 32-element block formats (Q8_0, Q4_0, Q4_1) read as a stream of aligned 32-bit words,
 // for integer dot products against x rounded to int8 per block of 32 (gemv_dot.comp), or, with
-// XW_FLOAT, for fp32 products against x as it is (gemv_words_*, the default GEMV).
+// XW_FLOAT, for fp32 products against x as it is (gemv_words_*, behind the gemv_words tuning key).
 //
 // A row of these blocks is 4-byte aligned when its byte length is (Q4_1 always; Q8_0 and
 // Q4_0, whose 34- and 18-byte blocks are only 2-byte aligned, for an even block count). Each

@@ -7,16 +7,15 @@
 // subgroups of 32, each holding AKUNU_GEMM_CM_TM x AKUNU_GEMM_CM_TN accumulator blocks of
 // 16 x 16 (TM and TN 1, 2 or 4); each step along k stages AKUNU_GEMM_CM_BK columns of X and W.
 // The default, 128 x 128 tiles of 8 subgroups with 64 x 32 each and two shared stages, was the
-// fastest of the shapes `bench/gemm_probe.py` measured on the H200 (bench/NOTES.md). Each value
-// can be overridden by a define, for probe variants (shaders/kernels.cmake).
+// fastest of the shapes measured (bench/NOTES.md, cooperative-matrix GEMM tile shapes). Each value
+// can be overridden by a define, as the short form below does.
 // Its short form (gemm_cm_short_<wtype>, GEMM_CM_SHORT) for chunks of up to
 // AKUNU_GEMM_CM_SHORT_ROWS tokens: 16 x 32 tiles of 2 subgroups (16 x 16 each), 256 columns of k
 // a step through one shared stage. A 16-token chunk then runs 128 workgroups on a 4096-wide
 // projection instead of 32 tiles of 128 x 128 that compute 128 rows with a quarter of the
-// SMs, and each workgroup waits on 16 steps of loads instead of 128: 16-token prompts 2.7x
-// faster on an H200 (bench/NOTES.md, which also has the shapes that lost: 16 x 32 and 32 x 32
-// with 128 columns a step in two stages, 16 x 16). Past 96 rows the wide tiles win again on 7b
-// (at 128 tokens 45.5 against 36.4 ms for f16 weights).
+// SMs, and each workgroup waits on 16 steps of loads instead of 128, so short prompts run much
+// faster. Past AKUNU_GEMM_CM_SHORT_ROWS rows the wide tiles win again. (bench/NOTES.md, short
+// prompts in short cooperative-matrix tiles, also has the shapes that lost.)
 #define AKUNU_GEMM_CM_SHORT_BM 16
 #define AKUNU_GEMM_CM_SHORT_BN 32
 #define AKUNU_GEMM_CM_SHORT_ROWS 96
@@ -55,8 +54,8 @@
 #define AKUNU_GEMM_BN 64
 // Its short form (gemm_short_<wtype>, GEMM_SHORT) for chunks of up to AKUNU_GEMM_SHORT_ROWS
 // tokens: a quarter of the workgroups for the same columns, so a 2-token prompt computes 16
-// rows' products, not 64, and a 40-token one 48 (DeviceProfile::gemm_short_rows; on lavapipe
-// 17-64 tokens 16-32 % faster than in 64 x 64 tiles, bench/NOTES.md).
+// rows' products, not 64, and a 40-token one 48 (DeviceProfile::gemm_short_rows; faster than
+// 64 x 64 tiles for such prompts on CPU-type devices, bench/NOTES.md).
 #define AKUNU_GEMM_SHORT_BM 16
 #define AKUNU_GEMM_SHORT_BN 256
 #define AKUNU_GEMM_SHORT_ROWS 64
