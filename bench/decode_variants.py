@@ -1,8 +1,11 @@
-"""Decode (or prefill) speed of model files under several engine settings (environment
-variables), one process per setting, printed as one table: what bench/NOTES.md's A/B tables
-come from.
+"""Decode (or prefill) speed of model files under several engine settings (tuning keys, or
+feature variables such as AKUNU_INT8), one process per setting, printed as one table: what
+bench/NOTES.md's A/B tables come from.
 
-    python bench/decode_variants.py FILE... --variant NAME=ENV=VALUE[,ENV=VALUE...] ... [--prefill]
+    python bench/decode_variants.py FILE... --variant NAME=KEY=VALUE[,KEY=VALUE...] ... [--prefill]
+
+A KEY in capitals (AKUNU_INT8) is an environment variable; any other is a tuning key
+(docs/configuration.md), passed through AKUNU_TUNE: `--variant no-handoff=gemv_handoff=0`.
 
 A variant "default" with no settings is always the first row. Each cell is `python -m akunu
 bench FILE` (a median of 3 after a warmup). By default with short prompts, so that only decode
@@ -19,10 +22,15 @@ import tempfile
 
 def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
     name, _, settings = spec.partition("=")
-    env = {}
+    env, tune = {}, []
     for item in filter(None, settings.split(",")):
         key, _, value = item.partition("=")
-        env[key] = value
+        if key.isupper():
+            env[key] = value
+        else:
+            tune.append(f"{key}={value}")
+    if tune:
+        env["AKUNU_TUNE"] = ",".join(tune)
     return name, env
 
 

@@ -25,6 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "api.md"
 
 import akunu  # noqa: E402
+import akunu.encoder  # noqa: E402
 import akunu.model  # noqa: E402
 import akunu.models  # noqa: E402
 import akunu.ops  # noqa: E402
@@ -40,6 +41,10 @@ SECTIONS = [
         ("Model.kv_cache", akunu.model.KVCacheView),
         ("Model.scratch", akunu.model.ScratchView),
         ("akunu.profile_table", akunu.profile_table),
+        ("akunu.load", akunu.load),
+    ]),
+    ("Embedding models", akunu.encoder, [
+        ("akunu.Encoder", akunu.Encoder),
     ]),
     ("Sampling and generation", akunu.sampling, [
         ("akunu.Sampler", akunu.Sampler),
@@ -86,6 +91,8 @@ ATTRIBUTES = {
                   ("tokenizer", "Tokenizer", "the model's tokenizer (tokenizer.json or the GGUF vocabulary)"),
                   ("kv_cache", "KVCacheView", "the KV cache, below"),
                   ("scratch", "ScratchView", "the named scratch buffers, below")],
+    akunu.Encoder: [("path", "str", "the model path as given"),
+                    ("tokenizer", "Tokenizer", "the model's tokenizer (tokenizer.json or the GGUF vocabulary)")],
     akunu.Tokenizer: [("bos_token", "str | None", "the BOS token's text, for chat templates"),
                       ("eos_token", "str | None", "the EOS token's text, for chat templates")],
     akunu.Stream: [("result", "Generation", "fills in as pieces arrive")],

@@ -14,7 +14,7 @@ cmake_bin=$(command -v .venv/bin/cmake || command -v cmake)
 "$cmake_bin" --build $build --target akunu_fuzz_gguf akunu_fuzz_safetensors akunu_fuzz_config akunu_malformed_replay
 
 corpus=$build/malformed
-rm -rf "$corpus" && "$python" tests/python/malformed_cases.py "$corpus"
+rm -rf "$corpus" && "$python" tests/python/support/malformed_cases.py "$corpus"
 echo "== malformed inputs under AddressSanitizer"
 ASAN_OPTIONS=detect_leaks=1 $build/akunu_malformed_replay "$corpus" | tail -1
 
@@ -26,8 +26,8 @@ find "$corpus" -maxdepth 1 -type f -name 'st_*' -exec cp {} "$seeds/safetensors/
 "$python" - "$seeds" <<'PY'
 import pathlib, sys
 sys.path.insert(0, "tests/python")
-from gguf_bytes import tiny_llama_gguf
-from safetensors_writer import safetensors_bytes, tiny_llama
+from support.gguf_bytes import tiny_llama_gguf
+from support.safetensors_writer import safetensors_bytes, tiny_llama
 import json
 out = pathlib.Path(sys.argv[1])
 (out / "gguf" / "valid_tiny_llama").write_bytes(tiny_llama_gguf())

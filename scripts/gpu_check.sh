@@ -113,7 +113,7 @@ elif [ "${AKUNU_PROFILE:-}" = decode ]; then
     done
 elif [ -n "${AKUNU_PROFILE:-}" ]; then
     echo "kernels without cooperative matrices:"
-    AKUNU_NO_COOPMAT=1 python3 -m akunu kernel-bench 2>&1 | grep gemm | tee -a "$out/profile.txt"
+    AKUNU_TUNE=coopmat=0 python3 -m akunu kernel-bench 2>&1 | grep gemm | tee -a "$out/profile.txt"
     echo "kernels with them:"
     python3 -m akunu kernel-bench 2>&1 | grep gemm | tee -a "$out/profile.txt"
     for f in "${files[@]}"; do

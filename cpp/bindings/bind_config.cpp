@@ -119,7 +119,7 @@ void init_config(py::module_& m) {
         "plan_memory",
         [](const ModelConfig& c, const std::shared_ptr<ModelFiles>& files, int context, int prefill_chunk, int max_chain,
            const std::string& kv_dtype, const std::string& weights_dtype, std::optional<std::string> device, bool kv_blocks,
-           bool kv_ring) {
+           bool kv_ring, const py::object& tuning) {
             PlanOptions o;
             o.context = context;
             o.prefill_chunk = prefill_chunk;
@@ -129,7 +129,7 @@ void init_config(py::module_& m) {
             o.kv_ring = kv_ring;
             o.weights_dtype = weights_dtype;
             std::optional<DeviceInfo> info;
-            if (device) info = find_device(*device);
+            if (device) info = find_device(*device, tuning_text(tuning));
             o.weight_tiles = info ? info->profile.weight_tiles : WeightTiles::kNone;
             MemoryPlan p = plan_memory(c, files.get(), o);
             if (info) p = with_prefill_dequant(p, files.get(), info->profile.prefill_dequant_rows);
@@ -163,7 +163,7 @@ void init_config(py::module_& m) {
         },
         py::arg("config"), py::arg("files"), py::arg("context"), py::arg("prefill_chunk"), py::arg("max_chain"),
         py::arg("kv_dtype"), py::arg("weights_dtype"), py::arg("device"), py::arg("kv_blocks") = false,
-        py::arg("kv_ring") = false);
+        py::arg("kv_ring") = false, py::arg("tuning") = py::none());
 }
 
 std::vector<std::string> kv_layer_rows(const MemoryPlan& plan) {

@@ -83,6 +83,7 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["host_visible_device_bytes"] = p.host_visible_device_bytes;
     d["unified_memory"] = p.unified_memory;
     d["description"] = p.describe();
+    d["tuning"] = p.tuning.describe();  // the keys that differ from the defaults, "key=value,..."
     return d;
 }
 
@@ -105,13 +106,17 @@ DeviceClass init_device(py::module_& m) {
 
     DeviceClass device_class(m, "Device");
     device_class
-        .def(py::init([](const std::string& selector) { return Device::create(selector); }), py::arg("selector") = "",
-             "selector: an index into devices(), part of a device name, 'vulkan' or 'cpu'; '' means AKUNU_DEVICE or the best")
-        .def(py::init([](int index) {
+        .def(py::init([](const std::string& selector, const py::object& tuning) { return Device::create(selector, tuning_text(tuning)); }),
+             py::arg("selector") = "", py::arg("tuning") = py::none(),
+             "selector: an index into devices(), part of a device name, 'vulkan' or 'cpu'; '' means AKUNU_DEVICE or the best.\n"
+             "tuning: a dict or \"key=value,...\" over AKUNU_TUNE (docs/configuration.md)")
+        .def(py::init([](int index, const py::object& tuning) {
                  AKUNU_CHECK(index >= 0, "device index must be >= 0, got " + std::to_string(index));
-                 return Device::create(std::to_string(index));
+                 return Device::create(std::to_string(index), tuning_text(tuning));
              }),
-             py::arg("index"))
+             py::arg("index"), py::arg("tuning") = py::none())
+        .def("tuning_value", [](const Device& d, const std::string& key) { return tuning_value(d.profile().tuning, key); },
+             py::arg("key"), "The value of a tuning key on this device, as AKUNU_TUNE spells it")
         .def_property_readonly("profile", [](const Device& d) { return profile_dict(d.profile()); })
         .def_property_readonly("name", [](const Device& d) { return d.profile().name; })
         .def_property_readonly("backend", [](const Device& d) { return backend_name(d.backend()); },
@@ -125,6 +130,35 @@ DeviceClass init_device(py::module_& m) {
              "(registers, shared memory, spills; VK_KHR_pipeline_executable_properties), [] where the device "
              "does not report it (profile['kernel_statistics']).");
 
+    m.def(
+        "tuning_keys",
+        [] {
+            py::list out;
+            const Tuning defaults;
+            for (const TuningKey& k : tuning_keys()) {
+                py::dict d;
+                d["name"] = k.name;
+                d["kind"] = k.kind;
+                d["default"] = tuning_value(defaults, k.name);
+                d["meaning"] = k.meaning;
+                out.append(d);
+            }
+            return out;
+        },
+        "Every tuning key: [{name, kind, default, meaning}] (core/tuning.h; docs/configuration.md)");
+    m.def(
+        "feature_variables",
+        [] {
+            py::list out;
+            for (const FeatureVariable& v : feature_variables()) {
+                py::dict d;
+                d["name"] = v.name;
+                d["meaning"] = v.meaning;
+                out.append(d);
+            }
+            return out;
+        },
+        "The environment variables the engine reads beside AKUNU_TUNE: [{name, meaning}]");
     m.def("validation_messages", &validation_messages,
           "Validation-layer warnings and errors recorded since the last clear (AKUNU_VALIDATION=1).");
     m.def("clear_validation_messages", &clear_validation_messages);

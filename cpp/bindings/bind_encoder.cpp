@@ -9,15 +9,18 @@ namespace akunu::py_bindings {
 void init_encoder(py::module_& m) {
     py::enum_<Pooling>(m, "Pooling").value("mean", Pooling::kMean).value("cls", Pooling::kCls);
     py::class_<Encoder, std::shared_ptr<Encoder>>(m, "Encoder")
-        .def(py::init([](const std::string& path, const std::string& device, py::object progress, int batch_tokens) {
+        .def(py::init([](const std::string& path, const std::string& device, py::object progress, int batch_tokens,
+                         const py::object& tuning) {
                  EncoderOptions o;
                  o.device = device;
+                 o.tuning = tuning_text(tuning);
                  o.batch_tokens = batch_tokens;
                  o.progress = progress_callback(progress);
                  py::gil_scoped_release release;
                  return std::shared_ptr<Encoder>(Encoder::load(path, o));
              }),
-             py::arg("path"), py::arg("device") = "", py::arg("progress") = py::none(), py::arg("batch_tokens") = 0)
+             py::arg("path"), py::arg("device") = "", py::arg("progress") = py::none(), py::arg("batch_tokens") = 0,
+             py::arg("tuning") = py::none())
         .def_property_readonly("config", &Encoder::config)
         .def_property_readonly("max_tokens", &Encoder::max_tokens)
         .def_property_readonly("batch_tokens", &Encoder::batch_tokens)

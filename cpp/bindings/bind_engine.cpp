@@ -18,8 +18,10 @@ static DType scratch_dtype(const std::string& name) {
 void init_engine(py::module_& m) {
     py::class_<Model, std::shared_ptr<Model>>(m, "Engine")
         .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress, int chain,
-                         int prefill_chunk, const std::string& kv_dtype, bool kv_blocks, bool kv_ring) {
+                         int prefill_chunk, const std::string& kv_dtype, bool kv_blocks, bool kv_ring,
+                         const py::object& tuning) {
                  LoadOptions o;
+                 o.tuning = tuning_text(tuning);
                  o.kv_dtype = parse_kv_dtype(kv_dtype);
                  o.kv_blocks = kv_blocks;
                  o.kv_ring = kv_ring;
@@ -33,7 +35,7 @@ void init_engine(py::module_& m) {
              }),
              py::arg("path"), py::arg("context") = 4096, py::arg("device") = "", py::arg("progress") = py::none(),
              py::arg("chain") = 0, py::arg("prefill_chunk") = 0, py::arg("kv_dtype") = "f16", py::arg("kv_blocks") = false,
-             py::arg("kv_ring") = false)
+             py::arg("kv_ring") = false, py::arg("tuning") = py::none())
         .def_property_readonly("config", &Model::config)
         .def_property_readonly("context", &Model::context)
         .def_property_readonly("device_name", [](const Model& mo) { return mo.device().profile().name; })
@@ -214,7 +216,55 @@ void init_engine(py::module_& m) {
             "dispatch_table",
             [](const Model& mo, bool prefill) { return dispatch_rows(prefill ? mo.prefill_table() : mo.dispatch_table()); },
             py::arg("prefill") = false)
-        .def("barrier_count", &Model::barrier_count, py::arg("prefill") = false);
+        .def("barrier_count", &Model::barrier_count, py::arg("prefill") = false)
+        .def("pass_plan", [](const Model& mo, bool prefill) { return plan_dict(mo.pass_plan(prefill)); },
+             py::arg("prefill") = false);
+}
+
+static const char* x_rounding_name(kernels::XRounding r) {
+    return r == kernels::XRounding::kInt8 ? "int8" : r == kernels::XRounding::kInt16 ? "int16" : "float";
+}
+
+py::dict plan_dict(const PassPlan& p) {
+    static const char* kPlaces[kHandoffSlotsPerLayer] = {"attention->o", "o->gate_up", "gate_up->down", "down->next_qkv"};
+    py::list layers;
+    for (const LayerPlan& lp : p.layers) {
+        py::dict l;
+        py::list handoffs;
+        for (uint32_t j = 0; j < kHandoffSlotsPerLayer; ++j)
+            if (lp.handoff_slot[j]) handoffs.append(kPlaces[j]);
+        if (p.prefill) {
+            l["gemm_gated"] = lp.gemm_gated;
+            l["gemm_gated_from"] = lp.gemm_gated_from;
+            l["attn_out_dtype"] = dtype_traits(lp.attn_out_dtype).name;
+        } else {
+            l["attn_norm_folded"] = lp.attn_norm_folded;
+            l["ffn_norm_folded"] = lp.ffn_norm_folded;
+            l["qkv_fused"] = lp.qkv_fused;
+            l["rope_folded"] = lp.rope_folded;
+            l["gate_up_fused"] = lp.gate_up_fused;
+            l["gate_up_parts"] = lp.gate_up_parts;
+            l["activation_folded"] = lp.activation_folded;
+            l["o_norm_forward"] = lp.o_norm_forward;
+            l["down_norm_forward"] = lp.down_norm_forward;
+            l["handoffs"] = handoffs;
+        }
+        layers.append(l);
+    }
+    py::dict d;
+    d["pass"] = p.prefill ? "prefill" : "decode";
+    d["rows"] = p.rows;
+    d["x_rounding"] = x_rounding_name(p.x_rounding);
+    d["head_norm_folded"] = p.head_norm_folded;
+    if (p.prefill) {
+        d["half_x"] = py::make_tuple(p.half_x_dim, p.half_x_ffn);
+        d["short_rows"] = p.short_rows;
+        d["dequant_rows"] = p.dequant_bytes ? p.dequant_rows : 0u;
+    } else {
+        d["handoffs"] = p.handoffs;
+    }
+    d["layers"] = layers;
+    return d;
 }
 
 py::list dispatch_rows(const DispatchTable& table) {

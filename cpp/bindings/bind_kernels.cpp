@@ -196,7 +196,7 @@ void init_kernels(py::module_& m) {
     k.def("engine_x_rounding", [](const Device& d) {
         return x_rounding_name(kernels::engine_x_rounding(d.profile()));
     }, "How the engine's quantized GEMVs ask to hold x on this device: 'int16', 'int8' with AKUNU_INT8=1, 'float' "
-       "with AKUNU_FLOAT_X=1.");
+       "with tuning float_x=1.");
     k.def("gemv_x_rounding", [weight_type](const Device& d, const std::string& wtype, size_t kk, const std::string& asked) {
         return x_rounding_name(kernels::gemv_x_rounding(d.profile(), weight_type(wtype), kk, x_rounding(asked)));
     }, py::arg("device"), py::arg("wtype"), py::arg("k"), py::arg("x_rounding"),

@@ -17,6 +17,7 @@
 #include "akunu/vulkan/dispatch.h"
 #include "akunu/formats/dtype.h"
 #include "akunu/engine/memory_plan.h"
+#include "akunu/engine/plan.h"
 
 namespace akunu::py_bindings {
 
@@ -50,6 +51,25 @@ inline std::function<void(const std::string&, size_t, size_t)> progress_callback
         progress(stage, done, total);
     };
 }
+
+// Tuning settings as Python passes them: None, "key=value,..." or a dict whose values are
+// bools, whole numbers, None ("auto") or strings; returned as "key=value,..." (core/tuning.h).
+inline std::string tuning_text(const py::object& tuning) {
+    if (tuning.is_none()) return "";
+    if (py::isinstance<py::str>(tuning)) return tuning.cast<std::string>();
+    if (!py::isinstance<py::dict>(tuning)) throw py::type_error("tuning must be a dict, a \"key=value,...\" string or None");
+    std::string out;
+    for (const auto& [key, value] : tuning.cast<py::dict>()) {
+        std::string v = value.is_none()                 ? "auto"
+                        : py::isinstance<py::bool_>(value) ? (value.cast<bool>() ? "1" : "0")
+                                                         : py::str(value).cast<std::string>();
+        out += (out.empty() ? "" : ",") + py::str(key).cast<std::string>() + "=" + v;
+    }
+    return out;
+}
+
+// A pass's plan (engine/plan.h) as a Python dict: pass-wide choices and one dict per layer.
+py::dict plan_dict(const PassPlan& plan);
 
 // A dispatch table as Python rows: {label, kernel, groups, bindings: [(size, offset, range)]}.
 py::list dispatch_rows(const DispatchTable& table);

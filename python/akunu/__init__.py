@@ -4,6 +4,7 @@
     >>> dev = akunu.Device()                       # best device; AKUNU_DEVICE overrides
     >>> x = dev.upload(np.arange(5, dtype=np.float32))
     >>> x.numpy()                                  # a zero-copy view where memory is host-visible
+    >>> m = akunu.load("model.gguf")               # an akunu.Model, or an akunu.Encoder for bert
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ if not _os.environ.get("XDG_RUNTIME_DIR"):
     # Mesa's drivers warn on every start without it; nothing of akunu's lives there.
     _os.environ["XDG_RUNTIME_DIR"] = "/tmp"
 
+from akunu import models, ops  # noqa: E402
 from akunu._akunu import (  # noqa: E402
     Buffer,
     CommandList,
@@ -21,26 +23,36 @@ from akunu._akunu import (  # noqa: E402
     ModelConfig,
     ModelFiles,
     arch_table,
-    supported_architectures,
     clear_validation_messages,
     devices,
     kernel_names,
     open_model,
+    supported_architectures,
     validation_enabled,
     validation_messages,
 )
-from akunu import models, ops  # noqa: E402
 from akunu._device import upload  # noqa: E402
+from akunu.encoder import Encoder  # noqa: E402
+from akunu.model import Model, _is_encoder, dequantize_kv, kernel_statistics_table, profile_table  # noqa: E402
 from akunu.plan import MemoryPlan, load_config, plan  # noqa: E402
-from akunu.tokenizer import StreamDecoder, Tokenizer  # noqa: E402
-from akunu.model import Model, dequantize_kv, kernel_statistics_table, profile_table  # noqa: E402
 from akunu.sampling import Generation, Piece, Sampler, Stream  # noqa: E402
+from akunu.tokenizer import StreamDecoder, Tokenizer  # noqa: E402
 
 Device.upload = upload  # type: ignore[attr-defined]
 open = open_model  # akunu.open(path): inspect a model file without loading it  # noqa: A001
 
+
+def load(path, **kwargs) -> Model | Encoder:
+    """An akunu.Encoder for an encoder's file (bert), else an akunu.Model, from the file's
+    architecture alone; kwargs go to that class (context, device, kv_dtype, ... for a Model;
+    device, batch_tokens for an Encoder)."""
+    return (Encoder if _is_encoder(_os.fspath(path))[0] else Model)(path, **kwargs)
+
+
 __all__ = [
     "Model",
+    "Encoder",
+    "load",
     "profile_table",
     "kernel_statistics_table",
     "dequantize_kv",

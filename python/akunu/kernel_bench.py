@@ -51,7 +51,8 @@ def _time(device, record, reps: int, trials: int = 5) -> float:
 
 # Block formats the benchmark times: (elements, bytes) per block and the byte offsets of its
 # f16 scales; the other bytes of a block are valid as random bytes.
-_BLOCKS = {"Q8_0": (32, 34, [0]), "Q4_0": (32, 18, [0]), "Q4_1": (32, 20, [0, 2]), "Q4_K": (256, 144, [0, 2]), "Q6_K": (256, 210, [208])}
+_BLOCKS = {"Q8_0": (32, 34, [0]), "Q4_0": (32, 18, [0]), "Q4_1": (32, 20, [0, 2]), "Q4_K": (256, 144, [0, 2]),
+           "Q6_K": (256, 210, [208])}
 
 
 def random_blocks(rng, wtype: str, n: int) -> np.ndarray:
@@ -78,7 +79,7 @@ def run(device, scale: float = 1.0) -> list[BenchRow]:
     rows_out = [copy_row(device, scale, (a, b))]
     ms = _time(device, lambda cl: cl.copy(a, 0, b, 0, copy_bytes), reps=10)
     rows_out.append(BenchRow(f"vkCmdCopyBuffer {copy_bytes >> 20} MiB", 2 * copy_bytes, ms))
-    del a, b
+    a = b = None  # released before the GEMVs allocate
 
     rng = np.random.default_rng(0)
     # Enough distinct weight matrices that their sum is well past any last-level cache (the
@@ -105,7 +106,7 @@ def run(device, scale: float = 1.0) -> list[BenchRow]:
 
         ms = _time(device, record, reps=10 * len(ws))
         rows_out.append(BenchRow(f"gemv {name} {rows}x{k}", w0.nbytes + x.size + 4 * rows, ms))
-        del ws, ys
+        ws = ys = None  # released before the next shape allocates
 
     return rows_out + gemm_rows(device, scale)
 

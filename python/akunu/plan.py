@@ -25,7 +25,7 @@ def _mib(n: int) -> str:
 
 @dataclass
 class MemoryPlan:
-    config: "_akunu.ModelConfig"
+    config: _akunu.ModelConfig
     context: int
     prefill_chunk: int
     kv_dtype: str
@@ -78,7 +78,7 @@ class MemoryPlan:
         return "\n".join(rows)
 
 
-def load_config(model) -> "_akunu.ModelConfig":
+def load_config(model) -> _akunu.ModelConfig:
     """A ModelConfig from a path (GGUF, safetensors file or dir, config.json), a config dict,
     an opened akunu.open() model, or a ModelConfig (returned as is)."""
     if isinstance(model, _akunu.ModelConfig):
@@ -92,7 +92,8 @@ def load_config(model) -> "_akunu.ModelConfig":
 
 def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: str = "f16",
          device: str | int | None = None, weights_dtype: str = "F16", max_chain: int = 64,
-         check_device: bool = True, kv_alloc: str = "full", kv_ring: bool = False) -> MemoryPlan:
+         check_device: bool = True, kv_alloc: str = "full", kv_ring: bool = False,
+         tuning: dict | str | None = None) -> MemoryPlan:
     """Plans the memory of `model` (a path, config dict, ModelConfig or opened model).
 
     `kv_alloc` and `kv_ring` as for Model: with "blocks" the KV cache counts what is allocated
@@ -102,7 +103,8 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     whether it fits there, and counts the weights in the layout that device uploads (its
     profile's tile-major matrices, with a tied head's second copy). With check_device=False the
     weights are counted as the file stores them. `weights_dtype` sizes the weights of
-    config-only models.
+    config-only models. `tuning`: settings over AKUNU_TUNE, as for Model (some change the
+    scratch a model plans, e.g. prefill_dequant_rows).
     """
     files = None
     if isinstance(model, _akunu.ModelFiles):
@@ -116,5 +118,5 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     if kv_alloc not in ("full", "blocks"):
         raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
     d = _akunu.plan_memory(config, files, context or 0, prefill_chunk, max_chain, kv_dtype, weights_dtype, selector,
-                           kv_alloc == "blocks", bool(kv_ring))
+                           kv_alloc == "blocks", bool(kv_ring), tuning)
     return MemoryPlan(config=config, **d)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from akunu import _akunu
 from akunu._akunu import Error
@@ -28,7 +28,7 @@ def _read_text(path: pathlib.Path) -> str:
 class Tokenizer:
     """Encodes text to ids and decodes ids to text exactly as HF tokenizers does."""
 
-    def __init__(self, native: "_akunu.Tokenizer"):
+    def __init__(self, native: _akunu.Tokenizer):
         self._t = native
         # The names chat templates use; the loader resolved them from tokenizer_config.json or GGUF.
         self.bos_token = native.id_to_token(native.bos_id) if native.bos_id >= 0 else None
@@ -36,7 +36,7 @@ class Tokenizer:
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path) -> "Tokenizer":
+    def from_file(cls, path) -> Tokenizer:
         """tokenizer.json (with tokenizer_config.json beside it, if any), a model directory, or a GGUF."""
         p = pathlib.Path(os.fspath(path))
         if not p.exists():
@@ -62,14 +62,15 @@ class Tokenizer:
             raise TypeError(f"encode takes str or bytes, not {type(text).__name__}")
         return self._t.encode(text, add_special_tokens, parse_special)
 
-    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True, parse_special: bool = True) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True,
+                     parse_special: bool = True) -> list[list[int]]:
         return self._t.encode_batch(list(texts), add_special_tokens, parse_special)
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         """Text of `ids`; an id outside the vocabulary raises akunu.Error."""
         return self._t.decode([int(i) for i in ids], skip_special_tokens)
 
-    def stream(self, skip_special_tokens: bool = False) -> "StreamDecoder":
+    def stream(self, skip_special_tokens: bool = False) -> StreamDecoder:
         """An incremental decoder for streaming generation (never emits broken UTF-8)."""
         return StreamDecoder(self, skip_special_tokens)
 

@@ -313,7 +313,6 @@ TEST_F(KernelTest, DecodeAttentionMatchesSoftmax) {
 // softcap. flash_cm rounds Q and the weights to halves, hence its 5e-3 (outputs lie in [-1, 1]);
 // it also writes halves (the O projection's GEMM X in a chunk), within the same tolerance.
 TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
-    auto dev = device();
     struct Case {
         uint32_t n_heads, n_kv, head_dim, window;
         float softcap;
@@ -321,7 +320,8 @@ TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
     const uint32_t max_len = 160, start = 30, rows = 77;
     bool ran = false;  // flash_cm
     for (const bool coopmat : {false, true}) {
-        setenv("AKUNU_NO_FLASH_COOPMAT", coopmat ? "0" : "1", 1);
+        // The scalar kernel on a device tuned away from flash_cm (tuning flash_coopmat=0).
+        auto dev = coopmat ? device() : Device::create("", "flash_coopmat=0");
         for (const Case c : {Case{4, 2, 64, 0, 0.0f}, Case{3, 3, 128, 0, 0.0f}, Case{4, 1, 128, 40, 0.0f}, Case{2, 2, 64, 0, 5.0f}}) {
             const KvBindings probe{KvDType::kF16, nullptr, nullptr, {}, {}, KvRows::kFull, max_len};
             if (coopmat != kernels::flash_attention_coopmat(dev->profile(), probe, c.head_dim)) continue;
@@ -361,7 +361,6 @@ TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
             }
         }
     }
-    unsetenv("AKUNU_NO_FLASH_COOPMAT");
     if (!ran) GTEST_SKIP() << "the scalar kernel passed; flash_cm needs a GPU with cooperative matrices";
 }
 

@@ -1,5 +1,5 @@
-// Model files from C++: the fixtures open, configs derive, validation passes, and the plan
-// reproduces the seed's LLaMA-3.1-8B figures.
+// Model files from C++: the fixtures open, configs derive, validation passes, and the memory
+// plan of LLaMA-3.1-8B matches its buffers counted by hand.
 #include <gtest/gtest.h>
 
 #include "vk_test.h"
@@ -60,7 +60,7 @@ TEST(ModelFiles, UnknownArchitectureListsTheSupportedOnes) {
     }
 }
 
-TEST(MemoryPlan, SeedFiguresForLlama31_8B) {
+TEST(MemoryPlan, FiguresForLlama31_8B) {
     ModelConfig c;
     c.architecture = "llama";
     c.source = "llama-3.1-8b";
@@ -77,8 +77,9 @@ TEST(MemoryPlan, SeedFiguresForLlama31_8B) {
     o.prefill_chunk = 4096;
     const MemoryPlan p = plan_memory(c, nullptr, o);
     EXPECT_EQ(p.kv_bytes, 512ull << 20);
-    // The seed's eleven f16 prefill buffers sum to 570,425,344 bytes ("~534 MB"); akunu holds
-    // them in f32 without post_norm, plus token ids, step state, 64 rows of logits and the
+    // Eleven prefill buffers of a 4,096-token chunk in f16 (h0, h1, residual, q, k, v, attn_out,
+    // post_norm, ffn_gate, ffn_up, ffn_act: 69,632 halves a row) sum to 570,425,344 bytes; akunu
+    // holds them in f32 without post_norm, plus token ids, step state, 64 rows of logits and the
     // workgroup counts of two chunk tables (12 bytes for each of 48 dispatches a layer and 8).
     const uint64_t activations = 2 * (570425344ull - 4096ull * 4096 * 2);
     const uint64_t counts = 2 * (48 * 32 + 8) * 12;

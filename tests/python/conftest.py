@@ -40,6 +40,17 @@ def device():
     return _SESSION_DEVICE
 
 
+# Tests marked `gpu` need a GPU: a Vulkan device that is not a CPU (lavapipe and akunu's CPU
+# backend are CPUs). Where the session's device is not one, they skip and say why.
+def pytest_collection_modifyitems(config, items):
+    if _SESSION_DEVICE.profile["type"] != "cpu":
+        return
+    skip = pytest.mark.skip(reason=f"needs a GPU; this session's device is {_SESSION_DEVICE.name}, a CPU")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def no_validation_messages():
     akunu.clear_validation_messages()

@@ -1,5 +1,5 @@
 """Gemma 1, Gemma 2, Mistral and Qwen2 against transformers' float64 forward: tiny random models
-built at test time (tests/python/hf_archs.py), run from their safetensors directory and from a
+built at test time (tests/python/support/hf_archs.py), run from their safetensors directory and from a
 GGUF written as llama.cpp's converter writes it. All-position logits through the decode path
 (GEMV, split attention), one prefill (GEMM, flash attention) and odd-sized prefill chunks, with
 prompts longer than the sliding windows; greedy continuations; the config each loader reads."""
@@ -10,7 +10,8 @@ import pytest
 
 import akunu
 
-hf_archs = pytest.importorskip("hf_archs", reason="torch, transformers, tokenizers and gguf-py build the reference models")
+hf_archs = pytest.importorskip("support.hf_archs",
+                               reason="torch, transformers, tokenizers and gguf-py build the reference models")
 
 # fp32 compute with an f16 KV cache and f16-exact weights, scaled by the logits' size (these
 # models' logits reach 5 to 27). Measured on lavapipe: max |dlogit| 4e-4 to 4e-3 (the f16 cache

@@ -19,7 +19,8 @@ def test_source_text_expands_includes_and_places_definitions(tmp_path):
     (inc / "a.glsl").write_text('#include "sub/b.glsl"\nfloat a() { return b(); }\n')
     (inc / "sub" / "b.glsl").write_text("float b() { return 1.0; }\n")
     main = tmp_path / "k.comp"
-    main.write_text('#version 450\n#extension GL_GOOGLE_include_directive : require\n#include "a.glsl"\nvoid main() {}\n')
+    main.write_text('#version 450\n#extension GL_GOOGLE_include_directive : require\n'
+                    '#include "a.glsl"\nvoid main() {}\n')
     text = glsl_slang.source_text(main, [inc], ["KERNEL_NAME=k", "FLAG"])
     lines = text.splitlines()
     assert lines[:3] == ["#version 450", "#define KERNEL_NAME k", "#define FLAG 1"]
@@ -37,10 +38,12 @@ def test_source_text_names_a_missing_include(tmp_path):
 
 def test_gemm_cm2_compiles_to_spirv(tmp_path):
     # The library scripts/install.sh (and gpu_payload.sh) keep in .slang/, or another one.
-    libs = [os.environ.get("AKUNU_SLANG_GLSLANG", ""), *map(str, sorted((ROOT / ".slang").glob("libslang-glslang-*.so")))]
-    lib = next((l for l in libs if l and pathlib.Path(l).is_file()), None)
+    libs = [os.environ.get("AKUNU_SLANG_GLSLANG", ""),
+            *map(str, sorted((ROOT / ".slang").glob("libslang-glslang-*.so")))]
+    lib = next((x for x in libs if x and pathlib.Path(x).is_file()), None)
     if not lib:
-        pytest.skip("slangpy's libslang-glslang .so is not in .slang/ or AKUNU_SLANG_GLSLANG (scripts/install.sh fetches it)")
+        pytest.skip("slangpy's libslang-glslang .so is not in .slang/ or AKUNU_SLANG_GLSLANG "
+                    "(scripts/install.sh fetches it)")
     src = ROOT / "shaders" / "gemm_cm2.comp"
     spirv = glsl_slang.compile_glsl(lib, glsl_slang.source_text(src, [ROOT / "shaders" / "include"], []), str(src))
     assert spirv[:4] == b"\x03\x02\x23\x07" and len(spirv) % 4 == 0  # the SPIR-V magic, little-endian words

@@ -3,16 +3,15 @@ with --debug)."""
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import subprocess
 import sys
 
 import pytest
 
 import akunu
-
-from fixture_paths import require
+from support.fixture_paths import require
 
 
 def _env():
@@ -159,8 +158,8 @@ def test_chat_needs_a_chat_template():
     assert r.returncode == 2 and "no chat template" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("command", [["plan"], ["inspect"], ["generate", "{model}", "hi"], ["chat"], ["perplexity", "{model}", "{text}"],
-                                     ["bench"], ["profile"], ["kv-quality"]])
+@pytest.mark.parametrize("command", [["plan"], ["inspect"], ["generate", "{model}", "hi"], ["chat"],
+                                     ["perplexity", "{model}", "{text}"], ["bench"], ["profile"], ["kv-quality"]])
 def test_every_model_command_fails_clearly_on_a_missing_or_bad_file(tmp_path, command):
     """A missing file and a file that is not a model are one-line errors naming the file."""
     text = tmp_path / "t.txt"

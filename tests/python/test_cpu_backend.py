@@ -1,8 +1,8 @@
 """The native CPU backend itself: how it is selected (device="cpu", AKUNU_DEVICE=cpu, and by
 default where no Vulkan device exists), its profile, every instruction-set tier (scalar,
-AVX2, AVX-512; AKUNU_CPU_ISA caps it, AKUNU_CPU_SCALAR=1 forces the fallback), a persistent thread pool, and clear errors for what only
-a GPU can do. Engine correctness on the CPU is tested by the shared modules, which run every
-test on both backends (conftest.py `backend`)."""
+AVX2, AVX-512; AKUNU_CPU_ISA caps it, AKUNU_CPU_ISA=scalar forces the fallback), a persistent
+thread pool, and clear errors for what only a GPU can do. Engine correctness on the CPU is
+tested by the shared modules, which run every test on both backends (conftest.py `backend`)."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import akunu
-from fixture_paths import require
+from support.fixture_paths import require
 
 HERE = pathlib.Path(__file__).parent
 
@@ -61,16 +61,16 @@ def test_kernels_on_every_cpu_tier(isa):
     shown = {"scalar": "scalar", "avx2": "AVX2", "avx512": "AVX-512"}[isa]
     if shown not in name:
         pytest.skip(f"this processor lacks {shown} ({name.strip()})")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", str(HERE / "test_kernels.py"),
-                        "-k", "gemv or gemm or embed or rmsnorm"],
+    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                        str(HERE / "test_kernels.py"), "-k", "gemv or gemm or embed or rmsnorm"],
                        env={**os.environ, "AKUNU_TEST_BACKENDS": "cpu", "AKUNU_CPU_ISA": isa},
                        capture_output=True, text=True, timeout=900, cwd=HERE)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert " passed" in r.stdout
 
 
-def test_cpu_scalar_switch_forces_the_fallback():
-    name = run_python("import akunu; print(akunu.Device('cpu').profile['name'])", AKUNU_CPU_SCALAR="1").stdout
+def test_cpu_isa_scalar_forces_the_fallback():
+    name = run_python("import akunu; print(akunu.Device('cpu').profile['name'])", AKUNU_CPU_ISA="scalar").stdout
     assert "scalar" in name
 
 

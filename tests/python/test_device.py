@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import akunu
-from fixture_paths import require
+from support.fixture_paths import require
 
 
 def test_devices_lists_name_type_vendor_memory_features():
@@ -87,7 +87,7 @@ def test_the_cpu_backend_is_listed_last_and_selectable():
     want = akunu.Model(path, context=64, device="cpu", progress=False).eval(ids).copy()
     for device in (entry, entry["index"]):
         m = akunu.Model(path, context=64, device=device, progress=False)
-        assert m._engine.device_name == entry["name"]
+        assert m.device == entry["name"]
         np.testing.assert_array_equal(m.eval(ids), want)
     assert akunu.plan(path, context=64, device=entry["index"]).device == entry["name"]
 

@@ -70,7 +70,8 @@ def test_token_flow_names_only_kernels_that_exist():
     """Kernel names in the prose (the prefill GEMMs, flash attention, ...) are embedded kernels."""
     text = (DOCS / "token-flow.md").read_text(encoding="utf-8")
     known = set(akunu.kernel_names())
-    kernel = re.compile(r"(embed|gemv|gemv_dot|gemm|gemm_cm|dequant_f16|rmsnorm|add|fill|copy)_(f32|f16|bf16|q8_0|q4_0|q4_1|q4_k|q5_k|q6_k|u32)(_t32v?)?"
+    kernel = re.compile(r"(embed|gemv|gemv_dot|gemm|gemm_cm|dequant_f16|rmsnorm|add|fill|copy)"
+                        r"_(f32|f16|bf16|q8_0|q4_0|q4_1|q4_k|q5_k|q6_k|u32)(_t32v?)?"
                         r"|act_[a-z_]+|attention_split|flash_attention|flash_cm_d[0-9]+|last_row|rope_kv")
     named = {w for w in re.findall(r"`([a-z0-9_]+)`", text) if kernel.fullmatch(w)}
     assert named, "no kernel names found in docs/token-flow.md"

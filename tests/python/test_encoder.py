@@ -1,6 +1,7 @@
-"""BERT encoders: Model.embed against transformers' BertModel (a tiny random model with odd
+"""BERT encoders: Encoder.embed against transformers' BertModel (a tiny random model with odd
 sizes, saved as safetensors and as a GGUF in llama.cpp's layout), batching without leaks
-between texts, and the errors for bad input and for using an encoder as a decoder."""
+between texts, akunu.load picking the class, and the errors for bad input and for loading an
+encoder as a Model (or a decoder as an Encoder)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,7 @@ pytest.importorskip("transformers", reason="transformers' BertModel is the refer
 pytest.importorskip("tokenizers", reason="the WordPiece vocabulary is trained with HF tokenizers")
 gguf = pytest.importorskip("gguf", reason="gguf-py writes the GGUF model")
 
-from bert_reference import reference_embeddings, tiny_bert, wordpiece_tokenizer, write_gguf  # noqa: E402
+from support.bert_reference import reference_embeddings, tiny_bert, wordpiece_tokenizer, write_gguf  # noqa: E402
 
 # Lengths from 2 tokens ([CLS] [SEP]) to near the 64 positions, in an order that mixes them.
 TEXTS = [
@@ -44,7 +45,7 @@ def bert(tmp_path_factory):
 @pytest.fixture(scope="module")
 def models(bert):
     _, _, d, g = bert
-    return {"safetensors": akunu.Model(d), "gguf": akunu.Model(g)}
+    return {"safetensors": akunu.Encoder(d), "gguf": akunu.load(g)}
 
 
 def test_tokens_cover_a_range_of_lengths(bert):
@@ -74,7 +75,8 @@ def test_embed_on_the_cpu_backend(bert, fmt):
     """The same encoder on akunu's native CPU backend (its layernorm, encoder_attention, pool and
     erf-GELU kernels) against transformers."""
     model, tok, d, g = bert
-    m = akunu.Model(d if fmt == "safetensors" else g, device="cpu", progress=False)
+    m = akunu.Encoder(d if fmt == "safetensors" else g, device="cpu", progress=False)
+    assert m.device == akunu.devices()[-1]["name"]  # the CPU backend is the last entry
     for pooling, normalize in (("mean", True), ("cls", False)):
         got = m.embed(TEXTS, pooling=pooling, normalize=normalize)
         np.testing.assert_allclose(got, reference_embeddings(model, tok, TEXTS, pooling, normalize), atol=ATOL, rtol=0)
@@ -103,7 +105,7 @@ def test_batches_that_fill_up_split_between_texts(bert):
     """With 64 token rows per submission the texts need several submissions; the results are
     those of one large batch."""
     model, tok, d, _ = bert
-    small = akunu.Model(d, batch_tokens=64)
+    small = akunu.load(d, batch_tokens=64)
     assert small.batch_tokens == 64
     many = TEXTS * 4
     got = small.embed(many)
@@ -144,17 +146,28 @@ def test_bad_input(models):
         m.embed(["a"], pooling="max")
 
 
-def test_an_encoder_does_not_generate(models):
+def test_load_picks_the_class(bert, models):
+    _, _, d, g = bert
+    assert isinstance(models["safetensors"], akunu.Encoder) and isinstance(models["gguf"], akunu.Encoder)
     m = models["safetensors"]
-    for call in (lambda: m.generate("hello", max_tokens=2), lambda: m.eval([1, 2]), lambda: m.kv_cache.k(0),
-                 lambda: m.context, lambda: m.score([1, 2, 3])):
-        with pytest.raises(akunu.Error, match="bert is an encoder: it embeds texts with Model.embed()"):
-            call()
-    assert "encoder" in repr(m)
+    assert m.max_tokens == 64 and m.config.architecture == "bert"
+    assert repr(m).startswith(f"Encoder({str(d)!r}, bert, max_tokens=64") and m.device in repr(m)
+    assert m.device in {e["name"] for e in akunu.devices()}
     kernels = {c["kernel"] for c in m.dispatch_table()}
     assert {"layernorm", "encoder_attention", "act_gelu", "pool"} <= kernels
-    with pytest.raises(akunu.Error, match="an encoder has one table"):
-        m.dispatch_table(prefill=True)
+    ids = m.tokenize("hello world")
+    assert m.tokenizer.is_special(ids[0]) and m.tokenizer.is_special(ids[-1])  # [CLS] ... [SEP]
+    assert m.detokenize(ids, skip_special_tokens=True) == "hello world"
+
+
+def test_a_model_refuses_an_encoder(bert):
+    """akunu.Model on a BERT file says which class loads it, before anything is allocated."""
+    _, _, d, g = bert
+    for path in (d, g):
+        with pytest.raises(akunu.Error, match=r"bert is an encoder \(an embedding model\), not a causal language "
+                                              r"model: load it with akunu\.Encoder\(.*\) \(or akunu\.load"):
+            akunu.Model(path)
+    assert not hasattr(akunu.Encoder, "generate") and not hasattr(akunu.Model, "embed")
 
 
 def test_the_engine_refuses_an_encoder(bert):
@@ -163,13 +176,16 @@ def test_the_engine_refuses_an_encoder(bert):
         akunu._akunu.Engine(str(d))
 
 
-def test_a_decoder_has_no_embed():
-    """embed() on a causal language model is an error, not last-token pooling."""
-    from fixture_paths import require
+def test_an_encoder_refuses_a_decoder():
+    """akunu.Encoder on a causal language model names akunu.Model (there is no last-token
+    pooling); akunu.load gives it a Model."""
+    from support.fixture_paths import require
 
     path = require("tiny-llama3-random", "hf")
-    m = akunu.Model(path, context=64)
-    with pytest.raises(akunu.Error, match="causal language model; embed\\(\\) needs an encoder"):
-        m.embed(["hello"])
+    with pytest.raises(akunu.Error, match=r"llama is a causal language model, not an encoder: load it with "
+                                          r"akunu\.Model\("):
+        akunu.Encoder(path)
     with pytest.raises(akunu.Error, match="is a causal language model, not an encoder"):
         akunu._akunu.Encoder(str(path))
+    m = akunu.load(path, context=64)
+    assert isinstance(m, akunu.Model) and m.context == 64

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import akunu
-from fixture_paths import FIXTURES, require
-from int8_x import INT8_X_ALLOWANCE, INT8_X_ALLOWANCE_RANDOM, decode_rounds_x
+from support.fixture_paths import FIXTURES, require
+from support.int8_x import INT8_X_ALLOWANCE, INT8_X_ALLOWANCE_RANDOM, decode_rounds_x
 
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -127,7 +127,8 @@ def test_greedy_continuations(model, source):
         assert got[:n] == ids[:n], p["text"][:40]
 
 
-@pytest.mark.parametrize("model, source", [("tiny-gemma3-random", "hf"), ("tiny-qwen3-random", "gguf/tiny-qwen3-random-q8_0.gguf"),
+@pytest.mark.parametrize("model, source", [("tiny-gemma3-random", "hf"),
+                                           ("tiny-qwen3-random", "gguf/tiny-qwen3-random-q8_0.gguf"),
                                            ("trained-code-llama", "gguf/trained-code-llama-q8_0.gguf")])
 def test_prefill_chunks_equal_decode_steps(model, source):
     """A prompt split over chunks of an odd size (7: chunk edges fall inside GEMM and flash
@@ -156,7 +157,8 @@ def test_prefill_chunks_equal_decode_steps(model, source):
     if top2[1] - top2[0] > 2 * extra:
         assert chunked._engine.sampled_token() == int(np.argmax(last))
     for layer in (0, chunked.config.n_layers - 1):
-        k_chunked, k_stepped = chunked.kv_cache.k(layer).astype(np.float32), stepped.kv_cache.k(layer).astype(np.float32)
+        k_chunked = chunked.kv_cache.k(layer).astype(np.float32)
+        k_stepped = stepped.kv_cache.k(layer).astype(np.float32)
         # int8 rounding of x moves K by about 1 % of its scale.
         k_extra = 2e-2 * np.abs(k_stepped).max() if rounding else 0.0
         np.testing.assert_allclose(k_chunked, k_stepped, atol=5e-3 * scale + k_extra)
@@ -169,17 +171,16 @@ def test_prefill_barriers_skip_dispatches_of_disjoint_row_windows(backend, monke
     workgroups for any chunk: the recorded chunk puts no barrier between them, and each long
     projection's dequantization (into the next of four f16 buffers, placed right after the
     GEMM before its projection or its group of projections) joins that GEMM's barrier interval. With
-    AKUNU_ROW_WINDOW_BARRIERS=1 the windows are ignored and the same table waits at more
+    tuning row_windows=0 the windows are ignored and the same table waits at more
     barriers; the logits agree to the bit."""
     if backend == "cpu":
         pytest.skip("the CPU backend records each chunk's counts resolved, not as indirect dispatches, so row windows "
                     "do not enter its barrier tracking; nor does its prefill dequantize block formats")
     path = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
     prompt = [i for p in manifest("trained-code-llama")["prompts"] for i in p["ids"]][:20]
-    monkeypatch.setenv("AKUNU_PREFILL_DEQUANT_ROWS", "16")
-    windows = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
-    monkeypatch.setenv("AKUNU_ROW_WINDOW_BARRIERS", "1")
-    ranges = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
+    windows = akunu.Model(path, context=128, prefill_chunk=20, progress=False, tuning={"prefill_dequant_rows": 16})
+    ranges = akunu.Model(path, context=128, prefill_chunk=20, progress=False,
+                         tuning={"prefill_dequant_rows": 16, "row_windows": False})
     layers = windows.config.n_layers
     # Each of a layer's 7 projections has a GEMM for chunks under 16 tokens and one after the
     # dequantization, which ranges alone separate by a barrier (both write y). Windows save it
@@ -193,13 +194,12 @@ def test_prefill_barriers_skip_dispatches_of_disjoint_row_windows(backend, monke
 def test_prefill_qkv_gemms_share_a_barrier_interval(backend, monkeypatch):
     """A chunk's Q, K and V GEMMs write separate columns of one [rows, q | k | v] buffer
     (column views, Binding::columns), so no barrier stands between them. With
-    AKUNU_COLUMN_BARRIERS=1 the views are tracked as plain ranges, which meet row by row: two
+    tuning column_views=0 the views are tracked as plain ranges, which meet row by row: two
     barriers more a layer, and the logits and cache agree to the bit."""
     path = require("trained-code-llama", "gguf", "trained-code-llama-f16.gguf")
     prompt = [i for p in manifest("trained-code-llama")["prompts"] for i in p["ids"]][:37]
     views = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
-    monkeypatch.setenv("AKUNU_COLUMN_BARRIERS", "1")
-    ranges = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
+    ranges = akunu.Model(path, context=128, prefill_chunk=20, progress=False, tuning={"column_views": False})
     layers = views.config.n_layers
     assert views.barrier_count(prefill=True) == ranges.barrier_count(prefill=True) - 2 * layers
     # The table shows each GEMM's output as its columns of the qkv rows (y is binding 2).
@@ -226,14 +226,12 @@ def test_long_chunks_dequantize_block_weights(backend, monkeypatch):
         pytest.skip("the CPU backend's prefill reads block formats directly: it has no dequantizing path")
     path = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
     prompt = [i for p in manifest("trained-code-llama")["prompts"] for i in p["ids"]][:41]
-    monkeypatch.setenv("AKUNU_PREFILL_DEQUANT_ROWS", "16")
-    scratch = dict(akunu.plan(path, context=128, prefill_chunk=20).prefill_scratch)
+    scratch = dict(akunu.plan(path, context=128, prefill_chunk=20, tuning="prefill_dequant_rows=16").prefill_scratch)
     assert all(f"batch_weights_f16_{i}" in scratch for i in range(4))
-    dequantizing = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
-    monkeypatch.setenv("AKUNU_PREFILL_DEQUANT_ROWS", "0")
-    scratch = dict(akunu.plan(path, context=128, prefill_chunk=20).prefill_scratch)
+    dequantizing = akunu.Model(path, context=128, prefill_chunk=20, progress=False, tuning="prefill_dequant_rows=16")
+    scratch = dict(akunu.plan(path, context=128, prefill_chunk=20, tuning="prefill_dequant_rows=0").prefill_scratch)
     assert not any(name.startswith("batch_weights_f16") for name in scratch)
-    plain = akunu.Model(path, context=128, prefill_chunk=20, progress=False)
+    plain = akunu.Model(path, context=128, prefill_chunk=20, progress=False, tuning="prefill_dequant_rows=0")
     assert len(prompt) == 41
     got, want = dequantizing.eval(prompt, all_logits=True), plain.eval(prompt, all_logits=True)
     scale = np.abs(want).max()
@@ -320,7 +318,7 @@ def test_views_and_dispatch_table(backend):
 
 
 def test_quantized_matrices_load_in_the_devices_tiles(backend):
-    """Q8_0 projection matrices are uploaded tile-major in the device's layout (cpu/tiles.h): 4-byte
+    """Q8_0 projection matrices are uploaded tile-major in the device's layout (formats/tiles.h): 4-byte
     chunks (Q8_0_T32) on the CPU backend, 16-byte chunks (Q8_0_T32V) on Vulkan devices, and the
     decode GEMVs run the kernels of that layout."""
     path = str(require("tiny-llama3-random", "gguf/tiny-llama3-random-q8_0.gguf"))
@@ -376,19 +374,18 @@ def test_decode_attention_follows_the_cache_length():
     for _ in range(39):
         m.eval([steps[-1]])
         steps.append(m._engine.sampled_token())
-    chained = akunu.Model(m.path, context=1024, chain=5, progress=False).generate(ids[:250], max_tokens=40, stream=False)
+    chained = akunu.Model(m.path, context=1024, chain=5, progress=False).generate(ids[:250], max_tokens=40,
+                                                                                   stream=False)
     assert len(chained.token_ids) >= 10 and chained.token_ids == steps[:len(chained.token_ids)]
 
 
 def test_whole_counts_give_the_same_logits(monkeypatch):
-    """AKUNU_INDIRECT=0 (the A/B switch) records every dispatch with its whole chunk's or
+    """Tuning indirect_counts=0 (the A/B switch) records every dispatch with its whole chunk's or
     context's counts: the extra workgroups return at once, so prefill and decode logits equal
     those of the indirect counts to the bit."""
     path = require("tiny-qwen3-random", "gguf", "tiny-qwen3-random-q8_0.gguf")
     ids = [i for p in manifest("tiny-qwen3-random")["prompts"] for i in p["ids"]][:12]
-    monkeypatch.setenv("AKUNU_INDIRECT", "0")
-    whole = akunu.Model(path, context=600, progress=False)
-    monkeypatch.delenv("AKUNU_INDIRECT")
+    whole = akunu.Model(path, context=600, progress=False, tuning={"indirect_counts": False})
     following = akunu.Model(path, context=600, progress=False)
     for m in (whole, following):
         m.reset()
@@ -397,11 +394,11 @@ def test_whole_counts_give_the_same_logits(monkeypatch):
         np.testing.assert_array_equal(whole.eval([i]), following.eval([i]))
 
 
-@pytest.mark.parametrize("variant", ["scalar", "coopmat"])
+@pytest.mark.parametrize("variant", ["scalar", pytest.param("coopmat", marks=pytest.mark.gpu)])
 def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch, variant):
     """Short chunks run their GEMMs in short tiles where the device takes them
     (DeviceProfile.gemm_short_tiles): the scalar GEMM up to 64 tokens in 16 x 256 tiles
-    (lavapipe; on a device with cooperative matrices through AKUNU_NO_COOPMAT), the
+    (lavapipe; on a device with cooperative matrices through tuning coopmat=0), the
     cooperative-matrix one up to 96 tokens in 16 x 32 tiles; longer chunks the wide ones. The
     scalar short tiles sum each product in the same order, so the logits of short prompts, and of
     one past the short rows that takes the wide tiles, equal those of a model that never runs
@@ -415,16 +412,14 @@ def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch, varia
     path = require("tiny-qwen3-random", "gguf", "tiny-qwen3-random-q8_0.gguf")
     ids = [i for p in manifest("tiny-qwen3-random")["prompts"] for i in p["ids"]]
     ids += np.random.default_rng(5).integers(3, 1000, 80).tolist()
-    if not coopmat:
-        monkeypatch.setenv("AKUNU_NO_COOPMAT", "1")
-    monkeypatch.setenv("AKUNU_GEMM_SHORT", "1")
-    profile = akunu.Device().profile
     rows = 96 if coopmat else 64
+    tuning = {"gemm_short_rows": rows} if coopmat else {"coopmat": False, "gemm_short_rows": rows}
+    profile = akunu.Device(tuning=tuning).profile
     assert profile["gemm_short_tiles"] and profile["gemm_short_rows"] == rows
-    short = akunu.Model(path, context=128, progress=False)
-    monkeypatch.setenv("AKUNU_GEMM_SHORT", "0")
-    assert not akunu.Device().profile["gemm_short_tiles"]
-    wide = akunu.Model(path, context=128, progress=False)
+    short = akunu.Model(path, context=128, progress=False, tuning=tuning)
+    tuning["gemm_short_rows"] = 0
+    assert not akunu.Device(tuning=tuning).profile["gemm_short_tiles"]
+    wide = akunu.Model(path, context=128, progress=False, tuning=tuning)
     prefix = "gemm_cm_short_" if coopmat else "gemm_short_"
     gemms = {c["kernel"] for c in short.dispatch_table(prefill=True)}
     assert any(k.startswith(prefix) for k in gemms) and not any(
@@ -456,9 +451,10 @@ def test_bad_input_changes_nothing():
 def test_a_model_that_does_not_fit_fails_before_allocating(tmp_path):
     """A GGUF whose tensors claim 2 TiB (a sparse file) is refused by the plan: more than any
     machine's heaps, the CPU backend's (its host memory) included."""
-    from gguf_bytes import F32, STR, U32, gguf, kv, tensor_info
+    from support.gguf_bytes import STR, U32, gguf, kv, tensor_info
     dim, vocab = 16384, 1 << 24
-    kvs = [kv("general.architecture", STR, "llama"), kv("llama.block_count", U32, 1), kv("llama.embedding_length", U32, dim),
+    kvs = [kv("general.architecture", STR, "llama"), kv("llama.block_count", U32, 1),
+           kv("llama.embedding_length", U32, dim),
            kv("llama.attention.head_count", U32, 32), kv("llama.feed_forward_length", U32, 64),
            kv("llama.context_length", U32, 128), kv("llama.vocab_size", U32, vocab)]
     shapes = {"token_embd.weight": [dim, vocab], "output_norm.weight": [dim], "output.weight": [dim, vocab],
@@ -498,6 +494,7 @@ def test_chain_decode_matches_single_steps(stop):
         assert "Parameters" not in text5 and text5.startswith("zeros_like(x):")
 
 
+@pytest.mark.slow
 def test_a_seed_gives_the_same_text_whatever_the_chain_length():
     """The determinism contract: with a seed, the sampled tokens depend on positions only, so
     chains of 1, 7 and 64 steps (pipelined two at a time) give the same tokens and logprobs."""
@@ -524,7 +521,7 @@ def test_stopping_early_rewinds_the_cache():
     even though pipelined chains ran further ahead."""
     m = load("trained-code-llama", "gguf/trained-code-llama-q8_0.gguf")
     prompt = m.tokenize("import numpy as np\n")
-    for n, piece in enumerate(m.generate(prompt, max_tokens=100), 1):
+    for n, _ in enumerate(m.generate(prompt, max_tokens=100), 1):
         if n == 3:
             break
     assert m.kv_cache.current_length == len(prompt) + 2

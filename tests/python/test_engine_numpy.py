@@ -13,17 +13,18 @@ import pytest
 
 import akunu
 from akunu._akunu import kernels
-from fixture_paths import FIXTURES
+from support.fixture_paths import FIXTURES
 
 pytest.importorskip("gguf", reason="gguf-py reads the weights for the independent reference")
-from ggml_blocks import retype_gguf  # noqa: E402
-from int8_x import decode_x_rounding  # noqa: E402
-from numpy_llama import NumpyLlama  # noqa: E402
+from support.ggml_blocks import retype_gguf  # noqa: E402
+from support.int8_x import decode_x_rounding  # noqa: E402
+from support.numpy_llama import NumpyLlama  # noqa: E402
 
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
 
-MAKE_RANDOM = pathlib.Path(os.environ.get("AKUNU_MAKE_RANDOM_GGUF") or FIXTURES.parent / "tools" / "make_random_gguf.py")
+MAKE_RANDOM = pathlib.Path(os.environ.get("AKUNU_MAKE_RANDOM_GGUF")
+                           or FIXTURES.parent / "tools" / "make_random_gguf.py")
 
 
 def random_gguf(tmp_path_factory, wtype: str) -> pathlib.Path:
@@ -52,13 +53,16 @@ def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype, mo
     engine and the rounded reference round differently too), and twice delta is allowed on top
     of the float tolerance. The "int8" cases run with AKUNU_INT8=1, where a Vulkan device's
     tile GEMVs round x for Q8_0 and Q4_0 alike (gemv_dot_*_t32); by default they round it to
-    int16, which the float tolerance covers; "float" runs with AKUNU_FLOAT_X=1 (fp32 x)."""
+    int16, which the float tolerance covers; "float" runs with tuning float_x=1 (fp32 x)."""
     wtype, _, mode = wtype.partition(" ")
     if mode:
         if backend == "cpu":
-            pytest.skip("the CPU backend's x modes have their own tests (test_cpu_int8_activations_stay_near_numpy_float64; "
-                        "its default already rounds x to 16 bits)")
-        monkeypatch.setenv("AKUNU_INT8" if mode == "int8" else "AKUNU_FLOAT_X", "1")
+            pytest.skip("the CPU backend's x modes have their own tests "
+                        "(test_cpu_int8_activations_stay_near_numpy_float64; its default already rounds x to 16 bits)")
+        if mode == "int8":
+            monkeypatch.setenv("AKUNU_INT8", "1")
+        else:
+            monkeypatch.setenv("AKUNU_TUNE", "float_x=1")
     # Q5_K: scale 5e-5 gives weights of a standard deviation near 0.02, as make_random_gguf's
     path = retyped_gguf(tmp_path_factory, wtype, 5e-5) if wtype == "Q5_K" else random_gguf(tmp_path_factory, wtype)
     ids = [1, 17, 300, 5, 999, 42, 7]
@@ -88,7 +92,7 @@ def test_float_decode_hands_each_norm_forward(tmp_path_factory, backend, wtype, 
     """A float model's decode step: the GEMVs that add into h0 (O, down) hand the next RMSNorm
     forward (kernels::GemvNormOut), so every Q/K/V, gate/up and LM-head GEMV but the first
     layer's Q/K/V (after the embedding) reads x as AKUNU_GEMV_RMSNORM_READY (gemv.comp's spec
-    constant 2 is 4); with AKUNU_NORM_FORWARD=0 each folds its norm itself (1). The logits of
+    constant 2 is 4); with tuning norm_forward=0 each folds its norm itself (1). The logits of
     several steps agree within float rounding (the mean's squares are summed in another order),
     and the last step leaves `residual` holding h0 times the output norm's weight. The CPU
     backend forms each norm in the GEMV that reads it, whatever the setting."""
@@ -98,7 +102,7 @@ def test_float_decode_hands_each_norm_forward(tmp_path_factory, backend, wtype, 
     readers = {"attn_qkv", "ffn_gate_up", "attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up", "output"}
 
     def decode(forward):
-        monkeypatch.setenv("AKUNU_NORM_FORWARD", "1" if forward else "0")
+        monkeypatch.setenv("AKUNU_TUNE", f"norm_forward={int(forward)}")
         m = akunu.Model(path, context=64, progress=False)
         logits = np.stack([m.eval([i]).copy() for i in ids])
         ops = {c["label"]: c["spec"][2] for c in m.dispatch_table()
@@ -109,7 +113,8 @@ def test_float_decode_hands_each_norm_forward(tmp_path_factory, backend, wtype, 
     if backend == "cpu":
         assert ops and set(ops.values()) == {1}
         return
-    assert set(ops) == {f"blk.{l}.{r}" for l in range(m.config.n_layers) for r in ("attn_qkv", "ffn_gate_up")} | {"output"}
+    fused = {f"blk.{i}.{r}" for i in range(m.config.n_layers) for r in ("attn_qkv", "ffn_gate_up")}
+    assert set(ops) == fused | {"output"}
     assert ops.pop("blk.0.attn_qkv") == 1 and set(ops.values()) == {4}, ops
     _, want, plain = decode(False)
     assert set(plain.values()) == {1}
@@ -128,7 +133,7 @@ def test_float_decode_hands_each_norm_forward(tmp_path_factory, backend, wtype, 
 
 @pytest.mark.parametrize("wtype", ["q8_0", "q4_0", "f16"])
 def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, backend, wtype, monkeypatch):
-    """AKUNU_GEMV_HANDOFF=1: a decode step's tile GEMVs wait for the dispatch before them
+    """Tuning gemv_handoff=1: a decode step's tile GEMVs wait for the dispatch before them
     through counters instead of barriers (kernels::GemvHandoff): attention -> O, O -> gate/up,
     gate/up -> down and down -> the next layer's Q/K/V; a float model's O GEMV waits for
     attention (its first weights loaded before), and nothing else. The same kernels do the same
@@ -138,14 +143,14 @@ def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, ba
     setting."""
     path = random_gguf(tmp_path_factory, wtype)
     if backend == "cpu":
-        monkeypatch.setenv("AKUNU_GEMV_HANDOFF", "1")
+        monkeypatch.setenv("AKUNU_TUNE", "gemv_handoff=1")
         cpu_table = akunu.Model(path, context=64, progress=False).dispatch_table()
         assert cpu_table and not any(c["awaits_previous"] for c in cpu_table)
         return
     ids = [1, 17, 300, 5, 999, 42, 7, 7, 64]
 
     def decode(handoff):
-        monkeypatch.setenv("AKUNU_GEMV_HANDOFF", "1" if handoff else "0")
+        monkeypatch.setenv("AKUNU_TUNE", f"gemv_handoff={int(handoff)}")
         m = akunu.Model(path, context=64, progress=False)
         logits = np.stack([m.eval([i]).copy() for i in ids])
         return m, logits
@@ -155,8 +160,8 @@ def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, ba
     waits = [c["label"] for c in table if c["awaits_previous"]]
     layers = m.config.n_layers
     tiles = wtype != "f16"
-    want = [f"blk.{l}.{name}" for l in range(layers) for name in ("attn_qkv", "attn_output", "ffn_gate_up", "ffn_down")
-            if (l, name) != (0, "attn_qkv") and (tiles or name == "attn_output")]
+    want = [f"blk.{i}.{name}" for i in range(layers) for name in ("attn_qkv", "attn_output", "ffn_gate_up", "ffn_down")
+            if (i, name) != (0, "attn_qkv") and (tiles or name == "attn_output")]
     assert sorted(waits) == sorted(want)
     for i, c in enumerate(table):  # HANDOFF (spec constant 6): 1 signals, 2 waits, 4 zeroes (the O GEMVs)
         if c["kernel"].startswith("gemv_dot_" if tiles else "gemv_f16"):
@@ -185,7 +190,7 @@ def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, ba
     # Past 256 positions attention splits each head into chunks, and the workgroup that merges
     # them signals the O GEMV: decode there, again against the barrier path.
     def deep(handoff):
-        monkeypatch.setenv("AKUNU_GEMV_HANDOFF", "1" if handoff else "0")
+        monkeypatch.setenv("AKUNU_TUNE", f"gemv_handoff={int(handoff)}")
         m = akunu.Model(path, context=600, progress=False)
         m.eval([(7 * i) % 1000 + 1 for i in range(300)])
         return np.stack([m.eval([i]).copy() for i in ids[:3]])
@@ -196,19 +201,17 @@ def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, ba
 @pytest.mark.parametrize("wtype", ["f16", "q4_0"])
 def test_profile_warms_the_gpu_without_touching_the_sequence(tmp_path_factory, backend, wtype, monkeypatch):
     """Model.profile() times a step after untimed replays of it in the same submission (GPUs:
-    about 0.4 s of them, so that clocks are up; AKUNU_PROFILE_WARM_MS forces them here). The
+    about 0.4 s of them, so that clocks are up; tuning profile_warm_ms forces them here). The
     replays and the timed step run at the next position without keeping it: afterwards the
     sequence decodes exactly as one never profiled, hand-off counters included (a wait left
     unmet would raise), and the table's rows time every command."""
     path = random_gguf(tmp_path_factory, wtype)
-    monkeypatch.setenv("AKUNU_GEMV_HANDOFF", "1")
     ids = [1, 17, 300, 5]
 
     def decode(profile_ms):
-        m = akunu.Model(path, context=64, progress=False)
+        m = akunu.Model(path, context=64, progress=False, tuning={"gemv_handoff": True, "profile_warm_ms": profile_ms})
         out = [m.eval(ids).copy()]
         if profile_ms is not None:
-            monkeypatch.setenv("AKUNU_PROFILE_WARM_MS", str(profile_ms))
             rows = m.profile(1)
             assert len(rows) == len(m.dispatch_table()) and all(r["ms"] >= 0 for r in rows)
             assert len(m.profile(3)) == len(m.dispatch_table(prefill=True))
@@ -234,7 +237,7 @@ def test_cpu_int8_activations_stay_near_numpy_float64(tmp_path_factory, backend,
     def decode(path, int8, prefill=False):
         monkeypatch.setenv("AKUNU_INT8", "1" if int8 else "0")
         m = akunu.Model(path, context=64, progress=False)
-        assert ("int8 activations" in m._engine.device_name) == int8
+        assert ("int8 activations" in m.device) == int8
         if prefill:  # the GEMMs, one chunk
             return m.eval(ids, all_logits=True)
         return np.stack([m.eval([i]).copy() for i in ids])
@@ -287,7 +290,8 @@ def test_unsupported_weight_types_are_refused_clearly(tmp_path_factory, wtype, w
     """Q2_K has no dequantizer in akunu (the model check refuses it); Q5_0 has one, but no GPU
     kernel reads it (the upload refuses it). Both errors name the type and list what runs."""
     path = retyped_gguf(tmp_path_factory, wtype, 1e-3)
-    gpu_types = r"F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, MLX8_G32, MLX8_G64, MLX8_G128\)"
+    gpu_types = (r"F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, MLX8_G32, "
+                 r"MLX8_G64, MLX8_G128\)")
     with pytest.raises(akunu.Error, match=rf"type {wtype},? {where} .*{gpu_types}") as e:
         akunu.Model(path, context=64, progress=False)
     assert "blk.0.attn_q.weight" in str(e.value) or "token_embd.weight" in str(e.value)
@@ -308,6 +312,7 @@ def smollm2():
     return path, akunu.Model(path, context=256, progress=False)
 
 
+@pytest.mark.slow
 def test_smollm2_last_logits_match_numpy(smollm2):
     path, m = smollm2
     ids = m.tokenize("The quick brown fox", add_special_tokens=False)
@@ -318,6 +323,7 @@ def test_smollm2_last_logits_match_numpy(smollm2):
     assert got.argmax() == want.argmax()
 
 
+@pytest.mark.slow
 def test_smollm2_chat_answer_is_coherent(smollm2):
     _, m = smollm2
     prompt = m.tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}])

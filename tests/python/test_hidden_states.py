@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import akunu
-from fixture_paths import FIXTURES, require
+from support.fixture_paths import FIXTURES, require
 
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -46,7 +46,8 @@ _HF = {}
 def hf_hidden_states(model, ids):
     """transformers' hidden_states for `ids` (float64, eager attention) and its final norm."""
     torch = pytest.importorskip("torch", reason="torch is not installed (scripts/install.sh installs it)")
-    transformers = pytest.importorskip("transformers", reason="transformers is not installed (scripts/install.sh installs it)")
+    transformers = pytest.importorskip("transformers",
+                                       reason="transformers is not installed (scripts/install.sh installs it)")
     if model not in _HF:
         _HF[model] = transformers.AutoModelForCausalLM.from_pretrained(
             require(model, "hf"), dtype=torch.float64, attn_implementation="eager").eval()
@@ -84,7 +85,7 @@ def test_taps_match_the_numpy_reference():
     """The independent float64 NumPy forward pass (weights read by gguf-py), so the feature is
     checked where transformers is not installed too."""
     pytest.importorskip("gguf", reason="gguf-py reads the weights for the independent reference")
-    from numpy_llama import NumpyLlama
+    from support.numpy_llama import NumpyLlama
 
     path = require("trained-code-llama", "gguf", "trained-code-llama-f16.gguf")
     ids = prompt_ids("trained-code-llama", 1)
@@ -154,7 +155,8 @@ def test_a_layer_the_model_lacks_is_refused():
     m = akunu.Model(require("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf"), context=64, progress=False)
     m.eval([1, 2])
     for layer in (2, -3):
-        with pytest.raises(akunu.Error, match=rf"hidden state of layer {layer}: the model has 2 layers \(0 to 1, or -1 to -2"):
+        with pytest.raises(akunu.Error,
+                           match=rf"hidden state of layer {layer}: the model has 2 layers \(0 to 1, or -1 to -2"):
             m.eval([3, 4], hidden_states=[0, layer])
     assert m.kv_cache.current_length == 2
     assert FIXTURES.exists()

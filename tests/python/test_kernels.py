@@ -13,14 +13,27 @@ import pytest
 import akunu
 from akunu import _akunu, ops, selfcheck
 from akunu._akunu import kernels
-from ggml_blocks import BLOCK_FORMATS, random_blocks
-from int8_x import x_as_int_blocks
+from support.ggml_blocks import BLOCK_FORMATS, random_blocks
+from support.int8_x import x_as_int_blocks
+
+_DEVICES = {}
 
 
-@pytest.fixture(scope="module")
-def device(backend):
-    """Each backend in turn (conftest.py `backend`): the CPU kernels hold to the same references."""
-    return akunu.Device(backend)
+def _device(backend, tuning=""):
+    """One device per backend and tuning, made once: pipelines stay cached across tests."""
+    if (backend, tuning) not in _DEVICES:
+        _DEVICES[backend, tuning] = akunu.Device(backend, tuning=tuning)
+    return _DEVICES[backend, tuning]
+
+
+@pytest.fixture
+def device(backend, request):
+    """Each backend in turn (conftest.py `backend`): the CPU kernels hold to the same references.
+    A test that uses a shape fixture (float_gemv_shape, tile_gemv_units) gets a device tuned to
+    that kernel geometry (tuning gemv_rows, gemv_tiles)."""
+    shapes = [request.getfixturevalue(name) for name in ("float_gemv_shape", "tile_gemv_units")
+              if name in request.fixturenames]
+    return _device(backend, ",".join(s for s in shapes if s))
 
 
 def poisoned(device, shape, dtype):
@@ -84,26 +97,26 @@ def test_rmsnorm(device, rng, dtype, rtol, rows, dim, weight_offset):
 
 
 @pytest.fixture(params=["shape of the device", "wide loads"])
-def float_gemv_shape(request, monkeypatch):
+def float_gemv_shape(request):
     """gemv.comp's float rows in the device's own shape, and in the GPUs' shape for 16-bit floats
     (128 invocations, 8 weights per 16-byte load: WIDE), which lavapipe does not take itself."""
-    if request.param == "wide loads":
-        monkeypatch.setenv("AKUNU_GEMV_ROWS", "128:4:1:1")
+    return "gemv_rows=128:4:1:1" if request.param == "wide loads" else ""
 
 
 @pytest.fixture(params=["units of the device", "4 units", "whole rows"])
-def tile_gemv_units(request, monkeypatch, device):
+def tile_gemv_units(request, backend):
     """gemv_tiles.comp with the blocks each invocation loads per round as the device takes them
     (1 on lavapipe, with one invocation a row), and 4, what GPUs that report their compute
     units take for GEMVs of 4-bit blocks with no more tiles than units and fp32 x, with rows
     split over 4 invocations on CPU-type devices (16 on GPUs); and the shape such GPUs take for
     those GEMVs with rounded x: rows split over 32 invocations (8 on CPU-type devices), x for
     the whole row staged at once (kernels.cpp gemv_tiles_shape)."""
-    cpu_type = device.profile["type"] == "cpu"
+    cpu_type = _device(backend).profile["type"] == "cpu"
     if request.param == "4 units":
-        monkeypatch.setenv("AKUNU_GEMV_TILES", f"{4 if cpu_type else 16}:4")
-    elif request.param == "whole rows":
-        monkeypatch.setenv("AKUNU_GEMV_TILES", f"{8 if cpu_type else 32}:2:1024")
+        return f"gemv_tiles={4 if cpu_type else 16}:4"
+    if request.param == "whole rows":
+        return f"gemv_tiles={8 if cpu_type else 32}:2:1024"
+    return ""
 
 
 @pytest.mark.usefixtures("float_gemv_shape")
@@ -158,7 +171,8 @@ def test_gemv_hands_the_next_norm_forward(device, backend, rng, wtype, dim, k, r
     g = rng.standard_normal(dim).astype(np.float32)
     partials = kernels.gemv_norm_partials(device, name, dim)
     assert 1 <= partials <= dim
-    res_dev, normed, sums = device.upload(residual), poisoned(device, dim + 1, np.float32), poisoned(device, partials + 1, np.float32)
+    res_dev = device.upload(residual)
+    normed, sums = poisoned(device, dim + 1, np.float32), poisoned(device, partials + 1, np.float32)
     y = poisoned(device, readers + 1, np.float32)
     x_dev, g_dev = device.upload(x), device.upload(g)
 
@@ -179,7 +193,8 @@ def test_gemv_hands_the_next_norm_forward(device, backend, rng, wtype, dim, k, r
     np.testing.assert_allclose(got_sums[:partials].astype(np.float64).sum(), (res**2).sum(), rtol=1e-5)
     assert np.isnan(got_sums[partials])
     v = res * g64 / np.sqrt(np.mean(res**2) + 1e-6)
-    np.testing.assert_allclose(y.numpy()[:readers], r @ v, rtol=1e-4, atol=1e-4 * np.sqrt(dim) * np.abs(r).max() * np.abs(v).max())
+    np.testing.assert_allclose(y.numpy()[:readers], r @ v, rtol=1e-4,
+                               atol=1e-4 * np.sqrt(dim) * np.abs(r).max() * np.abs(v).max())
     assert np.isnan(y.numpy()[readers])
 
 
@@ -188,7 +203,8 @@ def test_gemv_norm_forward_refuses_what_it_cannot_run(device, backend):
     with all three of its outputs, and read only by float GEMVs with enough sums: clear errors
     otherwise, before anything runs. The CPU backend takes neither side."""
     f = np.ones((8, 64), np.float32)
-    w, x, y, g = device.upload(f), device.upload(np.ones(64, np.float32)), device.empty([8], "f32"), device.empty([8], "f32")
+    w, x = device.upload(f), device.upload(np.ones(64, np.float32))
+    y, g = device.empty([8], "f32"), device.empty([8], "f32")
     normed, sums = device.empty([8], "f32"), device.empty([8], "f32")
     out = dict(next_norm=g, normed=normed, norm_sums=sums)
     if backend == "cpu":
@@ -204,7 +220,8 @@ def test_gemv_norm_forward_refuses_what_it_cannot_run(device, backend):
     with pytest.raises(akunu.Error, match="needs next_norm, normed and norm_sums"):
         ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, accumulate=True, next_norm=g))
     with pytest.raises(akunu.Error, match="not both"):
-        ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, norm_weight=x, ready_sums=sums, ready_partials=2))
+        ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, norm_weight=x, ready_sums=sums,
+                                                 ready_partials=2))
     with pytest.raises(akunu.Error, match="needs its sums of squares"):
         ops._run(device, lambda cl: kernels.gemv(cl, w, "F32", x, y, 8, 64, ready_sums=sums, ready_partials=0))
     with pytest.raises(akunu.Error, match="sums of squares"):
@@ -237,7 +254,8 @@ def test_gemv_with_a_folded_activation(device, rng, activation, wtype, rows, k):
     gate = (rng.standard_normal(k) * 3).astype(np.float32)
     up = rng.standard_normal(k).astype(np.float32)
     y = poisoned(device, rows, np.float32)
-    ops.gemv(w_dev, device.upload(gate), y, wtype=w_arg, up=device.upload(up), activation=activation, x_rounding="float")
+    ops.gemv(w_dev, device.upload(gate), y, wtype=w_arg, up=device.upload(up), activation=activation,
+             x_rounding="float")
     v = gated_reference(gate, up, activation)
     np.testing.assert_allclose(y.numpy(), w @ v, rtol=1e-4, atol=2e-5 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max())
 
@@ -271,7 +289,7 @@ def random_weight_blocks_on(device, rng, wtype, rows, k):
     return device.upload(raw.reshape(-1)), w, wtype
 
 
-# Their tile-major forms (32-row tiles, cpu/tiles.h), in which the engine uploads projection
+# Their tile-major forms (32-row tiles, formats/tiles.h), in which the engine uploads projection
 # matrices of these types: the CPU backend's kernels and Vulkan's gemv_tiles.comp and W_TILES.
 # Tests name the CPU's form; tiles_on() gives the device's (Vulkan: *_T32V, 16-byte chunks).
 TILE_FORMATS = ["Q8_0_T32", "Q4_0_T32", "Q4_1_T32"]
@@ -315,7 +333,7 @@ def row_length(wtype, units):
 @pytest.mark.parametrize("base, head, chunk", [("Q8_0", 2, 4), ("Q4_0", 2, 4), ("Q4_1", 4, 4), ("Q8_0", 2, 16),
                                                ("Q4_0", 2, 16), ("Q4_1", 4, 16)])
 def test_tile_layout_bytes(rng, base, head, chunk):
-    """Where pack_tiles puts each byte (cpu/tiles.h, weights.glsl's w_tile_* addressing): in
+    """Where pack_tiles puts each byte (formats/tiles.h, weights.glsl's w_tile_* addressing): in
     block column b of a tile, row r's head field f at 64 f + 2 r, then its codes in chunks of
     4 bytes (*_T32) or 16 (*_T32V), chunk c of row r at 32 * head + (32 c + r) * chunk. Rows past
     the matrix are zero."""
@@ -364,7 +382,8 @@ def test_gemv_tiles(device, backend, rng, wtype, rows, k, x_op):
     # fp32 sums on Vulkan; the CPU backend rounds x to 16 bits per block of 32 (within 2^-16 of
     # the block's largest |x|), about ten times that.
     scale = 1e-5 if backend == "vulkan" else 1e-4
-    np.testing.assert_allclose(got[:rows], w @ v, rtol=1e-4, atol=scale * np.abs(w).max() * np.sqrt(k) * np.abs(v).max())
+    np.testing.assert_allclose(got[:rows], w @ v, rtol=1e-4,
+                               atol=scale * np.abs(w).max() * np.sqrt(k) * np.abs(v).max())
     assert np.isnan(got[rows:]).all(), "a padding row of the last tile was written"
 
 
@@ -409,7 +428,8 @@ def check_rounded_gemv(device, rng, wtype, rows, k, norm, rounding):
 
 
 @pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1", *TILE_FORMATS])
-@pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (33, 2048), (67, 4096 + 256), (5, 8192 + 512), (3, 16384 + 768)])
+@pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (33, 2048), (67, 4096 + 256), (5, 8192 + 512),
+                                     (3, 16384 + 768)])
 @pytest.mark.parametrize("norm", [False, True])
 def test_gemv_integer_dot(device, rng, wtype, rows, k, norm):
     """The integer-dot path with x as int8 (rows of a multiple of 256 on devices with integer dot
@@ -437,7 +457,8 @@ def test_gemv_int16(device, rng, wtype, rows, k, norm):
 
 
 @pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "Q4_1"])
-@pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (33, 2048), (67, 4096 + 256), (5, 8192 + 512), (3, 16384 + 768)])
+@pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (33, 2048), (67, 4096 + 256), (5, 8192 + 512),
+                                     (3, 16384 + 768)])
 @pytest.mark.parametrize("norm", [False, True])
 def test_gemv_words(device, rng, wtype, rows, k, norm):
     """The word GEMV, the float path of these rows on Vulkan devices (gemv_dot.comp with float
@@ -446,7 +467,7 @@ def test_gemv_words(device, rng, wtype, rows, k, norm):
     norm."""
     if not kernels.gemv_words(device, wtype, k):
         pytest.skip("the word GEMV is off here: the CPU backend has its own kernels, and CPU-type Vulkan devices "
-                    "run it only with AKUNU_GEMV_WORDS=1 (test_word_gemv_where_it_is_off_by_default does that)")
+                    "run it only with AKUNU_TUNE=gemv_words=1 (test_word_gemv_where_it_is_off_by_default does that)")
     w_dev, w, _ = random_weight_blocks_on(device, rng, wtype, rows, k)
     x = (rng.standard_normal(k) * 2).astype(np.float32)
     g = rng.standard_normal(k).astype(np.float32)
@@ -459,17 +480,18 @@ def test_gemv_words(device, rng, wtype, rows, k, norm):
                                atol=1e-5 * np.abs(w).max() * np.sqrt(k) * np.abs(v).max() * inv_rms)
 
 
+@pytest.mark.slow
 def test_word_gemv_where_it_is_off_by_default(device, backend):
     """The word GEMV is opt-in (gemv.comp measured faster, on lavapipe and on an H200), so its
     kernel tests, and the decode logits of the Q8_0 fixtures, where it also folds the FFN
-    activation into the down projection, run again in a process with AKUNU_GEMV_WORDS=1, where
+    activation into the down projection, run again in a process with AKUNU_TUNE=gemv_words=1, where
     every Q8_0/Q4_0/Q4_1 row of a multiple of 256 takes it."""
     if backend != "vulkan" or device.profile["gemv_words"] or not device.profile["subgroup_shuffle"]:
         pytest.skip("only for Vulkan devices that can run the word GEMV but do not by default")
     engine = str(pathlib.Path(__file__).with_name("test_engine.py"))
     r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-rs", "-p", "no:cacheprovider", __file__, engine,
                         "-k", "gemv or (logits_at_every_position and q8_0 and decode)"],
-                       env={**os.environ, "AKUNU_TEST_BACKENDS": "vulkan", "AKUNU_GEMV_WORDS": "1"},
+                       env={**os.environ, "AKUNU_TEST_BACKENDS": "vulkan", "AKUNU_TUNE": "gemv_words=1"},
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert " passed" in r.stdout and "word GEMV is off" not in r.stdout, r.stdout[-3000:]
@@ -523,7 +545,8 @@ def test_gemv_gate_up(device, backend, rng, wtype, rows, k, activation, norm):
 def test_gemv_gate_up_refuses_what_it_cannot_fuse(device, backend):
     if backend == "cpu":
         pytest.skip("the CPU backend fuses no gate/up")
-    assert not kernels.gemv_fuses_gate_up(device, tiles_on(device, "Q4_0_T32"), 256)  # tiles fold the activation into down instead
+    # Tiles fold the activation into the down projection instead.
+    assert not kernels.gemv_fuses_gate_up(device, tiles_on(device, "Q4_0_T32"), 256)
     with pytest.raises(akunu.Error, match="activation must be 'silu' or 'gelu_tanh'"):
         kernels.gemv_fuses_gate_up(device, "F16", 256, "gelu")
     w, x, y = device.empty([4, 256], "f16"), device.empty([256], "f32"), device.empty([4], "f32")
@@ -650,7 +673,7 @@ def test_gemv_parts_refuses_half_split_pairs_on_tiles(device, rng, wtype):
             step=step, head_dim=head_dim, cache_rows=16, positions=16, half_split=True))
 
 
-@pytest.mark.parametrize("variant", ["scalar", "coopmat"])
+@pytest.mark.parametrize("variant", ["scalar", pytest.param("coopmat", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("wtype", [*GPU_FORMATS, *TILE_FORMATS, np.float32, np.float16, "bf16"])
 @pytest.mark.parametrize("m, n, units", [(1, 7, 1), (13, 300, 5), (16, 257, 2), (29, 70, 6), (37, 67, 3), (130, 65, 2),
                                          (67, 257, 9)])
@@ -673,6 +696,7 @@ def test_gemm(device, rng, variant, wtype, m, n, units):
     np.testing.assert_allclose(y.numpy(), want, rtol=rtol, atol=rtol * np.abs(w).max() * np.sqrt(k) * 4)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("wtype", ["Q4_0", "Q8_0_T32", np.float16, np.float32])
 @pytest.mark.parametrize("m, n, k", [(1, 7, 32), (37, 67, 96), (130, 257, 1056)])
 def test_gemm_reads_x_as_halves(device, rng, wtype, m, n, k):
@@ -689,8 +713,10 @@ def test_gemm_reads_x_as_halves(device, rng, wtype, m, n, k):
     np.testing.assert_array_equal(y16.numpy(), y32.numpy())
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("accumulate", [False, True])
-@pytest.mark.parametrize("m, n, k", [(97, 257, 1056), (130, 65, 40), (300, 1000, 520), (300, 2500, 1024), (256, 640, 512)])
+@pytest.mark.parametrize("m, n, k", [(97, 257, 1056), (130, 65, 40), (300, 1000, 520), (300, 2500, 1024),
+                                     (256, 640, 512)])
 def test_gemm_on_workgroup_cooperative_matrices(device, rng, m, n, k, accumulate):
     """gemm_cm2_f16 (VK_NV_cooperative_matrix2), which takes f16 W with X as halves past the
     short tiles' 96 rows, over row, output and k counts that leave partial tiles (128 or 64
@@ -699,7 +725,8 @@ def test_gemm_on_workgroup_cooperative_matrices(device, rng, m, n, k, accumulate
     halves (f32 accumulation: 1e-4 of the sums' scale), Y poisoned first, or holding values it
     must add to."""
     if not device.profile["gemm_coopmat2"]:
-        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and a build with AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
+        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and a build with AKUNU_SLANG_GLSLANG "
+                    "(shaders/kernels.cmake)")
     w = rng.standard_normal((n, k)).astype(np.float16)
     x = rng.standard_normal((m, k)).astype(np.float16)
     y0 = rng.standard_normal((m, n)).astype(np.float32)
@@ -709,6 +736,7 @@ def test_gemm_on_workgroup_cooperative_matrices(device, rng, m, n, k, accumulate
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
 @pytest.mark.parametrize("m, n, k", [(97, 257, 1056), (300, 1000, 520), (300, 700, 1024), (512, 384, 2048),
                                      (130, 2200, 512)])
@@ -719,7 +747,8 @@ def test_gemm_gated_on_workgroup_cooperative_matrices(device, rng, m, n, k, acti
     512), where the tiles inside take unclamped loads: against float64 NumPy on the same halves
     (one f16 rounding of the output plus f32 accumulation: 2e-3 of the output's scale), out
     poisoned."""
-    monkeypatch.delenv("AKUNU_GEMM_GATED", raising=False)  # the engine's A/B switch does not skip the kernel's test
+    # The engine's A/B switch (gemm_gated=0) does not skip the kernel's test.
+    monkeypatch.delenv("AKUNU_TUNE", raising=False)
     if not kernels.gemm_fuses_gated(device, activation, m, n, k):
         pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and indirect counts, and a build with "
                     "AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
@@ -735,11 +764,13 @@ def test_gemm_gated_on_workgroup_cooperative_matrices(device, rng, m, n, k, acti
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
 
 
+@pytest.mark.gpu
 def test_gemm_gated_keeps_to_its_row_window(device, rng, monkeypatch):
     """Outside min_rows <= m < max_rows gemm_gated writes nothing (a chunk's table records it
     for the long chunks beside the short tiles' GEMMs and act_*, which write the same rows)."""
     m, n, k = 130, 64, 256
-    monkeypatch.delenv("AKUNU_GEMM_GATED", raising=False)  # the engine's A/B switch does not skip the kernel's test
+    # The engine's A/B switch (gemm_gated=0) does not skip the kernel's test.
+    monkeypatch.delenv("AKUNU_TUNE", raising=False)
     if not kernels.gemm_fuses_gated(device, "silu", m, n, k):
         pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and indirect counts, and a build with "
                     "AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
@@ -763,7 +794,8 @@ def test_gemm_gated_refuses_what_it_cannot_run(device):
         with pytest.raises(akunu.Error, match="cooperative matrix 2"):
             ops.gemm_gated(w, w, device.upload(np.ones((130, 256), np.float16)), out)
     with pytest.raises(ValueError, match="W_up must be"):
-        ops.gemm_gated(w, device.upload(np.ones((64, 128), np.float16)), device.upload(np.ones((130, 256), np.float16)), out)
+        ops.gemm_gated(w, device.upload(np.ones((64, 128), np.float16)), device.upload(np.ones((130, 256), np.float16)),
+                       out)
 
 
 def test_gemm_refuses_halves_it_cannot_read(device, rng):
@@ -776,7 +808,7 @@ def test_gemm_refuses_halves_it_cannot_read(device, rng):
         ops.gemm(w, x, y, coopmat=False)
 
 
-@pytest.mark.parametrize("variant", ["scalar", "coopmat"])
+@pytest.mark.parametrize("variant", ["scalar", pytest.param("coopmat", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("wtype", ["Q8_0", np.float16])
 def test_gemm_runs_only_inside_its_row_window(device, rng, variant, wtype):
     """A recorded prefill GEMM with a row window runs for chunks of min_rows <= n_tokens <
@@ -813,7 +845,8 @@ def test_dequant_f16(device, backend, rng, wtype, rows, units):
     ops.dequant_f16(w_dev, out, wname)
     want = w.astype(np.float16).astype(np.float64)
     row_ulp = 2 ** -10 * np.abs(w).max(axis=1, keepdims=True) if wtype.startswith("Q4_1") else 2 ** -24
-    np.testing.assert_array_less(np.abs(out.numpy().astype(np.float64) - want), 2 ** -10 * np.abs(want) + row_ulp + 1e-30)
+    np.testing.assert_array_less(np.abs(out.numpy().astype(np.float64) - want),
+                                 2 ** -10 * np.abs(want) + row_ulp + 1e-30)
 
 
 @pytest.mark.parametrize("wtype", [*GPU_FORMATS, np.float32, np.float16, "bf16"])
@@ -862,10 +895,12 @@ def test_wrong_shapes_are_clear_errors(device):
 @pytest.mark.parametrize("wtype", ["Q3_K", "Q2_K", "Q5_0"])
 def test_unsupported_weight_types_are_named_with_the_supported_ones(device, wtype):
     """Types akunu knows but no kernel reads: the error names the type and lists the others."""
-    supported = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, MLX8_G32, MLX8_G64, MLX8_G128"
+    supported = ("F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, MLX8_G32, "
+                 "MLX8_G64, MLX8_G128")
     block, nbytes = next((t["block_size"], t["block_bytes"]) for t in _akunu.tensor_types() if t["name"] == wtype)
     w, x, y = device.allocate(nbytes * 2), device.empty([2 * block], "f32"), device.empty([1], "f32")
-    with pytest.raises(akunu.Error, match=rf"gemv: weight type {wtype} is not supported yet \(supported: {supported}\)"):
+    with pytest.raises(akunu.Error,
+                       match=rf"gemv: weight type {wtype} is not supported yet \(supported: {supported}\)"):
         ops.gemv(w, x, y, wtype=wtype)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import akunu
-from fixture_paths import require
+from support.fixture_paths import require
 
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -27,7 +27,7 @@ def scalar_prefill_attention(monkeypatch):
     cooperative-matrix flash attention (flash_cm reads one f16 buffer), which the preallocated
     f16 cache takes on GPUs that have them, with scores and weights rounded to halves, so its
     logits differ from the scalar kernel's in the last bits. The layouts are what is compared."""
-    monkeypatch.setenv("AKUNU_NO_FLASH_COOPMAT", "1")
+    monkeypatch.setenv("AKUNU_TUNE", "flash_coopmat=0")
 
 
 def ids_of(n, seed=0):
@@ -55,7 +55,8 @@ def test_blocks_give_the_preallocated_logits(kv_dtype):
         np.testing.assert_array_equal(blocks.kv_cache.v(layer), full.kv_cache.v(layer))
         if kv_dtype != "f16":
             np.testing.assert_array_equal(blocks.kv_cache.k_scales(layer), full.kv_cache.k_scales(layer))
-            np.testing.assert_array_equal(blocks.kv_cache.k(layer, dequantize=True), full.kv_cache.k(layer, dequantize=True))
+            np.testing.assert_array_equal(blocks.kv_cache.k(layer, dequantize=True),
+                                          full.kv_cache.k(layer, dequantize=True))
 
 
 def test_chains_and_the_last_row_path_across_a_boundary():

@@ -1,6 +1,6 @@
 """Quantized KV caches (kv_dtype q8, int4, fp4).
 
-- The cache write against an independent NumPy quantizer (kv_reference.py) applied to the K and
+- The cache write against an independent NumPy quantizer (support/kv_reference.py) applied to the K and
   V of a float64 forward pass and to transformers' K/V of the reference fixtures.
 - Attention, decode and prefill, against a float64 forward pass whose attention reads the very
   codes and scales akunu stored (decoded by kv_reference, not by akunu): what is left is the
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import akunu
-import kv_reference as ref
-from fixture_paths import require
-from int8_x import INT8_X_ALLOWANCE_RANDOM, decode_rounds_x
+from support import kv_reference as ref
+from support.fixture_paths import require
+from support.int8_x import INT8_X_ALLOWANCE_RANDOM, decode_rounds_x
 
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -35,7 +35,7 @@ def trained_gguf():
 @pytest.fixture(scope="module")
 def numpy_model():
     pytest.importorskip("gguf", reason="gguf-py reads the weights for the independent reference")
-    from numpy_llama import NumpyLlama
+    from support.numpy_llama import NumpyLlama
     return NumpyLlama(str(trained_gguf()))
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import akunu
-from fixture_paths import FIXTURES, require
+from support.fixture_paths import FIXTURES, require
 
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -78,7 +78,8 @@ def test_quantized_rings(kv_dtype):
     assert ring.kv_cache.sliding_from > 0
     kept = slice(ring.kv_cache.sliding_from, ring.kv_cache.current_length)
     np.testing.assert_array_equal(ring.kv_cache.v_scales(2)[:, kept], full.kv_cache.v_scales(2)[:, kept])
-    np.testing.assert_array_equal(ring.kv_cache.k(2, dequantize=True)[:, kept], full.kv_cache.k(2, dequantize=True)[:, kept])
+    np.testing.assert_array_equal(ring.kv_cache.k(2, dequantize=True)[:, kept],
+                                  full.kv_cache.k(2, dequantize=True)[:, kept])
 
 
 def test_rewinding_across_the_wrap():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import akunu
-from malformed_cases import VALID, cases, write_all
+from support.malformed_cases import VALID, cases, write_all
 
 
 def _load(path):

@@ -11,9 +11,9 @@ import pytest
 
 import akunu
 from akunu import ops
-from fixture_paths import require
-from mlx_quant import dequantize, device_bytes, quantize
-from safetensors_writer import write_model_dir
+from support.fixture_paths import require
+from support.mlx_quant import dequantize, device_bytes, quantize
+from support.safetensors_writer import write_model_dir
 
 TYPES = [(bits, group) for bits in (4, 8) for group in (32, 64, 128)]
 
@@ -54,6 +54,7 @@ def test_gemv_gemm_embed(device, rng, bits, group, rows, groups):
     np.testing.assert_allclose(out.numpy(), 0.5 * w[ids], rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.gpu
 def test_gemm_cooperative_matrix(device, rng):
     if not device.profile["gemm_coopmat"]:
         pytest.skip("the device has no cooperative matrices (lavapipe runs only the scalar GEMM)")
@@ -114,5 +115,6 @@ def test_mlx_checkpoint_matches_transformers(tmp_path, backend, bits, group):
 def test_unsupported_mlx_bits_name_themselves(tmp_path):
     """MLX also writes 2-, 3- and 6-bit checkpoints, which akunu reads but has no kernels for."""
     dirs = mlx_checkpoint(tmp_path, 2, 32)
-    with pytest.raises(akunu.Error, match="2 bits in groups of 32 is not supported.*4 or 8 bits in groups of 32, 64 or 128"):
+    with pytest.raises(akunu.Error,
+                       match="2 bits in groups of 32 is not supported.*4 or 8 bits in groups of 32, 64 or 128"):
         akunu.Model(str(dirs["mlx"]), context=32, progress=False)

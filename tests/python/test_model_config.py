@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import json
 import math
-import pathlib
 
 import numpy as np
 import pytest
 
 import akunu
 from akunu import _akunu
-from safetensors_writer import tiny_llama, write_model_dir
-
-from fixture_paths import FIXTURES, requires_fixtures
+from support.fixture_paths import FIXTURES, requires_fixtures
+from support.safetensors_writer import tiny_llama, write_model_dir
 
 pytestmark = requires_fixtures
 MODELS = ["tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"]
@@ -61,9 +59,10 @@ def test_gemma3_sliding_pattern_and_local_rope():
         rope = json.loads((FIXTURES / "tiny-gemma3-random" / "manifest.json").read_text())["rope"]
         glob = _akunu.rope_inv_freq(c, sliding=False)
         local = _akunu.rope_inv_freq(c, sliding=True)
-        np.testing.assert_allclose(glob[:4], rope["model.rotary_emb.full_attention_inv_freq"]["inv_freq_first4"], rtol=1e-6)
-        np.testing.assert_allclose(glob[-4:], rope["model.rotary_emb.full_attention_inv_freq"]["inv_freq_last4"], rtol=1e-6)
-        np.testing.assert_allclose(local[-4:], rope["model.rotary_emb.sliding_attention_inv_freq"]["inv_freq_last4"], rtol=1e-6)
+        full, sliding = (rope[f"model.rotary_emb.{kind}_attention_inv_freq"] for kind in ("full", "sliding"))
+        np.testing.assert_allclose(glob[:4], full["inv_freq_first4"], rtol=1e-6)
+        np.testing.assert_allclose(glob[-4:], full["inv_freq_last4"], rtol=1e-6)
+        np.testing.assert_allclose(local[-4:], sliding["inv_freq_last4"], rtol=1e-6)
 
 
 def test_llama3_rope_matches_transformers_and_the_gguf_divisors():
@@ -117,9 +116,11 @@ def test_arch_table_and_aliases():
     # A cap given as null is off (transformers skips it); one given is used.
     off = _config(model_type="gemma2", head_dim=64, attn_logit_softcapping=None, final_logit_softcapping=None).as_dict()
     assert off["attn_softcap"] == 0 and off["final_softcap"] == 0
-    given = _config(model_type="gemma2", head_dim=64, attn_logit_softcapping=7.5, final_logit_softcapping=12.0).as_dict()
+    given = _config(model_type="gemma2", head_dim=64, attn_logit_softcapping=7.5,
+                    final_logit_softcapping=12.0).as_dict()
     assert given["attn_softcap"] == 7.5 and given["final_softcap"] == 12.0
-    assert _config(model_type="gemma2", head_dim=64, query_pre_attn_scalar=144).as_dict()["attn_scale"] == pytest.approx(1 / 12)
+    scaled = _config(model_type="gemma2", head_dim=64, query_pre_attn_scalar=144).as_dict()
+    assert scaled["attn_scale"] == pytest.approx(1 / 12)
     with pytest.raises(akunu.Error, match="unknown architecture 'gpt-neox'.*llama.*gemma3"):
         _config(model_type="gpt-neox")
     qwen2 = _config(model_type="qwen2", sliding_window=4096, use_sliding_window=False)
@@ -127,11 +128,13 @@ def test_arch_table_and_aliases():
     # With the window on and no layer_types, layers from max_window_layers on slide (transformers' rule).
     qwen2 = _config(model_type="qwen2", sliding_window=16, use_sliding_window=True, max_window_layers=1).as_dict()
     assert qwen2["sliding_window"] == 16 and qwen2["layer_sliding"] == [False, True]
-    with pytest.raises(akunu.Error, match=r"layer type 'chunked_attention' is not supported \(full_attention, sliding_attention\)"):
+    with pytest.raises(akunu.Error,
+                       match=r"layer type 'chunked_attention' is not supported \(full_attention, sliding_attention\)"):
         _config(layer_types=["full_attention", "chunked_attention"])
     # Qwen2.5's long-context YaRN scaling is not implemented: named, with what is.
     with pytest.raises(akunu.Error, match=r"rope type 'yarn' is not supported \(default, linear, llama3\)"):
-        _config(model_type="qwen2", rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})
+        _config(model_type="qwen2",
+                rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})
 
 
 def test_config_errors_name_the_key():

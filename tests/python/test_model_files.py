@@ -10,8 +10,7 @@ import pytest
 
 import akunu
 from akunu import _akunu
-
-from fixture_paths import FIXTURES, requires_fixtures
+from support.fixture_paths import FIXTURES, requires_fixtures
 
 pytestmark = requires_fixtures
 MODELS = ["tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"]
@@ -154,7 +153,8 @@ def test_dequantize_matches_gguf_py(type_name):
 def test_plain_types_dequantize():
     x = np.arange(-5, 6, dtype=np.float32)
     np.testing.assert_array_equal(_akunu.dequantize(x.astype(np.float16).view(np.uint8), "F16"), x)
-    np.testing.assert_array_equal(_akunu.dequantize((x.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8), "BF16"), x)
+    bf16 = (x.view(np.uint32) >> 16).astype(np.uint16)
+    np.testing.assert_array_equal(_akunu.dequantize(bf16.view(np.uint8), "BF16"), x)
     with pytest.raises(akunu.Error, match="unsupported type IQ2_XXS"):
         _akunu.dequantize(np.zeros(66, np.uint8), "IQ2_XXS")
     with pytest.raises(akunu.Error, match="whole number"):
@@ -180,7 +180,7 @@ def test_safetensors_single_file_and_directory():
 
 
 def test_gguf_v2_opens(tmp_path):
-    from gguf_bytes import tiny_llama_gguf
+    from support.gguf_bytes import tiny_llama_gguf
     v3 = tiny_llama_gguf()
     path = tmp_path / "v2.gguf"
     path.write_bytes(v3[:4] + (2).to_bytes(4, "little") + v3[8:])
@@ -190,7 +190,7 @@ def test_gguf_v2_opens(tmp_path):
 
 
 def test_sharded_safetensors_index(tmp_path):
-    from safetensors_writer import safetensors_bytes, tiny_llama
+    from support.safetensors_writer import safetensors_bytes, tiny_llama
     tensors, config = tiny_llama()
     names = sorted(tensors)
     half = len(names) // 2
@@ -208,7 +208,7 @@ def test_sharded_safetensors_index(tmp_path):
 
 
 def test_mlx_affine_quantized_directory(tmp_path):
-    from safetensors_writer import tiny_llama, write_model_dir
+    from support.safetensors_writer import tiny_llama, write_model_dir
     tensors, config = tiny_llama()
     bits, group = 4, 32
     config["quantization"] = {"group_size": group, "bits": bits}

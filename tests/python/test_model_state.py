@@ -3,16 +3,15 @@ bit as an uninterrupted one, and bad or foreign states are refused with the stat
 fork() (a second model on the same weights, independent of the first)."""
 from __future__ import annotations
 
-import os
-
 import gc
+import os
 import struct
 
 import numpy as np
 import pytest
 
 import akunu
-from fixture_paths import require
+from support.fixture_paths import require
 
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
@@ -49,7 +48,8 @@ def steps(m, n):
 
 def kv_snapshot(m):
     n = m.config.n_layers
-    return m.kv_cache.current_length, [m.kv_cache.k(i).copy() for i in range(n)] + [m.kv_cache.v(i).copy() for i in range(n)]
+    rows = [m.kv_cache.k(i).copy() for i in range(n)] + [m.kv_cache.v(i).copy() for i in range(n)]
+    return m.kv_cache.current_length, rows
 
 
 def assert_same_kv(a, b):
@@ -168,7 +168,8 @@ def test_plan_names_what_a_fork_adds():
     plan = akunu.plan(require(*LLAMA_F16), context=m.context, prefill_chunk=m.prefill_chunk, max_chain=m.chain,
                       check_device=False)
     report = m.memory_report()
-    assert plan.fork_bytes == report["fork"] == sum(report[p][1] for p in ("kv_cache", "decode_scratch", "prefill_scratch"))
+    per_fork = sum(report[p][1] for p in ("kv_cache", "decode_scratch", "prefill_scratch"))
+    assert plan.fork_bytes == report["fork"] == per_fork
     assert plan.total_bytes == plan.weights_bytes + plan.fork_bytes
     assert "each fork() adds" in str(plan)
 
@@ -235,7 +236,8 @@ def test_states_of_other_models_are_refused():
     f16 = model(LLAMA_F16)
     f16.reset()
     f16.eval([3, 4, 5])
-    with pytest.raises(akunu.Error, match="saved by a different model of the same shape .* load it into the model that saved it"):
+    with pytest.raises(akunu.Error,
+                       match="saved by a different model of the same shape .* load it into the model that saved it"):
         q8.load_state(f16.save_state())
     code = model(CODE, context=128)
     code.reset()

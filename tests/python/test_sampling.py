@@ -4,9 +4,8 @@ chi-square test over many independent draws), and the RNG is keyed by (seed, pos
 import numpy as np
 import pytest
 
-from akunu import ops
-
 import akunu
+from akunu import ops
 
 
 @pytest.fixture(scope="module")

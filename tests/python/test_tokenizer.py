@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import lzma
-import pathlib
 import unicodedata
 
 import pytest
 
 import akunu
-
-from fixture_paths import FIXTURES, requires_fixtures
+from support.fixture_paths import FIXTURES, requires_fixtures
 
 pytestmark = requires_fixtures
 FAMILIES = ["llama3", "qwen3", "gemma3", "mistral-spm"]
@@ -156,7 +154,8 @@ def test_a_template_that_raises_reaches_the_user(tokenizers):
     (lambda t: t["model"].update(vocab=[1, 2]), "model.vocab: expected an object"),
     (lambda t: t["model"].update(merges=[["a"]]), r"model.merges\[0\]"),
     (lambda t: t["model"].update(merges=[["zz-not-a-token", "q"]]), "merge #0 'zz-not-a-token q' uses a token"),
-    (lambda t: t.update(normalizer={"type": "Frobnicate"}), "normalizer.type: normalizer 'Frobnicate' is not supported"),
+    (lambda t: t.update(normalizer={"type": "Frobnicate"}),
+     "normalizer.type: normalizer 'Frobnicate' is not supported"),
     (lambda t: t.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}),
      "does not compile"),
     (lambda t: t.update(decoder={"type": "Sequence", "decoders": [{"type": "Nope"}]}), r"decoder.decoders\[0\].type"),
@@ -179,7 +178,8 @@ def test_not_json_is_a_clear_error(tmp_path):
 
 
 hypothesis = pytest.importorskip("hypothesis", reason="property tests need hypothesis")
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 
 # Arbitrary text of assigned code points. Unassigned ones are left out: akunu's character
@@ -216,7 +216,7 @@ def test_gguf_sentencepiece_vocabulary_matches_hf(family_dirs, tmp_path):
     """tokenizer.ggml.model = llama (SentencePiece BPE, merged by score): a GGUF vocabulary
     built from the mistral-spm tokenizer, scored so that an earlier merge scores higher, as
     SentencePiece's own scores do, encodes and decodes every vector exactly as HF."""
-    from gguf_bytes import ARR, F32, I32, STR, U32, gguf, kv
+    from support.gguf_bytes import ARR, F32, I32, STR, U32, gguf, kv
     t = json.loads((family_dirs["mistral-spm"] / "tokenizer.json").read_text())
     vocab = t["model"]["vocab"]
     tokens = [None] * len(vocab)
@@ -232,9 +232,11 @@ def test_gguf_sentencepiece_vocabulary_matches_hf(family_dirs, tmp_path):
     scores = [-float(rank.get(tok, 0)) for tok in tokens]
     path = tmp_path / "spm.gguf"
     path.write_bytes(gguf([kv("general.architecture", STR, "llama"), kv("tokenizer.ggml.model", STR, "llama"),
-                           kv("tokenizer.ggml.tokens", ARR, (STR, tokens)), kv("tokenizer.ggml.scores", ARR, (F32, scores)),
-                           kv("tokenizer.ggml.token_type", ARR, (I32, types)), kv("tokenizer.ggml.bos_token_id", U32, 1),
-                           kv("tokenizer.ggml.eos_token_id", U32, 2), kv("tokenizer.ggml.unknown_token_id", U32, 0)], []))
+                           kv("tokenizer.ggml.tokens", ARR, (STR, tokens)),
+                           kv("tokenizer.ggml.scores", ARR, (F32, scores)),
+                           kv("tokenizer.ggml.token_type", ARR, (I32, types)),
+                           kv("tokenizer.ggml.bos_token_id", U32, 1), kv("tokenizer.ggml.eos_token_id", U32, 2),
+                           kv("tokenizer.ggml.unknown_token_id", U32, 0)], []))
     tok = akunu.Tokenizer.from_file(path)
     for c in vectors("mistral-spm"):
         assert tok.encode(c["text"]) == c["ids_with_special"], repr(c["text"])

@@ -12,7 +12,7 @@ import akunu
 tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is the reference")
 gguf = pytest.importorskip("gguf", reason="gguf-py writes the GGUF vocabulary")
 
-from bert_reference import add_bert_vocab, wordpiece_tokenizer  # noqa: E402
+from support.bert_reference import add_bert_vocab, wordpiece_tokenizer  # noqa: E402
 
 TEXTS = [
     "",
@@ -105,7 +105,8 @@ def test_bert_processing_post_processor(tmp_path, pairs):
 
     hf, _ = pairs["uncased"]
     hf2 = tokenizers.Tokenizer.from_str(hf.to_str())
-    hf2.post_processor = processors.BertProcessing(("[SEP]", hf.token_to_id("[SEP]")), ("[CLS]", hf.token_to_id("[CLS]")))
+    hf2.post_processor = processors.BertProcessing(("[SEP]", hf.token_to_id("[SEP]")),
+                                                   ("[CLS]", hf.token_to_id("[CLS]")))
     hf2.save(str(tmp_path / "tokenizer.json"))
     ak = akunu.Tokenizer.from_file(tmp_path / "tokenizer.json")
     for text in TEXTS[:8]:

@@ -9,10 +9,12 @@ import sys
 import zipfile
 
 import numpy as np
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_wheel_installs_and_runs_outside_the_tree(tmp_path):
     wheels = tmp_path / "wheels"
     subprocess.run(

@@ -13,8 +13,8 @@
 namespace akunu::cpu {
 
 unsigned thread_count() {
-    if (const char* env = std::getenv("AKUNU_THREADS"); env && *env) {
-        const long n = std::strtol(env, nullptr, 10);
+    if (const std::string env = feature_value(Feature::kThreads); !env.empty()) {
+        const long n = std::strtol(env.c_str(), nullptr, 10);
         if (n > 0 && n <= 1024) return unsigned(n);
     }
     cpu_set_t set;
@@ -31,12 +31,10 @@ CpuIsa cpu_isa() {
         CpuIsa best = CpuIsa::kScalar;
         if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) best = CpuIsa::kAvx2;
         if (best == CpuIsa::kAvx2 && __builtin_cpu_supports("avx512f")) best = CpuIsa::kAvx512;
-        const char* scalar = std::getenv("AKUNU_CPU_SCALAR");
-        if (scalar && *scalar && std::string(scalar) != "0") return CpuIsa::kScalar;
-        const char* cap = std::getenv("AKUNU_CPU_ISA");
-        if (!cap || !*cap) return best;
+        const std::string cap = feature_value(Feature::kCpuIsa);
+        if (cap.empty()) return best;
         for (CpuIsa tier : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512})
-            if (std::string(cap) == cpu_isa_name(tier)) return std::min(best, tier);
+            if (cap == cpu_isa_name(tier)) return std::min(best, tier);
         return best;  // an unknown name caps nothing (the profile's name shows the tier in use)
     }();
     return isa;
@@ -53,8 +51,9 @@ const char* cpu_isa_name(CpuIsa isa) {
     }
 }
 
-DeviceProfile cpu_profile() {
+DeviceProfile cpu_profile(const Tuning& tuning) {
     DeviceProfile p;
+    p.tuning = tuning;
     p.int8_activations = int8_activations_requested();
     p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " + (use_avx512() ? "AVX-512" : use_avx2() ? "AVX2" : "scalar") +
              (p.int8_activations ? ", int8 activations" : "") + ")";

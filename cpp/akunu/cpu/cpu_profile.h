@@ -8,13 +8,13 @@
 
 namespace akunu::cpu {
 
-DeviceProfile cpu_profile();
+DeviceProfile cpu_profile(const Tuning& tuning = Tuning::from_environment());
 
 // Worker threads: AKUNU_THREADS when set, else the cores this process may run on.
 unsigned thread_count();
 
 // The instruction-set tier the kernels use: the best that cpuid reports, capped by
-// AKUNU_CPU_ISA ("scalar", "avx2" or "avx512"; AKUNU_CPU_SCALAR=1 means "scalar"), so that
+// AKUNU_CPU_ISA ("scalar", "avx2" or "avx512"), so that
 // tests can run every tier on one machine.
 enum class CpuIsa { kScalar, kAvx2, kAvx512 };
 CpuIsa cpu_isa();

@@ -141,7 +141,8 @@ void register_tiles(void (*add_row)(const KernelRow&)) {
             add_row({name.c_str(), {is_gemv ? gemv : gemm, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
             // The integer-dot GEMV and GEMM, which a CPU device in int8 mode picks (Pipeline). Not for
             // q8_0: reading 34 bytes per 32 weights, its fp32 GEMV already runs at memory speed
-            // and measured faster (1b decode 32.8 against 26.9 tok/s).
+            // and measured faster (bench/NOTES.md, "CPU backend: tile-major weights, interleaved
+            // FMA chains, integer dot products").
             if (tile_gemv(t, XForm::kInt8) && t != TensorType::Q8_0_T32)
                 add_row({names.emplace_back(name + "_i8").c_str(), {is_gemv ? gemv_i8 : gemm_i8, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
         }

@@ -40,7 +40,7 @@ std::unique_ptr<Encoder> Encoder::load(const std::string& path, const EncoderOpt
                                                std::to_string(c.max_context) + " tokens, the model's max positions)");
 
     stage("device");
-    e->device_ = Device::create(options.device);
+    e->device_ = Device::create(options.device, options.tuning);
     stage("weights");
     const auto items = plan_weight_uploads(*e->files_, c, e->device_->profile().weight_tiles);
     for (size_t i = 0; i < items.size(); ++i) {

@@ -28,6 +28,7 @@ namespace akunu {
 
 struct EncoderOptions {
     std::string device;    // selector, as Device::create
+    std::string tuning;    // "key=value,..." over AKUNU_TUNE (core/tuning.h)
     int batch_tokens = 0;  // token rows per submission; 0: max(512, the model's max positions)
     std::function<void(const std::string& stage, size_t done, size_t total)> progress;
 };

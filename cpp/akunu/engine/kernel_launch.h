@@ -13,6 +13,7 @@
 #include "akunu/formats/dtype.h"
 #include "akunu/core/error.h"
 #include "akunu/formats/tensor_types.h"
+#include "akunu/engine/kernels.h"
 
 namespace akunu::kernels::launch {
 
@@ -62,6 +63,12 @@ inline void check_row_blocks(const TensorTypeTraits& t, size_t k, const char* ke
                                            " is not a whole number of " + t.name + " blocks (" +
                                            std::to_string(t.block_size) + " elements each)");
 }
+
+// Shared checks and predicates, defined in kernels.cpp and kernels_gemv.cpp.
+void check_cache(const KvBindings& c, size_t n_kv, size_t max_len, size_t head_dim, const char* kernel);
+void check_handoff(const GemvHandoff* h, bool takes, const char* kernel);
+bool block32(TensorType wtype);  // Q8_0, Q4_0, Q4_1
+bool tiles32(TensorType wtype);  // their tile-major forms
 
 template <class P>
 void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec, std::vector<Binding> bindings,

@@ -1,5 +1,6 @@
-// Argument checks, variant choice and workgroup geometry for the kernels in kernels.h (the prefill
-// GEMMs: kernels_gemm.cpp; what the launcher files share: kernel_launch.h).
+// Argument checks, variant choice and workgroup geometry for the kernels in kernels.h (the GEMVs:
+// kernels_gemv.cpp; the prefill GEMMs: kernels_gemm.cpp; what the launcher files share:
+// kernel_launch.h).
 #include "akunu/engine/kernels.h"
 
 #include <algorithm>
@@ -16,23 +17,7 @@
 
 namespace akunu::kernels {
 
-using namespace launch;
-
-namespace {
-
-// Elementwise kernels use 256 invocations per workgroup (their local_size_x).
-constexpr uint32_t kElementwiseGroup = 256;
-
-std::string variant(const char* kernel, DType dtype) { return std::string(kernel) + "_" + dtype_traits(dtype).name; }
-
-// Weight types with GEMV/GEMM/embedding variants, and the variant suffix of each.
-const struct { TensorType type; const char* suffix; } kWeightVariants[] = {
-    {TensorType::F32, "f32"},   {TensorType::F16, "f16"},   {TensorType::BF16, "bf16"},
-    {TensorType::Q8_0, "q8_0"}, {TensorType::Q4_0, "q4_0"}, {TensorType::Q4_1, "q4_1"},
-    {TensorType::Q4_K, "q4_k"}, {TensorType::Q5_K, "q5_k"}, {TensorType::Q6_K, "q6_k"},
-    {TensorType::MLX4_G32, "mlx4_g32"}, {TensorType::MLX4_G64, "mlx4_g64"}, {TensorType::MLX4_G128, "mlx4_g128"},
-    {TensorType::MLX8_G32, "mlx8_g32"}, {TensorType::MLX8_G64, "mlx8_g64"}, {TensorType::MLX8_G128, "mlx8_g128"},
-};
+namespace launch {
 
 // The cache bindings a kernel reads or writes, checked against the cache layout: K and V (and
 // for a quantized cache their row scales) for n_kv * cache_rows rows of head_dim, or for a
@@ -58,6 +43,27 @@ void check_cache(const KvBindings& c, size_t n_kv, size_t max_len, size_t head_d
     check_bytes(c.v_scales, rows * 2, kernel, "v_scales");
 }
 
+}  // namespace launch
+
+using namespace launch;
+
+namespace {
+
+// Elementwise kernels use 256 invocations per workgroup (their local_size_x).
+constexpr uint32_t kElementwiseGroup = 256;
+
+std::string variant(const char* kernel, DType dtype) { return std::string(kernel) + "_" + dtype_traits(dtype).name; }
+
+// Weight types with GEMV/GEMM/embedding variants, and the variant suffix of each.
+const struct { TensorType type; const char* suffix; } kWeightVariants[] = {
+    {TensorType::F32, "f32"},   {TensorType::F16, "f16"},   {TensorType::BF16, "bf16"},
+    {TensorType::Q8_0, "q8_0"}, {TensorType::Q4_0, "q4_0"}, {TensorType::Q4_1, "q4_1"},
+    {TensorType::Q4_K, "q4_k"}, {TensorType::Q5_K, "q5_k"}, {TensorType::Q6_K, "q6_k"},
+    {TensorType::MLX4_G32, "mlx4_g32"}, {TensorType::MLX4_G64, "mlx4_g64"}, {TensorType::MLX4_G128, "mlx4_g128"},
+    {TensorType::MLX8_G32, "mlx8_g32"}, {TensorType::MLX8_G64, "mlx8_g64"}, {TensorType::MLX8_G128, "mlx8_g128"},
+};
+
+
 // A cache kernel's variant ("attention_split_int4_blocks": format, then layout) and its
 // bindings: `first` (bindings 0 to 4 with K and V at 1 and 2), then a quantized cache's scales
 // at 5 and 6 unless they sit in blocks.
@@ -80,8 +86,8 @@ uint32_t reduce_group(const DispatchSink& s) { return std::min<uint32_t>(256, s.
 // How attention_split's f16 path covers a cache row (its specialization constants TEAM and
 // LANE_VECS): lanes per row, a power of two inside a subgroup and at most 32, so that one
 // 16-byte vector per lane covers head_dims up to 256 on a subgroup of 32; and the vectors each
-// lane loads. Fewer lanes per row (4 for a head of 64, 4 or 8 for 128) ran 1.2-1.9x slower
-// behind 4,000 tokens on the H200 (bench/NOTES.md).
+// lane loads. Fewer lanes per row (4 for a head of 64, 4 or 8 for 128) ran slower behind long
+// contexts (bench/NOTES.md, "Decode attention as online softmax per team").
 struct AttentionSplitShape {
     uint32_t team = 1, lane_vecs = 1;
 };
@@ -192,441 +198,6 @@ std::string supported_weight_types() {
     return out;
 }
 
-namespace {
-
-// gemv_dot.comp's geometry: workgroup size, rows per subgroup, 16-byte chunks per invocation
-// and row in flight (sg_rows * chunks uvec4 registers), and elements of x per table.
-struct GemvDotShape {
-    uint32_t group = 512, sg_rows = 1, chunks = 4, slice = 8192, ahead = 0;
-};
-
-// Measured on the H200 over the 1b and llama2-7b decode shapes (bench/NOTES.md): 512
-// invocations, one row per subgroup, tables of 8192 elements of x (k = 11008 in two slices);
-// the LM heads' 32000 rows of Q8_0 and Q4_1 run faster with 4 rows per subgroup, which share
-// each table entry they read.
-GemvDotShape gemv_dot_shape(const DeviceProfile& d, TensorType wtype, size_t rows, size_t k, bool float_entries) {
-    GemvDotShape g;
-    if (rows >= 16384 && wtype != TensorType::Q4_0) g.sg_rows = 4, g.chunks = 2;
-    // Rows past one table (the 7b down projection's 11008) rebuild the table per slice: word
-    // GEMVs share each entry over two rows there and load the next chunks during the products
-    // (4096 x 11008: 25.9 -> 21.0 us Q4_0, 32.3 -> 26.4 us Q8_0, over three runs).
-    if (float_entries && k > g.slice) g.sg_rows = 2, g.chunks = 2, g.ahead = 1;
-    if (const char* e = std::getenv("AKUNU_GEMV_SHAPE"))  // experiments: "group:sg_rows:chunks[:slice[:ahead]]"
-        std::sscanf(e, "%u:%u:%u:%u:%u", &g.group, &g.sg_rows, &g.chunks, &g.slice, &g.ahead);
-    g.group = std::min(g.group, d.max_workgroup_invocations);
-    // The table holds an entry per 4 bytes of a row's slice (and 4 spare entries), plus 512
-    // bytes of partial sums; each invocation rounds at most 16 vec4s of x per slice. An entry is
-    // 16 bytes, or as floats 4 (Q8_0) or 8 (Q4_*) values and a bias.
-    const size_t block_bytes = type_traits(wtype).block_bytes;
-    const size_t entry = !float_entries ? 16 : wtype == TensorType::Q8_0 ? 20 : 36;
-    const size_t fits = (size_t(d.shared_memory_bytes) - 512 - 4 * entry) / entry * 128 / block_bytes / 256 * 256;
-    g.slice = uint32_t(std::min<size_t>({g.slice, k, fits, size_t(g.group) * 64 / 256 * 256}));
-    return g;
-}
-
-}  // namespace
-
-namespace {
-// The 32-element block formats that the word, integer-dot and gemv.comp W_LANE_X paths read.
-bool block32(TensorType wtype) {
-    return wtype == TensorType::Q8_0 || wtype == TensorType::Q4_0 || wtype == TensorType::Q4_1;
-}
-// Their tile-major forms (formats/tiles.h), which Vulkan devices read with gemv_tiles.comp.
-bool tiles32(TensorType wtype) {
-    const cpu::TileLayout* l = cpu::tile_layout(wtype);
-    return l && block32(l->base);
-}
-
-// gemv_tiles.comp's geometry: invocations per row of a tile (the workgroup is 32 times that),
-// blocks each invocation loads before multiplying, and blocks of x staged per pass. Measured
-// on an H200 (bench/NOTES.md: 1b and 7b decode, Q8_0 and Q4_0): 16 x 2 beat 16 x 8, 8 x 8 and
-// 32 x 4 for GEMVs of many tiles; GEMVs of at most one tile per compute unit (7b's O and down,
-// 1b's Q/K/V, O and down) run best as 32 x 2 with x rounded (+3-5 % against 16 x 4), and with
-// fp32 x as 16 x 4 for 4-bit blocks (1b q4_0 +5 %). lavapipe runs a workgroup's invocations as loops
-// between barriers, where 512 invocations cost 6x what 128 do (the shipped model's GEMVs: 137
-// against 20 ms a step), and 32 (one invocation a row, one block a round) less again: decode
-// steps of SmolLM2 312 -> 175 ms, 1b q4_0 1,267 -> 941, 1b q8_0 1,633 -> 1,273 (bench/NOTES.md).
-struct GemvTilesShape {
-    uint32_t split = 16, units = 2, slice = 128, probe = 0;  // probe: gemv_tiles.comp PROBE, 0 outside experiments
-};
-GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t k, size_t tiles, bool int_x) {
-    GemvTilesShape g;
-    if (d.type == DeviceType::kCpu) g.split = 1, g.units = 1;
-    const bool few = tiles <= d.compute_units;  // one workgroup per compute unit at most
-    if (few && int_x) {
-        // 1,024 invocations and x for the whole row staged at once (up to ~600 blocks fit in
-        // 48 KiB): twice the warps on each compute unit, and one staging pass with one barrier
-        // where a 7b down projection had three.
-        g.split = 32, g.slice = 1024;
-    } else if (int_x && d.compute_units > 0 && k < 4096) {
-        // Short rows (1b's 2,048): 8 invocations a row, so that each still takes 8 blocks.
-        g.split = 8;
-    } else if (few && type_traits(cpu::tile_layout(wtype)->base).block_bytes < 32) {
-        // 4-bit blocks (18 or 20 bytes); Q8_0's 34 already keep twice the bytes in flight per unit.
-        g.units = 4;
-    }
-    // Experiments: "split:units[:slice[:probe]]" for every tile GEMV, and for those of few tiles.
-    if (const char* e = std::getenv("AKUNU_GEMV_TILES"))
-        std::sscanf(e, "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.probe);
-    if (const char* e = std::getenv("AKUNU_GEMV_TILES_FEW"); e && few)
-        std::sscanf(e, "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.probe);
-    g.split = std::clamp(g.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // gemv_tiles.comp MAX_SPLIT
-    g.units = std::clamp(g.units, 1u, 8u);                                                // MAX_UNITS
-    // Shared memory per block: 128 bytes of float x or 64 of rounded x, and 8 of sums; then
-    // 4 KiB of partial sums and 512 bytes of sums of squares.
-    const uint32_t fits = (d.shared_memory_bytes - 4096 - 512) / (int_x ? 72 : 136);
-    g.slice = std::clamp<uint32_t>(std::min<uint32_t>(g.slice, uint32_t(k / 32)), 1u, fits);
-    return g;
-}
-// Float weights (and the CPU backend's tiles of them), which gemv.comp reads as vec4s.
-bool float_weights(TensorType wtype) {
-    const cpu::TileLayout* l = cpu::tile_layout(wtype);
-    return type_traits(l ? l->base : wtype).block_size == 1;
-}
-
-// Bindings 8 to 12 of a GEMV with a folded rope_kv (rope_fold.glsl): the RoPE tables, the K and
-// V caches and the step. Without one, x and y stand in (never read).
-void append_rope_bindings(std::vector<Binding>& bindings, const GemvRopeKv* rope, const Binding& x, const Binding& y) {
-    if (rope)
-        bindings.insert(bindings.end(), {rope->cos, rope->sin, rope->cache.k, rope->cache.v, rope->step});
-    else
-        bindings.insert(bindings.end(), {x, x, y, y, x});
-}
-
-// gemv.comp's geometry: invocations and rows per workgroup (MAX_ROWS), and what each invocation
-// loads of a row before multiplying (UNITS): vec4s of a float row, or units (a lane's 4 code
-// bytes) of a 32-element block. Measured on an H200 (bench/NOTES.md, 1b and 7b decode): float
-// rows 256 x 4 rows x 2 vec4s (+1-3 % over 128 x 4 x 1; 64, 2 or 8 rows and 4 vec4s were not
-// faster), Q8_0 two units and the 4-bit formats one. CPU-type devices take one subgroup a
-// workgroup (below), where wider workgroups cost more than they do on a GPU.
-struct GemvCompShape {
-    uint32_t group = 128, rows = 4, units = 1, wide = 0;
-};
-GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
-    GemvCompShape g;
-    // Float rows on GPUs: 256 invocations, 2 vec4s of each of 4 rows in flight; 16-bit floats
-    // read 8 weights per 16-byte load (gemv.comp WIDE) with 128 invocations, 1 load per row
-    // (+3-4 % decode on the H200 against 256 x 2 of 8-byte loads, bench/NOTES.md).
-    if (float_weights(wtype) && d.type != DeviceType::kCpu) g.group = 256, g.units = 2;
-    if ((wtype == TensorType::F16 || wtype == TensorType::BF16) && d.type != DeviceType::kCpu) g.group = 128, g.units = 1, g.wide = 1;
-    if (wtype == TensorType::Q8_0) g.units = 2;
-    // CPU-type devices (lavapipe) run a workgroup's invocations as loops between barriers: one
-    // subgroup a workgroup, 8 float rows (16-bit ones 8 weights a load) or 4 of blocks. Decode of
-    // a 300m f16 file 427 -> 150 ms a step, of q4_k 459 -> 234 (bench/NOTES.md).
-    if (d.type == DeviceType::kCpu) {
-        g.group = std::max(d.subgroup_size, 1u);
-        g.rows = float_weights(wtype) ? 8 : 4;
-        g.wide = wtype == TensorType::F16 || wtype == TensorType::BF16;
-    }
-    if (const char* e = std::getenv("AKUNU_GEMV_ROWS"))  // experiments: "invocations:rows[:units[:wide]]"
-        std::sscanf(e, "%u:%u:%u:%u", &g.group, &g.rows, &g.units, &g.wide);
-    g.group = std::clamp(g.group, 1u, d.max_workgroup_invocations);
-    g.rows = std::clamp(g.rows, 1u, 8u);    // gemv.comp MAX_ROWS
-    g.units = std::clamp(g.units, 1u, 4u);  // gemv.comp MAX_UNITS
-    return g;
-}
-
-// One gemv.comp dispatch: workgroups of `rows` rows (gemv.comp ROWS) of each of p's matrices.
-// Float variants take the second and third matrix at bindings 4 and 5, their y at 6 and 7 (the
-// first ones again where there are fewer) and a folded rope_kv's at 8 to 12; the block formats
-// have bindings 0 to 3 only. `gated` (gemv.comp GATED, AKUNU_GEMV_X: off) pairs gate rows of
-// W0 with the same rows of W1 in each workgroup and writes act(gate) * up to y[0].
-void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                    const Binding& x, const Binding& second, GemvParams p, const GemvRopeKv* rope = nullptr,
-                    uint32_t gated = AKUNU_GEMV_X, const GemvNormOut* norm_out = nullptr, const GemvHandoff* handoff = nullptr) {
-    const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
-    const bool pairs = gated != AKUNU_GEMV_X;
-    // A RoPE pair's rows in one workgroup; gate and up rows in halves of one.
-    const uint32_t group_rows = rope || pairs ? g.rows + g.rows % 2 : g.rows;
-    std::vector<Binding> bindings{w[0], x, y[0], second};
-    if (float_weights(wtype)) {
-        bindings.insert(bindings.end(), {w[1], w[2], y[1], y[2]});
-        append_rope_bindings(bindings, rope, x, y[0]);
-        if (norm_out)
-            bindings.insert(bindings.end(), {norm_out->weight, norm_out->normed, norm_out->sums});
-        else
-            bindings.insert(bindings.end(), {x, y[0], y[0]});
-        bindings.push_back(handoff ? handoff->counters : y[0]);  // binding 16
-    }
-    uint32_t handoff_bits = 0;
-    if (handoff) {
-        p.handoff_wait = handoff->wait, p.handoff_wait_count = handoff->wait_count;
-        p.handoff_clear = handoff->clear, p.handoff_clear_count = handoff->clear_count;
-        handoff_bits = (handoff->wait ? 2u : 0u) | (handoff->clear_count ? 4u : 0u);
-    }
-    const size_t groups = pairs ? (size_t(p.rows) + group_rows / 2 - 1) / (group_rows / 2)
-                                : (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
-                                      (size_t(p.rows2) + group_rows - 1) / group_rows;
-    emit(s, weight_variant("gemv", wtype), {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u, gated, handoff_bits},
-         std::move(bindings), p, grid_for(s, groups), handoff && handoff->wait);
-}
-
-// What every hand-off is checked for (GemvHandoff): that its kernel takes one on this device
-// (`takes`: gemv_hands_off or attention_hands_off), and that each slot it names lies in its
-// counters.
-void check_handoff(const GemvHandoff* h, bool takes, const char* kernel) {
-    if (!h) return;
-    AKUNU_CHECK(takes, std::string(kernel) + ": this device or these weights take no hand-off (gemv_hands_off)");
-    const uint32_t cleared = h->clear_count ? h->clear + h->clear_count - 1 : 0;
-    check_bytes(h->counters, handoff_counters_bytes(std::max({h->signal, h->wait, cleared})), kernel, "counters");
-}
-
-// One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
-// Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2, then the RoPE
-// tables, the K and V caches and the step of a folded rope_kv, then a hand-off's counters
-// (y0 stands in where there is none: a binding the kernel writes anyway, so no false hazard).
-void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                     const Binding& x, const Binding& second, GemvParams p, XRounding rounding,
-                     const GemvRopeKv* rope = nullptr, const GemvHandoff* handoff = nullptr) {
-    const uint32_t tiles = gemv_tiles_groups({p.rows, p.rows1, p.rows2});
-    const bool int_dot = rounding != XRounding::kFloat;
-    const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), wtype, p.k, tiles, int_dot);
-    std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
-    append_rope_bindings(bindings, rope, x, y[0]);
-    uint32_t handoff_bits = 0;
-    if (handoff) {
-        // The waiting side counts workgroups; one row of them keeps that count exact.
-        AKUNU_CHECK(tiles <= s.device().profile().max_workgroup_count_x,
-                    "gemv: a hand-off needs the GEMV's " + std::to_string(tiles) + " workgroups in one row of the grid");
-        p.handoff_signal = handoff->signal, p.handoff_wait = handoff->wait, p.handoff_wait_count = handoff->wait_count;
-        p.handoff_clear = handoff->clear, p.handoff_clear_count = handoff->clear_count;
-        handoff_bits = (handoff->signal ? 1u : 0u) | (handoff->wait ? 2u : 0u) | (handoff->clear_count ? 4u : 0u);
-    }
-    bindings.push_back(handoff ? handoff->counters : y[0]);
-    emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype),
-         {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u), rounding == XRounding::kInt16 ? 16u : 8u,
-          handoff_bits},
-         std::move(bindings), p, grid_for(s, tiles), handoff && handoff->wait);
-}
-bool word_rows(TensorType wtype, size_t k) {
-    return block32(wtype) && k % 256 == 0;
-}
-
-// The checks gemv() and gemv_parts() share, on x and the input op, and their parameters for
-// matrices of rows[0], rows[1] and rows[2] rows (0: none).
-GemvParams gemv_params(const std::array<size_t, 3>& rows, size_t k, bool accumulate, const Binding& x,
-                       const GemvInput* input, const char* kernel) {
-    check_fits(x, k, DType::kF32, kernel, "x");
-    const uint32_t op = input ? input->op : AKUNU_GEMV_X;
-    AKUNU_CHECK(op <= AKUNU_GEMV_RMSNORM_READY, std::string(kernel) + ": unknown input op " + std::to_string(op));
-    if (op == AKUNU_GEMV_RMSNORM_READY) {
-        AKUNU_CHECK(input->partials > 0, std::string(kernel) + ": a norm handed forward needs its sums of squares");
-        check_fits(input->second, input->partials, DType::kF32, kernel, "sums of squares");
-    } else if (op != AKUNU_GEMV_X) {
-        check_fits(input->second, k, DType::kF32, kernel, op == AKUNU_GEMV_RMSNORM ? "norm weight" : "up");
-    }
-    const std::string what = std::string(kernel) + ": rows";
-    AKUNU_CHECK(rows[1] <= 0xFFFFFFFFu && rows[2] <= 0xFFFFFFFFu, what + " must be below 2^32");
-    GemvParams p{checked_u32(rows[0], what.c_str()), checked_u32(k, (std::string(kernel) + ": k").c_str()), accumulate ? 1u : 0u,
-                 op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2])};
-    p.norm_partials = input ? input->partials : 0u;
-    return p;
-}
-// A norm handed forward rides only on gemv.comp's float path (its workgroups' rows are the
-// residual rows they sum, by a subgroup add over the rows' invocations); the tile, integer-dot
-// and word GEMVs do not take it.
-bool takes_norm_ready(const DeviceProfile& d, TensorType wtype) {
-    return !d.cpu_backend && float_weights(wtype) && d.subgroup_size >= gemv_comp_shape(d, wtype).rows;
-}
-}  // namespace
-
-// Tiles take any k of whole blocks; the same rows as the row-major kernel round x, so that where
-// x is rounded does not depend on the layout.
-bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) {
-    return d.gemv_int_dot && (word_rows(wtype, k) || (tiles32(wtype) && k % 256 == 0));
-}
-
-size_t handoff_counters_bytes(uint32_t slots) { return (size_t(slots) + 1) * 4; }
-
-// Hand-offs pay only between dispatches of at most one workgroup per compute unit (kernels.h).
-static bool hands_off_at(const DeviceProfile& d, uint32_t workgroups) {
-    return d.gemv_handoff && !d.cpu_backend && (d.compute_units == 0 || workgroups <= d.compute_units);
-}
-
-bool gemv_hands_off(const DeviceProfile& d, TensorType wtype, uint32_t tiles) {
-    return tiles32(wtype) && hands_off_at(d, tiles);
-}
-
-bool gemv_waits_for_attention(const DeviceProfile& d, TensorType wtype) {
-    return float_weights(wtype) && !tiles32(wtype) && d.gemv_handoff && !d.cpu_backend;
-}
-
-bool gemv_takes_handoff(const DeviceProfile& d, TensorType wtype) {
-    return gemv_hands_off(d, wtype, 0) || gemv_waits_for_attention(d, wtype);
-}
-
-bool attention_hands_off(const DeviceProfile& d, uint32_t n_heads) { return hands_off_at(d, n_heads); }
-
-uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows) {
-    const size_t tiles = (rows[0] + 31) / 32 + (rows[1] + 31) / 32 + (rows[2] + 31) / 32;
-    AKUNU_CHECK(tiles <= 0xFFFFFFFFu, "gemv: too many rows");
-    return uint32_t(tiles);
-}
-
-bool gemv_int16(const DeviceProfile& d, TensorType wtype) { return d.gemv_int_dot && !d.cpu_backend && tiles32(wtype); }
-
-XRounding engine_x_rounding(const DeviceProfile& d) {
-    return d.int8_activations ? XRounding::kInt8 : d.float_x ? XRounding::kFloat : XRounding::kInt16;
-}
-
-XRounding gemv_x_rounding(const DeviceProfile& d, TensorType wtype, size_t k, XRounding asked) {
-    if (asked == XRounding::kInt8 && gemv_int_dot(d, wtype, k)) return asked;
-    if (asked == XRounding::kInt16 && gemv_int16(d, wtype)) return asked;
-    return XRounding::kFloat;
-}
-
-bool gemv_words(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_words && word_rows(wtype, k); }
-
-bool gemv_folds_norm(const DeviceProfile& d, TensorType wtype, size_t k) {
-    return type_traits(wtype).block_size == 1 || block32(wtype) || gemv_folds_activation(d, wtype, k);
-}
-
-bool gemv_folds_activation(const DeviceProfile& d, TensorType wtype, size_t k) {
-    return d.cpu_backend || tiles32(wtype) || (d.int8_activations && gemv_int_dot(d, wtype, k)) || gemv_words(d, wtype, k);
-}
-
-GemvInput GemvInput::rmsnorm(const Binding& weight, float eps, float weight_offset) {
-    return {AKUNU_GEMV_RMSNORM, weight, eps, weight_offset};
-}
-
-GemvInput GemvInput::rmsnorm_ready(const Binding& sums, uint32_t partials, float eps) {
-    return {AKUNU_GEMV_RMSNORM_READY, sums, eps, 0.0f, partials};
-}
-
-bool gemv_hands_norm_forward(const DeviceProfile& d, TensorType producer, TensorType consumer) {
-    return d.norm_forward && takes_norm_ready(d, producer) && takes_norm_ready(d, consumer);
-}
-
-uint32_t gemv_norm_partials(const DeviceProfile& d, TensorType wtype, size_t rows) {
-    const uint32_t group_rows = gemv_comp_shape(d, wtype).rows;
-    return uint32_t((rows + group_rows - 1) / group_rows);
-}
-
-GemvInput GemvInput::gated(Activation act, const Binding& up) {
-    AKUNU_CHECK(act != Activation::kGelu, "gemv: GELU (erf) has no gated form to fold");
-    return {act == Activation::kSilu ? AKUNU_GEMV_SILU_GATE : AKUNU_GEMV_GELU_TANH_GATE, up};
-}
-
-void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate, const GemvInput* input, XRounding rounding, const GemvHandoff* handoff,
-          const GemvNormOut* norm_out) {
-    const TensorTypeTraits& t = type_traits(wtype);
-    check_row_blocks(t, k, "gemv", "k");
-    check_bytes(w, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv", "W");
-    check_fits(y, rows, DType::kF32, "gemv", "y");
-    GemvParams p = gemv_params({rows, 0, 0}, k, accumulate, x, input, "gemv");
-    const DeviceProfile& d = s.device().profile();
-    AKUNU_CHECK(p.x_op != AKUNU_GEMV_RMSNORM_READY || takes_norm_ready(d, wtype),
-                std::string("gemv: ") + t.name + " weights take no norm handed forward on this device");
-    if (norm_out) {
-        AKUNU_CHECK(takes_norm_ready(d, wtype),
-                    std::string("gemv: ") + t.name + " weights hand no norm forward on this device");
-        AKUNU_CHECK(accumulate && p.x_op != AKUNU_GEMV_RMSNORM && p.x_op != AKUNU_GEMV_RMSNORM_READY,
-                    "gemv: only a GEMV that adds into the residual stream, with no norm of its own, hands a norm forward");
-        AKUNU_CHECK(!handoff || !handoff->signal, "gemv: a GEMV that hands a norm forward signals no hand-off");
-        check_fits(norm_out->weight, rows, DType::kF32, "gemv", "next norm weight");
-        check_fits(norm_out->normed, rows, DType::kF32, "gemv", "normed");
-        check_fits(norm_out->sums, gemv_norm_partials(d, wtype, rows), DType::kF32, "gemv", "sums of squares");
-        p.norm_out = 1;
-        p.norm_out_offset = norm_out->weight_offset;
-    }
-    // With x as it is, binding 3 is unused: x stands in for it.
-    const std::vector<Binding> bindings{w, x, y, p.x_op != AKUNU_GEMV_X ? input->second : x};
-    const XRounding taken = gemv_x_rounding(d, wtype, k, rounding);
-    check_handoff(handoff, gemv_takes_handoff(d, wtype), "gemv");
-    if (handoff && gemv_waits_for_attention(d, wtype))
-        AKUNU_CHECK(!handoff->signal && k % 4 == 0, "gemv: float weights only wait for a hand-off, over rows of a multiple of 4");
-    if (tiles32(wtype) && !d.cpu_backend) {
-        emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, taken, nullptr, handoff);
-        return;
-    }
-    const bool int_dot = taken == XRounding::kInt8;
-    if (int_dot || gemv_words(d, wtype, k)) {
-        const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k, !int_dot);
-        const uint32_t group_rows = std::max(1u, g.group / std::max(1u, d.subgroup_size)) * g.sg_rows;
-        emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv_words", wtype), {g.group, group_rows, g.sg_rows | (g.chunks << 8) | (g.ahead << 16), g.slice},
-             bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
-        return;
-    }
-    emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, nullptr, AKUNU_GEMV_X, norm_out, handoff);
-}
-
-bool gemv_fuses_gate_up(const DeviceProfile& d, TensorType wtype, size_t k, Activation act) {
-    return gemv_fuses_parts(d, wtype, k) && float_weights(wtype) && act != Activation::kGelu;
-}
-
-void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, TensorType wtype, const Binding& x,
-                  const Binding& y, size_t rows, size_t k, Activation act, const GemvInput* input) {
-    AKUNU_CHECK(gemv_fuses_gate_up(s.device().profile(), wtype, k, act),
-                std::string("gemv_gate_up: ") + type_traits(wtype).name + " rows of " + std::to_string(k) +
-                    " with this activation have no fused gate/up GEMV on this device");
-    const TensorTypeTraits& t = type_traits(wtype);
-    check_bytes(w_gate, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv_gate_up", "W_gate");
-    check_bytes(w_up, tensor_bytes(t, uint64_t(rows) * k, "gemv W"), "gemv_gate_up", "W_up");
-    check_fits(y, rows, DType::kF32, "gemv_gate_up", "y");
-    const GemvParams p = gemv_params({rows, rows, 0}, k, false, x, input, "gemv_gate_up");
-    const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
-    const uint32_t op = GemvInput::gated(act, y).op;  // the activation's x_op code (y stands in for up)
-    emit_gemv_comp(s, {w_gate, w_up, w_gate}, {y, y, y}, wtype, x, second, p, nullptr, op);
-}
-
-bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache, bool half_split) {
-    return !d.cpu_backend && ((tiles32(wtype) && !half_split) || float_weights(wtype)) && cache.dtype == KvDType::kF16 &&
-           cache.rows != KvRows::kBlocks;
-}
-
-bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
-    return !d.cpu_backend && (tiles32(wtype) || (float_weights(wtype) && k % 4 == 0));
-}
-
-void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
-                const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input,
-                const GemvRopeKv* rope, XRounding rounding, const GemvHandoff* handoff) {
-    AKUNU_CHECK(gemv_fuses_parts(s.device().profile(), wtype, k),
-                std::string("gemv_parts: ") + type_traits(wtype).name + " matrices have no fused GEMV on this device");
-    const TensorTypeTraits& t = type_traits(wtype);
-    check_row_blocks(t, k, "gemv_parts", "k");
-    AKUNU_CHECK(rows[0] > 0 && (rows[1] > 0 || rows[2] == 0), "gemv_parts: the matrices' rows must be given in order");
-    const char* w_names[3] = {"W0", "W1", "W2"};
-    const char* y_names[3] = {"y0", "y1", "y2"};
-    for (size_t i = 0; i < 3 && rows[i] > 0; ++i) {
-        check_bytes(w[i], tensor_bytes(t, uint64_t(rows[i]) * k, "gemv W"), "gemv_parts", w_names[i]);
-        check_fits(y[i], rows[i], DType::kF32, "gemv_parts", y_names[i]);
-    }
-    GemvParams p = gemv_params(rows, k, false, x, input, "gemv_parts");
-    AKUNU_CHECK(p.x_op != AKUNU_GEMV_RMSNORM_READY || takes_norm_ready(s.device().profile(), wtype),
-                std::string("gemv_parts: ") + t.name + " weights take no norm handed forward on this device");
-    if (rope) {
-        const KvBindings& c = rope->cache;
-        AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, c, rope->half_split),
-                    "gemv_parts: rope_kv folds only into tile-major (adjacent pairs) or float Q/K/V GEMVs and an f16 "
-                    "cache of full rows or a ring");
-        const uint32_t hd = rope->head_dim;
-        AKUNU_CHECK(hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,
-                    "gemv_parts: a folded rope_kv needs Q, K and V of whole heads of an even head_dim, K and V alike");
-        const size_t n_kv = rows[1] / hd;
-        AKUNU_CHECK(c.cache_rows > 0, "gemv_parts: the cache has no rows");
-        check_cache(c, uint32_t(n_kv), c.cache_rows, hd, "gemv_parts");
-        check_fits(rope->cos, size_t(rope->positions) * (hd / 2), DType::kF32, "gemv_parts", "cos");
-        check_fits(rope->sin, size_t(rope->positions) * (hd / 2), DType::kF32, "gemv_parts", "sin");
-        check_bytes(rope->step, sizeof(StepState), "gemv_parts", "step");
-        p.rope_head_dim = hd;
-        p.rope_cache_rows = c.cache_rows;
-        p.rope_half_split = rope->half_split ? 1 : 0;
-    }
-    // Matrices past the last given are bound as the first (not read).
-    const Binding& w1 = rows[1] ? w[1] : w[0];
-    const Binding& w2 = rows[2] ? w[2] : w[0];
-    const Binding& y1 = rows[1] ? y[1] : y[0];
-    const Binding& y2 = rows[2] ? y[2] : y[0];
-    const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
-    check_handoff(handoff, gemv_hands_off(s.device().profile(), wtype, 0), "gemv_parts");
-    if (tiles32(wtype))
-        emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p,
-                        gemv_x_rounding(s.device().profile(), wtype, k, rounding), rope, handoff);
-    else
-        emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p, rope);
-}
 
 bool dequantizes_to_f16(TensorType wtype) {
     if (tiles32(wtype)) return true;
@@ -793,8 +364,7 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
 }
 
 bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
-    const char* off = std::getenv("AKUNU_NO_FLASH_COOPMAT");  // A/B against the scalar kernel
-    if (off && *off && std::string(off) != "0") return false;
+    if (!d.tuning.flash_coopmat) return false;  // A/B against the scalar kernel
     return d.gemm_coopmat && cache.dtype == KvDType::kF16 && cache.rows == KvRows::kFull && (head_dim == 64 || head_dim == 128);
 }
 

@@ -72,9 +72,9 @@ struct GemvInput {
 // down projections of a decode step): besides y += W·x it writes x_next = y * (weight +
 // weight_offset) and, per workgroup, the sum of its rows' squares, so that the GEMVs reading
 // the normed stream (GemvInput::rmsnorm_ready) load neither the norm's weight nor all of y
-// for its mean. Measured on an H100 (bench/NOTES.md): those two cost 4 % of a float model's
-// decode step; handed forward, decode of 7b f16 +2 % and 1b f16 +1.6 %. Only where
-// gemv_hands_norm_forward.
+// for its mean. Those two loads are a measurable share of a float model's decode step, and
+// handing the norm forward wins part of it back (bench/NOTES.md, "The next norm handed forward
+// by the GEMV that writes the residual stream"). Only where gemv_hands_norm_forward.
 struct GemvNormOut {
     Binding weight;        // [rows] f32: the next norm's weight
     float weight_offset = 0.0f;
@@ -93,13 +93,13 @@ uint32_t gemv_norm_partials(const DeviceProfile& device, TensorType wtype, size_
 // (gemv_int16, gemv_int_dot), it takes fp32.
 enum class XRounding : uint8_t { kFloat, kInt16, kInt8 };
 // The engine's: int8 with AKUNU_INT8=1 (DeviceProfile::int8_activations), fp32 with
-// AKUNU_FLOAT_X=1 (float_x), else int16.
+// tuning float_x=1 (float_x), else int16.
 XRounding engine_x_rounding(const DeviceProfile& device);
 // y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type;
 // with `input`, x is formed as it says. Q8_0, Q4_0 and Q4_1 rows of a multiple of 256
 // take integer dot products against x rounded to int8 where the device has them (gemv_int_dot)
 // and `rounding` asks for it; their float path is gemv.comp, or the word GEMV where
-// AKUNU_GEMV_WORDS=1 turns it on (gemv_words). Their tile-major forms (*_T32) take
+// tuning gemv_words=1 turns it on. Their tile-major forms (*_T32) take
 // gemv_tiles.comp on Vulkan devices (gemv_fuses_parts), with x rounded to int8 on the same
 // terms, or to int16 for any k (gemv_int16).
 //
@@ -123,10 +123,11 @@ struct GemvHandoff {
 size_t handoff_counters_bytes(uint32_t slots);
 // Whether a tile GEMV of these weights and workgroups (gemv_tiles_groups; 0: any) takes part in
 // a hand-off on this device: where it has at most one workgroup per compute unit (or the device
-// does not say how many it has). Measured on an H200 (bench/NOTES.md): the hand-off pays where
-// the GEMV before leaves compute units idle that the next one's workgroups start on at once
-// (1b's down, 64 workgroups, then Q/K/V, 96: decode +5 %); into or out of a GEMV of many
-// workgroups (7b's gate/up, 688; Q/K/V, 384) it lost 1-15 %.
+// does not say how many it has). The hand-off pays where the GEMV before leaves compute units
+// idle that the next one's workgroups start on at once (1b's down, 64 workgroups, then Q/K/V,
+// 96); into or out of a GEMV of many workgroups (7b's gate/up, 688; Q/K/V, 384) it loses: the
+// early workgroups find no unit free, and their staging reads x past L1 (bench/NOTES.md, "GEMV
+// hand-offs: no barrier between two few-tile GEMVs").
 bool gemv_hands_off(const DeviceProfile& device, TensorType wtype, uint32_t tiles);
 // Whether decode attention of this many heads hands its output off to the O GEMV: on the same
 // terms, one workgroup a head being the least it runs (more chunks behind long contexts).
@@ -134,8 +135,10 @@ bool attention_hands_off(const DeviceProfile& device, uint32_t n_heads);
 // Whether a float GEMV (gemv.comp) of these weights waits for attention's hand-off: the O
 // projection of a decode step, which loads its first weights of each row before it waits. Float
 // GEMVs take no other hand-off: their many small workgroups, waiting, would hold the compute
-// units that the GEMV before still needs (bench/NOTES.md). Measured on an H100: 1b f16 decode
-// +1 %, 7b f16 unchanged.
+// units that the GEMV before still needs (bench/NOTES.md, "Tried and dropped: float GEMVs that
+// hand x off"). The O GEMV's wait gains a little where attention leaves many units idle (small
+// models) and nothing elsewhere (bench/NOTES.md, "A float O GEMV that waits for attention, its
+// first weights loaded before").
 bool gemv_waits_for_attention(const DeviceProfile& device, TensorType wtype);
 // Whether gemv() of these weights takes any hand-off on this device: a tile GEMV's (any, where
 // its shape allows it: gemv_hands_off) or a float O GEMV's wait for attention.
@@ -196,9 +199,11 @@ bool gemv_words(const DeviceProfile& device, TensorType wtype, size_t k);
 bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether folding the gated activation into gemv() is cheap: only where x is formed once for
 // many rows: the tile GEMV (32 rows per workgroup), the word GEMV and the integer-dot path (16
-// rows per workgroup on an H200) and the CPU backend (once per thread's range of rows). gemv.comp's float path takes 4 rows per
-// workgroup, so each element's activation would be computed rows / 4 times: 1b f16 decode
-// measured 726 -> 704 tok/s with it folded there.
+// rows per workgroup on a 32-wide subgroup) and the CPU backend (once per thread's range of
+// rows). gemv.comp's float path takes 4 rows per workgroup, so each element's activation would
+// be computed rows / 4 times, and folding it there slowed float decode (bench/NOTES.md, "Two
+// dependent dispatches fewer per layer: the activation in the down GEMV, the attention merge in
+// the split").
 bool gemv_folds_activation(const DeviceProfile& device, TensorType wtype, size_t k);
 
 // Y[m, n] f32 = X[m, k] f32 · W[n, k]^T (Y += with accumulate) for the rows m below
@@ -227,7 +232,7 @@ bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx);
 // the down projection's X written straight from the accumulators. Needs gemm_fuses_gated:
 // f16 W and X as halves where gemm() runs gemm_cm2.comp, SiLU or GELU (tanh), and indirect
 // counts (the act_* of shorter chunks keeps to its row window by them alone).
-// AKUNU_GEMM_GATED=0 turns it off (A/B).
+// tuning gemm_gated=0 turns it off (A/B).
 bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& shape);
 void gemm_gated(DispatchSink& s, Activation act, const Binding& w_gate, const Binding& w_up, const Binding& x,
                 const Binding& out, const GemmShape& shape, const Binding& step);
@@ -289,7 +294,7 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
                      const FlashShape& shape);
 // Whether flash_attention takes flash_cm.comp (cooperative matrices: devices with gemm_coopmat,
 // an f16 cache in one buffer, head_dim 64 or 128) rather than the scalar flash_attention.comp.
-// AKUNU_NO_FLASH_COOPMAT=1 keeps the scalar kernel.
+// tuning flash_coopmat=0 keeps the scalar kernel.
 bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim);
 
 // out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).

@@ -14,22 +14,16 @@ using namespace launch;
 
 // gemm_cm2.comp's tile and launch order: features x tokens, the k step, steps an iteration,
 // invocations, tokens fastest. 128 features x 128 tokens, 64 of k a step, 4 steps an iteration;
-// 64 features x 128 tokens, 2 steps, for outputs of up to 2,048 (more workgroups). Measured on an
-// H100 (bench/NOTES.md, 512-token GEMMs): 220-232 TFLOP/s on 7b's shapes against gemm_cm.comp's
-// 144-150, 159 against 76 on 2048 x 2048. Token tiles go fastest in the launch order, so that
-// W crosses into L2 once per tile (+2.6 % pp512 on 7b f16, H100; AKUNU_GEMM_RASTER=0: features
-// first). The gated GEMM holds two accumulators of that tile over 512 invocations (7b f16 pp512
-// +4.4 % over separate gate and up GEMMs and act_*, H100; two of 64 features over 256: -8 %).
-// AKUNU_GEMM_CM2 (AKUNU_GEMM_CM2_GATED) = "features:tokens:k:unroll[:invocations]" sets another
-// tile (experiments).
+// 64 features x 128 tokens, 2 steps, for outputs of up to 2,048 (more workgroups): the tiles that
+// measured fastest (bench/NOTES.md, "The prefill GEMM on workgroup-scope cooperative matrices").
+// Token tiles go fastest in the launch order, so that W crosses into L2 once per tile ("The cm2
+// GEMM's tiles launched tokens first"). The gated GEMM holds two accumulators of that tile over
+// 512 invocations.
 static std::vector<uint32_t> cm2_spec(size_t n, bool gated) {
     const bool narrow = n <= 2048;
-    unsigned features = narrow ? 64 : 128, tokens = 128, step_k = 64, unroll = narrow ? 2 : 4, invocations = gated ? 512 : 256;
-    if (const char* e = std::getenv(gated ? "AKUNU_GEMM_CM2_GATED" : "AKUNU_GEMM_CM2"))
-        std::sscanf(e, "%u:%u:%u:%u:%u", &features, &tokens, &step_k, &unroll, &invocations);
-    unsigned tokens_fastest = 1;
-    if (const char* e = std::getenv("AKUNU_GEMM_RASTER")) tokens_fastest = std::atoi(e) != 0;
-    return {features, tokens, step_k, std::max(unroll, 1u), invocations, tokens_fastest, 0};
+    const uint32_t features = narrow ? 64 : 128, tokens = 128, step_k = 64, unroll = narrow ? 2 : 4;
+    const uint32_t invocations = gated ? 512 : 256, tokens_fastest = 1;
+    return {features, tokens, step_k, unroll, invocations, tokens_fastest, 0};
 }
 
 // Whether a GEMM sees no more rows than the device's short tiles take: its m, or what its row
@@ -80,30 +74,17 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
         kernel = "gemm_cm2_f16", bm = spec[1], bn = spec[0];
         bindings.push_back(w);  // the gated variant's up matrix, not read
     }
-    // Probes (bench/gemm_probe.py): AKUNU_GEMM_CM="variant:BM:BN[:knock]" runs another compiled
-    // tile shape of the f16 kernel ("-" keeps the default), with gemm_cm.comp's knock-out bits.
-    const char* probe = coopmat && !cm2 ? std::getenv("AKUNU_GEMM_CM") : nullptr;
-    char name[16] = {};
-    unsigned probe_bm = 0, probe_bn = 0, knock = 0;
-    if (probe && std::sscanf(probe, "%15[^:]:%u:%u:%u", name, &probe_bm, &probe_bn, &knock) >= 3) {
-        if (name[0] != '-' && wtype == TensorType::F16) {
-            kernel = std::string("gemm_cm") + name + "_f16";
-            bm = probe_bm, bn = probe_bn;
-        }
-        spec = {knock};
-    }
-    if (x_half && !cm2) spec = {spec.empty() ? 0u : spec[0], 1u};  // gemm_cm.comp's X_HALF
+    if (x_half && !cm2) spec = {0u, 1u};  // gemm_cm.comp's X_HALF
     const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
     emit(s, kernel, spec, std::move(bindings), p, {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
 }
 
 bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& g) {
-    const char* off = std::getenv("AKUNU_GEMM_GATED");
     // The row window of a shorter chunk's act_* comes from the indirect counts alone (act.comp
     // has no step to check), so only devices that use them.
     return gemm_runs_cm2(d, wtype, g) && d.indirect_counts && gemm_takes_half_x(d, g.k, g.ldx) &&
-           (act == Activation::kSilu || act == Activation::kGeluTanh) && !(off && std::string(off) == "0");
+           (act == Activation::kSilu || act == Activation::kGeluTanh) && d.tuning.gemm_gated;
 }
 
 void gemm_gated(DispatchSink& s, Activation act, const Binding& w_gate, const Binding& w_up, const Binding& x,

@@ -22,12 +22,13 @@ struct NamedSize {
     uint64_t bytes;
 };
 
-// The seed's scratch buffers: the decode set and the prefill set ([prefill_chunk, ...]).
-// Activations are f32 in both (the seed's prefill set is f16): the residual stream keeps the
-// decode path's precision, so prefill and decode logits agree, and NumPy users read them.
-// Beside the seed's set the Vulkan kernels need attention partials, the step state and the
-// RoPE cos/sin tables (a second pair for sliding layers with their own theta); the prefill set
-// adds the chunk's token ids, its step state and a block of all-position logits.
+// The scratch buffers (docs/architecture.md, "Memory plan"): the decode set and the prefill set
+// ([prefill_chunk, ...]). Activations are f32 in both, though an f16 prefill set would be half
+// the size: the residual stream keeps the decode path's precision, so prefill and decode logits
+// agree, and NumPy users read them. Beside the activations the Vulkan kernels need attention
+// partials, the step state and the RoPE cos/sin tables (a second pair for sliding layers with
+// their own theta); the prefill set adds the chunk's token ids, its step state and a block of
+// all-position logits.
 std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain, int context);
 // dequant_weights adds kPrefillF16Weights buffers (prefill_f16_weights_name), each the largest
 // layer projection as f16 (PlanOptions::prefill_dequant), which a chunk's projections use in

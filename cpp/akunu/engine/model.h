@@ -1,4 +1,4 @@
-// Model: a loaded model ready to decode (the seed's 18-stage loader, on Vulkan).
+// Model: a loaded model ready to decode (its load steps: docs/architecture.md, "Loading a model").
 //
 // Loading: device, shaders (pipelines are made as the table is built), format, weights,
 // config, architecture, device profile, quirks (GGUF vs HF RoPE order, gemma's stored norm + 1),
@@ -23,6 +23,7 @@
 #include "akunu/engine/memory_plan.h"
 #include "akunu/formats/model_files.h"
 #include "akunu/engine/scratch.h"
+#include "akunu/engine/table_builder.h"
 #include "akunu/engine/weights.h"
 #include "params.h"
 
@@ -31,6 +32,7 @@ namespace akunu {
 struct LoadOptions {
     int context = 4096;           // KV-cache length; clipped to the model's trained context
     std::string device;           // selector, as Device::create
+    std::string tuning;           // "key=value,..." over AKUNU_TUNE (core/tuning.h)
     int chain = 0;                // decode steps per submission; 0: from the device profile
     int prefill_chunk = 0;        // prompt tokens per submission; 0: 512 (clipped to the context)
     KvDType kv_dtype = KvDType::kF16;  // the KV cache's storage format (kv_format.h)
@@ -159,18 +161,11 @@ public:
     void eval(const std::vector<int>& ids, float* all_logits = nullptr, const std::vector<int>& taps = {},
               float* tap_out = nullptr);
     int prefill_chunk() const { return base_->prefill_chunk; }
+    // The choices the decode step's (or the prefill chunk's) table is built from (plan.h).
+    PassPlan pass_plan(bool prefill) const;
 
 private:
-    // What one recorded table computes: a decode step or a prefill chunk of up to `rows` tokens.
-    struct Pass {
-        bool prefill;
-        int rows;         // prefill: the chunk's capacity
-        int step_index;   // decode: the chained step (StepState slot, token_ids slot)
-        bool all_logits;  // prefill: the LM head over every row, into batch_logits
-        // prefill: after layer taps[i] (ascending), h0 is copied to tap_buffer[i, 0 : rows, :]
-        std::vector<int> taps = {};
-        const Buffer* tap_buffer = nullptr;  // [taps.size(), rows, dim] f32
-    };
+    using Pass = TablePass;
     // A prefill table with taps, built on first use per (layers, all_logits).
     struct TapVariant {
         Buffer taps;  // [layers, rows, dim] f32

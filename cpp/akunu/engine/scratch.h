@@ -1,7 +1,8 @@
-// ScratchBuffers: the decode and prefill sets of the seed (h0/h1 ping-pong, residual, packed qkv with
-// offsets, attn_out, ffn_gate/up/act, logits, token_ids) plus what the Vulkan kernels need
-// beside it (attention scores, the step state, RoPE tables). Sizes come from
-// decode_scratch_layout() and prefill_scratch_layout(), which the memory plan uses too. Everything is allocated once.
+// ScratchBuffers: the decode and prefill sets of activations (h0/h1 ping-pong, residual, packed
+// qkv with offsets, attn_out, ffn_gate/up/act, logits, token_ids) plus what the Vulkan kernels
+// need beside them (attention scores, the step state, RoPE tables); docs/architecture.md,
+// "Memory plan", describes them. Sizes come from decode_scratch_layout() and
+// prefill_scratch_layout(), which the memory plan uses too. Everything is allocated once.
 #pragma once
 
 #include <map>

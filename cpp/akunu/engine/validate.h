@@ -1,5 +1,6 @@
-// Model validation (seed stage 10): before anything is allocated, check that every tensor the
-// architecture needs is present, with the shape the config implies and a type akunu supports.
+// Model validation (docs/architecture.md, "Loading a model", step 4): before anything is
+// allocated, check that every tensor the architecture needs is present, with the shape the
+// config implies and a type akunu supports.
 #pragma once
 
 #include <cstdint>

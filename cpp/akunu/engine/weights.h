@@ -1,6 +1,7 @@
-// Model weights on the device (seed stage 4): every tensor the architecture needs, uploaded
-// from the memory map. Matrices keep their file type (quantized weights stay quantized on the
-// GPU); 1-D tensors (norms, biases) become f32, which every kernel reads.
+// Model weights on the device (docs/architecture.md, "Loading a model", step 7): every tensor
+// the architecture needs, uploaded from the memory map. Matrices keep their file type
+// (quantized weights stay quantized on the GPU); 1-D tensors (norms, biases) become f32, which
+// every kernel reads.
 #pragma once
 
 #include <functional>

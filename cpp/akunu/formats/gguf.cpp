@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "akunu/core/error.h"
 #include "akunu/core/utf8.h"
@@ -162,15 +163,79 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, int depth
     return v;
 }
 
+// One tensor info: name, dimensions, type and data offset, checked against the alignment.
+TensorInfo read_tensor_info(Cursor& c, uint64_t i, uint64_t alignment, const std::string& path, uint64_t* offset) {
+    TensorInfo t;
+    t.name = c.read_string("a tensor name");
+    if (t.name.empty() || !is_valid_utf8(t.name)) c.fail("tensor #" + std::to_string(i) + " has an empty or non-UTF-8 name");
+    const uint32_t n_dims = c.read<uint32_t>("a tensor's dimension count");
+    if (n_dims == 0 || n_dims > kMaxDims)
+        c.fail("tensor " + t.name + ": " + std::to_string(n_dims) + " dimensions (1 to 4 allowed)");
+    std::vector<uint64_t> ne(n_dims);
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+        ne[d] = c.read<uint64_t>("a tensor dimension");
+        if (ne[d] == 0) c.fail("tensor " + t.name + ": dimension " + std::to_string(d) + " is 0");
+        if (ne[d] > INT64_MAX / n) c.fail("tensor " + t.name + ": element count overflows 64 bits");
+        n *= ne[d];
+    }
+    const uint32_t type_id = c.read<uint32_t>("a tensor type");
+    t.type = find_ggml_type(type_id);
+    if (!t.type) c.fail("tensor " + t.name + ": unknown ggml type id " + std::to_string(type_id));
+    if (ne[0] % t.type->block_size != 0)
+        c.fail("tensor " + t.name + ": row of " + std::to_string(ne[0]) + " elements is not a whole number of " +
+               t.type->name + " blocks (" + std::to_string(t.type->block_size) + ")");
+    *offset = c.read<uint64_t>("a tensor offset");
+    if (*offset % alignment != 0)
+        c.fail("tensor " + t.name + ": offset " + std::to_string(*offset) + " is not a multiple of the alignment " +
+               std::to_string(alignment));
+    t.shape.assign(ne.rbegin(), ne.rend());
+    t.n_elements = n;
+    t.bytes = tensor_bytes(*t.type, n, t.name);
+    t.file = path;
+    return t;
+}
+
+// general.alignment, checked: a power of two up to 1 MiB (default 32).
+uint64_t read_alignment(const Cursor& c, const GgufValue* a) {
+    if (!a) return 32;
+    if (!a->is_integer()) c.fail("general.alignment must be an integer");
+    const int64_t align = a->as_int("general.alignment");
+    if (align <= 0 || uint64_t(align) > kMaxAlignment || (align & (align - 1)) != 0)
+        c.fail("general.alignment " + std::to_string(align) + " is not a power of two up to 1 MiB");
+    return uint64_t(align);
+}
+
+// Points each tensor at its bytes in the data section, refusing one that runs past the end of
+// the file or overlaps another. `offsets[i]` is tensor i's offset in the data section.
+void place_tensors(std::vector<TensorInfo>& tensors, const std::vector<uint64_t>& offsets, const MappedFile& file,
+                   uint64_t data_start) {
+    std::vector<size_t> order(tensors.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
+    uint64_t previous_end = 0;
+    std::string previous_name;
+    for (size_t i : order) {
+        TensorInfo& t = tensors[i];
+        const uint64_t available = file.size() - data_start;
+        if (offsets[i] > available || t.bytes > available - offsets[i])
+            throw Error(file.path() + ": tensor " + t.name + " (" + std::to_string(t.bytes) + " bytes at data offset " +
+                        std::to_string(offsets[i]) + ") extends past the end of the file; is the file truncated?");
+        if (offsets[i] < previous_end) throw Error(file.path() + ": tensors " + previous_name + " and " + t.name + " overlap");
+        previous_end = offsets[i] + t.bytes;
+        previous_name = t.name;
+        t.data = file.data() + data_start + offsets[i];
+    }
+}
+
 }  // namespace
 
 std::shared_ptr<GgufFile> GgufFile::open(std::shared_ptr<MappedFile> file) {
     auto g = std::make_shared<GgufFile>();
     g->file_ = file;
     Cursor c(*file);
-    const uint32_t magic = c.read<uint32_t>("the magic");
+    c.read<uint32_t>("the magic");
     if (std::memcmp(file->data(), "GGUF", 4) != 0) c.fail("bad magic: not a GGUF file");
-    (void)magic;
     g->version_ = c.read<uint32_t>("the version");
     if (g->version_ == 1) c.fail("GGUF version 1 is obsolete (32-bit counts); re-convert the model");
     if (g->version_ > 0xFFFF) c.fail("version " + std::to_string(g->version_) + ": big-endian GGUF is not supported");
@@ -191,72 +256,19 @@ std::shared_ptr<GgufFile> GgufFile::open(std::shared_ptr<MappedFile> file) {
         g->index_[key] = g->metadata_.size();
         g->metadata_.emplace_back(std::move(key), std::move(v));
     }
+    g->alignment_ = read_alignment(c, g->find("general.alignment"));
 
-    if (const GgufValue* a = g->find("general.alignment")) {
-        if (!a->is_integer()) c.fail("general.alignment must be an integer");
-        const int64_t align = a->as_int("general.alignment");
-        if (align <= 0 || uint64_t(align) > kMaxAlignment || (align & (align - 1)) != 0)
-            c.fail("general.alignment " + std::to_string(align) + " is not a power of two up to 1 MiB");
-        g->alignment_ = uint64_t(align);
-    }
-
-    struct Raw { uint64_t offset; size_t index; };
-    std::vector<Raw> ranges;
-    std::map<std::string, size_t> names;
+    std::vector<uint64_t> offsets(n_tensors, 0);
+    std::set<std::string> names;
     for (uint64_t i = 0; i < n_tensors; ++i) {
-        TensorInfo t;
-        t.name = c.read_string("a tensor name");
-        if (t.name.empty() || !is_valid_utf8(t.name)) c.fail("tensor #" + std::to_string(i) + " has an empty or non-UTF-8 name");
-        if (names.count(t.name)) c.fail("duplicate tensor " + t.name);
-        const uint32_t n_dims = c.read<uint32_t>("a tensor's dimension count");
-        if (n_dims == 0 || n_dims > kMaxDims)
-            c.fail("tensor " + t.name + ": " + std::to_string(n_dims) + " dimensions (1 to 4 allowed)");
-        std::vector<uint64_t> ne(n_dims);
-        uint64_t n = 1;
-        for (uint32_t d = 0; d < n_dims; ++d) {
-            ne[d] = c.read<uint64_t>("a tensor dimension");
-            if (ne[d] == 0) c.fail("tensor " + t.name + ": dimension " + std::to_string(d) + " is 0");
-            if (ne[d] > INT64_MAX / n) c.fail("tensor " + t.name + ": element count overflows 64 bits");
-            n *= ne[d];
-        }
-        const uint32_t type_id = c.read<uint32_t>("a tensor type");
-        t.type = find_ggml_type(type_id);
-        if (!t.type) c.fail("tensor " + t.name + ": unknown ggml type id " + std::to_string(type_id));
-        if (ne[0] % t.type->block_size != 0)
-            c.fail("tensor " + t.name + ": row of " + std::to_string(ne[0]) + " elements is not a whole number of " +
-                   t.type->name + " blocks (" + std::to_string(t.type->block_size) + ")");
-        const uint64_t offset = c.read<uint64_t>("a tensor offset");
-        if (offset % g->alignment_ != 0)
-            c.fail("tensor " + t.name + ": offset " + std::to_string(offset) + " is not a multiple of the alignment " +
-                   std::to_string(g->alignment_));
-        t.shape.assign(ne.rbegin(), ne.rend());
-        t.n_elements = n;
-        t.bytes = tensor_bytes(*t.type, n, t.name);
-        t.file = file->path();
-        names[t.name] = g->tensors_.size();
-        ranges.push_back({offset, size_t(g->tensors_.size())});
+        TensorInfo t = read_tensor_info(c, i, g->alignment_, file->path(), &offsets[size_t(i)]);
+        if (!names.insert(t.name).second) c.fail("duplicate tensor " + t.name);
         g->tensors_.push_back(std::move(t));
     }
-
     const uint64_t data_start = (c.pos() + g->alignment_ - 1) / g->alignment_ * g->alignment_;
-    if (n_tensors > 0 && data_start > file->size())
-        c.fail("the tensor data section starts past the end of the file");
+    if (n_tensors > 0 && data_start > file->size()) c.fail("the tensor data section starts past the end of the file");
     g->data_offset_ = size_t(data_start);
-    std::sort(ranges.begin(), ranges.end(), [](const Raw& a, const Raw& b) { return a.offset < b.offset; });
-    uint64_t previous_end = 0;
-    std::string previous_name;
-    for (const Raw& r : ranges) {
-        TensorInfo& t = g->tensors_[r.index];
-        const uint64_t available = file->size() - data_start;
-        if (r.offset > available || t.bytes > available - r.offset)
-            throw Error(file->path() + ": tensor " + t.name + " (" + std::to_string(t.bytes) + " bytes at data offset " +
-                        std::to_string(r.offset) + ") extends past the end of the file; is the file truncated?");
-        if (r.offset < previous_end)
-            throw Error(file->path() + ": tensors " + previous_name + " and " + t.name + " overlap");
-        previous_end = r.offset + t.bytes;
-        previous_name = t.name;
-        t.data = file->data() + data_start + r.offset;
-    }
+    place_tensors(g->tensors_, offsets, *file, data_start);
     return g;
 }
 

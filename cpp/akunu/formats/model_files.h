@@ -1,10 +1,10 @@
 // ModelFiles: a model on disk, whatever its format, opened lazily (headers only).
 //
-// Format detection (seed stage 3): a GGUF file (v2/v3); Hugging Face safetensors as a single
-// file, a directory with model.safetensors, or a sharded model.safetensors.index.json, with
-// config.json beside it; MLX safetensors, which are HF safetensors whose config.json carries
-// "quantization": {group_size, bits}. GGML files (whisper.cpp's "lmgg", legacy "ggjt") are
-// recognised and refused with a clear error.
+// Format detection (docs/architecture.md, "Loading a model", step 1): a GGUF file (v2/v3);
+// Hugging Face safetensors as a single file, a directory with model.safetensors, or a sharded
+// model.safetensors.index.json, with config.json beside it; MLX safetensors, which are HF
+// safetensors whose config.json carries "quantization": {group_size, bits}. GGML files
+// (whisper.cpp's "lmgg", legacy "ggjt") are recognised and refused with a clear error.
 #pragma once
 
 #include <map>

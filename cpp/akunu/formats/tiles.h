@@ -1,4 +1,5 @@
-// Tile-major weights: how the CPU backend stores every projection matrix (seed 001).
+// Tile-major weights: how the CPU backend stores every projection matrix (docs/architecture.md,
+// "Tile-major weights").
 //
 // A [N, K] matrix becomes ceil(N / 32) tiles of 32 rows; a tile holds, for each block column
 // b (K / block_size of them), the blocks of its 32 rows at that column, regrouped so that one
@@ -10,14 +11,15 @@
 // A block's header field f of row r sits at f * 64 + r * 2; its chunk c (chunk_bytes each) at
 // header_fields * 64 + (c * 32 + r) * chunk_bytes. With 4-byte chunks, 32 bytes hold 4 codes
 // of each of 8 rows: the shape integer dot products want (one 32-bit lane per row). For the
-// float types a block is one element, so a tile column is column k of 32 rows: the seed's
-// [N / 32, K, 32]. k-quant super-blocks move whole (one chunk per block). Rows past N are zero.
+// float types a block is one element, so a tile column is column k of 32 rows, and the matrix
+// is [N / 32, K, 32]. k-quant super-blocks move whole (one chunk per block). Rows past N are zero.
 //
 // Vulkan devices keep Q8_0, Q4_0 and Q4_1 in tiles of 16-byte chunks instead (the *_T32V types):
 // a row's 16 code bytes (Q8_0: its first or last 16) are one chunk, so that the GPU's GEMV
 // loads them as one 16-byte vector per invocation, 512 contiguous bytes across 32 rows. Four
-// 4-byte loads of the CPU layout's chunks read the same bytes but cost Q8_0 8 % of its decode
-// speed on an H200 (bench/NOTES.md).
+// 4-byte loads of the CPU layout's chunks read the same bytes but slow Q8_0's decode
+// (bench/NOTES.md, "Tile GEMV: 16-byte code loads, and 1,024 invocations with whole rows of x
+// for GEMVs of few tiles").
 //
 // Tiles are fixed once at load (weights.cpp); the GEMV/GEMM kernels for the *_T32 types
 // (kernels_tiles.cpp; on Vulkan devices gemv_tiles.comp and weights.glsl's W_TILES) read them.

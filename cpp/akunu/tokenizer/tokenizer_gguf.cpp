@@ -77,6 +77,70 @@ std::unique_ptr<SubwordModel> bert_wordpiece(const GgufFile& g, const std::vecto
     return std::make_unique<WordPieceModel>(std::move(vocab), unk_token, "##", 100, g.path());
 }
 
+// GPT-2 style byte-level BPE: merges as stored, and the pre-tokenizer tokenizer.ggml.pre names.
+void gpt2_bpe(const GgufFile& g, Tokenizer::Parts& p, BpeOptions& o, std::vector<std::pair<std::string, std::string>>& merges) {
+    for (const std::string& m : strings(g, "tokenizer.ggml.merges", true)) {
+        const size_t space = m.find(' ', 1);
+        AKUNU_CHECK(space != std::string::npos, g.path() + ": tokenizer.ggml.merges entry '" + m + "' is not \"a b\"");
+        merges.emplace_back(m.substr(0, space), m.substr(space + 1));
+    }
+    const GgufValue* pre_key = g.find("tokenizer.ggml.pre");
+    const std::string pre = pre_key ? pre_key->as_string("tokenizer.ggml.pre") : "default";
+    PreTokenizerStep byte_level{PreTokenizerStep::kByteLevel};
+    if (pre == "llama-bpe" || pre == "llama3") {
+        p.pre_tokenizer.push_back({PreTokenizerStep::kSplit, std::make_shared<Regex>(kLlama3Pattern)});
+        o.ignore_merges = true;
+    } else if (pre == "qwen2") {
+        p.normalizer.push_back({NormalizerStep::kNfc});
+        p.pre_tokenizer.push_back({PreTokenizerStep::kSplit, std::make_shared<Regex>(kQwen2Pattern)});
+    } else if (pre == "default" || pre == "gpt-2" || pre == "gpt2") {
+        byte_level.use_regex = true;
+    } else if (pre == "smollm") {
+        // HF: Digits(individual_digits) then ByteLevel with GPT-2's regex.
+        p.pre_tokenizer.push_back({PreTokenizerStep::kSplit, std::make_shared<Regex>("\\p{N}")});
+        byte_level.use_regex = true;
+    } else {
+        throw Error(g.path() + ": tokenizer.ggml.pre '" + pre + "' is not supported (llama-bpe, qwen2, smollm, gpt-2)");
+    }
+    p.pre_tokenizer.push_back(byte_level);
+    p.decoder.push_back({DecoderStep::kByteLevel});
+}
+
+// SentencePiece BPE: a pair merges when the joined string is a token; higher score first.
+void llama_spm(const GgufFile& g, const std::vector<std::string>& tokens, const std::vector<int>& types,
+               const std::unordered_map<std::string, int>& vocab, Tokenizer::Parts& p, BpeOptions& o,
+               std::vector<std::pair<std::string, std::string>>& merges) {
+    const GgufValue* scores_key = g.find("tokenizer.ggml.scores");
+    AKUNU_CHECK(scores_key, g.path() + ": metadata key tokenizer.ggml.scores is missing");
+    const auto& scores = scores_key->as_array("tokenizer.ggml.scores").items;
+    AKUNU_CHECK(scores.size() == tokens.size(), g.path() + ": tokenizer.ggml.scores does not match the token count");
+    struct Cand { double score; std::string a, b; };
+    std::vector<Cand> cands;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (types[i] != kNormal) continue;
+        const std::string& t = tokens[i];
+        for (size_t cut = 1; cut < t.size(); ++cut) {
+            if ((uint8_t(t[cut]) & 0xC0) == 0x80) continue;  // only at character boundaries
+            auto a = vocab.find(t.substr(0, cut)), b = vocab.find(t.substr(cut));
+            if (a != vocab.end() && b != vocab.end()) cands.push_back({scores[i].as_double("scores"), a->first, b->first});
+        }
+    }
+    std::stable_sort(cands.begin(), cands.end(), [](const Cand& x, const Cand& y) { return x.score > y.score; });
+    for (auto& c : cands) merges.emplace_back(std::move(c.a), std::move(c.b));
+    o.byte_fallback = true;
+    o.fuse_unk = true;
+    o.unk_id = integer_or(g, "tokenizer.ggml.unknown_token_id", -1);
+    const bool add_space = g.find("tokenizer.ggml.add_space_prefix")
+                               ? g.find("tokenizer.ggml.add_space_prefix")->as_bool("tokenizer.ggml.add_space_prefix")
+                               : true;
+    if (add_space) p.normalizer.push_back({NormalizerStep::kPrepend, "", nullptr, "\xE2\x96\x81"});
+    p.normalizer.push_back({NormalizerStep::kReplace, " ", nullptr, "\xE2\x96\x81"});
+    p.decoder.push_back({DecoderStep::kReplace, "\xE2\x96\x81", " "});
+    p.decoder.push_back({DecoderStep::kByteFallback});
+    p.decoder.push_back({DecoderStep::kFuse});
+    if (add_space) p.decoder.push_back({DecoderStep::kStrip, "", " ", 1, 0});
+}
+
 }  // namespace
 
 std::shared_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
@@ -110,62 +174,9 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
     BpeOptions o;
     std::vector<std::pair<std::string, std::string>> merges;
     if (model == "gpt2") {
-        for (const std::string& m : strings(g, "tokenizer.ggml.merges", true)) {
-            const size_t space = m.find(' ', 1);
-            AKUNU_CHECK(space != std::string::npos, g.path() + ": tokenizer.ggml.merges entry '" + m + "' is not \"a b\"");
-            merges.emplace_back(m.substr(0, space), m.substr(space + 1));
-        }
-        const GgufValue* pre_key = g.find("tokenizer.ggml.pre");
-        const std::string pre = pre_key ? pre_key->as_string("tokenizer.ggml.pre") : "default";
-        PreTokenizerStep byte_level{PreTokenizerStep::kByteLevel};
-        if (pre == "llama-bpe" || pre == "llama3") {
-            p.pre_tokenizer.push_back({PreTokenizerStep::kSplit, std::make_shared<Regex>(kLlama3Pattern)});
-            o.ignore_merges = true;
-        } else if (pre == "qwen2") {
-            p.normalizer.push_back({NormalizerStep::kNfc});
-            p.pre_tokenizer.push_back({PreTokenizerStep::kSplit, std::make_shared<Regex>(kQwen2Pattern)});
-        } else if (pre == "default" || pre == "gpt-2" || pre == "gpt2") {
-            byte_level.use_regex = true;
-        } else if (pre == "smollm") {
-            // HF: Digits(individual_digits) then ByteLevel with GPT-2's regex.
-            p.pre_tokenizer.push_back({PreTokenizerStep::kSplit, std::make_shared<Regex>("\\p{N}")});
-            byte_level.use_regex = true;
-        } else {
-            throw Error(g.path() + ": tokenizer.ggml.pre '" + pre + "' is not supported (llama-bpe, qwen2, smollm, gpt-2)");
-        }
-        p.pre_tokenizer.push_back(byte_level);
-        p.decoder.push_back({DecoderStep::kByteLevel});
+        gpt2_bpe(g, p, o, merges);
     } else if (model == "llama") {
-        // SentencePiece BPE: a pair merges when the joined string is a token; higher score first.
-        const GgufValue* scores_key = g.find("tokenizer.ggml.scores");
-        AKUNU_CHECK(scores_key, g.path() + ": metadata key tokenizer.ggml.scores is missing");
-        const auto& scores = scores_key->as_array("tokenizer.ggml.scores").items;
-        AKUNU_CHECK(scores.size() == tokens.size(), g.path() + ": tokenizer.ggml.scores does not match the token count");
-        struct Cand { double score; std::string a, b; };
-        std::vector<Cand> cands;
-        for (size_t i = 0; i < tokens.size(); ++i) {
-            if (types[i] != kNormal) continue;
-            const std::string& t = tokens[i];
-            for (size_t cut = 1; cut < t.size(); ++cut) {
-                if ((uint8_t(t[cut]) & 0xC0) == 0x80) continue;  // only at character boundaries
-                auto a = vocab.find(t.substr(0, cut)), b = vocab.find(t.substr(cut));
-                if (a != vocab.end() && b != vocab.end()) cands.push_back({scores[i].as_double("scores"), a->first, b->first});
-            }
-        }
-        std::stable_sort(cands.begin(), cands.end(), [](const Cand& x, const Cand& y) { return x.score > y.score; });
-        for (auto& c : cands) merges.emplace_back(std::move(c.a), std::move(c.b));
-        o.byte_fallback = true;
-        o.fuse_unk = true;
-        o.unk_id = integer_or(g, "tokenizer.ggml.unknown_token_id", -1);
-        const bool add_space = g.find("tokenizer.ggml.add_space_prefix")
-                                   ? g.find("tokenizer.ggml.add_space_prefix")->as_bool("tokenizer.ggml.add_space_prefix")
-                                   : true;
-        if (add_space) p.normalizer.push_back({NormalizerStep::kPrepend, "", nullptr, "\xE2\x96\x81"});
-        p.normalizer.push_back({NormalizerStep::kReplace, " ", nullptr, "\xE2\x96\x81"});
-        p.decoder.push_back({DecoderStep::kReplace, "\xE2\x96\x81", " "});
-        p.decoder.push_back({DecoderStep::kByteFallback});
-        p.decoder.push_back({DecoderStep::kFuse});
-        if (add_space) p.decoder.push_back({DecoderStep::kStrip, "", " ", 1, 0});
+        llama_spm(g, tokens, types, vocab, p, o, merges);
     } else if (model == "bert") {
         p.model = bert_wordpiece(g, tokens, types, p);
     } else {

@@ -1,4 +1,4 @@
-// Buffer: the seed's {handle, size, contents}, as a move-only RAII owner of a VkBuffer and its
+// Buffer: {handle, size, contents} (docs/architecture.md, "Buffers"), as a move-only RAII owner of a VkBuffer and its
 // memory.
 //
 // `contents` is the CPU pointer when the memory is host-visible (lavapipe, unified memory, or

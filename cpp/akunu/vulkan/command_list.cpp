@@ -12,51 +12,13 @@
 
 namespace akunu {
 
-CommandList::CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps) : device_(std::move(device)) {
-    const char* windows = std::getenv("AKUNU_ROW_WINDOW_BARRIERS");
-    windows_ignored_ = windows && std::string(windows) == "1";
-    const char* columns = std::getenv("AKUNU_COLUMN_BARRIERS");
-    columns_ignored_ = columns && std::string(columns) == "1";
-    if (device_->is_cpu()) {  // no Vulkan objects; commands are kept in cpu_commands_
-        cpu_times_.assign(max_timestamps, 0);
-        max_timestamps_ = max_timestamps;
-        return;
-    }
-    VkDevice vk = device_->handle();
-    VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-    pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-    pool_info.queueFamilyIndex = device_->queue_family();
-    AKUNU_VK_CHECK(vkCreateCommandPool(vk, &pool_info, nullptr, &pool_));
-    try {
-        VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-        alloc.commandPool = pool_;
-        alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-        alloc.commandBufferCount = 1;
-        AKUNU_VK_CHECK(vkAllocateCommandBuffers(vk, &alloc, &cb_));
-        VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-        AKUNU_VK_CHECK(vkCreateFence(vk, &fence_info, nullptr, &fence_));
-        if (device_->profile().timestamps && max_timestamps > 0) {
-            VkQueryPoolCreateInfo q{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-            q.queryType = VK_QUERY_TYPE_TIMESTAMP;
-            q.queryCount = max_timestamps;
-            AKUNU_VK_CHECK(vkCreateQueryPool(vk, &q, nullptr, &queries_));
-            max_timestamps_ = max_timestamps;
-        }
-    } catch (...) {
-        if (fence_) vkDestroyFence(vk, fence_, nullptr);
-        vkDestroyCommandPool(vk, pool_, nullptr);
-        throw;
-    }
+CommandList::CommandList(std::shared_ptr<Device> device, uint32_t max_timestamps)
+    : device_(std::move(device)), recorder_(device_->recorder(max_timestamps)), max_timestamps_(max_timestamps) {
+    windows_ignored_ = !device_->profile().tuning.row_windows;
+    columns_ignored_ = !device_->profile().tuning.column_views;
 }
 
-CommandList::~CommandList() {
-    if (device_->is_cpu()) return;
-    VkDevice vk = device_->handle();
-    if (in_flight_) vkWaitForFences(vk, 1, &fence_, VK_TRUE, UINT64_MAX);
-    if (queries_) vkDestroyQueryPool(vk, queries_, nullptr);
-    vkDestroyFence(vk, fence_, nullptr);
-    vkDestroyCommandPool(vk, pool_, nullptr);  // frees cb_
-}
+CommandList::~CommandList() = default;
 
 void CommandList::hold(const Buffer& b) {
     // Engine buffers have no owner; a Python buffer's is taken once per recording (a few
@@ -69,12 +31,7 @@ void CommandList::hold(const Buffer& b) {
 }
 
 void CommandList::begin() {
-    AKUNU_CHECK(!in_flight_, "CommandList::begin while the list is still running; call wait() first");
-    if (!device_->is_cpu()) {
-        AKUNU_VK_CHECK(vkResetCommandBuffer(cb_, 0));
-        VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-        AKUNU_VK_CHECK(vkBeginCommandBuffer(cb_, &info));
-    }
+    recorder_->begin();
     recording_ = true;
     ended_ = false;
     dispatches_ = barriers_ = 0;
@@ -83,17 +40,6 @@ void CommandList::begin() {
     written_since_barrier_.clear();
     last_writes_ = 0;
     owners_.clear();
-    cpu_commands_.clear();
-    if (device_->is_cpu()) return;
-    if (queries_) vkCmdResetQueryPool(cb_, queries_, 0, max_timestamps_);
-    // Work from earlier submissions (uploads, other lists) must be visible to this one.
-    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                            VK_ACCESS_TRANSFER_WRITE_BIT;
-    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &barrier, 0,
-                         nullptr, 0, nullptr);
 }
 
 // Column views of one buffer with the same row stride whose columns do not meet: Q, K and V of
@@ -121,19 +67,7 @@ static bool overlaps(const std::vector<R>& set, const R& r, size_t count = SIZE_
 }
 
 void CommandList::record_barrier() {
-    if (device_->is_cpu()) {  // commands run one after another: nothing to record, only count
-        read_since_barrier_.clear();
-        written_since_barrier_.clear();
-        last_writes_ = 0;
-        ++barriers_;
-        return;
-    }
-    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                            VK_ACCESS_TRANSFER_WRITE_BIT;
-    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(cb_, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+    recorder_->barrier();
     read_since_barrier_.clear();
     written_since_barrier_.clear();
     last_writes_ = 0;
@@ -189,8 +123,6 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
     std::vector<Range> reads, writes;
     if (windows_ignored_) window = nullptr;
     const uint32_t min_rows = window ? window->min_rows : 0, max_rows = window ? window->max_rows : 0;
-    infos_.resize(bindings.size());
-    writes_.resize(bindings.size());
     for (size_t i = 0; i < bindings.size(); ++i) {
         const Binding& b = bindings[i];
         AKUNU_CHECK(b.buffer && *b.buffer, "kernel '" + pipeline.name() + "': binding " + std::to_string(i) +
@@ -215,34 +147,10 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
                         " is a column view whose columns run past its rows");
         const size_t stride = columns_ignored_ ? 0 : b.row_stride;
         const Range r{b.buffer->id(), b.offset, b.offset + range, min_rows, max_rows, stride, b.row_bytes};
-        if (device_->is_cpu()) {
-            (iface.bindings[i].written ? writes : reads).push_back(r);
-            continue;
-        }
-        infos_[i] = {b.buffer->handle(), b.offset, range};
-        writes_[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-        writes_[i].dstBinding = iface.bindings[i].binding;
-        writes_[i].descriptorCount = 1;
-        writes_[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes_[i].pBufferInfo = &infos_[i];
         (iface.bindings[i].written ? writes : reads).push_back(r);
     }
     barrier_if_needed(reads, writes, awaits_previous);
-    if (device_->is_cpu()) {
-        record_cpu(pipeline, bindings, params, params_bytes, gx, gy, gz);
-        return;
-    }
-
-    vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-    if (!writes_.empty())
-        vkCmdPushDescriptorSetKHR(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, uint32_t(writes_.size()),
-                                  writes_.data());
-    if (params_bytes)
-        vkCmdPushConstants(cb_, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, uint32_t(params_bytes), params);
-    if (args)
-        vkCmdDispatchIndirect(cb_, args->handle(), args_offset);
-    else
-        vkCmdDispatch(cb_, gx, gy, gz);
+    recorder_->dispatch(pipeline, bindings, params, params_bytes, groups, args, args_offset);
     ++dispatches_;
 }
 
@@ -253,106 +161,35 @@ void CommandList::copy(const Buffer& src, size_t src_offset, const Buffer& dst, 
     hold(src);
     hold(dst);
     barrier_if_needed({{src.id(), src_offset, src_offset + bytes}}, {{dst.id(), dst_offset, dst_offset + bytes}});
-    if (device_->is_cpu()) {
-        cpu_commands_.push_back(cpu::copy_command(static_cast<uint8_t*>(src.contents()) + src_offset,
-                                                  static_cast<uint8_t*>(dst.contents()) + dst_offset, bytes));
-        return;
-    }
-    VkBufferCopy region{src_offset, dst_offset, bytes};
-    vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);
+    recorder_->copy(src, src_offset, dst, dst_offset, bytes);
 }
 
 int CommandList::timestamp() {
     AKUNU_CHECK(recording_, "CommandList::timestamp outside begin()/end()");
-    if (!queries_ && !device_->is_cpu()) return -1;
+    if (!recorder_->has_timestamps()) return -1;
     AKUNU_CHECK(timestamps_used_ < max_timestamps_,
                 "CommandList: more than " + std::to_string(max_timestamps_) + " timestamps in one list");
-    if (device_->is_cpu()) {
-        cpu_commands_.push_back(cpu::timestamp_command(&cpu_times_[timestamps_used_]));
-        return int(timestamps_used_++);
-    }
-    vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, timestamps_used_);
+    recorder_->timestamp(timestamps_used_);
     return int(timestamps_used_++);
 }
 
 void CommandList::end() {
     AKUNU_CHECK(recording_, "CommandList::end without begin()");
-    if (device_->is_cpu()) {
-        recording_ = false;
-        ended_ = true;
-        return;
-    }
-    // Make every result visible to the host, which reads mapped memory after wait().
-    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
-    AKUNU_VK_CHECK(vkEndCommandBuffer(cb_));
+    recorder_->end();
     recording_ = false;
     ended_ = true;
 }
 
 void CommandList::submit() {
     AKUNU_CHECK(ended_, "CommandList::submit before end()");
-    AKUNU_CHECK(!in_flight_, "CommandList::submit while the previous submit is running; call wait() first");
-    if (device_->is_cpu()) {  // synchronous: done when submit returns
-        cpu::replay(*device_->threads(), cpu_commands_);
-        return;
-    }
-    AKUNU_VK_CHECK(vkResetFences(device_->handle(), 1, &fence_));
-    VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    info.commandBufferCount = 1;
-    info.pCommandBuffers = &cb_;
-    device_->submit(info, fence_);
-    in_flight_ = true;
+    recorder_->submit();
 }
 
-void CommandList::wait() {
-    if (!in_flight_) return;  // always so on the CPU backend
-    AKUNU_VK_CHECK(vkWaitForFences(device_->handle(), 1, &fence_, VK_TRUE, UINT64_MAX));
-    in_flight_ = false;
-}
+void CommandList::wait() { recorder_->wait(); }
 
 double CommandList::elapsed_ms(int from, int to) const {
-    if (device_->is_cpu()) {
-        if (from < 0 || to < 0 || uint32_t(std::max(from, to)) >= timestamps_used_) return std::nan("");
-        return double(int64_t(cpu_times_[size_t(to)] - cpu_times_[size_t(from)])) * 1e-6;
-    }
-    if (!queries_ || from < 0 || to < 0 || in_flight_ || uint32_t(std::max(from, to)) >= timestamps_used_)
-        return std::nan("");
-    uint64_t t[2];
-    VkResult r = vkGetQueryPoolResults(device_->handle(), queries_, uint32_t(from), 1, sizeof(uint64_t), &t[0],
-                                       sizeof(uint64_t), VK_QUERY_RESULT_64_BIT);
-    if (r != VK_SUCCESS) return std::nan("");
-    r = vkGetQueryPoolResults(device_->handle(), queries_, uint32_t(to), 1, sizeof(uint64_t), &t[1], sizeof(uint64_t),
-                              VK_QUERY_RESULT_64_BIT);
-    if (r != VK_SUCCESS) return std::nan("");
-    return double(int64_t(t[1] - t[0])) * device_->profile().timestamp_period_ns * 1e-6;
-}
-
-}  // namespace akunu
-
-namespace akunu {
-
-void CommandList::record_cpu(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
-                             size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
-    cpu::CpuCommand c;
-    c.fn = pipeline.cpu_kernel().fn;
-    c.min_groups_per_thread = pipeline.cpu_kernel().min_groups_per_thread;
-    c.args.variant = pipeline.cpu_kernel().variant;
-    for (size_t i = 0; i < bindings.size(); ++i) {
-        c.args.b[i] = static_cast<uint8_t*>(bindings[i].buffer->contents()) + bindings[i].offset;
-        c.args.bytes[i] = bindings[i].bytes();
-    }
-    if (params_bytes) std::memcpy(c.args.params, params, params_bytes);
-    for (size_t i = 0; i < pipeline.spec().size(); ++i) c.args.spec[i] = pipeline.spec()[i];
-    c.args.groups[0] = gx;
-    c.args.groups[1] = gy;
-    c.args.groups[2] = gz;
-    c.groups = size_t(gx) * gy * gz;
-    cpu_commands_.push_back(c);
-    ++dispatches_;
+    if (from < 0 || to < 0 || uint32_t(std::max(from, to)) >= timestamps_used_) return std::nan("");
+    return recorder_->elapsed_ms(uint32_t(from), uint32_t(to));
 }
 
 }  // namespace akunu

@@ -6,15 +6,16 @@
 // whose row windows do not meet (ChunkRows: of a projection's GEMMs for short and for long
 // chunks, only one has workgroups for any chunk). Which bindings a kernel writes
 // comes from its SPIR-V. A recorded list can be submitted any number of times.
-// On the CPU backend the same calls record resolved CPU commands (cpu/cpu_replay.h), checked
-// the same way, and submit() runs them on the device's thread pool before returning.
+// What the checks and the tracking leave goes to the device's Recorder (recorder.h): a Vulkan
+// command buffer, or on the CPU backend resolved CPU commands that submit() runs on the
+// device's thread pool before returning.
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "akunu/cpu/cpu_replay.h"
 #include "akunu/vulkan/dispatch.h"
+#include "akunu/vulkan/recorder.h"
 
 namespace akunu {
 
@@ -45,8 +46,7 @@ public:
     }
     // The command with its workgroup counts read when the list runs, from the
     // VkDispatchIndirectCommand at `offset` of `args` (host memory: DispatchTable::set_tokens
-    // writes it between submissions). cmd.groups are the largest counts, checked here. The CPU
-    // backend runs cmd.groups as recorded: its kernels skip a chunk's rows past its end themselves.
+    // writes it between submissions). cmd.groups are the largest counts, checked here.
     void dispatch_indirect(const DispatchCmd& cmd, const Buffer& args, size_t offset);
 
     void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes);
@@ -82,35 +82,25 @@ private:
     void record_dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
                          size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset,
                          bool awaits_previous, const ChunkRows* window = nullptr);
-    void record_cpu(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
-                    size_t params_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
 
     std::shared_ptr<Device> device_;
-    VkCommandPool pool_ = VK_NULL_HANDLE;
-    VkCommandBuffer cb_ = VK_NULL_HANDLE;
-    VkFence fence_ = VK_NULL_HANDLE;
-    VkQueryPool queries_ = VK_NULL_HANDLE;
+    std::unique_ptr<Recorder> recorder_;  // the backend's commands
     uint32_t max_timestamps_ = 0;
     uint32_t timestamps_used_ = 0;
     bool recording_ = false;
     bool ended_ = false;
-    bool in_flight_ = false;
 
     // Buffers read and written since the last barrier. Recording happens at load, not per token.
     std::vector<Range> read_since_barrier_, written_since_barrier_;
     size_t last_writes_ = 0;  // how many of written_since_barrier_ the last command added
-    // AKUNU_ROW_WINDOW_BARRIERS=1: row windows ignored, a barrier wherever ranges meet (A/B runs).
+    // Tuning row_windows=0: row windows ignored, a barrier wherever ranges meet (A/B runs).
     bool windows_ignored_ = false;
-    // AKUNU_COLUMN_BARRIERS=1: column views (Binding::columns) tracked as plain ranges (A/B runs).
+    // Tuning column_views=0: column views (Binding::columns) tracked as plain ranges (A/B runs).
     bool columns_ignored_ = false;
-    std::vector<VkDescriptorBufferInfo> infos_;
-    std::vector<VkWriteDescriptorSet> writes_;
-    std::vector<cpu::CpuCommand> cpu_commands_;  // CPU backend: what submit() runs
     // The owners of the buffers recorded since begin() (Buffer::owner), held until the next
     // begin() or the list's end of life: the commands point at their memory.
     std::vector<std::shared_ptr<const void>> owners_;
     void hold(const Buffer& b);
-    std::vector<uint64_t> cpu_times_;            // CPU backend: the timestamps' slots (ns)
     uint32_t dispatches_ = 0;
     uint32_t barriers_ = 0;
 };

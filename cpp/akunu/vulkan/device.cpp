@@ -7,9 +7,12 @@
 
 #include "akunu/vulkan/buffer.h"
 #include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/cpu_recorder.h"
 #include "akunu/cpu/thread_pool.h"
 #include "akunu/core/error.h"
+#include "akunu/core/tuning.h"
 #include "akunu/vulkan/pipeline.h"
+#include "akunu/vulkan/vk_recorder.h"
 #include "akunu/vulkan/vk_coopmat2.h"
 
 namespace akunu {
@@ -44,7 +47,7 @@ struct Candidates {
     std::string vulkan_error;            // why there is no Vulkan device, where there is none
 };
 
-static Candidates candidates() {
+static Candidates candidates(const Tuning& tuning = Tuning::from_environment()) {
     Candidates c;
     try {
         c.instance = Instance::get();
@@ -52,7 +55,7 @@ static Candidates candidates() {
             VkPhysicalDeviceProperties props;
             vkGetPhysicalDeviceProperties(pd, &props);
             if (props.apiVersion < VK_API_VERSION_1_2) continue;  // akunu's kernels need Vulkan 1.2
-            c.all.push_back({pd, query_device_profile(pd)});
+            c.all.push_back({pd, query_device_profile(pd, tuning)});
         }
         AKUNU_CHECK(!c.all.empty(), "no Vulkan 1.2 device found; akunu needs Vulkan 1.2 or newer "
                                     "(Debian/Ubuntu: apt install mesa-vulkan-drivers for the CPU device lavapipe)");
@@ -62,7 +65,7 @@ static Candidates candidates() {
     std::stable_sort(c.all.begin(), c.all.end(), [](const Candidate& a, const Candidate& b) {
         return preference_rank(a.profile.type) < preference_rank(b.profile.type);
     });
-    c.all.push_back({VK_NULL_HANDLE, cpu::cpu_profile()});
+    c.all.push_back({VK_NULL_HANDLE, cpu::cpu_profile(tuning)});
     return c;
 }
 
@@ -80,10 +83,10 @@ static std::string lower(std::string s) {
 
 // The selector in force: `selector`, else AKUNU_DEVICE; `source` names where it came from.
 static std::string effective_selector(const std::string& selector, const char** source) {
-    const char* env = std::getenv("AKUNU_DEVICE");
-    const bool from_env = selector.empty() && env && *env;
+    const std::string env = feature_value(Feature::kDevice);
+    const bool from_env = selector.empty() && !env.empty();
     *source = from_env ? "AKUNU_DEVICE" : "device";
-    return from_env ? std::string(env) : selector;
+    return from_env ? env : selector;
 }
 
 // The position in c.all of the device a selector names: "" the first (the most preferred
@@ -114,36 +117,43 @@ static size_t select(const Candidates& c, const std::string& selector, const cha
     throw Error(message);
 }
 
-DeviceInfo find_device(const std::string& selector) {
+DeviceInfo find_device(const std::string& selector, const std::string& tuning) {
     const char* source;
     const std::string sel = effective_selector(selector, &source);
-    Candidates c = candidates();
+    Candidates c = candidates(Tuning::from_environment(tuning));
     const size_t i = select(c, sel, source);
     return {int(i), c.all[i].backend(), std::move(c.all[i].profile)};
 }
 
-std::shared_ptr<Device> Device::create(const std::string& selector) {
+std::shared_ptr<Device> Device::create(const std::string& selector, const std::string& tuning) {
+    const Tuning t = Tuning::from_environment(tuning);
     const char* source;
     const std::string sel = effective_selector(selector, &source);
     // The CPU backend by name makes no Vulkan instance: it runs where no loader is installed.
-    if (lower(sel) == "cpu") return std::shared_ptr<Device>(new Device());
+    if (lower(sel) == "cpu") return std::shared_ptr<Device>(new Device(t));
     Candidates c = candidates();
     const Candidate& chosen = c.all[select(c, sel, source)];
-    if (chosen.backend() == Backend::kCpu) return std::shared_ptr<Device>(new Device());
-    return std::shared_ptr<Device>(new Device(c.instance, chosen.physical));
+    if (chosen.backend() == Backend::kCpu) return std::shared_ptr<Device>(new Device(t));
+    return std::shared_ptr<Device>(new Device(c.instance, chosen.physical, t));
+}
+
+// The one place a device's backend chooses its commands' form.
+std::unique_ptr<Recorder> Device::recorder(uint32_t max_timestamps) {
+    if (is_cpu()) return cpu::make_recorder(*this, max_timestamps);
+    return make_vulkan_recorder(shared_from_this(), max_timestamps);
 }
 
 // The CPU backend: no Vulkan objects at all, a profile describing this machine and the
 // workers that run the kernels.
-Device::Device()
-    : backend_(Backend::kCpu), threads_(std::make_unique<cpu::ThreadPool>(cpu::thread_count())), profile_(cpu::cpu_profile()) {}
+Device::Device(const Tuning& tuning)
+    : backend_(Backend::kCpu), threads_(std::make_unique<cpu::ThreadPool>(cpu::thread_count())), profile_(cpu::cpu_profile(tuning)) {}
 
 // ---------------------------------------------------------------------------------------------
 // Logical device
 // ---------------------------------------------------------------------------------------------
 
-Device::Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical)
-    : instance_(std::move(instance)), physical_(physical), profile_(query_device_profile(physical)) {
+Device::Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical, const Tuning& tuning)
+    : instance_(std::move(instance)), physical_(physical), profile_(query_device_profile(physical, tuning)) {
     AKUNU_CHECK(profile_.push_descriptors, "device '" + profile_.name +
                                                "' lacks VK_KHR_push_descriptor, which akunu uses to bind buffers");
     vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);

@@ -21,6 +21,8 @@
 
 namespace akunu {
 
+class Recorder;
+
 class Buffer;
 enum class Residency;
 namespace cpu { class ThreadPool; }
@@ -40,15 +42,16 @@ struct DeviceInfo {
 // last entry, always present: where no Vulkan device exists it is the only one).
 std::vector<DeviceInfo> list_devices();
 // The device Device::create(selector) would open, without opening it.
-DeviceInfo find_device(const std::string& selector = "");
+DeviceInfo find_device(const std::string& selector = "", const std::string& tuning = "");
 
 class Device : public std::enable_shared_from_this<Device> {
 public:
     // `selector`: "" picks AKUNU_DEVICE if set, else the most preferred Vulkan device, else
     // (no Vulkan device here) the CPU backend; "cpu" is the native CPU backend, "vulkan" the
     // most preferred Vulkan device; otherwise an index into list_devices() or a
-    // case-insensitive substring of a device's name (the CPU backend's included).
-    static std::shared_ptr<Device> create(const std::string& selector = "");
+    // case-insensitive substring of a device's name (the CPU backend's included). `tuning`:
+    // "key=value,..." applied over AKUNU_TUNE (core/tuning.h).
+    static std::shared_ptr<Device> create(const std::string& selector = "", const std::string& tuning = "");
     ~Device();
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;
@@ -63,6 +66,9 @@ public:
     VkQueue queue() const { return queue_; }
     uint32_t queue_family() const { return queue_family_; }
     const VkPhysicalDeviceMemoryProperties& memory_properties() const { return memory_; }
+
+    // What a CommandList records into on this device's backend (recorder.h).
+    std::unique_ptr<Recorder> recorder(uint32_t max_timestamps);
 
     // Convenience for Buffer::allocate on this device.
     Buffer allocate(size_t bytes);
@@ -94,8 +100,8 @@ public:
     void on_free(uint64_t bytes) { allocated_bytes_ -= bytes; --live_buffers_; }
 
 private:
-    Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical);
-    Device();  // the CPU backend
+    Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical, const Tuning& tuning);
+    explicit Device(const Tuning& tuning);  // the CPU backend
 
     Backend backend_ = Backend::kVulkan;
     std::unique_ptr<cpu::ThreadPool> threads_;

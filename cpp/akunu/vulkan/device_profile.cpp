@@ -2,7 +2,6 @@
 #include "akunu/vulkan/device_profile.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 
 #include "akunu/core/error.h"
@@ -13,10 +12,7 @@
 
 namespace akunu {
 
-bool int8_activations_requested() {
-    const char* env = std::getenv("AKUNU_INT8");
-    return env && *env && std::string(env) != "0";
-}
+bool int8_activations_requested() { return feature_on(Feature::kInt8); }
 
 
 const char* device_type_name(DeviceType type) {
@@ -62,7 +58,7 @@ std::vector<std::string> device_extensions(VkPhysicalDevice device) {
     return names;
 }
 
-DeviceProfile query_device_profile(VkPhysicalDevice device) {
+DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning) {
     DeviceProfile p;
     const auto exts = device_extensions(device);
     auto has = [&](const char* name) { return std::find(exts.begin(), exts.end(), name) != exts.end(); };
@@ -134,50 +130,35 @@ DeviceProfile query_device_profile(VkPhysicalDevice device) {
     p.cooperative_matrix = has("VK_KHR_cooperative_matrix");
     p.cooperative_matrix2 = has("VK_NV_cooperative_matrix2");
     p.bfloat16 = has("VK_KHR_shader_bfloat16");
-    const char* no_coopmat = std::getenv("AKUNU_NO_COOPMAT");
-    p.gemm_coopmat = has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && p.fp16 && p.subgroup_size == 32 &&
-                     !(no_coopmat && *no_coopmat && std::string(no_coopmat) != "0");
-    const char* no_cm2 = std::getenv("AKUNU_NO_CM2");
+    p.tuning = tuning;
+    p.gemm_coopmat = has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && p.fp16 && p.subgroup_size == 32 && tuning.coopmat;
     p.gemm_coopmat2 = p.gemm_coopmat && has(vk::kKhrCooperativeMatrix) && cm2.cooperativeMatrixWorkgroupScope &&
                       cm2.cooperativeMatrixFlexibleDimensions && cm2.cooperativeMatrixTensorAddressing &&
-                      has_spirv("gemm_cm2_f16") && !(no_cm2 && *no_cm2 && std::string(no_cm2) != "0");
-    const char* indirect = std::getenv("AKUNU_INDIRECT");
-    p.indirect_counts = !(indirect && std::string(indirect) == "0");
-    // AKUNU_GEMM_SHORT: 0 no short tiles, 1 the default row count, N > 1 that many rows.
-    const char* short_tiles = std::getenv("AKUNU_GEMM_SHORT");
+                      has_spirv("gemm_cm2_f16") && tuning.coopmat2;
+    p.indirect_counts = tuning.indirect_counts;
+    // Short tiles: on where the device is a CPU (lavapipe) or runs cooperative matrices.
     const bool short_default = p.type == DeviceType::kCpu || p.gemm_coopmat;
-    const unsigned long short_setting =
-        short_tiles && *short_tiles ? std::strtoul(short_tiles, nullptr, 10) : short_default;
-    p.gemm_short_rows = short_setting > 1 ? uint32_t(short_setting)
-                        : short_setting == 0 ? 0
-                        : p.gemm_coopmat ? AKUNU_GEMM_CM_SHORT_ROWS : AKUNU_GEMM_SHORT_ROWS;
+    const int short_rows = tuning.gemm_short_rows >= 0 ? tuning.gemm_short_rows
+                           : !short_default         ? 0
+                           : p.gemm_coopmat         ? AKUNU_GEMM_CM_SHORT_ROWS
+                                                    : AKUNU_GEMM_SHORT_ROWS;
+    p.gemm_short_rows = uint32_t(short_rows);
     p.int8_activations = int8_activations_requested();
-    const char* float_x = std::getenv("AKUNU_FLOAT_X");
-    p.float_x = float_x && *float_x && std::string(float_x) != "0";
+    p.float_x = tuning.float_x;
     // Dequantizing a block-format matrix to f16 costs about what 100 rows of its GEMM save
     // (bench/NOTES.md): on for chunks of 128 tokens or more where the GEMM is the cooperative-
-    // matrix one; AKUNU_PREFILL_DEQUANT_ROWS=N sets the threshold on any Vulkan device (0: off).
-    const char* dequant_rows = std::getenv("AKUNU_PREFILL_DEQUANT_ROWS");
-    p.prefill_dequant_rows = dequant_rows && *dequant_rows ? uint32_t(std::strtoul(dequant_rows, nullptr, 10))
-                                                           : (p.gemm_coopmat ? 128u : 0u);
-    const char* no_int_dot = std::getenv("AKUNU_NO_INT_DOT");
-    p.gemv_int_dot = p.integer_dot_product && p.subgroup_shuffle && p.subgroup_size >= 8 &&
-                     !(no_int_dot && *no_int_dot && std::string(no_int_dot) != "0");
-    // Off by default: since gemv.comp forms a lane's x once for its workgroup's rows, folds the
-    // norms and decodes codes through their float bits, it beats the word GEMV on an H200 (7b
-    // q4_0 decode 224 -> 240 tok/s, q8_0 188 -> 202, bench/NOTES.md), and on lavapipe, which
-    // emulates shared memory and shuffles, by more. AKUNU_GEMV_WORDS=1 turns it on.
-    const char* words = std::getenv("AKUNU_GEMV_WORDS");
-    p.gemv_words = p.subgroup_shuffle && p.subgroup_size >= 8 && words && *words && std::string(words) != "0";
-    const char* tiles = std::getenv("AKUNU_TILES");
-    const bool tiles_off = tiles && *tiles && std::string(tiles) == "0";
+    // matrix one.
+    p.prefill_dequant_rows = tuning.prefill_dequant_rows >= 0 ? uint32_t(tuning.prefill_dequant_rows)
+                                                              : (p.gemm_coopmat ? 128u : 0u);
+    p.gemv_int_dot = p.integer_dot_product && p.subgroup_shuffle && p.subgroup_size >= 8 && tuning.int_dot;
+    // Off by default: gemv.comp forms a lane's x once for its workgroup's rows, folds the norms
+    // and decodes codes through their float bits, which measured faster (bench/NOTES.md).
+    p.gemv_words = p.subgroup_shuffle && p.subgroup_size >= 8 && tuning.gemv_words;
     // gemv_tiles.comp adds each block's sums of x over 8 neighbouring invocations by shuffles.
     const bool tiles_fit = p.subgroup_shuffle && p.subgroup_size >= 8;
-    p.weight_tiles = tiles_off || !tiles_fit || p.gemv_words ? WeightTiles::kNone : WeightTiles::kBlocks32;
-    const char* handoff = std::getenv("AKUNU_GEMV_HANDOFF");
-    p.gemv_handoff = handoff && *handoff ? std::string(handoff) != "0" : p.vendor_id == 0x10DE;
-    const char* norm_forward = std::getenv("AKUNU_NORM_FORWARD");
-    p.norm_forward = !(norm_forward && std::string(norm_forward) == "0");
+    p.weight_tiles = !tuning.weight_tiles || !tiles_fit || p.gemv_words ? WeightTiles::kNone : WeightTiles::kBlocks32;
+    p.gemv_handoff = tuning.gemv_handoff == Choice::kAuto ? p.vendor_id == 0x10DE : tuning.gemv_handoff == Choice::kOn;
+    p.norm_forward = tuning.norm_forward;
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     if (has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
         VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{

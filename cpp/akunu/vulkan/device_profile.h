@@ -1,7 +1,8 @@
 // DeviceProfile: what a Vulkan device offers, read once from its properties and features.
 //
-// The profile is the Vulkan form of the seed's ChipConfig: later stages pick kernel variants,
-// workgroup sizes, fusion and chain length from it, never from the device's name.
+// Later stages pick kernel variants, workgroup sizes, fusion and chain length from it, never
+// from the device's name (docs/architecture.md, "Device profile"). Its policy fields combine
+// what the device offers with the device's Tuning (core/tuning.h), read once at creation.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include "akunu/core/tuning.h"
 #include "akunu/formats/tiles.h"
 
 namespace akunu {
@@ -59,51 +61,51 @@ struct DeviceProfile {
     bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix
     bool cooperative_matrix2 = false;  // VK_NV_cooperative_matrix2
     // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
-    // Debian 12's compiler, emits) with 32-wide subgroups; AKUNU_NO_COOPMAT=1 turns it off.
+    // Debian 12's compiler, emits) with 32-wide subgroups; tuning coopmat=0 turns it off.
     bool gemm_coopmat = false;
     // The f16 prefill GEMM on workgroup-scope cooperative matrices (gemm_cm2_f16): devices with
     // VK_NV_cooperative_matrix2's workgroup scope, flexible dimensions and tensor addressing,
-    // where the build embeds the kernel (kernels.cmake, AKUNU_SLANG_GLSLANG); AKUNU_NO_CM2=1
-    // turns it off.
+    // where the build embeds the kernel (kernels.cmake, AKUNU_SLANG_GLSLANG); tuning
+    // coopmat2=0 turns it off.
     bool gemm_coopmat2 = false;
     // Chunks of up to this many tokens run their GEMMs in short tiles (0: none). Scalar
     // (gemm_short_<wtype>, 16 x 256, 64 tokens): a quarter of the products of its 64 x 64
     // tiles for a 2-token prompt, in a quarter of the workgroups; on where the device is a CPU
     // (lavapipe), whose cost is the products. Cooperative-matrix (gemm_cm_short_<wtype>, 16 x
     // 32, 96 tokens, gemm_tiles.h): 4 to 16 times the workgroups of the 128 x 128 tiles, which
-    // would leave most SMs idle; on with gemm_coopmat. AKUNU_GEMM_SHORT=0 turns them off, 1 on,
-    // and a larger number sets the row count.
+    // would leave most SMs idle; on with gemm_coopmat. tuning gemm_short_rows sets the row count
+    // (0: none).
     uint32_t gemm_short_rows = 0;
     // Dispatches that follow a chunk's length or a step's position read their workgroup counts
-    // at run time (DispatchTable: indirect dispatches); AKUNU_INDIRECT=0 records them with the
+    // at run time (DispatchTable: indirect dispatches); tuning indirect_counts=0 records them with the
     // whole chunk's or context's counts instead, for A/B measurements.
     bool indirect_counts = true;
     // Prefill chunks of at least this many tokens dequantize each block-format projection to
     // f16 (dequant.comp) and run the f16 GEMM on it; shorter ones, and 0, run the block
-    // format's own GEMM. 128 where gemm_coopmat, else 0; AKUNU_PREFILL_DEQUANT_ROWS=N overrides.
+    // format's own GEMM. 128 where gemm_coopmat, else 0; tuning prefill_dequant_rows overrides.
     uint32_t prefill_dequant_rows = 0;
     // The integer-dot GEMV of Q8_0/Q4_0/Q4_1 (gemv_dot.comp): integer dot products, and
-    // subgroups of 8 or more with shuffles; AKUNU_NO_INT_DOT=1 turns it off. What the device can
+    // subgroups of 8 or more with shuffles; tuning int_dot=0 turns it off. What the device can
     // do: the engine rounds x to int8 only with int8_activations, and to int16 in tiles otherwise
     // (kernels::engine_x_rounding).
     bool gemv_int_dot = false;
     // The same kernel with fp32 products (gemv_words_*, XW_FLOAT) as the float GEMV of those
-    // formats, where AKUNU_GEMV_WORDS=1 asks for it (subgroups of 8 or more with shuffles); by
+    // formats, where tuning gemv_words=1 asks for it (subgroups of 8 or more with shuffles); by
     // default gemv.comp, which measured faster (bench/NOTES.md).
     bool gemv_words = false;
     // Tile-major projection matrices: all of them on the CPU backend; on Vulkan devices the
     // 32-element block formats, whose tile GEMV (gemv_tiles.comp) reads a tile column of 32 rows
     // as coalesced 16-byte chunks (the *_T32V layouts, formats/tiles.h) and x once per 32 rows.
-    // AKUNU_TILES=0 keeps the file's layout, and so do AKUNU_INT8 and AKUNU_GEMV_WORDS, whose
+    // Tuning weight_tiles=0 keeps the file's layout, and so do AKUNU_INT8 and gemv_words, whose
     // kernels read that layout.
     WeightTiles weight_tiles = WeightTiles::kNone;
     // Consecutive tile GEMVs of a decode step hand x off through counters instead of a barrier
     // (kernels::GemvHandoff): on NVIDIA GPUs, which start a dispatch's workgroups before the
-    // next one's. AKUNU_GEMV_HANDOFF=1 turns it on elsewhere (lavapipe runs one dispatch after
+    // next one's. Tuning gemv_handoff=1 turns it on elsewhere (lavapipe runs one dispatch after
     // another, so the waits pass at once: what the tests use), 0 off.
     bool gemv_handoff = false;
     // A decode step's float GEMVs that add into the residual stream hand the next pre-norm
-    // forward (kernels::GemvNormOut): on Vulkan devices; AKUNU_NORM_FORWARD=0 off (A/B).
+    // forward (kernels::GemvNormOut): on Vulkan devices; tuning norm_forward=0 off (A/B).
     bool norm_forward = false;
     bool bfloat16 = false;             // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
@@ -120,9 +122,9 @@ struct DeviceProfile {
     // where they round it to 16 bits (kernels::engine_x_rounding): the reference tolerances hold
     // for that rounding, not for 8 bits.
     bool int8_activations = false;
-    // AKUNU_FLOAT_X=1 when the device was created (and AKUNU_INT8 unset): the engine's GEMVs of
+    // Tuning float_x=1 when the device was created (and AKUNU_INT8 unset): the engine's GEMVs of
     // tile-major Q8_0/Q4_0/Q4_1 keep x as fp32 instead of rounding it to int16 (about 1.15-1.3x
-    // slower decode on an H200; for measurements and for exact products).
+    // slower decode; for measurements and for exact products).
     bool float_x = false;
     bool timestamps = false;        // the compute queue can write timestamps
     double timestamp_period_ns = 0;
@@ -133,12 +135,14 @@ struct DeviceProfile {
     uint64_t host_visible_device_bytes = 0;   // device-local memory the CPU can map (ReBAR/UMA)
     bool unified_memory = false;              // every device-local heap is also host-visible
 
+    Tuning tuning;  // what the device was created with (core/tuning.h)
+
     // A multi-line, human-readable summary, as `python -m akunu` prints it.
     std::string describe() const;
 };
 
 // Reads the profile of `device`. Needs Vulkan 1.2 properties.
-DeviceProfile query_device_profile(VkPhysicalDevice device);
+DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning = Tuning::from_environment());
 
 // Every extension `device` offers, by name.
 std::vector<std::string> device_extensions(VkPhysicalDevice device);

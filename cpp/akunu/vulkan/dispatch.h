@@ -1,5 +1,5 @@
 // DispatchCmd and DispatchTable: a kernel dispatch as data, and the flat list of them that is
-// built once at load and recorded into a command buffer (the seed's dispatch table).
+// built once at load and recorded into a command buffer (docs/architecture.md, "Dispatch table").
 //
 // Kernel launchers (kernels.h) emit DispatchCmds into a DispatchSink: a CommandList records
 // them at once, a DispatchTable keeps them for recording later and for inspection.

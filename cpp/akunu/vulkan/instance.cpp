@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "akunu/core/error.h"
+#include "akunu/core/tuning.h"
 
 namespace akunu {
 
@@ -27,8 +28,7 @@ void clear_validation_messages() {
 }
 
 bool validation_requested() {
-    const char* v = std::getenv("AKUNU_VALIDATION");
-    return v && *v && std::strcmp(v, "0") != 0;
+    return feature_on(Feature::kValidation);
 }
 
 // The layer calls the messenger on the thread of the call it checks.

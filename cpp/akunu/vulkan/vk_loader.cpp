@@ -8,6 +8,7 @@
 #include <string>
 
 #include "akunu/core/error.h"
+#include "akunu/core/tuning.h"
 
 namespace akunu {
 
@@ -24,8 +25,9 @@ void load_vulkan_library() {
     std::lock_guard<std::mutex> lock(mutex);
     if (get_instance_proc_addr) return;
 
-    const char* override_path = std::getenv("AKUNU_VULKAN_LIBRARY");
-    const char* path = override_path && *override_path ? override_path : "libvulkan.so.1";
+    const std::string chosen = feature_value(Feature::kVulkanLibrary);
+    const bool override_path = !chosen.empty();
+    const char* path = override_path ? chosen.c_str() : "libvulkan.so.1";
     // The handle is kept for the life of the process: Vulkan objects may outlive any owner of ours.
     void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!library) {

@@ -122,10 +122,10 @@ def write_gguf(path: pathlib.Path, model, tok) -> None:
         "attention.output.dense": "attn_output", "attention.output.LayerNorm": "attn_output_norm",
         "intermediate.dense": "ffn_up", "output.dense": "ffn_down", "output.LayerNorm": "layer_output_norm",
     }
-    for l in range(c.num_hidden_layers):
+    for layer in range(c.num_hidden_layers):
         for hf, gg in per_layer.items():
             for kind in ("weight", "bias"):
-                names[f"encoder.layer.{l}.{hf}.{kind}"] = f"blk.{l}.{gg}.{kind}"
+                names[f"encoder.layer.{layer}.{hf}.{kind}"] = f"blk.{layer}.{gg}.{kind}"
     state = model.state_dict()
     for hf, gg in names.items():
         w.add_tensor(gg, state[hf].detach().numpy().astype(np.float32))

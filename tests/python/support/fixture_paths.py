@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 FIXTURES = pathlib.Path(os.environ.get("AKUNU_FIXTURES") or
-                        pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "fixtures")
+                        pathlib.Path(__file__).resolve().parents[3].parent / "shared" / "fixtures")
 
 ALLOW_MISSING = os.environ.get("AKUNU_ALLOW_MISSING_FIXTURES") == "1"
 # The full set has its README; a machine may carry a subset of the models (the GPU machine).

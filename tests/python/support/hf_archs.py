@@ -30,7 +30,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/install.sh installs it)")
-transformers = pytest.importorskip("transformers", reason="transformers is not installed (scripts/install.sh installs it)")
+transformers = pytest.importorskip("transformers",
+                                   reason="transformers is not installed (scripts/install.sh installs it)")
 gguf = pytest.importorskip("gguf", reason="gguf-py is not installed (scripts/install.sh installs it)")
 tokenizers = pytest.importorskip("tokenizers", reason="tokenizers is not installed (scripts/install.sh installs it)")
 
@@ -254,7 +255,8 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(case: ArchCase, hf_dir: pathlib.Path, model, tok_json: dict, path: pathlib.Path, q8_0: bool = False) -> None:
+def write_gguf(case: ArchCase, hf_dir: pathlib.Path, model, tok_json: dict, path: pathlib.Path,
+               q8_0: bool = False) -> None:
     cfg = json.loads((hf_dir / "config.json").read_text())
     arch = case.gguf_arch
     n_layers, heads = cfg["num_hidden_layers"], cfg["num_attention_heads"]

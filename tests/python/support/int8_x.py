@@ -53,4 +53,5 @@ def decode_rounds_x(m, source: str) -> bool:
     """Whether m's decode GEMVs round x to int8: a Q8_0 GGUF (`source`) on the device of the
     running backend (AKUNU_DEVICE) where that takes the integer-dot path."""
     device = akunu.Device(os.environ.get("AKUNU_DEVICE", ""))
-    return "q8_0" in source and device.profile["int8_activations"] and kernels.gemv_int_dot(device, "Q8_0", m.config.dim)
+    return ("q8_0" in source and device.profile["int8_activations"]
+            and kernels.gemv_int_dot(device, "Q8_0", m.config.dim))

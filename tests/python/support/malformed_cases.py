@@ -1,8 +1,9 @@
 """Malformed model inputs, each with the error akunu must raise for it.
 
 Used three ways: the table-driven pytest (test_malformed.py), the AddressSanitizer replay of
-the same files in C++ (tests/cpp/test_malformed_replay.cpp), and as the fuzzers' seed corpus.
-`python malformed_cases.py OUTDIR` writes every case to OUTDIR/<name> (a file or a directory).
+the same files in C++ (tests/cpp/fuzz/malformed_replay.cpp), and as the fuzzers' seed corpus.
+`python tests/python/support/malformed_cases.py OUTDIR` writes every case to OUTDIR/<name> (a
+file or a directory).
 """
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ import pathlib
 import struct
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-
-from gguf_bytes import (ARR, BOOL, F32, STR, U32, gguf, gstr, kv, tensor_info,  # noqa: E402
-                        tiny_llama_gguf)
-from safetensors_writer import safetensors_bytes  # noqa: E402
+if not __package__:  # run as a script: the support package lives in tests/python
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+
+from support.gguf_bytes import ARR, BOOL, STR, U32, gguf, gstr, kv, tensor_info, tiny_llama_gguf  # noqa: E402
+from support.safetensors_writer import safetensors_bytes  # noqa: E402
 
 ARCH = kv("general.architecture", STR, "llama")
 VALID = tiny_llama_gguf()
@@ -53,7 +54,8 @@ def cases() -> list[tuple[str, object, str]]:
         ("unknown_value_type", gguf([gstr("k") + struct.pack("<I", 99)], []), "unknown value type 99"),
         ("huge_array_count", gguf([gstr("k") + struct.pack("<IIQ", 9, U32, 2**61)], []),
          "array of .* elements does not fit"),
-        ("nested_arrays_too_deep", gguf([kv("k", ARR, (ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(U32, [1])])])])])])])])]))], []),
+        ("nested_arrays_too_deep",
+         gguf([kv("k", ARR, (ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(ARR, [(U32, [1])])])])])])])])]))], []),
          "nested deeper than 8"),
         ("bool_not_0_or_1", gguf([gstr("k") + struct.pack("<IB", BOOL, 7)], []), "bool value 7"),
         ("alignment_not_power_of_two", gguf([ARCH, kv("general.alignment", U32, 24)], []), "not a power of two"),
@@ -62,9 +64,12 @@ def cases() -> list[tuple[str, object, str]]:
         ("dims_overflow_64_bits", gguf([ARCH], [tensor_info("t", [2**40, 2**40], 0, 0)], b"\0" * 32),
          "overflows 64 bits"),
         ("unknown_ggml_type", gguf([ARCH], [tensor_info("t", [4], 200, 0)], b"\0" * 32), "unknown ggml type id 200"),
-        ("partial_block", gguf([ARCH], [tensor_info("t", [33], 2, 0)], b"\0" * 64), "not a whole number of Q4_0 blocks"),
-        ("misaligned_offset", gguf([ARCH], [tensor_info("t", [4], 0, 4)], b"\0" * 64), "not a multiple of the alignment"),
-        ("offset_past_eof", gguf([ARCH], [tensor_info("t", [4], 0, 4096)], b"\0" * 32), "extends past the end of the file"),
+        ("partial_block", gguf([ARCH], [tensor_info("t", [33], 2, 0)], b"\0" * 64),
+         "not a whole number of Q4_0 blocks"),
+        ("misaligned_offset", gguf([ARCH], [tensor_info("t", [4], 0, 4)], b"\0" * 64),
+         "not a multiple of the alignment"),
+        ("offset_past_eof", gguf([ARCH], [tensor_info("t", [4], 0, 4096)], b"\0" * 32),
+         "extends past the end of the file"),
         ("overlapping_tensors", gguf([ARCH], [tensor_info("a", [16], 0, 0), tensor_info("b", [16], 0, 32)], b"\0" * 96),
          "tensors a and b overlap"),
         ("duplicate_tensor", gguf([ARCH], [tensor_info("a", [4], 0, 0), tensor_info("a", [4], 0, 32)], b"\0" * 64),
@@ -88,7 +93,8 @@ def cases() -> list[tuple[str, object, str]]:
         ("st_offsets_past_eof", _st_header({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, b"\0" * 8),
          "lie outside"),
         ("st_overlap", _st_header({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-                                   "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}, b"\0" * 24), "overlap"),
+                                   "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}, b"\0" * 24),
+         "overlap"),
         ("st_negative_shape", _st_header({"a": {"dtype": "F32", "shape": [-4], "data_offsets": [0, 16]}}, b"\0" * 16),
          "non-integer or negative"),
         ("st_shape_overflow", _st_header({"a": {"dtype": "F32", "shape": [2**40, 2**40], "data_offsets": [0, 16]}},

@@ -68,15 +68,15 @@ class NumpyLlama:
         x = self.w["token_embd.weight"][ids]
         group = self.n_heads // self.n_kv
         mask = np.triu(np.full((T, T), -np.inf), 1)
-        for l in range(self.n_layers):
-            p = f"blk.{l}."
+        for layer in range(self.n_layers):
+            p = f"blk.{layer}."
             h = self._rms(x, self.w[p + "attn_norm.weight"])
             q = proj(h, p + "attn_q.weight").reshape(T, self.n_heads, self.head_dim)
             k = proj(h, p + "attn_k.weight").reshape(T, self.n_kv, self.head_dim)
             v = proj(h, p + "attn_v.weight").reshape(T, self.n_kv, self.head_dim)
             q, k = self._rope(q, pos), self._rope(k, pos)
             if kv_hook is not None:
-                k, v = kv_hook(l, k, v)
+                k, v = kv_hook(layer, k, v)
             out = np.empty_like(q)
             for hh in range(self.n_heads):
                 kv = hh // group

@@ -1,0 +1,486 @@
+// Recording one pass's dispatch table from its plan (table_builder.h).
+#include "akunu/engine/table_builder.h"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+
+#include "akunu/core/error.h"
+#include "akunu/engine/kernels.h"
+#include "akunu/engine/model.h"
+
+namespace akunu {
+
+namespace {
+
+// The input of a projection: a buffer (f32, or halves for a chunk's GEMMs where they take
+// them), and what the GEMVs that read it fold into x.
+struct ProjectionInput {
+    Binding x;
+    std::optional<kernels::GemvInput> op;
+    DType dtype = DType::kF32;
+    const kernels::GemvInput* fold() const { return op ? &*op : nullptr; }
+};
+
+// One of several projections that read the same x: its y, rows ldy floats apart.
+struct Projection {
+    const char* label;
+    const Weight* w;
+    Binding y;
+    size_t n, ldy;
+};
+
+const kernels::GemvHandoff* ptr(const std::optional<kernels::GemvHandoff>& h) { return h ? &*h : nullptr; }
+
+class Builder {
+public:
+    Builder(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const PassPlan& plan, const TablePass& pass);
+    std::unique_ptr<DispatchTable> build();
+
+private:
+    // ---- the layer loop ----
+    void attention(int l);
+    void feed_forward(int l);
+    ProjectionInput gate_up(int l, const ProjectionInput& in);
+    ProjectionInput gemm_gated(int l, const ProjectionInput& in);
+    void tap(int l);
+    void all_logits();
+    void tail();
+    // ---- matrix products ----
+    void own_gemm(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
+                  DType x_dtype, uint32_t below);
+    const Buffer& dequantized(const Weight& w, size_t n, size_t kk);
+    void f16_gemm_recorded();
+    void matmul(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
+                const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32,
+                const kernels::GemvHandoff* handoff = nullptr, const kernels::GemvNormOut* norm_out = nullptr);
+    bool project(int l, const char* fused_label, std::initializer_list<Projection> parts, const ProjectionInput& in, bool fuse,
+                 const kernels::GemvRopeKv* rope = nullptr, const kernels::GemvHandoff* handoff = nullptr);
+    void into_residual(const Weight& w, const ProjectionInput& in, size_t kk, const Weight* post_norm,
+                       const kernels::GemvHandoff* handoff = nullptr,
+                       const std::optional<kernels::GemvNormOut>& norm_out = std::nullopt);
+    // ---- norms ----
+    ProjectionInput pre_norm(const Weight& w, const Buffer& x, const Buffer& normed, size_t n_rows, bool read_by_gemv,
+                             bool folds);
+    ProjectionInput normed_input(const Weight& w, const Buffer& x, const Buffer& normed, size_t n_rows, bool read_by_gemv,
+                                 bool folds);
+    std::optional<kernels::GemvNormOut> hand_norm_forward(const Weight& producer, const Weight& norm, bool on);
+    ProjectionInput gated(bool folded);
+    void head_norm(const Binding& x, const Weight& w, int heads);
+    void final_softcap(const Buffer& logits, size_t n_rows);
+    // ---- hand-offs ----
+    std::optional<kernels::GemvHandoff> take_handoff(uint32_t signal = 0, uint32_t count = 0, uint32_t clear = 0);
+
+    void label(int l, const char* name) { t_.set_label("blk." + std::to_string(l) + "." + name); }
+    const Buffer& buf(const std::string& name) const { return s_.get(prefill_ ? "batch_" + name : name); }
+    const LayerWeights& layer(int l) const { return m_.weights.layers[size_t(l)]; }
+
+    const LoadedModel& m_;
+    const ModelConfig& c_;
+    const ArchDescriptor& a_;
+    const ScratchBuffers& s_;
+    const KVCache& kv_;
+    const PassPlan& plan_;
+    const TablePass& pass_;
+    std::unique_ptr<DispatchTable> table_;
+    DispatchTable& t_;
+    const bool prefill_, gguf_;
+    const size_t rows_, dim_, q_dim_, kv_dim_, ffn_, qkv_row_;
+    const float norm_offset_;
+    const Buffer &h0_, &h1_, &residual_, &qkv_, &attn_out_, &gate_, &up_, &act_;
+    const Binding step_, q_, k_, v_;
+    const Weight& head_;  // the LM head: output, or the tied embeddings
+    // Prefill: the f16 buffers block-format weights are dequantized into, in turn. Each
+    // dequantization goes into the next one and is placed in the table right after the f16
+    // GEMM before its projection, or before its group (Q, K and V after the layer before's
+    // down; gate and up after O; DispatchTable::insert_at): its buffer was last read four
+    // projections back, behind a barrier by then, so it depends on nothing recorded since and
+    // runs beside that GEMM (memory-bound beside compute-bound), and no GEMM of a group waits
+    // for its own weights.
+    const Buffer* weights_f16_[kPrefillF16Weights] = {};
+    int turn_ = 0;                      // which f16 buffer the next dequantization writes
+    std::optional<size_t> dequant_at_;  // where in the table: right after the last f16 GEMM
+    bool in_group_ = false;             // a group's GEMMs are being recorded (the place stays)
+    std::optional<ProjectionInput> ready_;     // the next pre-norm, handed forward
+    Binding handoff_counters_;                 // "gemv_handoff" where any slot is in use
+    kernels::GemvHandoff next_handoff_;        // what the coming GEMV waits for (wait 0: nothing)
+};
+
+Builder::Builder(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const PassPlan& plan, const TablePass& pass)
+    : m_(m), c_(m.config), a_(m.config.arch()), s_(s), kv_(kv), plan_(plan), pass_(pass),
+      table_(std::make_unique<DispatchTable>(*m.device)), t_(*table_), prefill_(pass.prefill),
+      gguf_(m.files->gguf() != nullptr), rows_(plan.rows), dim_(size_t(c_.dim)), q_dim_(size_t(c_.q_dim)),
+      kv_dim_(size_t(c_.kv_dim)), ffn_(size_t(c_.ffn_dim)), qkv_row_(q_dim_ + 2 * kv_dim_),
+      norm_offset_(a_.norm_plus_one && !gguf_ ? 1.0f : 0.0f),  // GGUF stores gemma's w + 1
+      h0_(buf("h0")), h1_(buf("h1")), residual_(buf("residual")), qkv_(buf("qkv")), attn_out_(buf("attn_out")),
+      gate_(buf("ffn_gate")), up_(buf("ffn_up")), act_(buf("ffn_act")),
+      step_(prefill_ ? Binding(s.get("batch_step")) : Binding(s.get("step"), size_t(pass.step_index) * 16, 16)),
+      q_(Binding::columns(qkv_, 0, q_dim_ * 4, qkv_row_ * 4)),
+      k_(Binding::columns(qkv_, q_dim_ * 4, kv_dim_ * 4, qkv_row_ * 4)),
+      v_(Binding::columns(qkv_, (q_dim_ + kv_dim_) * 4, kv_dim_ * 4, qkv_row_ * 4)),
+      head_(m.weights.output ? m.weights.output : m.weights.token_embd) {
+    if (plan.dequant_bytes)
+        for (int i = 0; i < kPrefillF16Weights; ++i) weights_f16_[i] = &s.get(prefill_f16_weights_name(i));
+    if (plan.handoffs) handoff_counters_ = Binding(s.get("gemv_handoff"));
+    next_handoff_ = {handoff_counters_};
+}
+
+// ---- the layer loop ----------------------------------------------------------------------------
+
+std::unique_ptr<DispatchTable> Builder::build() {
+    // A chunk's dispatches up to its tail run over its rows, and their workgroups follow the
+    // chunk's token count (set_tokens before each submission): a short prompt pays for its own
+    // rows, not a whole chunk's.
+    if (prefill_) t_.set_chunk_rows(uint32_t(rows_));
+    t_.set_label("token_embd");
+    const Buffer& ids = prefill_ ? s_.get("batch_token_ids") : s_.get("token_ids");
+    kernels::embed(t_, m_.weights.token_embd.buffer, m_.weights.token_embd.type, size_t(c_.vocab_size), ids, step_, h0_,
+                   dim_, c_.embed_scale, rows_);
+    for (int l = 0; l < c_.n_layers; ++l) {
+        attention(l);
+        feed_forward(l);
+        tap(l);
+    }
+    if (prefill_ && pass_.all_logits) all_logits();
+    tail();
+    return std::move(table_);
+}
+
+// h0 -> attn_out: the pre-norm, Q/K/V (with bias, per-head norms and RoPE as the model has
+// them; K and V stored to the cache), then attention over the cache.
+void Builder::attention(int l) {
+    const LayerWeights& L = layer(l);
+    const LayerPlan& lp = plan_.layers[size_t(l)];
+    label(l, "attn_norm");
+    const ProjectionInput in = normed_input(L.attn_norm, h0_, residual_, rows_, !prefill_, lp.attn_norm_folded);
+    const bool sliding = c_.is_sliding(l);
+    const bool local = sliding && s_.all().count("rope_cos_local") > 0;
+    const Buffer &rope_cos = s_.get(local ? "rope_cos_local" : "rope_cos"), &rope_sin = s_.get(local ? "rope_sin_local" : "rope_sin");
+    const RopeStyle style = gguf_ ? a_.rope_gguf : a_.rope_hf;
+    const KvBindings cache = kv_.bindings(l);
+    std::optional<kernels::GemvRopeKv> rope;
+    if (lp.rope_folded)
+        rope = kernels::GemvRopeKv{Binding(rope_cos), Binding(rope_sin), cache, step_, uint32_t(c_.head_dim),
+                                   uint32_t(m_.context), style == RopeStyle::kHalfSplit};
+    const auto handoff = take_handoff();  // Q/K/V only waits: its hand-off to attention lost
+    const bool roped = project(l, "attn_qkv", {{"attn_q", &L.q, q_, q_dim_, qkv_row_}, {"attn_k", &L.k, k_, kv_dim_, qkv_row_},
+                                            {"attn_v", &L.v, v_, kv_dim_, qkv_row_}},
+                               in, lp.qkv_fused, rope ? &*rope : nullptr, ptr(handoff));
+    const uint32_t heads = uint32_t(c_.n_heads), kv_heads = uint32_t(c_.n_kv_heads), head_dim = uint32_t(c_.head_dim);
+    if (c_.qkv_bias) {
+        label(l, "attn_qkv_bias");
+        kernels::add_rows(t_, q_, L.q_bias.buffer, q_, DType::kF32, {q_dim_, rows_, qkv_row_, 0, qkv_row_});
+        kernels::add_rows(t_, k_, L.k_bias.buffer, k_, DType::kF32, {kv_dim_, rows_, qkv_row_, 0, qkv_row_});
+        kernels::add_rows(t_, v_, L.v_bias.buffer, v_, DType::kF32, {kv_dim_, rows_, qkv_row_, 0, qkv_row_});
+    }
+    if (a_.qk_norm) {
+        label(l, "attn_qk_norm");
+        head_norm(q_, L.q_norm, c_.n_heads);
+        head_norm(k_, L.k_norm, c_.n_kv_heads);
+    }
+    if (!roped) {
+        label(l, "rope_kv");
+        kernels::rope_kv(t_, qkv_, rope_cos, rope_sin, cache, step_,
+                         {heads, kv_heads, head_dim, uint32_t(m_.context), style == RopeStyle::kInterleaved,
+                          style != RopeStyle::kNone, uint32_t(rows_), uint32_t(qkv_row_)});
+    }
+    label(l, "attention");
+    const kernels::AttentionShape shape{heads, kv_heads, head_dim, uint32_t(m_.context),
+                                        sliding ? uint32_t(c_.sliding_window) : 0u, c_.attn_scale, c_.attn_softcap};
+    if (prefill_)
+        kernels::flash_attention(t_, q_, cache, attn_out_, step_,
+                                 {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), lp.attn_out_dtype});
+    else
+        kernels::attention(t_, q_, cache, s_.get("attn_partial"), attn_out_, step_, shape,
+                           ptr(take_handoff(lp.handoff_slot[kAttentionToO], heads)));
+}
+
+// h0 += O·attn_out, then h0 += down·act(gate·x) * (up·x) with x the normed h0.
+void Builder::feed_forward(int l) {
+    const LayerWeights& L = layer(l);
+    const LayerPlan& lp = plan_.layers[size_t(l)];
+    label(l, "attn_output");
+    // The O GEMV also zeroes the layer before's slots (of the last layer, for l = 0).
+    const uint32_t before = 1 + kHandoffSlotsPerLayer * uint32_t((l + c_.n_layers - 1) % c_.n_layers);
+    const auto o_handoff = take_handoff(lp.handoff_slot[kOToGateUp], plan_.o_tiles, plan_.handoffs ? before : 0);
+    into_residual(L.o, {Binding(attn_out_), std::nullopt, lp.attn_out_dtype}, q_dim_,
+                  a_.post_attn_norm ? &L.post_attn_norm : nullptr, ptr(o_handoff),
+                  hand_norm_forward(L.o, L.ffn_norm, lp.o_norm_forward));
+    label(l, "ffn_norm");
+    const ProjectionInput ffn_in = normed_input(L.ffn_norm, h0_, residual_, rows_, !prefill_, lp.ffn_norm_folded);
+    const ProjectionInput down_in = gate_up(l, ffn_in);
+    label(l, "ffn_down");
+    const auto down_handoff = take_handoff(lp.handoff_slot[kDownToNextQkv], plan_.down_tiles);
+    // The next norm: the next layer's attention norm, or after the last layer the output norm.
+    const Weight& next_norm = l + 1 < c_.n_layers ? layer(l + 1).attn_norm : m_.weights.output_norm;
+    const auto down_norm = hand_norm_forward(L.down, next_norm, lp.down_norm_forward);
+    into_residual(L.down, down_in, ffn_, a_.post_ffn_norm ? &L.post_ffn_norm : nullptr, ptr(down_handoff), down_norm);
+}
+
+// The down projection's input act(gate·x) * (up·x): from one gate/up GEMV (float weights),
+// from the gated GEMM's epilogue (a chunk), or from gate and up then act_* or the down GEMV.
+ProjectionInput Builder::gate_up(int l, const ProjectionInput& in) {
+    const LayerWeights& L = layer(l);
+    const LayerPlan& lp = plan_.layers[size_t(l)];
+    if (lp.gate_up_fused) {
+        label(l, "ffn_gate_up");
+        kernels::gemv_gate_up(t_, L.gate.buffer, L.up.buffer, L.gate.type, in.x, act_, ffn_, dim_, a_.activation, in.fold());
+        return {Binding(act_), std::nullopt};
+    }
+    if (lp.gemm_gated) return gemm_gated(l, in);
+    const auto handoff = take_handoff(lp.handoff_slot[kGateUpToDown], plan_.gate_up_tiles);
+    project(l, "ffn_gate_up", {{"ffn_gate", &L.gate, gate_, ffn_, ffn_}, {"ffn_up", &L.up, up_, ffn_, ffn_}}, in, lp.gate_up_parts,
+            nullptr, ptr(handoff));
+    label(l, "ffn_act");
+    return gated(lp.activation_folded);
+}
+
+// The gate and up GEMMs with the activation in their epilogue, on f16 weights or on block
+// formats dequantized to f16: the down projection's halves written from the accumulators (no
+// f32 gate and up, no act_*). Shorter chunks (the short tiles, or the formats' own GEMMs) run
+// those GEMMs and act_* in their own row window, which the gated dispatch shares (only one of
+// them has workgroups for a chunk).
+ProjectionInput Builder::gemm_gated(int l, const ProjectionInput& in) {
+    const LayerWeights& L = layer(l);
+    const uint32_t from = plan_.layers[size_t(l)].gemm_gated_from;
+    const bool f16 = L.gate.type == TensorType::F16 && L.up.type == TensorType::F16;
+    label(l, "ffn_gate");
+    const Buffer& w_gate = f16 ? L.gate.buffer : dequantized(L.gate, ffn_, dim_);
+    label(l, "ffn_up");
+    const Buffer& w_up = f16 ? L.up.buffer : dequantized(L.up, ffn_, dim_);
+    if (from) {
+        for (const auto& [name, w, y] : {std::tuple{"ffn_gate", &L.gate, &gate_}, std::tuple{"ffn_up", &L.up, &up_}}) {
+            label(l, name);
+            own_gemm(*w, in.x, *y, ffn_, dim_, ffn_, false, in.dtype, from);
+        }
+        label(l, "ffn_act");
+        kernels::gated_activation(t_, a_.activation, gate_, up_, act_, rows_ * ffn_, DType::kF16, from);
+    }
+    label(l, "ffn_gate_up");
+    kernels::gemm_gated(t_, a_.activation, w_gate, w_up, in.x, act_, {rows_, ffn_, dim_, dim_, ffn_, from, 0, in.dtype}, step_);
+    f16_gemm_recorded();
+    return {Binding(act_), std::nullopt, DType::kF16};
+}
+
+// A tap: h0 now holds the residual stream after layer l, for every row of the chunk.
+void Builder::tap(int l) {
+    const auto at = std::find(pass_.taps.begin(), pass_.taps.end(), l);
+    if (at == pass_.taps.end()) return;
+    label(l, "tap");
+    const size_t bytes = rows_ * dim_ * 4;
+    kernels::copy(t_, h0_, Binding(*pass_.tap_buffer, size_t(at - pass_.taps.begin()) * bytes, bytes), bytes);
+}
+
+// A chunk's logits at every row, into batch_logits.
+void Builder::all_logits() {
+    t_.set_label("output_norm");
+    const ProjectionInput in = pre_norm(m_.weights.output_norm, h0_, residual_, rows_, false, false);
+    t_.set_label("output");
+    matmul(head_, in.x, s_.get("batch_logits"), size_t(c_.vocab_size), dim_, size_t(c_.vocab_size), false, nullptr, in.dtype);
+    final_softcap(s_.get("batch_logits"), rows_);
+}
+
+// The decode tail: output norm, LM head and sampling of one row (a chunk's last).
+void Builder::tail() {
+    t_.set_chunk_rows(0);
+    const Buffer& last = s_.get("h0");
+    if (prefill_) {
+        t_.set_label("last_row");
+        kernels::last_row(t_, h0_, last, step_, rows_, dim_);
+    }
+    t_.set_label("output_norm");
+    const ProjectionInput in = normed_input(m_.weights.output_norm, last, s_.get("residual"), 1, true, plan_.head_norm_folded);
+    t_.set_label("output");
+    kernels::gemv(t_, head_.buffer, head_.type, in.x, s_.get("logits"), size_t(c_.vocab_size), dim_, false, in.fold(),
+                  plan_.x_rounding);
+    final_softcap(s_.get("logits"), 1);
+    t_.set_label("sample");
+    kernels::sample(t_, s_.get("logits"), s_.get("token_ids"), s_.get("sampled_logprobs"), step_, s_.get("sampler"),
+                    size_t(c_.vocab_size), uint32_t(prefill_ ? 1 : pass_.step_index + 1));
+}
+
+// ---- matrix products ---------------------------------------------------------------------------
+
+// The format's own GEMM for chunks of fewer than `below` tokens (0: any), in short tiles up to
+// short_rows where the device takes them (one more GEMM with its own row window: only one of a
+// projection's GEMMs has workgroups for a chunk, so they share a barrier interval).
+void Builder::own_gemm(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
+                       DType x_dtype, uint32_t below) {
+    const uint32_t short_rows = plan_.short_rows;
+    uint32_t from = 0;
+    if (short_rows && rows_ > short_rows && (below == 0 || below > short_rows + 1)) {
+        kernels::gemm(t_, w.buffer, w.type, x, y, {rows_, n, kk, kk, ldy, 0, short_rows + 1, x_dtype}, step_, accumulate);
+        from = short_rows + 1;
+    }
+    kernels::gemm(t_, w.buffer, w.type, x, y, {rows_, n, kk, kk, ldy, from, below, x_dtype}, step_, accumulate);
+}
+
+// `w` dequantized into the next f16 buffer, placed right after the last f16 GEMM.
+const Buffer& Builder::dequantized(const Weight& w, size_t n, size_t kk) {
+    const Buffer& f16 = *weights_f16_[turn_];
+    turn_ = (turn_ + 1) % kPrefillF16Weights;
+    if (dequant_at_) t_.insert_at(*dequant_at_);
+    kernels::dequant_f16(t_, w.buffer, w.type, f16, n, kk, step_, plan_.dequant_rows);
+    t_.end_insert();
+    return f16;
+}
+
+// While a group of projections that share a barrier interval is recorded (Q, K and V; gate
+// and up), their dequantizations all go where the first one's does: the place moves only past
+// the group's last GEMM.
+void Builder::f16_gemm_recorded() {
+    if (weights_f16_[0] && !in_group_) dequant_at_ = t_.commands().size();
+}
+
+// y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step, GEMM for a chunk. A
+// chunk of at least dequant_rows tokens reads a block-format matrix dequantized to f16; shorter
+// chunks run the format's own GEMM.
+void Builder::matmul(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
+                     const kernels::GemvInput* input, DType x_dtype, const kernels::GemvHandoff* handoff,
+                     const kernels::GemvNormOut* norm_out) {
+    if (plan_.reads_dequantized(w.type, n, kk)) {
+        const Buffer& f16 = dequantized(w, n, kk);
+        own_gemm(w, x, y, n, kk, ldy, accumulate, x_dtype, plan_.dequant_rows);
+        kernels::gemm(t_, f16, TensorType::F16, x, y, {rows_, n, kk, kk, ldy, plan_.dequant_rows, 0, x_dtype}, step_,
+                      accumulate);
+        f16_gemm_recorded();
+    } else if (prefill_) {
+        own_gemm(w, x, y, n, kk, ldy, accumulate, x_dtype, 0);
+    } else {
+        kernels::gemv(t_, w.buffer, w.type, x, y, n, kk, accumulate, input, plan_.x_rounding, handoff, norm_out);
+    }
+}
+
+// Projections of `dim` inputs that read the same x: one dispatch under `fused_label` where the
+// plan fuses them (kernels::gemv_parts), with RoPE folded where `rope` is given; else one matmul
+// each. Returns whether RoPE was folded.
+bool Builder::project(int l, const char* fused_label, std::initializer_list<Projection> parts, const ProjectionInput& in, bool fuse,
+                      const kernels::GemvRopeKv* rope, const kernels::GemvHandoff* handoff) {
+    AKUNU_CHECK(fuse || !handoff, "a hand-off needs the projections fused into one GEMV");
+    if (!fuse) {
+        size_t left = parts.size();
+        for (const Projection& p : parts) {
+            label(l, p.label);
+            in_group_ = --left > 0;
+            matmul(*p.w, in.x, p.y, p.n, dim_, p.ldy, false, in.fold(), in.dtype);
+        }
+        return false;
+    }
+    std::array<Binding, 3> w, y;
+    std::array<size_t, 3> n{};
+    size_t i = 0;
+    for (const Projection& p : parts) w[i] = Binding(p.w->buffer), y[i] = p.y, n[i++] = p.n;
+    label(l, fused_label);
+    kernels::gemv_parts(t_, w, parts.begin()->w->type, in.x, y, n, dim_, in.fold(), rope, plan_.x_rounding, handoff);
+    return rope != nullptr;
+}
+
+// h0 += W·x, the output projections of attention and FFN. Without a post-norm the product adds
+// straight into the residual stream; with one (gemma2/3) it is normed in h1 first.
+void Builder::into_residual(const Weight& w, const ProjectionInput& in, size_t kk, const Weight* post_norm,
+                            const kernels::GemvHandoff* handoff, const std::optional<kernels::GemvNormOut>& norm_out) {
+    if (!post_norm) {
+        matmul(w, in.x, h0_, dim_, kk, dim_, true, in.fold(), in.dtype, handoff, norm_out ? &*norm_out : nullptr);
+        return;
+    }
+    AKUNU_CHECK(!handoff || !handoff->signal, "a GEMV whose output is post-normed hands nothing off");
+    matmul(w, in.x, h1_, dim_, kk, dim_, false, in.fold(), in.dtype, handoff);
+    kernels::rmsnorm(t_, h1_, post_norm->buffer, h1_, DType::kF32, rows_, dim_, c_.norm_eps, norm_offset_);
+    kernels::add(t_, h0_, h1_, h0_, DType::kF32, rows_ * dim_);
+}
+
+// ---- norms -------------------------------------------------------------------------------------
+
+// After a pre-norm of `x` (n_rows rows): normed once into `normed` (as halves where a chunk's
+// GEMMs take them), or folded into each GEMV that reads it where the plan folds it (one
+// dispatch and one barrier fewer per norm).
+ProjectionInput Builder::pre_norm(const Weight& w, const Buffer& x, const Buffer& normed, size_t n_rows, bool read_by_gemv,
+                                  bool folds) {
+    if (!read_by_gemv && plan_.half_x_dim) {
+        kernels::rmsnorm_to_f16(t_, x, w.buffer, normed, n_rows, dim_, c_.norm_eps, norm_offset_);
+        return {Binding(normed), std::nullopt, DType::kF16};
+    }
+    if (!read_by_gemv || !folds) {
+        kernels::rmsnorm(t_, x, w.buffer, normed, DType::kF32, n_rows, dim_, c_.norm_eps, norm_offset_);
+        return {Binding(normed), std::nullopt};
+    }
+    return {Binding(x), kernels::GemvInput::rmsnorm(Binding(w.buffer), c_.norm_eps, norm_offset_)};
+}
+
+// The input of the projections after a pre-norm: handed forward, else pre_norm's.
+ProjectionInput Builder::normed_input(const Weight& w, const Buffer& x, const Buffer& normed, size_t n_rows,
+                                      bool read_by_gemv, bool folds) {
+    if (ready_) {
+        ProjectionInput in = *ready_;
+        ready_.reset();
+        return in;
+    }
+    return pre_norm(w, x, normed, n_rows, read_by_gemv, folds);
+}
+
+// The next pre-norm handed forward (kernels::GemvNormOut) where the plan says so: the GEMV that
+// adds into the residual stream also writes the stream times `norm`'s weight into `residual`
+// and its sums of squares, and the GEMVs after it read those instead of folding the norm.
+std::optional<kernels::GemvNormOut> Builder::hand_norm_forward(const Weight& producer, const Weight& norm, bool on) {
+    if (!on) return std::nullopt;
+    const Binding sums(s_.get("norm_sums"));
+    const uint32_t partials = kernels::gemv_norm_partials(t_.device().profile(), producer.type, dim_);
+    ready_ = ProjectionInput{Binding(residual_), kernels::GemvInput::rmsnorm_ready(sums, partials, c_.norm_eps)};
+    return kernels::GemvNormOut{Binding(norm.buffer), norm_offset_, Binding(residual_), sums};
+}
+
+// The down projection's input, act(gate) * up: formed by act_* into `act`, or, where the plan
+// folds it, by the down GEMV itself from gate and up (one dependent dispatch fewer a layer).
+ProjectionInput Builder::gated(bool folded) {
+    if (!folded) {
+        const DType dtype = plan_.half_x_ffn ? DType::kF16 : DType::kF32;
+        kernels::gated_activation(t_, a_.activation, gate_, up_, act_, rows_ * ffn_, dtype);
+        return {Binding(act_), std::nullopt, dtype};
+    }
+    return {Binding(gate_), kernels::GemvInput::gated(a_.activation, Binding(up_))};
+}
+
+// Per-head norms of Q or K: n_heads rows of head_dim inside each token's qkv row.
+void Builder::head_norm(const Binding& x, const Weight& w, int heads) {
+    kernels::rmsnorm(t_, x, w.buffer, x, DType::kF32, rows_ * size_t(heads), size_t(c_.head_dim), c_.norm_eps, norm_offset_,
+                     size_t(heads), qkv_row_);
+}
+
+// Final-logit soft-capping (gemma2), in place before anything reads the logits; recorded only
+// when the model has a cap.
+void Builder::final_softcap(const Buffer& logits, size_t n_rows) {
+    if (c_.final_softcap <= 0) return;
+    t_.set_label("final_softcap");
+    kernels::softcap(t_, logits, step_, n_rows, size_t(c_.vocab_size), c_.final_softcap);
+}
+
+// ---- hand-offs ---------------------------------------------------------------------------------
+
+// The hand-off of the dispatch about to be recorded: the pending wait, a signal in `signal`
+// (then the next dispatch waits for it, for `count` workgroups or heads), and slots from
+// `clear` on to zero.
+std::optional<kernels::GemvHandoff> Builder::take_handoff(uint32_t signal, uint32_t count, uint32_t clear) {
+    kernels::GemvHandoff h = next_handoff_;
+    next_handoff_ = {handoff_counters_};
+    if (signal) h.signal = signal, next_handoff_.wait = signal, next_handoff_.wait_count = count;
+    if (clear) h.clear = clear, h.clear_count = kHandoffSlotsPerLayer;
+    if (!h.signal && !h.wait && !h.clear) return std::nullopt;
+    return h;
+}
+
+}  // namespace
+
+PassPlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const TablePass& pass) {
+    PlanScratch scratch;
+    scratch.handoff_counters = s.all().count("gemv_handoff") > 0;
+    if (pass.prefill && s.all().count(prefill_f16_weights_name(0))) scratch.dequant_bytes = s.get(prefill_f16_weights_name(0)).size();
+    return plan_pass(m.config, m.weights, m.files->gguf() != nullptr, m.device->profile(), kv,
+                     {pass.prefill, size_t(pass.rows), pass.taps}, scratch);
+}
+
+std::unique_ptr<DispatchTable> build_table(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv,
+                                           const PassPlan& plan, const TablePass& pass) {
+    return Builder(m, s, kv, plan, pass).build();
+}
+
+}  // namespace akunu

@@ -1,0 +1,40 @@
+// The dispatch table of one pass, built by following its PassPlan (plan.h): a layer loop that
+// reads like the transformer's math (docs/architecture.md, "Dispatch table").
+//
+// A decode step (chained step k) embeds token_ids[k], reads StepState[k] and writes its sampled
+// id to token_ids[k + 1], where step k + 1 embeds it. A prefill chunk embeds
+// batch_token_ids[0 : n] at batch_step.pos; its buffers are the batch_* twins of the decode set,
+// its matrix products GEMMs, its attention causal flash attention; it ends with the decode tail
+// on its last row, so the next token is sampled as after a step.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "akunu/engine/kv_cache.h"
+#include "akunu/engine/plan.h"
+#include "akunu/engine/scratch.h"
+#include "akunu/vulkan/dispatch.h"
+
+namespace akunu {
+
+struct LoadedModel;
+
+// What one recorded table computes: a decode step or a prefill chunk of up to `rows` tokens.
+struct TablePass {
+    bool prefill;
+    int rows;         // prefill: the chunk's capacity
+    int step_index;   // decode: the chained step (StepState slot, token_ids slot)
+    bool all_logits;  // prefill: the LM head over every row, into batch_logits
+    // prefill: after layer taps[i] (ascending), h0 is copied to tap_buffer[i, 0 : rows, :]
+    std::vector<int> taps = {};
+    const Buffer* tap_buffer = nullptr;  // [taps.size(), rows, dim] f32
+};
+
+// The plan of `pass` for a model with this scratch and cache.
+PassPlan plan_for(const LoadedModel& model, const ScratchBuffers& scratch, const KVCache& kv, const TablePass& pass);
+
+std::unique_ptr<DispatchTable> build_table(const LoadedModel& model, const ScratchBuffers& scratch, const KVCache& kv,
+                                           const PassPlan& plan, const TablePass& pass);
+
+}  // namespace akunu

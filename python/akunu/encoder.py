@@ -1,0 +1,131 @@
+"""akunu.Encoder: an embedding model (a BERT-style encoder) that turns texts into vectors.
+
+    e = akunu.Encoder("bge-small/")                # HF safetensors or llama.cpp GGUF
+    vectors = e.embed(["first text", "second"])    # [2, dim] float32, L2-normalized rows
+    e.embed(texts, pooling="cls", normalize=False, truncate=True)
+    m = akunu.load(path)                           # an Encoder or a Model, as the file says
+
+An encoder has no KV cache, logits or generation: those are akunu.Model's, for causal language
+models. Each class refuses the other's files with an error that names the right one.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from akunu import _akunu
+from akunu.model import _is_encoder, _progress_bar
+from akunu.tokenizer import Tokenizer
+
+
+class Encoder:
+    """A loaded encoder (bert): its tokenizer and the recorded forward pass over a batch of
+    texts, which embed() replays."""
+
+    def __init__(self, path, device: str | int | dict | None = None, progress: bool | None = None,
+                 batch_tokens: int = 0, tuning: dict | str | None = None):
+        """device: as for akunu.Model (an entry of akunu.devices() or its index, part of a
+        device's name, "vulkan" or "cpu"; None: AKUNU_DEVICE, else the best device).
+        batch_tokens: the token rows embed() packs texts into per GPU submission (0:
+        max(512, the model's max positions)). A causal language model raises akunu.Error
+        naming akunu.Model.
+        tuning: settings over AKUNU_TUNE, as for akunu.Model."""
+        path = os.fspath(path)
+        encoder, arch = _is_encoder(path)
+        if not encoder:
+            raise _akunu.Error(f"{path}: {arch} is a causal language model, not an encoder: load it with "
+                               f"akunu.Model({path!r}) (or akunu.load({path!r}), which picks the class from the file)")
+        self.path = path
+        bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
+        if isinstance(device, dict):  # an entry of akunu.devices()
+            device = device["index"]
+        device = "" if device is None else str(device)
+        self._encoder = _akunu.Encoder(path, device, bar, int(batch_tokens), tuning)
+        if bar is not None:
+            bar.close()
+        self.tokenizer = Tokenizer.from_file(path)
+
+    # ---- text ----------------------------------------------------------------------------------
+    def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of `text`, with the model's template ([CLS] ... [SEP]) unless told not to."""
+        return self.tokenizer.encode(text, add_special_tokens)
+
+    def detokenize(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """The text of token ids."""
+        return self.tokenizer.decode(ids, skip_special_tokens)
+
+    # ---- embeddings ----------------------------------------------------------------------------
+    def embed(self, texts: Sequence[str], pooling: str = "mean", normalize: bool = True,
+              truncate: bool = False) -> np.ndarray:
+        """Embeddings of `texts`: a new [len(texts), dim] float32 array.
+
+        Each text is tokenized with the model's template ([CLS] ... [SEP]) and run through the
+        encoder; pooling="mean" averages its token rows (the attention-mask mean of
+        sentence-transformers), pooling="cls" takes the [CLS] row; normalize=True divides each
+        row by its L2 norm. Texts are packed back to back into batches of batch_tokens token
+        rows with attention kept inside each text, so a text's embedding does not depend on
+        the others in the call.
+
+        A text of more tokens than max_tokens raises ValueError, unless truncate=True: then it
+        keeps its first max_tokens - 1 tokens and its final special token ([SEP]), as
+        transformers' truncation does. An empty list, a non-string, or an unknown pooling raise
+        TypeError or ValueError."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("embed takes a list of strings; wrap a single text in a list")
+        texts = list(texts)
+        if not texts:
+            raise ValueError("embed needs at least one text")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
+        if pooling not in ("mean", "cls"):
+            raise ValueError(f"pooling must be 'mean' or 'cls', not {pooling!r}")
+        limit = self.max_tokens
+        ids = self.tokenizer.encode_batch(texts)
+        for i, row in enumerate(ids):
+            if len(row) <= limit:
+                continue
+            if not truncate:
+                raise ValueError(f"texts[{i}] has {len(row)} tokens; {self.config.architecture} takes at most {limit} "
+                                 "(its max positions); pass truncate=True to cut it")
+            ids[i] = row[:limit - 1] + row[-1:] if self.tokenizer.is_special(row[-1]) else row[:limit]
+        return self._encoder.embed(ids, getattr(_akunu.Pooling, pooling), bool(normalize))
+
+    # ---- settings ------------------------------------------------------------------------------
+    @property
+    def config(self):
+        """The ModelConfig: shapes, architecture and norm settings."""
+        return self._encoder.config
+
+    @property
+    def device(self) -> str:
+        """The name of the device the encoder runs on, as akunu.devices() names it (the CPU
+        backend's adds its activation mode, such as ", int8 activations" with AKUNU_INT8=1)."""
+        return self._encoder.device_name
+
+    @property
+    def max_tokens(self) -> int:
+        """The most tokens one text may have, special tokens included (the model's max positions)."""
+        return self._encoder.max_tokens
+
+    @property
+    def batch_tokens(self) -> int:
+        """The token rows embed() runs per GPU submission."""
+        return self._encoder.batch_tokens
+
+    # ---- inspection ----------------------------------------------------------------------------
+    def dispatch_table(self) -> list[dict]:
+        """The recorded forward pass over a batch: label, kernel, spec, groups and bindings, as
+        Model.dispatch_table() describes them."""
+        return self._encoder.dispatch_table()
+
+    def kernel_statistics(self) -> list[dict]:
+        """What the driver compiled the kernels to, as Model.kernel_statistics() describes it."""
+        return self._encoder.kernel_statistics()
+
+    def __repr__(self) -> str:
+        return (f"Encoder({self.path!r}, {self.config.architecture}, max_tokens={self.max_tokens}, "
+                f"batch_tokens={self.batch_tokens}, device={self.device!r})")
