@@ -1,12 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-#ifndef XW_FLOAT
 #extension GL_EXT_spirv_intrinsics : require  // integer dot products: block_words.glsl
-#endif
 // gemv_dot_<wtype>: y[r] = dot(W[r, :], x) for the 32-element block formats (Q8_0, Q4_0, Q4_1)
-// with integer dot products, on devices that have them. gemv_words_<wtype> (XW_FLOAT) is the
-// same kernel with fp32 products against x as it is, for rows of a multiple of 256: off by
-// default (the gemv_words tuning key), where gemv.comp serves these formats.
+// with integer dot products, on devices that have them.
 //
 // The float GEMV reads 4 bytes of x per weight and multiplies in fp32 after converting each
 // code: for 4-bit weights that is 7 bytes of x traffic and several instructions per byte of
@@ -51,31 +47,13 @@ const uint X_PASSES = (SLICE / 4 + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;
 // entries (no bank conflicts). A plane is one entry longer than a slice's chunks, so that the
 // 8 invocations writing a block's consecutive words do not all meet in one bank.
 const uint PLANE = SLICE / 32 * W_BLOCK_BYTES / 16 + 1;
-#ifdef XW_FLOAT
-shared vec4 table_lo[4 * PLANE];
-#if !defined(WTYPE_Q8_0)
-shared vec4 table_hi[4 * PLANE];
-#define XW_STORE_HI(at, hi) table_hi[at] = (hi)
-#else
-#define XW_STORE_HI(at, hi)
-#endif
-shared float table_meta[4 * PLANE];  // the entries' biases
-#define XW_STORE(j, lo, hi, bias)                              \
-    {                                                          \
-        const uint at_ = ((j) & 3u) * PLANE + ((j) >> 2);      \
-        table_lo[at_] = (lo);                                  \
-        XW_STORE_HI(at_, hi);                                  \
-        table_meta[at_] = (bias);                              \
-    }
-#else
 shared uvec4 table[4 * PLANE];
 #define XW_STORE(j, entry) table[((j) & 3u) * PLANE + ((j) >> 2)] = (entry)
-#endif
 shared float sum_sq_partial[MAX_SUBGROUPS];
 #include "block_words.glsl"
 
 // Rounds x[first : first + n] (as x_op forms it: normed through g, or gated by it) to int8 per block
-// of 32 (float entries: takes it as it is) and writes the slice's table. Neighbouring invocations read neighbouring vec4s of x, 8
+// of 32 and writes the slice's table. Neighbouring invocations read neighbouring vec4s of x, 8
 // to a block. Returns this invocation's share of sum(x^2).
 float write_table(uint first, uint n) {
     const uint self = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
@@ -93,11 +71,6 @@ float write_table(uint first, uint n) {
     }
     for (uint pass = 0; pass < X_PASSES; ++pass) {
         const uint i = pass * gl_WorkGroupSize.x + self;
-#ifdef XW_FLOAT
-        float sum = dot(v[pass], vec4(1.0));
-        for (uint m = 1; m < 8; m <<= 1) sum += subgroupShuffleXor(sum, m);
-        write_block_words(i / 8, i < n / 4, v[pass], 0.0, sum);
-#else
         const vec4 a = abs(v[pass]);
         float amax = max(max(a.x, a.y), max(a.z, a.w)), sum = dot(v[pass], vec4(1.0));
         for (uint m = 1; m < 8; m <<= 1) {
@@ -106,7 +79,6 @@ float write_table(uint first, uint n) {
         }
         const ivec4 c = ivec4(roundEven(v[pass] * (amax > 0.0 ? 127.0 / amax : 0.0))) & 255;
         write_block_words(i / 8, i < n / 4, uint(c.x | (c.y << 8) | (c.z << 16) | (c.w << 24)), amax / 127.0, sum);
-#endif
     }
     return sum_sq;
 }

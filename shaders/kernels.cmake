@@ -96,12 +96,11 @@ foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_kquant wtypes_mlx)
   akunu_kernel(gemv_${type} gemv.comp ${wtype_${type}})
   akunu_kernel(embed_${type} embed.comp ${wtype_${type}})
 endforeach()
-# The 32-element block formats' integer-dot and word GEMVs (row-major), and the GEMVs of their
+# The 32-element block formats' integer-dot GEMVs (row-major), and the GEMVs of their
 # tile-major forms (gemv_tiles.comp reads only those, so it sets W_TILES itself); X_INT8: the
 # integer-dot GEMV of tiles.
 foreach(type IN LISTS wtypes_block32)
   akunu_kernel(gemv_dot_${type} gemv_dot.comp ${wtype_${type}})
-  akunu_kernel(gemv_words_${type} gemv_dot.comp ${wtype_${type}} XW_FLOAT)
   akunu_kernel(gemv_${type}_t32v gemv_tiles.comp ${wtype_${type}})
   akunu_kernel(gemv_dot_${type}_t32v gemv_tiles.comp ${wtype_${type}} X_INT8)
 endforeach()

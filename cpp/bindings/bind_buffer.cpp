@@ -20,12 +20,14 @@ py::array buffer_view(const Buffer& b, DType dtype, std::vector<size_t> shape, p
     AKUNU_CHECK(offset <= b.size(), "view offset past the end of the buffer");
     if (shape.empty()) {
         AKUNU_CHECK((b.size() - offset) % t.bytes == 0, "a buffer of " + std::to_string(b.size()) +
-                                                            " bytes is not a whole number of " + t.name + " elements; give a shape");
+                                                            " bytes is not a whole number of " + t.name +
+                                                            " elements; give a shape");
         shape = {(b.size() - offset) / t.bytes};
     }
     const size_t bytes = element_count(shape) * t.bytes;
-    AKUNU_CHECK(bytes <= b.size() - offset, "a view of " + std::to_string(bytes) + " bytes does not fit in a buffer of " +
-                                                std::to_string(b.size()) + " bytes");
+    AKUNU_CHECK(bytes <= b.size() - offset, "a view of " + std::to_string(bytes) +
+                                                " bytes does not fit in a buffer of " + std::to_string(b.size()) +
+                                                " bytes");
     std::vector<py::ssize_t> dims(shape.begin(), shape.end()), strides(shape.size());
     py::ssize_t stride = py::ssize_t(t.bytes);
     for (size_t i = shape.size(); i-- > 0;) {
@@ -61,47 +63,57 @@ void init_buffer(py::module_& m, DeviceClass& device_class) {
         .def_property_readonly("size", [](const PyBuffer& b) { return b.buffer.size(); })
         .def_property_readonly("host_visible", [](const PyBuffer& b) { return b.buffer.host_visible(); })
         .def_property_readonly("dtype", [](const PyBuffer& b) { return dtype_traits(b.dtype).name; })
-        .def_property_readonly("shape", [](const PyBuffer& b) {
-            if (!b.shape.empty()) return py::tuple(py::cast(b.shape));
-            return py::tuple(py::make_tuple(b.buffer.size() / dtype_traits(b.dtype).bytes));
-        })
+        .def_property_readonly("shape",
+                               [](const PyBuffer& b) {
+                                   if (!b.shape.empty()) return py::tuple(py::cast(b.shape));
+                                   return py::tuple(py::make_tuple(b.buffer.size() / dtype_traits(b.dtype).bytes));
+                               })
         .def_property_readonly("live_views", [](const PyBuffer& b) { return b.live_views; })
-        .def_property_readonly("device", [](const PyBuffer& b) {
-            AKUNU_CHECK(b.buffer, "this buffer has been freed");
-            return b.buffer.device_ptr();
-        })
-        .def("numpy",
-             [](const std::shared_ptr<PyBuffer>& self, py::object dtype, py::object shape) {
-                 DType dt = dtype.is_none() ? self->dtype : parse_dtype(py::str(dtype));
-                 std::vector<size_t> sh = shape.is_none() ? (dtype.is_none() ? self->shape : std::vector<size_t>{})
-                                                          : shape.cast<std::vector<size_t>>();
-                 return numpy_view(self, dt, sh);
-             },
-             py::arg("dtype") = py::none(), py::arg("shape") = py::none())
-        .def("write",
-             [](PyBuffer& self, py::array data, size_t offset) {
-                 AKUNU_CHECK(data.flags() & py::array::c_style, "write needs a C-contiguous array");
-                 self.buffer.write(data.data(), size_t(data.nbytes()), offset);
-             },
-             py::arg("data"), py::arg("offset") = 0)
-        .def("read_bytes",
-             [](const PyBuffer& self, size_t bytes, size_t offset) {
-                 std::string out(bytes, '\0');
-                 self.buffer.read(out.data(), bytes, offset);
-                 return py::bytes(out);
-             },
-             py::arg("nbytes"), py::arg("offset") = 0)
-        .def("free", [](PyBuffer& self) {
-            AKUNU_CHECK(self.live_views == 0, std::to_string(self.live_views) +
-                                                  " NumPy view(s) still point into this buffer; delete them before free()");
-            // Owners other than Python's own reference and the views': command lists that
-            // recorded the buffer (CommandList::hold).
-            const long lists = self.weak_from_this().use_count() - 1 - self.live_views;
-            AKUNU_CHECK(lists <= 0, std::to_string(lists) + " CommandList(s) recorded this buffer; call begin() on them "
-                                                          "or delete them before free()");
-            self.buffer.free();
-        }, "Releases the memory now. Refused while NumPy views point into it or a CommandList holds it (a "
-           "list holds every buffer it records until its next begin() or its deletion).");
+        .def_property_readonly("device",
+                               [](const PyBuffer& b) {
+                                   AKUNU_CHECK(b.buffer, "this buffer has been freed");
+                                   return b.buffer.device_ptr();
+                               })
+        .def(
+            "numpy",
+            [](const std::shared_ptr<PyBuffer>& self, py::object dtype, py::object shape) {
+                DType dt = dtype.is_none() ? self->dtype : parse_dtype(py::str(dtype));
+                std::vector<size_t> sh = shape.is_none() ? (dtype.is_none() ? self->shape : std::vector<size_t>{})
+                                                         : shape.cast<std::vector<size_t>>();
+                return numpy_view(self, dt, sh);
+            },
+            py::arg("dtype") = py::none(), py::arg("shape") = py::none())
+        .def(
+            "write",
+            [](PyBuffer& self, py::array data, size_t offset) {
+                AKUNU_CHECK(data.flags() & py::array::c_style, "write needs a C-contiguous array");
+                self.buffer.write(data.data(), size_t(data.nbytes()), offset);
+            },
+            py::arg("data"), py::arg("offset") = 0)
+        .def(
+            "read_bytes",
+            [](const PyBuffer& self, size_t bytes, size_t offset) {
+                std::string out(bytes, '\0');
+                self.buffer.read(out.data(), bytes, offset);
+                return py::bytes(out);
+            },
+            py::arg("nbytes"), py::arg("offset") = 0)
+        .def(
+            "free",
+            [](PyBuffer& self) {
+                AKUNU_CHECK(self.live_views == 0,
+                            std::to_string(self.live_views) +
+                                " NumPy view(s) still point into this buffer; delete them before free()");
+                // Owners other than Python's own reference and the views': command lists that
+                // recorded the buffer (CommandList::hold).
+                const long lists = self.weak_from_this().use_count() - 1 - self.live_views;
+                AKUNU_CHECK(lists <= 0, std::to_string(lists) +
+                                            " CommandList(s) recorded this buffer; call begin() on them "
+                                            "or delete them before free()");
+                self.buffer.free();
+            },
+            "Releases the memory now. Refused while NumPy views point into it or a CommandList holds it (a "
+            "list holds every buffer it records until its next begin() or its deletion).");
 
     device_class.def(
         "allocate",

@@ -85,10 +85,10 @@ void init_config(py::module_& m) {
         .def_readonly("sliding_window", &ModelConfig::sliding_window)
         .def("as_dict", &config_dict)
         .def("__repr__", [](const ModelConfig& c) {
-            return "ModelConfig(" + c.architecture + ", layers=" + std::to_string(c.n_layers) + ", dim=" +
-                   std::to_string(c.dim) + ", heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv_heads) +
-                   ", head_dim=" + std::to_string(c.head_dim) + ", ffn=" + std::to_string(c.ffn_dim) + ", vocab=" +
-                   std::to_string(c.vocab_size) + ")";
+            return "ModelConfig(" + c.architecture + ", layers=" + std::to_string(c.n_layers) +
+                   ", dim=" + std::to_string(c.dim) + ", heads=" + std::to_string(c.n_heads) + "/" +
+                   std::to_string(c.n_kv_heads) + ", head_dim=" + std::to_string(c.head_dim) +
+                   ", ffn=" + std::to_string(c.ffn_dim) + ", vocab=" + std::to_string(c.vocab_size) + ")";
         });
 
     m.def("load_config", &load_config, py::arg("files"));
@@ -110,16 +110,17 @@ void init_config(py::module_& m) {
     m.def(
         "rope_inv_freq",
         [](const ModelConfig& c, bool sliding, std::optional<py::array_t<float, py::array::c_style>> divisors) {
-            if (divisors) AKUNU_CHECK(divisors->size() == c.head_dim / 2, "rope divisors must have head_dim / 2 entries");
+            if (divisors)
+                AKUNU_CHECK(divisors->size() == c.head_dim / 2, "rope divisors must have head_dim / 2 entries");
             auto v = rope_inv_freq(c, sliding, divisors ? divisors->data() : nullptr);
             return py::array_t<float>(py::ssize_t(v.size()), v.data());
         },
         py::arg("config"), py::arg("sliding") = false, py::arg("divisors") = py::none());
     m.def(
         "plan_memory",
-        [](const ModelConfig& c, const std::shared_ptr<ModelFiles>& files, int context, int prefill_chunk, int max_chain,
-           const std::string& kv_dtype, const std::string& weights_dtype, std::optional<std::string> device, bool kv_blocks,
-           bool kv_ring, const py::object& tuning) {
+        [](const ModelConfig& c, const std::shared_ptr<ModelFiles>& files, int context, int prefill_chunk,
+           int max_chain, const std::string& kv_dtype, const std::string& weights_dtype,
+           std::optional<std::string> device, bool kv_blocks, bool kv_ring, const py::object& tuning) {
             PlanOptions o;
             o.context = context;
             o.prefill_chunk = prefill_chunk;

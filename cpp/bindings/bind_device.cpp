@@ -63,7 +63,6 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["indirect_counts"] = p.indirect_counts;
     d["prefill_dequant_rows"] = p.prefill_dequant_rows;
     d["gemv_int_dot"] = p.gemv_int_dot;
-    d["gemv_words"] = p.gemv_words;
     // Which matrices load in tiles: "none", "blocks32" (Q8_0/Q4_0/Q4_1 as *_T32V) or "all" (*_T32).
     d["weight_tiles"] = p.weight_tiles == WeightTiles::kAll        ? "all"
                         : p.weight_tiles == WeightTiles::kBlocks32 ? "blocks32"
@@ -106,21 +105,32 @@ DeviceClass init_device(py::module_& m) {
 
     DeviceClass device_class(m, "Device");
     device_class
-        .def(py::init([](const std::string& selector, const py::object& tuning) { return Device::create(selector, tuning_text(tuning)); }),
+        .def(py::init([](const std::string& selector, const py::object& tuning) {
+                 return Device::create(selector, tuning_text(tuning));
+             }),
              py::arg("selector") = "", py::arg("tuning") = py::none(),
-             "selector: an index into devices(), part of a device name, 'vulkan' or 'cpu'; '' means AKUNU_DEVICE or the best.\n"
+             "selector: an index into devices(), part of a device name, 'vulkan' or 'cpu'; '' means AKUNU_DEVICE or "
+             "the best.\n"
              "tuning: a dict or \"key=value,...\" over AKUNU_TUNE (docs/configuration.md)")
         .def(py::init([](int index, const py::object& tuning) {
                  AKUNU_CHECK(index >= 0, "device index must be >= 0, got " + std::to_string(index));
                  return Device::create(std::to_string(index), tuning_text(tuning));
              }),
              py::arg("index"), py::arg("tuning") = py::none())
-        .def("tuning_value", [](const Device& d, const std::string& key) { return tuning_value(d.profile().tuning, key); },
-             py::arg("key"), "The value of a tuning key on this device, as AKUNU_TUNE spells it")
+        .def(
+            "tuning_value",
+            [](const Device& d, const std::string& key) { return tuning_value(d.profile().tuning, key); },
+            py::arg("key"), "The value of a tuning key on this device, as AKUNU_TUNE spells it")
         .def_property_readonly("profile", [](const Device& d) { return profile_dict(d.profile()); })
         .def_property_readonly("name", [](const Device& d) { return d.profile().name; })
-        .def_property_readonly("backend", [](const Device& d) { return backend_name(d.backend()); },
-                               "'vulkan', or 'cpu' for akunu's native CPU backend")
+        .def("__str__", [](const Device& d) { return d.profile().name; })
+        .def("__repr__",
+             [](const Device& d) {
+                 return "Device('" + d.profile().name + "', backend='" + backend_name(d.backend()) + "')";
+             })
+        .def_property_readonly(
+            "backend", [](const Device& d) { return backend_name(d.backend()); },
+            "'vulkan', or 'cpu' for akunu's native CPU backend")
         .def_property_readonly("allocated_bytes", &Device::allocated_bytes)
         .def_property_readonly("live_buffers", &Device::live_buffers)
         .def_property_readonly("allocations_total", &Device::allocations_total)

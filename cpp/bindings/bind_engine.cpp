@@ -10,15 +10,16 @@
 namespace akunu::py_bindings {
 
 static DType scratch_dtype(const std::string& name) {
-    for (const char* u32 : {"token_ids", "step", "batch_token_ids", "batch_step", "sampler", "batch_dispatch", "step_dispatch"})
+    for (const char* u32 :
+         {"token_ids", "step", "batch_token_ids", "batch_step", "sampler", "batch_dispatch", "step_dispatch"})
         if (name == u32) return DType::kU32;
     return DType::kF32;
 }
 
 void init_engine(py::module_& m) {
     py::class_<Model, std::shared_ptr<Model>>(m, "Engine")
-        .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress, int chain,
-                         int prefill_chunk, const std::string& kv_dtype, bool kv_blocks, bool kv_ring,
+        .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress,
+                         int chain, int prefill_chunk, const std::string& kv_dtype, bool kv_blocks, bool kv_ring,
                          const py::object& tuning) {
                  LoadOptions o;
                  o.tuning = tuning_text(tuning);
@@ -34,44 +35,47 @@ void init_engine(py::module_& m) {
                  return std::shared_ptr<Model>(Model::load(path, o));
              }),
              py::arg("path"), py::arg("context") = 4096, py::arg("device") = "", py::arg("progress") = py::none(),
-             py::arg("chain") = 0, py::arg("prefill_chunk") = 0, py::arg("kv_dtype") = "f16", py::arg("kv_blocks") = false,
-             py::arg("kv_ring") = false, py::arg("tuning") = py::none())
+             py::arg("chain") = 0, py::arg("prefill_chunk") = 0, py::arg("kv_dtype") = "f16",
+             py::arg("kv_blocks") = false, py::arg("kv_ring") = false, py::arg("tuning") = py::none())
         .def_property_readonly("config", &Model::config)
         .def_property_readonly("context", &Model::context)
-        .def_property_readonly("device_name", [](const Model& mo) { return mo.device().profile().name; })
+        .def_property_readonly("device", &Model::device_ptr)
         .def("kernel_statistics", [](const Model& mo) { return kernel_statistics_rows(mo.device()); })
         .def("decode", &Model::decode, py::call_guard<py::gil_scoped_release>())
-        .def("eval",
-             [](Model& mo, const std::vector<int>& ids, bool all_logits, const std::vector<int>& taps) -> py::object {
-                 // all_logits: [len(ids), vocab] f32; taps: [len(taps), len(ids), dim] f32
-                 py::object logits = py::none(), hidden = py::none();
-                 float *logits_data = nullptr, *hidden_data = nullptr;
-                 if (all_logits) {
-                     py::array_t<float> a({ids.size(), size_t(mo.config().vocab_size)});
-                     logits_data = a.mutable_data();
-                     logits = std::move(a);
-                 }
-                 if (!taps.empty()) {
-                     py::array_t<float> a({taps.size(), ids.size(), size_t(mo.config().dim)});
-                     hidden_data = a.mutable_data();
-                     hidden = std::move(a);
-                 }
-                 {
-                     py::gil_scoped_release release;
-                     mo.eval(ids, logits_data, taps, hidden_data);
-                 }
-                 if (taps.empty()) return logits;
-                 return py::make_tuple(logits, hidden);
-             },
-             py::arg("ids"), py::arg("all_logits") = false, py::arg("taps") = std::vector<int>{})
+        .def(
+            "eval",
+            [](Model& mo, const std::vector<int>& ids, bool all_logits, const std::vector<int>& taps) -> py::object {
+                // all_logits: [len(ids), vocab] f32; taps: [len(taps), len(ids), dim] f32
+                py::object logits = py::none(), hidden = py::none();
+                float *logits_data = nullptr, *hidden_data = nullptr;
+                if (all_logits) {
+                    py::array_t<float> a({ids.size(), size_t(mo.config().vocab_size)});
+                    logits_data = a.mutable_data();
+                    logits = std::move(a);
+                }
+                if (!taps.empty()) {
+                    py::array_t<float> a({taps.size(), ids.size(), size_t(mo.config().dim)});
+                    hidden_data = a.mutable_data();
+                    hidden = std::move(a);
+                }
+                {
+                    py::gil_scoped_release release;
+                    mo.eval(ids, logits_data, taps, hidden_data);
+                }
+                if (taps.empty()) return logits;
+                return py::make_tuple(logits, hidden);
+            },
+            py::arg("ids"), py::arg("all_logits") = false, py::arg("taps") = std::vector<int>{})
         .def_property_readonly("prefill_chunk", &Model::prefill_chunk)
         .def("sampled_token", &Model::sampled_token)
         .def("sampled_logprob", &Model::sampled_logprob)
-        .def("set_sampler",
-             [](Model& mo, float temperature, uint32_t top_k, float top_p, float min_p, uint64_t seed) {
-                 mo.set_sampler(SamplerState{temperature, top_k, top_p, min_p, uint32_t(seed), uint32_t(seed >> 32), 0, 0});
-             },
-             py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("min_p"), py::arg("seed"))
+        .def(
+            "set_sampler",
+            [](Model& mo, float temperature, uint32_t top_k, float top_p, float min_p, uint64_t seed) {
+                mo.set_sampler(
+                    SamplerState{temperature, top_k, top_p, min_p, uint32_t(seed), uint32_t(seed >> 32), 0, 0});
+            },
+            py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("min_p"), py::arg("seed"))
         .def("decode_chain",
              [](Model& mo, int token) {
                  std::vector<float> logprobs;
@@ -83,24 +87,27 @@ void init_engine(py::module_& m) {
                  return py::make_tuple(ids, logprobs);
              })
         .def("chain_start", &Model::chain_start, py::call_guard<py::gil_scoped_release>())
-        .def("chain_next",
-             [](Model& mo, bool more) -> py::object {
-                 std::vector<int> ids;
-                 std::vector<float> logprobs;
-                 int first = 0;
-                 bool got;
-                 {
-                     py::gil_scoped_release release;
-                     got = mo.chain_next(ids, logprobs, first, more);
-                 }
-                 if (!got) return py::none();
-                 return py::make_tuple(ids, logprobs, first);
-             },
-             py::arg("more") = true)
+        .def(
+            "chain_next",
+            [](Model& mo, bool more) -> py::object {
+                std::vector<int> ids;
+                std::vector<float> logprobs;
+                int first = 0;
+                bool got;
+                {
+                    py::gil_scoped_release release;
+                    got = mo.chain_next(ids, logprobs, first, more);
+                }
+                if (!got) return py::none();
+                return py::make_tuple(ids, logprobs, first);
+            },
+            py::arg("more") = true)
         .def_property_readonly("chain", &Model::chain)
         .def("reset", &Model::reset)
         .def("truncate", &Model::truncate)
-        .def("fork", [](Model& mo) { return std::shared_ptr<Model>(mo.fork()); }, py::call_guard<py::gil_scoped_release>())
+        .def(
+            "fork", [](Model& mo) { return std::shared_ptr<Model>(mo.fork()); },
+            py::call_guard<py::gil_scoped_release>())
         .def("save_state",
              [](Model& mo) {
                  std::vector<uint8_t> bytes;
@@ -120,37 +127,42 @@ void init_engine(py::module_& m) {
              })
         .def_property_readonly("fingerprint", &Model::fingerprint)
         .def_property_readonly("kv_length", [](Model& mo) { return mo.kv_cache().current_length(); })
-        .def("kv_view",
-             [](const std::shared_ptr<Model>& self, int layer, bool values, bool scales) {
-                 KVCache& kv = self->kv_cache();
-                 AKUNU_CHECK(layer >= 0 && layer < kv.n_layers(), "layer " + std::to_string(layer) + " is out of range (0 to " +
-                                                                       std::to_string(kv.n_layers() - 1) + ")");
-                 const size_t heads = size_t(kv.n_kv_heads()), n = size_t(kv.current_length());
-                 const KvDType side = kv_side(kv.dtype(), values);
-                 const size_t words = size_t(kv.head_dim()) * size_t(kv_value_bits(side)) / 32;
-                 if (kv.rows(layer) != KvRows::kFull) {
-                     // Blocks and rings: a copy of rows [0, length), gathered in position order.
-                     const std::vector<uint8_t> bytes = kv.read_side(layer, values, scales, int(n));
-                     if (scales || side == KvDType::kF16) {
-                         py::array a(py::dtype("float16"), scales ? std::vector<size_t>{heads, n} : std::vector<size_t>{heads, n, size_t(kv.head_dim())});
-                         std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
-                         return a;
-                     }
-                     py::array_t<uint32_t> a({heads, n, words});
-                     std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
-                     return py::array(a);
-                 }
-                 const Buffer& b = values ? kv.v(layer) : kv.k(layer);
-                 const size_t rows = size_t(kv.max_length());
-                 if (scales) {
-                     AKUNU_CHECK(kv_side(kv.dtype(), values) != KvDType::kF16, "an f16 KV cache has no row scales");
-                     return buffer_view(b, DType::kF16, {heads, rows}, py::cast(self), size_t(kv.layout(values).scale_offset));
-                 }
-                 if (kv_side(kv.dtype(), values) == KvDType::kF16)
-                     return buffer_view(b, DType::kF16, {heads, rows, size_t(kv.head_dim())}, py::cast(self));
-                 return buffer_view(b, DType::kU32, {heads, rows, words}, py::cast(self));
-             },
-             py::arg("layer"), py::arg("values"), py::arg("scales") = false)
+        .def(
+            "kv_view",
+            [](const std::shared_ptr<Model>& self, int layer, bool values, bool scales) {
+                KVCache& kv = self->kv_cache();
+                AKUNU_CHECK(layer >= 0 && layer < kv.n_layers(), "layer " + std::to_string(layer) +
+                                                                     " is out of range (0 to " +
+                                                                     std::to_string(kv.n_layers() - 1) + ")");
+                const size_t heads = size_t(kv.n_kv_heads()), n = size_t(kv.current_length());
+                const KvDType side = kv_side(kv.dtype(), values);
+                const size_t words = size_t(kv.head_dim()) * size_t(kv_value_bits(side)) / 32;
+                if (kv.rows(layer) != KvRows::kFull) {
+                    // Blocks and rings: a copy of rows [0, length), gathered in position order.
+                    const std::vector<uint8_t> bytes = kv.read_side(layer, values, scales, int(n));
+                    if (scales || side == KvDType::kF16) {
+                        py::array a(py::dtype("float16"), scales
+                                                              ? std::vector<size_t>{heads, n}
+                                                              : std::vector<size_t>{heads, n, size_t(kv.head_dim())});
+                        std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
+                        return a;
+                    }
+                    py::array_t<uint32_t> a({heads, n, words});
+                    std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
+                    return py::array(a);
+                }
+                const Buffer& b = values ? kv.v(layer) : kv.k(layer);
+                const size_t rows = size_t(kv.max_length());
+                if (scales) {
+                    AKUNU_CHECK(kv_side(kv.dtype(), values) != KvDType::kF16, "an f16 KV cache has no row scales");
+                    return buffer_view(b, DType::kF16, {heads, rows}, py::cast(self),
+                                       size_t(kv.layout(values).scale_offset));
+                }
+                if (kv_side(kv.dtype(), values) == KvDType::kF16)
+                    return buffer_view(b, DType::kF16, {heads, rows, size_t(kv.head_dim())}, py::cast(self));
+                return buffer_view(b, DType::kU32, {heads, rows, words}, py::cast(self));
+            },
+            py::arg("layer"), py::arg("values"), py::arg("scales") = false)
         .def_property_readonly("kv_dtype", [](const Model& mo) { return kv_dtype_name(mo.kv_cache().dtype()); })
         .def_property_readonly("kv_layers", [](const Model& mo) { return kv_layer_rows(mo.plan()); })
         .def_property_readonly("kv_sliding_from", [](const Model& mo) { return mo.kv_cache().sliding_from(); })
@@ -183,50 +195,56 @@ void init_engine(py::module_& m) {
                  d["device_allocations"] = mo.device().allocations_total();
                  return d;
              })
-        .def("profile",
-             [](Model& mo, int tokens) {
-                 std::vector<Model::ProfileRow> rows;
-                 {
-                     py::gil_scoped_release release;
-                     rows = mo.profile(tokens);
-                 }
-                 py::list out;
-                 for (const auto& r : rows) {
-                     // Each distinct range once: a GEMV of one matrix binds its W and y again
-                     // in the slots of a fused GEMV's second and third.
-                     size_t bytes = 0;
-                     const auto& bs = r.cmd->bindings;
-                     for (size_t i = 0; i < bs.size(); ++i) {
-                         bool again = false;
-                         for (size_t j = 0; j < i && !again; ++j)
-                             again = bs[j].buffer == bs[i].buffer && bs[j].offset == bs[i].offset && bs[j].bytes() == bs[i].bytes();
-                         if (!again) bytes += bs[i].bytes();
-                     }
-                     py::dict d;
-                     d["label"] = r.cmd->label;
-                     d["kernel"] = r.cmd->pipeline->name();
-                     d["ms"] = r.ms;
-                     d["bytes_bound"] = bytes;
-                     out.append(d);
-                 }
-                 return out;
-             },
-             py::arg("tokens") = 1)
+        .def(
+            "profile",
+            [](Model& mo, int tokens) {
+                std::vector<Model::ProfileRow> rows;
+                {
+                    py::gil_scoped_release release;
+                    rows = mo.profile(tokens);
+                }
+                py::list out;
+                for (const auto& r : rows) {
+                    // Each distinct range once: a GEMV of one matrix binds its W and y again
+                    // in the slots of a fused GEMV's second and third.
+                    size_t bytes = 0;
+                    const auto& bs = r.cmd->bindings;
+                    for (size_t i = 0; i < bs.size(); ++i) {
+                        bool again = false;
+                        for (size_t j = 0; j < i && !again; ++j)
+                            again = bs[j].buffer == bs[i].buffer && bs[j].offset == bs[i].offset &&
+                                    bs[j].bytes() == bs[i].bytes();
+                        if (!again) bytes += bs[i].bytes();
+                    }
+                    py::dict d;
+                    d["label"] = r.cmd->label;
+                    d["kernel"] = r.cmd->pipeline->name();
+                    d["ms"] = r.ms;
+                    d["bytes_bound"] = bytes;
+                    out.append(d);
+                }
+                return out;
+            },
+            py::arg("tokens") = 1)
         .def(
             "dispatch_table",
-            [](const Model& mo, bool prefill) { return dispatch_rows(prefill ? mo.prefill_table() : mo.dispatch_table()); },
+            [](const Model& mo, bool prefill) {
+                return dispatch_rows(prefill ? mo.prefill_table() : mo.dispatch_table());
+            },
             py::arg("prefill") = false)
         .def("barrier_count", &Model::barrier_count, py::arg("prefill") = false)
-        .def("pass_plan", [](const Model& mo, bool prefill) { return plan_dict(mo.pass_plan(prefill)); },
-             py::arg("prefill") = false);
+        .def(
+            "pass_plan", [](const Model& mo, bool prefill) { return plan_dict(mo.pass_plan(prefill)); },
+            py::arg("prefill") = false);
 }
 
 static const char* x_rounding_name(kernels::XRounding r) {
     return r == kernels::XRounding::kInt8 ? "int8" : r == kernels::XRounding::kInt16 ? "int16" : "float";
 }
 
-py::dict plan_dict(const PassPlan& p) {
-    static const char* kPlaces[kHandoffSlotsPerLayer] = {"attention->o", "o->gate_up", "gate_up->down", "down->next_qkv"};
+py::dict plan_dict(const DecodePlan& p) {
+    static const char* kPlaces[kHandoffSlotsPerLayer] = {"attention->o", "o->gate_up", "gate_up->down",
+                                                         "down->next_qkv"};
     py::list layers;
     for (const LayerPlan& lp : p.layers) {
         py::dict l;
@@ -291,7 +309,8 @@ py::list dispatch_rows(const DispatchTable& table) {
         py::list bindings, columns;
         for (const Binding& b : c.bindings) {
             bindings.append(py::make_tuple(b.buffer->size(), b.offset, b.bytes()));
-            columns.append(b.row_stride ? py::object(py::make_tuple(b.row_stride, b.row_bytes)) : py::object(py::none()));
+            columns.append(b.row_stride ? py::object(py::make_tuple(b.row_stride, b.row_bytes))
+                                        : py::object(py::none()));
         }
         d["bindings"] = bindings;
         d["columns"] = columns;

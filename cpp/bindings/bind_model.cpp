@@ -106,11 +106,11 @@ void init_model(py::module_& m) {
             const cpu::TileLayout* l = t ? cpu::tile_layout(t->type) : nullptr;
             AKUNU_CHECK(l, "'" + tiled_name + "' is not a tile-major type (Q4_0_T32, F16_T32, ...)");
             const TensorTypeTraits& base = type_traits(l->base);
-            AKUNU_CHECK(rows > 0 && k % base.block_size == 0, "pack_tiles: k = " + std::to_string(k) +
-                                                                 " is not a whole number of " + base.name + " blocks");
+            AKUNU_CHECK(rows > 0 && k % base.block_size == 0,
+                        "pack_tiles: k = " + std::to_string(k) + " is not a whole number of " + base.name + " blocks");
             AKUNU_CHECK(size_t(raw.size()) == tensor_bytes(base, uint64_t(rows) * k, "(buffer)"),
-                        "pack_tiles: " + std::to_string(raw.size()) + " bytes is not a [" + std::to_string(rows) + ", " +
-                            std::to_string(k) + "] matrix of " + base.name);
+                        "pack_tiles: " + std::to_string(raw.size()) + " bytes is not a [" + std::to_string(rows) +
+                            ", " + std::to_string(k) + "] matrix of " + base.name);
             py::array_t<uint8_t> out{py::ssize_t(cpu::tiled_bytes(*l, rows, k))};
             cpu::pack_tiles(*l, raw.data(), rows, k, out.mutable_data());
             return out;

@@ -46,11 +46,13 @@ void init_tokenizer(py::module_& m) {
             },
             py::arg("texts"), py::arg("add_special_tokens") = true, py::arg("parse_special") = true)
         .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
-        .def("id_to_token", [](const Tokenizer& t, int id) { return py::bytes(t.id_to_token(id)).attr("decode")("utf-8", "replace"); })
-        .def("token_to_id", [](const Tokenizer& t, const std::string& s) -> py::object {
-            const int id = t.token_to_id(s);
-            return id < 0 ? py::none() : py::object(py::int_(id));
-        })
+        .def("id_to_token",
+             [](const Tokenizer& t, int id) { return py::bytes(t.id_to_token(id)).attr("decode")("utf-8", "replace"); })
+        .def("token_to_id",
+             [](const Tokenizer& t, const std::string& s) -> py::object {
+                 const int id = t.token_to_id(s);
+                 return id < 0 ? py::none() : py::object(py::int_(id));
+             })
         .def("is_special", &Tokenizer::is_special)
         .def_property_readonly("bos_id", &Tokenizer::bos_id)
         .def_property_readonly("eos_id", &Tokenizer::eos_id)

@@ -37,7 +37,8 @@ struct PyBuffer : std::enable_shared_from_this<PyBuffer> {
 // The NumPy array of `buffer` (one helper for every dtype): a zero-copy view whose base is
 // `owner` (which must keep the buffer alive) when the memory is host-visible, otherwise a copy
 // read back from the device. An empty shape means the whole buffer as a 1-D array.
-py::array buffer_view(const Buffer& buffer, DType dtype, std::vector<size_t> shape, py::object owner, size_t offset = 0);
+py::array buffer_view(const Buffer& buffer, DType dtype, std::vector<size_t> shape, py::object owner,
+                      size_t offset = 0);
 
 // buffer_view for a Python Buffer; the view counts toward its live_views.
 py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::vector<size_t> shape);
@@ -57,19 +58,20 @@ inline std::function<void(const std::string&, size_t, size_t)> progress_callback
 inline std::string tuning_text(const py::object& tuning) {
     if (tuning.is_none()) return "";
     if (py::isinstance<py::str>(tuning)) return tuning.cast<std::string>();
-    if (!py::isinstance<py::dict>(tuning)) throw py::type_error("tuning must be a dict, a \"key=value,...\" string or None");
+    if (!py::isinstance<py::dict>(tuning))
+        throw py::type_error("tuning must be a dict, a \"key=value,...\" string or None");
     std::string out;
     for (const auto& [key, value] : tuning.cast<py::dict>()) {
-        std::string v = value.is_none()                 ? "auto"
+        std::string v = value.is_none()                    ? "auto"
                         : py::isinstance<py::bool_>(value) ? (value.cast<bool>() ? "1" : "0")
-                                                         : py::str(value).cast<std::string>();
+                                                           : py::str(value).cast<std::string>();
         out += (out.empty() ? "" : ",") + py::str(key).cast<std::string>() + "=" + v;
     }
     return out;
 }
 
 // A pass's plan (engine/plan.h) as a Python dict: pass-wide choices and one dict per layer.
-py::dict plan_dict(const PassPlan& plan);
+py::dict plan_dict(const DecodePlan& plan);
 
 // A dispatch table as Python rows: {label, kernel, groups, bindings: [(size, offset, range)]}.
 py::list dispatch_rows(const DispatchTable& table);

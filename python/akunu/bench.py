@@ -133,7 +133,7 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
 
     weights = m.memory_report()["weights"][1]
     kv_row = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 2  # K and V, f16, all layers, one position
-    device_name, model_chain = m.device, e.chain
+    device_name, model_chain = m.device.name, e.chain
     # The warm load, with the first model's memory released before it.
     m = e = None  # the first model is released before the warm load
     gc.collect()

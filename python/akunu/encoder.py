@@ -101,10 +101,9 @@ class Encoder:
         return self._encoder.config
 
     @property
-    def device(self) -> str:
-        """The name of the device the encoder runs on, as akunu.devices() names it (the CPU
-        backend's adds its activation mode, such as ", int8 activations" with AKUNU_INT8=1)."""
-        return self._encoder.device_name
+    def device(self) -> _akunu.Device:
+        """The akunu.Device the encoder runs on, as for Model.device."""
+        return self._encoder.device
 
     @property
     def max_tokens(self) -> int:
@@ -128,4 +127,4 @@ class Encoder:
 
     def __repr__(self) -> str:
         return (f"Encoder({self.path!r}, {self.config.architecture}, max_tokens={self.max_tokens}, "
-                f"batch_tokens={self.batch_tokens}, device={self.device!r})")
+                f"batch_tokens={self.batch_tokens}, device={self.device.name!r})")

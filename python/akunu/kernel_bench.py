@@ -182,7 +182,7 @@ def gemv_rows(device, wtypes=("F16", "Q8_0", "Q4_0", "Q4_1", "Q8_0_T32", "Q4_0_T
                                  w_offset=(i % count) * stride)
 
                 ms = _time(device, record, reps=max(20, count))
-                path = (rounding if taken else "words" if kernels.gemv_words(device, wtype, k) else "")
+                path = (rounding if taken else "")
                 out.append(BenchRow(f"gemv {wtype} {rows}x{k} {path}".rstrip(), nbytes + 4 * k + 4 * rows, ms))
     return out
 

@@ -225,10 +225,11 @@ class Model:
         return self._engine.config
 
     @property
-    def device(self) -> str:
-        """The name of the device the model runs on, as akunu.devices() names it (the CPU
-        backend's adds its activation mode, such as ", int8 activations" with AKUNU_INT8=1)."""
-        return self._engine.device_name
+    def device(self) -> _akunu.Device:
+        """The akunu.Device the model runs on: .name (as akunu.devices() names it; the CPU
+        backend's adds its activation mode, such as ", int8 activations" with AKUNU_INT8=1),
+        .profile (with the tuning it was created with), .backend; str() gives its name."""
+        return self._engine.device
 
     @property
     def chain(self) -> int:
@@ -513,7 +514,7 @@ class Model:
         return self._engine.barrier_count(prefill)
 
     def __repr__(self) -> str:
-        return f"Model({self.path!r}, {self.config.architecture}, context={self.context}, device={self.device!r})"
+        return f"Model({self.path!r}, {self.config.architecture}, context={self.context}, device={self.device.name!r})"
 
 
 def profile_table(rows: list[dict], by: str = "kernel") -> str:

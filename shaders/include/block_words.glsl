@@ -1,6 +1,5 @@
 // The 32-element block formats (Q8_0, Q4_0, Q4_1) read as a stream of aligned 32-bit words,
-// for integer dot products against x rounded to int8 per block of 32 (gemv_dot.comp), or, with
-// XW_FLOAT, for fp32 products against x as it is (gemv_words_*, behind the gemv_words tuning key).
+// for integer dot products against x rounded to int8 per block of 32 (gemv_dot.comp).
 //
 // A row of these blocks is 4-byte aligned when its byte length is (Q4_1 always; Q8_0 and
 // Q4_0, whose 34- and 18-byte blocks are only 2-byte aligned, for an even block count). Each
@@ -14,23 +13,11 @@
 //   .w  for Q4_0, the signed correction -8 * (sum of the .x and .y bytes): Q4_0 codes are
 //       nibbles n of value n - 8, and the dot products take the raw nibbles.
 // A word's block needs no entry: word j's codes belong to block 4 j / W_BLOCK_BYTES of the row.
-// With XW_FLOAT an entry is instead {lo, hi: the x values under the low and high nibbles (or
-// bytes), scaled as below; meta: a float bias}, in three shared arrays (table_lo, table_hi,
-// table_meta). A code becomes a float through its bits, with no conversion and no subtraction
-// per code: byte i of a word, shifted to bits 15..22 (the top of the mantissa), ORed into 1.0f
-// reads as 1 + byte / 256 (a nibble at 15..18 as 1 + n / 256, one at 19..22 as 1 + n / 16), so
-// one shift per byte and one logic op per code precede each FMA. The entry holds x times 256
-// (times 16 under high nibbles), so that the products sum to sum(x') + sum(code x); the bias
-// takes sum(x') back out, with the formats' offsets (Q4_0's 8, Q8_0's 128 after the sign bit
-// is flipped). What that costs in precision: the sums run about 2^5 above the result (a few
-// ulps of 2^-24), far inside fp32 accumulation over a row.
-// Requires weights.glsl (W_BLOCK_BYTES) and, for the integer entries, GL_EXT_spirv_intrinsics.
+// Requires weights.glsl (W_BLOCK_BYTES) and GL_EXT_spirv_intrinsics.
 #ifndef AKUNU_BLOCK_WORDS_GLSL
 #define AKUNU_BLOCK_WORDS_GLSL
 
-#ifndef XW_FLOAT
 #include "int_dot.glsl"
-#endif
 
 #if defined(WTYPE_Q4_1)
 #define W_HEAD_BYTES 4  // {half d; half m}
@@ -43,56 +30,6 @@
 #define W_CODE_WORDS 4  // 16 bytes of nibbles: element c low, c + 16 high
 #endif
 
-#ifdef XW_FLOAT
-struct XEntry {
-    vec4 lo, hi;
-    float bias;
-};
-XEntry xw_entry(uint at) {
-#if defined(WTYPE_Q8_0)
-    return XEntry(table_lo[at], vec4(0.0), table_meta[at]);
-#else
-    return XEntry(table_lo[at], table_hi[at], table_meta[at]);
-#endif
-}
-
-// x under 4 codes, as write_block_words passes it around: 4 floats.
-#define XQ vec4
-XQ xq_zero() { return vec4(0.0); }
-// Codes 2 and 3 of `below`, then codes 0 and 1 of `own`: a word that starts 2 bytes into them.
-XQ xq_join(XQ below, XQ own) { return vec4(below.zw, own.xy); }
-// The entry of a word of codes: x scaled to the codes' place in the mantissa, and the bias that
-// removes sum(x') and the format's offset (d, x's scale, is not needed: x is not rounded).
-void xw_put(uint j, XQ lo, XQ hi, float d) {
-    const float s_lo = dot(lo, vec4(1.0)), s_hi = dot(hi, vec4(1.0));
-#if defined(WTYPE_Q8_0)
-    XW_STORE(j, 256.0 * lo, hi, -384.0 * s_lo);  // codes read as 1 + (c + 128) / 256
-#elif defined(WTYPE_Q4_0)
-    XW_STORE(j, 256.0 * lo, 16.0 * hi, -264.0 * s_lo - 24.0 * s_hi);  // nibble n stands for n - 8
-#else
-    XW_STORE(j, 256.0 * lo, 16.0 * hi, -256.0 * s_lo - 16.0 * s_hi);
-#endif
-}
-// A Q4_1 head word {d, m}: the block's sum of x, for m * sum(x).
-void xw_put_head(uint j, float sum) { XW_STORE(j, vec4(0.0), vec4(0.0), sum); }
-
-// Word w's share of its row's dot product: dw is the scale of the word's block in that row.
-// Under scale bytes x is 0, so whatever value their bits give is multiplied away.
-float word_dot(uint w, XEntry e, float dw, bool head) {
-    const uvec4 v = uvec4(w << 15, w << 7, w >> 1, w >> 9);  // byte i at bits 15..22
-#if defined(WTYPE_Q8_0)
-    const vec4 c = uintBitsToFloat((v & 0x007F8000u) ^ 0x3FC00000u);  // sign bit flipped, into 1.0f
-    return dw * (dot(c, e.lo) + e.bias);
-#else
-#if defined(WTYPE_Q4_1)
-    if (head) return unpackHalf2x16(w).y * e.bias;  // m * sum(x)
-#endif
-    const vec4 lo = uintBitsToFloat((v & 0x00078000u) | 0x3F800000u);
-    const vec4 hi = uintBitsToFloat((v & 0x00780000u) | 0x3F800000u);
-    return dw * (dot(lo, e.lo) + dot(hi, e.hi) + e.bias);
-#endif
-}
-#else  // integer entries
 
 #define XEntry uvec4
 XEntry xw_entry(uint at) { return table[at]; }
@@ -126,7 +63,6 @@ float word_dot(uint w, uvec4 e, float dw, bool head) {
 #endif
     return float(s) * (dw * uintBitsToFloat(e.z));
 }
-#endif  // XW_FLOAT
 
 // Writes the entries of block b of a slice (table[j] for the words that hold its codes, and a
 // Q4_1 block's head word) from the 8 neighbouring invocations (8-aligned in the subgroup) that

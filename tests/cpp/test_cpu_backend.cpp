@@ -116,7 +116,8 @@ static std::vector<uint8_t> random_row(const cpu::WeightType& w, size_t k, std::
             uint8_t* blk = row.data() + b * w.block_bytes;
             const size_t at = w.type == TensorType::Q6_K ? w.block_bytes - 2 : 0;
             std::memcpy(blk + at, &h, 2);
-            if (w.type == TensorType::Q4_1 || w.type == TensorType::Q4_K || w.type == TensorType::Q5_K) std::memcpy(blk + 2, &h, 2);
+            if (w.type == TensorType::Q4_1 || w.type == TensorType::Q4_K || w.type == TensorType::Q5_K)
+                std::memcpy(blk + 2, &h, 2);
         }
     }
     return row;
@@ -137,7 +138,8 @@ TEST(CpuBackend, RowDotsAgreeWithTheDequantizedReference) {
             EXPECT_NEAR(scalar, want, 1e-5 * mag + 1e-6) << type_traits(w.type).name << " k=" << k;
             if (cpu::use_avx2())
                 if (auto avx = cpu::row_dot_avx2(w.type))
-                    EXPECT_NEAR(avx(row.data(), x.data(), k), want, 1e-5 * mag + 1e-6) << type_traits(w.type).name << " avx2";
+                    EXPECT_NEAR(avx(row.data(), x.data(), k), want, 1e-5 * mag + 1e-6)
+                        << type_traits(w.type).name << " avx2";
         }
     }
 }
@@ -150,7 +152,8 @@ TEST(CpuBackend, GemvReplaysFromACommandList) {
     std::vector<float> w(rows * k), x(k), y(rows, NAN);
     for (auto& v : w) v = u(rng);
     for (auto& v : x) v = u(rng);
-    Buffer wb = d->allocate(w.data(), w.size() * 4), xb = d->allocate(x.data(), x.size() * 4), yb = d->allocate(y.data(), y.size() * 4);
+    Buffer wb = d->allocate(w.data(), w.size() * 4), xb = d->allocate(x.data(), x.size() * 4),
+           yb = d->allocate(y.data(), y.size() * 4);
     CommandList cl(d);
     cl.begin();
     kernels::gemv(cl, wb, TensorType::F32, xb, yb, rows, k, false, nullptr);
@@ -174,7 +177,8 @@ struct TiledMatrix {
     std::vector<float> deq;  // [rows][k]
 };
 
-static TiledMatrix random_matrix(const cpu::WeightType& w, const cpu::TileLayout& l, size_t rows, size_t k, std::mt19937& rng) {
+static TiledMatrix random_matrix(const cpu::WeightType& w, const cpu::TileLayout& l, size_t rows, size_t k,
+                                 std::mt19937& rng) {
     TiledMatrix m;
     m.deq.resize(rows * k);
     for (size_t r = 0; r < rows; ++r) {
@@ -234,7 +238,8 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
         auto reference = [&](size_t r, const float* xr, double* mag) {
             double want = 0;
             *mag = 0;
-            for (size_t i = 0; i < k; ++i) want += double(mat.deq[r * k + i]) * xr[i], *mag += std::fabs(double(mat.deq[r * k + i]) * xr[i]);
+            for (size_t i = 0; i < k; ++i)
+                want += double(mat.deq[r * k + i]) * xr[i], *mag += std::fabs(double(mat.deq[r * k + i]) * xr[i]);
             return want;
         };
         double mag;
@@ -264,9 +269,11 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
         std::vector<float> d16(k / 32), d16_v3(k / 32), fsum16(k / 16);
         std::vector<int32_t> sum16(k / 32), sum16_v3(k / 32);
         cpu::block_sums(x0.data(), k, cpu::tile_sum_block(l->tiled), fsum16.data());
-        cpu::vec_math_for(cpu::CpuIsa::kScalar).quantize16(x0.data(), k, q16.data(), d16.data(), sum16.data(), interleave);
+        cpu::vec_math_for(cpu::CpuIsa::kScalar)
+            .quantize16(x0.data(), k, q16.data(), d16.data(), sum16.data(), interleave);
         if (cpu::use_avx2()) {
-            cpu::vec_math_for(cpu::CpuIsa::kAvx2).quantize16(x0.data(), k, q16_v3.data(), d16_v3.data(), sum16_v3.data(), interleave);
+            cpu::vec_math_for(cpu::CpuIsa::kAvx2)
+                .quantize16(x0.data(), k, q16_v3.data(), d16_v3.data(), sum16_v3.data(), interleave);
             ASSERT_EQ(q16, q16_v3) << name;
             ASSERT_EQ(d16, d16_v3) << name;
             ASSERT_EQ(sum16, sum16_v3) << name;
@@ -303,8 +310,10 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
                 avx(tile, x_of(form), k, a);
                 cpu::tile_gemv_scalar(l->tiled, form)(tile, x_of(form), k, b);
                 for (int r = 0; r < 32; ++r) {
-                    if (l->header_fields > 0 || form == cpu::XForm::kInt16) ASSERT_EQ(a[r], b[r]) << name << " form=" << int(form) << " row " << r;
-                    else ASSERT_NEAR(a[r], b[r], 1e-4f * (1 + std::fabs(b[r]))) << name;
+                    if (l->header_fields > 0 || form == cpu::XForm::kInt16)
+                        ASSERT_EQ(a[r], b[r]) << name << " form=" << int(form) << " row " << r;
+                    else
+                        ASSERT_NEAR(a[r], b[r], 1e-4f * (1 + std::fabs(b[r]))) << name;
                 }
             }
         }
@@ -318,7 +327,8 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
                 cpu::tile_unpack_scalar()(l->tiled, mat.tiles.data(), 1, blocks - 1, pb, c0);
                 for (size_t kk = 0; kk < (blocks - 1) * w.block_size; ++kk)
                     for (size_t r = c0; r < c0 + 32; ++r)
-                        ASSERT_NEAR(pa[kk][r], pb[kk][r], l->tiled == TensorType::Q4_1_T32 ? 1e-6f * (1 + std::fabs(pb[kk][r])) : 0.0f)
+                        ASSERT_NEAR(pa[kk][r], pb[kk][r],
+                                    l->tiled == TensorType::Q4_1_T32 ? 1e-6f * (1 + std::fabs(pb[kk][r])) : 0.0f)
                             << name << " unpack " << kk << "," << r;
             }
         }
@@ -353,7 +363,8 @@ TEST(CpuBackend, GemmTileTiersAgreeWithTheScalarLoop) {
             cpu::gemm_tile_for(isa)(&wt[0][0], n, x.data(), ldx, m, k, got.data());
             for (size_t i = 0; i < m; ++i)
                 for (size_t j = 0; j < n; ++j)
-                    ASSERT_NEAR(got[i * cpu::kGemmTile + j], want[i * cpu::kGemmTile + j], 1e-5f) << cpu::cpu_isa_name(isa) << " m=" << m << " " << i << "," << j;
+                    ASSERT_NEAR(got[i * cpu::kGemmTile + j], want[i * cpu::kGemmTile + j], 1e-5f)
+                        << cpu::cpu_isa_name(isa) << " m=" << m << " " << i << "," << j;
         }
     }
 }
@@ -408,8 +419,10 @@ TEST(CpuBackend, CacheKernelsInBlocksMatchThePreallocatedCache) {
             const kernels::AttentionShape heads{4, 2, 16, max_len, 0, 0.25f, 0.0f};
             CommandList cl(d);
             cl.begin();
-            kernels::rope_kv(cl, &qkv_b, &cos_b, &sin_b, kv.bindings(0), &step_p, {4, 2, 16, max_len, true, true, rows});
-            kernels::flash_attention(cl, &qkv_b, kv.bindings(0), Binding(&out, q_dim * 4), &step_p, {heads, rows, row, q_dim});
+            kernels::rope_kv(cl, &qkv_b, &cos_b, &sin_b, kv.bindings(0), &step_p,
+                             {4, 2, 16, max_len, true, true, rows});
+            kernels::flash_attention(cl, &qkv_b, kv.bindings(0), Binding(&out, q_dim * 4), &step_p,
+                                     {heads, rows, row, q_dim});
             kernels::attention(cl, &q_b, kv.bindings(0), &partial, Binding(&out, 0, q_dim * 4), &step_d, heads);
             cl.end();
             cl.submit_and_wait();

@@ -164,7 +164,8 @@ TEST_F(DispatchTableTest, GemmsOfDisjointRowWindowsShareABarrierInterval) {
             for (size_t j = 0; j < n; ++j) {
                 double want = 0;
                 for (size_t c = 0; c < k; ++c) want += double(x[i * k + c]) * w[j * k + c];
-                ASSERT_NEAR(got[i * n + j], scale * want, 1e-4 * std::sqrt(double(k))) << tokens << " tokens, " << i << ", " << j;
+                ASSERT_NEAR(got[i * n + j], scale * want, 1e-4 * std::sqrt(double(k)))
+                    << tokens << " tokens, " << i << ", " << j;
             }
     }
 }

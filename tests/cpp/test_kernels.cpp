@@ -111,8 +111,8 @@ TEST_F(KernelTest, CopyMovesExactlyTheWords) {
     CommandList cl(dev);
     cl.begin();
     Buffer b = dev->allocate(64);
-    EXPECT_THROW(kernels::copy(cl, b, b, 6), Error);   // not whole words
-    EXPECT_THROW(kernels::copy(cl, b, b, 128), Error); // past the buffers
+    EXPECT_THROW(kernels::copy(cl, b, b, 6), Error);  // not whole words
+    EXPECT_THROW(kernels::copy(cl, b, b, 128), Error);  // past the buffers
     cl.end();
 }
 
@@ -158,8 +158,8 @@ TEST_F(KernelTest, SoftcapCapsTheStepsRows) {
 }
 
 // Rows of x normed in double precision (eps 1e-5), times w + offset.
-static std::vector<float> rmsnorm_reference(const std::vector<float>& x, const std::vector<float>& w, size_t rows, size_t dim,
-                                            float offset) {
+static std::vector<float> rmsnorm_reference(const std::vector<float>& x, const std::vector<float>& w, size_t rows,
+                                            size_t dim, float offset) {
     std::vector<float> want(rows * dim);
     for (size_t r = 0; r < rows; ++r) {
         double ss = 0;
@@ -206,7 +206,8 @@ TEST_F(KernelTest, RmsNormToHalvesMatchesCpu) {
         cl.end();
         cl.submit_and_wait();
         const std::vector<float> want = rmsnorm_reference(x, w, rows, dim, 0.0f);
-        expect_close(download(gy, rows * dim, DType::kF16), want, 2e-3f, 1e-3f, "rmsnorm_to_f16 dim=" + std::to_string(dim));
+        expect_close(download(gy, rows * dim, DType::kF16), want, 2e-3f, 1e-3f,
+                     "rmsnorm_to_f16 dim=" + std::to_string(dim));
     }
 }
 
@@ -296,8 +297,8 @@ TEST_F(KernelTest, DecodeAttentionMatchesSoftmax) {
             const size_t first = c.window > 0 && pos + 1 > c.window ? pos + 1 - c.window : 0;
             std::vector<float> want(q_dim);
             for (size_t h = 0; h < c.n_heads; ++h) {
-                reference_attention(&q[h * c.head_dim], k, v, h / (c.n_heads / c.n_kv), max_len, c.head_dim, first, pos, scale,
-                                    c.softcap, &want[h * c.head_dim]);
+                reference_attention(&q[h * c.head_dim], k, v, h / (c.n_heads / c.n_kv), max_len, c.head_dim, first, pos,
+                                    scale, c.softcap, &want[h * c.head_dim]);
             }
             expect_close(download(out, q_dim, DType::kF32), want, 1e-4f, 1e-4f,
                          "attention heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) +
@@ -322,7 +323,8 @@ TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
     for (const bool coopmat : {false, true}) {
         // The scalar kernel on a device tuned away from flash_cm (tuning flash_coopmat=0).
         auto dev = coopmat ? device() : Device::create("", "flash_coopmat=0");
-        for (const Case c : {Case{4, 2, 64, 0, 0.0f}, Case{3, 3, 128, 0, 0.0f}, Case{4, 1, 128, 40, 0.0f}, Case{2, 2, 64, 0, 5.0f}}) {
+        for (const Case c :
+             {Case{4, 2, 64, 0, 0.0f}, Case{3, 3, 128, 0, 0.0f}, Case{4, 1, 128, 40, 0.0f}, Case{2, 2, 64, 0, 5.0f}}) {
             const KvBindings probe{KvDType::kF16, nullptr, nullptr, {}, {}, KvRows::kFull, max_len};
             if (coopmat != kernels::flash_attention_coopmat(dev->profile(), probe, c.head_dim)) continue;
             ran = ran || coopmat;
@@ -351,13 +353,15 @@ TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
                 Buffer out = poisoned(dev, rows * q_dim, out_dtype);
                 CommandList cl(dev);
                 cl.begin();
-                kernels::flash_attention(cl, &qb, cache, &out, &step, {shape, rows, uint32_t(q_dim), uint32_t(q_dim), out_dtype});
+                kernels::flash_attention(cl, &qb, cache, &out, &step,
+                                         {shape, rows, uint32_t(q_dim), uint32_t(q_dim), out_dtype});
                 cl.end();
                 cl.submit_and_wait();
                 expect_close(download(out, rows * q_dim, out_dtype), want, tol, tol,
-                             std::string(coopmat ? "flash_cm" : "flash_attention") + " heads=" + std::to_string(c.n_heads) +
-                                 "/" + std::to_string(c.n_kv) + " head_dim=" + std::to_string(c.head_dim) +
-                                 " window=" + std::to_string(c.window) + (out_dtype == DType::kF16 ? " f16 out" : ""));
+                             std::string(coopmat ? "flash_cm" : "flash_attention") +
+                                 " heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) +
+                                 " head_dim=" + std::to_string(c.head_dim) + " window=" + std::to_string(c.window) +
+                                 (out_dtype == DType::kF16 ? " f16 out" : ""));
             }
         }
     }
@@ -427,7 +431,8 @@ TEST_F(KernelTest, KQuantGemvAndGemmMatchCpu) {
 TEST_F(KernelTest, RopeKvInFoursMatchesOnePairAnInvocation) {
     auto dev = device();
     const ModelConfig c = attention_config(4, 2, 16);
-    const uint32_t max_len = 40, rows = 7, tokens = 5, pos = 5, half = 8, q_dim = 64, kv_dim = 32, row = q_dim + 2 * kv_dim;
+    const uint32_t max_len = 40, rows = 7, tokens = 5, pos = 5, half = 8, q_dim = 64, kv_dim = 32,
+                   row = q_dim + 2 * kv_dim;
     const std::vector<float> cos = random_floats(max_len * half, 3), sin = random_floats(max_len * half, 4);
     Buffer cos_b = dev->allocate(cos.data(), cos.size() * 4), sin_b = dev->allocate(sin.data(), sin.size() * 4);
     const StepState st{pos, 0, tokens, 0};
@@ -458,13 +463,14 @@ TEST_F(KernelTest, RopeKvInFoursMatchesOnePairAnInvocation) {
                     }
                 for (uint32_t h = 0; h < 2; ++h)
                     for (uint32_t d = 0; d < 16; ++d) {
-                        k_want[(h * (pos + tokens) + pos + r) * 16 + d] = half_to_float(float_to_half(x[q_dim + h * 16 + d]));
+                        k_want[(h * (pos + tokens) + pos + r) * 16 + d] =
+                            half_to_float(float_to_half(x[q_dim + h * 16 + d]));
                         v_want[(h * (pos + tokens) + pos + r) * 16 + d] =
                             half_to_float(float_to_half(x[q_dim + kv_dim + h * 16 + d]));
                     }
             }
-            const std::string what = std::string(interleaved ? "adjacent pairs" : "split halves") + ", stride " +
-                                     std::to_string(stride);
+            const std::string what =
+                std::string(interleaved ? "adjacent pairs" : "split halves") + ", stride " + std::to_string(stride);
             for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6f) << what << ", element " << i;
             for (const bool values : {false, true}) {
                 const std::vector<uint8_t> side = kv.read_side(0, values, false, int(pos + tokens));
@@ -473,7 +479,8 @@ TEST_F(KernelTest, RopeKvInFoursMatchesOnePairAnInvocation) {
                     if ((i / 16) % (pos + tokens) < pos) continue;  // rows before the chunk: not written
                     uint16_t h;
                     std::memcpy(&h, side.data() + 2 * i, 2);
-                    ASSERT_NEAR(half_to_float(h), (values ? v_want : k_want)[i], 1e-3f) << what << (values ? ", V " : ", K ") << i;
+                    ASSERT_NEAR(half_to_float(h), (values ? v_want : k_want)[i], 1e-3f)
+                        << what << (values ? ", V " : ", K ") << i;
                 }
             }
         }
@@ -496,12 +503,14 @@ TEST_F(KernelTest, ColumnViewsWithDisjointColumnsNeedNoBarrier) {
     auto view = [&](int i) { return Binding::columns(y, firsts[i] * 4, widths[i] * 4, row * 4); };
     CommandList cl(dev);
     cl.begin();
-    for (int i = 0; i < 3; ++i) kernels::add_rows(cl, a[size_t(i)], b[size_t(i)], view(i), DType::kF32, {widths[i], rows, row, row, row});
+    for (int i = 0; i < 3; ++i)
+        kernels::add_rows(cl, a[size_t(i)], b[size_t(i)], view(i), DType::kF32, {widths[i], rows, row, row, row});
     EXPECT_EQ(cl.barrier_count(), 0u);
     // Columns 8..23 meet the first two views: a barrier.
     kernels::add_rows(cl, a[0], b[0], Binding::columns(y, 8 * 4, 16 * 4, row * 4), DType::kF32, {16, 1, row, row, row});
     EXPECT_EQ(cl.barrier_count(), 1u);
-    kernels::add_rows(cl, a[2], b[2], view(2), DType::kF32, {widths[2], rows, row, row, row});  // apart from 8..23: none
+    kernels::add_rows(cl, a[2], b[2], view(2), DType::kF32,
+                      {widths[2], rows, row, row, row});  // apart from 8..23: none
     EXPECT_EQ(cl.barrier_count(), 1u);
     kernels::fill(cl, y, DType::kF32, 1, 0.0f);  // the plain range meets every column
     EXPECT_EQ(cl.barrier_count(), 2u);
@@ -510,13 +519,18 @@ TEST_F(KernelTest, ColumnViewsWithDisjointColumnsNeedNoBarrier) {
     const std::vector<float> got = download(y, rows * row, DType::kF32);
     for (size_t r = 0; r < rows; ++r)
         for (size_t c = 0; c < row; ++c) {
-            const float want = r == 0 && c == 0 ? 0.0f : r == 0 && c >= 8 && c < 24 ? 11.0f : c < 16 ? 11.0f : c < 24 ? 22.0f : 33.0f;
+            const float want = r == 0 && c == 0             ? 0.0f
+                               : r == 0 && c >= 8 && c < 24 ? 11.0f
+                               : c < 16                     ? 11.0f
+                               : c < 24                     ? 22.0f
+                                                            : 33.0f;
             ASSERT_EQ(got[r * row + c], want) << r << ", " << c;
         }
 
     // Columns that run past the row are refused, not tracked wrongly.
     cl.begin();
-    EXPECT_THROW(kernels::add_rows(cl, a[0], b[0], Binding::columns(y, 24 * 4, 16 * 4, row * 4), DType::kF32, {16, 1, row, row, row}),
+    EXPECT_THROW(kernels::add_rows(cl, a[0], b[0], Binding::columns(y, 24 * 4, 16 * 4, row * 4), DType::kF32,
+                                   {16, 1, row, row, row}),
                  Error);
 }
 
@@ -529,11 +543,11 @@ TEST_F(KernelTest, BarriersOnlyBetweenDependentDispatches) {
     kernels::fill(cl, a, DType::kF32, n, 1.0f);
     kernels::fill(cl, b, DType::kF32, n, 2.0f);  // independent of the first: no barrier
     EXPECT_EQ(cl.barrier_count(), 0u);
-    kernels::add(cl, a, b, c, DType::kF32, n);   // reads a and b: barrier
+    kernels::add(cl, a, b, c, DType::kF32, n);  // reads a and b: barrier
     EXPECT_EQ(cl.barrier_count(), 1u);
     kernels::fill(cl, d, DType::kF32, n, 3.0f);  // independent: none
     EXPECT_EQ(cl.barrier_count(), 1u);
-    kernels::add(cl, c, d, a, DType::kF32, n);   // reads c, d; overwrites a (read earlier): barrier
+    kernels::add(cl, c, d, a, DType::kF32, n);  // reads c, d; overwrites a (read earlier): barrier
     EXPECT_EQ(cl.barrier_count(), 2u);
     cl.end();
     cl.submit_and_wait();
@@ -551,9 +565,9 @@ TEST_F(KernelTest, AwaitingCommandsSkipOnlyThePreviousCommandsBarrier) {
     Buffer a = dev->allocate(n * 4), b = dev->allocate(n * 4), c = dev->allocate(n * 4), d = dev->allocate(n * 4);
     DispatchTable t(*dev);
     kernels::fill(t, a, DType::kF32, n, 1.0f);
-    kernels::add(t, a, a, c, DType::kF32, n);    // reads what the fill before wrote
+    kernels::add(t, a, a, c, DType::kF32, n);  // reads what the fill before wrote
     kernels::fill(t, b, DType::kF32, n, 2.0f);
-    kernels::add(t, a, b, d, DType::kF32, n);    // reads b (the previous command's) and a (earlier)
+    kernels::add(t, a, b, d, DType::kF32, n);  // reads b (the previous command's) and a (earlier)
     std::vector<DispatchCmd> cmds = t.commands();
     ASSERT_EQ(cmds.size(), 4u);
     CommandList cl(dev);

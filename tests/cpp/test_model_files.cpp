@@ -18,7 +18,8 @@ static const std::string kFixtures = AKUNU_FIXTURES;
 TEST(ModelFiles, FixturesOpenValidateAndPlan) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);
     for (const char* model : {"tiny-llama3-random", "tiny-qwen3-random", "tiny-gemma3-random", "trained-code-llama"}) {
-        for (const std::string& path : {kFixtures + "/" + model + "/hf", kFixtures + "/" + model + "/gguf/" + model + "-q8_0.gguf"}) {
+        for (const std::string& path :
+             {kFixtures + "/" + model + "/hf", kFixtures + "/" + model + "/gguf/" + model + "-q8_0.gguf"}) {
             auto files = ModelFiles::open(path);
             ASSERT_TRUE(files->has_weights()) << path;
             const ModelConfig c = load_config(*files);

@@ -102,7 +102,9 @@ TEST_F(ModelStateTest, RingsKeepTheNewestRowsAndBoundRewinds) {
         const size_t row = 16;
         for (size_t h = 0; h < 2; ++h)  // rows [4, 10) as written, rows [0, 4) zeros
             for (size_t t = 0; t < 10; ++t)
-                EXPECT_EQ(std::memcmp(a.data() + (h * 10 + t) * row, t < 4 ? std::vector<uint8_t>(row).data() : b.data() + (h * 10 + t) * row, row), 0);
+                EXPECT_EQ(std::memcmp(a.data() + (h * 10 + t) * row,
+                                      t < 4 ? std::vector<uint8_t>(row).data() : b.data() + (h * 10 + t) * row, row),
+                          0);
     }
     EXPECT_THROW(ring.truncate(6), Error);  // the window of position 6 reads 3, overwritten
     EXPECT_EQ(ring.current_length(), 10);

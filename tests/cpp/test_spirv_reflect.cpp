@@ -41,26 +41,45 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
     // The first row whose prefix (and suffix) matches: quantized-cache variants (scales at
     // bindings 5, 6) come before their f16 kernel, and cache-in-blocks variants (block tables
     // for K and V, scales inside the blocks) and f16 rings before both.
-    const struct { const char* prefix; size_t bytes; size_t bindings; const char* suffix = ""; } expected[] = {
-        {"kv_store_", sizeof(RopeKvParams), 4, "_blocks"}, {"attention_split_", sizeof(AttentionParams), 7, "_blocks"},
+    const struct {
+        const char* prefix;
+        size_t bytes;
+        size_t bindings;
+        const char* suffix = "";
+    } expected[] = {
+        {"kv_store_", sizeof(RopeKvParams), 4, "_blocks"},
+        {"attention_split_", sizeof(AttentionParams), 7, "_blocks"},
         {"flash_attention_", sizeof(FlashAttentionParams), 5, "_blocks"},
-        {"attention_split_ring", sizeof(AttentionParams), 7}, {"flash_attention_ring", sizeof(FlashAttentionParams), 5},
-        {"attention_split_", sizeof(AttentionParams), 9}, {"flash_attention_", sizeof(FlashAttentionParams), 7},
-        {"kv_store_", sizeof(RopeKvParams), 6}, {"rope_only", sizeof(RopeKvParams), 6},
-        {"fill_", sizeof(FillParams), 1}, {"copy_", sizeof(CopyParams), 2}, {"read_", sizeof(CopyParams), 2},
+        {"attention_split_ring", sizeof(AttentionParams), 7},
+        {"flash_attention_ring", sizeof(FlashAttentionParams), 5},
+        {"attention_split_", sizeof(AttentionParams), 9},
+        {"flash_attention_", sizeof(FlashAttentionParams), 7},
+        {"kv_store_", sizeof(RopeKvParams), 6},
+        {"rope_only", sizeof(RopeKvParams), 6},
+        {"fill_", sizeof(FillParams), 1},
+        {"copy_", sizeof(CopyParams), 2},
+        {"read_", sizeof(CopyParams), 2},
         {"add_", sizeof(AddParams), 3},
         {"rmsnorm_", sizeof(RmsNormParams), 3},
-        {"gemv_", sizeof(GemvParams), 14, "_t32v"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv, hand-off counters
-        {"gemv_f", sizeof(GemvParams), 17}, {"gemv_bf16", sizeof(GemvParams), 17},  // float gemv.comp: the same, a norm handed forward, hand-off counters
+        {"gemv_", sizeof(GemvParams), 14,
+         "_t32v"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv, hand-off counters
+        {"gemv_f", sizeof(GemvParams), 17},
+        {"gemv_bf16", sizeof(GemvParams), 17},  // float gemv.comp: the same, a norm handed forward, hand-off counters
         {"gemv_", sizeof(GemvParams), 4},
-        {"embed_", sizeof(EmbedParams), 4}, {"rope_kv", sizeof(RopeKvParams), 6},
+        {"embed_", sizeof(EmbedParams), 4},
+        {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 7},  // its last binding: hand-off counters
-        {"act_", sizeof(ActParams), 3}, {"sample", sizeof(SampleParams), 5},
+        {"act_", sizeof(ActParams), 3},
+        {"sample", sizeof(SampleParams), 5},
         {"gemm_cm2_", sizeof(GemmParams), 5},  // binding 4: the gated variant's up matrix
         {"gemm_", sizeof(GemmParams), 4},
-        {"flash_attention", sizeof(FlashAttentionParams), 5}, {"flash_cm_d", sizeof(FlashAttentionParams), 5}, {"last_row", sizeof(LastRowParams), 3},
-        {"softcap", sizeof(SoftcapParams), 2}, {"layernorm", sizeof(LayerNormParams), 5},
-        {"encoder_attention", sizeof(EncoderAttentionParams), 4}, {"pool", sizeof(PoolParams), 3},
+        {"flash_attention", sizeof(FlashAttentionParams), 5},
+        {"flash_cm_d", sizeof(FlashAttentionParams), 5},
+        {"last_row", sizeof(LastRowParams), 3},
+        {"softcap", sizeof(SoftcapParams), 2},
+        {"layernorm", sizeof(LayerNormParams), 5},
+        {"encoder_attention", sizeof(EncoderAttentionParams), 4},
+        {"pool", sizeof(PoolParams), 3},
         {"dequant_f16_", sizeof(DequantParams), 3},
     };
     size_t checked = 0;
@@ -100,7 +119,8 @@ TEST(SpirvReflect, BlockTablesStandForTheBlocksTheyWrite) {
 TEST(SpirvReflect, FindsTheCooperativeMatrixKhrCapability) {
     for (const auto& name : kernel_names())
         EXPECT_EQ(reflect(name).cooperative_matrix_khr, name.rfind("gemm_cm2_", 0) == 0) << name;
-    if (!has_spirv("gemm_cm2_f16")) GTEST_SKIP() << "this build has no cooperative-matrix-2 kernels (AKUNU_SLANG_GLSLANG)";
+    if (!has_spirv("gemm_cm2_f16"))
+        GTEST_SKIP() << "this build has no cooperative-matrix-2 kernels (AKUNU_SLANG_GLSLANG)";
     EXPECT_TRUE(reflect("gemm_cm2_f16").cooperative_matrix_khr);
 }
 

@@ -10,8 +10,8 @@
 namespace akunu::test {
 
 static std::unordered_map<std::string, int> vocab() {
-    return {{"[UNK]", 0}, {"[CLS]", 1}, {"[SEP]", 2}, {"un", 3}, {"##aff", 4}, {"##able", 5}, {"hello", 6},
-            {"!", 7},     {"##s", 8},   {",", 9},     {"cafe", 10}, {"\xE4\xB8\xAD", 11}};  // 中
+    return {{"[UNK]", 0}, {"[CLS]", 1}, {"[SEP]", 2}, {"un", 3}, {"##aff", 4}, {"##able", 5},
+            {"hello", 6}, {"!", 7},     {"##s", 8},   {",", 9},  {"cafe", 10}, {"\xE4\xB8\xAD", 11}};  // 中
 }
 
 static std::vector<int> pieces(const WordPieceModel& m, const std::string& word) {
@@ -30,8 +30,8 @@ TEST(WordPiece, LongestMatchThenContinuations) {
 
 TEST(WordPiece, LongWordsAreUnknown) {
     const WordPieceModel m(vocab(), "[UNK]", "##", 5, "test");
-    EXPECT_EQ(pieces(m, "hello"), (std::vector<int>{6}));    // 5 characters: within the limit
-    EXPECT_EQ(pieces(m, "hellos"), (std::vector<int>{0}));   // 6
+    EXPECT_EQ(pieces(m, "hello"), (std::vector<int>{6}));  // 5 characters: within the limit
+    EXPECT_EQ(pieces(m, "hellos"), (std::vector<int>{0}));  // 6
 }
 
 TEST(WordPiece, MissingUnknownTokenIsAnError) {

@@ -43,11 +43,11 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
 
 // The reference fixtures, or a skip where AKUNU_ALLOW_MISSING_FIXTURES=1 says the machine has
 // none (the GPU machine receives the checkout without ../shared).
-#define AKUNU_REQUIRE_FIXTURES(dir)                                                               \
-    do {                                                                                          \
-        const char* allow = std::getenv("AKUNU_ALLOW_MISSING_FIXTURES");                         \
+#define AKUNU_REQUIRE_FIXTURES(dir)                                                                \
+    do {                                                                                           \
+        const char* allow = std::getenv("AKUNU_ALLOW_MISSING_FIXTURES");                           \
         if (allow && std::string(allow) == "1" && !std::ifstream(std::string(dir) + "/README.md")) \
-            GTEST_SKIP() << "the reference fixtures (" << dir << ") are not on this machine";       \
+            GTEST_SKIP() << "the reference fixtures (" << dir << ") are not on this machine";      \
     } while (0)
 
 inline constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();

@@ -76,7 +76,8 @@ def test_embed_on_the_cpu_backend(bert, fmt):
     erf-GELU kernels) against transformers."""
     model, tok, d, g = bert
     m = akunu.Encoder(d if fmt == "safetensors" else g, device="cpu", progress=False)
-    assert m.device == akunu.devices()[-1]["name"]  # the CPU backend is the last entry
+    # the CPU backend is the last entry
+    assert m.device.name == akunu.devices()[-1]["name"] and m.device.backend == "cpu"
     for pooling, normalize in (("mean", True), ("cls", False)):
         got = m.embed(TEXTS, pooling=pooling, normalize=normalize)
         np.testing.assert_allclose(got, reference_embeddings(model, tok, TEXTS, pooling, normalize), atol=ATOL, rtol=0)
@@ -151,8 +152,8 @@ def test_load_picks_the_class(bert, models):
     assert isinstance(models["safetensors"], akunu.Encoder) and isinstance(models["gguf"], akunu.Encoder)
     m = models["safetensors"]
     assert m.max_tokens == 64 and m.config.architecture == "bert"
-    assert repr(m).startswith(f"Encoder({str(d)!r}, bert, max_tokens=64") and m.device in repr(m)
-    assert m.device in {e["name"] for e in akunu.devices()}
+    assert repr(m).startswith(f"Encoder({str(d)!r}, bert, max_tokens=64") and m.device.name in repr(m)
+    assert str(m.device) in {e["name"] for e in akunu.devices()}
     kernels = {c["kernel"] for c in m.dispatch_table()}
     assert {"layernorm", "encoder_attention", "act_gelu", "pool"} <= kernels
     ids = m.tokenize("hello world")

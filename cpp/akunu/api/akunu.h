@@ -43,7 +43,7 @@ namespace akunu {
 struct ModelDeleter {
     void operator()(akunu_model* m) const { akunu_model_free(m); }
 };
-using UniqueModel = std::unique_ptr<akunu_model, ModelDeleter>;  /* for C++ users */
+using UniqueModel = std::unique_ptr<akunu_model, ModelDeleter>; /* for C++ users */
 }  // namespace akunu
 #endif
 #endif /* AKUNU_H */

@@ -8,8 +8,7 @@ namespace akunu {
 const char* vk_result_name(VkResult result) {
     switch (result) {
 #define AKUNU_RESULT(name) \
-    case name:             \
-        return #name;
+    case name: return #name;
         AKUNU_RESULT(VK_SUCCESS)
         AKUNU_RESULT(VK_NOT_READY)
         AKUNU_RESULT(VK_TIMEOUT)
@@ -35,8 +34,7 @@ const char* vk_result_name(VkResult result) {
         AKUNU_RESULT(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
         AKUNU_RESULT(VK_PIPELINE_COMPILE_REQUIRED)
 #undef AKUNU_RESULT
-        default:
-            return nullptr;
+        default: return nullptr;
     }
 }
 
@@ -45,18 +43,15 @@ static const char* hint_for(VkResult result) {
     switch (result) {
         case VK_ERROR_OUT_OF_DEVICE_MEMORY:
             return "the device ran out of memory; use a smaller model, context or prefill chunk";
-        case VK_ERROR_OUT_OF_HOST_MEMORY:
-            return "the host ran out of memory";
-        case VK_ERROR_DEVICE_LOST:
-            return "the GPU reset or hung; a kernel may have run too long or read out of bounds";
+        case VK_ERROR_OUT_OF_HOST_MEMORY: return "the host ran out of memory";
+        case VK_ERROR_DEVICE_LOST: return "the GPU reset or hung; a kernel may have run too long or read out of bounds";
         case VK_ERROR_INCOMPATIBLE_DRIVER:
             return "no Vulkan driver is installed; on Debian/Ubuntu, apt install mesa-vulkan-drivers "
                    "gives the CPU device lavapipe";
         case VK_ERROR_LAYER_NOT_PRESENT:
             return "the Khronos validation layer is missing; apt install vulkan-validationlayers, "
                    "or unset AKUNU_VALIDATION";
-        default:
-            return nullptr;
+        default: return nullptr;
     }
 }
 

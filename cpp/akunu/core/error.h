@@ -23,15 +23,14 @@ const char* vk_result_name(VkResult result);
 }  // namespace akunu
 
 // Runs in release builds too: every Vulkan call that can fail goes through this.
-#define AKUNU_VK_CHECK(call)                                                      \
-    do {                                                                          \
-        VkResult akunu_vk_result_ = (call);                                       \
-        if (akunu_vk_result_ != VK_SUCCESS)                                       \
-            ::akunu::throw_vk_error(akunu_vk_result_, #call, __FILE__, __LINE__); \
+#define AKUNU_VK_CHECK(call)                                                                                      \
+    do {                                                                                                          \
+        VkResult akunu_vk_result_ = (call);                                                                       \
+        if (akunu_vk_result_ != VK_SUCCESS) ::akunu::throw_vk_error(akunu_vk_result_, #call, __FILE__, __LINE__); \
     } while (0)
 
 // For conditions on user input or engine invariants: throws akunu::Error(message).
-#define AKUNU_CHECK(cond, message)                              \
-    do {                                                        \
+#define AKUNU_CHECK(cond, message)                               \
+    do {                                                         \
         if (!(cond)) throw ::akunu::Error(std::string(message)); \
     } while (0)

@@ -14,9 +14,9 @@ inline uint16_t float_to_half(float f) {
     const uint32_t abs = x & 0x7FFFFFFFu;
     if (abs >= 0x7F800000u) return uint16_t(sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0u));  // inf / nan
     if (abs >= 0x477FF000u) return uint16_t(sign | 0x7C00u);  // rounds past the largest half: inf
-    if (abs < 0x38800000u) {                                 // subnormal half or zero
+    if (abs < 0x38800000u) {  // subnormal half or zero
         if (abs < 0x33000000u) return uint16_t(sign);
-        const uint32_t shift = 126u - (abs >> 23);           // 14..24
+        const uint32_t shift = 126u - (abs >> 23);  // 14..24
         const uint32_t mant = (abs & 0x7FFFFFu) | 0x800000u;
         uint32_t h = mant >> shift;
         const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
@@ -39,7 +39,10 @@ inline float half_to_float(uint16_t h) {
         } else {  // subnormal: normalise
             int e = -1;
             uint32_t m = mant;
-            do { ++e; m <<= 1; } while (!(m & 0x400u));
+            do {
+                ++e;
+                m <<= 1;
+            } while (!(m & 0x400u));
             x = sign | uint32_t(127 - 15 - e) << 23 | (m & 0x3FFu) << 13;
         }
     } else if (exp == 31) {

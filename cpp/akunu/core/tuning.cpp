@@ -20,24 +20,63 @@ struct Row {
 // The keys, their kinds and what they change. Defaults are the struct's initializers.
 const std::vector<Row>& rows() {
     static const std::vector<Row> kRows = {
-        {{"coopmat", "bool", "Prefill GEMMs on cooperative matrices where the device has them (VK_NV_cooperative_matrix, 32-wide subgroups)."}, &Tuning::coopmat},
-        {{"coopmat2", "bool", "The f16 prefill GEMM on workgroup-scope cooperative matrices (gemm_cm2), where the device and the build have it."}, &Tuning::coopmat2},
-        {{"flash_coopmat", "bool", "Prefill attention on cooperative matrices (flash_cm) for an f16 cache of head size 64 or 128."}, &Tuning::flash_coopmat},
-        {{"gemm_gated", "bool", "A chunk's gate and up GEMMs with the activation in their epilogue (gemm_cm2 devices)."}, &Tuning::gemm_gated},
-        {{"int_dot", "bool", "The integer-dot GEMV of Q8_0/Q4_0/Q4_1 where the device has integer dot products."}, &Tuning::int_dot},
-        {{"gemv_words", "bool", "The word GEMV (gemv_words_*) as the float GEMV of the 32-element block formats; they then stay in the file's layout."}, &Tuning::gemv_words},
-        {{"weight_tiles", "bool", "Tile-major projection matrices of the 32-element block formats on Vulkan devices (gemv_tiles)."}, &Tuning::weight_tiles},
-        {{"float_x", "bool", "Tile GEMVs keep x in fp32 instead of rounding it to int16 (exact products, slower decode)."}, &Tuning::float_x},
-        {{"gemv_handoff", "choice", "Consecutive decode GEMVs hand x off through counters instead of barriers (auto: on NVIDIA)."}, &Tuning::gemv_handoff},
-        {{"norm_forward", "bool", "A decode step's GEMVs that add into the residual stream hand the next pre-norm forward."}, &Tuning::norm_forward},
-        {{"gemm_short_rows", "int", "Chunks of up to this many tokens run short GEMM tiles (auto: lavapipe and cooperative-matrix devices; 0: none)."}, &Tuning::gemm_short_rows},
-        {{"prefill_dequant_rows", "int", "Chunks of at least this many tokens dequantize block-format weights to f16 for the f16 GEMM (auto: 128 on cooperative-matrix devices; 0: never)."}, &Tuning::prefill_dequant_rows},
-        {{"indirect_counts", "bool", "Dispatches that follow a chunk's length or a step's position read their workgroup counts at run time; 0 records the whole chunk's or context's counts."}, &Tuning::indirect_counts},
-        {{"row_windows", "bool", "The GEMMs of one projection in disjoint row windows share a barrier interval; 0 tracks them as plain ranges."}, &Tuning::row_windows},
-        {{"column_views", "bool", "Disjoint column views of one buffer (Q, K and V) share a barrier interval; 0 tracks them as plain ranges."}, &Tuning::column_views},
-        {{"profile_warm_ms", "int", "Milliseconds of untimed replays before Model.profile() times a step, so that clocks are up (auto: 400 on GPUs, 0 on CPUs)."}, &Tuning::profile_warm_ms},
-        {{"gemv_rows", "shape", "gemv.comp's geometry \"invocations:rows[:units[:wide]]\" for every float or block GEMV (experiments)."}, &Tuning::gemv_rows},
-        {{"gemv_tiles", "shape", "gemv_tiles.comp's geometry \"split:units[:slice[:probe]]\" for every tile GEMV (experiments)."}, &Tuning::gemv_tiles},
+        {{"coopmat", "bool",
+          "Prefill GEMMs on cooperative matrices where the device has them (VK_NV_cooperative_matrix, 32-wide "
+          "subgroups)."},
+         &Tuning::coopmat},
+        {{"coopmat2", "bool",
+          "The f16 prefill GEMM on workgroup-scope cooperative matrices (gemm_cm2), where the device and the build "
+          "have it."},
+         &Tuning::coopmat2},
+        {{"flash_coopmat", "bool",
+          "Prefill attention on cooperative matrices (flash_cm) for an f16 cache of head size 64 or 128."},
+         &Tuning::flash_coopmat},
+        {{"gemm_gated", "bool",
+          "A chunk's gate and up GEMMs with the activation in their epilogue (gemm_cm2 devices)."},
+         &Tuning::gemm_gated},
+        {{"int_dot", "bool", "The integer-dot GEMV of Q8_0/Q4_0/Q4_1 where the device has integer dot products."},
+         &Tuning::int_dot},
+        {{"weight_tiles", "bool",
+          "Tile-major projection matrices of the 32-element block formats on Vulkan devices (gemv_tiles)."},
+         &Tuning::weight_tiles},
+        {{"float_x", "bool",
+          "Tile GEMVs keep x in fp32 instead of rounding it to int16 (exact products, slower decode)."},
+         &Tuning::float_x},
+        {{"gemv_handoff", "choice",
+          "Consecutive decode GEMVs hand x off through counters instead of barriers (auto: on NVIDIA)."},
+         &Tuning::gemv_handoff},
+        {{"norm_forward", "bool",
+          "A decode step's GEMVs that add into the residual stream hand the next pre-norm forward."},
+         &Tuning::norm_forward},
+        {{"gemm_short_rows", "int",
+          "Chunks of up to this many tokens run short GEMM tiles (auto: lavapipe and cooperative-matrix devices; 0: "
+          "none)."},
+         &Tuning::gemm_short_rows},
+        {{"prefill_dequant_rows", "int",
+          "Chunks of at least this many tokens dequantize block-format weights to f16 for the f16 GEMM (auto: 128 on "
+          "cooperative-matrix devices; 0: never)."},
+         &Tuning::prefill_dequant_rows},
+        {{"indirect_counts", "bool",
+          "Dispatches that follow a chunk's length or a step's position read their workgroup counts at run time; 0 "
+          "records the whole chunk's or context's counts."},
+         &Tuning::indirect_counts},
+        {{"row_windows", "bool",
+          "The GEMMs of one projection in disjoint row windows share a barrier interval; 0 tracks them as plain "
+          "ranges."},
+         &Tuning::row_windows},
+        {{"column_views", "bool",
+          "Disjoint column views of one buffer (Q, K and V) share a barrier interval; 0 tracks them as plain ranges."},
+         &Tuning::column_views},
+        {{"profile_warm_ms", "int",
+          "Milliseconds of untimed replays before Model.profile() times a step, so that clocks are up (auto: 400 on "
+          "GPUs, 0 on CPUs)."},
+         &Tuning::profile_warm_ms},
+        {{"gemv_rows", "shape",
+          "gemv.comp's geometry \"invocations:rows[:units[:wide]]\" for every float or block GEMV (experiments)."},
+         &Tuning::gemv_rows},
+        {{"gemv_tiles", "shape",
+          "gemv_tiles.comp's geometry \"split:units[:slice[:probe]]\" for every tile GEMV (experiments)."},
+         &Tuning::gemv_tiles},
     };
     return kRows;
 }
@@ -75,10 +114,14 @@ void set(Tuning& t, const Row& r, const std::string& v) {
     std::visit(
         [&](auto member) {
             using T = std::decay_t<decltype(t.*member)>;
-            if constexpr (std::is_same_v<T, bool>) t.*member = parse_bool(key, v);
-            else if constexpr (std::is_same_v<T, Choice>) t.*member = v == "auto" ? Choice::kAuto : Choice(parse_bool(key, v));
-            else if constexpr (std::is_same_v<T, int>) t.*member = parse_int(key, v);
-            else t.*member = v;
+            if constexpr (std::is_same_v<T, bool>)
+                t.*member = parse_bool(key, v);
+            else if constexpr (std::is_same_v<T, Choice>)
+                t.*member = v == "auto" ? Choice::kAuto : Choice(parse_bool(key, v));
+            else if constexpr (std::is_same_v<T, int>)
+                t.*member = parse_int(key, v);
+            else
+                t.*member = v;
         },
         r.field);
 }
@@ -87,10 +130,14 @@ std::string get(const Tuning& t, const Row& r) {
     return std::visit(
         [&](auto member) -> std::string {
             using T = std::decay_t<decltype(t.*member)>;
-            if constexpr (std::is_same_v<T, bool>) return t.*member ? "1" : "0";
-            else if constexpr (std::is_same_v<T, Choice>) return t.*member == Choice::kAuto ? "auto" : t.*member == Choice::kOn ? "1" : "0";
-            else if constexpr (std::is_same_v<T, int>) return t.*member < 0 ? "auto" : std::to_string(t.*member);
-            else return t.*member;
+            if constexpr (std::is_same_v<T, bool>)
+                return t.*member ? "1" : "0";
+            else if constexpr (std::is_same_v<T, Choice>)
+                return t.*member == Choice::kAuto ? "auto" : t.*member == Choice::kOn ? "1" : "0";
+            else if constexpr (std::is_same_v<T, int>)
+                return t.*member < 0 ? "auto" : std::to_string(t.*member);
+            else
+                return t.*member;
         },
         r.field);
 }
@@ -130,7 +177,8 @@ std::string Tuning::describe() const {
     const Tuning defaults;
     std::string out;
     for (const Row& r : rows())
-        if (get(*this, r) != get(defaults, r)) out += std::string(out.empty() ? "" : ",") + r.key.name + "=" + get(*this, r);
+        if (get(*this, r) != get(defaults, r))
+            out += std::string(out.empty() ? "" : ",") + r.key.name + "=" + get(*this, r);
     return out;
 }
 
@@ -147,12 +195,17 @@ std::string tuning_value(const Tuning& t, const std::string& key) { return get(t
 
 const std::vector<FeatureVariable>& feature_variables() {
     static const std::vector<FeatureVariable> kVariables = {
-        {Feature::kDevice, "AKUNU_DEVICE", "The device a model runs on when none is given: an index, part of a name, 'vulkan' or 'cpu'."},
+        {Feature::kDevice, "AKUNU_DEVICE",
+         "The device a model runs on when none is given: an index, part of a name, 'vulkan' or 'cpu'."},
         {Feature::kThreads, "AKUNU_THREADS", "Threads of the CPU backend (default: the CPUs this process may run on)."},
-        {Feature::kValidation, "AKUNU_VALIDATION", "1: Vulkan instances load the Khronos validation layer and collect its messages (the tests run so)."},
-        {Feature::kInt8, "AKUNU_INT8", "1: the quantized GEMVs round x to 8 bits per block and use integer dot products (faster, looser than the reference tolerances)."},
+        {Feature::kValidation, "AKUNU_VALIDATION",
+         "1: Vulkan instances load the Khronos validation layer and collect its messages (the tests run so)."},
+        {Feature::kInt8, "AKUNU_INT8",
+         "1: the quantized GEMVs round x to 8 bits per block and use integer dot products (faster, looser than the "
+         "reference tolerances)."},
         {Feature::kCpuIsa, "AKUNU_CPU_ISA", "Caps the CPU backend's vector tier: scalar, avx2 or avx512."},
-        {Feature::kVulkanLibrary, "AKUNU_VULKAN_LIBRARY", "The Vulkan loader library to open instead of libvulkan.so.1."},
+        {Feature::kVulkanLibrary, "AKUNU_VULKAN_LIBRARY",
+         "The Vulkan loader library to open instead of libvulkan.so.1."},
     };
     return kVariables;
 }

@@ -20,27 +20,26 @@ enum class Choice : int8_t { kAuto = -1, kOff = 0, kOn = 1 };
 
 struct Tuning {
     // ---- kernel choices (docs/performance.md) ----
-    bool coopmat = true;          // the prefill GEMM on cooperative matrices, where the device has them
-    bool coopmat2 = true;         // the f16 GEMM on workgroup-scope cooperative matrices (gemm_cm2)
-    bool flash_coopmat = true;    // the prefill attention on cooperative matrices (flash_cm)
-    bool gemm_gated = true;       // the gate and up GEMMs with the activation in their epilogue
-    bool int_dot = true;          // the integer-dot GEMV of the 32-element block formats
-    bool gemv_words = false;      // the word GEMV (gemv_words_*) as those formats' float GEMV
-    bool weight_tiles = true;     // tile-major projection matrices where the device reads them
-    bool float_x = false;         // tile GEMVs keep x in fp32 instead of rounding it to int16
+    bool coopmat = true;  // the prefill GEMM on cooperative matrices, where the device has them
+    bool coopmat2 = true;  // the f16 GEMM on workgroup-scope cooperative matrices (gemm_cm2)
+    bool flash_coopmat = true;  // the prefill attention on cooperative matrices (flash_cm)
+    bool gemm_gated = true;  // the gate and up GEMMs with the activation in their epilogue
+    bool int_dot = true;  // the integer-dot GEMV of the 32-element block formats
+    bool weight_tiles = true;  // tile-major projection matrices where the device reads them
+    bool float_x = false;  // tile GEMVs keep x in fp32 instead of rounding it to int16
     Choice gemv_handoff = Choice::kAuto;  // GEMVs hand x off through counters (auto: NVIDIA)
-    bool norm_forward = true;     // a decode step's residual GEMVs hand the next pre-norm forward
-    int gemm_short_rows = -1;     // chunks of up to N tokens run short GEMM tiles (-1 auto, 0 none)
+    bool norm_forward = true;  // a decode step's residual GEMVs hand the next pre-norm forward
+    int gemm_short_rows = -1;  // chunks of up to N tokens run short GEMM tiles (-1 auto, 0 none)
     int prefill_dequant_rows = -1;  // chunks of N+ tokens dequantize block weights to f16 (-1 auto, 0 never)
     // ---- recording ----
     bool indirect_counts = true;  // workgroup counts that follow a chunk or step are read at run time
-    bool row_windows = true;      // row windows of a chunk's GEMMs share a barrier interval
-    bool column_views = true;     // disjoint column views of one buffer share a barrier interval
+    bool row_windows = true;  // row windows of a chunk's GEMMs share a barrier interval
+    bool column_views = true;  // disjoint column views of one buffer share a barrier interval
     // ---- profiling ----
-    int profile_warm_ms = -1;     // untimed replays before a profiled step (-1 auto: 400 on GPUs)
+    int profile_warm_ms = -1;  // untimed replays before a profiled step (-1 auto: 400 on GPUs)
     // ---- kernel geometry, for experiments and the kernel tests ----
-    std::string gemv_rows;        // gemv.comp: "invocations:rows[:units[:wide]]"
-    std::string gemv_tiles;       // gemv_tiles.comp: "split:units[:slice[:probe]]"
+    std::string gemv_rows;  // gemv.comp: "invocations:rows[:units[:wide]]"
+    std::string gemv_tiles;  // gemv_tiles.comp: "split:units[:slice[:probe]]"
 
     // Applies "key=value,key=value"; throws akunu::Error naming the key and the accepted values.
     void apply(const std::string& settings);
@@ -53,7 +52,7 @@ struct Tuning {
 // One row per key, in the order docs/configuration.md lists them.
 struct TuningKey {
     const char* name;
-    const char* kind;      // "bool", "choice" (auto/0/1), "int" (-1 auto) or "shape"
+    const char* kind;  // "bool", "choice" (auto/0/1), "int" (-1 auto) or "shape"
     const char* meaning;
 };
 const std::vector<TuningKey>& tuning_keys();
@@ -63,11 +62,11 @@ std::string tuning_value(const Tuning& t, const std::string& key);
 // ---- feature variables -------------------------------------------------------------------------
 // What the user chooses rather than tunes: read where needed, each by its own name.
 enum class Feature {
-    kDevice,         // AKUNU_DEVICE: the device selector (Device::create)
-    kThreads,        // AKUNU_THREADS: the CPU backend's threads
-    kValidation,     // AKUNU_VALIDATION: the Khronos validation layer
-    kInt8,           // AKUNU_INT8: round x to 8 bits in the quantized GEMVs
-    kCpuIsa,         // AKUNU_CPU_ISA: cap the CPU backend's vector tier (scalar, avx2, avx512)
+    kDevice,  // AKUNU_DEVICE: the device selector (Device::create)
+    kThreads,  // AKUNU_THREADS: the CPU backend's threads
+    kValidation,  // AKUNU_VALIDATION: the Khronos validation layer
+    kInt8,  // AKUNU_INT8: round x to 8 bits in the quantized GEMVs
+    kCpuIsa,  // AKUNU_CPU_ISA: cap the CPU backend's vector tier (scalar, avx2, avx512)
     kVulkanLibrary,  // AKUNU_VULKAN_LIBRARY: the Vulkan loader to open
 };
 struct FeatureVariable {

@@ -20,12 +20,12 @@ constexpr int kMaxParamBytes = 80;  // GemvParams
 constexpr int kMaxSpec = 8;  // gemv.comp and gemv_tiles.comp take 7
 
 struct CpuArgs {
-    uint8_t* b[kMaxBindings] = {};     // each binding's first byte (buffer contents + offset)
-    size_t bytes[kMaxBindings] = {};   // bytes visible through it
+    uint8_t* b[kMaxBindings] = {};  // each binding's first byte (buffer contents + offset)
+    size_t bytes[kMaxBindings] = {};  // bytes visible through it
     alignas(16) uint8_t params[kMaxParamBytes] = {};
-    uint32_t spec[kMaxSpec] = {};      // specialization constants (0 where not given)
+    uint32_t spec[kMaxSpec] = {};  // specialization constants (0 where not given)
     uint32_t groups[3] = {1, 1, 1};
-    uint32_t variant = 0;              // the registry row's variant: weight type, KV formats, ...
+    uint32_t variant = 0;  // the registry row's variant: weight type, KV formats, ...
 
     template <class P>
     const P& p() const {
@@ -33,7 +33,9 @@ struct CpuArgs {
         return *reinterpret_cast<const P*>(params);
     }
     template <class T>
-    T* at(int i) const { return reinterpret_cast<T*>(b[i]); }
+    T* at(int i) const {
+        return reinterpret_cast<T*>(b[i]);
+    }
 };
 
 // Runs workgroups [begin, end) of one dispatch.

@@ -55,7 +55,10 @@ DeviceProfile cpu_profile(const Tuning& tuning) {
     DeviceProfile p;
     p.tuning = tuning;
     p.int8_activations = int8_activations_requested();
-    p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " + (use_avx512() ? "AVX-512" : use_avx2() ? "AVX2" : "scalar") +
+    p.name = std::string("akunu CPU (") + std::to_string(thread_count()) + " threads, " +
+             (use_avx512() ? "AVX-512"
+              : use_avx2() ? "AVX2"
+                           : "scalar") +
              (p.int8_activations ? ", int8 activations" : "") + ")";
     p.type = DeviceType::kCpu;
     p.cpu_backend = true;

@@ -27,5 +27,4 @@ bool use_avx2();
 // AVX-512F as well: the GEMM's wider register block (gemm_avx512.cpp).
 bool use_avx512();
 
-
 }  // namespace akunu::cpu

@@ -19,8 +19,8 @@ public:
     void begin() override { commands_.clear(); }
     // Commands run one after another: nothing to record.
     void barrier() override {}
-    void dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params, size_t params_bytes,
-                  const uint32_t groups[3], const Buffer*, size_t) override;
+    void dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
+                  size_t params_bytes, const uint32_t groups[3], const Buffer*, size_t) override;
     void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes) override {
         commands_.push_back(copy_command(static_cast<uint8_t*>(src.contents()) + src_offset,
                                          static_cast<uint8_t*>(dst.contents()) + dst_offset, bytes));

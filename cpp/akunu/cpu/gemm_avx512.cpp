@@ -25,7 +25,8 @@ void gemm_block(const float* wt, const float* x, size_t ldx, size_t k, float* ac
         for (int j = 0; j < 4; ++j) c[i][j] = _mm512_loadu_ps(acc + i * 64 + 16 * j);
     for (size_t kk = 0; kk < k; ++kk) {
         const float* w = wt + kk * 64;
-        const __m512 w0 = _mm512_load_ps(w), w1 = _mm512_load_ps(w + 16), w2 = _mm512_load_ps(w + 32), w3 = _mm512_load_ps(w + 48);
+        const __m512 w0 = _mm512_load_ps(w), w1 = _mm512_load_ps(w + 16), w2 = _mm512_load_ps(w + 32),
+                     w3 = _mm512_load_ps(w + 48);
 #pragma GCC unroll 6
         for (int i = 0; i < M; ++i) {
             const __m512 xv = _mm512_set1_ps(x[i * ldx + kk]);
@@ -44,7 +45,8 @@ void gemm_block(const float* wt, const float* x, size_t ldx, size_t k, float* ac
 // Columns past n are zero in wt, so the block always spans all 64.
 void gemm_tile(const float* wt, size_t, const float* x, size_t ldx, size_t m, size_t k, float* acc) {
     using Block = void (*)(const float*, const float*, size_t, size_t, float*);
-    static constexpr Block blocks[7] = {nullptr, gemm_block<1>, gemm_block<2>, gemm_block<3>, gemm_block<4>, gemm_block<5>, gemm_block<6>};
+    static constexpr Block blocks[7] = {nullptr,       gemm_block<1>, gemm_block<2>, gemm_block<3>,
+                                        gemm_block<4>, gemm_block<5>, gemm_block<6>};
     for (size_t i0 = 0; i0 < m; i0 += 6) blocks[std::min<size_t>(6, m - i0)](wt, x + i0 * ldx, ldx, k, acc + i0 * 64);
 }
 

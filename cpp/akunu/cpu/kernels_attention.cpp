@@ -39,7 +39,8 @@ void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
     const KvRowMap v_rows = kv_row_map(a, 4, -1, p.max_len, p.n_kv_heads, kv_row_bytes(kKvF16, p.head_dim), false);
     const size_t hd = p.head_dim, half_dim = hd / 2, q_dim = p.n_heads * hd, kv_dim = p.n_kv_heads * hd;
     const size_t vec = std::max<uint32_t>(a.spec[0], 1u);
-    const size_t per_row = ((p.n_heads + p.n_kv_heads) * half_dim + kv_dim) / vec, rows = std::min(p.rows, step.n_tokens);
+    const size_t per_row = ((p.n_heads + p.n_kv_heads) * half_dim + kv_dim) / vec,
+                 rows = std::min(p.rows, step.n_tokens);
     const size_t r1 = std::min(rows, (end * 64 + per_row - 1) / per_row);
     const VecMath& vm = vec_math();
     for (size_t row = (begin * 64 + per_row - 1) / per_row; row < r1; ++row) {
@@ -92,8 +93,8 @@ void kv_store(const CpuArgs& a, size_t begin, size_t end) {
 // The K (binding 1, scales 5) or V (2, scales 6) side an attention kernel reads.
 KvSide side(const CpuArgs& a, bool v, const AttentionParams& p) {
     const uint32_t f = v ? v_format(a) : k_format(a);
-    return {kv_row_map(a, v ? 2 : 1, v ? 6 : 5, p.cache_rows, p.n_kv_heads, kv_row_bytes(f, p.head_dim), f != kKvF16), f,
-            p.head_dim};
+    return {kv_row_map(a, v ? 2 : 1, v ? 6 : 5, p.cache_rows, p.n_kv_heads, kv_row_bytes(f, p.head_dim), f != kKvF16),
+            f, p.head_dim};
 }
 
 // out[h] from the partials of chunks [c_begin, c_end) of head h (attention_split.comp's merge).
@@ -236,7 +237,8 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
             }
             for (size_t r = 0; r < rows; ++r) {
                 const size_t pos = step.pos + r0 + r;
-                if (pos < t0 || first_key(pos) >= t0 + tile) continue;  // none of this tile's keys is visible to the row
+                if (pos < t0 || first_key(pos) >= t0 + tile)
+                    continue;  // none of this tile's keys is visible to the row
                 const size_t j0 = std::max(first_key(pos), t0) - t0, j1 = std::min(pos + 1, t0 + tile) - t0;
                 vm.scores(q + (r0 + r) * fp.q_stride + h * hd, &t.kt[0][j0], kFlashKeys, hd, j1 - j0, t.s);
                 float tile_max = kNegInf;
@@ -263,11 +265,18 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
 }  // namespace
 
 void register_attention(void (*add_row)(const KernelRow&)) {
-    struct Fmt { const char* suffix; uint32_t k, v; };
+    struct Fmt {
+        const char* suffix;
+        uint32_t k, v;
+    };
     const Fmt formats[] = {{"", kKvF16, kKvF16},     {"_q8", kKvQ8, kKvQ8},        {"_int4", kKvInt4, kKvInt4},
                            {"_fp4", kKvFp4, kKvFp4}, {"_q8_int4", kKvQ8, kKvInt4}, {"_q8_fp4", kKvQ8, kKvFp4}};
-    struct Layout { const char* suffix; CacheLayout layout; };
-    const Layout layouts[] = {{"", CacheLayout::kFull}, {"_ring", CacheLayout::kRing}, {"_blocks", CacheLayout::kBlocks}};
+    struct Layout {
+        const char* suffix;
+        CacheLayout layout;
+    };
+    const Layout layouts[] = {
+        {"", CacheLayout::kFull}, {"_ring", CacheLayout::kRing}, {"_blocks", CacheLayout::kBlocks}};
     for (const Layout& l : layouts) {
         const uint32_t at = uint32_t(l.layout) << kCacheLayoutShift;
         for (const Fmt& f : formats) {

@@ -19,7 +19,8 @@ constexpr size_t kGroup = 256;  // local_size_x of the elementwise kernels
 enum Dtype : uint32_t { kF32, kF16, kU32 };
 
 float load(const uint8_t* p, size_t i, uint32_t dtype) {
-    return dtype == kF16 ? half_to_float(reinterpret_cast<const uint16_t*>(p)[i]) : reinterpret_cast<const float*>(p)[i];
+    return dtype == kF16 ? half_to_float(reinterpret_cast<const uint16_t*>(p)[i])
+                         : reinterpret_cast<const float*>(p)[i];
 }
 void store(uint8_t* p, size_t i, uint32_t dtype, float v) {
     if (dtype == kF16)
@@ -52,7 +53,8 @@ void read(const CpuArgs& a, size_t begin, size_t end) {
     const uint32_t* src = a.at<const uint32_t>(0);
     const size_t v1 = std::min<size_t>(end * kGroup, p.n / 4);
     for (size_t v = begin * kGroup; v < v1; ++v)
-        if ((src[4 * v] & src[4 * v + 1] & src[4 * v + 2] & src[4 * v + 3]) == 0xFFFFFFFFu) a.at<uint32_t>(1)[0] = uint32_t(v);
+        if ((src[4 * v] & src[4 * v + 1] & src[4 * v + 2] & src[4 * v + 3]) == 0xFFFFFFFFu)
+            a.at<uint32_t>(1)[0] = uint32_t(v);
 }
 
 void add(const CpuArgs& a, size_t begin, size_t end) {
@@ -102,7 +104,8 @@ void last_row(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<LastRowParams>();
     const auto& step = *a.at<const StepState>(2);
     const size_t i0 = begin * kGroup, i1 = std::min<size_t>(end * kGroup, p.dim);
-    if (i1 > i0) std::memmove(a.at<float>(1) + i0, a.at<float>(0) + size_t(step.n_tokens - 1) * p.dim + i0, (i1 - i0) * 4);
+    if (i1 > i0)
+        std::memmove(a.at<float>(1) + i0, a.at<float>(0) + size_t(step.n_tokens - 1) * p.dim + i0, (i1 - i0) * 4);
 }
 
 // softcap.comp: x = cap * tanh(x / cap) in place over the step's rows (gemma2's final logits).

@@ -36,7 +36,6 @@ void gemv(const CpuArgs& a, size_t begin, size_t end) {
     }
 }
 
-
 // Rows [n0, n0 + nt) of W, elements [k0, k0 + kc), into wt[kk][j] (zero past nt).
 void fill_rows(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, float (*wt)[kGemmTile]) {
     const auto& p = a.p<GemmParams>();

@@ -42,7 +42,8 @@ struct MlxMatrix {
         for (size_t g = r * groups_per_row + e0 / group; g < r * groups_per_row + e1 / group; ++g, out += group) {
             const float scale = pairs[2 * g], bias = pairs[2 * g + 1];
             const uint32_t* w = codes + g * words;
-            for (uint32_t j = 0; j < group; ++j) out[j] = scale * float((w[j / per_word] >> (j % per_word * bits)) & mask) + bias;
+            for (uint32_t j = 0; j < group; ++j)
+                out[j] = scale * float((w[j / per_word] >> (j % per_word * bits)) & mask) + bias;
         }
     }
 };
@@ -107,7 +108,14 @@ void register_mlx(void (*add_row)(const KernelRow&)) {
     for (size_t i = 0; i < names.size(); ++i) {
         const uint32_t type = uint32_t(TensorType::MLX4_G32) + uint32_t(i % 6);
         const size_t kernel = i / 6;
-        add_row({names[i].c_str(), {kernel == 0 ? gemv : kernel == 1 ? gemm : embed, type, kernel == 0 ? 4u : kernel == 1 ? 1u : 16u}});
+        add_row({names[i].c_str(),
+                 {kernel == 0   ? gemv
+                  : kernel == 1 ? gemm
+                                : embed,
+                  type,
+                  kernel == 0   ? 4u
+                  : kernel == 1 ? 1u
+                                : 16u}});
     }
 }
 

@@ -30,7 +30,8 @@ void gemv_tiles(const CpuArgs& a, size_t begin, size_t end, XForm form) {
     const auto& p = a.p<GemvParams>();
     const size_t rows_per_group = a.spec[1] ? a.spec[1] : 4;
     const size_t t0 = (begin * rows_per_group + kTileRows - 1) / kTileRows;
-    const size_t t1 = std::min((end * rows_per_group + kTileRows - 1) / kTileRows, (p.rows + kTileRows - 1) / kTileRows);
+    const size_t t1 =
+        std::min((end * rows_per_group + kTileRows - 1) / kTileRows, (p.rows + kTileRows - 1) / kTileRows);
     if (t0 >= t1) return;
     const TensorType type = TensorType(a.variant);
     const size_t bytes = tile_bytes(layout_of(a), p.k);
@@ -119,7 +120,8 @@ void gemm_i8(const CpuArgs& a, size_t begin, size_t end) {
             quantize_x(x.f, p.k, q.data(), d.data(), sum.data());
             for (size_t c0 = n0; c0 < std::min(n0 + kGemmTile, size_t(p.n)); c0 += kTileRows) {
                 dot(a.b[0] + c0 / kTileRows * bytes, x, p.k, out);
-                store_tile(out, 0, 1, std::min<size_t>(kTileRows, p.n - c0), p.accumulate, a.at<float>(2) + i * p.ldy + c0, 0);
+                store_tile(out, 0, 1, std::min<size_t>(kTileRows, p.n - c0), p.accumulate,
+                           a.at<float>(2) + i * p.ldy + c0, 0);
             }
         }
     }
@@ -130,7 +132,7 @@ void gemm_i8(const CpuArgs& a, size_t begin, size_t end) {
 void register_tiles(void (*add_row)(const KernelRow&)) {
     // Names and the interfaces they borrow live as long as the registry (a deque keeps them put).
     static std::deque<std::string> names;
-    const TensorType types[] = {TensorType::F32_T32, TensorType::F16_T32, TensorType::BF16_T32,
+    const TensorType types[] = {TensorType::F32_T32,  TensorType::F16_T32,  TensorType::BF16_T32,
                                 TensorType::Q8_0_T32, TensorType::Q4_0_T32, TensorType::Q4_1_T32,
                                 TensorType::Q4_K_T32, TensorType::Q5_K_T32, TensorType::Q6_K_T32};
     for (TensorType t : types) {
@@ -144,7 +146,8 @@ void register_tiles(void (*add_row)(const KernelRow&)) {
             // and measured faster (bench/NOTES.md, "CPU backend: tile-major weights, interleaved
             // FMA chains, integer dot products").
             if (tile_gemv(t, XForm::kInt8) && t != TensorType::Q8_0_T32)
-                add_row({names.emplace_back(name + "_i8").c_str(), {is_gemv ? gemv_i8 : gemm_i8, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
+                add_row({names.emplace_back(name + "_i8").c_str(),
+                         {is_gemv ? gemv_i8 : gemm_i8, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
         }
     }
 }

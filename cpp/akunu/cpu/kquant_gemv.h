@@ -29,8 +29,12 @@ struct KBlock {
     float scale[16], minimum[16];
 };
 
-template <T Base> constexpr size_t kBlockBytes = Base == T::Q4_K ? 144 : Base == T::Q5_K ? 176 : 210;
-template <T Base> constexpr size_t kSub = Base == T::Q6_K ? 16 : 32;  // elements per sub-block
+template <T Base>
+constexpr size_t kBlockBytes = Base == T::Q4_K   ? 144
+                               : Base == T::Q5_K ? 176
+                                                 : 210;
+template <T Base>
+constexpr size_t kSub = Base == T::Q6_K ? 16 : 32;  // elements per sub-block
 
 // The 6-bit scales (bytes 0-7 of out) and minimums (8-15) of a Q4_K/Q5_K super-block, packed
 // in 12 bytes: ggml's get_scale_min_k4 for all eight sub-blocks at once, in 32-bit words.
@@ -39,10 +43,10 @@ static inline void scales_mins(const uint8_t* packed, uint8_t out[16]) {
     std::memcpy(u, packed, 12);
     const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
     u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);  // minimums 4-7
-    const uint32_t mins_low = u[1] & m6;                    // minimums 0-3
-    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);         // scales 4-7
+    const uint32_t mins_low = u[1] & m6;  // minimums 0-3
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);  // scales 4-7
     u[2] = mins_low;
-    u[0] &= m6;                                             // scales 0-3
+    u[0] &= m6;  // scales 0-3
     std::memcpy(out, u, 16);
 }
 
@@ -93,19 +97,22 @@ static inline void kquant_gemv16(const uint8_t* tile, const TileX& x, size_t k, 
     for (size_t r = 0; r < kTileRows; ++r) out[r] = 0.0f;
     for (size_t b = 0; b < k / 256; ++b) {
         const int16_t* xq = x.q16 + b * 256;
-        const float* dx = x.d + b * 8;       // per 32 elements
+        const float* dx = x.d + b * 8;  // per 32 elements
         const float* fsum = x.fsum + b * 16;  // per 16 elements
         for (size_t r = 0; r < kTileRows; ++r) {
             const uint8_t* block = tile + (b * kTileRows + r) * kBlockBytes<Base>;
-            if constexpr (Base == T::Q6_K) decode_q6_k(block, kb);
-            else decode_k4<Base>(block, kb);
+            if constexpr (Base == T::Q6_K)
+                decode_q6_k(block, kb);
+            else
+                decode_k4<Base>(block, kb);
             // (Four partial sums: independent chains of FMAs.)
             float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             int32_t isum[16];
             dot(kb.q, xq, isum);
             for (size_t s = 0; s < subs; ++s) {
                 part[s % 4] = std::fma(float(isum[s]), kb.scale[s] * dx[s * sub / 32], part[s % 4]);
-                if constexpr (Base != T::Q6_K) part[s % 4] = std::fma(kb.minimum[s], fsum[2 * s] + fsum[2 * s + 1], part[s % 4]);
+                if constexpr (Base != T::Q6_K)
+                    part[s % 4] = std::fma(kb.minimum[s], fsum[2 * s] + fsum[2 * s + 1], part[s % 4]);
             }
             out[r] += (part[0] + part[1]) + (part[2] + part[3]);
         }

@@ -46,7 +46,9 @@ inline uint32_t kv_encode(float y, uint32_t f) {
 }
 
 // Bytes of one row's values (f16) or packed codes.
-inline size_t kv_row_bytes(uint32_t f, uint32_t head_dim) { return f == kKvF16 ? head_dim * 2u : head_dim / kv_per_word(f) * 4u; }
+inline size_t kv_row_bytes(uint32_t f, uint32_t head_dim) {
+    return f == kKvF16 ? head_dim * 2u : head_dim / kv_per_word(f) * 4u;
+}
 
 // Reads cache rows of one side (K or V) of any format and layout: a row's values without the
 // row scale, and the row scale (1 for f16).

@@ -34,15 +34,15 @@ inline CacheLayout cache_layout(uint32_t variant) { return CacheLayout((variant 
 // One side of one layer's cache, as a kernel sees it through its bindings.
 struct KvRowMap {
     const uint64_t* table = nullptr;  // blocks: [blocks] host addresses of this side's part of each block
-    uint8_t* data = nullptr;          // full, ring: the rows [n_kv, block_rows, row_bytes]
-    uint16_t* scales = nullptr;       // full, ring, quantized: [n_kv, block_rows] f16; else null
-    size_t block_rows = 0;            // positions per head in one block: the buffer's rows, or AKUNU_KV_BLOCK
-    size_t row_bytes = 0;             // one row's values or codes
-    size_t scales_at = 0;             // blocks: bytes from a block's base to its scales
-    bool quantized = false;           // rows have scales
+    uint8_t* data = nullptr;  // full, ring: the rows [n_kv, block_rows, row_bytes]
+    uint16_t* scales = nullptr;  // full, ring, quantized: [n_kv, block_rows] f16; else null
+    size_t block_rows = 0;  // positions per head in one block: the buffer's rows, or AKUNU_KV_BLOCK
+    size_t row_bytes = 0;  // one row's values or codes
+    size_t scales_at = 0;  // blocks: bytes from a block's base to its scales
+    bool quantized = false;  // rows have scales
 
     struct Row {
-        uint8_t* data;    // the row's row_bytes
+        uint8_t* data;  // the row's row_bytes
         uint16_t* scale;  // its f16 scale; null for f16 rows
     };
 

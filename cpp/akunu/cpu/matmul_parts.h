@@ -7,7 +7,7 @@
 
 namespace akunu::cpu {
 
-constexpr size_t kGemmTile = 64;    // gemm.comp BM = BN (the launcher's workgroup geometry)
+constexpr size_t kGemmTile = 64;  // gemm.comp BM = BN (the launcher's workgroup geometry)
 constexpr size_t kGemmChunk = 256;  // k elements dequantized at a time: a multiple of every block
 
 // A GEMV's x as the products read it (GemvParams.x_op): through the norm weight when a norm is

@@ -26,7 +26,9 @@ float half(const uint8_t* p) {
 }
 
 // Eight signed bytes as floats.
-__m256 i8x8(const void* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p)))); }
+__m256 i8x8(const void* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p))));
+}
 
 float dot_f32(const uint8_t* row, const float* x, size_t k) {
     const float* w = reinterpret_cast<const float*>(row);
@@ -46,7 +48,8 @@ float dot_f16(const uint8_t* row, const float* x, size_t k) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     size_t i = 0;
     for (; i + 16 <= k; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))), _mm256_loadu_ps(x + i), a0);
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))),
+                             _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8))),
                              _mm256_loadu_ps(x + i + 8), a1);
     }
@@ -60,7 +63,8 @@ float dot_bf16(const uint8_t* row, const float* x, size_t k) {
     __m256 a0 = _mm256_setzero_ps();
     size_t i = 0;
     for (; i + 8 <= k; i += 8) {
-        const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))), 16);
+        const __m256i u =
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))), 16);
         a0 = _mm256_fmadd_ps(_mm256_castsi256_ps(u), _mm256_loadu_ps(x + i), a0);
     }
     float s = hsum(a0);
@@ -145,9 +149,11 @@ void gemm_block(const float* wt, const float* x, size_t ldx, size_t k, float* ac
 
 void gemm_tile(const float* wt, size_t n, const float* x, size_t ldx, size_t m, size_t k, float* acc) {
     using Block = void (*)(const float*, const float*, size_t, size_t, float*);
-    static constexpr Block blocks[7] = {nullptr, gemm_block<1>, gemm_block<2>, gemm_block<3>, gemm_block<4>, gemm_block<5>, gemm_block<6>};
+    static constexpr Block blocks[7] = {nullptr,       gemm_block<1>, gemm_block<2>, gemm_block<3>,
+                                        gemm_block<4>, gemm_block<5>, gemm_block<6>};
     for (size_t j0 = 0; j0 < n; j0 += 16)
-        for (size_t i0 = 0; i0 < m; i0 += 6) blocks[std::min<size_t>(6, m - i0)](wt + j0, x + i0 * ldx, ldx, k, acc + i0 * 64 + j0);
+        for (size_t i0 = 0; i0 < m; i0 += 6)
+            blocks[std::min<size_t>(6, m - i0)](wt + j0, x + i0 * ldx, ldx, k, acc + i0 * 64 + j0);
 }
 
 // The k-quants: each 256-element super-block dequantized by the table's (scalar) decoder, then
@@ -167,7 +173,8 @@ float dot_superblocks(const uint8_t* row, const float* x, size_t k) {
 
 void half_row(const uint16_t* in, float* out, size_t n) {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
     for (; i < n; ++i) out[i] = _cvtsh_ss(in[i]);
 }
 

@@ -47,8 +47,8 @@ void ThreadPool::work(uint32_t gen) {
 
 void ThreadPool::run(size_t total, Fn fn, void* ctx, size_t min_per_chunk) {
     if (total == 0) return;
-    const size_t chunks = std::min<size_t>({total / std::max<size_t>(1, min_per_chunk), size_t(size()) * kChunksPerThread,
-                                            size_t(1) << 30});
+    const size_t chunks = std::min<size_t>(
+        {total / std::max<size_t>(1, min_per_chunk), size_t(size()) * kChunksPerThread, size_t(1) << 30});
     if (chunks <= 1 || workers_.empty()) {
         fn(ctx, 0, total);
         return;
@@ -85,14 +85,16 @@ void ThreadPool::worker() {
     for (;;) {
         int spins = 0;
         uint64_t s;
-        while (uint32_t((s = state_.load(std::memory_order_acquire)) >> 32) == seen && !stop_.load(std::memory_order_relaxed)) {
+        while (uint32_t((s = state_.load(std::memory_order_acquire)) >> 32) == seen &&
+               !stop_.load(std::memory_order_relaxed)) {
             if (++spins < kSpins) {
                 _mm_pause();
                 continue;
             }
             std::unique_lock<std::mutex> lock(mutex_);
             sleepers_.fetch_add(1, std::memory_order_seq_cst);
-            wake_.wait(lock, [&] { return uint32_t(state_.load(std::memory_order_seq_cst) >> 32) != seen || stop_.load(); });
+            wake_.wait(lock,
+                       [&] { return uint32_t(state_.load(std::memory_order_seq_cst) >> 32) != seen || stop_.load(); });
             sleepers_.fetch_sub(1, std::memory_order_relaxed);
             spins = 0;
         }

@@ -44,7 +44,7 @@ private:
     std::atomic<size_t> total_{0};
     std::atomic<uint32_t> chunks_{0};
     std::atomic<uint64_t> state_{0};
-    std::atomic<unsigned> busy_{0};      // workers inside work()
+    std::atomic<unsigned> busy_{0};  // workers inside work()
     std::atomic<unsigned> sleepers_{0};
     std::atomic<bool> stop_{false};
     std::mutex mutex_;

@@ -66,8 +66,10 @@ void gemv_int(const uint8_t* tile, const TileX& x, size_t k, float* out) {
         const uint8_t* column = tile + b * kTileRows * bb;
         const uint8_t* codes = column + header;
         auto xq = [&](size_t i) -> int32_t {  // element i of the block
-            if constexpr (Form == XForm::kInt8) return x.q[b * 32 + i];
-            else return x.q16[b * 32 + (i & ~size_t(3)) + kX16Order[i & 3]];
+            if constexpr (Form == XForm::kInt8)
+                return x.q[b * 32 + i];
+            else
+                return x.q16[b * 32 + (i & ~size_t(3)) + kX16Order[i & 3]];
         };
         for (size_t r = 0; r < kTileRows; ++r) {
             int32_t s = 0;
@@ -86,7 +88,8 @@ void gemv_int(const uint8_t* tile, const TileX& x, size_t k, float* out) {
             // q4_1's minimum: through x's rounded sum in 8 bits (tile_dot.h says why), its exact
             // sum in 16 bits (x's rounding is then too small to matter either way).
             if constexpr (q4_1)
-                out[r] = std::fma(half_at(column + 64 + r * 2), Form == XForm::kInt8 ? x.d[b] * float(x.sum[b]) : x.fsum[b], out[r]);
+                out[r] = std::fma(half_at(column + 64 + r * 2),
+                                  Form == XForm::kInt8 ? x.d[b] * float(x.sum[b]) : x.fsum[b], out[r]);
         }
     }
 }
@@ -164,9 +167,18 @@ TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form) {
         case T::F32_T32: return form != XForm::kFloat ? nullptr : gemv_float<T::F32_T32>;
         case T::F16_T32: return form != XForm::kFloat ? nullptr : gemv_float<T::F16_T32>;
         case T::BF16_T32: return form != XForm::kFloat ? nullptr : gemv_float<T::BF16_T32>;
-        case T::Q8_0_T32: return int8 ? gemv_int<T::Q8_0_T32, XForm::kInt8> : int16 ? gemv_int<T::Q8_0_T32, XForm::kInt16> : gemv_quant<T::Q8_0_T32>;
-        case T::Q4_0_T32: return int8 ? gemv_int<T::Q4_0_T32, XForm::kInt8> : int16 ? gemv_int<T::Q4_0_T32, XForm::kInt16> : gemv_quant<T::Q4_0_T32>;
-        case T::Q4_1_T32: return int8 ? gemv_int<T::Q4_1_T32, XForm::kInt8> : int16 ? gemv_int<T::Q4_1_T32, XForm::kInt16> : gemv_quant<T::Q4_1_T32>;
+        case T::Q8_0_T32:
+            return int8    ? gemv_int<T::Q8_0_T32, XForm::kInt8>
+                   : int16 ? gemv_int<T::Q8_0_T32, XForm::kInt16>
+                           : gemv_quant<T::Q8_0_T32>;
+        case T::Q4_0_T32:
+            return int8    ? gemv_int<T::Q4_0_T32, XForm::kInt8>
+                   : int16 ? gemv_int<T::Q4_0_T32, XForm::kInt16>
+                           : gemv_quant<T::Q4_0_T32>;
+        case T::Q4_1_T32:
+            return int8    ? gemv_int<T::Q4_1_T32, XForm::kInt8>
+                   : int16 ? gemv_int<T::Q4_1_T32, XForm::kInt16>
+                           : gemv_quant<T::Q4_1_T32>;
         case T::Q4_K_T32: return int8 ? nullptr : int16 ? gemv_kquant16<T::Q4_K> : gemv_superblocks<T::Q4_K>;
         case T::Q5_K_T32: return int8 ? nullptr : int16 ? gemv_kquant16<T::Q5_K> : gemv_superblocks<T::Q5_K>;
         case T::Q6_K_T32: return int8 ? nullptr : int16 ? gemv_kquant16<T::Q6_K> : gemv_superblocks<T::Q6_K>;

@@ -32,12 +32,12 @@ namespace akunu::cpu {
 
 // x as the tile products read it: floats, and for integer-dot types its 8-bit blocks.
 struct TileX {
-    const float* f = nullptr;       // [k]
-    const int8_t* q = nullptr;      // [k] 8-bit x (the int8 mode)
-    const int16_t* q16 = nullptr;   // [k] 16-bit x (quantize_x16; groups of 4 as x0 x2 x1 x3 but for k-quants)
-    const float* d = nullptr;       // [k / 32] block scales (of q or q16, whichever x carries)
-    const int32_t* sum = nullptr;   // [k / 32] sums of each block's q or q16
-    const float* fsum = nullptr;    // sums of each block of f (block_sums): of 32, of 16 for k-quants
+    const float* f = nullptr;  // [k]
+    const int8_t* q = nullptr;  // [k] 8-bit x (the int8 mode)
+    const int16_t* q16 = nullptr;  // [k] 16-bit x (quantize_x16; groups of 4 as x0 x2 x1 x3 but for k-quants)
+    const float* d = nullptr;  // [k / 32] block scales (of q or q16, whichever x carries)
+    const int32_t* sum = nullptr;  // [k / 32] sums of each block's q or q16
+    const float* fsum = nullptr;  // sums of each block of f (block_sums): of 32, of 16 for k-quants
 };
 
 // fsum[b] = x[n b] + ... + x[n b + n - 1], in that order (k a multiple of n).

@@ -90,14 +90,16 @@ void gemv_int8(const uint8_t* tile, const TileX& x, size_t k, float* out) {
                 for (int j = 0; j < 4; ++j) {
                     const __m256i v = load32(codes + (j * kTileRows + g * 8) * 4);
                     p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(v, low4), xb[j]));
-                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), xb[4 + j]));
+                    p = _mm256_add_epi16(
+                        p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), xb[4 + j]));
                 }
                 s = _mm256_madd_epi16(p, ones);
                 if constexpr (!q4_1) s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * x.sum[b]));
             }
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(scales8(column + g * 16), dx), acc[g]);
             if constexpr (q4_1)
-                acc[g] = _mm256_fmadd_ps(scales8(column + 64 + g * 16), _mm256_set1_ps(x.d[b] * float(x.sum[b])), acc[g]);
+                acc[g] =
+                    _mm256_fmadd_ps(scales8(column + 64 + g * 16), _mm256_set1_ps(x.d[b] * float(x.sum[b])), acc[g]);
         }
     }
     for (int g = 0; g < 4; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
@@ -129,10 +131,12 @@ void gemv_int16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
                                          _mm256_madd_epi16(_mm256_srai_epi16(v, 8), xo));
                 } else {  // the high nibbles are elements 16 + 4c + e: words 2 (4 + c) and 2 (4 + c) + 1
                     const __m256i he = _mm256_set1_epi32(xw[2 * (4 + c)]), ho = _mm256_set1_epi32(xw[2 * (4 + c) + 1]);
-                    const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, low4), xe),
-                                                        _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 8), low4), xo));
-                    const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), he),
-                                                        _mm256_madd_epi16(_mm256_srli_epi16(v, 12), ho));
+                    const __m256i lo =
+                        _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, low4), xe),
+                                         _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 8), low4), xo));
+                    const __m256i hi =
+                        _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), he),
+                                         _mm256_madd_epi16(_mm256_srli_epi16(v, 12), ho));
                     p = _mm256_add_epi32(lo, hi);
                 }
                 s[g] = _mm256_add_epi32(s[g], p);
@@ -142,7 +146,8 @@ void gemv_int16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
         for (int g = 0; g < 4; ++g) {
             if constexpr (!q8 && !q4_1) s[g] = _mm256_sub_epi32(s[g], _mm256_set1_epi32(8 * x.sum[b]));
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[g]), _mm256_mul_ps(scales8(column + g * 16), dx), acc[g]);
-            if constexpr (q4_1) acc[g] = _mm256_fmadd_ps(scales8(column + 64 + g * 16), _mm256_set1_ps(x.fsum[b]), acc[g]);
+            if constexpr (q4_1)
+                acc[g] = _mm256_fmadd_ps(scales8(column + 64 + g * 16), _mm256_set1_ps(x.fsum[b]), acc[g]);
         }
     }
     for (int g = 0; g < 4; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
@@ -159,8 +164,10 @@ __m256i madd16(const int16_t* q, const int16_t* x) {
 void totals8(const __m256i v[8], int32_t* sums) {
     const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
     const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(sums), _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(sums + 4), _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(sums),
+                     _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(sums + 4),
+                     _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
 }
 
 template <TensorType Base>
@@ -201,14 +208,18 @@ void gemv_quant(const uint8_t* tile, const TileX& x, size_t k, float* out) {
                 const __m256 x0 = _mm256_broadcast_ss(xb + c * 4), x1 = _mm256_broadcast_ss(xb + c * 4 + 1);
                 const __m256 x2 = _mm256_broadcast_ss(xb + c * 4 + 2), x3 = _mm256_broadcast_ss(xb + c * 4 + 3);
                 for (int g = 0; g < 4; ++g) {
-                    sa[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v[g], 24), 24)), x0, sa[g]);
-                    sb[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v[g], 8), 24)), x2, sb[g]);
-                    sa[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v[g], 16), 24)), x1, sa[g]);
+                    sa[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v[g], 24), 24)), x0,
+                                            sa[g]);
+                    sb[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v[g], 8), 24)), x2,
+                                            sb[g]);
+                    sa[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v[g], 16), 24)), x1,
+                                            sa[g]);
                     sb[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(v[g], 24)), x3, sb[g]);
                 }
             } else {
                 for (int e = 0; e < 4; ++e) {
-                    const __m256 xl = _mm256_broadcast_ss(xb + c * 4 + e), xh = _mm256_broadcast_ss(xb + 16 + c * 4 + e);
+                    const __m256 xl = _mm256_broadcast_ss(xb + c * 4 + e),
+                                 xh = _mm256_broadcast_ss(xb + 16 + c * 4 + e);
                     for (int g = 0; g < 4; ++g) {
                         const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(v[g], 8 * e), low4);
                         const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(v[g], 8 * e + 4), low4);
@@ -222,7 +233,8 @@ void gemv_quant(const uint8_t* tile, const TileX& x, size_t k, float* out) {
             __m256 s = _mm256_add_ps(sa[g], sb[g]);
             if constexpr (!q8 && !q4_1) s = _mm256_fmadd_ps(_mm256_set1_ps(-8.0f), _mm256_set1_ps(x.fsum[b]), s);
             acc[g] = _mm256_fmadd_ps(s, scales8(column + g * 16), acc[g]);
-            if constexpr (q4_1) acc[g] = _mm256_fmadd_ps(scales8(column + 64 + g * 16), _mm256_set1_ps(x.fsum[b]), acc[g]);
+            if constexpr (q4_1)
+                acc[g] = _mm256_fmadd_ps(scales8(column + 64 + g * 16), _mm256_set1_ps(x.fsum[b]), acc[g]);
         }
     }
     for (int g = 0; g < 4; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
@@ -250,7 +262,8 @@ void quantize(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
         for (int i = 0; i < 4; ++i) n[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inv));  // half to even
         // Pack to bytes; packs works within 128-bit halves, so restore the element order after.
         const __m256i w01 = _mm256_packs_epi32(n[0], n[1]), w23 = _mm256_packs_epi32(n[2], n[3]);
-        const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        const __m256i bytes =
+            _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), bytes);
         const __m256i s = _mm256_add_epi32(_mm256_add_epi32(n[0], n[1]), _mm256_add_epi32(n[2], n[3]));
         __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
@@ -265,7 +278,9 @@ void quantize(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
 TileGemvFn tile_gemv_avx2(TensorType tiled, XForm form) {
     using T = TensorType;
     // The three block types, each with its fp32, 16-bit and 8-bit product.
-    struct Forms { TileGemvFn f32, i16, i8; };
+    struct Forms {
+        TileGemvFn f32, i16, i8;
+    };
     auto forms = [&]() -> Forms {
         switch (tiled) {
             case T::Q8_0_T32: return {gemv_quant<T::Q8_0_T32>, gemv_int16<T::Q8_0_T32>, gemv_int8<T::Q8_0_T32>};

@@ -18,7 +18,7 @@ void unpack_scalar(TensorType type, const uint8_t* tile, size_t b0, size_t nb, f
     const size_t bb = base.block_bytes;
     for (size_t b = b0; b < b0 + nb; ++b) {
         const uint8_t* column = tile + b * kTileRows * bb;
-        float(*w)[kGemmTile] = wt + (b - b0) * base.block_size;
+        float (*w)[kGemmTile] = wt + (b - b0) * base.block_size;
         if (base.block_size == 1) {  // f32, f16, bf16: the traits' dequantizer on 32 elements
             base.dequant(column, w[0] + c0, kTileRows);
         } else if (l.header_fields == 0) {  // k-quants: whole super-blocks
@@ -32,7 +32,8 @@ void unpack_scalar(TensorType type, const uint8_t* tile, size_t b0, size_t nb, f
             for (size_t r = 0; r < kTileRows; ++r) {
                 const float d = half_at(column + r * 2), m = l.header_fields > 1 ? half_at(column + 64 + r * 2) : 0.0f;
                 for (size_t c = 0; c < 8 && type == T::Q8_0_T32; ++c)
-                    for (size_t e = 0; e < 4; ++e) w[c * 4 + e][c0 + r] = d * float(int8_t(codes[(c * kTileRows + r) * 4 + e]));
+                    for (size_t e = 0; e < 4; ++e)
+                        w[c * 4 + e][c0 + r] = d * float(int8_t(codes[(c * kTileRows + r) * 4 + e]));
                 for (size_t j = 0; j < 4 && type != T::Q8_0_T32; ++j)
                     for (size_t e = 0; e < 4; ++e) {
                         const uint8_t byte = codes[(j * kTileRows + r) * 4 + e];

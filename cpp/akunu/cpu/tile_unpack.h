@@ -13,7 +13,8 @@ namespace akunu::cpu {
 
 // Block columns [b0, b0 + nb) of one tile of type `tiled`, as floats, into wt[kk][c0 + r]
 // (kk counts elements from block b0; r < 32 is the tile's row).
-using TileUnpackFn = void (*)(TensorType tiled, const uint8_t* tile, size_t b0, size_t nb, float (*wt)[kGemmTile], size_t c0);
+using TileUnpackFn = void (*)(TensorType tiled, const uint8_t* tile, size_t b0, size_t nb, float (*wt)[kGemmTile],
+                              size_t c0);
 
 TileUnpackFn tile_unpack(TensorType tiled);
 // Each tier's version (tests compare them); the AVX2 one is null for types it lacks.

@@ -45,20 +45,23 @@ void unpack_blocks(TensorType, const uint8_t* tile, size_t b0, size_t nb, float 
     for (size_t b = 0; b < nb; ++b) {
         const uint8_t* column = tile + (b0 + b) * kTileRows * block_bytes;
         const uint8_t* codes = column + fields * 64;
-        float(*w)[kGemmTile] = wt + b * 32;
+        float (*w)[kGemmTile] = wt + b * 32;
         for (size_t r0 = 0; r0 < kTileRows; r0 += 8) {
             const __m256 d = halves(column + 2 * r0);
             float* out = &w[0][c0 + r0];
             if constexpr (q8) {
                 for (size_t c = 0; c < 8; ++c) {
-                    const __m256i v = rows_by_byte(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (c * kTileRows + r0) * 4)));
-                    for (int e = 0; e < 4; ++e) _mm256_storeu_ps(out + (c * 4 + e) * kGemmTile, _mm256_mul_ps(d, lane<true>(v, e)));
+                    const __m256i v = rows_by_byte(
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (c * kTileRows + r0) * 4)));
+                    for (int e = 0; e < 4; ++e)
+                        _mm256_storeu_ps(out + (c * 4 + e) * kGemmTile, _mm256_mul_ps(d, lane<true>(v, e)));
                 }
             } else {
                 // d q + m with m = -8 d for q4_0 (exact) or the stored minimum for q4_1.
                 const __m256 m = fields > 1 ? halves(column + 64 + 2 * r0) : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
                 for (size_t j = 0; j < 4; ++j) {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (j * kTileRows + r0) * 4));
+                    const __m256i v =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (j * kTileRows + r0) * 4));
                     const __m256i lo = rows_by_byte(_mm256_and_si256(v, nibble));
                     const __m256i hi = rows_by_byte(_mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
                     for (int e = 0; e < 4; ++e) {

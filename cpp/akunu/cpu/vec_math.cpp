@@ -113,11 +113,14 @@ AKUNU_INLINE void quantize16_body(const float* x, size_t k, int16_t* q16, float*
 
 AKUNU_VEC_TIERS(silu_mul, void, (const float* g, const float* u, float* o, size_t n), (g, u, o, n))
 AKUNU_VEC_TIERS(gelu_tanh_mul, void, (const float* g, const float* u, float* o, size_t n), (g, u, o, n))
-AKUNU_VEC_TIERS(scores, void, (const float* q, const float* kt, size_t ks, size_t d, size_t n, float* s), (q, kt, ks, d, n, s))
+AKUNU_VEC_TIERS(scores, void, (const float* q, const float* kt, size_t ks, size_t d, size_t n, float* s),
+                (q, kt, ks, d, n, s))
 AKUNU_VEC_TIERS(exp_shifted, float, (float* s, size_t n, float m), (s, n, m))
-AKUNU_VEC_TIERS(mix, void, (float* o, float keep, const float* w, const float* v, size_t vs, size_t n, size_t d), (o, keep, w, v, vs, n, d))
+AKUNU_VEC_TIERS(mix, void, (float* o, float keep, const float* w, const float* v, size_t vs, size_t n, size_t d),
+                (o, keep, w, v, vs, n, d))
 
-AKUNU_VEC_TIERS(quantize16, void, (const float* x, size_t k, int16_t* q, float* d, int32_t* s, bool il), (x, k, q, d, s, il))
+AKUNU_VEC_TIERS(quantize16, void, (const float* x, size_t k, int16_t* q, float* d, int32_t* s, bool il),
+                (x, k, q, d, s, il))
 AKUNU_VEC_TIERS(rope, void, (float* x, const float* c, const float* s, size_t half, bool il), (x, c, s, half, il))
 
 // The f16 conversion has no loop form the compiler turns into F16C: each tier has its own.
@@ -128,11 +131,13 @@ void to_half_base(const float* x, uint16_t* out, size_t n) {
 AKUNU_V3 void to_half_v3(const float* x, uint16_t* out, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; ++i) out[i] = float_to_half(x[i]);
 }
 
-const VecMath kBase{silu_mul_base, gelu_tanh_mul_base, scores_base, exp_shifted_base, mix_base, rope_base, quantize16_base, to_half_base};
+const VecMath kBase{silu_mul_base, gelu_tanh_mul_base, scores_base,     exp_shifted_base,
+                    mix_base,      rope_base,          quantize16_base, to_half_base};
 const VecMath kV3{silu_mul_v3, gelu_tanh_mul_v3, scores_v3, exp_shifted_v3, mix_v3, rope_v3, quantize16_v3, to_half_v3};
 
 }  // namespace

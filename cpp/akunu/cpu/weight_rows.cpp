@@ -10,7 +10,10 @@ namespace akunu::cpu {
 
 const std::vector<WeightType>& weight_types() {
     static const std::vector<WeightType> table = [] {
-        struct Row { TensorType t; const char *e, *v, *m; };
+        struct Row {
+            TensorType t;
+            const char *e, *v, *m;
+        };
         const Row rows[] = {
             {TensorType::F32, "embed_f32", "gemv_f32", "gemm_f32"},
             {TensorType::F16, "embed_f16", "gemv_f16", "gemm_f16"},

@@ -16,12 +16,14 @@ struct WeightType {
     const char* embed_kernel;  // "embed_q4_0"
     const char* gemv_kernel;
     const char* gemm_kernel;
-    uint32_t block_size;       // elements per block (1 for float types)
+    uint32_t block_size;  // elements per block (1 for float types)
     uint32_t block_bytes;
-    DequantFn dequant;         // blocks -> floats (row_dot.h fast_dequant)
+    DequantFn dequant;  // blocks -> floats (row_dot.h fast_dequant)
 
     // Row r of a [rows, k] matrix.
-    const uint8_t* row(const uint8_t* base, size_t r, size_t k) const { return base + r * (k / block_size) * block_bytes; }
+    const uint8_t* row(const uint8_t* base, size_t r, size_t k) const {
+        return base + r * (k / block_size) * block_bytes;
+    }
 };
 
 const std::vector<WeightType>& weight_types();

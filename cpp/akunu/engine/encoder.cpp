@@ -25,19 +25,23 @@ std::unique_ptr<Encoder> Encoder::load(const std::string& path, const EncoderOpt
     e->config_ = load_config(*e->files_);
     const ModelConfig& c = e->config_;
     const ArchDescriptor& a = c.arch();
-    AKUNU_CHECK(!a.causal, path + ": " + c.architecture + " is a causal language model, not an encoder; it generates text "
-                                                          "(akunu.Model.generate / Model::load) but has no embed()");
-    AKUNU_CHECK(a.norm == NormKind::kLayer && a.norm_after_residual && !a.gated_ffn,
-                path + ": " + c.architecture + ": the encoder runs post-norm LayerNorm blocks with an ungated FFN only");
+    AKUNU_CHECK(!a.causal, path + ": " + c.architecture +
+                               " is a causal language model, not an encoder; it generates text "
+                               "(akunu.Model.generate / Model::load) but has no embed()");
+    AKUNU_CHECK(
+        a.norm == NormKind::kLayer && a.norm_after_residual && !a.gated_ffn,
+        path + ": " + c.architecture + ": the encoder runs post-norm LayerNorm blocks with an ungated FFN only");
     AKUNU_CHECK(c.n_kv_heads == c.n_heads, path + ": encoders with grouped K/V heads are not supported");
     AKUNU_CHECK(c.max_context > 0 && c.max_context <= AKUNU_ENCODER_MAX_KEYS,
-                path + ": max positions " + std::to_string(c.max_context) + " is outside what the encoder attention holds (1 to " +
-                    std::to_string(AKUNU_ENCODER_MAX_KEYS) + ")");
+                path + ": max positions " + std::to_string(c.max_context) +
+                    " is outside what the encoder attention holds (1 to " + std::to_string(AKUNU_ENCODER_MAX_KEYS) +
+                    ")");
     validate_model(*e->files_, c);
     AKUNU_CHECK(options.batch_tokens >= 0, "batch_tokens must be positive (0: the default)");
     e->rows_ = options.batch_tokens > 0 ? options.batch_tokens : std::max(512, c.max_context);
-    AKUNU_CHECK(e->rows_ >= c.max_context, "batch_tokens " + std::to_string(e->rows_) + " must hold the longest text (" +
-                                               std::to_string(c.max_context) + " tokens, the model's max positions)");
+    AKUNU_CHECK(e->rows_ >= c.max_context, "batch_tokens " + std::to_string(e->rows_) +
+                                               " must hold the longest text (" + std::to_string(c.max_context) +
+                                               " tokens, the model's max positions)");
 
     stage("device");
     e->device_ = Device::create(options.device, options.tuning);
@@ -47,7 +51,8 @@ std::unique_ptr<Encoder> Encoder::load(const std::string& path, const EncoderOpt
         const UploadItem& it = items[i];
         AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),
                     path + ": tensor " + it.tensor->name + " has weight type " + it.tensor->type->name +
-                        ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() + ")");
+                        ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() +
+                        ")");
         e->weights_[{it.role, it.layer}] = upload_weight(e->device_, *e->files_, it);
         e->weight_bytes_ += it.bytes;
         if (options.progress) options.progress("weights", i + 1, items.size());
@@ -87,9 +92,9 @@ std::unique_ptr<Encoder> Encoder::load(const std::string& path, const EncoderOpt
 
 const Weight& Encoder::weight(TensorRole role, int layer) const {
     const auto it = weights_.find({role, layer});
-    AKUNU_CHECK(it != weights_.end(), files_->path() + ": tensor " + tensor_name(config_.arch(), role, std::max(layer, 0),
-                                                                               files_->gguf() != nullptr) +
-                                          " is missing");
+    AKUNU_CHECK(it != weights_.end(),
+                files_->path() + ": tensor " +
+                    tensor_name(config_.arch(), role, std::max(layer, 0), files_->gguf() != nullptr) + " is missing");
     return it->second;
 }
 
@@ -107,7 +112,8 @@ void Encoder::build_table() {
         kernels::embed(t, w.buffer, w.type, size_t(w.shape[0]), ids, step, out, dim, 1.0f, rows);
     };
     // y[rows, n] (+)= x[rows, k] · W^T + bias, y rows ldy floats apart.
-    auto linear = [&](R w_role, R b_role, int l, const Binding& x, const Binding& y, size_t n, size_t k, size_t ldy, bool accumulate) {
+    auto linear = [&](R w_role, R b_role, int l, const Binding& x, const Binding& y, size_t n, size_t k, size_t ldy,
+                      bool accumulate) {
         const Weight& w = weight(w_role, l);
         kernels::gemm(t, w.buffer, w.type, x, y, {rows, n, k, k, ldy}, step, accumulate);
         kernels::add_rows(t, y, weight(b_role, l).buffer, y, DType::kF32, {n, rows, ldy, 0, ldy});
@@ -155,12 +161,13 @@ void Encoder::embed(const std::vector<std::vector<int>>& texts, Pooling pooling,
         const auto& ids = texts[i];
         AKUNU_CHECK(!ids.empty(), "text " + std::to_string(i) + " has no tokens");
         AKUNU_CHECK(int(ids.size()) <= config_.max_context,
-                    "text " + std::to_string(i) + " has " + std::to_string(ids.size()) + " tokens; the model takes at most " +
-                        std::to_string(config_.max_context) + " (its max positions)");
+                    "text " + std::to_string(i) + " has " + std::to_string(ids.size()) +
+                        " tokens; the model takes at most " + std::to_string(config_.max_context) +
+                        " (its max positions)");
         for (int id : ids)
-            AKUNU_CHECK(id >= 0 && id < config_.vocab_size, "text " + std::to_string(i) + ": token id " + std::to_string(id) +
-                                                                " is out of range for a vocabulary of " +
-                                                                std::to_string(config_.vocab_size));
+            AKUNU_CHECK(id >= 0 && id < config_.vocab_size,
+                        "text " + std::to_string(i) + ": token id " + std::to_string(id) +
+                            " is out of range for a vocabulary of " + std::to_string(config_.vocab_size));
     }
     // Texts go back to back into batches of up to rows_ token rows (and so up to rows_ texts).
     size_t first = 0, used = 0;

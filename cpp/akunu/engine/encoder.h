@@ -27,8 +27,8 @@
 namespace akunu {
 
 struct EncoderOptions {
-    std::string device;    // selector, as Device::create
-    std::string tuning;    // "key=value,..." over AKUNU_TUNE (core/tuning.h)
+    std::string device;  // selector, as Device::create
+    std::string tuning;  // "key=value,..." over AKUNU_TUNE (core/tuning.h)
     int batch_tokens = 0;  // token rows per submission; 0: max(512, the model's max positions)
     std::function<void(const std::string& stage, size_t done, size_t total)> progress;
 };
@@ -43,6 +43,7 @@ public:
     const ModelConfig& config() const { return config_; }
     const ModelFiles& files() const { return *files_; }
     Device& device() const { return *device_; }
+    const std::shared_ptr<Device>& device_ptr() const { return device_; }
     const DispatchTable& dispatch_table() const { return *table_; }
     int max_tokens() const { return config_.max_context; }  // the model's position embeddings
     int batch_tokens() const { return rows_; }
@@ -67,19 +68,19 @@ private:
     int rows_ = 0;  // batch capacity in token rows (and in texts)
 
     // Per-batch inputs, written by the CPU before each replay.
-    Buffer ids_;        // [rows] u32 token ids
+    Buffer ids_;  // [rows] u32 token ids
     Buffer positions_;  // [rows] u32 position of each row inside its text
-    Buffer types_;      // [rows] u32 token type ids, all 0
-    Buffer seq_;        // [rows, 2] u32 (start, len) of each row's text
-    Buffer texts_;      // [AKUNU_POOL_HEADER + 2 rows] u32 header, then (start, len) per text
-    Buffer step_;       // StepState: n_tokens = rows used
+    Buffer types_;  // [rows] u32 token type ids, all 0
+    Buffer seq_;  // [rows, 2] u32 (start, len) of each row's text
+    Buffer texts_;  // [AKUNU_POOL_HEADER + 2 rows] u32 header, then (start, len) per text
+    Buffer step_;  // StepState: n_tokens = rows used
     // Activations.
-    Buffer h_;          // [rows, dim] f32 the hidden state
-    Buffer tmp_;        // [rows, dim] f32 position embeddings
-    Buffer qkv_;        // [rows, 3 dim] f32
-    Buffer attn_;       // [rows, dim] f32
-    Buffer ffn_;        // [rows, ffn_dim] f32
-    Buffer pooled_;     // [rows, dim] f32 one embedding per text
+    Buffer h_;  // [rows, dim] f32 the hidden state
+    Buffer tmp_;  // [rows, dim] f32 position embeddings
+    Buffer qkv_;  // [rows, 3 dim] f32
+    Buffer attn_;  // [rows, dim] f32
+    Buffer ffn_;  // [rows, ffn_dim] f32
+    Buffer pooled_;  // [rows, dim] f32 one embedding per text
     std::vector<uint32_t> staging_;  // [3 rows] seq_ pairs, then positions_ (sized once)
 
     std::unique_ptr<DispatchTable> table_;

@@ -24,7 +24,7 @@ struct Grid {
     uint32_t x, y;
     ChunkRows::Axis axis = ChunkRows::Axis::kNone;
     uint32_t min_rows = 0, max_rows = 0;  // the kernel's row window (ChunkRows)
-    uint32_t position_block = 0;          // groups along y cover the cache in these blocks (DispatchCmd)
+    uint32_t position_block = 0;  // groups along y cover the cache in these blocks (DispatchCmd)
 };
 
 // Spreads `groups` workgroups over a 2-D grid within the device's per-dimension limit.

@@ -55,14 +55,16 @@ constexpr uint32_t kElementwiseGroup = 256;
 std::string variant(const char* kernel, DType dtype) { return std::string(kernel) + "_" + dtype_traits(dtype).name; }
 
 // Weight types with GEMV/GEMM/embedding variants, and the variant suffix of each.
-const struct { TensorType type; const char* suffix; } kWeightVariants[] = {
-    {TensorType::F32, "f32"},   {TensorType::F16, "f16"},   {TensorType::BF16, "bf16"},
-    {TensorType::Q8_0, "q8_0"}, {TensorType::Q4_0, "q4_0"}, {TensorType::Q4_1, "q4_1"},
-    {TensorType::Q4_K, "q4_k"}, {TensorType::Q5_K, "q5_k"}, {TensorType::Q6_K, "q6_k"},
+const struct {
+    TensorType type;
+    const char* suffix;
+} kWeightVariants[] = {
+    {TensorType::F32, "f32"},           {TensorType::F16, "f16"},           {TensorType::BF16, "bf16"},
+    {TensorType::Q8_0, "q8_0"},         {TensorType::Q4_0, "q4_0"},         {TensorType::Q4_1, "q4_1"},
+    {TensorType::Q4_K, "q4_k"},         {TensorType::Q5_K, "q5_k"},         {TensorType::Q6_K, "q6_k"},
     {TensorType::MLX4_G32, "mlx4_g32"}, {TensorType::MLX4_G64, "mlx4_g64"}, {TensorType::MLX4_G128, "mlx4_g128"},
     {TensorType::MLX8_G32, "mlx8_g32"}, {TensorType::MLX8_G64, "mlx8_g64"}, {TensorType::MLX8_G128, "mlx8_g128"},
 };
-
 
 // A cache kernel's variant ("attention_split_int4_blocks": format, then layout) and its
 // bindings: `first` (bindings 0 to 4 with K and V at 1 and 2), then a quantized cache's scales
@@ -81,7 +83,9 @@ std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings
     return first;
 }
 
-uint32_t reduce_group(const DispatchSink& s) { return std::min<uint32_t>(256, s.device().profile().max_workgroup_invocations); }
+uint32_t reduce_group(const DispatchSink& s) {
+    return std::min<uint32_t>(256, s.device().profile().max_workgroup_invocations);
+}
 
 // How attention_split's f16 path covers a cache row (its specialization constants TEAM and
 // LANE_VECS): lanes per row, a power of two inside a subgroup and at most 32, so that one
@@ -107,8 +111,8 @@ std::string weight_variant(const char* kernel, TensorType t) {
     if (const cpu::TileLayout* l = cpu::tile_layout(t)) return weight_variant(kernel, l->base) + l->kernel_suffix;
     for (const auto& v : kWeightVariants)
         if (v.type == t) return std::string(kernel) + "_" + v.suffix;
-    throw Error(std::string(kernel) + ": weight type " + type_traits(t).name + " is not supported yet (supported: " +
-                supported_weight_types() + ")");
+    throw Error(std::string(kernel) + ": weight type " + type_traits(t).name +
+                " is not supported yet (supported: " + supported_weight_types() + ")");
 }
 
 void fill(DispatchSink& s, const Binding& out, DType dtype, size_t n, float value, uint32_t bits) {
@@ -147,18 +151,20 @@ void add_rows(DispatchSink& s, const Binding& a, const Binding& b, const Binding
     check_fits(a, (r.rows - 1) * r.a_stride + r.n, dtype, "add", "a");
     check_fits(b, (r.rows - 1) * r.b_stride + r.n, dtype, "add", "b");
     check_fits(c, (r.rows - 1) * r.c_stride + r.n, dtype, "add", "c");
-    AddParams p{checked_u32(r.n, "add: n"), checked_u32(r.rows, "add: rows"), uint32_t(r.a_stride), uint32_t(r.b_stride),
-                uint32_t(r.c_stride)};
+    AddParams p{checked_u32(r.n, "add: n"), checked_u32(r.rows, "add: rows"), uint32_t(r.a_stride),
+                uint32_t(r.b_stride), uint32_t(r.c_stride)};
     const size_t total = r.n * r.rows;
     checked_u32(total, "add: elements");
     emit(s, variant("add", dtype), {}, {a, b, c}, p, grid_for(s, (total + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
 // rmsnorm with y in y_dtype: dtype's own kernel, or f32 rows normed into halves.
-static void emit_rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, DType y_dtype,
-                         size_t rows, size_t dim, float eps, float weight_offset, size_t group, size_t group_stride) {
+static void emit_rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype,
+                         DType y_dtype, size_t rows, size_t dim, float eps, float weight_offset, size_t group,
+                         size_t group_stride) {
     check_dtype(dtype, {DType::kF32, DType::kF16}, "rmsnorm");
-    AKUNU_CHECK(y_dtype == dtype || (dtype == DType::kF32 && y_dtype == DType::kF16), "rmsnorm: y is x's dtype, or f16 for f32 x");
+    AKUNU_CHECK(y_dtype == dtype || (dtype == DType::kF32 && y_dtype == DType::kF16),
+                "rmsnorm: y is x's dtype, or f16 for f32 x");
     AKUNU_CHECK(group > 0 && rows % group == 0, "rmsnorm: rows must be a whole number of groups");
     if (group_stride == 0) group_stride = group * dim;
     AKUNU_CHECK(group_stride >= group * dim, "rmsnorm: group_stride is shorter than a group of rows");
@@ -167,21 +173,26 @@ static void emit_rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, co
     check_fits(w, dim, dtype, "rmsnorm", "w");
     check_fits(y, extent, y_dtype, "rmsnorm", "y");
     AKUNU_CHECK(eps >= 0.0f, "rmsnorm: eps must be >= 0");
-    RmsNormParams p{checked_u32(rows, "rmsnorm: rows"), checked_u32(dim, "rmsnorm: dim"), eps, weight_offset,
-                    checked_u32(group, "rmsnorm: group"), checked_u32(group_stride, "rmsnorm: group_stride")};
+    RmsNormParams p{checked_u32(rows, "rmsnorm: rows"),
+                    checked_u32(dim, "rmsnorm: dim"),
+                    eps,
+                    weight_offset,
+                    checked_u32(group, "rmsnorm: group"),
+                    checked_u32(group_stride, "rmsnorm: group_stride")};
     const std::string kernel = variant("rmsnorm", dtype) + (y_dtype != dtype ? "_f16" : "");
     // 4-vectors where every row and binding starts on 16 bytes (rmsnorm.comp VEC).
-    const bool vec4 = dim % 4 == 0 && group_stride % 4 == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 && y.offset % 16 == 0;
+    const bool vec4 =
+        dim % 4 == 0 && group_stride % 4 == 0 && x.offset % 16 == 0 && w.offset % 16 == 0 && y.offset % 16 == 0;
     emit(s, kernel, {reduce_group(s), vec4 ? 4u : 1u}, {x, w, y}, p, grid_for(s, rows));
 }
 
-void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows, size_t dim,
-             float eps, float weight_offset, size_t group, size_t group_stride) {
+void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, DType dtype, size_t rows,
+             size_t dim, float eps, float weight_offset, size_t group, size_t group_stride) {
     emit_rmsnorm(s, x, w, y, dtype, dtype, rows, dim, eps, weight_offset, group, group_stride);
 }
 
-void rmsnorm_to_f16(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, size_t rows, size_t dim, float eps,
-                    float weight_offset) {
+void rmsnorm_to_f16(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, size_t rows, size_t dim,
+                    float eps, float weight_offset) {
     emit_rmsnorm(s, x, w, y, DType::kF32, DType::kF16, rows, dim, eps, weight_offset, 1, 0);
 }
 
@@ -198,21 +209,23 @@ std::string supported_weight_types() {
     return out;
 }
 
-
 bool dequantizes_to_f16(TensorType wtype) {
     if (tiles32(wtype)) return true;
     switch (wtype) {
-        case TensorType::Q8_0: case TensorType::Q4_0: case TensorType::Q4_1:
-        case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K:
-            return true;
-        default:
-            return false;
+        case TensorType::Q8_0:
+        case TensorType::Q4_0:
+        case TensorType::Q4_1:
+        case TensorType::Q4_K:
+        case TensorType::Q5_K:
+        case TensorType::Q6_K: return true;
+        default: return false;
     }
 }
 
 void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& out, size_t n, size_t k,
                  const Binding& step, uint32_t min_rows) {
-    AKUNU_CHECK(dequantizes_to_f16(wtype), std::string("dequant_f16: ") + type_traits(wtype).name + " is not a block format");
+    AKUNU_CHECK(dequantizes_to_f16(wtype),
+                std::string("dequant_f16: ") + type_traits(wtype).name + " is not a block format");
     check_row_blocks(type_traits(wtype), k, "dequant_f16", "k");
     check_bytes(w, tensor_bytes(type_traits(wtype), uint64_t(n) * k, "dequant_f16 W"), "dequant_f16", "W");
     check_bytes(out, n * k * 2, "dequant_f16", "out");
@@ -225,15 +238,16 @@ void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Bind
     emit(s, weight_variant("dequant_f16", wtype), {}, {w, out, step}, p, grid);
 }
 
-void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids, const Binding& step,
-           const Binding& out, size_t dim, float scale, size_t rows) {
+void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,
+           const Binding& step, const Binding& out, size_t dim, float scale, size_t rows) {
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, dim, "embed", "dim");
     check_bytes(w, tensor_bytes(t, uint64_t(vocab) * dim, "embedding"), "embed", "W");
     check_fits(token_ids, rows, DType::kU32, "embed", "token_ids");
     check_fits(out, rows * dim, DType::kF32, "embed", "out");
     check_bytes(step, sizeof(StepState), "embed", "step");
-    EmbedParams p{checked_u32(dim, "embed: dim"), scale, checked_u32(rows, "embed: rows"), checked_u32(vocab, "embed: vocab")};
+    EmbedParams p{checked_u32(dim, "embed: dim"), scale, checked_u32(rows, "embed: rows"),
+                  checked_u32(vocab, "embed: vocab")};
     const size_t items = rows * (t.block_size == 1 ? dim : dim / AKUNU_EMBED_BLOCK_ITEM);  // embed.comp ITEM
     emit(s, weight_variant("embed", wtype), {}, {w, token_ids, step, out}, p, grid_for(s, (items + 63) / 64));
 }
@@ -247,7 +261,8 @@ void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Bin
 }
 
 void softcap(DispatchSink& s, const Binding& x, const Binding& step, size_t rows, size_t n, float cap) {
-    AKUNU_CHECK(cap > 0 && std::isfinite(cap), "softcap: the cap must be a positive number, found " + std::to_string(cap));
+    AKUNU_CHECK(cap > 0 && std::isfinite(cap),
+                "softcap: the cap must be a positive number, found " + std::to_string(cap));
     check_fits(x, rows * n, DType::kF32, "softcap", "x");
     check_bytes(step, sizeof(StepState), "softcap", "step");
     const size_t total = rows * n;
@@ -258,7 +273,8 @@ void softcap(DispatchSink& s, const Binding& x, const Binding& step, size_t rows
 
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
              const Binding& step, const RopeKvShape& sh) {
-    const size_t half = sh.head_dim / 2, q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
+    const size_t half = sh.head_dim / 2, q_dim = size_t(sh.n_heads) * sh.head_dim,
+                 kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
     const size_t stride = sh.row_stride ? sh.row_stride : q_dim + 2 * kv_dim;
     AKUNU_CHECK(stride >= q_dim + 2 * kv_dim, "rope_kv: row_stride is shorter than a [q | k | v] row");
     check_fits(qkv, (sh.rows - 1) * stride + q_dim + 2 * kv_dim, DType::kF32, "rope_kv", "qkv");
@@ -267,12 +283,18 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "rope_kv");
     check_bytes(step, sizeof(StepState), "rope_kv", "step");
     // The kernels' max_len is the cache's rows per head (a ring's length); blocks ignore it.
-    RopeKvParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, cache.rows == KvRows::kBlocks ? sh.max_len : cache.cache_rows,
-                   sh.interleaved ? 1u : 0u, sh.rotate ? 1u : 0u, checked_u32(sh.rows, "rope_kv: rows"), uint32_t(stride)};
+    RopeKvParams p{sh.n_heads,
+                   sh.n_kv_heads,
+                   sh.head_dim,
+                   cache.rows == KvRows::kBlocks ? sh.max_len : cache.cache_rows,
+                   sh.interleaved ? 1u : 0u,
+                   sh.rotate ? 1u : 0u,
+                   checked_u32(sh.rows, "rope_kv: rows"),
+                   uint32_t(stride)};
     // Four pairs (and V elements) an invocation where every vec4 it reads or writes is whole:
     // head_dim a multiple of 8, rows and tables starting on 16 bytes.
-    const bool vec4 = sh.head_dim % 8 == 0 && stride % 4 == 0 && qkv.offset % 16 == 0 && cos.offset % 16 == 0 &&
-                      sin.offset % 16 == 0;
+    const bool vec4 =
+        sh.head_dim % 8 == 0 && stride % 4 == 0 && qkv.offset % 16 == 0 && cos.offset % 16 == 0 && sin.offset % 16 == 0;
     const uint32_t per = vec4 ? 4 : 1;
     const size_t items = size_t(sh.rows) * ((size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim) / per;
     const bool f16 = cache.dtype == KvDType::kF16;
@@ -281,7 +303,8 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     if (f16) return;
     // kv_store: one invocation per packed word of each token's K and V rows.
     const size_t words =
-        size_t(sh.rows) * kv_dim * size_t(kv_value_bits(kv_side(cache.dtype, false)) + kv_value_bits(kv_side(cache.dtype, true))) / 32;
+        size_t(sh.rows) * kv_dim *
+        size_t(kv_value_bits(kv_side(cache.dtype, false)) + kv_value_bits(kv_side(cache.dtype, true))) / 32;
     std::vector<Binding> bindings = {qkv, cache.k, cache.v, cache.k_scales, cache.v_scales, step};
     if (cache.rows == KvRows::kBlocks) bindings = {qkv, cache.k, cache.v, step};  // the scales sit in the blocks
     emit(s, cache_variant("kv_store", cache), {}, bindings, p, grid_for(s, (words + 63) / 64));
@@ -298,9 +321,11 @@ size_t attention_counters_offset(uint32_t n_heads, uint32_t head_dim, uint32_t m
 
 void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
                const Binding& step, const AttentionShape& sh, const GemvHandoff* handoff) {
-    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "attention: n_heads must be a multiple of n_kv_heads");
+    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0,
+                "attention: n_heads must be a multiple of n_kv_heads");
     AKUNU_CHECK(s.device().profile().max_workgroup_invocations >= AKUNU_ATTENTION_CHUNK,
-                "attention: the device runs fewer than " + std::to_string(AKUNU_ATTENTION_CHUNK) + " invocations per workgroup");
+                "attention: the device runs fewer than " + std::to_string(AKUNU_ATTENTION_CHUNK) +
+                    " invocations per workgroup");
     AKUNU_CHECK(sh.head_dim % 8 == 0 && sh.head_dim <= AKUNU_ATTENTION_CHUNK,
                 "attention: head_dim " + std::to_string(sh.head_dim) + " must be a multiple of 8 up to " +
                     std::to_string(AKUNU_ATTENTION_CHUNK));
@@ -310,12 +335,13 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     const uint32_t chunks = uint32_t((size_t(sh.max_len) + AKUNU_ATTENTION_CHUNK - 1) / AKUNU_ATTENTION_CHUNK);
     check_fits(q, q_dim, DType::kF32, "attention", "q");
     check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "attention");
-    check_fits(partial, attention_partial_floats(sh.n_heads, sh.head_dim, sh.max_len), DType::kF32, "attention", "partial");
+    check_fits(partial, attention_partial_floats(sh.n_heads, sh.head_dim, sh.max_len), DType::kF32, "attention",
+               "partial");
     check_fits(out, q_dim, DType::kF32, "attention", "out");
     AKUNU_CHECK(chunks <= 65535 && sh.n_heads <= s.device().profile().max_workgroup_count_x,
                 "attention: too many heads or cache rows for one dispatch");
-    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, chunks, cache.cache_rows,
-                      handoff ? handoff->signal : 0};
+    AttentionParams p{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len,       sh.window,
+                      sh.scale,   sh.softcap,    chunks,      cache.cache_rows, handoff ? handoff->signal : 0};
     AKUNU_CHECK(!handoff || (!handoff->wait && !handoff->clear_count && handoff->signal),
                 "attention: a hand-off only signals (the O GEMV waits for it)");
     check_handoff(handoff, attention_hands_off(s.device().profile(), 0), "attention");
@@ -329,52 +355,63 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
          {sh.n_heads, chunks, ChunkRows::Axis::kNone, 0, 0, AKUNU_ATTENTION_CHUNK});
 }
 
-void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
-                     const FlashShape& f) {
+void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out,
+                     const Binding& step, const FlashShape& f) {
     const AttentionShape& sh = f.heads;
-    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "flash_attention: n_heads must be a multiple of n_kv_heads");
+    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0,
+                "flash_attention: n_heads must be a multiple of n_kv_heads");
     AKUNU_CHECK(sh.head_dim % 8 == 0 && sh.head_dim <= AKUNU_FLASH_MAX_HEAD_DIM,
                 "flash_attention: head_dim " + std::to_string(sh.head_dim) + " must be a multiple of 8 up to " +
                     std::to_string(AKUNU_FLASH_MAX_HEAD_DIM));
     const DeviceProfile& d = s.device().profile();
-    AKUNU_CHECK(d.subgroup_shuffle && d.subgroup_size >= 8, "flash_attention needs subgroup shuffles over at least 8 lanes");
+    AKUNU_CHECK(d.subgroup_shuffle && d.subgroup_size >= 8,
+                "flash_attention needs subgroup shuffles over at least 8 lanes");
     const size_t q_dim = size_t(sh.n_heads) * sh.head_dim;
-    AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim, "flash_attention: row strides must cover n_heads * head_dim");
+    AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim,
+                "flash_attention: row strides must cover n_heads * head_dim");
     check_fits(q, (f.rows - 1) * size_t(f.q_stride) + q_dim, DType::kF32, "flash_attention", "q");
     check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "flash_attention");
     check_dtype(f.out_dtype, {DType::kF32, DType::kF16}, "flash_attention out");
     check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, f.out_dtype, "flash_attention", "out");
     check_bytes(step, sizeof(StepState), "flash_attention", "step");
-    FlashAttentionParams p{{sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, cache.cache_rows, 0},
-                           checked_u32(f.rows, "flash_attention: rows"), f.q_stride, f.out_stride};
+    FlashAttentionParams p{
+        {sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, cache.cache_rows, 0},
+        checked_u32(f.rows, "flash_attention: rows"),
+        f.q_stride,
+        f.out_stride};
     const bool coopmat = flash_attention_coopmat(d, cache, sh.head_dim);
     const bool half_out = f.out_dtype == DType::kF16;
-    AKUNU_CHECK(coopmat || !half_out, "flash_attention: an f16 output needs the cooperative-matrix kernel (flash_attention_coopmat)");
+    AKUNU_CHECK(coopmat || !half_out,
+                "flash_attention: an f16 output needs the cooperative-matrix kernel (flash_attention_coopmat)");
     const uint32_t block_rows = coopmat ? AKUNU_FLASH_CM_ROWS : AKUNU_FLASH_ROWS;
     const uint32_t blocks = (f.rows + block_rows - 1) / block_rows;
-    AKUNU_CHECK(blocks <= d.max_workgroup_count_x && sh.n_heads <= 65535, "flash_attention: too many rows or heads for one dispatch");
+    AKUNU_CHECK(blocks <= d.max_workgroup_count_x && sh.n_heads <= 65535,
+                "flash_attention: too many rows or heads for one dispatch");
     const Grid grid{blocks, sh.n_heads, ChunkRows::Axis::kX};  // blocks of query rows along x
     if (coopmat) {
-        emit(s, "flash_cm_d" + std::to_string(sh.head_dim) + (half_out ? "_f16" : ""), {}, {q, cache.k, cache.v, out, step}, p,
-             grid);
+        emit(s, "flash_cm_d" + std::to_string(sh.head_dim) + (half_out ? "_f16" : ""), {},
+             {q, cache.k, cache.v, out, step}, p, grid);
         return;
     }
-    emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8}, cache_bindings({q, cache.k, cache.v, out, step}, cache),
-         p, grid);
+    emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8},
+         cache_bindings({q, cache.k, cache.v, out, step}, cache), p, grid);
 }
 
 bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
     if (!d.tuning.flash_coopmat) return false;  // A/B against the scalar kernel
-    return d.gemm_coopmat && cache.dtype == KvDType::kF16 && cache.rows == KvRows::kFull && (head_dim == 64 || head_dim == 128);
+    return d.gemm_coopmat && cache.dtype == KvDType::kF16 && cache.rows == KvRows::kFull &&
+           (head_dim == 64 || head_dim == 128);
 }
 
-void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n,
-                      DType out_dtype, uint32_t max_rows) {
+void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out,
+                      size_t n, DType out_dtype, uint32_t max_rows) {
     check_dtype(out_dtype, {DType::kF32, DType::kF16}, "act out");
     check_fits(gate, n, DType::kF32, "act", "gate");
     check_fits(up, n, DType::kF32, "act", "up");
     check_fits(out, n, out_dtype, "act", "out");
-    const char* kernel = act == Activation::kSilu ? "act_silu" : act == Activation::kGeluTanh ? "act_gelu_tanh" : nullptr;
+    const char* kernel = act == Activation::kSilu       ? "act_silu"
+                         : act == Activation::kGeluTanh ? "act_gelu_tanh"
+                                                        : nullptr;
     AKUNU_CHECK(kernel, "act: this activation has no gated kernel yet");
     ActParams p{checked_u32(n, "act: n")};
     Grid grid = grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup);
@@ -384,8 +421,8 @@ void gated_activation(DispatchSink& s, Activation act, const Binding& gate, cons
     emit(s, std::string(kernel) + (out_dtype == DType::kF16 ? "_f16" : ""), {}, {gate, up, out}, p, grid);
 }
 
-void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs, const Binding& step,
-            const Binding& sampler, size_t n, uint32_t out_slot, size_t rows) {
+void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs,
+            const Binding& step, const Binding& sampler, size_t n, uint32_t out_slot, size_t rows) {
     check_fits(logits, rows * n, DType::kF32, "sample", "logits");
     check_fits(token_ids, out_slot + rows, DType::kU32, "sample", "token_ids");
     check_fits(logprobs, out_slot + rows, DType::kF32, "sample", "logprobs");
@@ -410,8 +447,8 @@ void activation(DispatchSink& s, Activation act, const Binding& x, const Binding
     emit(s, "act_gelu", {}, {x, x, out}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
-void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& b, const Binding& y, const Binding& step,
-               size_t rows, size_t dim, float eps) {
+void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& b, const Binding& y,
+               const Binding& step, size_t rows, size_t dim, float eps) {
     check_fits(x, rows * dim, DType::kF32, "layernorm", "x");
     check_fits(w, dim, DType::kF32, "layernorm", "w");
     check_fits(b, dim, DType::kF32, "layernorm", "b");
@@ -432,9 +469,14 @@ void encoder_attention(DispatchSink& s, const Binding& qkv, const Binding& seq, 
     check_bytes(step, sizeof(StepState), "encoder_attention", "step");
     AKUNU_CHECK(sh.out_stride >= width, "encoder_attention: out_stride is shorter than n_heads * head_dim");
     check_fits(out, (size_t(sh.rows) - 1) * sh.out_stride + width, DType::kF32, "encoder_attention", "out");
-    const EncoderAttentionParams p{checked_u32(sh.n_heads, "encoder_attention: n_heads"), checked_u32(sh.head_dim, "encoder_attention: head_dim"),
-                                   checked_u32(sh.rows, "encoder_attention: rows"), sh.q_stride, sh.k_offset, sh.v_offset,
-                                   sh.out_stride, sh.scale};
+    const EncoderAttentionParams p{checked_u32(sh.n_heads, "encoder_attention: n_heads"),
+                                   checked_u32(sh.head_dim, "encoder_attention: head_dim"),
+                                   checked_u32(sh.rows, "encoder_attention: rows"),
+                                   sh.q_stride,
+                                   sh.k_offset,
+                                   sh.v_offset,
+                                   sh.out_stride,
+                                   sh.scale};
     emit(s, "encoder_attention", {}, {qkv, seq, step, out}, p, grid_for(s, size_t(sh.rows) * sh.n_heads));
 }
 

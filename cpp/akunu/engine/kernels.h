@@ -30,7 +30,8 @@ void add(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, 
 struct RowsShape {
     size_t n, rows, a_stride, b_stride, c_stride;
 };
-void add_rows(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype, const RowsShape& shape);
+void add_rows(DispatchSink& s, const Binding& a, const Binding& b, const Binding& c, DType dtype,
+              const RowsShape& shape);
 
 // y[rows, dim] = rmsnorm(x[rows, dim]) * (w[dim] + weight_offset); dtype f32 or f16. Rows come
 // in groups of `group` contiguous rows, group_stride elements apart (0: contiguous groups).
@@ -39,8 +40,8 @@ void rmsnorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding&
 
 // y[rows, dim] as f16 = rmsnorm(x[rows, dim] f32) * (w[dim] f32 + weight_offset): a prefill
 // chunk's normed rows as the halves the GEMM reads (gemm_takes_half_x).
-void rmsnorm_to_f16(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, size_t rows, size_t dim, float eps,
-                    float weight_offset);
+void rmsnorm_to_f16(DispatchSink& s, const Binding& x, const Binding& w, const Binding& y, size_t rows, size_t dim,
+                    float eps, float weight_offset);
 
 // Weight types the GEMV, GEMM and embedding kernels read directly (quantized weights stay
 // quantized), and their names as a list for error messages ("F32, F16, ..., Q6_K"). The CPU
@@ -55,8 +56,8 @@ std::string weight_variant(const char* kernel, TensorType type);
 // What a GEMV folds into its input x (GemvParams.x_op): an RMSNorm, x * (weight +
 // weight_offset) / sqrt(mean(x^2) + eps), or a gated activation, act(x) * up, with x the gate.
 struct GemvInput {
-    uint32_t op = 0;   // AKUNU_GEMV_* (params.h)
-    Binding second;    // [k] f32: the norm's weight, or up; [partials] for rmsnorm_ready
+    uint32_t op = 0;  // AKUNU_GEMV_* (params.h)
+    Binding second;  // [k] f32: the norm's weight, or up; [partials] for rmsnorm_ready
     float eps = 0.0f;
     float weight_offset = 0.0f;
     uint32_t partials = 0;  // rmsnorm_ready: the sums of squares in `second`
@@ -76,10 +77,10 @@ struct GemvInput {
 // handing the norm forward wins part of it back (bench/NOTES.md, "The next norm handed forward
 // by the GEMV that writes the residual stream"). Only where gemv_hands_norm_forward.
 struct GemvNormOut {
-    Binding weight;        // [rows] f32: the next norm's weight
+    Binding weight;  // [rows] f32: the next norm's weight
     float weight_offset = 0.0f;
-    Binding normed;        // [rows] f32: y * (weight + weight_offset)
-    Binding sums;          // [gemv_norm_partials(rows)] f32
+    Binding normed;  // [rows] f32: y * (weight + weight_offset)
+    Binding sums;  // [gemv_norm_partials(rows)] f32
 };
 // Whether a GEMV of `producer` weights hands the next norm forward (GemvNormOut) to GEMVs of
 // `consumer` weights on this device: float weights on gemv.comp, Vulkan devices.
@@ -98,8 +99,7 @@ XRounding engine_x_rounding(const DeviceProfile& device);
 // y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type;
 // with `input`, x is formed as it says. Q8_0, Q4_0 and Q4_1 rows of a multiple of 256
 // take integer dot products against x rounded to int8 where the device has them (gemv_int_dot)
-// and `rounding` asks for it; their float path is gemv.comp, or the word GEMV where
-// tuning gemv_words=1 turns it on. Their tile-major forms (*_T32) take
+// and `rounding` asks for it; their float path is gemv.comp. Their tile-major forms (*_T32) take
 // gemv_tiles.comp on Vulkan devices (gemv_fuses_parts), with x rounded to int8 on the same
 // terms, or to int16 for any k (gemv_int16).
 //
@@ -117,7 +117,7 @@ XRounding engine_x_rounding(const DeviceProfile& device);
 struct GemvHandoff {
     Binding counters;  // handoff_counters_bytes(slots): an error word, then one word a slot, zeroed
     uint32_t signal = 0, wait = 0;  // slots 1.. (0: none)
-    uint32_t wait_count = 0;        // the workgroups the waited-for GEMV has (gemv_tiles_groups)
+    uint32_t wait_count = 0;  // the workgroups the waited-for GEMV has (gemv_tiles_groups)
     uint32_t clear = 0, clear_count = 0;  // slots clear .. clear + clear_count - 1 to zero
 };
 size_t handoff_counters_bytes(uint32_t slots);
@@ -145,8 +145,8 @@ bool gemv_waits_for_attention(const DeviceProfile& device, TensorType wtype);
 bool gemv_takes_handoff(const DeviceProfile& device, TensorType wtype);
 // The workgroups of a tile GEMV of matrices of these rows: what a GEMV waiting for it counts.
 uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows);
-void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate = false, const GemvInput* input = nullptr, XRounding rounding = XRounding::kFloat,
+void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows,
+          size_t k, bool accumulate = false, const GemvInput* input = nullptr, XRounding rounding = XRounding::kFloat,
           const GemvHandoff* handoff = nullptr, const GemvNormOut* norm_out = nullptr);
 // rope_kv folded into the Q/K/V gemv_parts of a decode step (one token, at step.pos): Q and K
 // rotated on adjacent pairs (RopeStyle::kInterleaved) or, with half_split, on (i, i + head_dim
@@ -164,13 +164,14 @@ struct GemvRopeKv {
 // (Q, K and V; gate and up, with rows[2] = 0, whose W and y are then not read). Only where
 // gemv_fuses_parts. With `rope`, also rope_kv's work (GemvRopeKv). `rounding` as in gemv().
 void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wtype, const Binding& x,
-                const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k, const GemvInput* input = nullptr,
-                const GemvRopeKv* rope = nullptr, XRounding rounding = XRounding::kFloat,
-                const GemvHandoff* handoff = nullptr);
+                const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k,
+                const GemvInput* input = nullptr, const GemvRopeKv* rope = nullptr,
+                XRounding rounding = XRounding::kFloat, const GemvHandoff* handoff = nullptr);
 // Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
 // (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
 // (gemv.comp, both pairings) on a Vulkan device, and an f16 cache of full rows or a ring.
-bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache, bool half_split = false);
+bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache,
+                        bool half_split = false);
 // y[rows] = act(W_gate · x) * (W_up · x) in one dispatch, for float weights on Vulkan devices
 // (gemv_fuses_gate_up): each workgroup takes rows of both matrices, so that the decode FFN runs
 // no activation dispatch between gate/up and down. `input` folds the FFN's norm as in gemv().
@@ -189,16 +190,13 @@ bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
 bool gemv_int16(const DeviceProfile& device, TensorType wtype);
 // The rounding gemv() and gemv_parts() take for these weights when asked for `asked`.
 XRounding gemv_x_rounding(const DeviceProfile& device, TensorType wtype, size_t k, XRounding asked);
-// Whether its float path for them is the word GEMV (gemv_words_*: gemv_dot.comp's table of x
-// per 32-bit word of a row, fp32 products; DeviceProfile::gemv_words), else gemv.comp.
-bool gemv_words(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether folding an RMSNorm into gemv() is cheap: true where each workgroup reads x once for
 // all its rows (float weights, Q8_0/Q4_0/Q4_1 on every path, the CPU backend); gemv.comp's
 // path for the k-quants and MLX weights reads x once per row and block, and the norm's weight
 // would double those loads.
 bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether folding the gated activation into gemv() is cheap: only where x is formed once for
-// many rows: the tile GEMV (32 rows per workgroup), the word GEMV and the integer-dot path (16
+// many rows: the tile GEMV (32 rows per workgroup), the integer-dot path (16
 // rows per workgroup on a 32-wide subgroup) and the CPU backend (once per thread's range of
 // rows). gemv.comp's float path takes 4 rows per workgroup, so each element's activation would
 // be computed rows / 4 times, and folding it there slowed float decode (bench/NOTES.md, "Two
@@ -219,8 +217,8 @@ struct GemmShape {
     uint32_t min_rows = 0, max_rows = 0;
     DType x_dtype = DType::kF32;  // f16 where gemm_takes_half_x
 };
-void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& shape,
-          const Binding& step, bool accumulate = false, bool allow_coopmat = true);
+void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y,
+          const GemmShape& shape, const Binding& step, bool accumulate = false, bool allow_coopmat = true);
 
 // Whether gemm() takes X as halves (GemmShape.x_dtype f16): the cooperative-matrix GEMM, which
 // converts X to halves anyway, with k and ldx multiples of 8. A prefill chunk's norms and
@@ -257,7 +255,7 @@ void softcap(DispatchSink& s, const Binding& x, const Binding& step, size_t rows
 struct RopeKvShape {
     uint32_t n_heads, n_kv_heads, head_dim, max_len;
     bool interleaved, rotate;
-    uint32_t rows = 1;        // token rows of qkv
+    uint32_t rows = 1;  // token rows of qkv
     uint32_t row_stride = 0;  // floats between rows; 0: q_dim + 2 kv_dim
 };
 // RoPE on Q and K of qkv (in place) for rows r < min(rows, step.n_tokens) at step.pos + r,
@@ -290,8 +288,8 @@ struct FlashShape {
     uint32_t rows, q_stride, out_stride;
     DType out_dtype = DType::kF32;
 };
-void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
-                     const FlashShape& shape);
+void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out,
+                     const Binding& step, const FlashShape& shape);
 // Whether flash_attention takes flash_cm.comp (cooperative matrices: devices with gemm_coopmat,
 // an f16 cache in one buffer, head_dim 64 or 128) rather than the scalar flash_attention.comp.
 // tuning flash_coopmat=0 keeps the scalar kernel.
@@ -300,14 +298,14 @@ bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, ui
 // out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).
 // max_rows: in a chunk's table, only for chunks of fewer tokens (the counts follow n; devices
 // with indirect counts), beside a gemm_gated for the longer ones.
-void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out, size_t n,
-                      DType out_dtype = DType::kF32, uint32_t max_rows = 0);
+void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out,
+                      size_t n, DType out_dtype = DType::kF32, uint32_t max_rows = 0);
 
 // Samples one token per row of logits [rows, n] with the SamplerState in `sampler` (greedy,
 // or temperature with top-k, top-p and min-p; see shaders/sample.comp): token_ids[out_slot + r]
 // and logprobs[out_slot + r].
-void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs, const Binding& step,
-            const Binding& sampler, size_t n, uint32_t out_slot, size_t rows = 1);
+void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs,
+            const Binding& step, const Binding& sampler, size_t n, uint32_t out_slot, size_t rows = 1);
 
 // ---- Encoders (bert) --------------------------------------------------------------------------
 
@@ -315,8 +313,8 @@ void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, co
 void activation(DispatchSink& s, Activation act, const Binding& x, const Binding& out, size_t n);
 
 // y[r, dim] = LayerNorm(x[r, dim]) * w + b for r < min(rows, step.n_tokens); f32; y may be x.
-void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& b, const Binding& y, const Binding& step,
-               size_t rows, size_t dim, float eps);
+void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& b, const Binding& y,
+               const Binding& step, size_t rows, size_t dim, float eps);
 
 // Bidirectional attention inside packed sequences (params.h EncoderAttentionParams): seq holds
 // (start, len) per token row, u32 [rows, 2].

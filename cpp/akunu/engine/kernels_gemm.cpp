@@ -36,7 +36,8 @@ static bool gemm_short_tiles(const DeviceProfile& d, const GemmShape& g) {
 // Whether gemm() takes gemm_cm2.comp: f16 W, X as halves, past the short tiles, on a device
 // with cooperative matrix 2.
 static bool gemm_runs_cm2(const DeviceProfile& d, TensorType wtype, const GemmShape& g) {
-    return d.gemm_coopmat && d.gemm_coopmat2 && g.x_dtype == DType::kF16 && wtype == TensorType::F16 && !gemm_short_tiles(d, g);
+    return d.gemm_coopmat && d.gemm_coopmat2 && g.x_dtype == DType::kF16 && wtype == TensorType::F16 &&
+           !gemm_short_tiles(d, g);
 }
 
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,
@@ -50,17 +51,27 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     check_fits(x, (g.m - 1) * g.ldx + g.k, g.x_dtype, "gemm", "X");
     check_fits(y, (g.m - 1) * g.ldy + g.n, DType::kF32, "gemm", "Y");
     check_bytes(step, sizeof(StepState), "gemm", "step");
-    GemmParams p{checked_u32(g.m, "gemm: m"), checked_u32(g.n, "gemm: n"), checked_u32(g.k, "gemm: k"),
-                 checked_u32(g.ldx, "gemm: ldx"), checked_u32(g.ldy, "gemm: ldy"), accumulate ? 1u : 0u, g.min_rows, g.max_rows};
+    GemmParams p{checked_u32(g.m, "gemm: m"),
+                 checked_u32(g.n, "gemm: n"),
+                 checked_u32(g.k, "gemm: k"),
+                 checked_u32(g.ldx, "gemm: ldx"),
+                 checked_u32(g.ldy, "gemm: ldy"),
+                 accumulate ? 1u : 0u,
+                 g.min_rows,
+                 g.max_rows};
     const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
     AKUNU_CHECK(!x_half || (coopmat && gemm_takes_half_x(s.device().profile(), g.k, g.ldx)),
                 "gemm: an f16 X needs the cooperative-matrix GEMM and k and ldx multiples of 8 (gemm_takes_half_x)");
     const bool short_tiles = gemm_short_tiles(s.device().profile(), g);
     std::vector<Binding> bindings{w, x, y, step};
     // [cooperative matrices][short tiles]: the kernel and its tile (gemm_tiles.h).
-    static const struct { const char* kernel; size_t bm, bn; } kTiles[2][2] = {
+    static const struct {
+        const char* kernel;
+        size_t bm, bn;
+    } kTiles[2][2] = {
         {{"gemm", AKUNU_GEMM_BM, AKUNU_GEMM_BN}, {"gemm_short", AKUNU_GEMM_SHORT_BM, AKUNU_GEMM_SHORT_BN}},
-        {{"gemm_cm", AKUNU_GEMM_CM_BM, AKUNU_GEMM_CM_BN}, {"gemm_cm_short", AKUNU_GEMM_CM_SHORT_BM, AKUNU_GEMM_CM_SHORT_BN}},
+        {{"gemm_cm", AKUNU_GEMM_CM_BM, AKUNU_GEMM_CM_BN},
+         {"gemm_cm_short", AKUNU_GEMM_CM_SHORT_BM, AKUNU_GEMM_CM_SHORT_BN}},
     };
     const auto& tiles = kTiles[coopmat][short_tiles];
     size_t bm = tiles.bm, bn = tiles.bn;
@@ -76,8 +87,10 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     }
     if (x_half && !cm2) spec = {0u, 1u};  // gemm_cm.comp's X_HALF
     const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
-    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm: the matrix is too large for one dispatch");
-    emit(s, kernel, spec, std::move(bindings), p, {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
+    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535,
+                "gemm: the matrix is too large for one dispatch");
+    emit(s, kernel, spec, std::move(bindings), p,
+         {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
 }
 
 bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& g) {
@@ -89,25 +102,35 @@ bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, 
 
 void gemm_gated(DispatchSink& s, Activation act, const Binding& w_gate, const Binding& w_up, const Binding& x,
                 const Binding& out, const GemmShape& g, const Binding& step) {
-    AKUNU_CHECK(gemm_fuses_gated(s.device().profile(), TensorType::F16, act, g),
-                "gemm_gated: needs f16 weights, X as halves past the short tiles and a device with cooperative matrix 2 "
-                "and indirect counts (gemm_fuses_gated)");
+    AKUNU_CHECK(
+        gemm_fuses_gated(s.device().profile(), TensorType::F16, act, g),
+        "gemm_gated: needs f16 weights, X as halves past the short tiles and a device with cooperative matrix 2 "
+        "and indirect counts (gemm_fuses_gated)");
     AKUNU_CHECK(g.ldx >= g.k && g.ldy >= g.n, "gemm_gated: row strides must cover k (X) and n (out)");
     check_bytes(w_gate, g.n * g.k * 2, "gemm_gated", "gate");
     check_bytes(w_up, g.n * g.k * 2, "gemm_gated", "up");
     check_fits(x, (g.m - 1) * g.ldx + g.k, DType::kF16, "gemm_gated", "X");
     check_fits(out, (g.m - 1) * g.ldy + g.n, DType::kF16, "gemm_gated", "out");
     check_bytes(step, sizeof(StepState), "gemm_gated", "step");
-    GemmParams p{checked_u32(g.m, "gemm_gated: m"), checked_u32(g.n, "gemm_gated: n"), checked_u32(g.k, "gemm_gated: k"),
-                 checked_u32(g.ldx, "gemm_gated: ldx"), checked_u32(g.ldy, "gemm_gated: ldy"), 0u, g.min_rows, g.max_rows};
+    GemmParams p{checked_u32(g.m, "gemm_gated: m"),
+                 checked_u32(g.n, "gemm_gated: n"),
+                 checked_u32(g.k, "gemm_gated: k"),
+                 checked_u32(g.ldx, "gemm_gated: ldx"),
+                 checked_u32(g.ldy, "gemm_gated: ldy"),
+                 0u,
+                 g.min_rows,
+                 g.max_rows};
     std::vector<uint32_t> spec = cm2_spec(g.n, true);
     spec[6] = act == Activation::kSilu ? 1 : 2;  // gemm_cm2.comp's GATED
     const size_t gx = (g.n + spec[0] - 1) / spec[0], gy = (g.m + spec[1] - 1) / spec[1];
-    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535, "gemm_gated: the matrix is too large for one dispatch");
+    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535,
+                "gemm_gated: the matrix is too large for one dispatch");
     emit(s, "gemm_cm2_f16", spec, {w_gate, x, out, step, w_up}, p,
          {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
 }
 
-bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx) { return d.gemm_coopmat && k % 8 == 0 && ldx % 8 == 0; }
+bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx) {
+    return d.gemm_coopmat && k % 8 == 0 && ldx % 8 == 0;
+}
 
 }  // namespace akunu::kernels

@@ -1,6 +1,6 @@
 // Argument checks, variant choice and workgroup geometry of the GEMV launchers in kernels.h:
 // gemv.comp (float rows, k-quants, MLX), gemv_tiles.comp (tile-major 32-element blocks),
-// gemv_dot.comp (integer dot products and the word GEMV), and the policy predicates that say
+// gemv_dot.comp (integer dot products), and the policy predicates that say
 // what each of them takes on a device.
 #include "akunu/engine/kernels.h"
 
@@ -53,20 +53,14 @@ struct GemvDotShape {
 // dot products"): 512 invocations, one row per subgroup, tables of 8192 elements of x (k = 11008
 // in two slices); the LM heads' 32000 rows of Q8_0 and Q4_1 run faster with 4 rows per
 // subgroup, which share each table entry they read.
-GemvDotShape gemv_dot_shape(const DeviceProfile& d, TensorType wtype, size_t rows, size_t k, bool float_entries) {
+GemvDotShape gemv_dot_shape(const DeviceProfile& d, TensorType wtype, size_t rows, size_t k) {
     GemvDotShape g;
     if (rows >= 16384 && wtype != TensorType::Q4_0) g.sg_rows = 4, g.chunks = 2;
-    // Rows past one table (the 7b down projection's 11008) rebuild the table per slice: word
-    // GEMVs share each entry over two rows there and load the next chunks during the products,
-    // which shortens them (bench/NOTES.md, "Word GEMV codes through their mantissa bits, decode
-    // attention with 16-byte loads").
-    if (float_entries && k > g.slice) g.sg_rows = 2, g.chunks = 2, g.ahead = 1;
     g.group = std::min(g.group, d.max_workgroup_invocations);
-    // The table holds an entry per 4 bytes of a row's slice (and 4 spare entries), plus 512
-    // bytes of partial sums; each invocation rounds at most 16 vec4s of x per slice. An entry is
-    // 16 bytes, or as floats 4 (Q8_0) or 8 (Q4_*) values and a bias.
+    // The table holds an entry of 16 bytes per 4 bytes of a row's slice (and 4 spare entries),
+    // plus 512 bytes of partial sums; each invocation rounds at most 16 vec4s of x per slice.
     const size_t block_bytes = type_traits(wtype).block_bytes;
-    const size_t entry = !float_entries ? 16 : wtype == TensorType::Q8_0 ? 20 : 36;
+    const size_t entry = 16;
     const size_t fits = (size_t(d.shared_memory_bytes) - 512 - 4 * entry) / entry * 128 / block_bytes / 256 * 256;
     g.slice = uint32_t(std::min<size_t>({g.slice, k, fits, size_t(g.group) * 64 / 256 * 256}));
     return g;
@@ -110,7 +104,7 @@ GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t
     if (!d.tuning.gemv_tiles.empty())
         std::sscanf(d.tuning.gemv_tiles.c_str(), "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.probe);
     g.split = std::clamp(g.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // gemv_tiles.comp MAX_SPLIT
-    g.units = std::clamp(g.units, 1u, 8u);                                                // MAX_UNITS
+    g.units = std::clamp(g.units, 1u, 8u);  // MAX_UNITS
     // Shared memory per block: 128 bytes of float x or 64 of rounded x, and 8 of sums; then
     // 4 KiB of partial sums and 512 bytes of sums of squares.
     const uint32_t fits = (d.shared_memory_bytes - 4096 - 512) / (int_x ? 72 : 136);
@@ -150,7 +144,8 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
     // which decodes faster than 256 x 2 of 8-byte loads (bench/NOTES.md, "Float GEMV rows in
     // 16-byte loads of 8 weights").
     if (float_weights(wtype) && d.type != DeviceType::kCpu) g.group = 256, g.units = 2;
-    if ((wtype == TensorType::F16 || wtype == TensorType::BF16) && d.type != DeviceType::kCpu) g.group = 128, g.units = 1, g.wide = 1;
+    if ((wtype == TensorType::F16 || wtype == TensorType::BF16) && d.type != DeviceType::kCpu)
+        g.group = 128, g.units = 1, g.wide = 1;
     if (wtype == TensorType::Q8_0) g.units = 2;
     // CPU-type devices (lavapipe) run a workgroup's invocations as loops between barriers: one
     // subgroup a workgroup, 8 float rows (16-bit ones 8 weights a load) or 4 of blocks, which
@@ -164,7 +159,7 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
     if (!d.tuning.gemv_rows.empty())  // experiments: "invocations:rows[:units[:wide]]"
         std::sscanf(d.tuning.gemv_rows.c_str(), "%u:%u:%u:%u", &g.group, &g.rows, &g.units, &g.wide);
     g.group = std::clamp(g.group, 1u, d.max_workgroup_invocations);
-    g.rows = std::clamp(g.rows, 1u, 8u);    // gemv.comp MAX_ROWS
+    g.rows = std::clamp(g.rows, 1u, 8u);  // gemv.comp MAX_ROWS
     g.units = std::clamp(g.units, 1u, 4u);  // gemv.comp MAX_UNITS
     return g;
 }
@@ -176,7 +171,8 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
 // W0 with the same rows of W1 in each workgroup and writes act(gate) * up to y[0].
 void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
                     const Binding& x, const Binding& second, GemvParams p, const GemvRopeKv* rope = nullptr,
-                    uint32_t gated = AKUNU_GEMV_X, const GemvNormOut* norm_out = nullptr, const GemvHandoff* handoff = nullptr) {
+                    uint32_t gated = AKUNU_GEMV_X, const GemvNormOut* norm_out = nullptr,
+                    const GemvHandoff* handoff = nullptr) {
     const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
     const bool pairs = gated != AKUNU_GEMV_X;
     // A RoPE pair's rows in one workgroup; gate and up rows in halves of one.
@@ -198,19 +194,20 @@ void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std:
         handoff_bits = (handoff->wait ? 2u : 0u) | (handoff->clear_count ? 4u : 0u);
     }
     const size_t groups = pairs ? (size_t(p.rows) + group_rows / 2 - 1) / (group_rows / 2)
-                                : (size_t(p.rows) + group_rows - 1) / group_rows + (size_t(p.rows1) + group_rows - 1) / group_rows +
+                                : (size_t(p.rows) + group_rows - 1) / group_rows +
+                                      (size_t(p.rows1) + group_rows - 1) / group_rows +
                                       (size_t(p.rows2) + group_rows - 1) / group_rows;
-    emit(s, weight_variant("gemv", wtype), {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u, gated, handoff_bits},
-         std::move(bindings), p, grid_for(s, groups), handoff && handoff->wait);
+    emit(s, weight_variant("gemv", wtype),
+         {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u, gated, handoff_bits}, std::move(bindings), p,
+         grid_for(s, groups), handoff && handoff->wait);
 }
-
 
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
 // Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2, then the RoPE
 // tables, the K and V caches and the step of a folded rope_kv, then a hand-off's counters
 // (y0 stands in where there is none: a binding the kernel writes anyway, so no false hazard).
-void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                     const Binding& x, const Binding& second, GemvParams p, XRounding rounding,
+void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y,
+                     TensorType wtype, const Binding& x, const Binding& second, GemvParams p, XRounding rounding,
                      const GemvRopeKv* rope = nullptr, const GemvHandoff* handoff = nullptr) {
     const uint32_t tiles = gemv_tiles_groups({p.rows, p.rows1, p.rows2});
     const bool int_dot = rounding != XRounding::kFloat;
@@ -220,8 +217,9 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
     uint32_t handoff_bits = 0;
     if (handoff) {
         // The waiting side counts workgroups; one row of them keeps that count exact.
-        AKUNU_CHECK(tiles <= s.device().profile().max_workgroup_count_x,
-                    "gemv: a hand-off needs the GEMV's " + std::to_string(tiles) + " workgroups in one row of the grid");
+        AKUNU_CHECK(
+            tiles <= s.device().profile().max_workgroup_count_x,
+            "gemv: a hand-off needs the GEMV's " + std::to_string(tiles) + " workgroups in one row of the grid");
         p.handoff_signal = handoff->signal, p.handoff_wait = handoff->wait, p.handoff_wait_count = handoff->wait_count;
         p.handoff_clear = handoff->clear, p.handoff_clear_count = handoff->clear_count;
         handoff_bits = (handoff->signal ? 1u : 0u) | (handoff->wait ? 2u : 0u) | (handoff->clear_count ? 4u : 0u);
@@ -232,9 +230,7 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
           handoff_bits},
          std::move(bindings), p, grid_for(s, tiles), handoff && handoff->wait);
 }
-bool word_rows(TensorType wtype, size_t k) {
-    return block32(wtype) && k % 256 == 0;
-}
+bool word_rows(TensorType wtype, size_t k) { return block32(wtype) && k % 256 == 0; }
 
 // The checks gemv() and gemv_parts() share, on x and the input op, and their parameters for
 // matrices of rows[0], rows[1] and rows[2] rows (0: none).
@@ -251,14 +247,20 @@ GemvParams gemv_params(const std::array<size_t, 3>& rows, size_t k, bool accumul
     }
     const std::string what = std::string(kernel) + ": rows";
     AKUNU_CHECK(rows[1] <= 0xFFFFFFFFu && rows[2] <= 0xFFFFFFFFu, what + " must be below 2^32");
-    GemvParams p{checked_u32(rows[0], what.c_str()), checked_u32(k, (std::string(kernel) + ": k").c_str()), accumulate ? 1u : 0u,
-                 op, input ? input->eps : 0.0f, input ? input->weight_offset : 0.0f, uint32_t(rows[1]), uint32_t(rows[2])};
+    GemvParams p{checked_u32(rows[0], what.c_str()),
+                 checked_u32(k, (std::string(kernel) + ": k").c_str()),
+                 accumulate ? 1u : 0u,
+                 op,
+                 input ? input->eps : 0.0f,
+                 input ? input->weight_offset : 0.0f,
+                 uint32_t(rows[1]),
+                 uint32_t(rows[2])};
     p.norm_partials = input ? input->partials : 0u;
     return p;
 }
 // A norm handed forward rides only on gemv.comp's float path (its workgroups' rows are the
-// residual rows they sum, by a subgroup add over the rows' invocations); the tile, integer-dot
-// and word GEMVs do not take it.
+// residual rows they sum, by a subgroup add over the rows' invocations); the tile and
+// integer-dot GEMVs do not take it.
 bool takes_norm_ready(const DeviceProfile& d, TensorType wtype) {
     return !d.cpu_backend && float_weights(wtype) && d.subgroup_size >= gemv_comp_shape(d, wtype).rows;
 }
@@ -309,14 +311,12 @@ XRounding gemv_x_rounding(const DeviceProfile& d, TensorType wtype, size_t k, XR
     return XRounding::kFloat;
 }
 
-bool gemv_words(const DeviceProfile& d, TensorType wtype, size_t k) { return d.gemv_words && word_rows(wtype, k); }
-
 bool gemv_folds_norm(const DeviceProfile& d, TensorType wtype, size_t k) {
     return type_traits(wtype).block_size == 1 || block32(wtype) || gemv_folds_activation(d, wtype, k);
 }
 
 bool gemv_folds_activation(const DeviceProfile& d, TensorType wtype, size_t k) {
-    return d.cpu_backend || tiles32(wtype) || (d.int8_activations && gemv_int_dot(d, wtype, k)) || gemv_words(d, wtype, k);
+    return d.cpu_backend || tiles32(wtype) || (d.int8_activations && gemv_int_dot(d, wtype, k));
 }
 
 GemvInput GemvInput::rmsnorm(const Binding& weight, float eps, float weight_offset) {
@@ -341,8 +341,8 @@ GemvInput GemvInput::gated(Activation act, const Binding& up) {
     return {act == Activation::kSilu ? AKUNU_GEMV_SILU_GATE : AKUNU_GEMV_GELU_TANH_GATE, up};
 }
 
-void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows, size_t k,
-          bool accumulate, const GemvInput* input, XRounding rounding, const GemvHandoff* handoff,
+void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows,
+          size_t k, bool accumulate, const GemvInput* input, XRounding rounding, const GemvHandoff* handoff,
           const GemvNormOut* norm_out) {
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, k, "gemv", "k");
@@ -355,8 +355,9 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     if (norm_out) {
         AKUNU_CHECK(takes_norm_ready(d, wtype),
                     std::string("gemv: ") + t.name + " weights hand no norm forward on this device");
-        AKUNU_CHECK(accumulate && p.x_op != AKUNU_GEMV_RMSNORM && p.x_op != AKUNU_GEMV_RMSNORM_READY,
-                    "gemv: only a GEMV that adds into the residual stream, with no norm of its own, hands a norm forward");
+        AKUNU_CHECK(
+            accumulate && p.x_op != AKUNU_GEMV_RMSNORM && p.x_op != AKUNU_GEMV_RMSNORM_READY,
+            "gemv: only a GEMV that adds into the residual stream, with no norm of its own, hands a norm forward");
         AKUNU_CHECK(!handoff || !handoff->signal, "gemv: a GEMV that hands a norm forward signals no hand-off");
         check_fits(norm_out->weight, rows, DType::kF32, "gemv", "next norm weight");
         check_fits(norm_out->normed, rows, DType::kF32, "gemv", "normed");
@@ -369,17 +370,19 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const XRounding taken = gemv_x_rounding(d, wtype, k, rounding);
     check_handoff(handoff, gemv_takes_handoff(d, wtype), "gemv");
     if (handoff && gemv_waits_for_attention(d, wtype))
-        AKUNU_CHECK(!handoff->signal && k % 4 == 0, "gemv: float weights only wait for a hand-off, over rows of a multiple of 4");
+        AKUNU_CHECK(!handoff->signal && k % 4 == 0,
+                    "gemv: float weights only wait for a hand-off, over rows of a multiple of 4");
     if (tiles32(wtype) && !d.cpu_backend) {
         emit_gemv_tiles(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, taken, nullptr, handoff);
         return;
     }
     const bool int_dot = taken == XRounding::kInt8;
-    if (int_dot || gemv_words(d, wtype, k)) {
-        const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k, !int_dot);
+    if (int_dot) {
+        const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k);
         const uint32_t group_rows = std::max(1u, g.group / std::max(1u, d.subgroup_size)) * g.sg_rows;
-        emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv_words", wtype), {g.group, group_rows, g.sg_rows | (g.chunks << 8) | (g.ahead << 16), g.slice},
-             bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
+        emit(s, weight_variant("gemv_dot", wtype),
+             {g.group, group_rows, g.sg_rows | (g.chunks << 8) | (g.ahead << 16), g.slice}, bindings, p,
+             grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }
     emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, nullptr, AKUNU_GEMV_X, norm_out, handoff);
@@ -405,8 +408,8 @@ void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, T
 }
 
 bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache, bool half_split) {
-    return !d.cpu_backend && ((tiles32(wtype) && !half_split) || float_weights(wtype)) && cache.dtype == KvDType::kF16 &&
-           cache.rows != KvRows::kBlocks;
+    return !d.cpu_backend && ((tiles32(wtype) && !half_split) || float_weights(wtype)) &&
+           cache.dtype == KvDType::kF16 && cache.rows != KvRows::kBlocks;
 }
 
 bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
@@ -436,8 +439,9 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
                     "gemv_parts: rope_kv folds only into tile-major (adjacent pairs) or float Q/K/V GEMVs and an f16 "
                     "cache of full rows or a ring");
         const uint32_t hd = rope->head_dim;
-        AKUNU_CHECK(hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,
-                    "gemv_parts: a folded rope_kv needs Q, K and V of whole heads of an even head_dim, K and V alike");
+        AKUNU_CHECK(
+            hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,
+            "gemv_parts: a folded rope_kv needs Q, K and V of whole heads of an even head_dim, K and V alike");
         const size_t n_kv = rows[1] / hd;
         AKUNU_CHECK(c.cache_rows > 0, "gemv_parts: the cache has no rows");
         check_cache(c, uint32_t(n_kv), c.cache_rows, hd, "gemv_parts");

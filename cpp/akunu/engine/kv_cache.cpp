@@ -34,7 +34,8 @@ KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool
             if (r == KvRows::kBlocks)
                 p.block_bytes += align_up(size_t(kv_block_layout(side, c.n_kv_heads, c.head_dim).bytes), kBlockAlign);
             else
-                p.full_bytes += kv_layout(side, c.n_kv_heads, r == KvRows::kRing ? ring_rows : max_len, c.head_dim).bytes;
+                p.full_bytes +=
+                    kv_layout(side, c.n_kv_heads, r == KvRows::kRing ? ring_rows : max_len, c.head_dim).bytes;
         }
     }
     if (p.block_bytes > 0) {
@@ -50,8 +51,13 @@ KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool
 
 KVCache::KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, int max_len, KvDType dtype, bool blocks,
                  int ring_rows)
-    : device_(device), plan_(plan_kv_cache(c, max_len, dtype, blocks, ring_rows)), dtype_(dtype),
-      n_kv_heads_(c.n_kv_heads), head_dim_(c.head_dim), max_len_(max_len), window_(c.sliding_window) {
+    : device_(device),
+      plan_(plan_kv_cache(c, max_len, dtype, blocks, ring_rows)),
+      dtype_(dtype),
+      n_kv_heads_(c.n_kv_heads),
+      head_dim_(c.head_dim),
+      max_len_(max_len),
+      window_(c.sliding_window) {
     static_assert(AKUNU_KV_BLOCK == AKUNU_ATTENTION_CHUNK, "attention_split reads masked rows up to its chunk's end");
     for (const bool values : {false, true}) {
         layout_[values] = kv_layout(kv_side(dtype, values), c.n_kv_heads, max_len, c.head_dim);
@@ -71,8 +77,10 @@ KVCache::KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, in
             continue;
         }
         const int n = r == KvRows::kRing ? plan_.ring_rows : max_len;
-        k_.push_back(Buffer::allocate(device, size_t(kv_layout(kv_side(dtype, false), c.n_kv_heads, n, c.head_dim).bytes)));
-        v_.push_back(Buffer::allocate(device, size_t(kv_layout(kv_side(dtype, true), c.n_kv_heads, n, c.head_dim).bytes)));
+        k_.push_back(
+            Buffer::allocate(device, size_t(kv_layout(kv_side(dtype, false), c.n_kv_heads, n, c.head_dim).bytes)));
+        v_.push_back(
+            Buffer::allocate(device, size_t(kv_layout(kv_side(dtype, true), c.n_kv_heads, n, c.head_dim).bytes)));
     }
     if (plan_.max_blocks > 0) {
         table_stride_ = align_up(size_t(plan_.max_blocks) * 8, kBlockAlign);
@@ -116,16 +124,26 @@ KvBindings KVCache::bindings(int layer) const {
     const KvRows r = rows(layer);
     if (r == KvRows::kBlocks) {
         const size_t k_at = size_t(layer) * 2 * table_stride_;
-        return {dtype_, Binding(table_, k_at, table_stride_), Binding(table_, k_at + table_stride_, table_stride_), {}, {}, r, 0};
+        return {dtype_,
+                Binding(table_, k_at, table_stride_),
+                Binding(table_, k_at + table_stride_, table_stride_),
+                {},
+                {},
+                r,
+                0};
     }
     const uint32_t n = uint32_t(r == KvRows::kRing ? plan_.ring_rows : max_len_);
     const Buffer &k = k_[size_t(layer)], &v = v_[size_t(layer)];
     if (dtype_ == KvDType::kF16) return {dtype_, Binding(k), Binding(v), {}, {}, r, n};
     const KvLayout lk = kv_layout(kv_side(dtype_, false), n_kv_heads_, int(n), head_dim_);
     const KvLayout lv = kv_layout(kv_side(dtype_, true), n_kv_heads_, int(n), head_dim_);
-    return {dtype_, Binding(k, 0, size_t(lk.data_bytes)), Binding(v, 0, size_t(lv.data_bytes)),
+    return {dtype_,
+            Binding(k, 0, size_t(lk.data_bytes)),
+            Binding(v, 0, size_t(lv.data_bytes)),
             Binding(k, size_t(lk.scale_offset), size_t(lk.bytes - lk.scale_offset)),
-            Binding(v, size_t(lv.scale_offset), size_t(lv.bytes - lv.scale_offset)), r, n};
+            Binding(v, size_t(lv.scale_offset), size_t(lv.bytes - lv.scale_offset)),
+            r,
+            n};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -138,22 +156,25 @@ void KVCache::reset() {
 }
 
 void KVCache::truncate(int n) {
-    AKUNU_CHECK(n >= 0 && n <= length_, "truncate(" + std::to_string(n) + "): the cache holds " + std::to_string(length_) +
+    AKUNU_CHECK(n >= 0 && n <= length_, "truncate(" + std::to_string(n) + "): the cache holds " +
+                                            std::to_string(length_) +
                                             " positions; truncate rewinds to a length from 0 to " +
                                             std::to_string(length_) + " (eval adds positions)");
     if (n == 0) return reset();
     // The next query, at position n, reads the window's keys [n + 1 - window, n).
     const int earliest = sliding_from_ == 0 ? 0 : sliding_from_ + window_ - 1;
-    AKUNU_CHECK(n >= earliest,
-                "truncate(" + std::to_string(n) + "): the sliding-window layers' ring has overwritten positions below " +
-                    std::to_string(sliding_from_) + ", which a query at position " + std::to_string(n) + " (window " +
-                    std::to_string(window_) + ") reads; rewind to a length from " + std::to_string(earliest) + " to " +
-                    std::to_string(length_) + ", or to 0, or load the model with kv_ring=False to rewind anywhere");
+    AKUNU_CHECK(n >= earliest, "truncate(" + std::to_string(n) +
+                                   "): the sliding-window layers' ring has overwritten positions below " +
+                                   std::to_string(sliding_from_) + ", which a query at position " + std::to_string(n) +
+                                   " (window " + std::to_string(window_) + ") reads; rewind to a length from " +
+                                   std::to_string(earliest) + " to " + std::to_string(length_) +
+                                   ", or to 0, or load the model with kv_ring=False to rewind anywhere");
     length_ = n;
 }
 
 void KVCache::set_length(int n) {
-    AKUNU_CHECK(n >= 0 && n <= max_len_, "KV cache length " + std::to_string(n) + " is outside [0, " + std::to_string(max_len_) + "]");
+    AKUNU_CHECK(n >= 0 && n <= max_len_,
+                "KV cache length " + std::to_string(n) + " is outside [0, " + std::to_string(max_len_) + "]");
     length_ = n;
     // Writing position t overwrote t - ring_rows in every ring.
     if (plan_.ring_rows > 0) sliding_from_ = std::max(sliding_from_, n - plan_.ring_rows);
@@ -190,7 +211,8 @@ void KVCache::walk_side(int layer, bool values, int from, int n,
                     const KvLayout l = kv_layout(side, n_kv_heads_, rows_per_head, head_dim_);
                     int slot = t;
                     if (r == KvRows::kRing) {
-                        if (n - t > ring) run = n - ring - t;  // older than the ring holds: skipped
+                        if (n - t > ring)
+                            run = n - ring - t;  // older than the ring holds: skipped
                         else {
                             slot = t % ring;
                             run = std::min(run, ring - slot);
@@ -198,7 +220,8 @@ void KVCache::walk_side(int layer, bool values, int from, int n,
                     }
                     if (r != KvRows::kRing || n - t <= ring) {
                         buffer = values ? &v_[size_t(layer)] : &k_[size_t(layer)];
-                        offset = (scales ? size_t(l.scale_offset) : 0) + (size_t(h) * size_t(rows_per_head) + size_t(slot)) * unit;
+                        offset = (scales ? size_t(l.scale_offset) : 0) +
+                                 (size_t(h) * size_t(rows_per_head) + size_t(slot)) * unit;
                     }
                 }
                 visit(buffer, offset, size_t(run) * unit, scales);
@@ -208,17 +231,18 @@ void KVCache::walk_side(int layer, bool values, int from, int n,
 }
 
 void KVCache::walk_rows(int n, int from, const std::function<void(const Buffer*, size_t, size_t)>& visit) const {
-    AKUNU_CHECK(n >= 0 && n <= max_len_ && from >= 0 && from <= n,
-                "KV rows [" + std::to_string(from) + ", " + std::to_string(n) + ") are outside a cache of " +
-                    std::to_string(max_len_) + " positions");
+    AKUNU_CHECK(n >= 0 && n <= max_len_ && from >= 0 && from <= n, "KV rows [" + std::to_string(from) + ", " +
+                                                                       std::to_string(n) + ") are outside a cache of " +
+                                                                       std::to_string(max_len_) + " positions");
     for (int l = 0; l < n_layers(); ++l)
         for (const bool values : {false, true})
-            walk_side(l, values, rows_from(l, from), n, [&](const Buffer* b, size_t off, size_t bytes, bool) { visit(b, off, bytes); });
+            walk_side(l, values, rows_from(l, from), n,
+                      [&](const Buffer* b, size_t off, size_t bytes, bool) { visit(b, off, bytes); });
 }
 
 std::vector<uint8_t> KVCache::read_side(int layer, bool values, bool scales, int n) const {
-    AKUNU_CHECK(layer >= 0 && layer < n_layers(), "layer " + std::to_string(layer) + " is out of range (0 to " +
-                                                      std::to_string(n_layers() - 1) + ")");
+    AKUNU_CHECK(layer >= 0 && layer < n_layers(),
+                "layer " + std::to_string(layer) + " is out of range (0 to " + std::to_string(n_layers() - 1) + ")");
     const KvDType side = kv_side(dtype_, values);
     AKUNU_CHECK(!scales || side != KvDType::kF16, "an f16 KV cache has no row scales");
     const size_t unit = scales ? 2 : size_t(head_dim_) * size_t(kv_value_bits(side)) / 8;

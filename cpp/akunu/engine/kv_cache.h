@@ -37,12 +37,12 @@ namespace akunu {
 // How the cache of a model is laid out and what it takes; the cache and the memory plan both
 // use it, so they agree.
 struct KvCachePlan {
-    std::vector<KvRows> layers;    // per layer
-    int ring_rows = 0;             // rows per head of the ring layers (0: none)
-    uint64_t full_bytes = 0;       // buffers allocated up front (full and ring layers)
-    uint64_t block_bytes = 0;      // one block: AKUNU_KV_BLOCK positions of every block layer
-    uint64_t table_bytes = 0;      // the block tables
-    int max_blocks = 0;            // blocks that hold the whole context
+    std::vector<KvRows> layers;  // per layer
+    int ring_rows = 0;  // rows per head of the ring layers (0: none)
+    uint64_t full_bytes = 0;  // buffers allocated up front (full and ring layers)
+    uint64_t block_bytes = 0;  // one block: AKUNU_KV_BLOCK positions of every block layer
+    uint64_t table_bytes = 0;  // the block tables
+    int max_blocks = 0;  // blocks that hold the whole context
     uint64_t initial_bytes() const { return full_bytes + table_bytes + (max_blocks > 0 ? block_bytes : 0); }
     uint64_t max_bytes() const { return full_bytes + table_bytes + uint64_t(max_blocks) * block_bytes; }
 };
@@ -91,8 +91,8 @@ public:
 
     int sliding_from() const { return sliding_from_; }
     void reset();
-    void truncate(int n);          // throws unless 0 <= n <= current_length and the window holds
-    void set_length(int n);        // the engine, after writing rows
+    void truncate(int n);  // throws unless 0 <= n <= current_length and the window holds
+    void set_length(int n);  // the engine, after writing rows
 
 private:
     // Calls visit(buffer, offset, bytes) for each contiguous piece of rows [from, n) of one side
@@ -104,12 +104,12 @@ private:
 
     std::shared_ptr<Device> device_;
     KvCachePlan plan_;
-    std::vector<Buffer> k_, v_;      // full and ring layers; empty for block layers
-    std::vector<bool> sliding_;      // per layer: a sliding-window layer
-    std::vector<Buffer> blocks_;     // [AKUNU_KV_BLOCK positions of every block layer's K and V]
-    Buffer table_;                   // u64 [n_layers, 2, table_stride / 8] block addresses
+    std::vector<Buffer> k_, v_;  // full and ring layers; empty for block layers
+    std::vector<bool> sliding_;  // per layer: a sliding-window layer
+    std::vector<Buffer> blocks_;  // [AKUNU_KV_BLOCK positions of every block layer's K and V]
+    Buffer table_;  // u64 [n_layers, 2, table_stride / 8] block addresses
     std::vector<size_t> block_offset_;  // [layer * 2 + side]: where a side sits in a block
-    size_t table_stride_ = 0;        // bytes per (layer, side) table
+    size_t table_stride_ = 0;  // bytes per (layer, side) table
     KvDType dtype_;
     KvLayout layout_[2];  // K, V of a full or ring buffer
     KvLayout block_layout_[2];

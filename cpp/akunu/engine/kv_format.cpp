@@ -55,8 +55,9 @@ KvLayout kv_layout(KvDType t, int n_kv_heads, int max_len, int head_dim) {
         const uint64_t bytes = rows * uint64_t(head_dim) * 2;
         return {bytes, bytes, bytes};
     }
-    AKUNU_CHECK(head_dim % 8 == 0, "kv_dtype " + std::string(kv_dtype_name(t)) + " packs whole 32-bit words per row: head_dim " +
-                                       std::to_string(head_dim) + " is not a multiple of 8; use kv_dtype f16");
+    AKUNU_CHECK(head_dim % 8 == 0, "kv_dtype " + std::string(kv_dtype_name(t)) +
+                                       " packs whole 32-bit words per row: head_dim " + std::to_string(head_dim) +
+                                       " is not a multiple of 8; use kv_dtype f16");
     const uint64_t data = rows * uint64_t(head_dim) * uint64_t(kv_value_bits(t)) / 8;
     const uint64_t scale_offset = (data + 15) / 16 * 16;
     return {data, scale_offset, scale_offset + (rows * 2 + 3) / 4 * 4};

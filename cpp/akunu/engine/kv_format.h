@@ -32,9 +32,9 @@ int kv_value_bits(KvDType side);
 uint64_t kv_row_bytes(KvDType side, int head_dim);
 
 struct KvLayout {
-    uint64_t data_bytes;    // the values (f16) or packed codes
+    uint64_t data_bytes;  // the values (f16) or packed codes
     uint64_t scale_offset;  // where the row scales start; == bytes for f16
-    uint64_t bytes;         // the whole buffer
+    uint64_t bytes;  // the whole buffer
 };
 // The K or V buffer of a side format; throws when head_dim does not pack into whole words.
 KvLayout kv_layout(KvDType side, int n_kv_heads, int max_len, int head_dim);
@@ -48,11 +48,11 @@ const char* kv_rows_name(KvRows r);  // "full", "ring", "blocks"
 // What the attention kernels bind for one layer: values (or codes) and, when quantized, the
 // row scales, ranges of the same two buffers; or, for a cache in blocks, the two block tables.
 struct KvBindings {
-    KvDType dtype;               // the cache format (kv_side gives K's and V's)
-    Binding k, v;                // f16 [n_kv, cache_rows, head_dim] or u32 codes; blocks: u64 [blocks] addresses
+    KvDType dtype;  // the cache format (kv_side gives K's and V's)
+    Binding k, v;  // f16 [n_kv, cache_rows, head_dim] or u32 codes; blocks: u64 [blocks] addresses
     Binding k_scales, v_scales;  // f16 [n_kv, cache_rows]; unset for f16 and for blocks
     KvRows rows = KvRows::kFull;
-    uint32_t cache_rows = 0;     // rows per head: the context (full), the ring's length; 0 for blocks
+    uint32_t cache_rows = 0;  // rows per head: the context (full), the ring's length; 0 for blocks
 };
 
 // Bytes of one side of one layer in a block of AKUNU_KV_BLOCK positions: the codes (or f16

@@ -33,8 +33,9 @@ std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain
         {"token_ids", uint64_t(2 * max_chain + 1) * 4},
         {"sampled_logprobs", uint64_t(2 * max_chain + 1) * 4},
         {"sampler", 32},
-        {"attn_partial", uint64_t(kernels::attention_partial_floats(uint32_t(c.n_heads), uint32_t(c.head_dim),
-                                                                     uint32_t(context))) * f32},
+        {"attn_partial",
+         uint64_t(kernels::attention_partial_floats(uint32_t(c.n_heads), uint32_t(c.head_dim), uint32_t(context))) *
+             f32},
         {"step", uint64_t(2 * max_chain) * 16},  // one StepState (16-byte aligned) per chained step
         // Four hand-offs a layer (kernels::GemvHandoff).
         {"gemv_handoff", uint64_t(kernels::handoff_counters_bytes(uint32_t(4 * c.n_layers)))},
@@ -78,7 +79,8 @@ std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int chunk, b
     // Q, K, V, O, gate, up and down: each is dim x (q_dim, kv_dim or ffn_dim).
     const uint64_t widest = std::max({c.q_dim, c.kv_dim, c.ffn_dim});
     if (dequant_weights)
-        for (int i = 0; i < kPrefillF16Weights; ++i) layout.push_back({prefill_f16_weights_name(i), widest * uint64_t(c.dim) * 2});
+        for (int i = 0; i < kPrefillF16Weights; ++i)
+            layout.push_back({prefill_f16_weights_name(i), widest * uint64_t(c.dim) * 2});
     return layout;
 }
 
@@ -93,7 +95,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     p.config = c;
     p.options = options;
     if (p.options.context <= 0) p.options.context = c.max_context;
-    AKUNU_CHECK(p.options.context <= (1 << 24), "context " + std::to_string(p.options.context) + " is out of range (up to 2^24)");
+    AKUNU_CHECK(p.options.context <= (1 << 24),
+                "context " + std::to_string(p.options.context) + " is out of range (up to 2^24)");
     AKUNU_CHECK(p.options.prefill_chunk > 0, "prefill_chunk must be positive");
     AKUNU_CHECK(p.options.max_chain > 0 && p.options.max_chain <= 65536, "max_chain must be in 1..65536");
     p.options.prefill_chunk = std::min(p.options.prefill_chunk, p.options.context);
@@ -107,7 +110,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     } else {
         // No weights: 2-D matrices in weights_dtype, 1-D tensors (norms, biases) in F32.
         const TensorTypeTraits* wt = find_type_by_name(options.weights_dtype);
-        AKUNU_CHECK(wt, "unknown weights_dtype '" + options.weights_dtype + "' (use a ggml type name such as F16 or Q4_0)");
+        AKUNU_CHECK(wt,
+                    "unknown weights_dtype '" + options.weights_dtype + "' (use a ggml type name such as F16 or Q4_0)");
         p.weights_estimated = true;
         for (const ExpectedTensor& e : expected_tensors(c)) {
             if (!e.required) continue;
@@ -127,10 +131,12 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
 
     // K and V per layer, each as kv_format.h lays it out, in the layouts kv_cache.h picks.
     for (const bool values : {false, true})
-        p.kv_bytes_per_layer += kv_layout(kv_side(p.options.kv_dtype, values), c.n_kv_heads, p.options.context, c.head_dim).bytes;
+        p.kv_bytes_per_layer +=
+            kv_layout(kv_side(p.options.kv_dtype, values), c.n_kv_heads, p.options.context, c.head_dim).bytes;
     p.kv_full_bytes = p.kv_bytes_per_layer * uint64_t(c.n_layers);
     // A ring of window + max(chunk, two chains) rows: see kv_cache.h.
-    const int ring_rows = p.options.kv_ring ? c.sliding_window + std::max(p.options.prefill_chunk, 2 * p.options.max_chain) : 0;
+    const int ring_rows =
+        p.options.kv_ring ? c.sliding_window + std::max(p.options.prefill_chunk, 2 * p.options.max_chain) : 0;
     p.kv = plan_kv_cache(c, p.options.context, p.options.kv_dtype, p.options.kv_blocks, ring_rows);
     p.kv_bytes = p.kv.initial_bytes();
     p.kv_max_bytes = p.kv.max_bytes();
@@ -167,16 +173,20 @@ uint64_t usable_heap_bytes(const DeviceProfile& d) {
 PlanFit check_fit(const MemoryPlan& plan, const DeviceProfile& d) {
     PlanFit fit{true, {}};
     const uint64_t heap = usable_heap_bytes(d);
-    if (plan.kv_max_bytes > plan.kv_bytes && plan.total_bytes - plan.kv_bytes + plan.kv_max_bytes > heap && plan.total_bytes <= heap)
-        fit.notes.push_back("the KV cache grows in blocks to " + mib(plan.kv_max_bytes) + " at the full context, more than '" +
-                            d.name + "' holds: a long sequence fails when a block cannot be allocated");
+    if (plan.kv_max_bytes > plan.kv_bytes && plan.total_bytes - plan.kv_bytes + plan.kv_max_bytes > heap &&
+        plan.total_bytes <= heap)
+        fit.notes.push_back("the KV cache grows in blocks to " + mib(plan.kv_max_bytes) +
+                            " at the full context, more than '" + d.name +
+                            "' holds: a long sequence fails when a block cannot be allocated");
     if (plan.total_bytes > heap) {
         fit.fits = false;
-        fit.notes.push_back("needs " + mib(plan.total_bytes) + " but the largest device heap of '" + d.name + "' holds " +
-                            mib(heap) + "; use a smaller context, prefill chunk, kv_dtype or a quantized model");
+        fit.notes.push_back("needs " + mib(plan.total_bytes) + " but the largest device heap of '" + d.name +
+                            "' holds " + mib(heap) +
+                            "; use a smaller context, prefill chunk, kv_dtype or a quantized model");
     }
     const bool any_full = std::count(plan.kv.layers.begin(), plan.kv.layers.end(), KvRows::kFull) > 0;
-    uint64_t largest = std::max({plan.largest_tensor_bytes, any_full ? plan.kv_bytes_per_layer / 2 : 0, plan.kv.block_bytes});
+    uint64_t largest =
+        std::max({plan.largest_tensor_bytes, any_full ? plan.kv_bytes_per_layer / 2 : 0, plan.kv.block_bytes});
     for (const auto& s : plan.prefill_scratch) largest = std::max(largest, s.bytes);
     if (largest > d.max_memory_allocation_bytes) {
         fit.fits = false;

@@ -42,14 +42,15 @@ std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int prefill_
 int prefill_logit_rows(const ModelConfig& c, int prefill_chunk);
 
 struct PlanOptions {
-    int context = 0;           // 0: the model's trained context
-    int prefill_chunk = 512;   // tokens per prefill submission; clipped to the context
-    int max_chain = 64;        // tokens per chain-decode submission
+    int context = 0;  // 0: the model's trained context
+    int prefill_chunk = 512;  // tokens per prefill submission; clipped to the context
+    int max_chain = 64;  // tokens per chain-decode submission
     KvDType kv_dtype = KvDType::kF16;
     bool kv_blocks = false;  // the KV cache grows in blocks of 256 positions (kv_cache.h)
-    bool kv_ring = false;    // sliding-window layers keep a ring of window + max(prefill_chunk, 2 max_chain) rows
+    bool kv_ring = false;  // sliding-window layers keep a ring of window + max(prefill_chunk, 2 max_chain) rows
     std::string weights_dtype = "F16";  // for config-only plans: the type of the 2-D weights
-    WeightTiles weight_tiles = WeightTiles::kNone;  // the device's (DeviceProfile): tile-major matrices, a tied embedding twice
+    WeightTiles weight_tiles =
+        WeightTiles::kNone;  // the device's (DeviceProfile): tile-major matrices, a tied embedding twice
     // Long prefill chunks dequantize block-format projections to f16 scratch first
     // (DeviceProfile::prefill_dequant_rows): the scratch holds the largest one.
     bool prefill_dequant = false;

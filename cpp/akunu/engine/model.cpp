@@ -73,7 +73,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     AKUNU_CHECK(options.context > 0, "context must be positive");
     b->context = std::min(options.context, b->config.max_context);
     if (const GgufFile* g = b->files->gguf())
-        if (const GgufValue* e = g->find("tokenizer.ggml.eos_token_id")) b->eos_id = int(e->as_int("tokenizer.ggml.eos_token_id"));
+        if (const GgufValue* e = g->find("tokenizer.ggml.eos_token_id"))
+            b->eos_id = int(e->as_int("tokenizer.ggml.eos_token_id"));
     b->fingerprint = model_fingerprint(*b->files, b->config);
 
     stage("device");
@@ -139,13 +140,16 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     stage("rope");
     const ModelConfig& c = b.config;
     const float* divisors = b.weights.rope_divisors.empty() ? nullptr : b.weights.rope_divisors.data();
-    fill_rope_tables(scratch_->get("rope_cos"), scratch_->get("rope_sin"), rope_inv_freq(c, false, divisors), b.context);
+    fill_rope_tables(scratch_->get("rope_cos"), scratch_->get("rope_sin"), rope_inv_freq(c, false, divisors),
+                     b.context);
     if (scratch_->all().count("rope_cos_local"))
-        fill_rope_tables(scratch_->get("rope_cos_local"), scratch_->get("rope_sin_local"), rope_inv_freq(c, true), b.context);
+        fill_rope_tables(scratch_->get("rope_cos_local"), scratch_->get("rope_sin_local"), rope_inv_freq(c, true),
+                         b.context);
     // Decode attention's per-head arrival counters start at zero (kernels::attention).
     const std::vector<uint32_t> zeros(size_t(c.n_heads), 0u);
-    scratch_->get("attn_partial").write(zeros.data(), zeros.size() * 4,
-                                        kernels::attention_counters_offset(uint32_t(c.n_heads), uint32_t(c.head_dim), uint32_t(b.context)));
+    scratch_->get("attn_partial")
+        .write(zeros.data(), zeros.size() * 4,
+               kernels::attention_counters_offset(uint32_t(c.n_heads), uint32_t(c.head_dim), uint32_t(b.context)));
     // So do the GEMV hand-off counters (kernels::GemvHandoff).
     Buffer& handoff = scratch_->get("gemv_handoff");
     const std::vector<uint32_t> handoff_zeros(handoff.size() / 4, 0u);
@@ -197,9 +201,9 @@ std::unique_ptr<Model> Model::fork() {
     const uint64_t heap = usable_heap_bytes(d.profile());
     const uint64_t need = plan().fork_bytes;
     AKUNU_CHECK(d.allocated_bytes() + need <= heap,
-                "fork needs " + std::to_string(need >> 20) + " MiB more (its KV cache and scratch) but '" + d.profile().name +
-                    "' has " + std::to_string(d.allocated_bytes() >> 20) + " of " + std::to_string(heap >> 20) +
-                    " MiB allocated; load with a smaller context or prefill chunk");
+                "fork needs " + std::to_string(need >> 20) + " MiB more (its KV cache and scratch) but '" +
+                    d.profile().name + "' has " + std::to_string(d.allocated_bytes() >> 20) + " of " +
+                    std::to_string(heap >> 20) + " MiB allocated; load with a smaller context or prefill chunk");
     std::unique_ptr<Model> f(new Model());
     f->base_ = base_;
     f->create_runtime({});
@@ -208,18 +212,19 @@ std::unique_ptr<Model> Model::fork() {
 }
 
 std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
-    const PassPlan plan = plan_for(*base_, *scratch_, *kv_, pass);
+    const DecodePlan plan = plan_for(*base_, *scratch_, *kv_, pass);
     handoffs_ = handoffs_ || plan.handoffs;
     return akunu::build_table(*base_, *scratch_, *kv_, plan, pass);
 }
 
-PassPlan Model::pass_plan(bool prefill) const {
+DecodePlan Model::pass_plan(bool prefill) const {
     return plan_for(*base_, *scratch_, *kv_, {prefill, prefill ? base_->prefill_chunk : 1, 0, false});
 }
 
 void Model::check_token(int token) const {
-    AKUNU_CHECK(token >= 0 && token < base_->config.vocab_size,
-                "token id " + std::to_string(token) + " is out of range for a vocabulary of " + std::to_string(base_->config.vocab_size));
+    AKUNU_CHECK(token >= 0 && token < base_->config.vocab_size, "token id " + std::to_string(token) +
+                                                                    " is out of range for a vocabulary of " +
+                                                                    std::to_string(base_->config.vocab_size));
 }
 
 void Model::drain() {
@@ -255,7 +260,8 @@ void Model::decode(int token) {
     check_token(token);
     drain();
     const int pos = kv_->current_length();
-    AKUNU_CHECK(pos < base_->context, "the context of " + std::to_string(base_->context) + " tokens is full; reset() or truncate() the cache");
+    AKUNU_CHECK(pos < base_->context, "the context of " + std::to_string(base_->context) +
+                                          " tokens is full; reset() or truncate() the cache");
     const uint32_t id = uint32_t(token);
     const StepState st{uint32_t(pos), 0, 1, 0};
     scratch_->get("token_ids").write(&id, 4);
@@ -277,7 +283,8 @@ void Model::check_handoffs() {
     counters.write(&zero, 4);
     throw Error("a decode step's GEMV hand-off timed out " + std::to_string(timeouts) +
                 " time(s): this device did not start the waited-for GEMV's workgroups first, so the step's "
-                "logits and KV cache rows are wrong. Load the model again with tuning gemv_handoff=0 (AKUNU_TUNE=gemv_handoff=0).");
+                "logits and KV cache rows are wrong. Load the model again with tuning gemv_handoff=0 "
+                "(AKUNU_TUNE=gemv_handoff=0).");
 }
 
 void Model::submit_chain(int c, uint32_t input_slot) {
@@ -300,8 +307,9 @@ void Model::start_first_chain(int token) {
     check_token(token);
     drain();
     const int pos = kv_->current_length();
-    AKUNU_CHECK(pos + base_->chain <= base_->context, "a chain of " + std::to_string(base_->chain) + " steps does not fit: " +
-                                              std::to_string(pos) + " of " + std::to_string(base_->context) + " positions are used");
+    AKUNU_CHECK(pos + base_->chain <= base_->context, "a chain of " + std::to_string(base_->chain) +
+                                                          " steps does not fit: " + std::to_string(pos) + " of " +
+                                                          std::to_string(base_->context) + " positions are used");
     const uint32_t id = uint32_t(token);
     scratch_->get("token_ids").write(&id, 4);
     submit_chain(0, 0);
@@ -367,11 +375,14 @@ int replays_to_warm(const std::shared_ptr<Device>& device, const DispatchTable& 
 
 std::vector<Model::ProfileRow> Model::profile(int tokens) {
     drain();
-    AKUNU_CHECK(base_->device->profile().timestamps, "'" + base_->device->profile().name + "' has no GPU timestamps to profile with");
+    AKUNU_CHECK(base_->device->profile().timestamps,
+                "'" + base_->device->profile().name + "' has no GPU timestamps to profile with");
     AKUNU_CHECK(tokens >= 1 && tokens <= base_->prefill_chunk,
-                "profile: tokens must be 1 (a decode step) up to the prefill chunk (" + std::to_string(base_->prefill_chunk) + ")");
+                "profile: tokens must be 1 (a decode step) up to the prefill chunk (" +
+                    std::to_string(base_->prefill_chunk) + ")");
     const int pos = kv_->current_length();
-    AKUNU_CHECK(pos + tokens <= base_->context, "profile: " + std::to_string(tokens) + " tokens do not fit the context");
+    AKUNU_CHECK(pos + tokens <= base_->context,
+                "profile: " + std::to_string(tokens) + " tokens do not fit the context");
     DispatchTable& table = tokens == 1 ? *table_ : *prefill_table_;
     if (tokens > 1)
         table.set_tokens(uint32_t(tokens));
@@ -391,7 +402,8 @@ std::vector<Model::ProfileRow> Model::profile(int tokens) {
     cl.end();
     cl.submit_and_wait();
     std::vector<ProfileRow> rows;
-    for (size_t i = 0; i < table.commands().size(); ++i) rows.push_back({&table.commands()[i], cl.elapsed_ms(ts[i], ts[i + 1])});
+    for (size_t i = 0; i < table.commands().size(); ++i)
+        rows.push_back({&table.commands()[i], cl.elapsed_ms(ts[i], ts[i + 1])});
     return rows;
 }
 
@@ -413,8 +425,8 @@ Model::TapVariant& Model::tap_variant(const std::vector<int>& layers, bool all_l
     const int rows = all_logits ? base_->logit_rows : base_->prefill_chunk;
     Buffer taps = Buffer::allocate(base_->device, layers.size() * size_t(rows) * size_t(config().dim) * 4);
     // The table keeps a pointer to the taps buffer: build it once the buffer has its place.
-    TapVariant& v = tap_variants_.emplace(std::make_pair(layers, all_logits), TapVariant{std::move(taps), {}, {}})
-                        .first->second;
+    TapVariant& v =
+        tap_variants_.emplace(std::make_pair(layers, all_logits), TapVariant{std::move(taps), {}, {}}).first->second;
     try {
         v.table = build_table({true, rows, 0, all_logits, layers, &v.taps});
         v.cl = record({v.table.get()});
@@ -428,12 +440,13 @@ Model::TapVariant& Model::tap_variant(const std::vector<int>& layers, bool all_l
 void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vector<int>& taps, float* tap_out) {
     AKUNU_CHECK(!ids.empty(), "eval needs at least one token");
     const int pos = kv_->current_length();
-    AKUNU_CHECK(pos + int(ids.size()) <= base_->context,
-                "a prompt of " + std::to_string(ids.size()) + " tokens does not fit: " + std::to_string(pos) + " of " +
-                    std::to_string(base_->context) + " positions are used");
+    AKUNU_CHECK(pos + int(ids.size()) <= base_->context, "a prompt of " + std::to_string(ids.size()) +
+                                                             " tokens does not fit: " + std::to_string(pos) + " of " +
+                                                             std::to_string(base_->context) + " positions are used");
     for (int id : ids)
-        AKUNU_CHECK(id >= 0 && id < base_->config.vocab_size,
-                    "token id " + std::to_string(id) + " is out of range for a vocabulary of " + std::to_string(base_->config.vocab_size));
+        AKUNU_CHECK(id >= 0 && id < base_->config.vocab_size, "token id " + std::to_string(id) +
+                                                                  " is out of range for a vocabulary of " +
+                                                                  std::to_string(base_->config.vocab_size));
     const int n_layers = config().n_layers;
     const std::vector<int> layers = tapped_layers(taps, n_layers);
     AKUNU_CHECK(layers.empty() || tap_out, "eval: taps need an output array");

@@ -30,11 +30,11 @@
 namespace akunu {
 
 struct LoadOptions {
-    int context = 4096;           // KV-cache length; clipped to the model's trained context
-    std::string device;           // selector, as Device::create
-    std::string tuning;           // "key=value,..." over AKUNU_TUNE (core/tuning.h)
-    int chain = 0;                // decode steps per submission; 0: from the device profile
-    int prefill_chunk = 0;        // prompt tokens per submission; 0: 512 (clipped to the context)
+    int context = 4096;  // KV-cache length; clipped to the model's trained context
+    std::string device;  // selector, as Device::create
+    std::string tuning;  // "key=value,..." over AKUNU_TUNE (core/tuning.h)
+    int chain = 0;  // decode steps per submission; 0: from the device profile
+    int prefill_chunk = 0;  // prompt tokens per submission; 0: 512 (clipped to the context)
     KvDType kv_dtype = KvDType::kF16;  // the KV cache's storage format (kv_format.h)
     // The KV cache's layout (kv_cache.h): kv_blocks grows it in blocks of 256 positions instead
     // of pre-allocating the context; kv_ring keeps sliding-window layers in a ring of
@@ -55,22 +55,22 @@ struct LoadedModel {
     MemoryPlan plan;
     ModelWeights weights;
     uint64_t fingerprint = 0;  // model_fingerprint(): tells saved states of other models apart
-    int context = 0;           // KV-cache positions
-    int chain = 1;             // decode steps per chain submission
-    int prefill_chunk = 1;     // prompt tokens per prefill submission
-    int logit_rows = 1;        // rows per all-position-logits submission
-    int eos_id = -1;           // -1 when the file names none
+    int context = 0;  // KV-cache positions
+    int chain = 1;  // decode steps per chain submission
+    int prefill_chunk = 1;  // prompt tokens per prefill submission
+    int logit_rows = 1;  // rows per all-position-logits submission
+    int eos_id = -1;  // -1 when the file names none
 };
 
 // A copy of everything decoding continues from (save_state, load_state, fork).
 struct ModelState {
-    int length = 0;              // KV-cache positions held
-    SamplerState sampler{};      // with the seed: (seed, position) is the sampler's RNG counter
-    uint32_t token = 0;          // token_ids[1]: the id sampled after the last step
-    float logprob = 0;           // sampled_logprobs[1]
-    std::vector<float> logits;   // [vocab] f32, scratch "logits"
-    int kv_from = 0;             // KVCache::sliding_from(): sliding-window layers hold rows from here
-    std::vector<uint8_t> kv;     // KVCache::save_rows(length)
+    int length = 0;  // KV-cache positions held
+    SamplerState sampler{};  // with the seed: (seed, position) is the sampler's RNG counter
+    uint32_t token = 0;  // token_ids[1]: the id sampled after the last step
+    float logprob = 0;  // sampled_logprobs[1]
+    std::vector<float> logits;  // [vocab] f32, scratch "logits"
+    int kv_from = 0;  // KVCache::sliding_from(): sliding-window layers hold rows from here
+    std::vector<uint8_t> kv;  // KVCache::save_rows(length)
 };
 
 class Model {
@@ -162,7 +162,7 @@ public:
               float* tap_out = nullptr);
     int prefill_chunk() const { return base_->prefill_chunk; }
     // The choices the decode step's (or the prefill chunk's) table is built from (plan.h).
-    PassPlan pass_plan(bool prefill) const;
+    DecodePlan pass_plan(bool prefill) const;
 
 private:
     using Pass = TablePass;
@@ -189,7 +189,7 @@ private:
     std::unique_ptr<KVCache> kv_;
     std::unique_ptr<ScratchBuffers> scratch_;
     std::unique_ptr<DispatchTable> table_;
-    std::unique_ptr<CommandList> step_;   // one decode step (table 0)
+    std::unique_ptr<CommandList> step_;  // one decode step (table 0)
     // Two recorded chains of chain_ steps: chain c's step k reads StepState[c * chain_ + k] and
     // writes its sampled id to token_ids[c * chain_ + k + 1]; slot 0 holds the CPU's token.
     std::unique_ptr<CommandList> chains_[2];
@@ -197,7 +197,7 @@ private:
     std::vector<std::unique_ptr<DispatchTable>> chain_tables_[2];
     std::vector<int> in_flight_;  // chain indices, oldest first
     std::vector<int> in_flight_pos_;
-    uint32_t last_slot_ = 0;      // token_ids slot of the last id the newest submitted chain samples
+    uint32_t last_slot_ = 0;  // token_ids slot of the last id the newest submitted chain samples
     SamplerState sampler_{};
     std::unique_ptr<DispatchTable> prefill_table_, prefill_all_table_;
     std::unique_ptr<CommandList> prefill_cl_, prefill_all_cl_;

@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kMagic[10] = {'A', 'K', 'U', 'N', 'U', 'S', 'T', 'A', 'T', 'E'};
 constexpr size_t kSampleBytes = 64 << 10;  // fingerprint: weight bytes hashed at each end
-constexpr size_t kMiddleBytes = 64;        // fingerprint: weight bytes hashed mid-tensor
+constexpr size_t kMiddleBytes = 64;  // fingerprint: weight bytes hashed mid-tensor
 
 // The payload before the KV rows: sampler, token, logprob, logits.
 size_t head_payload_bytes(int vocab) { return sizeof(SamplerState) + 4 + 4 + size_t(vocab) * 4; }
@@ -31,12 +31,15 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t hash) {
 
 uint64_t model_fingerprint(const ModelFiles& files, const ModelConfig& c) {
     uint64_t h = fnv1a64(c.architecture.data(), c.architecture.size());
-    const double numbers[] = {double(c.n_layers),      double(c.dim),          double(c.n_heads),
-                              double(c.n_kv_heads),    double(c.head_dim),     double(c.ffn_dim),
-                              double(c.vocab_size),    double(c.norm_eps),     double(c.rope_theta),
-                              double(c.rope_theta_local), double(int(c.rope_scaling)), double(c.rope_factor),
-                              double(c.sliding_window), double(c.attn_softcap), double(c.attn_scale),
-                              double(c.embed_scale),   double(c.tied_embeddings), double(c.qkv_bias)};
+    const double numbers[] = {double(c.n_layers),          double(c.dim),
+                              double(c.n_heads),           double(c.n_kv_heads),
+                              double(c.head_dim),          double(c.ffn_dim),
+                              double(c.vocab_size),        double(c.norm_eps),
+                              double(c.rope_theta),        double(c.rope_theta_local),
+                              double(int(c.rope_scaling)), double(c.rope_factor),
+                              double(c.sliding_window),    double(c.attn_softcap),
+                              double(c.attn_scale),        double(c.embed_scale),
+                              double(c.tied_embeddings),   double(c.qkv_bias)};
     h = fnv1a64(numbers, sizeof numbers, h);
     for (const TensorInfo& t : files.tensors()) {
         h = fnv1a64(t.name.data(), t.name.size() + 1, h);  // with the terminator: names stay apart
@@ -78,9 +81,12 @@ ModelState Model::capture_state() {
 void Model::restore_state(const ModelState& st) {
     AKUNU_CHECK(st.length >= 0 && st.length <= context(),
                 "the state holds " + std::to_string(st.length) + " positions but this model's context is " +
-                    std::to_string(context()) + "; load the model with a context of at least " + std::to_string(st.length));
-    AKUNU_CHECK(st.logits.size() == size_t(config().vocab_size), "the state's logits are not one row of this vocabulary");
-    AKUNU_CHECK(st.kv_from >= 0 && st.kv_from <= st.length, "the state's sliding-window rows start outside its positions");
+                    std::to_string(context()) + "; load the model with a context of at least " +
+                    std::to_string(st.length));
+    AKUNU_CHECK(st.logits.size() == size_t(config().vocab_size),
+                "the state's logits are not one row of this vocabulary");
+    AKUNU_CHECK(st.kv_from >= 0 && st.kv_from <= st.length,
+                "the state's sliding-window rows start outside its positions");
     AKUNU_CHECK(st.kv.size() == kv_->rows_bytes(st.length, st.kv_from),
                 "the state's KV rows take " + std::to_string(st.kv.size()) + " bytes; " + std::to_string(st.length) +
                     " positions of this model's cache take " + std::to_string(kv_->rows_bytes(st.length, st.kv_from)));
@@ -149,26 +155,32 @@ void Model::load_state(const uint8_t* data, size_t size) {
 
     // Intact: now whether it belongs to this model, the most telling difference first.
     const std::string dtype = dtype_field(h.kv_dtype), ours = kv_dtype_name(kv_->dtype());
-    AKUNU_CHECK(dtype == ours, what + "the state holds a '" + dtype + "' KV cache, this model's is '" + ours + "'" + fix);
-    const std::pair<const char*, std::pair<uint32_t, int>> shape[] = {
-        {"n_layers", {h.n_layers, kv_->n_layers()}},  {"n_kv_heads", {h.n_kv_heads, kv_->n_kv_heads()}},
-        {"head_dim", {h.head_dim, kv_->head_dim()}},  {"vocab", {h.vocab, config().vocab_size}}};
+    AKUNU_CHECK(dtype == ours,
+                what + "the state holds a '" + dtype + "' KV cache, this model's is '" + ours + "'" + fix);
+    const std::pair<const char*, std::pair<uint32_t, int>> shape[] = {{"n_layers", {h.n_layers, kv_->n_layers()}},
+                                                                      {"n_kv_heads", {h.n_kv_heads, kv_->n_kv_heads()}},
+                                                                      {"head_dim", {h.head_dim, kv_->head_dim()}},
+                                                                      {"vocab", {h.vocab, config().vocab_size}}};
     for (const auto& [name, v] : shape)
         AKUNU_CHECK(int64_t(v.first) == v.second, what + "the state was saved by a model with " + name + " " +
                                                       std::to_string(v.first) + ", this one has " +
                                                       std::to_string(v.second) + fix);
     AKUNU_CHECK(h.fingerprint == fingerprint(),
-                what + "the state was saved by a different model of the same shape (fingerprint " + std::to_string(h.fingerprint) +
-                    ", this model " + std::to_string(fingerprint()) + ": other weights, types or files)" + fix);
-    AKUNU_CHECK(int64_t(h.length) <= context(), what + "the state holds " + std::to_string(h.length) +
-                                                    " positions but this model's context is " + std::to_string(context()) +
-                                                    "; load the model with a context of at least " + std::to_string(h.length));
-    AKUNU_CHECK(h.sliding_from <= h.length, what + "the state's sliding-window rows start at " + std::to_string(h.sliding_from) +
-                                                ", past its " + std::to_string(h.length) + " positions");
+                what + "the state was saved by a different model of the same shape (fingerprint " +
+                    std::to_string(h.fingerprint) + ", this model " + std::to_string(fingerprint()) +
+                    ": other weights, types or files)" + fix);
+    AKUNU_CHECK(int64_t(h.length) <= context(),
+                what + "the state holds " + std::to_string(h.length) + " positions but this model's context is " +
+                    std::to_string(context()) + "; load the model with a context of at least " +
+                    std::to_string(h.length));
+    AKUNU_CHECK(h.sliding_from <= h.length, what + "the state's sliding-window rows start at " +
+                                                std::to_string(h.sliding_from) + ", past its " +
+                                                std::to_string(h.length) + " positions");
     const size_t kv_bytes = kv_->rows_bytes(int(h.length), int(h.sliding_from));
     AKUNU_CHECK(h.payload_bytes == head_payload_bytes(config().vocab_size) + kv_bytes,
-                what + "the state's payload is " + std::to_string(h.payload_bytes) + " bytes; " + std::to_string(h.length) +
-                    " positions of this model take " + std::to_string(head_payload_bytes(config().vocab_size) + kv_bytes));
+                what + "the state's payload is " + std::to_string(h.payload_bytes) + " bytes; " +
+                    std::to_string(h.length) + " positions of this model take " +
+                    std::to_string(head_payload_bytes(config().vocab_size) + kv_bytes));
 
     ModelState st;
     const uint8_t* p = data + sizeof h;
@@ -181,7 +193,8 @@ void Model::load_state(const uint8_t* data, size_t size) {
     get(&st.sampler, sizeof st.sampler);
     get(&st.token, 4);
     get(&st.logprob, 4);
-    AKUNU_CHECK(st.token < h.vocab, what + "the state's last token " + std::to_string(st.token) + " is outside the vocabulary");
+    AKUNU_CHECK(st.token < h.vocab,
+                what + "the state's last token " + std::to_string(st.token) + " is outside the vocabulary");
     st.logits.resize(h.vocab);
     get(st.logits.data(), st.logits.size() * 4);
     st.kv.assign(p, p + kv_bytes);

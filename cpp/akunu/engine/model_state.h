@@ -25,14 +25,14 @@ namespace akunu {
 constexpr uint32_t kStateFormatVersion = 1;
 
 struct StateHeader {
-    char magic[10];        // "AKUNUSTATE"
+    char magic[10];  // "AKUNUSTATE"
     uint16_t pad = 0;
-    uint32_t version;      // kStateFormatVersion
+    uint32_t version;  // kStateFormatVersion
     uint64_t fingerprint;  // model_fingerprint() of the model that saved it
-    char kv_dtype[8];      // kv_dtype_name(), zero-padded
+    char kv_dtype[8];  // kv_dtype_name(), zero-padded
     uint32_t n_layers, n_kv_heads, head_dim, vocab;
-    uint32_t length;       // positions saved
-    uint32_t context;      // the saving model's context (information: any context >= length loads)
+    uint32_t length;  // positions saved
+    uint32_t context;  // the saving model's context (information: any context >= length loads)
     uint64_t payload_bytes;
     uint32_t sliding_from;  // the first position sliding-window layers hold (KVCache::sliding_from)
     uint8_t reserved[12] = {};

@@ -38,13 +38,14 @@ void plan_decode_layer(const Inputs& in, int l, LayerPlan& lp) {
     lp.rope_folded = lp.qkv_fused && !c.qkv_bias && !a.qk_norm && style != RopeStyle::kNone &&
                      kernels::gemv_folds_rope_kv(in.d, L.q.type, in.kv.bindings(l), style == RopeStyle::kHalfSplit);
     lp.gate_up_fused = L.up.type == L.gate.type && kernels::gemv_fuses_gate_up(in.d, L.gate.type, dim, a.activation);
-    lp.gate_up_parts = !lp.gate_up_fused && same_type({&L.gate, &L.up}) && kernels::gemv_fuses_parts(in.d, L.gate.type, dim);
+    lp.gate_up_parts =
+        !lp.gate_up_fused && same_type({&L.gate, &L.up}) && kernels::gemv_fuses_parts(in.d, L.gate.type, dim);
     lp.activation_folded = !lp.gate_up_fused && kernels::gemv_folds_activation(in.d, L.down.type, ffn);
 }
 
 // A chunk's halves and the gated GEMM: the gate and up GEMMs with the activation in their
 // epilogue, on f16 weights or on block formats dequantized to f16.
-void plan_prefill_layer(const Inputs& in, const PassPlan& p, int l, LayerPlan& lp) {
+void plan_prefill_layer(const Inputs& in, const DecodePlan& p, int l, LayerPlan& lp) {
     const ModelConfig& c = in.c;
     const LayerWeights& L = in.w.layers[size_t(l)];
     const size_t dim = size_t(c.dim), ffn = size_t(c.ffn_dim), q_dim = size_t(c.q_dim);
@@ -69,7 +70,7 @@ void plan_prefill_layer(const Inputs& in, const PassPlan& p, int l, LayerPlan& l
 // Layer l's O GEMV zeroes the slots of layer l - 1 (of the last layer, for l = 0): every wait on
 // them ended before the barrier ahead of layer l's attention. So every O must take part, and
 // there must be two layers at least (one layer's O would zero its own).
-void plan_handoffs(const Inputs& in, PassPlan& p) {
+void plan_handoffs(const Inputs& in, DecodePlan& p) {
     const ModelConfig& c = in.c;
     const ArchDescriptor& a = c.arch();
     const DeviceProfile& d = in.d;
@@ -90,7 +91,8 @@ void plan_handoffs(const Inputs& in, PassPlan& p) {
         const bool o_few = hand_off({&L.o}, p.o_tiles), down_few = hand_off({&L.down}, p.down_tiles);
         const bool gate_up_few = !lp.gate_up_fused && hand_off({&L.gate, &L.up}, p.gate_up_tiles);
         const bool on[kHandoffSlotsPerLayer] = {
-            (o_few || kernels::gemv_waits_for_attention(d, L.o.type)) && kernels::attention_hands_off(d, uint32_t(c.n_heads)),
+            (o_few || kernels::gemv_waits_for_attention(d, L.o.type)) &&
+                kernels::attention_hands_off(d, uint32_t(c.n_heads)),
             !a.post_attn_norm && o_few && gate_up_few,
             gate_up_few && down_few,
             next && !tapped && !a.post_ffn_norm && down_few && hand_off({&next->q, &next->k, &next->v}, qkv_tiles),
@@ -105,7 +107,7 @@ void plan_handoffs(const Inputs& in, PassPlan& p) {
 // The next pre-norm handed forward (kernels::GemvNormOut) by the O and down GEMVs, where they
 // and every GEMV reading that norm's output are float gemv.comp ones, no post-norm comes
 // between, and the GEMV signals no hand-off (kernels::gemv refuses both).
-void plan_norm_forward(const Inputs& in, PassPlan& p) {
+void plan_norm_forward(const Inputs& in, DecodePlan& p) {
     const ModelConfig& c = in.c;
     const ArchDescriptor& a = c.arch();
     const Weight& head = in.w.output ? in.w.output : in.w.token_embd;
@@ -126,15 +128,16 @@ void plan_norm_forward(const Inputs& in, PassPlan& p) {
 
 }  // namespace
 
-bool PassPlan::reads_dequantized(TensorType type, size_t n, size_t k) const {
-    return prefill && dequant_bytes && rows >= dequant_rows && kernels::dequantizes_to_f16(type) && n * k * 2 <= dequant_bytes;
+bool DecodePlan::reads_dequantized(TensorType type, size_t n, size_t k) const {
+    return prefill && dequant_bytes && rows >= dequant_rows && kernels::dequantizes_to_f16(type) &&
+           n * k * 2 <= dequant_bytes;
 }
 
-PassPlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const DeviceProfile& d, const KVCache& kv,
-                   const PassShape& pass, const PlanScratch& scratch) {
+DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const DeviceProfile& d, const KVCache& kv,
+                     const PassShape& pass, const PlanScratch& scratch) {
     const Inputs in{c, w, d, kv, pass, gguf};
     const size_t dim = size_t(c.dim), ffn = size_t(c.ffn_dim);
-    PassPlan p;
+    DecodePlan p;
     p.prefill = pass.prefill;
     p.rows = pass.prefill ? pass.rows : 1;
     p.x_rounding = kernels::engine_x_rounding(d);
@@ -149,8 +152,10 @@ PassPlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const
     p.gate_up_tiles = kernels::gemv_tiles_groups({ffn, ffn, 0});
     p.layers.resize(size_t(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) {
-        if (pass.prefill) plan_prefill_layer(in, p, l, p.layers[size_t(l)]);
-        else plan_decode_layer(in, l, p.layers[size_t(l)]);
+        if (pass.prefill)
+            plan_prefill_layer(in, p, l, p.layers[size_t(l)]);
+        else
+            plan_decode_layer(in, l, p.layers[size_t(l)]);
     }
     if (!pass.prefill) {
         if (scratch.handoff_counters) plan_handoffs(in, p);

@@ -1,4 +1,4 @@
-// PassPlan: every choice a dispatch table is built from, made once per pass before anything is
+// DecodePlan: every choice a dispatch table is built from, made once per pass before anything is
 // recorded (docs/architecture.md, "Decode plan").
 //
 // The plan reads the model's config and weight types, the device profile (and through it the
@@ -30,10 +30,10 @@ enum HandoffPlace : uint32_t { kAttentionToO, kOToGateUp, kGateUpToDown, kDownTo
 struct LayerPlan {
     // Decode: the pre-norms folded into the GEMVs that read them (else one dispatch each).
     bool attn_norm_folded = false, ffn_norm_folded = false;
-    bool qkv_fused = false;          // Q, K and V in one GEMV dispatch (gemv_parts)
-    bool rope_folded = false;        // that dispatch also does rope_kv's work
-    bool gate_up_fused = false;      // act(gate) * up from one GEMV (float weights)
-    bool gate_up_parts = false;      // gate and up in one GEMV dispatch (gemv_parts)
+    bool qkv_fused = false;  // Q, K and V in one GEMV dispatch (gemv_parts)
+    bool rope_folded = false;  // that dispatch also does rope_kv's work
+    bool gate_up_fused = false;  // act(gate) * up from one GEMV (float weights)
+    bool gate_up_parts = false;  // gate and up in one GEMV dispatch (gemv_parts)
     bool activation_folded = false;  // the down GEMV forms act(gate) * up itself
     // Decode: the O and down GEMVs hand the next pre-norm forward (kernels::GemvNormOut).
     bool o_norm_forward = false, down_norm_forward = false;
@@ -46,17 +46,17 @@ struct LayerPlan {
     DType attn_out_dtype = DType::kF32;
 };
 
-struct PassPlan {
+struct DecodePlan {
     bool prefill = false;
-    size_t rows = 1;                  // a chunk's capacity, 1 for a decode step
+    size_t rows = 1;  // a chunk's capacity, 1 for a decode step
     kernels::XRounding x_rounding = kernels::XRounding::kFloat;  // how the GEMVs of block formats hold x
     // Prefill: the chunk's norms and activation write halves where the GEMMs take them, by k.
     bool half_x_dim = false, half_x_ffn = false;
-    uint32_t short_rows = 0;          // chunks of up to this many tokens run short GEMM tiles
-    uint32_t dequant_rows = 0;        // chunks of this many tokens or more read dequantized weights
-    size_t dequant_bytes = 0;         // capacity of each f16 buffer (0: no dequantization)
-    bool head_norm_folded = false;    // the output norm folded into the LM head's GEMV
-    bool handoffs = false;            // any hand-off slot in use
+    uint32_t short_rows = 0;  // chunks of up to this many tokens run short GEMM tiles
+    uint32_t dequant_rows = 0;  // chunks of this many tokens or more read dequantized weights
+    size_t dequant_bytes = 0;  // capacity of each f16 buffer (0: no dequantization)
+    bool head_norm_folded = false;  // the output norm folded into the LM head's GEMV
+    bool handoffs = false;  // any hand-off slot in use
     uint32_t o_tiles = 0, gate_up_tiles = 0, down_tiles = 0;  // workgroups a waiting GEMV counts
     std::vector<LayerPlan> layers;
 
@@ -75,10 +75,10 @@ struct PassShape {
 // The scratch a model planned (memory_plan.h), as far as the choices depend on it.
 struct PlanScratch {
     bool handoff_counters = false;  // "gemv_handoff"
-    size_t dequant_bytes = 0;       // the bytes one binding of a "batch_weights_f16_*" buffer covers; 0: none
+    size_t dequant_bytes = 0;  // the bytes one binding of a "batch_weights_f16_*" buffer covers; 0: none
 };
 
-PassPlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const DeviceProfile& d, const KVCache& kv,
-                   const PassShape& pass, const PlanScratch& scratch);
+DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const DeviceProfile& d, const KVCache& kv,
+                     const PassShape& pass, const PlanScratch& scratch);
 
 }  // namespace akunu

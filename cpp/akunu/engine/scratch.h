@@ -22,7 +22,7 @@ public:
     const Buffer& get(const std::string& name) const;  // throws for unknown names
     Buffer& get(const std::string& name);
     const std::map<std::string, Buffer>& all() const { return buffers_; }
-    size_t bytes() const { return bytes_; }                  // the decode set
+    size_t bytes() const { return bytes_; }  // the decode set
     size_t prefill_bytes() const { return prefill_bytes_; }  // the prefill set
 
     // Byte offsets of Q, K and V inside "qkv" (f32).

@@ -34,7 +34,8 @@ const kernels::GemvHandoff* ptr(const std::optional<kernels::GemvHandoff>& h) { 
 
 class Builder {
 public:
-    Builder(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const PassPlan& plan, const TablePass& pass);
+    Builder(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const DecodePlan& plan,
+            const TablePass& pass);
     std::unique_ptr<DispatchTable> build();
 
 private:
@@ -54,16 +55,16 @@ private:
     void matmul(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
                 const kernels::GemvInput* input = nullptr, DType x_dtype = DType::kF32,
                 const kernels::GemvHandoff* handoff = nullptr, const kernels::GemvNormOut* norm_out = nullptr);
-    bool project(int l, const char* fused_label, std::initializer_list<Projection> parts, const ProjectionInput& in, bool fuse,
-                 const kernels::GemvRopeKv* rope = nullptr, const kernels::GemvHandoff* handoff = nullptr);
+    bool project(int l, const char* fused_label, std::initializer_list<Projection> parts, const ProjectionInput& in,
+                 bool fuse, const kernels::GemvRopeKv* rope = nullptr, const kernels::GemvHandoff* handoff = nullptr);
     void into_residual(const Weight& w, const ProjectionInput& in, size_t kk, const Weight* post_norm,
                        const kernels::GemvHandoff* handoff = nullptr,
                        const std::optional<kernels::GemvNormOut>& norm_out = std::nullopt);
     // ---- norms ----
     ProjectionInput pre_norm(const Weight& w, const Buffer& x, const Buffer& normed, size_t n_rows, bool read_by_gemv,
                              bool folds);
-    ProjectionInput normed_input(const Weight& w, const Buffer& x, const Buffer& normed, size_t n_rows, bool read_by_gemv,
-                                 bool folds);
+    ProjectionInput normed_input(const Weight& w, const Buffer& x, const Buffer& normed, size_t n_rows,
+                                 bool read_by_gemv, bool folds);
     std::optional<kernels::GemvNormOut> hand_norm_forward(const Weight& producer, const Weight& norm, bool on);
     ProjectionInput gated(bool folded);
     void head_norm(const Binding& x, const Weight& w, int heads);
@@ -80,7 +81,7 @@ private:
     const ArchDescriptor& a_;
     const ScratchBuffers& s_;
     const KVCache& kv_;
-    const PassPlan& plan_;
+    const DecodePlan& plan_;
     const TablePass& pass_;
     std::unique_ptr<DispatchTable> table_;
     DispatchTable& t_;
@@ -98,22 +99,42 @@ private:
     // runs beside that GEMM (memory-bound beside compute-bound), and no GEMM of a group waits
     // for its own weights.
     const Buffer* weights_f16_[kPrefillF16Weights] = {};
-    int turn_ = 0;                      // which f16 buffer the next dequantization writes
+    int turn_ = 0;  // which f16 buffer the next dequantization writes
     std::optional<size_t> dequant_at_;  // where in the table: right after the last f16 GEMM
-    bool in_group_ = false;             // a group's GEMMs are being recorded (the place stays)
-    std::optional<ProjectionInput> ready_;     // the next pre-norm, handed forward
-    Binding handoff_counters_;                 // "gemv_handoff" where any slot is in use
-    kernels::GemvHandoff next_handoff_;        // what the coming GEMV waits for (wait 0: nothing)
+    bool in_group_ = false;  // a group's GEMMs are being recorded (the place stays)
+    std::optional<ProjectionInput> ready_;  // the next pre-norm, handed forward
+    Binding handoff_counters_;  // "gemv_handoff" where any slot is in use
+    kernels::GemvHandoff next_handoff_;  // what the coming GEMV waits for (wait 0: nothing)
 };
 
-Builder::Builder(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const PassPlan& plan, const TablePass& pass)
-    : m_(m), c_(m.config), a_(m.config.arch()), s_(s), kv_(kv), plan_(plan), pass_(pass),
-      table_(std::make_unique<DispatchTable>(*m.device)), t_(*table_), prefill_(pass.prefill),
-      gguf_(m.files->gguf() != nullptr), rows_(plan.rows), dim_(size_t(c_.dim)), q_dim_(size_t(c_.q_dim)),
-      kv_dim_(size_t(c_.kv_dim)), ffn_(size_t(c_.ffn_dim)), qkv_row_(q_dim_ + 2 * kv_dim_),
+Builder::Builder(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const DecodePlan& plan,
+                 const TablePass& pass)
+    : m_(m),
+      c_(m.config),
+      a_(m.config.arch()),
+      s_(s),
+      kv_(kv),
+      plan_(plan),
+      pass_(pass),
+      table_(std::make_unique<DispatchTable>(*m.device)),
+      t_(*table_),
+      prefill_(pass.prefill),
+      gguf_(m.files->gguf() != nullptr),
+      rows_(plan.rows),
+      dim_(size_t(c_.dim)),
+      q_dim_(size_t(c_.q_dim)),
+      kv_dim_(size_t(c_.kv_dim)),
+      ffn_(size_t(c_.ffn_dim)),
+      qkv_row_(q_dim_ + 2 * kv_dim_),
       norm_offset_(a_.norm_plus_one && !gguf_ ? 1.0f : 0.0f),  // GGUF stores gemma's w + 1
-      h0_(buf("h0")), h1_(buf("h1")), residual_(buf("residual")), qkv_(buf("qkv")), attn_out_(buf("attn_out")),
-      gate_(buf("ffn_gate")), up_(buf("ffn_up")), act_(buf("ffn_act")),
+      h0_(buf("h0")),
+      h1_(buf("h1")),
+      residual_(buf("residual")),
+      qkv_(buf("qkv")),
+      attn_out_(buf("attn_out")),
+      gate_(buf("ffn_gate")),
+      up_(buf("ffn_up")),
+      act_(buf("ffn_act")),
       step_(prefill_ ? Binding(s.get("batch_step")) : Binding(s.get("step"), size_t(pass.step_index) * 16, 16)),
       q_(Binding::columns(qkv_, 0, q_dim_ * 4, qkv_row_ * 4)),
       k_(Binding::columns(qkv_, q_dim_ * 4, kv_dim_ * 4, qkv_row_ * 4)),
@@ -155,16 +176,24 @@ void Builder::attention(int l) {
     const ProjectionInput in = normed_input(L.attn_norm, h0_, residual_, rows_, !prefill_, lp.attn_norm_folded);
     const bool sliding = c_.is_sliding(l);
     const bool local = sliding && s_.all().count("rope_cos_local") > 0;
-    const Buffer &rope_cos = s_.get(local ? "rope_cos_local" : "rope_cos"), &rope_sin = s_.get(local ? "rope_sin_local" : "rope_sin");
+    const Buffer &rope_cos = s_.get(local ? "rope_cos_local" : "rope_cos"),
+                 &rope_sin = s_.get(local ? "rope_sin_local" : "rope_sin");
     const RopeStyle style = gguf_ ? a_.rope_gguf : a_.rope_hf;
     const KvBindings cache = kv_.bindings(l);
     std::optional<kernels::GemvRopeKv> rope;
     if (lp.rope_folded)
-        rope = kernels::GemvRopeKv{Binding(rope_cos), Binding(rope_sin), cache, step_, uint32_t(c_.head_dim),
-                                   uint32_t(m_.context), style == RopeStyle::kHalfSplit};
+        rope = kernels::GemvRopeKv{Binding(rope_cos),
+                                   Binding(rope_sin),
+                                   cache,
+                                   step_,
+                                   uint32_t(c_.head_dim),
+                                   uint32_t(m_.context),
+                                   style == RopeStyle::kHalfSplit};
     const auto handoff = take_handoff();  // Q/K/V only waits: its hand-off to attention lost
-    const bool roped = project(l, "attn_qkv", {{"attn_q", &L.q, q_, q_dim_, qkv_row_}, {"attn_k", &L.k, k_, kv_dim_, qkv_row_},
-                                            {"attn_v", &L.v, v_, kv_dim_, qkv_row_}},
+    const bool roped = project(l, "attn_qkv",
+                               {{"attn_q", &L.q, q_, q_dim_, qkv_row_},
+                                {"attn_k", &L.k, k_, kv_dim_, qkv_row_},
+                                {"attn_v", &L.v, v_, kv_dim_, qkv_row_}},
                                in, lp.qkv_fused, rope ? &*rope : nullptr, ptr(handoff));
     const uint32_t heads = uint32_t(c_.n_heads), kv_heads = uint32_t(c_.n_kv_heads), head_dim = uint32_t(c_.head_dim);
     if (c_.qkv_bias) {
@@ -185,8 +214,9 @@ void Builder::attention(int l) {
                           style != RopeStyle::kNone, uint32_t(rows_), uint32_t(qkv_row_)});
     }
     label(l, "attention");
-    const kernels::AttentionShape shape{heads, kv_heads, head_dim, uint32_t(m_.context),
-                                        sliding ? uint32_t(c_.sliding_window) : 0u, c_.attn_scale, c_.attn_softcap};
+    const kernels::AttentionShape shape{
+        heads,         kv_heads,       head_dim, uint32_t(m_.context), sliding ? uint32_t(c_.sliding_window) : 0u,
+        c_.attn_scale, c_.attn_softcap};
     if (prefill_)
         kernels::flash_attention(t_, q_, cache, attn_out_, step_,
                                  {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), lp.attn_out_dtype});
@@ -224,13 +254,14 @@ ProjectionInput Builder::gate_up(int l, const ProjectionInput& in) {
     const LayerPlan& lp = plan_.layers[size_t(l)];
     if (lp.gate_up_fused) {
         label(l, "ffn_gate_up");
-        kernels::gemv_gate_up(t_, L.gate.buffer, L.up.buffer, L.gate.type, in.x, act_, ffn_, dim_, a_.activation, in.fold());
+        kernels::gemv_gate_up(t_, L.gate.buffer, L.up.buffer, L.gate.type, in.x, act_, ffn_, dim_, a_.activation,
+                              in.fold());
         return {Binding(act_), std::nullopt};
     }
     if (lp.gemm_gated) return gemm_gated(l, in);
     const auto handoff = take_handoff(lp.handoff_slot[kGateUpToDown], plan_.gate_up_tiles);
-    project(l, "ffn_gate_up", {{"ffn_gate", &L.gate, gate_, ffn_, ffn_}, {"ffn_up", &L.up, up_, ffn_, ffn_}}, in, lp.gate_up_parts,
-            nullptr, ptr(handoff));
+    project(l, "ffn_gate_up", {{"ffn_gate", &L.gate, gate_, ffn_, ffn_}, {"ffn_up", &L.up, up_, ffn_, ffn_}}, in,
+            lp.gate_up_parts, nullptr, ptr(handoff));
     label(l, "ffn_act");
     return gated(lp.activation_folded);
 }
@@ -257,7 +288,8 @@ ProjectionInput Builder::gemm_gated(int l, const ProjectionInput& in) {
         kernels::gated_activation(t_, a_.activation, gate_, up_, act_, rows_ * ffn_, DType::kF16, from);
     }
     label(l, "ffn_gate_up");
-    kernels::gemm_gated(t_, a_.activation, w_gate, w_up, in.x, act_, {rows_, ffn_, dim_, dim_, ffn_, from, 0, in.dtype}, step_);
+    kernels::gemm_gated(t_, a_.activation, w_gate, w_up, in.x, act_, {rows_, ffn_, dim_, dim_, ffn_, from, 0, in.dtype},
+                        step_);
     f16_gemm_recorded();
     return {Binding(act_), std::nullopt, DType::kF16};
 }
@@ -276,7 +308,8 @@ void Builder::all_logits() {
     t_.set_label("output_norm");
     const ProjectionInput in = pre_norm(m_.weights.output_norm, h0_, residual_, rows_, false, false);
     t_.set_label("output");
-    matmul(head_, in.x, s_.get("batch_logits"), size_t(c_.vocab_size), dim_, size_t(c_.vocab_size), false, nullptr, in.dtype);
+    matmul(head_, in.x, s_.get("batch_logits"), size_t(c_.vocab_size), dim_, size_t(c_.vocab_size), false, nullptr,
+           in.dtype);
     final_softcap(s_.get("batch_logits"), rows_);
 }
 
@@ -289,7 +322,8 @@ void Builder::tail() {
         kernels::last_row(t_, h0_, last, step_, rows_, dim_);
     }
     t_.set_label("output_norm");
-    const ProjectionInput in = normed_input(m_.weights.output_norm, last, s_.get("residual"), 1, true, plan_.head_norm_folded);
+    const ProjectionInput in =
+        normed_input(m_.weights.output_norm, last, s_.get("residual"), 1, true, plan_.head_norm_folded);
     t_.set_label("output");
     kernels::gemv(t_, head_.buffer, head_.type, in.x, s_.get("logits"), size_t(c_.vocab_size), dim_, false, in.fold(),
                   plan_.x_rounding);
@@ -304,12 +338,13 @@ void Builder::tail() {
 // The format's own GEMM for chunks of fewer than `below` tokens (0: any), in short tiles up to
 // short_rows where the device takes them (one more GEMM with its own row window: only one of a
 // projection's GEMMs has workgroups for a chunk, so they share a barrier interval).
-void Builder::own_gemm(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
-                       DType x_dtype, uint32_t below) {
+void Builder::own_gemm(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy,
+                       bool accumulate, DType x_dtype, uint32_t below) {
     const uint32_t short_rows = plan_.short_rows;
     uint32_t from = 0;
     if (short_rows && rows_ > short_rows && (below == 0 || below > short_rows + 1)) {
-        kernels::gemm(t_, w.buffer, w.type, x, y, {rows_, n, kk, kk, ldy, 0, short_rows + 1, x_dtype}, step_, accumulate);
+        kernels::gemm(t_, w.buffer, w.type, x, y, {rows_, n, kk, kk, ldy, 0, short_rows + 1, x_dtype}, step_,
+                      accumulate);
         from = short_rows + 1;
     }
     kernels::gemm(t_, w.buffer, w.type, x, y, {rows_, n, kk, kk, ldy, from, below, x_dtype}, step_, accumulate);
@@ -335,9 +370,9 @@ void Builder::f16_gemm_recorded() {
 // y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step, GEMM for a chunk. A
 // chunk of at least dequant_rows tokens reads a block-format matrix dequantized to f16; shorter
 // chunks run the format's own GEMM.
-void Builder::matmul(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
-                     const kernels::GemvInput* input, DType x_dtype, const kernels::GemvHandoff* handoff,
-                     const kernels::GemvNormOut* norm_out) {
+void Builder::matmul(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy,
+                     bool accumulate, const kernels::GemvInput* input, DType x_dtype,
+                     const kernels::GemvHandoff* handoff, const kernels::GemvNormOut* norm_out) {
     if (plan_.reads_dequantized(w.type, n, kk)) {
         const Buffer& f16 = dequantized(w, n, kk);
         own_gemm(w, x, y, n, kk, ldy, accumulate, x_dtype, plan_.dequant_rows);
@@ -354,8 +389,9 @@ void Builder::matmul(const Weight& w, const Binding& x, const Binding& y, size_t
 // Projections of `dim` inputs that read the same x: one dispatch under `fused_label` where the
 // plan fuses them (kernels::gemv_parts), with RoPE folded where `rope` is given; else one matmul
 // each. Returns whether RoPE was folded.
-bool Builder::project(int l, const char* fused_label, std::initializer_list<Projection> parts, const ProjectionInput& in, bool fuse,
-                      const kernels::GemvRopeKv* rope, const kernels::GemvHandoff* handoff) {
+bool Builder::project(int l, const char* fused_label, std::initializer_list<Projection> parts,
+                      const ProjectionInput& in, bool fuse, const kernels::GemvRopeKv* rope,
+                      const kernels::GemvHandoff* handoff) {
     AKUNU_CHECK(fuse || !handoff, "a hand-off needs the projections fused into one GEMV");
     if (!fuse) {
         size_t left = parts.size();
@@ -394,8 +430,8 @@ void Builder::into_residual(const Weight& w, const ProjectionInput& in, size_t k
 // After a pre-norm of `x` (n_rows rows): normed once into `normed` (as halves where a chunk's
 // GEMMs take them), or folded into each GEMV that reads it where the plan folds it (one
 // dispatch and one barrier fewer per norm).
-ProjectionInput Builder::pre_norm(const Weight& w, const Buffer& x, const Buffer& normed, size_t n_rows, bool read_by_gemv,
-                                  bool folds) {
+ProjectionInput Builder::pre_norm(const Weight& w, const Buffer& x, const Buffer& normed, size_t n_rows,
+                                  bool read_by_gemv, bool folds) {
     if (!read_by_gemv && plan_.half_x_dim) {
         kernels::rmsnorm_to_f16(t_, x, w.buffer, normed, n_rows, dim_, c_.norm_eps, norm_offset_);
         return {Binding(normed), std::nullopt, DType::kF16};
@@ -442,8 +478,8 @@ ProjectionInput Builder::gated(bool folded) {
 
 // Per-head norms of Q or K: n_heads rows of head_dim inside each token's qkv row.
 void Builder::head_norm(const Binding& x, const Weight& w, int heads) {
-    kernels::rmsnorm(t_, x, w.buffer, x, DType::kF32, rows_ * size_t(heads), size_t(c_.head_dim), c_.norm_eps, norm_offset_,
-                     size_t(heads), qkv_row_);
+    kernels::rmsnorm(t_, x, w.buffer, x, DType::kF32, rows_ * size_t(heads), size_t(c_.head_dim), c_.norm_eps,
+                     norm_offset_, size_t(heads), qkv_row_);
 }
 
 // Final-logit soft-capping (gemma2), in place before anything reads the logits; recorded only
@@ -470,16 +506,17 @@ std::optional<kernels::GemvHandoff> Builder::take_handoff(uint32_t signal, uint3
 
 }  // namespace
 
-PassPlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const TablePass& pass) {
+DecodePlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const TablePass& pass) {
     PlanScratch scratch;
     scratch.handoff_counters = s.all().count("gemv_handoff") > 0;
-    if (pass.prefill && s.all().count(prefill_f16_weights_name(0))) scratch.dequant_bytes = s.get(prefill_f16_weights_name(0)).size();
+    if (pass.prefill && s.all().count(prefill_f16_weights_name(0)))
+        scratch.dequant_bytes = s.get(prefill_f16_weights_name(0)).size();
     return plan_pass(m.config, m.weights, m.files->gguf() != nullptr, m.device->profile(), kv,
                      {pass.prefill, size_t(pass.rows), pass.taps}, scratch);
 }
 
 std::unique_ptr<DispatchTable> build_table(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv,
-                                           const PassPlan& plan, const TablePass& pass) {
+                                           const DecodePlan& plan, const TablePass& pass) {
     return Builder(m, s, kv, plan, pass).build();
 }
 

@@ -1,4 +1,4 @@
-// The dispatch table of one pass, built by following its PassPlan (plan.h): a layer loop that
+// The dispatch table of one pass, built by following its DecodePlan (plan.h): a layer loop that
 // reads like the transformer's math (docs/architecture.md, "Dispatch table").
 //
 // A decode step (chained step k) embeds token_ids[k], reads StepState[k] and writes its sampled
@@ -23,8 +23,8 @@ struct LoadedModel;
 // What one recorded table computes: a decode step or a prefill chunk of up to `rows` tokens.
 struct TablePass {
     bool prefill;
-    int rows;         // prefill: the chunk's capacity
-    int step_index;   // decode: the chained step (StepState slot, token_ids slot)
+    int rows;  // prefill: the chunk's capacity
+    int step_index;  // decode: the chained step (StepState slot, token_ids slot)
     bool all_logits;  // prefill: the LM head over every row, into batch_logits
     // prefill: after layer taps[i] (ascending), h0 is copied to tap_buffer[i, 0 : rows, :]
     std::vector<int> taps = {};
@@ -32,9 +32,9 @@ struct TablePass {
 };
 
 // The plan of `pass` for a model with this scratch and cache.
-PassPlan plan_for(const LoadedModel& model, const ScratchBuffers& scratch, const KVCache& kv, const TablePass& pass);
+DecodePlan plan_for(const LoadedModel& model, const ScratchBuffers& scratch, const KVCache& kv, const TablePass& pass);
 
 std::unique_ptr<DispatchTable> build_table(const LoadedModel& model, const ScratchBuffers& scratch, const KVCache& kv,
-                                           const PassPlan& plan, const TablePass& pass);
+                                           const DecodePlan& plan, const TablePass& pass);
 
 }  // namespace akunu

@@ -67,7 +67,8 @@ std::string replace_suffix(const std::string& name, const char* from, const char
 
 // MLX stores a quantized [out, in] matrix as U32 [out, in * bits / 32] plus f16/bf16 scales and
 // biases [out, in / group_size] beside it.
-void check_mlx(const ModelFiles& files, const TensorInfo& t, const std::vector<uint64_t>& want, std::vector<std::string>& errors) {
+void check_mlx(const ModelFiles& files, const TensorInfo& t, const std::vector<uint64_t>& want,
+               std::vector<std::string>& errors) {
     const MlxQuantization& q = files.mlx();
     const uint64_t in = want.back();
     if (in * uint64_t(q.bits) % 32 != 0 || in % uint64_t(q.group_size) != 0) {
@@ -79,13 +80,16 @@ void check_mlx(const ModelFiles& files, const TensorInfo& t, const std::vector<u
     packed.back() = in * uint64_t(q.bits) / 32;
     groups.back() = in / uint64_t(q.group_size);
     if (t.shape != packed)
-        errors.push_back("tensor " + t.name + ": expected packed U32 " + shape_string(packed) + ", found " + shape_string(t.shape));
+        errors.push_back("tensor " + t.name + ": expected packed U32 " + shape_string(packed) + ", found " +
+                         shape_string(t.shape));
     for (const char* part : {".scales", ".biases"}) {
         const std::string name = replace_suffix(t.name, ".weight", part);
         const TensorInfo* s = files.find(name);
-        if (!s) errors.push_back("tensor " + name + " is missing (MLX quantized " + t.name + " needs it)");
+        if (!s)
+            errors.push_back("tensor " + name + " is missing (MLX quantized " + t.name + " needs it)");
         else if (s->shape != groups)
-            errors.push_back("tensor " + name + ": expected " + shape_string(groups) + ", found " + shape_string(s->shape));
+            errors.push_back("tensor " + name + ": expected " + shape_string(groups) + ", found " +
+                             shape_string(s->shape));
     }
 }
 
@@ -109,12 +113,14 @@ void validate_model(const ModelFiles& files, const ModelConfig& c) {
             continue;
         }
         if (t->shape != e.shape)
-            errors.push_back("tensor " + name + ": expected " + shape_string(e.shape) + " " + t->type->name + ", found " +
-                             shape_string(t->shape));
+            errors.push_back("tensor " + name + ": expected " + shape_string(e.shape) + " " + t->type->name +
+                             ", found " + shape_string(t->shape));
         if (!t->type->dequant || t->type->type == TensorType::U32 || t->type->type == TensorType::U8)
-            errors.push_back("tensor " + name + ": type " + t->type->name + " is not supported (akunu reads F32, F16, BF16, "
-                             "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and MLX affine weights; its GPU kernels run " +
-                             kernels::supported_weight_types() + ")");
+            errors.push_back(
+                "tensor " + name + ": type " + t->type->name +
+                " is not supported (akunu reads F32, F16, BF16, "
+                "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and MLX affine weights; its GPU kernels run " +
+                kernels::supported_weight_types() + ")");
     }
     if (errors.empty()) return;
     std::string message = files.path() + ": the model does not match its " + c.architecture + " config (" +

@@ -13,7 +13,7 @@ namespace akunu {
 
 struct ExpectedTensor {
     TensorRole role;
-    int layer;                    // -1 for model-level tensors
+    int layer;  // -1 for model-level tensors
     bool required;
     std::vector<uint64_t> shape;  // NumPy order
 };

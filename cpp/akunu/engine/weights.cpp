@@ -90,7 +90,8 @@ Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& fi
         const std::vector<uint8_t> packed = pack_mlx_weight(files, *item.tensor, item.device_type);
         w.buffer = Buffer::allocate(device, packed.data(), packed.size());
         const TensorTypeTraits& t = type_traits(item.device_type);
-        w.shape = {w.shape[0], item.bytes / t.block_bytes * t.block_size / w.shape[0]};  // [out, in], not the packed codes
+        w.shape = {w.shape[0],
+                   item.bytes / t.block_bytes * t.block_size / w.shape[0]};  // [out, in], not the packed codes
     } else {
         std::vector<float> f(size_t(item.tensor->n_elements));
         dequantize(*item.tensor->type, item.tensor->data, f.data(), item.tensor->n_elements, item.tensor->name);
@@ -108,7 +109,8 @@ ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFi
     for (const UploadItem& it : items)
         AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),
                     files.path() + ": tensor " + it.tensor->name + " has weight type " + it.tensor->type->name +
-                        ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() + ")");
+                        ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() +
+                        ")");
     for (size_t i = 0; i < items.size(); ++i) {
         const UploadItem& it = items[i];
         Weight w = upload_weight(device, files, it);
@@ -136,7 +138,8 @@ ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFi
             case R::kFfnDown: slot = &L->down; break;
             case R::kPostFfnNorm: slot = &L->post_ffn_norm; break;
             default:
-                throw Error("tensor " + it.tensor->name + ": decoder models do not use role " + tensor_role_name(it.role));
+                throw Error("tensor " + it.tensor->name + ": decoder models do not use role " +
+                            tensor_role_name(it.role));
         }
         *slot = std::move(w);
         if (progress) progress(i + 1, items.size());

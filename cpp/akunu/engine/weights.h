@@ -17,10 +17,10 @@ namespace akunu {
 
 struct UploadItem {
     TensorRole role;
-    int layer;                  // -1: model-level
+    int layer;  // -1: model-level
     const TensorInfo* tensor;
-    TensorType device_type;     // the type the buffer holds
-    size_t bytes;               // the buffer's size
+    TensorType device_type;  // the type the buffer holds
+    size_t bytes;  // the buffer's size
 };
 
 // What the loader uploads, in order; the memory plan sums the same list. Projection matrices
@@ -46,8 +46,8 @@ struct LayerWeights {
 struct ModelWeights {
     Weight token_embd, output_norm, output;  // output is empty when embeddings are tied
     std::vector<LayerWeights> layers;
-    std::vector<float> rope_divisors;        // GGUF llama3 rope_freqs, read on the CPU
-    size_t bytes = 0;                        // sum of buffer sizes
+    std::vector<float> rope_divisors;  // GGUF llama3 rope_freqs, read on the CPU
+    size_t bytes = 0;  // sum of buffer sizes
 };
 
 // One tensor of the plan on the device (matrices as stored or in tiles, MLX ones with their

@@ -11,8 +11,8 @@ enum class DType { kF32, kF16, kBF16, kU32, kI32, kU8, kI8 };
 
 struct DTypeTraits {
     DType type;
-    const char* name;          // "f32": also the kernel-variant suffix (fill_f32)
-    size_t bytes;              // per element
+    const char* name;  // "f32": also the kernel-variant suffix (fill_f32)
+    size_t bytes;  // per element
     const char* numpy_format;  // buffer-protocol format; bf16 is exposed as raw uint16
 };
 

@@ -15,8 +15,8 @@
 namespace akunu {
 
 const char* gguf_type_name(GgufType type) {
-    static const char* kNames[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array",
-                                   "u64", "i64", "f64"};
+    static const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                   "bool", "string", "array", "u64", "i64", "f64"};
     return uint32_t(type) < 13 ? kNames[uint32_t(type)] : "unknown";
 }
 
@@ -35,7 +35,8 @@ static Error type_error(const std::string& key, const char* wanted, GgufType fou
 
 int64_t GgufValue::as_int(const std::string& key) const {
     if (auto* u = std::get_if<uint64_t>(&value)) {
-        if (*u > uint64_t(INT64_MAX)) throw Error("metadata key " + key + ": value " + std::to_string(*u) + " is too large");
+        if (*u > uint64_t(INT64_MAX))
+            throw Error("metadata key " + key + ": value " + std::to_string(*u) + " is too large");
         return int64_t(*u);
     }
     if (auto* i = std::get_if<int64_t>(&value)) return *i;
@@ -66,8 +67,8 @@ const GgufArray& GgufValue::as_array(const std::string& key) const {
 
 namespace {
 
-constexpr uint32_t kMaxDims = 4;        // GGML_MAX_DIMS
-constexpr int kMaxArrayDepth = 8;       // nested arrays deeper than this are refused
+constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
+constexpr int kMaxArrayDepth = 8;  // nested arrays deeper than this are refused
 constexpr uint64_t kMaxAlignment = 1 << 20;
 
 class Cursor {
@@ -78,8 +79,9 @@ public:
         throw Error(path_ + ": malformed GGUF at byte " + std::to_string(pos_) + ": " + what);
     }
     void need(uint64_t n, const char* what) const {
-        if (n > size_ - pos_) fail(std::string("file ends inside ") + what + " (needs " + std::to_string(n) +
-                                   " bytes, " + std::to_string(size_ - pos_) + " remain)");
+        if (n > size_ - pos_)
+            fail(std::string("file ends inside ") + what + " (needs " + std::to_string(n) + " bytes, " +
+                 std::to_string(size_ - pos_) + " remain)");
     }
     template <class T>
     T read(const char* what) {
@@ -109,10 +111,17 @@ private:
 
 size_t scalar_size(GgufType t) {
     switch (t) {
-        case GgufType::U8: case GgufType::I8: case GgufType::BOOL: return 1;
-        case GgufType::U16: case GgufType::I16: return 2;
-        case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
-        case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
+        case GgufType::U8:
+        case GgufType::I8:
+        case GgufType::BOOL: return 1;
+        case GgufType::U16:
+        case GgufType::I16: return 2;
+        case GgufType::U32:
+        case GgufType::I32:
+        case GgufType::F32: return 4;
+        case GgufType::U64:
+        case GgufType::I64:
+        case GgufType::F64: return 8;
         case GgufType::STRING: return 8;  // at least its length field
         default: return 0;
     }
@@ -157,8 +166,7 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, int depth
             v.value = std::move(arr);
             break;
         }
-        default:
-            c.fail("metadata key " + key + ": unknown value type " + std::to_string(uint32_t(type)));
+        default: c.fail("metadata key " + key + ": unknown value type " + std::to_string(uint32_t(type)));
     }
     return v;
 }
@@ -167,7 +175,8 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, int depth
 TensorInfo read_tensor_info(Cursor& c, uint64_t i, uint64_t alignment, const std::string& path, uint64_t* offset) {
     TensorInfo t;
     t.name = c.read_string("a tensor name");
-    if (t.name.empty() || !is_valid_utf8(t.name)) c.fail("tensor #" + std::to_string(i) + " has an empty or non-UTF-8 name");
+    if (t.name.empty() || !is_valid_utf8(t.name))
+        c.fail("tensor #" + std::to_string(i) + " has an empty or non-UTF-8 name");
     const uint32_t n_dims = c.read<uint32_t>("a tensor's dimension count");
     if (n_dims == 0 || n_dims > kMaxDims)
         c.fail("tensor " + t.name + ": " + std::to_string(n_dims) + " dimensions (1 to 4 allowed)");
@@ -221,7 +230,8 @@ void place_tensors(std::vector<TensorInfo>& tensors, const std::vector<uint64_t>
         if (offsets[i] > available || t.bytes > available - offsets[i])
             throw Error(file.path() + ": tensor " + t.name + " (" + std::to_string(t.bytes) + " bytes at data offset " +
                         std::to_string(offsets[i]) + ") extends past the end of the file; is the file truncated?");
-        if (offsets[i] < previous_end) throw Error(file.path() + ": tensors " + previous_name + " and " + t.name + " overlap");
+        if (offsets[i] < previous_end)
+            throw Error(file.path() + ": tensors " + previous_name + " and " + t.name + " overlap");
         previous_end = offsets[i] + t.bytes;
         previous_name = t.name;
         t.data = file.data() + data_start + offsets[i];
@@ -244,7 +254,8 @@ std::shared_ptr<GgufFile> GgufFile::open(std::shared_ptr<MappedFile> file) {
     const uint64_t n_kv = c.read<uint64_t>("the metadata count");
     // A key is at least 8 + 4 + 1 bytes, a tensor info at least 8 + 4 + 8 + 4 + 8.
     if (n_kv > c.remaining() / 13) c.fail("metadata count " + std::to_string(n_kv) + " is larger than the file");
-    if (n_tensors > c.remaining() / 32) c.fail("tensor count " + std::to_string(n_tensors) + " is larger than the file");
+    if (n_tensors > c.remaining() / 32)
+        c.fail("tensor count " + std::to_string(n_tensors) + " is larger than the file");
 
     for (uint64_t i = 0; i < n_kv; ++i) {
         std::string key = c.read_string("a metadata key");

@@ -20,8 +20,19 @@ namespace akunu {
 
 // GGUF metadata value types (gguf.md, "gguf_metadata_value_type").
 enum class GgufType : uint32_t {
-    U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9,
-    U64 = 10, I64 = 11, F64 = 12,
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
 };
 const char* gguf_type_name(GgufType type);
 
@@ -38,7 +49,7 @@ struct GgufValue {
 
     bool is_integer() const;
     bool is_number() const;  // integer or float
-    int64_t as_int(const std::string& key) const;    // throws unless an integer that fits
+    int64_t as_int(const std::string& key) const;  // throws unless an integer that fits
     double as_double(const std::string& key) const;  // any number
     bool as_bool(const std::string& key) const;
     const std::string& as_string(const std::string& key) const;

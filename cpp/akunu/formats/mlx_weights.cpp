@@ -47,7 +47,8 @@ TensorType mlx_weight_type(const ModelFiles& files, const TensorInfo& weight, ui
         const TensorTypeTraits& t = type_traits(type);
         if (code_bits(t) == bits && int(t.block_size) == group) return type;
     }
-    throw Error(where + ": MLX quantization with " + std::to_string(bits) + " bits in groups of " + std::to_string(group) +
+    throw Error(where + ": MLX quantization with " + std::to_string(bits) + " bits in groups of " +
+                std::to_string(group) +
                 " is not supported by akunu's kernels yet (supported: 4 or 8 bits in groups of 32, 64 or 128)");
 }
 
@@ -57,8 +58,8 @@ std::vector<uint8_t> pack_mlx_weight(const ModelFiles& files, const TensorInfo& 
                                                   shape_string(scales.shape) + ", found " + shape_string(biases.shape));
     const size_t groups = size_t(scales.n_elements);
     const TensorTypeTraits& t = type_traits(type);
-    AKUNU_CHECK(groups * code_bytes(t) == weight.bytes,
-                files.path() + ": tensor " + weight.name + " does not hold " + std::to_string(groups) + " groups of " + t.name);
+    AKUNU_CHECK(groups * code_bytes(t) == weight.bytes, files.path() + ": tensor " + weight.name + " does not hold " +
+                                                            std::to_string(groups) + " groups of " + t.name);
     std::vector<float> s(groups), b(groups);
     dequantize(*scales.type, scales.data, s.data(), groups, scales.name);
     dequantize(*biases.type, biases.data, b.data(), groups, biases.name);

@@ -58,15 +58,16 @@ nlohmann::json read_json_file(const std::string& path) {
 
 void ModelFiles::load_config(const std::string& config_path, bool required) {
     if (!exists(config_path)) {
-        AKUNU_CHECK(!required, "'" + config_path + "' is missing; a Hugging Face model needs config.json beside its weights");
+        AKUNU_CHECK(!required,
+                    "'" + config_path + "' is missing; a Hugging Face model needs config.json beside its weights");
         return;
     }
     config_ = std::make_unique<nlohmann::json>(read_json_file(config_path));
     AKUNU_CHECK(config_->is_object(), config_path + ": expected a JSON object");
     if (config_->contains("quantization")) {
         const auto& q = (*config_)["quantization"];
-        AKUNU_CHECK(q.is_object() && q.contains("group_size") && q.contains("bits") && q["group_size"].is_number_integer() &&
-                        q["bits"].is_number_integer(),
+        AKUNU_CHECK(q.is_object() && q.contains("group_size") && q.contains("bits") &&
+                        q["group_size"].is_number_integer() && q["bits"].is_number_integer(),
                     config_path + ": \"quantization\" must hold integer group_size and bits (MLX format)");
         mlx_.group_size = q["group_size"].get<int>();
         mlx_.bits = q["bits"].get<int>();
@@ -84,14 +85,15 @@ void ModelFiles::add_safetensors(const std::string& file, const std::vector<std:
     if (only) wanted.insert(only->begin(), only->end());
     for (const auto& t : st->tensors()) {
         if (only && !wanted.count(t.name)) continue;
-        AKUNU_CHECK(!index_.count(t.name), "tensor " + t.name + " appears in both " + tensors_[index_[t.name]].file +
-                                               " and " + file);
+        AKUNU_CHECK(!index_.count(t.name),
+                    "tensor " + t.name + " appears in both " + tensors_[index_[t.name]].file + " and " + file);
         index_[t.name] = tensors_.size();
         tensors_.push_back(t);
     }
     if (only)
         for (const auto& name : *only)
-            AKUNU_CHECK(index_.count(name), "the index lists tensor " + name + " in " + file + ", which does not hold it");
+            AKUNU_CHECK(index_.count(name),
+                        "the index lists tensor " + name + " in " + file + ", which does not hold it");
     shards_.push_back(std::move(st));
 }
 
@@ -105,11 +107,14 @@ std::shared_ptr<ModelFiles> ModelFiles::open(const std::string& path_in) {
     std::string dir = is_directory(path) ? path : dirname_of(path);
     std::string index_path, single_path;
     if (is_directory(path)) {
-        if (exists(dir + "/model.safetensors.index.json")) index_path = dir + "/model.safetensors.index.json";
-        else if (exists(dir + "/model.safetensors")) single_path = dir + "/model.safetensors";
+        if (exists(dir + "/model.safetensors.index.json"))
+            index_path = dir + "/model.safetensors.index.json";
+        else if (exists(dir + "/model.safetensors"))
+            single_path = dir + "/model.safetensors";
         else {
             m->load_config(dir + "/config.json", false);
-            AKUNU_CHECK(m->config_, "'" + path + "' holds no model.safetensors, model.safetensors.index.json or config.json");
+            AKUNU_CHECK(m->config_,
+                        "'" + path + "' holds no model.safetensors, model.safetensors.index.json or config.json");
             return m;  // config only: a model planned without weights
         }
     } else if (basename_of(path) == "config.json") {
@@ -132,11 +137,13 @@ std::shared_ptr<ModelFiles> ModelFiles::open(const std::string& path_in) {
         }
         if (f->size() >= 4 && (std::memcmp(d, "lmgg", 4) == 0 || std::memcmp(d, "ggml", 4) == 0 ||
                                std::memcmp(d, "tjgg", 4) == 0 || std::memcmp(d, "ggjt", 4) == 0))
-            throw Error("'" + path + "' is a GGML file (whisper.cpp or legacy llama.cpp); that format is not supported yet. "
+            throw Error("'" + path +
+                        "' is a GGML file (whisper.cpp or legacy llama.cpp); that format is not supported yet. "
                         "Convert the model to GGUF.");
         // Safetensors: an 8-byte length, then a JSON header (an object, which a broken file may
         // not be), or the name says so.
-        if (ends_with(path, ".safetensors") || (f->size() >= 9 && (d[8] == '{' || d[8] == '['))) single_path = path;
+        if (ends_with(path, ".safetensors") || (f->size() >= 9 && (d[8] == '{' || d[8] == '[')))
+            single_path = path;
         else
             throw Error("'" + path + "' is neither GGUF nor safetensors (its first bytes match no known format)");
     }
@@ -147,7 +154,8 @@ std::shared_ptr<ModelFiles> ModelFiles::open(const std::string& path_in) {
                     index_path + ": expected {\"weight_map\": {tensor: shard file}}");
         std::map<std::string, std::vector<std::string>> by_shard;
         for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-            AKUNU_CHECK(it.value().is_string(), index_path + ": the shard of tensor " + it.key() + " is not a file name");
+            AKUNU_CHECK(it.value().is_string(),
+                        index_path + ": the shard of tensor " + it.key() + " is not a file name");
             const std::string shard = it.value().get<std::string>();
             AKUNU_CHECK(shard.find('/') == std::string::npos && shard != "..",
                         index_path + ": shard name '" + shard + "' must be a file beside the index");

@@ -23,7 +23,7 @@ const char* model_format_name(ModelFormat format);
 
 struct MlxQuantization {
     int group_size = 0;  // 32, 64 or 128
-    int bits = 0;        // 2, 3, 4, 6 or 8
+    int bits = 0;  // 2, 3, 4, 6 or 8
 };
 
 class ModelFiles {
@@ -38,9 +38,9 @@ public:
     const TensorInfo* find(const std::string& name) const;
     bool has_weights() const { return !tensors_.empty(); }
 
-    const GgufFile* gguf() const { return gguf_.get(); }                // GGUF only
+    const GgufFile* gguf() const { return gguf_.get(); }  // GGUF only
     const nlohmann::json* hf_config() const { return config_ ? &*config_ : nullptr; }  // HF/MLX only
-    const MlxQuantization& mlx() const { return mlx_; }                 // MLX only
+    const MlxQuantization& mlx() const { return mlx_; }  // MLX only
 
 private:
     void add_safetensors(const std::string& file, const std::vector<std::string>* only = nullptr);

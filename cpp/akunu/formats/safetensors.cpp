@@ -12,7 +12,10 @@ namespace akunu {
 namespace {
 
 // The dtypes akunu reads, by their safetensors names.
-struct StDType { const char* name; TensorType type; };
+struct StDType {
+    const char* name;
+    TensorType type;
+};
 const StDType kDTypes[] = {
     {"F32", TensorType::F32}, {"F16", TensorType::F16}, {"BF16", TensorType::BF16}, {"I8", TensorType::I8},
     {"U8", TensorType::U8},   {"U32", TensorType::U32}, {"I32", TensorType::I32},
@@ -43,7 +46,10 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(std::shared_ptr<MappedFil
     st->file_ = file;
     const uint64_t data_start = 8 + header_len;
     const uint64_t data_size = file->size() - data_start;
-    struct Range { uint64_t begin, end; size_t index; };
+    struct Range {
+        uint64_t begin, end;
+        size_t index;
+    };
     std::vector<Range> ranges;
 
     for (auto it = header.begin(); it != header.end(); ++it) {
@@ -101,10 +107,11 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(std::shared_ptr<MappedFil
     std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
     for (size_t i = 1; i < ranges.size(); ++i)
         if (ranges[i].begin < ranges[i - 1].end)
-            fail(path, "tensors " + st->tensors_[ranges[i - 1].index].name + " and " + st->tensors_[ranges[i].index].name +
-                           " overlap");
+            fail(path, "tensors " + st->tensors_[ranges[i - 1].index].name + " and " +
+                           st->tensors_[ranges[i].index].name + " overlap");
     // Keep the file's order stable for listing: sorted by name, as safetensors' own tools do.
-    std::sort(st->tensors_.begin(), st->tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+    std::sort(st->tensors_.begin(), st->tensors_.end(),
+              [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
     return st;
 }
 

@@ -17,7 +17,7 @@ struct TensorInfo {
     uint64_t n_elements = 0;
     size_t bytes = 0;
     const uint8_t* data = nullptr;  // into the file's memory map
-    std::string file;               // the file that holds it
+    std::string file;  // the file that holds it
 };
 
 // "[2048, 256]"

@@ -15,10 +15,10 @@ using T = TensorType;
 
 // The CPU backend's (WeightTiles::kAll), then Vulkan devices' (kBlocks32).
 const TileLayout kLayouts[] = {
-    {T::F32_T32, T::F32, 0, 4, "_t32"},        {T::F16_T32, T::F16, 0, 2, "_t32"},
-    {T::BF16_T32, T::BF16, 0, 2, "_t32"},      {T::Q8_0_T32, T::Q8_0, 1, 4, "_t32"},
-    {T::Q4_0_T32, T::Q4_0, 1, 4, "_t32"},      {T::Q4_1_T32, T::Q4_1, 2, 4, "_t32"},
-    {T::Q4_K_T32, T::Q4_K, 0, 144, "_t32"},    {T::Q5_K_T32, T::Q5_K, 0, 176, "_t32"},
+    {T::F32_T32, T::F32, 0, 4, "_t32"},     {T::F16_T32, T::F16, 0, 2, "_t32"},
+    {T::BF16_T32, T::BF16, 0, 2, "_t32"},   {T::Q8_0_T32, T::Q8_0, 1, 4, "_t32"},
+    {T::Q4_0_T32, T::Q4_0, 1, 4, "_t32"},   {T::Q4_1_T32, T::Q4_1, 2, 4, "_t32"},
+    {T::Q4_K_T32, T::Q4_K, 0, 144, "_t32"}, {T::Q5_K_T32, T::Q5_K, 0, 176, "_t32"},
     {T::Q6_K_T32, T::Q6_K, 0, 210, "_t32"},
 };
 const TileLayout kVectorLayouts[] = {

@@ -42,10 +42,10 @@ namespace akunu::cpu {
 constexpr size_t kTileRows = 32;
 
 struct TileLayout {
-    TensorType tiled;        // Q4_0_T32
-    TensorType base;         // Q4_0
+    TensorType tiled;  // Q4_0_T32
+    TensorType base;  // Q4_0
     uint32_t header_fields;  // f16 fields at the start of each block (d; d and m for q4_1)
-    uint32_t chunk_bytes;    // the rest of the block is interleaved in chunks of this size
+    uint32_t chunk_bytes;  // the rest of the block is interleaved in chunks of this size
     const char* kernel_suffix;  // what kernel names add to the base type's: "_t32", "_t32v"
 };
 

@@ -58,7 +58,8 @@ const std::vector<TensorName> kGemmaNames = {
 const std::vector<TensorName> kGemma1Names = [] {
     std::vector<TensorName> names;
     for (TensorName n : kGemmaNames) {
-        if (n.role == R::kPostAttnNorm || n.role == R::kPostFfnNorm || n.role == R::kAttnQNorm || n.role == R::kAttnKNorm)
+        if (n.role == R::kPostAttnNorm || n.role == R::kPostFfnNorm || n.role == R::kAttnQNorm ||
+            n.role == R::kAttnKNorm)
             continue;
         if (n.role == R::kFfnNorm) n.hf = "model.layers.{L}.post_attention_layernorm.weight";
         names.push_back(n);
@@ -97,17 +98,27 @@ using S = RopeStyle;
 
 //  name      norm    +1     act          gated  rope_gguf        rope_hf       qknorm postA  postF  sqrtd  tied   qkvb   causal acap   fcap  period per
 const std::vector<ArchDescriptor> kArchs = {
-    {"llama", N::kRms, false, A::kSilu, true, S::kInterleaved, S::kHalfSplit, false, false, false, false, false, false, true, 0, 0, 1, 1, &kLlamaNames},
-    {"qwen2", N::kRms, false, A::kSilu, true, S::kHalfSplit, S::kHalfSplit, false, false, false, false, false, true, true, 0, 0, 1, 1, &kLlamaNames},
-    {"qwen3", N::kRms, false, A::kSilu, true, S::kHalfSplit, S::kHalfSplit, true, false, false, false, true, false, true, 0, 0, 1, 1, &kLlamaNames},
-    {"gemma", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, false, false, true, true, false, true, 0, 0, 0, 0, &kGemma1Names},
-    {"gemma2", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, true, true, true, true, false, true, 50, 30, 2, 1, &kGemmaNames},
-    {"gemma3", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, true, true, true, true, true, false, true, 0, 0, 6, 5, &kGemmaNames},
-    {"bert", N::kLayer, false, A::kGelu, false, S::kNone, S::kNone, false, true, true, false, true, true, false, 0, 0, 0, 0, &kBertNames, true},
+    {"llama", N::kRms, false, A::kSilu, true, S::kInterleaved, S::kHalfSplit, false, false, false, false, false, false,
+     true, 0, 0, 1, 1, &kLlamaNames},
+    {"qwen2", N::kRms, false, A::kSilu, true, S::kHalfSplit, S::kHalfSplit, false, false, false, false, false, true,
+     true, 0, 0, 1, 1, &kLlamaNames},
+    {"qwen3", N::kRms, false, A::kSilu, true, S::kHalfSplit, S::kHalfSplit, true, false, false, false, true, false,
+     true, 0, 0, 1, 1, &kLlamaNames},
+    {"gemma", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, false, false, true, true, false,
+     true, 0, 0, 0, 0, &kGemma1Names},
+    {"gemma2", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, true, true, true, true, false,
+     true, 50, 30, 2, 1, &kGemmaNames},
+    {"gemma3", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, true, true, true, true, true, false,
+     true, 0, 0, 6, 5, &kGemmaNames},
+    {"bert", N::kLayer, false, A::kGelu, false, S::kNone, S::kNone, false, true,        true,
+     false,  true,      true,  false,    0,     0,        0,        0,     &kBertNames, true},
 };
 
 // Other names for rows above, as HF config.json "model_type" or GGUF general.architecture.
-const struct { const char* alias; const char* name; } kAliases[] = {
+const struct {
+    const char* alias;
+    const char* name;
+} kAliases[] = {
     {"mistral", "llama"},
     {"gemma3_text", "gemma3"},
 };
@@ -116,10 +127,13 @@ const struct { const char* alias; const char* name; } kAliases[] = {
 
 const char* tensor_role_name(TensorRole role) {
     static const char* kNames[] = {
-        "token_embd", "position_embd", "token_types", "embd_norm", "embd_norm_bias", "output_norm", "output",
-        "attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_bias", "attn_k_bias", "attn_v_bias", "attn_output",
-        "attn_output_bias", "attn_q_norm", "attn_k_norm", "post_attn_norm", "post_attn_norm_bias", "ffn_norm",
-        "ffn_gate", "ffn_up", "ffn_up_bias", "ffn_down", "ffn_down_bias", "post_ffn_norm", "post_ffn_norm_bias",
+        "token_embd",     "position_embd", "token_types",    "embd_norm",
+        "embd_norm_bias", "output_norm",   "output",         "attn_norm",
+        "attn_q",         "attn_k",        "attn_v",         "attn_q_bias",
+        "attn_k_bias",    "attn_v_bias",   "attn_output",    "attn_output_bias",
+        "attn_q_norm",    "attn_k_norm",   "post_attn_norm", "post_attn_norm_bias",
+        "ffn_norm",       "ffn_gate",      "ffn_up",         "ffn_up_bias",
+        "ffn_down",       "ffn_down_bias", "post_ffn_norm",  "post_ffn_norm_bias",
         "rope_freqs",
     };
     return kNames[int(role)];

@@ -22,10 +22,35 @@ enum class RopeStyle { kNone, kInterleaved, kHalfSplit };
 
 // Per-tensor roles; each architecture maps them to GGUF and HF names.
 enum class TensorRole {
-    kTokenEmbd, kPositionEmbd, kTokenTypes, kEmbdNorm, kEmbdNormBias, kOutputNorm, kOutput,
-    kAttnNorm, kAttnQ, kAttnK, kAttnV, kAttnQBias, kAttnKBias, kAttnVBias, kAttnOutput, kAttnOutputBias,
-    kAttnQNorm, kAttnKNorm, kPostAttnNorm, kPostAttnNormBias, kFfnNorm, kFfnGate, kFfnUp, kFfnUpBias, kFfnDown,
-    kFfnDownBias, kPostFfnNorm, kPostFfnNormBias, kRopeFreqs,
+    kTokenEmbd,
+    kPositionEmbd,
+    kTokenTypes,
+    kEmbdNorm,
+    kEmbdNormBias,
+    kOutputNorm,
+    kOutput,
+    kAttnNorm,
+    kAttnQ,
+    kAttnK,
+    kAttnV,
+    kAttnQBias,
+    kAttnKBias,
+    kAttnVBias,
+    kAttnOutput,
+    kAttnOutputBias,
+    kAttnQNorm,
+    kAttnKNorm,
+    kPostAttnNorm,
+    kPostAttnNormBias,
+    kFfnNorm,
+    kFfnGate,
+    kFfnUp,
+    kFfnUpBias,
+    kFfnDown,
+    kFfnDownBias,
+    kPostFfnNorm,
+    kPostFfnNormBias,
+    kRopeFreqs,
 };
 const char* tensor_role_name(TensorRole role);
 
@@ -38,22 +63,22 @@ struct TensorName {
 };
 
 struct ArchDescriptor {
-    const char* name;               // canonical: "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "bert"
+    const char* name;  // canonical: "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "bert"
     NormKind norm;
-    bool norm_plus_one;             // gemma: scale is (1 + w); HF stores w, GGUF stores w + 1
+    bool norm_plus_one;  // gemma: scale is (1 + w); HF stores w, GGUF stores w + 1
     Activation activation;
-    bool gated_ffn;                 // act(gate) * up, else act(up)
+    bool gated_ffn;  // act(gate) * up, else act(up)
     RopeStyle rope_gguf;
     RopeStyle rope_hf;
-    bool qk_norm;                   // per-head RMSNorm on Q and K before RoPE (qwen3, gemma3)
-    bool post_attn_norm;            // norm on the attention output before the residual (gemma2/3)
-    bool post_ffn_norm;             // norm on the FFN output before the residual (gemma2/3)
-    bool embed_scale_sqrt_dim;      // embeddings multiplied by sqrt(dim) (gemma)
-    bool tied_embeddings;           // default when the file does not say (inferred from a missing output)
-    bool qkv_bias;                  // Q, K, V projections carry biases (qwen2, bert)
-    bool causal;                    // false for encoders (bert)
-    float default_attn_softcap;     // 0: none (gemma2: 50)
-    float default_final_softcap;    // 0: none (gemma2: 30)
+    bool qk_norm;  // per-head RMSNorm on Q and K before RoPE (qwen3, gemma3)
+    bool post_attn_norm;  // norm on the attention output before the residual (gemma2/3)
+    bool post_ffn_norm;  // norm on the FFN output before the residual (gemma2/3)
+    bool embed_scale_sqrt_dim;  // embeddings multiplied by sqrt(dim) (gemma)
+    bool tied_embeddings;  // default when the file does not say (inferred from a missing output)
+    bool qkv_bias;  // Q, K, V projections carry biases (qwen2, bert)
+    bool causal;  // false for encoders (bert)
+    float default_attn_softcap;  // 0: none (gemma2: 50)
+    float default_final_softcap;  // 0: none (gemma2: 30)
     // Sliding-window layers: within each period of layers, the first `sliding_per_period` slide.
     // {1, 1}: every layer slides when the model has a window (mistral); {2, 1}: even layers
     // (gemma2); {6, 5}: five local then one global (gemma3); {0, 0}: never.

@@ -26,8 +26,8 @@ public:
             return fallback;
         }
         const int64_t x = v->as_int(key);
-        AKUNU_CHECK(x >= INT32_MIN && x <= INT32_MAX, g_.path() + ": metadata key " + key + " = " + std::to_string(x) +
-                                                          " is out of range");
+        AKUNU_CHECK(x >= INT32_MIN && x <= INT32_MAX,
+                    g_.path() + ": metadata key " + key + " = " + std::to_string(x) + " is out of range");
         return int(x);
     }
     float number(const std::string& suffix, float fallback) const {
@@ -58,8 +58,8 @@ ModelConfig from_gguf(const ModelFiles& files) {
     c.ffn_dim = k.integer("feed_forward_length", 0, true);
     c.head_dim = k.integer("attention.key_length", 0);
     c.max_context = k.integer("context_length", 0);
-    c.norm_eps = k.number(arch.norm == NormKind::kLayer ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
-                          1e-5f);
+    c.norm_eps = k.number(
+        arch.norm == NormKind::kLayer ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon", 1e-5f);
     c.rope_theta = k.number("rope.freq_base", 10000.0f);
     c.rope_theta_local = k.number("rope.freq_base_swa", 0.0f);
     c.sliding_window = k.integer("attention.sliding_window", 0);
@@ -70,8 +70,10 @@ ModelConfig from_gguf(const ModelFiles& files) {
     c.n_token_types = types ? int(types->as_int("tokenizer.ggml.token_type_count")) : k.integer("token_type_count", 0);
     if (const GgufValue* t = k.find("rope.scaling.type")) {
         const std::string type = t->as_string(arch_name + ".rope.scaling.type");
-        if (type == "linear") c.rope_scaling = RopeScaling::kLinear;
-        else AKUNU_CHECK(type == "none", g.path() + ": rope scaling '" + type + "' is not supported (linear, llama3)");
+        if (type == "linear")
+            c.rope_scaling = RopeScaling::kLinear;
+        else
+            AKUNU_CHECK(type == "none", g.path() + ": rope scaling '" + type + "' is not supported (linear, llama3)");
         c.rope_factor = k.number("rope.scaling.factor", 1.0f);
     }
     // llama3 scaling is not stored as keys: the converter writes per-pair divisors instead.
@@ -86,7 +88,8 @@ ModelConfig from_gguf(const ModelFiles& files) {
     // Tied embeddings are not a key: the converter omits output.weight.
     c.tied_embeddings = files.has_weights() ? files.find(tensor_name(arch, TensorRole::kOutput, 0, true)) == nullptr
                                             : arch.tied_embeddings;
-    c.qkv_bias = files.find(tensor_name(arch, TensorRole::kAttnQBias, 0, true)) != nullptr || (arch.qkv_bias && !files.has_weights());
+    c.qkv_bias = files.find(tensor_name(arch, TensorRole::kAttnQBias, 0, true)) != nullptr ||
+                 (arch.qkv_bias && !files.has_weights());
     derive(c);
     return c;
 }
@@ -110,7 +113,8 @@ public:
         }
         AKUNU_CHECK(v->is_number_integer(), source_ + ": \"" + key + "\" must be an integer, found " + v->dump());
         const int64_t x = v->get<int64_t>();
-        AKUNU_CHECK(x >= INT32_MIN && x <= INT32_MAX, source_ + ": \"" + key + "\" = " + std::to_string(x) + " is out of range");
+        AKUNU_CHECK(x >= INT32_MIN && x <= INT32_MAX,
+                    source_ + ": \"" + key + "\" = " + std::to_string(x) + " is out of range");
         return int(x);
     }
     float number(const char* key, float fallback) const {
@@ -216,8 +220,9 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source,
 
 ModelConfig load_config(const ModelFiles& files) {
     if (files.gguf()) return from_gguf(files);
-    AKUNU_CHECK(files.hf_config(), files.path() + ": no config.json beside the weights; akunu needs it for "
-                                                  "safetensors models");
+    AKUNU_CHECK(files.hf_config(), files.path() +
+                                       ": no config.json beside the weights; akunu needs it for "
+                                       "safetensors models");
     return config_from_json(*files.hf_config(), files.path(), &files);
 }
 

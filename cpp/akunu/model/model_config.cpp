@@ -35,24 +35,27 @@ void derive(ModelConfig& c) {
     AKUNU_CHECK(c.n_heads % c.n_kv_heads == 0, c.source + ": n_heads " + std::to_string(c.n_heads) +
                                                    " is not a multiple of n_kv_heads " + std::to_string(c.n_kv_heads));
     if (c.head_dim == 0) {
-        AKUNU_CHECK(c.dim % c.n_heads == 0, c.source + ": dim " + std::to_string(c.dim) + " is not a multiple of n_heads " +
-                                                std::to_string(c.n_heads) + " and no head_dim is given");
+        AKUNU_CHECK(c.dim % c.n_heads == 0, c.source + ": dim " + std::to_string(c.dim) +
+                                                " is not a multiple of n_heads " + std::to_string(c.n_heads) +
+                                                " and no head_dim is given");
         c.head_dim = c.dim / c.n_heads;
     }
     in_range(c.head_dim, 4096, "head_dim");
     AKUNU_CHECK(arch.rope_hf == RopeStyle::kNone || c.head_dim % 2 == 0,
                 c.source + ": head_dim " + std::to_string(c.head_dim) + " must be even for RoPE");
-    AKUNU_CHECK(c.norm_eps > 0 && c.norm_eps < 1, c.source + ": norm epsilon " + std::to_string(c.norm_eps) + " is out of range");
+    AKUNU_CHECK(c.norm_eps > 0 && c.norm_eps < 1,
+                c.source + ": norm epsilon " + std::to_string(c.norm_eps) + " is out of range");
     AKUNU_CHECK(c.rope_theta > 0, c.source + ": rope theta must be positive");
     if (c.rope_theta_local <= 0) c.rope_theta_local = c.rope_theta;
     if (c.max_context <= 0) c.max_context = 2048;
     in_range(c.max_context, 1 << 24, "max_context");
     AKUNU_CHECK(c.n_token_types >= 0 && c.n_token_types <= 1024, c.source + ": token type count is out of range");
     if (c.rope_scaling == RopeScaling::kLlama3) {
-        AKUNU_CHECK(c.rope_original_context > 0 && c.rope_factor > 0 &&
-                        c.rope_high_freq_factor > c.rope_low_freq_factor,
-                    c.source + ": llama3 rope scaling needs original_max_position_embeddings > 0, factor > 0 and "
-                               "high_freq_factor > low_freq_factor");
+        AKUNU_CHECK(
+            c.rope_original_context > 0 && c.rope_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor,
+            c.source +
+                ": llama3 rope scaling needs original_max_position_embeddings > 0, factor > 0 and "
+                "high_freq_factor > low_freq_factor");
     }
     AKUNU_CHECK(c.rope_factor > 0, c.source + ": rope scaling factor must be positive");
 
@@ -78,7 +81,8 @@ void derive(ModelConfig& c) {
                         " entries for " + std::to_string(c.n_layers) + " layers");
     } else if (c.sliding_window > 0 && arch.sliding_period > 0) {
         c.layer_sliding.resize(size_t(c.n_layers));
-        for (int l = 0; l < c.n_layers; ++l) c.layer_sliding[size_t(l)] = l % arch.sliding_period < arch.sliding_per_period;
+        for (int l = 0; l < c.n_layers; ++l)
+            c.layer_sliding[size_t(l)] = l % arch.sliding_period < arch.sliding_per_period;
     }
     if (c.sliding_window == 0) c.layer_sliding.clear();
     c.n_sliding_layers = 0;

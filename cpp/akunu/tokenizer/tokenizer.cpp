@@ -19,7 +19,8 @@ Tokenizer::Tokenizer(Parts parts) : p_(std::move(parts)) {
     for (size_t i = 0; i < p_.added.size(); ++i) {
         id_to_token_[size_t(p_.added[i].id)] = p_.added[i].content;
         added_index_[size_t(p_.added[i].id)] = int(i);
-        AKUNU_CHECK(!p_.added[i].content.empty(), p_.source + ": added token " + std::to_string(p_.added[i].id) + " is empty");
+        AKUNU_CHECK(!p_.added[i].content.empty(),
+                    p_.source + ": added token " + std::to_string(p_.added[i].id) + " is empty");
     }
     // Longest first, so that at one position the longest added token wins (HF: leftmost-longest).
     std::stable_sort(p_.added.begin(), p_.added.end(),
@@ -34,15 +35,17 @@ Tokenizer::Tokenizer(Parts parts) : p_(std::move(parts)) {
     };
     add_stop(p_.eos_id);
     for (int id : p_.extra_eos_ids) add_stop(id);
-    for (const char* marker : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<eos>", "</s>", "<|eom_id|>"}) {
+    for (const char* marker : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<eos>",
+                               "</s>", "<|eom_id|>"}) {
         const int id = token_to_id(marker);
         if (id >= 0 && is_special(id)) add_stop(id);
     }
 }
 
 const std::string& Tokenizer::id_to_token(int id) const {
-    AKUNU_CHECK(id >= 0 && size_t(id) < id_to_token_.size(),
-                "token id " + std::to_string(id) + " is out of range for a vocabulary of " + std::to_string(id_to_token_.size()));
+    AKUNU_CHECK(id >= 0 && size_t(id) < id_to_token_.size(), "token id " + std::to_string(id) +
+                                                                 " is out of range for a vocabulary of " +
+                                                                 std::to_string(id_to_token_.size()));
     return id_to_token_[size_t(id)];
 }
 
@@ -60,7 +63,8 @@ bool Tokenizer::is_special(int id) const {
 void Tokenizer::encode_segment(const std::string& text, bool first_segment, std::vector<int>& out) const {
     if (text.empty()) return;
     const std::string normalized = apply_normalizer(p_.normalizer, text);
-    for (const std::string& word : apply_pre_tokenizer(p_.pre_tokenizer, normalized, first_segment)) p_.model->tokenize(word, out);
+    for (const std::string& word : apply_pre_tokenizer(p_.pre_tokenizer, normalized, first_segment))
+        p_.model->tokenize(word, out);
 }
 
 static bool is_word_char(uint32_t cp) {

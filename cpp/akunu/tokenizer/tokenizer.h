@@ -24,7 +24,7 @@ class GgufFile;
 struct AddedToken {
     int id;
     std::string content;
-    bool special = false;     // skipped by decode(skip_special_tokens=True); split only when parsing specials
+    bool special = false;  // skipped by decode(skip_special_tokens=True); split only when parsing specials
     bool normalized = false;  // matched in normalized text instead of raw text
     bool lstrip = false, rstrip = false, single_word = false;
 };
@@ -76,7 +76,7 @@ private:
     Parts p_;  // the pipeline as built; p_.added is sorted longest first
     // Derived in the constructor:
     std::vector<std::string> id_to_token_;
-    std::vector<int> added_index_;               // id -> index into p_.added, or -1
+    std::vector<int> added_index_;  // id -> index into p_.added, or -1
     std::vector<int> added_by_first_byte_[256];  // indices into p_.added, longest first
     std::vector<int> stop_ids_;
 };

@@ -9,8 +9,9 @@
 
 namespace akunu {
 
-BpeModel::BpeModel(std::unordered_map<std::string, int> vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-                   BpeOptions options, const std::string& source)
+BpeModel::BpeModel(std::unordered_map<std::string, int> vocab,
+                   const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
+                   const std::string& source)
     : vocab_(std::move(vocab)), options_(std::move(options)) {
     const std::string& prefix = options_.continuing_subword_prefix;
     merges_.reserve(merges.size());
@@ -18,7 +19,8 @@ BpeModel::BpeModel(std::unordered_map<std::string, int> vocab, const std::vector
         const auto& [a, b] = merges[rank];
         const int ia = find(a), ib = find(b);
         // Like HF, the merged token drops the second part's continuing-subword prefix.
-        const std::string merged = a + (prefix.empty() || b.compare(0, prefix.size(), prefix) != 0 ? b : b.substr(prefix.size()));
+        const std::string merged =
+            a + (prefix.empty() || b.compare(0, prefix.size(), prefix) != 0 ? b : b.substr(prefix.size()));
         const int ir = find(merged);
         if (ia < 0 || ib < 0 || ir < 0)
             throw Error(source + ": merge #" + std::to_string(rank) + " '" + a + " " + b +
@@ -60,7 +62,12 @@ void BpeModel::tokenize_uncached(std::string_view word, std::vector<int>& out) c
             return;
         }
     }
-    struct Symbol { int id; int prev; int next; bool alive; };
+    struct Symbol {
+        int id;
+        int prev;
+        int next;
+        bool alive;
+    };
     std::vector<Symbol> sym;
     sym.reserve(word.size());
     bool last_unk = false;
@@ -70,9 +77,7 @@ void BpeModel::tokenize_uncached(std::string_view word, std::vector<int>& out) c
         if (i > 0 && !options_.continuing_subword_prefix.empty()) piece = options_.continuing_subword_prefix + piece;
         if (i + n == word.size() && !options_.end_of_word_suffix.empty()) piece += options_.end_of_word_suffix;
         const int id = find(piece);
-        auto push = [&](int v) {
-            sym.push_back({v, int(sym.size()) - 1, int(sym.size()) + 1, true});
-        };
+        auto push = [&](int v) { sym.push_back({v, int(sym.size()) - 1, int(sym.size()) + 1, true}); };
         if (id >= 0) {
             push(id);
             last_unk = false;

@@ -18,10 +18,10 @@
 namespace akunu {
 
 struct BpeOptions {
-    bool byte_fallback = false;   // unknown characters become their UTF-8 bytes as <0xXX> tokens
-    bool ignore_merges = false;   // a word that is itself in the vocabulary is one token (llama3)
-    bool fuse_unk = false;        // consecutive unknowns become one
-    int unk_id = -1;              // -1: unknown characters are dropped (HF does the same)
+    bool byte_fallback = false;  // unknown characters become their UTF-8 bytes as <0xXX> tokens
+    bool ignore_merges = false;  // a word that is itself in the vocabulary is one token (llama3)
+    bool fuse_unk = false;  // consecutive unknowns become one
+    int unk_id = -1;  // -1: unknown characters are dropped (HF does the same)
     std::string continuing_subword_prefix;
     std::string end_of_word_suffix;
 };
@@ -38,7 +38,10 @@ public:
     size_t merge_count() const { return merges_.size(); }
 
 private:
-    struct Merge { int rank; int result; };
+    struct Merge {
+        int rank;
+        int result;
+    };
     static uint64_t key(int a, int b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
     void tokenize_uncached(std::string_view word, std::vector<int>& out) const;
 

@@ -15,7 +15,8 @@ namespace akunu {
 namespace {
 
 const char* kLlama3Pattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 const char* kQwen2Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
@@ -58,15 +59,19 @@ std::unique_ptr<SubwordModel> bert_wordpiece(const GgufFile& g, const std::vecto
     for (size_t i = 0; i < tokens.size(); ++i) {
         const std::string& t = tokens[i];
         std::string hf;
-        if (types[i] == kControl || types[i] == kUserDefined) hf = t;
-        else if (t.compare(0, kPhantom.size(), kPhantom) == 0) hf = t.substr(kPhantom.size());
-        else hf = "##" + t;
+        if (types[i] == kControl || types[i] == kUserDefined)
+            hf = t;
+        else if (t.compare(0, kPhantom.size(), kPhantom) == 0)
+            hf = t.substr(kPhantom.size());
+        else
+            hf = "##" + t;
         if (int(i) == unk) unk_token = hf;
         vocab.emplace(std::move(hf), int(i));
     }
     // The converter stores [CLS] as BOS and [SEP] as EOS and as the separator (llama.cpp's spelling).
     const int cls = integer_or(g, "tokenizer.ggml.bos_token_id", -1);
-    const int sep = integer_or(g, "tokenizer.ggml.seperator_token_id", integer_or(g, "tokenizer.ggml.eos_token_id", -1));
+    const int sep =
+        integer_or(g, "tokenizer.ggml.seperator_token_id", integer_or(g, "tokenizer.ggml.eos_token_id", -1));
     for (const auto& [key, id] : {std::pair{"bos_token_id", cls}, std::pair{"seperator_token_id", sep}})
         AKUNU_CHECK(id >= 0 && id < int(tokens.size()),
                     g.path() + ": metadata key tokenizer.ggml." + key + " is missing or outside the vocabulary");
@@ -78,7 +83,8 @@ std::unique_ptr<SubwordModel> bert_wordpiece(const GgufFile& g, const std::vecto
 }
 
 // GPT-2 style byte-level BPE: merges as stored, and the pre-tokenizer tokenizer.ggml.pre names.
-void gpt2_bpe(const GgufFile& g, Tokenizer::Parts& p, BpeOptions& o, std::vector<std::pair<std::string, std::string>>& merges) {
+void gpt2_bpe(const GgufFile& g, Tokenizer::Parts& p, BpeOptions& o,
+              std::vector<std::pair<std::string, std::string>>& merges) {
     for (const std::string& m : strings(g, "tokenizer.ggml.merges", true)) {
         const size_t space = m.find(' ', 1);
         AKUNU_CHECK(space != std::string::npos, g.path() + ": tokenizer.ggml.merges entry '" + m + "' is not \"a b\"");
@@ -114,7 +120,10 @@ void llama_spm(const GgufFile& g, const std::vector<std::string>& tokens, const 
     AKUNU_CHECK(scores_key, g.path() + ": metadata key tokenizer.ggml.scores is missing");
     const auto& scores = scores_key->as_array("tokenizer.ggml.scores").items;
     AKUNU_CHECK(scores.size() == tokens.size(), g.path() + ": tokenizer.ggml.scores does not match the token count");
-    struct Cand { double score; std::string a, b; };
+    struct Cand {
+        double score;
+        std::string a, b;
+    };
     std::vector<Cand> cands;
     for (size_t i = 0; i < tokens.size(); ++i) {
         if (types[i] != kNormal) continue;
@@ -122,7 +131,8 @@ void llama_spm(const GgufFile& g, const std::vector<std::string>& tokens, const 
         for (size_t cut = 1; cut < t.size(); ++cut) {
             if ((uint8_t(t[cut]) & 0xC0) == 0x80) continue;  // only at character boundaries
             auto a = vocab.find(t.substr(0, cut)), b = vocab.find(t.substr(cut));
-            if (a != vocab.end() && b != vocab.end()) cands.push_back({scores[i].as_double("scores"), a->first, b->first});
+            if (a != vocab.end() && b != vocab.end())
+                cands.push_back({scores[i].as_double("scores"), a->first, b->first});
         }
     }
     std::stable_sort(cands.begin(), cands.end(), [](const Cand& x, const Cand& y) { return x.score > y.score; });
@@ -151,8 +161,9 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
     std::vector<int> types(tokens.size(), kNormal);
     if (const GgufValue* t = g.find("tokenizer.ggml.token_type")) {
         const auto& items = t->as_array("tokenizer.ggml.token_type").items;
-        AKUNU_CHECK(items.size() == tokens.size(), g.path() + ": tokenizer.ggml.token_type has " + std::to_string(items.size()) +
-                                                       " entries for " + std::to_string(tokens.size()) + " tokens");
+        AKUNU_CHECK(items.size() == tokens.size(), g.path() + ": tokenizer.ggml.token_type has " +
+                                                       std::to_string(items.size()) + " entries for " +
+                                                       std::to_string(tokens.size()) + " tokens");
         for (size_t i = 0; i < items.size(); ++i) types[i] = int(items[i].as_int("tokenizer.ggml.token_type"));
     }
 
@@ -187,18 +198,22 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
     p.bos_id = integer_or(g, "tokenizer.ggml.bos_token_id", -1);
     p.eos_id = integer_or(g, "tokenizer.ggml.eos_token_id", -1);
     for (int id : {p.bos_id, p.eos_id})
-        AKUNU_CHECK(id < int(tokens.size()), g.path() + ": BOS/EOS id " + std::to_string(id) + " is outside the vocabulary");
+        AKUNU_CHECK(id < int(tokens.size()),
+                    g.path() + ": BOS/EOS id " + std::to_string(id) + " is outside the vocabulary");
     if (const GgufValue* e = g.find("tokenizer.ggml.eos_token_ids"))
-        for (const auto& id : e->as_array("tokenizer.ggml.eos_token_ids").items) p.extra_eos_ids.push_back(int(id.as_int("eos")));
+        for (const auto& id : e->as_array("tokenizer.ggml.eos_token_ids").items)
+            p.extra_eos_ids.push_back(int(id.as_int("eos")));
     auto flag = [&](const char* key, bool fallback) {
         const GgufValue* v = g.find(key);
         return v ? v->as_bool(key) : fallback;
     };
     if (model != "bert") {  // bert's template is [CLS] ... [SEP], set above
-        if (flag("tokenizer.ggml.add_bos_token", model == "llama") && p.bos_id >= 0) p.special_template.prefix.push_back(p.bos_id);
+        if (flag("tokenizer.ggml.add_bos_token", model == "llama") && p.bos_id >= 0)
+            p.special_template.prefix.push_back(p.bos_id);
         if (flag("tokenizer.ggml.add_eos_token", false) && p.eos_id >= 0) p.special_template.suffix.push_back(p.eos_id);
     }
-    if (const GgufValue* t = g.find("tokenizer.chat_template")) p.chat_template = t->as_string("tokenizer.chat_template");
+    if (const GgufValue* t = g.find("tokenizer.chat_template"))
+        p.chat_template = t->as_string("tokenizer.chat_template");
     return std::make_shared<Tokenizer>(std::move(p));
 }
 

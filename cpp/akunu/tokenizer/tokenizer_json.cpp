@@ -46,9 +46,12 @@ private:
 void read_pattern(const Reader& r, const json& p, const std::string& field, std::string* literal,
                   std::shared_ptr<const Regex>* regex) {
     r.object(p, field);
-    if (p.contains("String")) *literal = r.string(p, "String", field);
-    else if (p.contains("Regex")) *regex = std::make_shared<Regex>(r.string(p, "Regex", field));
-    else r.fail(field, "expected {\"String\": ...} or {\"Regex\": ...}");
+    if (p.contains("String"))
+        *literal = r.string(p, "String", field);
+    else if (p.contains("Regex"))
+        *regex = std::make_shared<Regex>(r.string(p, "Regex", field));
+    else
+        r.fail(field, "expected {\"String\": ...} or {\"Regex\": ...}");
 }
 
 PrependScheme read_prepend_scheme(const Reader& r, const json& j, const std::string& field) {
@@ -67,14 +70,20 @@ void read_normalizer(const Reader& r, const json& j, const std::string& field, s
     r.object(j, field);
     const std::string type = r.string(j, "type", field);
     if (type == "Sequence") {
-        if (!j.contains("normalizers") || !j["normalizers"].is_array()) r.fail(field + ".normalizers", "expected a list");
+        if (!j.contains("normalizers") || !j["normalizers"].is_array())
+            r.fail(field + ".normalizers", "expected a list");
         for (size_t i = 0; i < j["normalizers"].size(); ++i)
             read_normalizer(r, j["normalizers"][i], field + ".normalizers[" + std::to_string(i) + "]", out);
-    } else if (type == "NFC") out.push_back({NormalizerStep::kNfc});
-    else if (type == "NFD") out.push_back({NormalizerStep::kNfd});
-    else if (type == "NFKC") out.push_back({NormalizerStep::kNfkc});
-    else if (type == "NFKD") out.push_back({NormalizerStep::kNfkd});
-    else if (type == "Lowercase") out.push_back({NormalizerStep::kLowercase});
+    } else if (type == "NFC")
+        out.push_back({NormalizerStep::kNfc});
+    else if (type == "NFD")
+        out.push_back({NormalizerStep::kNfd});
+    else if (type == "NFKC")
+        out.push_back({NormalizerStep::kNfkc});
+    else if (type == "NFKD")
+        out.push_back({NormalizerStep::kNfkd});
+    else if (type == "Lowercase")
+        out.push_back({NormalizerStep::kLowercase});
     else if (type == "Prepend") {
         NormalizerStep s{NormalizerStep::kPrepend};
         s.content = r.string(j, "prepend", field);
@@ -98,8 +107,9 @@ void read_normalizer(const Reader& r, const json& j, const std::string& field, s
         s.bert.strip_accents = r.boolean(j, "strip_accents", s.bert.lowercase);  // null: as lowercase
         out.push_back(s);
     } else {
-        r.fail(field + ".type", "normalizer '" + type + "' is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Prepend, "
-                                "Replace, Strip, BertNormalizer, Sequence)");
+        r.fail(field + ".type", "normalizer '" + type +
+                                    "' is not supported (NFC, NFD, NFKC, NFKD, Lowercase, Prepend, "
+                                    "Replace, Strip, BertNormalizer, Sequence)");
     }
 }
 
@@ -118,7 +128,8 @@ void read_pre_tokenizer(const Reader& r, const json& j, const std::string& field
     r.object(j, field);
     const std::string type = r.string(j, "type", field);
     if (type == "Sequence") {
-        if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array()) r.fail(field + ".pretokenizers", "expected a list");
+        if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array())
+            r.fail(field + ".pretokenizers", "expected a list");
         for (size_t i = 0; i < j["pretokenizers"].size(); ++i)
             read_pre_tokenizer(r, j["pretokenizers"][i], field + ".pretokenizers[" + std::to_string(i) + "]", out);
     } else if (type == "Split") {
@@ -144,8 +155,9 @@ void read_pre_tokenizer(const Reader& r, const json& j, const std::string& field
     } else if (type == "BertPreTokenizer") {
         out.push_back({PreTokenizerStep::kBert});
     } else {
-        r.fail(field + ".type", "pre-tokenizer '" + type + "' is not supported (Split, ByteLevel, Metaspace, "
-                                "WhitespaceSplit, BertPreTokenizer, Sequence)");
+        r.fail(field + ".type", "pre-tokenizer '" + type +
+                                    "' is not supported (Split, ByteLevel, Metaspace, "
+                                    "WhitespaceSplit, BertPreTokenizer, Sequence)");
     }
 }
 
@@ -157,9 +169,12 @@ void read_decoder(const Reader& r, const json& j, const std::string& field, std:
         if (!j.contains("decoders") || !j["decoders"].is_array()) r.fail(field + ".decoders", "expected a list");
         for (size_t i = 0; i < j["decoders"].size(); ++i)
             read_decoder(r, j["decoders"][i], field + ".decoders[" + std::to_string(i) + "]", out);
-    } else if (type == "ByteLevel") out.push_back({DecoderStep::kByteLevel});
-    else if (type == "ByteFallback") out.push_back({DecoderStep::kByteFallback});
-    else if (type == "Fuse") out.push_back({DecoderStep::kFuse});
+    } else if (type == "ByteLevel")
+        out.push_back({DecoderStep::kByteLevel});
+    else if (type == "ByteFallback")
+        out.push_back({DecoderStep::kByteFallback});
+    else if (type == "Fuse")
+        out.push_back({DecoderStep::kFuse});
     else if (type == "Replace") {
         DecoderStep s{DecoderStep::kReplace};
         std::shared_ptr<const Regex> regex;
@@ -185,8 +200,9 @@ void read_decoder(const Reader& r, const json& j, const std::string& field, std:
         s.cleanup = r.boolean(j, "cleanup", true);
         out.push_back(s);
     } else {
-        r.fail(field + ".type", "decoder '" + type + "' is not supported (ByteLevel, ByteFallback, Fuse, Replace, Strip, "
-                                "Metaspace, WordPiece, Sequence)");
+        r.fail(field + ".type", "decoder '" + type +
+                                    "' is not supported (ByteLevel, ByteFallback, Fuse, Replace, Strip, "
+                                    "Metaspace, WordPiece, Sequence)");
     }
 }
 
@@ -225,8 +241,9 @@ void read_post_processor(const Reader& r, const json& j, const std::string& fiel
             (key[0] == 'c' ? t.prefix : t.suffix).push_back(j[key][1].get<int>());
         }
     } else {
-        r.fail(field + ".type", "post-processor '" + type + "' is not supported (TemplateProcessing, BertProcessing, "
-                                "ByteLevel, Sequence)");
+        r.fail(field + ".type", "post-processor '" + type +
+                                    "' is not supported (TemplateProcessing, BertProcessing, "
+                                    "ByteLevel, Sequence)");
     }
 }
 
@@ -309,7 +326,8 @@ std::shared_ptr<Tokenizer> Tokenizer::from_json(const json& j, const json* confi
             const json& a = j["added_tokens"][i];
             const std::string field = "added_tokens[" + std::to_string(i) + "]";
             r.object(a, field);
-            if (!a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > (1 << 24))
+            if (!a.contains("id") || !a["id"].is_number_integer() || a["id"].get<int64_t>() < 0 ||
+                a["id"].get<int64_t>() > (1 << 24))
                 r.fail(field + ".id", "expected a token id in [0, 2^24]");
             AddedToken t;
             t.id = a["id"].get<int>();
@@ -350,7 +368,8 @@ std::shared_ptr<Tokenizer> Tokenizer::from_json(const json& j, const json* confi
                     named["template"].is_string())
                     p.chat_template = named["template"].get<std::string>();
         } else if (!t.is_null()) {
-            throw Error(source + ": tokenizer_config.json chat_template: expected a string or a list of named templates");
+            throw Error(source +
+                        ": tokenizer_config.json chat_template: expected a string or a list of named templates");
         }
     }
     return std::make_shared<Tokenizer>(std::move(p));

@@ -87,7 +87,10 @@ static std::vector<std::pair<size_t, size_t>> literal_matches(const std::string&
 static void split(const std::string& text, std::vector<std::pair<size_t, size_t>> matches, SplitBehavior behavior,
                   bool invert, std::vector<std::string>& out) {
     // Segments of (begin, end, is_match), covering the text.
-    struct Seg { size_t b, e; bool match; };
+    struct Seg {
+        size_t b, e;
+        bool match;
+    };
     std::vector<Seg> segs;
     size_t pos = 0;
     for (const auto& [b, e] : matches) {
@@ -110,14 +113,18 @@ static void split(const std::string& text, std::vector<std::pair<size_t, size_t>
             break;
         case SplitBehavior::kContiguous:
             for (const auto& s : segs) {
-                if (!pieces.empty() && s.match && segs[&s - segs.data() - 1].match) pieces.back().second = s.e;
-                else pieces.emplace_back(s.b, s.e);
+                if (!pieces.empty() && s.match && segs[&s - segs.data() - 1].match)
+                    pieces.back().second = s.e;
+                else
+                    pieces.emplace_back(s.b, s.e);
             }
             break;
         case SplitBehavior::kMergedWithPrevious:
             for (const auto& s : segs) {
-                if (s.match && !pieces.empty()) pieces.back().second = s.e;
-                else pieces.emplace_back(s.b, s.e);
+                if (s.match && !pieces.empty())
+                    pieces.back().second = s.e;
+                else
+                    pieces.emplace_back(s.b, s.e);
             }
             break;
         case SplitBehavior::kMergedWithNext: {
@@ -137,8 +144,7 @@ static void split(const std::string& text, std::vector<std::pair<size_t, size_t>
         if (e > b) out.push_back(text.substr(b, e - b));
 }
 
-static const char* kGpt2Pattern =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char* kGpt2Pattern = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 static std::string to_byte_level(const std::string& s) {
     const auto& table = byte_to_unicode();
@@ -157,16 +163,18 @@ std::vector<std::string> apply_pre_tokenizer(const std::vector<PreTokenizerStep>
             const std::string& word = words[w];
             switch (step.kind) {
                 case PreTokenizerStep::kSplit:
-                    split(word, step.regex ? step.regex->find_all(word) : literal_matches(word, step.literal), step.behavior,
-                          step.invert, next);
+                    split(word, step.regex ? step.regex->find_all(word) : literal_matches(word, step.literal),
+                          step.behavior, step.invert, next);
                     break;
                 case PreTokenizerStep::kBert: bert_pre_tokenize(word, next); break;
                 case PreTokenizerStep::kWhitespaceSplit: {
                     size_t i = 0;
                     while (i < word.size()) {
-                        while (i < word.size() && is_unicode_whitespace(decode_utf8_at(word, i))) i += utf8_length(uint8_t(word[i]));
+                        while (i < word.size() && is_unicode_whitespace(decode_utf8_at(word, i)))
+                            i += utf8_length(uint8_t(word[i]));
                         size_t j = i;
-                        while (j < word.size() && !is_unicode_whitespace(decode_utf8_at(word, j))) j += utf8_length(uint8_t(word[j]));
+                        while (j < word.size() && !is_unicode_whitespace(decode_utf8_at(word, j)))
+                            j += utf8_length(uint8_t(word[j]));
                         if (j > i) next.push_back(word.substr(i, j - i));
                         i = j;
                     }
@@ -189,9 +197,12 @@ std::vector<std::string> apply_pre_tokenizer(const std::vector<PreTokenizerStep>
                     std::string s = replace_all(word, " ", step.replacement);
                     const bool prepend = step.prepend == PrependScheme::kAlways ||
                                          (step.prepend == PrependScheme::kFirst && first_segment && w == 0);
-                    if (prepend && s.compare(0, step.replacement.size(), step.replacement) != 0) s = step.replacement + s;
-                    if (step.split) split(s, literal_matches(s, step.replacement), SplitBehavior::kMergedWithNext, false, next);
-                    else next.push_back(s);
+                    if (prepend && s.compare(0, step.replacement.size(), step.replacement) != 0)
+                        s = step.replacement + s;
+                    if (step.split)
+                        split(s, literal_matches(s, step.replacement), SplitBehavior::kMergedWithNext, false, next);
+                    else
+                        next.push_back(s);
                     break;
                 }
             }
@@ -249,8 +260,10 @@ std::vector<std::string> apply_decoder(const std::vector<DecoderStep>& steps, st
                     bool all = true;
                     for (size_t i = 0; i < t.size() && all; i += utf8_length(uint8_t(t[i]))) {
                         const int b = unicode_to_byte(decode_utf8_at(t, i));
-                        if (b < 0) all = false;
-                        else mapped += char(b);
+                        if (b < 0)
+                            all = false;
+                        else
+                            mapped += char(b);
                     }
                     bytes += all ? mapped : t;
                 }
@@ -264,7 +277,8 @@ std::vector<std::string> apply_decoder(const std::vector<DecoderStep>& steps, st
                 std::string pending;
                 auto flush = [&] {
                     if (pending.empty()) return;
-                    if (is_valid_utf8(pending)) next.push_back(pending);
+                    if (is_valid_utf8(pending))
+                        next.push_back(pending);
                     else
                         for (size_t i = 0; i < pending.size(); ++i) next.push_back("\xEF\xBF\xBD");
                     pending.clear();
@@ -290,7 +304,8 @@ std::vector<std::string> apply_decoder(const std::vector<DecoderStep>& steps, st
             case DecoderStep::kStrip:
                 for (auto& t : tokens) {
                     size_t b = 0, e = t.size();
-                    for (int k = 0; k < step.start && b < e && t.compare(b, step.content.size(), step.content) == 0; ++k)
+                    for (int k = 0; k < step.start && b < e && t.compare(b, step.content.size(), step.content) == 0;
+                         ++k)
                         b += step.content.size();
                     for (int k = 0; k < step.stop && e >= b + step.content.size() &&
                                     t.compare(e - step.content.size(), step.content.size(), step.content) == 0;

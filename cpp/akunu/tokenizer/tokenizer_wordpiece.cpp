@@ -24,7 +24,8 @@ bool is_bert_whitespace(uint32_t cp) { return is_unicode_whitespace(cp); }
 bool is_bert_control(uint32_t cp) {
     if (cp == '\t' || cp == '\n' || cp == '\r') return false;
     const utf8proc_category_t c = category(cp);
-    return c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF || c == UTF8PROC_CATEGORY_CO || c == UTF8PROC_CATEGORY_CS;
+    return c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF || c == UTF8PROC_CATEGORY_CO ||
+           c == UTF8PROC_CATEGORY_CS;
 }
 
 // The CJK Unified Ideograph blocks BERT pads with spaces (Hangul and kana are not among them).
@@ -36,7 +37,8 @@ bool is_chinese_char(uint32_t cp) {
 
 // ASCII punctuation (which includes symbols such as $ + < = > ^ ` | ~) or a Unicode P* category.
 bool is_bert_punctuation(uint32_t cp) {
-    if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126)) return true;
+    if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126))
+        return true;
     const utf8proc_category_t c = category(cp);
     return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
 }
@@ -48,8 +50,8 @@ void for_each_cp(const std::string& s, F f) {
 
 }  // namespace
 
-WordPieceModel::WordPieceModel(std::unordered_map<std::string, int> vocab, const std::string& unk_token, std::string prefix,
-                               int max_input_chars_per_word, const std::string& source)
+WordPieceModel::WordPieceModel(std::unordered_map<std::string, int> vocab, const std::string& unk_token,
+                               std::string prefix, int max_input_chars_per_word, const std::string& source)
     : vocab_(std::move(vocab)), prefix_(std::move(prefix)), max_chars_(size_t(std::max(0, max_input_chars_per_word))) {
     const auto it = vocab_.find(unk_token);
     AKUNU_CHECK(it != vocab_.end(), source + ": WordPiece unk_token '" + unk_token + "' is not in the vocabulary");
@@ -114,8 +116,10 @@ std::string bert_normalize(const std::string& text, const BertNormalizerOptions&
         std::string lower;
         lower.reserve(s.size());
         for_each_cp(s, [&](uint32_t cp) {
-            if (cp == 0x130) lower += "i\xCC\x87";
-            else append_utf8(lower, uint32_t(utf8proc_tolower(utf8proc_int32_t(cp))));
+            if (cp == 0x130)
+                lower += "i\xCC\x87";
+            else
+                append_utf8(lower, uint32_t(utf8proc_tolower(utf8proc_int32_t(cp))));
         });
         s = std::move(lower);
     }
@@ -146,14 +150,16 @@ void bert_pre_tokenize(const std::string& text, std::vector<std::string>& words)
 
 std::vector<std::string> wordpiece_decode(std::vector<std::string> tokens, const std::string& prefix, bool cleanup) {
     static const std::pair<const char*, const char*> kCleanup[] = {
-        {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
+        {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},    {" n't", "n't"},
         {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
     };
     for (size_t i = 0; i < tokens.size(); ++i) {
         std::string& t = tokens[i];
         if (i != 0) {
-            if (!prefix.empty() && t.compare(0, prefix.size(), prefix) == 0) t.erase(0, prefix.size());
-            else t = " " + t;
+            if (!prefix.empty() && t.compare(0, prefix.size(), prefix) == 0)
+                t.erase(0, prefix.size());
+            else
+                t = " " + t;
         }
         if (cleanup)
             for (const auto& [from, to] : kCleanup) t = replace_all(std::move(t), from, to);

@@ -46,8 +46,8 @@ std::string unicode_normalize(std::string_view s, NormalForm form) {
         case NormalForm::kNfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
     }
     utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), utf8proc_ssize_t(s.size()),
-                                            &out, utf8proc_option_t(options));
+    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                                            utf8proc_ssize_t(s.size()), &out, utf8proc_option_t(options));
     if (n < 0) throw Error(std::string("unicode normalization failed: ") + utf8proc_errmsg(n));
     std::string result(reinterpret_cast<char*>(out), size_t(n));
     std::free(out);

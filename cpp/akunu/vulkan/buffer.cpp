@@ -34,7 +34,10 @@ static int choose_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint3
     switch (residency) {
         case Residency::kAuto:
             t = find(kDevice | kMappable, 0, kMinMappableHeap);
-            if (t >= 0) { *mapped = true; return t; }
+            if (t >= 0) {
+                *mapped = true;
+                return t;
+            }
             t = find(kDevice, 0, 0);
             *mapped = false;
             return t;
@@ -85,11 +88,12 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     info.size = bytes;
     // Any buffer may hold a dispatch's workgroup counts (DispatchTable's indirect dispatches).
-    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-                 VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
+    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                 VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
     if (addressable) {
-        AKUNU_CHECK(p.buffer_device_address, "device '" + p.name + "' lacks bufferDeviceAddress, which a KV cache in blocks needs; "
-                                             "load with the cache pre-allocated (kv_alloc \"full\")");
+        AKUNU_CHECK(p.buffer_device_address, "device '" + p.name +
+                                                 "' lacks bufferDeviceAddress, which a KV cache in blocks needs; "
+                                                 "load with the cache pre-allocated (kv_alloc \"full\")");
         info.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
     }
     info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
@@ -101,8 +105,8 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     bool mapped = false;
     int type = choose_memory_type(b.device_->memory_properties(), req.memoryTypeBits, residency, &mapped);
     AKUNU_CHECK(type >= 0, "device '" + p.name + "' has no memory type for this buffer");
-    const VkDeviceSize heap_size = b.device_->memory_properties().memoryHeaps[
-        b.device_->memory_properties().memoryTypes[type].heapIndex].size;
+    const VkDeviceSize heap_size =
+        b.device_->memory_properties().memoryHeaps[b.device_->memory_properties().memoryTypes[type].heapIndex].size;
     AKUNU_CHECK(req.size <= heap_size, "cannot allocate " + mib(req.size) + " on '" + p.name +
                                            "': the chosen memory heap holds " + mib(heap_size));
 
@@ -115,8 +119,8 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     b.addressable_ = addressable;
     VkResult r = vkAllocateMemory(vk, &alloc, nullptr, &b.memory_);
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-        throw Error("out of memory allocating " + mib(bytes) + " on '" + p.name + "' (" + vk_result_name(r) +
-                    "); " + mib(b.device_->allocated_bytes()) + " are already allocated by akunu");
+        throw Error("out of memory allocating " + mib(bytes) + " on '" + p.name + "' (" + vk_result_name(r) + "); " +
+                    mib(b.device_->allocated_bytes()) + " are already allocated by akunu");
     AKUNU_VK_CHECK(r);
     b.memory_bytes_ = req.size;
     b.device_->on_allocate(b.memory_bytes_);

@@ -79,9 +79,10 @@ void CommandList::barrier_if_needed(const std::vector<Range>& reads, const std::
     // A command that waits for the previous one itself conflicts only with what came before that.
     const size_t written = written_since_barrier_.size() - (awaits_previous ? last_writes_ : 0);
     bool hazard = false;
-    for (const Range& r : reads) hazard = hazard || overlaps(written_since_barrier_, r, written);             // RAW
+    for (const Range& r : reads) hazard = hazard || overlaps(written_since_barrier_, r, written);  // RAW
     for (const Range& w : writes)
-        hazard = hazard || overlaps(written_since_barrier_, w, written) || overlaps(read_since_barrier_, w);  // WAW, WAR
+        hazard =
+            hazard || overlaps(written_since_barrier_, w, written) || overlaps(read_since_barrier_, w);  // WAW, WAR
     if (hazard) record_barrier();
     read_since_barrier_.insert(read_since_barrier_.end(), reads.begin(), reads.end());
     written_since_barrier_.insert(written_since_barrier_.end(), writes.begin(), writes.end());
@@ -95,8 +96,10 @@ void CommandList::dispatch(const Pipeline& pipeline, const std::vector<Binding>&
 }
 
 void CommandList::dispatch_indirect(const DispatchCmd& cmd, const Buffer& args, size_t offset) {
-    AKUNU_CHECK(&args.device() == device_.get() && offset % 4 == 0 && offset + sizeof(VkDispatchIndirectCommand) <= args.size(),
-                "CommandList::dispatch_indirect: the counts are not a VkDispatchIndirectCommand inside a buffer of this device");
+    AKUNU_CHECK(
+        &args.device() == device_.get() && offset % 4 == 0 && offset + sizeof(VkDispatchIndirectCommand) <= args.size(),
+        "CommandList::dispatch_indirect: the counts are not a VkDispatchIndirectCommand inside a buffer of this "
+        "device");
     hold(args);
     // Only a chunk's counts follow its row window (DispatchTable::set_tokens zeroes them outside).
     record_dispatch(*cmd.pipeline, cmd.bindings, cmd.params.data(), cmd.params.size(), cmd.groups, &args, offset,
@@ -110,9 +113,9 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
     AKUNU_CHECK(recording_, "CommandList::dispatch outside begin()/end()");
     const ShaderInterface& iface = pipeline.interface();
     const DeviceProfile& p = device_->profile();
-    AKUNU_CHECK(bindings.size() == iface.bindings.size(),
-                "kernel '" + pipeline.name() + "' takes " + std::to_string(iface.bindings.size()) + " buffers, got " +
-                    std::to_string(bindings.size()));
+    AKUNU_CHECK(bindings.size() == iface.bindings.size(), "kernel '" + pipeline.name() + "' takes " +
+                                                              std::to_string(iface.bindings.size()) + " buffers, got " +
+                                                              std::to_string(bindings.size()));
     AKUNU_CHECK(params_bytes == iface.push_constant_bytes,
                 "kernel '" + pipeline.name() + "' expects " + std::to_string(iface.push_constant_bytes) +
                     " bytes of parameters, the host passed " + std::to_string(params_bytes));
@@ -125,8 +128,8 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
     const uint32_t min_rows = window ? window->min_rows : 0, max_rows = window ? window->max_rows : 0;
     for (size_t i = 0; i < bindings.size(); ++i) {
         const Binding& b = bindings[i];
-        AKUNU_CHECK(b.buffer && *b.buffer, "kernel '" + pipeline.name() + "': binding " + std::to_string(i) +
-                                               " is an empty buffer");
+        AKUNU_CHECK(b.buffer && *b.buffer,
+                    "kernel '" + pipeline.name() + "': binding " + std::to_string(i) + " is an empty buffer");
         AKUNU_CHECK(&b.buffer->device() == device_.get(),
                     "kernel '" + pipeline.name() + "': binding " + std::to_string(i) + " lives on another device");
         AKUNU_CHECK(b.offset < b.buffer->size(), "kernel '" + pipeline.name() + "': binding " + std::to_string(i) +
@@ -136,8 +139,8 @@ void CommandList::record_dispatch(const Pipeline& pipeline, const std::vector<Bi
                         " is not a multiple of " + std::to_string(p.min_storage_buffer_offset_alignment));
         hold(*b.buffer);
         const size_t range = b.range ? b.range : b.buffer->size() - b.offset;
-        AKUNU_CHECK(b.offset + range <= b.buffer->size(), "kernel '" + pipeline.name() + "': binding " +
-                                                              std::to_string(i) + " reaches past its buffer");
+        AKUNU_CHECK(b.offset + range <= b.buffer->size(),
+                    "kernel '" + pipeline.name() + "': binding " + std::to_string(i) + " reaches past its buffer");
         AKUNU_CHECK(range <= p.max_storage_buffer_range,
                     "kernel '" + pipeline.name() + "': binding " + std::to_string(i) + " spans " +
                         std::to_string(range >> 20) + " MiB; this device binds at most " +

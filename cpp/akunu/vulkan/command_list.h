@@ -57,8 +57,11 @@ public:
 
     void end();
     void submit();  // asynchronous; the list must be ended
-    void wait();    // waits for the last submit
-    void submit_and_wait() { submit(); wait(); }
+    void wait();  // waits for the last submit
+    void submit_and_wait() {
+        submit();
+        wait();
+    }
 
     // Milliseconds between two timestamps of the last completed submission; NaN when unavailable.
     double elapsed_ms(int from, int to) const;
@@ -77,7 +80,8 @@ private:
         uint32_t min_rows = 0, max_rows = 0;
         size_t stride = 0, width = 0;  // a column view's (Binding::row_stride, row_bytes); 0: the whole range
     };
-    void barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes, bool awaits_previous = false);
+    void barrier_if_needed(const std::vector<Range>& reads, const std::vector<Range>& writes,
+                           bool awaits_previous = false);
     void record_barrier();
     void record_dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
                          size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset,

@@ -44,7 +44,7 @@ struct Candidate {
 struct Candidates {
     std::shared_ptr<Instance> instance;  // null where Vulkan offers nothing
     std::vector<Candidate> all;
-    std::string vulkan_error;            // why there is no Vulkan device, where there is none
+    std::string vulkan_error;  // why there is no Vulkan device, where there is none
 };
 
 static Candidates candidates(const Tuning& tuning = Tuning::from_environment()) {
@@ -57,8 +57,9 @@ static Candidates candidates(const Tuning& tuning = Tuning::from_environment()) 
             if (props.apiVersion < VK_API_VERSION_1_2) continue;  // akunu's kernels need Vulkan 1.2
             c.all.push_back({pd, query_device_profile(pd, tuning)});
         }
-        AKUNU_CHECK(!c.all.empty(), "no Vulkan 1.2 device found; akunu needs Vulkan 1.2 or newer "
-                                    "(Debian/Ubuntu: apt install mesa-vulkan-drivers for the CPU device lavapipe)");
+        AKUNU_CHECK(!c.all.empty(),
+                    "no Vulkan 1.2 device found; akunu needs Vulkan 1.2 or newer "
+                    "(Debian/Ubuntu: apt install mesa-vulkan-drivers for the CPU device lavapipe)");
     } catch (const Error& e) {  // no loader, no driver, or no device with Vulkan 1.2
         c.vulkan_error = e.what();
     }
@@ -111,9 +112,11 @@ static size_t select(const Candidates& c, const std::string& selector, const cha
     }
     std::string message = std::string(source) + " '" + selector + "' matches no device. Devices here:";
     for (size_t i = 0; i < all.size(); ++i)
-        message += "\n  " + std::to_string(i) + ": " + all[i].profile.name + " (" + device_type_name(all[i].profile.type) + ")";
+        message += "\n  " + std::to_string(i) + ": " + all[i].profile.name + " (" +
+                   device_type_name(all[i].profile.type) + ")";
     if (!c.vulkan_error.empty()) message += "\nNo Vulkan device: " + c.vulkan_error;
-    message += "\nGive an index or part of a name, 'vulkan' for the best Vulkan device, or 'cpu' for akunu's CPU backend.";
+    message +=
+        "\nGive an index or part of a name, 'vulkan' for the best Vulkan device, or 'cpu' for akunu's CPU backend.";
     throw Error(message);
 }
 
@@ -146,7 +149,9 @@ std::unique_ptr<Recorder> Device::recorder(uint32_t max_timestamps) {
 // The CPU backend: no Vulkan objects at all, a profile describing this machine and the
 // workers that run the kernels.
 Device::Device(const Tuning& tuning)
-    : backend_(Backend::kCpu), threads_(std::make_unique<cpu::ThreadPool>(cpu::thread_count())), profile_(cpu::cpu_profile(tuning)) {}
+    : backend_(Backend::kCpu),
+      threads_(std::make_unique<cpu::ThreadPool>(cpu::thread_count())),
+      profile_(cpu::cpu_profile(tuning)) {}
 
 // ---------------------------------------------------------------------------------------------
 // Logical device
@@ -154,8 +159,8 @@ Device::Device(const Tuning& tuning)
 
 Device::Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical, const Tuning& tuning)
     : instance_(std::move(instance)), physical_(physical), profile_(query_device_profile(physical, tuning)) {
-    AKUNU_CHECK(profile_.push_descriptors, "device '" + profile_.name +
-                                               "' lacks VK_KHR_push_descriptor, which akunu uses to bind buffers");
+    AKUNU_CHECK(profile_.push_descriptors,
+                "device '" + profile_.name + "' lacks VK_KHR_push_descriptor, which akunu uses to bind buffers");
     vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
 
     // The compute queue: prefer a compute-only family (async compute), then any with compute.
@@ -195,7 +200,8 @@ Device::Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical, co
     queue_info.pQueuePriorities = &priority;
 
     std::vector<const char*> extensions = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
-    VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     if (profile_.gemm_coopmat) {
         coopmat.cooperativeMatrix = VK_TRUE;
         coopmat.pNext = features.pNext;
@@ -280,7 +286,8 @@ std::vector<KernelStatistics> Device::kernel_statistics() const {
     std::vector<KernelStatistics> out;
     if (is_cpu() || !profile_.kernel_statistics) return out;
     std::lock_guard<std::mutex> lock(pipelines_mutex_);
-    for (const auto& [key, pipeline] : pipelines_) out.push_back({pipeline->name(), pipeline->spec(), pipeline->statistics()});
+    for (const auto& [key, pipeline] : pipelines_)
+        out.push_back({pipeline->name(), pipeline->spec(), pipeline->statistics()});
     return out;
 }
 
@@ -294,7 +301,9 @@ void Device::run_once(const std::function<void(VkCommandBuffer)>& record) {
     VkCommandBuffer cb;
     AKUNU_VK_CHECK(vkAllocateCommandBuffers(device_, &alloc, &cb));
     struct Release {  // the command buffer goes back to the pool however we leave
-        VkDevice d; VkCommandPool p; VkCommandBuffer c;
+        VkDevice d;
+        VkCommandPool p;
+        VkCommandBuffer c;
         ~Release() { vkFreeCommandBuffers(d, p, 1, &c); }
     } release{device_, once_pool_, cb};
 

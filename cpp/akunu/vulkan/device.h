@@ -25,7 +25,9 @@ class Recorder;
 
 class Buffer;
 enum class Residency;
-namespace cpu { class ThreadPool; }
+namespace cpu {
+class ThreadPool;
+}
 
 enum class Backend { kVulkan, kCpu };
 
@@ -96,8 +98,15 @@ public:
     uint64_t allocated_bytes() const { return allocated_bytes_; }
     int64_t live_buffers() const { return live_buffers_; }
     uint64_t allocations_total() const { return allocations_total_; }
-    void on_allocate(uint64_t bytes) { allocated_bytes_ += bytes; ++live_buffers_; ++allocations_total_; }
-    void on_free(uint64_t bytes) { allocated_bytes_ -= bytes; --live_buffers_; }
+    void on_allocate(uint64_t bytes) {
+        allocated_bytes_ += bytes;
+        ++live_buffers_;
+        ++allocations_total_;
+    }
+    void on_free(uint64_t bytes) {
+        allocated_bytes_ -= bytes;
+        --live_buffers_;
+    }
 
 private:
     Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical, const Tuning& tuning);

@@ -14,7 +14,6 @@ namespace akunu {
 
 bool int8_activations_requested() { return feature_on(Feature::kInt8); }
 
-
 const char* device_type_name(DeviceType type) {
     switch (type) {
         case DeviceType::kDiscrete: return "discrete";
@@ -36,9 +35,12 @@ static DeviceType to_device_type(VkPhysicalDeviceType t) {
 }
 
 static std::string vendor_name(uint32_t id) {
-    struct Vendor { uint32_t id; const char* name; };
+    struct Vendor {
+        uint32_t id;
+        const char* name;
+    };
     static const Vendor kVendors[] = {
-        {0x10DE, "NVIDIA"}, {0x1002, "AMD"},      {0x8086, "Intel"}, {0x13B5, "ARM"},
+        {0x10DE, "NVIDIA"},   {0x1002, "AMD"},   {0x8086, "Intel"},       {0x13B5, "ARM"},
         {0x5143, "Qualcomm"}, {0x106B, "Apple"}, {0x1010, "Imagination"}, {0x10005, "Mesa"},
     };
     for (const auto& v : kVendors)
@@ -94,8 +96,9 @@ DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning
     p.shared_memory_bytes = limits.maxComputeSharedMemorySize;
     p.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
     p.max_workgroup_count_x = limits.maxComputeWorkGroupCount[0];
-    p.compute_units = sm.shaderSMCount ? sm.shaderSMCount
-                                       : amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
+    p.compute_units = sm.shaderSMCount
+                          ? sm.shaderSMCount
+                          : amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
     p.max_storage_buffer_range = limits.maxStorageBufferRange;
     p.max_push_constants_bytes = limits.maxPushConstantsSize;
     p.min_storage_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;
@@ -103,7 +106,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning
 
     VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
     VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
     VkPhysicalDeviceSubgroupSizeControlFeatures ssc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
     f11.pNext = &f12;
     const bool v13 = props.apiVersion >= VK_API_VERSION_1_3;
@@ -139,24 +143,21 @@ DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning
     // Short tiles: on where the device is a CPU (lavapipe) or runs cooperative matrices.
     const bool short_default = p.type == DeviceType::kCpu || p.gemm_coopmat;
     const int short_rows = tuning.gemm_short_rows >= 0 ? tuning.gemm_short_rows
-                           : !short_default         ? 0
-                           : p.gemm_coopmat         ? AKUNU_GEMM_CM_SHORT_ROWS
-                                                    : AKUNU_GEMM_SHORT_ROWS;
+                           : !short_default            ? 0
+                           : p.gemm_coopmat            ? AKUNU_GEMM_CM_SHORT_ROWS
+                                                       : AKUNU_GEMM_SHORT_ROWS;
     p.gemm_short_rows = uint32_t(short_rows);
     p.int8_activations = int8_activations_requested();
     p.float_x = tuning.float_x;
     // Dequantizing a block-format matrix to f16 costs about what 100 rows of its GEMM save
     // (bench/NOTES.md): on for chunks of 128 tokens or more where the GEMM is the cooperative-
     // matrix one.
-    p.prefill_dequant_rows = tuning.prefill_dequant_rows >= 0 ? uint32_t(tuning.prefill_dequant_rows)
-                                                              : (p.gemm_coopmat ? 128u : 0u);
+    p.prefill_dequant_rows =
+        tuning.prefill_dequant_rows >= 0 ? uint32_t(tuning.prefill_dequant_rows) : (p.gemm_coopmat ? 128u : 0u);
     p.gemv_int_dot = p.integer_dot_product && p.subgroup_shuffle && p.subgroup_size >= 8 && tuning.int_dot;
-    // Off by default: gemv.comp forms a lane's x once for its workgroup's rows, folds the norms
-    // and decodes codes through their float bits, which measured faster (bench/NOTES.md).
-    p.gemv_words = p.subgroup_shuffle && p.subgroup_size >= 8 && tuning.gemv_words;
     // gemv_tiles.comp adds each block's sums of x over 8 neighbouring invocations by shuffles.
     const bool tiles_fit = p.subgroup_shuffle && p.subgroup_size >= 8;
-    p.weight_tiles = !tuning.weight_tiles || !tiles_fit || p.gemv_words ? WeightTiles::kNone : WeightTiles::kBlocks32;
+    p.weight_tiles = !tuning.weight_tiles || !tiles_fit ? WeightTiles::kNone : WeightTiles::kBlocks32;
     p.gemv_handoff = tuning.gemv_handoff == Choice::kAuto ? p.vendor_id == 0x10DE : tuning.gemv_handoff == Choice::kOn;
     p.norm_forward = tuning.norm_forward;
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
@@ -181,7 +182,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning
     vkGetPhysicalDeviceMemoryProperties(device, &mem);
     p.unified_memory = true;
     for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
-        MemoryHeap heap{mem.memoryHeaps[h].size, bool(mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT), false};
+        MemoryHeap heap{mem.memoryHeaps[h].size, bool(mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT),
+                        false};
         bool mappable_device_local = false;
         for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
             const auto flags = mem.memoryTypes[t].propertyFlags;
@@ -223,7 +225,8 @@ std::string DeviceProfile::describe() const {
     std::string s;
     if (api_version)
         appendf(s, "%s (%s, %s, Vulkan %u.%u.%u)\n", name.c_str(), device_type_name(type), vendor.c_str(),
-                VK_API_VERSION_MAJOR(api_version), VK_API_VERSION_MINOR(api_version), VK_API_VERSION_PATCH(api_version));
+                VK_API_VERSION_MAJOR(api_version), VK_API_VERSION_MINOR(api_version),
+                VK_API_VERSION_PATCH(api_version));
     else  // akunu's CPU backend: no Vulkan underneath
         appendf(s, "%s (%s, %s, no Vulkan)\n", name.c_str(), device_type_name(type), vendor.c_str());
     appendf(s, "  driver            %s\n", driver.c_str());
@@ -233,19 +236,23 @@ std::string DeviceProfile::describe() const {
             max_workgroup_invocations);
     if (compute_units) appendf(s, "  compute units     %u\n", compute_units);
     appendf(s, "  storage binding   %llu MiB max, offset alignment %llu B, push constants %u B\n",
-            (unsigned long long)(max_storage_buffer_range >> 20), (unsigned long long)min_storage_buffer_offset_alignment,
-            max_push_constants_bytes);
-    appendf(s, "  fp16 %s  int8 %s  integer dot %s (gemv %s)  word gemv %s  coopmat %s  coopmat2 %s  gemm coopmat %s  bf16 %s  push descriptors %s\n",
-            yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(gemv_words), yn(cooperative_matrix), yn(cooperative_matrix2),
-            yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
+            (unsigned long long)(max_storage_buffer_range >> 20),
+            (unsigned long long)min_storage_buffer_offset_alignment, max_push_constants_bytes);
+    appendf(s,
+            "  fp16 %s  int8 %s  integer dot %s (gemv %s)  coopmat %s  coopmat2 %s  gemm coopmat %s  "
+            "bf16 %s  push descriptors %s\n",
+            yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(cooperative_matrix),
+            yn(cooperative_matrix2), yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
     if (gemv_handoff) appendf(s, "  decode            GEMVs hand x off through counters, not barriers\n");
     if (norm_forward && !cpu_backend) appendf(s, "  decode            float GEMVs hand the next norm forward\n");
     if (gemm_coopmat2) appendf(s, "  prefill           f16 GEMMs on workgroup-scope cooperative matrices (coopmat2)\n");
     if (gemm_short_rows)
         appendf(s, "  prefill           chunks of up to %u tokens in short GEMM tiles\n", gemm_short_rows);
-    if (kernel_statistics) appendf(s, "  kernel statistics yes (registers and shared memory per kernel, from the driver)\n");
+    if (kernel_statistics)
+        appendf(s, "  kernel statistics yes (registers and shared memory per kernel, from the driver)\n");
     if (prefill_dequant_rows > 0)
-        appendf(s, "  prefill           block-format weights dequantized to f16 for chunks of %u tokens or more\n", prefill_dequant_rows);
+        appendf(s, "  prefill           block-format weights dequantized to f16 for chunks of %u tokens or more\n",
+                prefill_dequant_rows);
     appendf(s, "  memory            device-local %s, host-visible device-local %s%s\n", gib(device_local_bytes).c_str(),
             gib(host_visible_device_bytes).c_str(), unified_memory ? " (unified: zero-copy views)" : "");
     for (size_t i = 0; i < heaps.size(); ++i)

@@ -30,20 +30,20 @@ bool int8_activations_requested();
 
 struct DeviceProfile {
     // Identity
-    std::string name;               // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
+    std::string name;  // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
     DeviceType type = DeviceType::kOther;
-    std::string vendor;             // "NVIDIA", "AMD", "Intel", "Mesa", ...
+    std::string vendor;  // "NVIDIA", "AMD", "Intel", "Mesa", ...
     uint32_t vendor_id = 0;
     uint32_t device_id = 0;
-    std::string driver;             // driver name and info
+    std::string driver;  // driver name and info
     uint32_t api_version = 0;
-    bool cpu_backend = false;       // akunu's native CPU backend (C++ kernels), not a Vulkan device
+    bool cpu_backend = false;  // akunu's native CPU backend (C++ kernels), not a Vulkan device
 
     // Compute limits
-    uint32_t subgroup_size = 0;             // 8 on lavapipe, 32 on NVIDIA, 32/64 on AMD
-    bool subgroup_arithmetic = false;       // subgroupAdd/subgroupMax and friends in compute
+    uint32_t subgroup_size = 0;  // 8 on lavapipe, 32 on NVIDIA, 32/64 on AMD
+    bool subgroup_arithmetic = false;  // subgroupAdd/subgroupMax and friends in compute
     bool subgroup_shuffle = false;
-    uint32_t shared_memory_bytes = 0;       // per workgroup
+    uint32_t shared_memory_bytes = 0;  // per workgroup
     uint32_t max_workgroup_invocations = 0;
     uint32_t max_workgroup_count_x = 0;
     // Streaming multiprocessors or compute units, where a vendor extension says
@@ -55,10 +55,10 @@ struct DeviceProfile {
     uint64_t max_memory_allocation_bytes = 0;
 
     // Arithmetic features
-    bool fp16 = false;              // shaderFloat16 + 16-bit storage
-    bool int8 = false;              // shaderInt8 + 8-bit storage
+    bool fp16 = false;  // shaderFloat16 + 16-bit storage
+    bool int8 = false;  // shaderInt8 + 8-bit storage
     bool integer_dot_product = false;
-    bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix
+    bool cooperative_matrix = false;  // VK_KHR_cooperative_matrix
     bool cooperative_matrix2 = false;  // VK_NV_cooperative_matrix2
     // The prefill GEMM's cooperative-matrix variant: VK_NV_cooperative_matrix (what glslang 12,
     // Debian 12's compiler, emits) with 32-wide subgroups; tuning coopmat=0 turns it off.
@@ -89,14 +89,10 @@ struct DeviceProfile {
     // do: the engine rounds x to int8 only with int8_activations, and to int16 in tiles otherwise
     // (kernels::engine_x_rounding).
     bool gemv_int_dot = false;
-    // The same kernel with fp32 products (gemv_words_*, XW_FLOAT) as the float GEMV of those
-    // formats, where tuning gemv_words=1 asks for it (subgroups of 8 or more with shuffles); by
-    // default gemv.comp, which measured faster (bench/NOTES.md).
-    bool gemv_words = false;
     // Tile-major projection matrices: all of them on the CPU backend; on Vulkan devices the
     // 32-element block formats, whose tile GEMV (gemv_tiles.comp) reads a tile column of 32 rows
     // as coalesced 16-byte chunks (the *_T32V layouts, formats/tiles.h) and x once per 32 rows.
-    // Tuning weight_tiles=0 keeps the file's layout, and so do AKUNU_INT8 and gemv_words, whose
+    // Tuning weight_tiles=0 keeps the file's layout, and so does AKUNU_INT8, whose
     // kernels read that layout.
     WeightTiles weight_tiles = WeightTiles::kNone;
     // Consecutive tile GEMVs of a decode step hand x off through counters instead of a barrier
@@ -107,7 +103,7 @@ struct DeviceProfile {
     // A decode step's float GEMVs that add into the residual stream hand the next pre-norm
     // forward (kernels::GemvNormOut): on Vulkan devices; tuning norm_forward=0 off (A/B).
     bool norm_forward = false;
-    bool bfloat16 = false;             // VK_KHR_shader_bfloat16
+    bool bfloat16 = false;  // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
     // VK_KHR_pipeline_executable_properties: the driver reports what it compiled each kernel to
     // (registers, shared memory, spills; Device::kernel_statistics), which says how many
@@ -126,14 +122,14 @@ struct DeviceProfile {
     // tile-major Q8_0/Q4_0/Q4_1 keep x as fp32 instead of rounding it to int16 (about 1.15-1.3x
     // slower decode; for measurements and for exact products).
     bool float_x = false;
-    bool timestamps = false;        // the compute queue can write timestamps
+    bool timestamps = false;  // the compute queue can write timestamps
     double timestamp_period_ns = 0;
 
     // Memory
     std::vector<MemoryHeap> heaps;
-    uint64_t device_local_bytes = 0;          // the largest device-local heap
-    uint64_t host_visible_device_bytes = 0;   // device-local memory the CPU can map (ReBAR/UMA)
-    bool unified_memory = false;              // every device-local heap is also host-visible
+    uint64_t device_local_bytes = 0;  // the largest device-local heap
+    uint64_t host_visible_device_bytes = 0;  // device-local memory the CPU can map (ReBAR/UMA)
+    bool unified_memory = false;  // every device-local heap is also host-visible
 
     Tuning tuning;  // what the device was created with (core/tuning.h)
 

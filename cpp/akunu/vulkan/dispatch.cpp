@@ -20,14 +20,9 @@ void ChunkRows::groups_for(uint32_t n, const uint32_t recorded[3], uint32_t out[
     // ceil(n / rows per group) the kernel needs, also where rows is not a multiple of its block.
     auto part = [&](uint64_t g) { return uint32_t((g * n + rows - 1) / rows); };
     switch (axis) {
-        case Axis::kNone:
-            break;
-        case Axis::kX:
-            out[0] = part(recorded[0]);
-            break;
-        case Axis::kY:
-            out[1] = part(recorded[1]);
-            break;
+        case Axis::kNone: break;
+        case Axis::kX: out[0] = part(recorded[0]); break;
+        case Axis::kY: out[1] = part(recorded[1]); break;
         case Axis::kLinear: {
             // linear_group_id() = y * width + x: keep the recorded width unless fewer groups remain.
             const uint32_t total = part(uint64_t(recorded[0]) * recorded[1]);
@@ -53,8 +48,8 @@ void DispatchTable::dispatch(const DispatchCmd& cmd) {
 }
 
 void DispatchTable::insert_at(size_t index) {
-    AKUNU_CHECK(index <= cmds_.size(), "DispatchTable::insert_at: index " + std::to_string(index) + " is past the table's " +
-                                           std::to_string(cmds_.size()) + " commands");
+    AKUNU_CHECK(index <= cmds_.size(), "DispatchTable::insert_at: index " + std::to_string(index) +
+                                           " is past the table's " + std::to_string(cmds_.size()) + " commands");
     insert_ = index;
 }
 
@@ -83,7 +78,8 @@ void DispatchTable::use_counts(const Buffer& buffer, size_t offset, size_t bytes
 
 void DispatchTable::write_counts() const {
     if (!counts_.buffer) return;  // not placed yet: the first recording writes them
-    auto* args = reinterpret_cast<VkDispatchIndirectCommand*>(static_cast<uint8_t*>(counts_.buffer->contents()) + counts_.offset);
+    auto* args = reinterpret_cast<VkDispatchIndirectCommand*>(static_cast<uint8_t*>(counts_.buffer->contents()) +
+                                                              counts_.offset);
     for (size_t i = 0; i < following_.size(); ++i) {
         const DispatchCmd& cmd = cmds_[following_[i]];
         uint32_t g[3] = {cmd.groups[0], cmd.groups[1], cmd.groups[2]};
@@ -98,9 +94,10 @@ void DispatchTable::record(CommandList& cl, std::vector<int>* timestamps) const 
     // recording, when the table is complete). The CPU backend runs its commands as recorded.
     const bool indirect = !following_.empty() && !device_->is_cpu() && device_->profile().indirect_counts;
     if (indirect && !counts_.buffer) {
-        own_counts_ = Buffer::allocate(device_->shared_from_this(), following_.size() * sizeof(VkDispatchIndirectCommand),
-                                       Residency::kHost);
-        AKUNU_CHECK(own_counts_.contents(), "'" + device_->profile().name + "' cannot map host memory for dispatch counts");
+        own_counts_ = Buffer::allocate(device_->shared_from_this(),
+                                       following_.size() * sizeof(VkDispatchIndirectCommand), Residency::kHost);
+        AKUNU_CHECK(own_counts_.contents(),
+                    "'" + device_->profile().name + "' cannot map host memory for dispatch counts");
         counts_ = Binding(own_counts_);
         write_counts();
     }

@@ -47,13 +47,13 @@ struct Binding {
 // over the chunk's tokens, so the first groups along `axis` are the first tokens'.
 struct ChunkRows {
     enum class Axis : uint8_t {
-        kNone,    // the count does not follow n (a weight's dequantization)
+        kNone,  // the count does not follow n (a weight's dequantization)
         kLinear,  // the flat count over x and y (grid_for, linear_group_id in common.glsl)
-        kX,       // groups along x are blocks of rows (flash attention's query blocks)
-        kY,       // groups along y are blocks of rows (a GEMM's row tiles)
+        kX,  // groups along x are blocks of rows (flash attention's query blocks)
+        kY,  // groups along y are blocks of rows (a GEMM's row tiles)
     };
     Axis axis = Axis::kNone;
-    uint32_t rows = 0;      // the tokens the recorded counts cover; 0: the dispatch is not a chunk's
+    uint32_t rows = 0;  // the tokens the recorded counts cover; 0: the dispatch is not a chunk's
     uint32_t min_rows = 0;  // no workgroups at all unless min_rows <= n ...
     uint32_t max_rows = 0;  // ... and n < max_rows (0: no upper bound), as the kernel's own row window
     bool follows() const { return rows > 0; }
@@ -75,12 +75,12 @@ inline uint64_t chunk_dispatch_bound(int n_layers) {
 inline uint64_t step_dispatch_bound(int n_layers) { return uint64_t(n_layers); }
 
 struct DispatchCmd {
-    std::string label;   // "blk.3.attn_q", for inspection
+    std::string label;  // "blk.3.attn_q", for inspection
     const Pipeline* pipeline = nullptr;
     std::vector<Binding> bindings;
     std::vector<uint8_t> params;  // the kernel's push-constant block
     uint32_t groups[3] = {1, 1, 1};
-    ChunkRows chunk;              // a prefill chunk's: how the counts follow its tokens
+    ChunkRows chunk;  // a prefill chunk's: how the counts follow its tokens
     // Non-zero where the groups along y cover the KV cache in blocks of this many positions (a
     // decode step's attention): a step at position pos runs pos / position_block + 1 of them
     // (DispatchTable::set_position), not the whole context's.

@@ -27,9 +27,7 @@ void clear_validation_messages() {
     g_messages.clear();
 }
 
-bool validation_requested() {
-    return feature_on(Feature::kValidation);
-}
+bool validation_requested() { return feature_on(Feature::kValidation); }
 
 // The layer calls the messenger on the thread of the call it checks.
 static thread_local bool t_waived = false;

@@ -12,13 +12,15 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const std::string& ker
     : device_(device.handle()), name_(kernel), spec_(spec) {
     if (device.is_cpu()) {
         // In int8 mode a kernel with an integer-dot form ("gemv_q4_0_t32_i8") runs that form.
-        cpu_kernel_ = device.profile().int8_activations && cpu::has_kernel(kernel + "_i8") ? cpu::find_kernel(kernel + "_i8")
-                                                                                        : cpu::find_kernel(kernel);
+        cpu_kernel_ = device.profile().int8_activations && cpu::has_kernel(kernel + "_i8")
+                          ? cpu::find_kernel(kernel + "_i8")
+                          : cpu::find_kernel(kernel);
         const std::string shader = cpu_kernel_.interface ? cpu_kernel_.interface : kernel;
         const SpirvModule& spirv = find_spirv(shader);
         interface_ = reflect_spirv(spirv.words, spirv.n_words, shader);
         AKUNU_CHECK(interface_.bindings.size() <= size_t(cpu::kMaxBindings) &&
-                        interface_.push_constant_bytes <= uint32_t(cpu::kMaxParamBytes) && spec.size() <= size_t(cpu::kMaxSpec),
+                        interface_.push_constant_bytes <= uint32_t(cpu::kMaxParamBytes) &&
+                        spec.size() <= size_t(cpu::kMaxSpec),
                     "kernel '" + kernel + "' has more bindings, parameters or constants than the CPU backend passes");
         return;
     }
@@ -32,8 +34,11 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const std::string& ker
 
     // A partially built pipeline is cleaned up by the destructor of this guard on any throw.
     struct Guard {
-        Pipeline* self; bool armed = true;
-        ~Guard() { if (armed) self->release(); }
+        Pipeline* self;
+        bool armed = true;
+        ~Guard() {
+            if (armed) self->release();
+        }
     } guard{this};
 
     std::vector<VkDescriptorSetLayoutBinding> bindings;
@@ -63,7 +68,8 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const std::string& ker
 
     std::vector<VkSpecializationMapEntry> entries;
     for (uint32_t i = 0; i < spec.size(); ++i) entries.push_back({i, uint32_t(i * sizeof(uint32_t)), sizeof(uint32_t)});
-    VkSpecializationInfo spec_info{uint32_t(entries.size()), entries.data(), spec.size() * sizeof(uint32_t), spec.data()};
+    VkSpecializationInfo spec_info{uint32_t(entries.size()), entries.data(), spec.size() * sizeof(uint32_t),
+                                   spec.data()};
 
     VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};

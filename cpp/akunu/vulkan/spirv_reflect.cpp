@@ -14,13 +14,29 @@ namespace {
 
 // Opcodes, decorations and storage classes from the SPIR-V specification.
 enum : uint32_t {
-    kOpTypeInt = 21, kOpTypeFloat = 22, kOpTypeVector = 23, kOpTypeMatrix = 24, kOpTypeArray = 28,
-    kOpTypeRuntimeArray = 29, kOpTypeStruct = 30, kOpTypePointer = 32, kOpConstant = 43,
-    kOpVariable = 59, kOpDecorate = 71, kOpMemberDecorate = 72, kOpCapability = 17,
+    kOpTypeInt = 21,
+    kOpTypeFloat = 22,
+    kOpTypeVector = 23,
+    kOpTypeMatrix = 24,
+    kOpTypeArray = 28,
+    kOpTypeRuntimeArray = 29,
+    kOpTypeStruct = 30,
+    kOpTypePointer = 32,
+    kOpConstant = 43,
+    kOpVariable = 59,
+    kOpDecorate = 71,
+    kOpMemberDecorate = 72,
+    kOpCapability = 17,
     kCapabilityCooperativeMatrixKHR = 6022,
 };
-enum : uint32_t { kDecArrayStride = 6, kDecMatrixStride = 7, kDecNonWritable = 24, kDecBinding = 33,
-                  kDecDescriptorSet = 34, kDecOffset = 35 };
+enum : uint32_t {
+    kDecArrayStride = 6,
+    kDecMatrixStride = 7,
+    kDecNonWritable = 24,
+    kDecBinding = 33,
+    kDecDescriptorSet = 34,
+    kDecOffset = 35
+};
 enum : uint32_t { kStorageUniform = 2, kStoragePushConstant = 9, kStorageStorageBuffer = 12 };
 
 struct Type {
@@ -30,10 +46,12 @@ struct Type {
 
 struct Module {
     std::map<uint32_t, Type> types;
-    std::map<uint32_t, uint32_t> constants;                     // id -> low word
+    std::map<uint32_t, uint32_t> constants;  // id -> low word
     std::map<uint32_t, std::map<uint32_t, uint32_t>> decorations;  // id -> decoration -> literal
     std::map<uint32_t, std::map<uint32_t, std::map<uint32_t, uint32_t>>> member_decorations;
-    struct Variable { uint32_t pointer_type, storage; };
+    struct Variable {
+        uint32_t pointer_type, storage;
+    };
     std::map<uint32_t, Variable> variables;
 };
 
@@ -49,7 +67,8 @@ uint32_t type_size(const Module& m, uint32_t id, const std::string& name) {
         case kOpTypeArray: {
             auto stride = m.decorations.count(id) ? m.decorations.at(id) : std::map<uint32_t, uint32_t>{};
             uint32_t length = m.constants.at(t.operands[1]);
-            uint32_t elem = stride.count(kDecArrayStride) ? stride.at(kDecArrayStride) : type_size(m, t.operands[0], name);
+            uint32_t elem =
+                stride.count(kDecArrayStride) ? stride.at(kDecArrayStride) : type_size(m, t.operands[0], name);
             return length * elem;
         }
         case kOpTypeStruct: {
@@ -92,10 +111,14 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t n_words, const std::
         AKUNU_CHECK(count > 0 && i + count <= n_words, "SPIR-V of kernel '" + name + "' is truncated");
         const uint32_t* w = words + i;
         switch (op) {
-            case kOpTypeInt: case kOpTypeFloat: case kOpTypeVector: case kOpTypeMatrix: case kOpTypeArray:
-            case kOpTypeRuntimeArray: case kOpTypeStruct: case kOpTypePointer:
-                m.types[w[1]] = Type{op, std::vector<uint32_t>(w + 2, w + count)};
-                break;
+            case kOpTypeInt:
+            case kOpTypeFloat:
+            case kOpTypeVector:
+            case kOpTypeMatrix:
+            case kOpTypeArray:
+            case kOpTypeRuntimeArray:
+            case kOpTypeStruct:
+            case kOpTypePointer: m.types[w[1]] = Type{op, std::vector<uint32_t>(w + 2, w + count)}; break;
             case kOpConstant:
                 if (count >= 4) m.constants[w[2]] = w[3];
                 break;
@@ -105,14 +128,12 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t n_words, const std::
             case kOpMemberDecorate:
                 if (count >= 4) m.member_decorations[w[1]][w[2]][w[3]] = count >= 5 ? w[4] : 1;
                 break;
-            case kOpVariable:
-                m.variables[w[2]] = {w[1], w[3]};
-                break;
+            case kOpVariable: m.variables[w[2]] = {w[1], w[3]}; break;
             case kOpCapability:
-                cooperative_matrix_khr = cooperative_matrix_khr || (count >= 2 && w[1] == kCapabilityCooperativeMatrixKHR);
+                cooperative_matrix_khr =
+                    cooperative_matrix_khr || (count >= 2 && w[1] == kCapabilityCooperativeMatrixKHR);
                 break;
-            default:
-                break;
+            default: break;
         }
         i += count;
     }

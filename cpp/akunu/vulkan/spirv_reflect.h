@@ -21,7 +21,7 @@ struct ShaderBinding {
 
 struct ShaderInterface {
     std::vector<ShaderBinding> bindings;  // sorted by binding number
-    uint32_t push_constant_bytes = 0;     // 0 when the kernel has no push-constant block
+    uint32_t push_constant_bytes = 0;  // 0 when the kernel has no push-constant block
     // Declares the CooperativeMatrixKHR capability (the cooperative-matrix-2 kernels), which
     // validation layers older than 1.3.255 (Debian 12's) reject as an unknown operand.
     bool cooperative_matrix_khr = false;

@@ -19,9 +19,10 @@ void memory_barrier(VkCommandBuffer cb, VkAccessFlags dst_access, VkPipelineStag
                          &barrier, 0, nullptr, 0, nullptr);
 }
 
-constexpr VkAccessFlags kAllAccess = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                                     VK_ACCESS_TRANSFER_WRITE_BIT;
-constexpr VkPipelineStageFlags kComputeAndTransfer = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+constexpr VkAccessFlags kAllAccess =
+    VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+constexpr VkPipelineStageFlags kComputeAndTransfer =
+    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
 
 class VulkanRecorder final : public Recorder {
 public:
@@ -30,8 +31,8 @@ public:
 
     void begin() override;
     void barrier() override { memory_barrier(cb_, kAllAccess, kComputeAndTransfer); }
-    void dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params, size_t params_bytes,
-                  const uint32_t groups[3], const Buffer* args, size_t args_offset) override;
+    void dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
+                  size_t params_bytes, const uint32_t groups[3], const Buffer* args, size_t args_offset) override;
     void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes) override {
         VkBufferCopy region{src_offset, dst_offset, bytes};
         vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);

@@ -10,7 +10,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         const akunu::ModelConfig c = akunu::config_from_json(j, "fuzz");
         akunu::fuzz::exercise_config(c, nullptr);
-    } catch (const akunu::Error&) {
-    }
+    } catch (const akunu::Error&) {}
     return 0;
 }

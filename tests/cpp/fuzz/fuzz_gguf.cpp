@@ -15,7 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         auto files = akunu::ModelFiles::open("/proc/self/fd/" + std::to_string(fd));
         akunu::fuzz::exercise_model(*files);
-    } catch (const akunu::Error&) {
-    }
+    } catch (const akunu::Error&) {}
     return 0;
 }

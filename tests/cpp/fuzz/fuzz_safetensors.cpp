@@ -12,7 +12,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             out.resize(size_t(t.n_elements));
             akunu::dequantize(*t.type, t.data, out.data(), t.n_elements, t.name);
         }
-    } catch (const akunu::Error&) {
-    }
+    } catch (const akunu::Error&) {}
     return 0;
 }
