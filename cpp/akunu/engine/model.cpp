@@ -358,7 +358,7 @@ std::vector<int> Model::decode_chain(int token, std::vector<float>* logprobs) {
 namespace {
 int replays_to_warm(const std::shared_ptr<Device>& device, const DispatchTable& table) {
     constexpr double kProfileWarmMs = 400.0;
-    const bool gpu = device->profile().type != DeviceType::kCpu && !device->is_cpu();
+    const bool gpu = device->profile().type != DeviceType::kCpu;  // lavapipe and the CPU backend are CPUs
     const int tuned = device->profile().tuning.profile_warm_ms;
     const double warm_ms = tuned >= 0 ? double(tuned) : gpu ? kProfileWarmMs : 0.0;
     if (warm_ms <= 0) return 0;
