@@ -62,6 +62,7 @@ DeviceProfile cpu_profile(const Tuning& tuning) {
              (p.int8_activations ? ", int8 activations" : "") + ")";
     p.type = DeviceType::kCpu;
     p.cpu_backend = true;
+    p.indirect_dispatch = false;  // commands run with their recorded counts (cpu_recorder.h)
     p.weight_tiles = WeightTiles::kAll;
     p.vendor = "akunu";
     p.driver = "akunu native CPU backend";

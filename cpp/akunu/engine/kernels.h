@@ -9,6 +9,7 @@
 #include "akunu/model/arch.h"
 #include "akunu/vulkan/command_list.h"
 #include "akunu/formats/dtype.h"
+#include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/kv_format.h"
 #include "akunu/formats/tensor_types.h"
 
@@ -82,20 +83,8 @@ struct GemvNormOut {
     Binding normed;  // [rows] f32: y * (weight + weight_offset)
     Binding sums;  // [gemv_norm_partials(rows)] f32
 };
-// Whether a GEMV of `producer` weights hands the next norm forward (GemvNormOut) to GEMVs of
-// `consumer` weights on this device: float weights on gemv.comp, Vulkan devices.
-bool gemv_hands_norm_forward(const DeviceProfile& device, TensorType producer, TensorType consumer);
 // The sums of squares a GemvNormOut GEMV of `rows` rows writes: one per workgroup.
 uint32_t gemv_norm_partials(const DeviceProfile& device, TensorType wtype, size_t rows);
-// How a GEMV of Q8_0, Q4_0 or Q4_1 weights holds x: as fp32 (float products), or rounded per
-// block of 32 for integer dot products, to int16 (step max|x| / 32767: within 2^-16 of the
-// block's largest |x|, as the CPU backend's GEMV rounds it) or to int8 (step max|x| / 127, half
-// to even, as llama.cpp's q8_1). Where a kernel cannot take the rounding asked for
-// (gemv_int16, gemv_int_dot), it takes fp32.
-enum class XRounding : uint8_t { kFloat, kInt16, kInt8 };
-// The engine's: int8 with AKUNU_INT8=1 (DeviceProfile::int8_activations), fp32 with
-// tuning float_x=1 (float_x), else int16.
-XRounding engine_x_rounding(const DeviceProfile& device);
 // y[rows] f32 = W[rows, k] · x[k] f32 (y += ... with accumulate), W of any supported weight type;
 // with `input`, x is formed as it says. Q8_0, Q4_0 and Q4_1 rows of a multiple of 256
 // take integer dot products against x rounded to int8 where the device has them (gemv_int_dot)
@@ -121,30 +110,6 @@ struct GemvHandoff {
     uint32_t clear = 0, clear_count = 0;  // slots clear .. clear + clear_count - 1 to zero
 };
 size_t handoff_counters_bytes(uint32_t slots);
-// Whether a tile GEMV of these weights and workgroups (gemv_tiles_groups; 0: any) takes part in
-// a hand-off on this device: where it has at most one workgroup per compute unit (or the device
-// does not say how many it has). The hand-off pays where the GEMV before leaves compute units
-// idle that the next one's workgroups start on at once (1b's down, 64 workgroups, then Q/K/V,
-// 96); into or out of a GEMV of many workgroups (7b's gate/up, 688; Q/K/V, 384) it loses: the
-// early workgroups find no unit free, and their staging reads x past L1 (bench/NOTES.md, "GEMV
-// hand-offs: no barrier between two few-tile GEMVs").
-bool gemv_hands_off(const DeviceProfile& device, TensorType wtype, uint32_t tiles);
-// Whether decode attention of this many heads hands its output off to the O GEMV: on the same
-// terms, one workgroup a head being the least it runs (more chunks behind long contexts).
-bool attention_hands_off(const DeviceProfile& device, uint32_t n_heads);
-// Whether a float GEMV (gemv.comp) of these weights waits for attention's hand-off: the O
-// projection of a decode step, which loads its first weights of each row before it waits. Float
-// GEMVs take no other hand-off: their many small workgroups, waiting, would hold the compute
-// units that the GEMV before still needs (bench/NOTES.md, "Tried and dropped: float GEMVs that
-// hand x off"). The O GEMV's wait gains a little where attention leaves many units idle (small
-// models) and nothing elsewhere (bench/NOTES.md, "A float O GEMV that waits for attention, its
-// first weights loaded before").
-bool gemv_waits_for_attention(const DeviceProfile& device, TensorType wtype);
-// Whether gemv() of these weights takes any hand-off on this device: a tile GEMV's (any, where
-// its shape allows it: gemv_hands_off) or a float O GEMV's wait for attention.
-bool gemv_takes_handoff(const DeviceProfile& device, TensorType wtype);
-// The workgroups of a tile GEMV of matrices of these rows: what a GEMV waiting for it counts.
-uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows);
 void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, size_t rows,
           size_t k, bool accumulate = false, const GemvInput* input = nullptr, XRounding rounding = XRounding::kFloat,
           const GemvHandoff* handoff = nullptr, const GemvNormOut* norm_out = nullptr);
@@ -167,42 +132,11 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
                 const std::array<Binding, 3>& y, const std::array<size_t, 3>& rows, size_t k,
                 const GemvInput* input = nullptr, const GemvRopeKv* rope = nullptr,
                 XRounding rounding = XRounding::kFloat, const GemvHandoff* handoff = nullptr);
-// Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
-// (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
-// (gemv.comp, both pairings) on a Vulkan device, and an f16 cache of full rows or a ring.
-bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache,
-                        bool half_split = false);
 // y[rows] = act(W_gate · x) * (W_up · x) in one dispatch, for float weights on Vulkan devices
 // (gemv_fuses_gate_up): each workgroup takes rows of both matrices, so that the decode FFN runs
 // no activation dispatch between gate/up and down. `input` folds the FFN's norm as in gemv().
 void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, TensorType wtype, const Binding& x,
                   const Binding& y, size_t rows, size_t k, Activation act, const GemvInput* input = nullptr);
-// Whether gemv_gate_up() takes these weights, rows of k and activation (SiLU and tanh-GELU).
-bool gemv_fuses_gate_up(const DeviceProfile& device, TensorType wtype, size_t k, Activation act);
-// Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan
-// devices the tile-major Q8_0/Q4_0/Q4_1 (gemv_tiles.comp) and float weights with rows of a
-// multiple of 4 (gemv.comp), whose workgroups each own rows of one matrix.
-bool gemv_fuses_parts(const DeviceProfile& device, TensorType wtype, size_t k);
-// Whether gemv() takes the integer-dot path for this weight type and row length (x as int8).
-bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
-// Whether gemv() and gemv_parts() can round x to int16 for this weight type: tile-major Q8_0,
-// Q4_0 and Q4_1 (gemv_tiles.comp) on gemv_int_dot devices, any k.
-bool gemv_int16(const DeviceProfile& device, TensorType wtype);
-// The rounding gemv() and gemv_parts() take for these weights when asked for `asked`.
-XRounding gemv_x_rounding(const DeviceProfile& device, TensorType wtype, size_t k, XRounding asked);
-// Whether folding an RMSNorm into gemv() is cheap: true where each workgroup reads x once for
-// all its rows (float weights, Q8_0/Q4_0/Q4_1 on every path, the CPU backend); gemv.comp's
-// path for the k-quants and MLX weights reads x once per row and block, and the norm's weight
-// would double those loads.
-bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
-// Whether folding the gated activation into gemv() is cheap: only where x is formed once for
-// many rows: the tile GEMV (32 rows per workgroup), the integer-dot path (16
-// rows per workgroup on a 32-wide subgroup) and the CPU backend (once per thread's range of
-// rows). gemv.comp's float path takes 4 rows per workgroup, so each element's activation would
-// be computed rows / 4 times, and folding it there slowed float decode (bench/NOTES.md, "Two
-// dependent dispatches fewer per layer: the activation in the down GEMV, the attention merge in
-// the split").
-bool gemv_folds_activation(const DeviceProfile& device, TensorType wtype, size_t k);
 
 // Y[m, n] f32 = X[m, k] f32 · W[n, k]^T (Y += with accumulate) for the rows m below
 // min(m, step.n_tokens); X rows ldx floats apart, Y rows ldy apart. Uses cooperative matrices
@@ -212,31 +146,12 @@ bool gemv_folds_activation(const DeviceProfile& device, TensorType wtype, size_t
 // where it sees no more rows than DeviceProfile::gemm_short_rows (its m, or what its row window
 // admits); a chunk table records a longer chunk's GEMM twice, short for up to those rows and
 // wide for more.
-struct GemmShape {
-    size_t m, n, k, ldx, ldy;
-    uint32_t min_rows = 0, max_rows = 0;
-    DType x_dtype = DType::kF32;  // f16 where gemm_takes_half_x
-};
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y,
           const GemmShape& shape, const Binding& step, bool accumulate = false, bool allow_coopmat = true);
 
-// Whether gemm() takes X as halves (GemmShape.x_dtype f16): the cooperative-matrix GEMM, which
-// converts X to halves anyway, with k and ldx multiples of 8. A prefill chunk's norms and
-// activation then write halves once, instead of each column of GEMM tiles converting them.
-bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx);
-
-// out[m, n] (rows ldy halves apart) = act(X · Wg^T) * (X · Wu^T) as halves: a prefill chunk's
-// gate and up projections and the gated activation in one dispatch (gemm_cm2.comp's GATED),
-// the down projection's X written straight from the accumulators. Needs gemm_fuses_gated:
-// f16 W and X as halves where gemm() runs gemm_cm2.comp, SiLU or GELU (tanh), and indirect
-// counts (the act_* of shorter chunks keeps to its row window by them alone).
-// tuning gemm_gated=0 turns it off (A/B).
-bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& shape);
 void gemm_gated(DispatchSink& s, Activation act, const Binding& w_gate, const Binding& w_up, const Binding& x,
                 const Binding& out, const GemmShape& shape, const Binding& step);
 
-// Whether dequant_f16() takes weights of this type (the block formats of ggml).
-bool dequantizes_to_f16(TensorType wtype);
 // out[n, k] f16 = W[n, k] (a block format), when step.n_tokens >= min_rows (else nothing).
 void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& out, size_t n, size_t k,
                  const Binding& step, uint32_t min_rows);
@@ -290,10 +205,6 @@ struct FlashShape {
 };
 void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out,
                      const Binding& step, const FlashShape& shape);
-// Whether flash_attention takes flash_cm.comp (cooperative matrices: devices with gemm_coopmat,
-// an f16 cache in one buffer, head_dim 64 or 128) rather than the scalar flash_attention.comp.
-// tuning flash_coopmat=0 keeps the scalar kernel.
-bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim);
 
 // out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).
 // max_rows: in a chunk's table, only for chunks of fewer tokens (the counts follow n; devices

@@ -86,7 +86,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     AKUNU_CHECK(options.prefill_chunk >= 0, "prefill_chunk must be positive (0: the default of 512, 128 on the CPU)");
     // The CPU's GEMMs reach their speed at 64 rows, and its row-wise kernels (activation, norms)
     // run over the whole chunk: a 128-token prompt in a 512-row chunk would pay 4x for them.
-    const int default_chunk = b->device->is_cpu() ? 128 : 512;
+    const int default_chunk = b->device->profile().cpu_backend ? 128 : 512;
     b->prefill_chunk = std::min(options.prefill_chunk > 0 ? options.prefill_chunk : default_chunk, b->context);
     b->logit_rows = prefill_logit_rows(b->config, b->prefill_chunk);
     PlanOptions po;

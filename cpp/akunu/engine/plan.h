@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "akunu/engine/kernels.h"
+#include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/kv_cache.h"
 #include "akunu/engine/weights.h"
 #include "akunu/model/model_config.h"

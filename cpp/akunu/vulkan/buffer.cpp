@@ -1,8 +1,6 @@
 // Buffer allocation (memory-type choice, size checks, accounting) and host transfers.
 #include "akunu/vulkan/buffer.h"
 
-#include <sys/mman.h>
-
 #include <cstring>
 #include <utility>
 
@@ -10,52 +8,7 @@
 
 namespace akunu {
 
-// Device-local memory the CPU can map counts as "mappable device memory" only when its heap is
-// large (ReBAR or unified memory); a 256 MiB BAR window is kept for nothing in particular.
-static constexpr uint64_t kMinMappableHeap = 1ull << 30;
-
 static std::string mib(uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MiB"; }
-
-// Picks the memory type for `residency` among those allowed by `type_bits`; -1 when none fits.
-static int choose_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint32_t type_bits, Residency residency,
-                              bool* mapped) {
-    const VkMemoryPropertyFlags kDevice = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-    const VkMemoryPropertyFlags kMappable = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    auto find = [&](VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid, uint64_t min_heap) {
-        for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
-            const auto flags = mem.memoryTypes[t].propertyFlags;
-            if (!(type_bits & (1u << t)) || (flags & want) != want || (flags & avoid)) continue;
-            if (mem.memoryHeaps[mem.memoryTypes[t].heapIndex].size < min_heap) continue;
-            return int(t);
-        }
-        return -1;
-    };
-    int t = -1;
-    switch (residency) {
-        case Residency::kAuto:
-            t = find(kDevice | kMappable, 0, kMinMappableHeap);
-            if (t >= 0) {
-                *mapped = true;
-                return t;
-            }
-            t = find(kDevice, 0, 0);
-            *mapped = false;
-            return t;
-        case Residency::kDeviceOnly:
-            // Prefer memory the CPU cannot see; unified-memory devices (lavapipe) have only
-            // mappable memory, which is then used without mapping it.
-            t = find(kDevice, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, 0);
-            if (t < 0) t = find(kDevice, 0, 0);
-            *mapped = false;
-            return t;
-        case Residency::kHost:
-            t = find(kMappable | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, 0, 0);
-            if (t < 0) t = find(kMappable, 0, 0);
-            *mapped = true;
-            return t;
-    }
-    return -1;
-}
 
 Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency residency, bool addressable) {
     AKUNU_CHECK(device, "Buffer::allocate needs a device");
@@ -71,71 +24,20 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
 
     Buffer b;
     b.device_ = std::move(device);
-    if (b.device_->is_cpu()) {
-        // Anonymous mappings are page-aligned and zero-filled; pages are touched on first use.
-        void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (mem == MAP_FAILED)
-            throw Error("out of memory allocating " + mib(bytes) + " on '" + p.name + "'; " +
-                        mib(b.device_->allocated_bytes()) + " are already allocated by akunu");
-        b.contents_ = mem;
-        b.size_ = bytes;
-        b.memory_bytes_ = bytes;
-        b.addressable_ = addressable;
-        b.device_->on_allocate(bytes);
-        return b;
-    }
-    VkDevice vk = b.device_->handle();
-    VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-    info.size = bytes;
-    // Any buffer may hold a dispatch's workgroup counts (DispatchTable's indirect dispatches).
-    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                 VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
-    if (addressable) {
-        AKUNU_CHECK(p.buffer_device_address, "device '" + p.name +
-                                                 "' lacks bufferDeviceAddress, which a KV cache in blocks needs; "
-                                                 "load with the cache pre-allocated (kv_alloc \"full\")");
-        info.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-    }
-    info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    AKUNU_VK_CHECK(vkCreateBuffer(vk, &info, nullptr, &b.handle_));
-    b.size_ = bytes;  // from here on, ~Buffer cleans up whatever exists
-
-    VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(vk, b.handle_, &req);
-    bool mapped = false;
-    int type = choose_memory_type(b.device_->memory_properties(), req.memoryTypeBits, residency, &mapped);
-    AKUNU_CHECK(type >= 0, "device '" + p.name + "' has no memory type for this buffer");
-    const VkDeviceSize heap_size =
-        b.device_->memory_properties().memoryHeaps[b.device_->memory_properties().memoryTypes[type].heapIndex].size;
-    AKUNU_CHECK(req.size <= heap_size, "cannot allocate " + mib(req.size) + " on '" + p.name +
-                                           "': the chosen memory heap holds " + mib(heap_size));
-
-    VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-    alloc.allocationSize = req.size;
-    alloc.memoryTypeIndex = uint32_t(type);
-    VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
-    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
-    if (addressable) alloc.pNext = &flags;
+    const Allocation m = b.device_->allocate_memory(bytes, residency, addressable);
+    b.handle_ = m.handle;
+    b.memory_ = m.memory;
+    b.contents_ = m.contents;
+    b.size_ = bytes;
+    b.memory_bytes_ = m.bytes;
     b.addressable_ = addressable;
-    VkResult r = vkAllocateMemory(vk, &alloc, nullptr, &b.memory_);
-    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-        throw Error("out of memory allocating " + mib(bytes) + " on '" + p.name + "' (" + vk_result_name(r) + "); " +
-                    mib(b.device_->allocated_bytes()) + " are already allocated by akunu");
-    AKUNU_VK_CHECK(r);
-    b.memory_bytes_ = req.size;
-    b.device_->on_allocate(b.memory_bytes_);
-    AKUNU_VK_CHECK(vkBindBufferMemory(vk, b.handle_, b.memory_, 0));
-    if (mapped) AKUNU_VK_CHECK(vkMapMemory(vk, b.memory_, 0, VK_WHOLE_SIZE, 0, &b.contents_));
+    b.device_->on_allocate(m.bytes);
     return b;
 }
 
 uint64_t Buffer::address() const {
     AKUNU_CHECK(addressable_, "Buffer::address: the buffer was not allocated addressable");
-    // The CPU kernels reach memory through host pointers: the address is the pointer itself.
-    if (device_->is_cpu()) return uint64_t(reinterpret_cast<uintptr_t>(contents_));
-    VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
-    info.buffer = handle_;
-    return vkGetBufferDeviceAddress(device_->handle(), &info);
+    return device_->address_of({handle_, memory_, contents_, memory_bytes_});
 }
 
 Buffer Buffer::allocate(std::shared_ptr<Device> device, const void* data, size_t bytes, Residency residency) {
@@ -160,22 +62,8 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::free() {
     if (!device_) return;
-    if (device_->is_cpu()) {
-        if (contents_) {
-            munmap(contents_, size_);
-            device_->on_free(memory_bytes_);
-        }
-        contents_ = nullptr;
-        size_ = 0;
-        memory_bytes_ = 0;
-        device_.reset();
-        return;
-    }
-    VkDevice vk = device_->handle();
-    if (contents_) vkUnmapMemory(vk, memory_);
-    if (handle_) vkDestroyBuffer(vk, handle_, nullptr);
-    if (memory_) {
-        vkFreeMemory(vk, memory_, nullptr);
+    if (handle_ || contents_) {
+        device_->free_memory({handle_, memory_, contents_, memory_bytes_});
         device_->on_free(memory_bytes_);
     }
     handle_ = VK_NULL_HANDLE;

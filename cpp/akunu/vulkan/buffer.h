@@ -13,14 +13,9 @@
 #include <memory>
 
 #include "akunu/vulkan/device.h"
+#include "akunu/vulkan/memory.h"
 
 namespace akunu {
-
-enum class Residency {
-    kAuto,  // device-local; mapped when the device can map device-local memory (ReBAR/UMA)
-    kDeviceOnly,  // device-local and never mapped: transfers always use a staging buffer
-    kHost,  // host memory the device reads over the bus: staging and readback
-};
 
 class Buffer {
 public:

@@ -7,11 +7,13 @@
 
 #include "akunu/vulkan/buffer.h"
 #include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/cpu_memory.h"
 #include "akunu/cpu/cpu_recorder.h"
 #include "akunu/cpu/thread_pool.h"
 #include "akunu/core/error.h"
 #include "akunu/core/tuning.h"
 #include "akunu/vulkan/pipeline.h"
+#include "akunu/vulkan/vk_memory.h"
 #include "akunu/vulkan/vk_recorder.h"
 #include "akunu/vulkan/vk_coopmat2.h"
 
@@ -140,7 +142,25 @@ std::shared_ptr<Device> Device::create(const std::string& selector, const std::s
     return std::shared_ptr<Device>(new Device(c.instance, chosen.physical, t));
 }
 
-// The one place a device's backend chooses its commands' form.
+// The one place where a device's backend chooses its memory and its commands' form.
+Allocation Device::allocate_memory(size_t bytes, Residency residency, bool addressable) {
+    if (!is_cpu()) return vk_allocate(*this, bytes, residency, addressable);
+    return cpu::allocate_pages(bytes, "on '" + profile_.name + "'; " + std::to_string(allocated_bytes() >> 20) +
+                                          " MiB are already allocated by akunu");
+}
+
+void Device::free_memory(const Allocation& a) {
+    if (is_cpu())
+        cpu::free_pages(a);
+    else
+        vk_free(*this, a);
+}
+
+// The CPU kernels reach memory through host pointers: the address is the pointer itself.
+uint64_t Device::address_of(const Allocation& a) const {
+    return is_cpu() ? uint64_t(reinterpret_cast<uintptr_t>(a.contents)) : vk_address(*this, a);
+}
+
 std::unique_ptr<Recorder> Device::recorder(uint32_t max_timestamps) {
     if (is_cpu()) return cpu::make_recorder(*this, max_timestamps);
     return make_vulkan_recorder(shared_from_this(), max_timestamps);

@@ -17,6 +17,7 @@
 
 #include "akunu/vulkan/device_profile.h"
 #include "akunu/vulkan/instance.h"
+#include "akunu/vulkan/memory.h"
 #include "akunu/vulkan/pipeline.h"
 
 namespace akunu {
@@ -24,7 +25,6 @@ namespace akunu {
 class Recorder;
 
 class Buffer;
-enum class Residency;
 namespace cpu {
 class ThreadPool;
 }
@@ -68,6 +68,12 @@ public:
     VkQueue queue() const { return queue_; }
     uint32_t queue_family() const { return queue_family_; }
     const VkPhysicalDeviceMemoryProperties& memory_properties() const { return memory_; }
+
+    // Memory for a Buffer from this device's backend (memory.h); free_memory returns it, and
+    // address_of gives the address shaders reach it through (the host pointer on the CPU).
+    Allocation allocate_memory(size_t bytes, Residency residency, bool addressable);
+    void free_memory(const Allocation& a);
+    uint64_t address_of(const Allocation& a) const;
 
     // What a CommandList records into on this device's backend (recorder.h).
     std::unique_ptr<Recorder> recorder(uint32_t max_timestamps);

@@ -1,0 +1,23 @@
+// Host pages for the CPU backend's buffers (cpu_memory.h).
+#include "akunu/cpu/cpu_memory.h"
+
+#include <sys/mman.h>
+
+#include "akunu/core/error.h"
+
+namespace akunu::cpu {
+
+Allocation allocate_pages(size_t bytes, const std::string& what_else) {
+    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) throw Error("out of memory allocating " + std::to_string(bytes >> 20) + " MiB " + what_else);
+    Allocation a;
+    a.contents = mem;
+    a.bytes = bytes;
+    return a;
+}
+
+void free_pages(const Allocation& a) {
+    if (a.contents) munmap(a.contents, size_t(a.bytes));
+}
+
+}  // namespace akunu::cpu
