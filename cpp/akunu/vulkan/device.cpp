@@ -161,6 +161,14 @@ uint64_t Device::address_of(const Allocation& a) const {
     return is_cpu() ? uint64_t(reinterpret_cast<uintptr_t>(a.contents)) : vk_address(*this, a);
 }
 
+// On the CPU backend a kernel name resolves to a C++ kernel; in int8 mode a kernel with an
+// integer-dot form ("gemv_q4_0_t32_i8") runs that form.
+std::unique_ptr<Pipeline> Device::make_pipeline(const std::string& kernel, const std::vector<uint32_t>& spec) {
+    if (!is_cpu()) return std::make_unique<Pipeline>(*this, pipeline_cache_, kernel, spec);
+    const bool int8 = profile_.int8_activations && cpu::has_kernel(kernel + "_i8");
+    return std::make_unique<Pipeline>(cpu::find_kernel(int8 ? kernel + "_i8" : kernel), kernel, spec);
+}
+
 std::unique_ptr<Recorder> Device::recorder(uint32_t max_timestamps) {
     if (is_cpu()) return cpu::make_recorder(*this, max_timestamps);
     return make_vulkan_recorder(shared_from_this(), max_timestamps);
@@ -297,8 +305,7 @@ const Pipeline& Device::pipeline(const std::string& kernel, const std::vector<ui
     for (uint32_t v : spec) key += ":" + std::to_string(v);
     std::lock_guard<std::mutex> lock(pipelines_mutex_);
     auto it = pipelines_.find(key);
-    if (it == pipelines_.end())
-        it = pipelines_.emplace(key, std::make_unique<Pipeline>(*this, pipeline_cache_, kernel, spec)).first;
+    if (it == pipelines_.end()) it = pipelines_.emplace(key, make_pipeline(kernel, spec)).first;
     return *it->second;
 }
 

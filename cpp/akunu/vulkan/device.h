@@ -116,6 +116,7 @@ public:
 
 private:
     Device(std::shared_ptr<Instance> instance, VkPhysicalDevice physical, const Tuning& tuning);
+    std::unique_ptr<Pipeline> make_pipeline(const std::string& kernel, const std::vector<uint32_t>& spec);
     explicit Device(const Tuning& tuning);  // the CPU backend
 
     Backend backend_ = Backend::kVulkan;

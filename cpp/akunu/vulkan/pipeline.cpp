@@ -8,22 +8,19 @@
 
 namespace akunu {
 
+Pipeline::Pipeline(const cpu::CpuKernel& cpu_kernel, const std::string& kernel, const std::vector<uint32_t>& spec)
+    : device_(VK_NULL_HANDLE), name_(kernel), cpu_kernel_(cpu_kernel), spec_(spec) {
+    const std::string shader = cpu_kernel_.interface ? cpu_kernel_.interface : kernel;
+    const SpirvModule& spirv = find_spirv(shader);
+    interface_ = reflect_spirv(spirv.words, spirv.n_words, shader);
+    AKUNU_CHECK(interface_.bindings.size() <= size_t(cpu::kMaxBindings) &&
+                    interface_.push_constant_bytes <= uint32_t(cpu::kMaxParamBytes) &&
+                    spec.size() <= size_t(cpu::kMaxSpec),
+                "kernel '" + kernel + "' has more bindings, parameters or constants than the CPU backend passes");
+}
+
 Pipeline::Pipeline(Device& device, VkPipelineCache cache, const std::string& kernel, const std::vector<uint32_t>& spec)
     : device_(device.handle()), name_(kernel), spec_(spec) {
-    if (device.is_cpu()) {
-        // In int8 mode a kernel with an integer-dot form ("gemv_q4_0_t32_i8") runs that form.
-        cpu_kernel_ = device.profile().int8_activations && cpu::has_kernel(kernel + "_i8")
-                          ? cpu::find_kernel(kernel + "_i8")
-                          : cpu::find_kernel(kernel);
-        const std::string shader = cpu_kernel_.interface ? cpu_kernel_.interface : kernel;
-        const SpirvModule& spirv = find_spirv(shader);
-        interface_ = reflect_spirv(spirv.words, spirv.n_words, shader);
-        AKUNU_CHECK(interface_.bindings.size() <= size_t(cpu::kMaxBindings) &&
-                        interface_.push_constant_bytes <= uint32_t(cpu::kMaxParamBytes) &&
-                        spec.size() <= size_t(cpu::kMaxSpec),
-                    "kernel '" + kernel + "' has more bindings, parameters or constants than the CPU backend passes");
-        return;
-    }
     const SpirvModule& spirv = find_spirv(kernel);
     interface_ = reflect_spirv(spirv.words, spirv.n_words, kernel);
     const DeviceProfile& p = device.profile();

@@ -33,6 +33,8 @@ class Pipeline {
 public:
     // `spec[i]` becomes constant_id i (32-bit). Kernels use constant_id 0 for the workgroup size.
     Pipeline(Device& device, VkPipelineCache cache, const std::string& kernel, const std::vector<uint32_t>& spec);
+    // The CPU backend's: `cpu_kernel` runs the kernel; the interface comes from its SPIR-V.
+    Pipeline(const cpu::CpuKernel& cpu_kernel, const std::string& kernel, const std::vector<uint32_t>& spec);
     ~Pipeline();
     Pipeline(const Pipeline&) = delete;
     Pipeline& operator=(const Pipeline&) = delete;
