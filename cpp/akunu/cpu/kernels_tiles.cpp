@@ -14,7 +14,6 @@
 #include "akunu/cpu/tile_unpack.h"
 #include "akunu/formats/tiles.h"
 #include "akunu/core/half.h"
-#include "akunu/engine/kernels.h"
 #include "params.h"
 
 namespace akunu::cpu {
@@ -138,8 +137,8 @@ void register_tiles(void (*add_row)(const KernelRow&)) {
     for (TensorType t : types) {
         for (const bool is_gemv : {true, false}) {
             const char* kernel = is_gemv ? "gemv" : "gemm";
-            const std::string& name = names.emplace_back(kernels::weight_variant(kernel, t));
-            const std::string& interface = names.emplace_back(kernels::weight_variant(kernel, tile_layout(t)->base));
+            const std::string& name = names.emplace_back(variant_name(kernel, t));
+            const std::string& interface = names.emplace_back(variant_name(kernel, tile_layout(t)->base));
             add_row({name.c_str(), {is_gemv ? gemv : gemm, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
             // The integer-dot GEMV and GEMM, which a CPU device in int8 mode picks (Pipeline). Not for
             // q8_0: reading 34 bytes per 32 weights, its fp32 GEMV already runs at memory speed

@@ -54,16 +54,12 @@ constexpr uint32_t kElementwiseGroup = 256;
 
 std::string variant(const char* kernel, DType dtype) { return std::string(kernel) + "_" + dtype_traits(dtype).name; }
 
-// Weight types with GEMV/GEMM/embedding variants, and the variant suffix of each.
-const struct {
-    TensorType type;
-    const char* suffix;
-} kWeightVariants[] = {
-    {TensorType::F32, "f32"},           {TensorType::F16, "f16"},           {TensorType::BF16, "bf16"},
-    {TensorType::Q8_0, "q8_0"},         {TensorType::Q4_0, "q4_0"},         {TensorType::Q4_1, "q4_1"},
-    {TensorType::Q4_K, "q4_k"},         {TensorType::Q5_K, "q5_k"},         {TensorType::Q6_K, "q6_k"},
-    {TensorType::MLX4_G32, "mlx4_g32"}, {TensorType::MLX4_G64, "mlx4_g64"}, {TensorType::MLX4_G128, "mlx4_g128"},
-    {TensorType::MLX8_G32, "mlx8_g32"}, {TensorType::MLX8_G64, "mlx8_g64"}, {TensorType::MLX8_G128, "mlx8_g128"},
+// Weight types with GEMV/GEMM/embedding variants (their kernel names: formats/tiles.h
+// variant_name).
+const TensorType kWeightVariants[] = {
+    TensorType::F32,      TensorType::F16,       TensorType::BF16,     TensorType::Q8_0,     TensorType::Q4_0,
+    TensorType::Q4_1,     TensorType::Q4_K,      TensorType::Q5_K,     TensorType::Q6_K,     TensorType::MLX4_G32,
+    TensorType::MLX4_G64, TensorType::MLX4_G128, TensorType::MLX8_G32, TensorType::MLX8_G64, TensorType::MLX8_G128,
 };
 
 // A cache kernel's variant ("attention_split_int4_blocks": format, then layout) and its
@@ -108,9 +104,9 @@ AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_
 std::string weight_variant(const char* kernel, TensorType t) {
     // Tile-major forms (formats/tiles.h): the base type's kernel name plus "_t32" (the CPU backend's
     // layout) or "_t32v" (Vulkan devices').
-    if (const cpu::TileLayout* l = cpu::tile_layout(t)) return weight_variant(kernel, l->base) + l->kernel_suffix;
+    const cpu::TileLayout* l = cpu::tile_layout(t);
     for (const auto& v : kWeightVariants)
-        if (v.type == t) return std::string(kernel) + "_" + v.suffix;
+        if (v == (l ? l->base : t)) return cpu::variant_name(kernel, t);
     throw Error(std::string(kernel) + ": weight type " + type_traits(t).name +
                 " is not supported yet (supported: " + supported_weight_types() + ")");
 }
@@ -199,13 +195,13 @@ void rmsnorm_to_f16(DispatchSink& s, const Binding& x, const Binding& w, const B
 bool weight_type_supported(TensorType type) {
     if (const cpu::TileLayout* l = cpu::tile_layout(type)) type = l->base;
     for (const auto& v : kWeightVariants)
-        if (v.type == type) return true;
+        if (v == type) return true;
     return false;
 }
 
 std::string supported_weight_types() {
     std::string out;
-    for (const auto& v : kWeightVariants) out += (out.empty() ? "" : ", ") + std::string(type_traits(v.type).name);
+    for (const auto& v : kWeightVariants) out += (out.empty() ? "" : ", ") + std::string(type_traits(v).name);
     return out;
 }
 

@@ -1,6 +1,8 @@
 // The tile layouts and the packing done at load.
 #include "akunu/formats/tiles.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -113,6 +115,13 @@ void pack_tiles(const TileLayout& l, const uint8_t* src, size_t rows, size_t k, 
         pool.emplace_back(pack_block_tiles, std::cref(l), src, rows, k, dst, tiles * i / n, tiles * (i + 1) / n);
     pack_block_tiles(l, src, rows, k, dst, 0, tiles / n);
     for (std::thread& th : pool) th.join();
+}
+
+std::string variant_name(const char* kernel, TensorType type) {
+    if (const TileLayout* l = tile_layout(type)) return variant_name(kernel, l->base) + l->kernel_suffix;
+    std::string suffix = type_traits(type).name;
+    for (char& ch : suffix) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    return std::string(kernel) + "_" + suffix;
 }
 
 }  // namespace akunu::cpu

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "akunu/formats/tensor_types.h"
 
@@ -52,6 +53,10 @@ struct TileLayout {
 // The tile form of `base` on a device that keeps `which` matrices in tiles, or null when it
 // keeps `base` as it is (MLX types; on Vulkan devices everything but Q8_0, Q4_0 and Q4_1).
 const TileLayout* tile_layout_for(TensorType base, WeightTiles which = WeightTiles::kAll);
+// The kernel name of a weight type's variant: ("gemv", Q4_0) -> "gemv_q4_0", a tile-major form
+// adding its layout's suffix ("gemv_q4_0_t32v"). The engine's launchers and the CPU backend's
+// kernel registry both name kernels so.
+std::string variant_name(const char* kernel, TensorType type);
 // The layout of a *_T32 type, or null when `tiled` is none.
 const TileLayout* tile_layout(TensorType tiled);
 
