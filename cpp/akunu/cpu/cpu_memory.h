@@ -3,14 +3,13 @@
 #pragma once
 
 #include <cstddef>
-#include <string>
 
 #include "akunu/vulkan/memory.h"
 
 namespace akunu::cpu {
 
-// Throws akunu::Error with `what_else` (the device and what akunu holds) when memory runs out.
-Allocation allocate_pages(size_t bytes, const std::string& what_else);
+// An empty Allocation (contents null) when memory runs out.
+Allocation allocate_pages(size_t bytes);
 void free_pages(const Allocation& a);
 
 }  // namespace akunu::cpu

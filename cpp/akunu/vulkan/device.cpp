@@ -145,8 +145,11 @@ std::shared_ptr<Device> Device::create(const std::string& selector, const std::s
 // The one place where a device's backend chooses its memory and its commands' form.
 Allocation Device::allocate_memory(size_t bytes, Residency residency, bool addressable) {
     if (!is_cpu()) return vk_allocate(*this, bytes, residency, addressable);
-    return cpu::allocate_pages(bytes, "on '" + profile_.name + "'; " + std::to_string(allocated_bytes() >> 20) +
-                                          " MiB are already allocated by akunu");
+    const Allocation a = cpu::allocate_pages(bytes);
+    AKUNU_CHECK(a.contents, "out of memory allocating " + std::to_string(bytes >> 20) + " MiB on '" + profile_.name +
+                                "'; " + std::to_string(allocated_bytes() >> 20) +
+                                " MiB are already allocated by akunu");
+    return a;
 }
 
 void Device::free_memory(const Allocation& a) {

@@ -30,7 +30,7 @@ bool int8_activations_requested();
 
 struct DeviceProfile {
     // Identity
-    std::string name;  // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
+    std::string name;  // as the driver reports it, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
     DeviceType type = DeviceType::kOther;
     std::string vendor;  // "NVIDIA", "AMD", "Intel", "Mesa", ...
     uint32_t vendor_id = 0;
