@@ -44,14 +44,10 @@ layout(local_size_x = THREADS) in;
 #error "gemm_tiles.h: the subgroups must cover the tile, and every invocation load as many items"
 #endif
 
-// Knock-out bits for measuring what the k loop is bound by, leaving wrong results: 1 drops the
-// global loads, 2 the shared stores, 4 the matrix products. The engine always passes 0; the
-// probe that set them is retired (its results: bench/NOTES.md).
-layout(constant_id = 0) const uint KNOCK = 0;
 // X as halves (k and ldx multiples of 8, which the host checks): the f16 rows a prefill chunk's
 // norm or activation wrote, so that a tile load is one 16-byte word per 8 values instead of two
 // and no conversion, and X is converted once per chunk instead of once per column of tiles.
-layout(constant_id = 1) const bool X_HALF = false;
+layout(constant_id = 0) const bool X_HALF = false;
 
 // The generated names: EACH_I(F) is F(0) .. F(TM - 1), EACH_J(F) is F(0) .. F(TN - 1), and
 // EACH_IJ(F) is F(i, j) over both.
@@ -212,7 +208,7 @@ void main() {
 #define LOAD_B(j) FRAG b##j; coopMatLoadNV(b##j, ws, w_stage + ((wn + 16 * j) * PITCH + kb) / 8, PITCH8, true);
 #define MUL_ADD(i, j) c##i##j = coopMatMulAddNV(a##i, b##j, c##i##j);
 #define PRODUCTS(S)                                                                              \
-    if ((KNOCK & 4u) == 0u) {                                                                    \
+    {                                                                                            \
         const uint x_stage = (S) * XS_STAGE, w_stage = (S) * WS_STAGE;                           \
         [[unroll]] for (uint kb = 0; kb < BK; kb += 16) {                                        \
             EACH_I(LOAD_A)                                                                       \
@@ -227,16 +223,16 @@ void main() {
     for (uint k0 = 0; k0 < p.k; k0 += BK) {
         barrier();
         const bool more = k0 + BK < p.k;
-        if (more && (KNOCK & 1u) == 0u) load_tiles(m0, n0, k0 + BK, m_end);
+        if (more) load_tiles(m0, n0, k0 + BK, m_end);
         PRODUCTS(stage)
-        if (more && (KNOCK & 2u) == 0u) store_tiles(stage ^ 1u, m0, n0, k0 + BK, m_end);
+        if (more) store_tiles(stage ^ 1u, m0, n0, k0 + BK, m_end);
         stage ^= 1u;
     }
 #elif STAGES == 1
     for (uint k0 = 0; k0 < p.k; k0 += BK) {
-        if ((KNOCK & 2u) == 0u || k0 == 0) store_tiles(0, m0, n0, k0, m_end);
+        store_tiles(0, m0, n0, k0, m_end);
         barrier();
-        if (k0 + BK < p.k && (KNOCK & 1u) == 0u) load_tiles(m0, n0, k0 + BK, m_end);
+        if (k0 + BK < p.k) load_tiles(m0, n0, k0 + BK, m_end);
         PRODUCTS(0)
         barrier();
     }

@@ -30,14 +30,12 @@ layout(std430, binding = W_BINDING) readonly buffer Wq { uvec4 wq[]; };  // W as
 
 layout(local_size_x_id = 0) in;               // workgroup size: specialization constant 0
 layout(constant_id = 1) const uint ROWS = 8;  // rows per workgroup
-// SG_ROWS | CHUNKS << 8 | AHEAD << 16: the rows a subgroup reads side by side, the 16-byte
-// chunks of each that an invocation loads before using them (loads in flight), and whether the
-// next pass's chunks load while this pass's are multiplied (twice the registers).
+// SG_ROWS | CHUNKS << 8: the rows a subgroup reads side by side and the 16-byte chunks of each
+// that an invocation loads before using them (loads in flight).
 layout(constant_id = 2) const uint SHAPE = 0x0402;
 layout(constant_id = 3) const uint SLICE = 4096;  // elements of x per table, a multiple of 256
 const uint SG_ROWS = SHAPE & 0xFFu;
 const uint CHUNKS = (SHAPE >> 8) & 0xFFu;
-const bool AHEAD = (SHAPE >> 16) != 0u;
 #define MAX_SUBGROUPS 128
 // vec4s of x each invocation rounds per slice (kernels.cpp keeps it at 16 or fewer: registers)
 const uint X_PASSES = (SLICE / 4 + gl_WorkGroupSize.x - 1) / gl_WorkGroupSize.x;
@@ -106,10 +104,9 @@ void main() {
         float acc[SG_ROWS];
         for (uint r = 0; r < SG_ROWS; ++r) acc[r] = 0.0;
         float sum_sq = 0.0;
-        // The chunks of the pass being multiplied (w) and, with AHEAD, of the next one (ahead),
-        // whose loads are issued before w's products so that their latency overlaps them. A
-        // slice's first chunks load before its table is written, overlapping that work.
-        uvec4 w[CHUNKS][SG_ROWS], ahead[AHEAD ? CHUNKS : 1][SG_ROWS];
+        // The chunks of the pass being multiplied. A slice's first chunks load before its table
+        // is written, overlapping that work.
+        uvec4 w[CHUNKS][SG_ROWS];
         LOAD_CHUNKS(w, 0, slice_chunks(0), 0);
         for (uint first = 0; first < p.k; first += SLICE) {
             const uint n = min(SLICE, p.k - first), blocks = n / 32;
@@ -120,13 +117,7 @@ void main() {
             const uint next = first + SLICE;
             for (uint pass = 0; pass * CHUNKS * gl_SubgroupSize < chunks; ++pass) {
                 const bool more = (pass + 1) * CHUNKS * gl_SubgroupSize < chunks;
-                if (!AHEAD) {
-                    if (pass > 0) LOAD_CHUNKS(w, slice_chunk, chunks, pass);
-                } else if (more) {
-                    LOAD_CHUNKS(ahead, slice_chunk, chunks, pass + 1);
-                } else if (next < p.k) {
-                    LOAD_CHUNKS(ahead, next / 32 * W_BLOCK_BYTES / 16, slice_chunks(next), 0);
-                }
+                if (pass > 0) LOAD_CHUNKS(w, slice_chunk, chunks, pass);
                 for (uint i = 0; i < CHUNKS; ++i) {
                     const uint c = (pass * CHUNKS + i) * gl_SubgroupSize + gl_SubgroupInvocationID;
                     if (c >= chunks) break;
@@ -151,12 +142,7 @@ void main() {
                                   word_dot(w[i][r].w, e3, in_a.z ? da : db, head.w);
                     }
                 }
-                if (AHEAD && (more || next < p.k)) {
-                    for (uint i = 0; i < CHUNKS; ++i)
-                        for (uint r = 0; r < SG_ROWS; ++r) w[i][r] = ahead[i][r];
-                } else if (!AHEAD && !more && next < p.k) {
-                    LOAD_CHUNKS(w, next / 32 * W_BLOCK_BYTES / 16, slice_chunks(next), 0);
-                }
+                if (!more && next < p.k) LOAD_CHUNKS(w, next / 32 * W_BLOCK_BYTES / 16, slice_chunks(next), 0);
             }
         }
         float scale = 1.0;

@@ -68,20 +68,13 @@ layout(local_size_x_id = 0) in;                       // 32 * SPLIT invocations
 layout(constant_id = 1) const uint UNITS = 4;         // blocks each invocation loads before multiplying
 layout(constant_id = 2) const uint X_OP = AKUNU_GEMV_X;
 layout(constant_id = 3) const uint SLICE_BLOCKS = 128;  // blocks of x staged per pass
-// Measurement probes (the gemv_tiles tuning key's fourth field, bench/NOTES.md), whose results are
-// meaningless; 0 is the kernel. Bits: 1 drops the products (the loads stay), 2 the weight loads
-// (codes made up from the row and column), 4 the reads of x and its op in the staging phase,
-// 8 the products' shared-memory loads (x made up from the block).
-layout(constant_id = 4) const uint PROBE = 0;
-const bool NO_PRODUCTS = (PROBE & 1u) != 0, NO_LOADS = (PROBE & 2u) != 0;
-const bool NO_X = (PROBE & 4u) != 0, NO_XS = (PROBE & 8u) != 0;
 // X_INT8 only: the bits x is rounded to, 8 or 16 (kernels::XRounding).
-layout(constant_id = 5) const uint X_BITS = 8;
+layout(constant_id = 4) const uint X_BITS = 8;
 const bool X16 = X_BITS == 16;
 // The hand-off with the GEMV before or after this one (kernels::GemvHandoff), bits: 1 signals
 // when y is written, 2 waits for the previous dispatch's signals before reading x, 4 zeroes
 // slots that an earlier layer used (p.handoff_clear).
-layout(constant_id = 6) const uint HANDOFF = 0;
+layout(constant_id = 5) const uint HANDOFF = 0;
 const bool HANDOFF_SIGNAL = (HANDOFF & 1u) != 0, HANDOFF_WAIT = (HANDOFF & 2u) != 0;
 const bool HANDOFF_CLEAR = (HANDOFF & 4u) != 0;
 #define MAX_UNITS 8
@@ -136,10 +129,7 @@ struct Block {
     }
 Block load_block(uint part, uint column, uint r) {
     Block w;
-    if (NO_LOADS) {
-        w.head = 0x1C00u;  // 2^-8
-        [[unroll]] for (uint c = 0; c < CHUNKS; ++c) w.q[c] = (column * 32 + r) * 0x9E3779B9u + c;
-    } else if (part == 0)
+    if (part == 0)
         LOAD_BLOCK(wv, wh)
     else if (part == 1)
         LOAD_BLOCK(w1v, w1h)
@@ -148,18 +138,10 @@ Block load_block(uint part, uint column, uint r) {
     return w;
 }
 
-// The NO_PRODUCTS probe's stand-in for a product: every loaded word is used, nothing multiplied.
-float loads_only(Block w) {
-    uint bits = w.head;
-    [[unroll]] for (uint c = 0; c < CHUNKS; ++c) bits ^= w.q[c];
-    return float(bits & 1u);
-}
-
 #ifdef X_INT8
 // dot(block b of the slice, x rounded) for one row: 4-way integer dot products of the weights'
 // codes against x's codes (X16: each byte plane), scaled once per block by d and x's step.
 float block_dot(Block w, uint b) {
-    if (NO_PRODUCTS) return loads_only(w);
     int s = 0, sl = 0;
     [[unroll]] for (uint c = 0; c < CHUNKS; ++c) {
 #if defined(WTYPE_Q8_0)
@@ -193,11 +175,8 @@ float x_scale(uint j) {
 #endif
 }
 
-vec4 xs_at(uint i) { return NO_XS ? vec4(float(i)) : xs[i]; }
-
 // dot(block b of the slice, x) for one row.
 float block_dot(Block w, uint b) {
-    if (NO_PRODUCTS) return loads_only(w);
     float s = 0.0;
     [[unroll]] for (uint c = 0; c < CHUNKS; ++c) {
 #if defined(WTYPE_Q8_0)
@@ -207,13 +186,13 @@ float block_dot(Block w, uint b) {
 #endif
         const uvec4 t = uvec4(u << 15, u << 7, u >> 1, u >> 9);  // byte j at bits 15..22
 #if defined(WTYPE_Q8_0)
-        s += dot(uintBitsToFloat((t & 0x007F8000u) | 0x3F800000u), xs_at(8 * b + c));
+        s += dot(uintBitsToFloat((t & 0x007F8000u) | 0x3F800000u), xs[8 * b + c]);
 #else
-        s += dot(uintBitsToFloat((t & 0x00078000u) | 0x3F800000u), xs_at(8 * b + c)) +
-             dot(uintBitsToFloat((t & 0x00780000u) | 0x3F800000u), xs_at(8 * b + 4 + c));
+        s += dot(uintBitsToFloat((t & 0x00078000u) | 0x3F800000u), xs[8 * b + c]) +
+             dot(uintBitsToFloat((t & 0x00780000u) | 0x3F800000u), xs[8 * b + 4 + c]);
 #endif
     }
-    const vec2 head = unpackHalf2x16(w.head), bias_sum = NO_XS ? vec2(float(b)) : xb[b];
+    const vec2 head = unpackHalf2x16(w.head), bias_sum = xb[b];
 #if defined(WTYPE_Q4_1)
     return head.x * (s - bias_sum.x) + head.y * bias_sum.y;  // d n + m
 #else
@@ -247,11 +226,11 @@ void main() {
         // Each 8 neighbouring invocations stage one block's x and add up its sums by shuffles.
         for (uint i = tid; i < n * 8; i += gl_WorkGroupSize.x) {
             const uint at = first * 8 + i;
-            const vec4 xv = NO_X ? vec4(float(i)) : HANDOFF_WAIT ? x4_coherent[at] : x4[at];
+            const vec4 xv = HANDOFF_WAIT ? x4_coherent[at] : x4[at];
             if (X_OP == AKUNU_GEMV_RMSNORM) sum_sq += dot(xv, xv);
             // The norm weight is never written: only up (the gated op's g) comes from the GEMV before.
             const vec4 g = HANDOFF_WAIT && X_OP != AKUNU_GEMV_RMSNORM ? g4_coherent[at] : g4[at];
-            const vec4 f = X_OP == AKUNU_GEMV_X || NO_X ? xv : gemv_x_op(X_OP, xv, g, p.weight_offset);
+            const vec4 f = X_OP == AKUNU_GEMV_X ? xv : gemv_x_op(X_OP, xv, g, p.weight_offset);
 #ifdef X_INT8
             // Rounded per block of 32 with the step max|x| / 127 or / 32767, half to even (int8:
             // ggml's q8_1; tests/python/int8_x.py emulates both).

@@ -96,6 +96,11 @@ foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_kquant wtypes_mlx)
   akunu_kernel(gemv_${type} gemv.comp ${wtype_${type}})
   akunu_kernel(embed_${type} embed.comp ${wtype_${type}})
 endforeach()
+# The fused float GEMVs: gate and up with the activation between; Q, K and V with rope_kv.
+foreach(type IN LISTS wtypes_float)
+  akunu_kernel(gemv_gate_up_${type} gemv_gate_up.comp ${wtype_${type}})
+  akunu_kernel(gemv_parts_${type} gemv_parts.comp ${wtype_${type}})
+endforeach()
 # The 32-element block formats' integer-dot GEMVs (row-major), and the GEMVs of their
 # tile-major forms (gemv_tiles.comp reads only those, so it sets W_TILES itself); X_INT8: the
 # integer-dot GEMV of tiles.

@@ -32,7 +32,7 @@ vec4 gemv_x_op(uint op, vec4 x, vec4 g, float weight_offset) {
     if (op == AKUNU_GEMV_GELU_TANH_GATE) return gelu_tanh(x) * g;
     return x;
 }
-// One element: gemv.comp's scalar path, for k not a multiple of 4.
+// One element: gemv_core.glsl's scalar path, for k not a multiple of 4.
 float gemv_x_op(uint op, float x, float g, float weight_offset) { return gemv_x_op(op, vec4(x), vec4(g), weight_offset).x; }
 
 #endif

@@ -91,7 +91,7 @@ struct GemvParams {
     // Q, K and V (kernels::GemvRopeKv): head_dim > 0 folds rope_kv into the products, RoPE on
     // pairs of Q and K rows and K and V stored to an f16 cache of cache_rows rows per head (a
     // ring where the sequence is longer) at step.pos; 0: no fold. Pairs are adjacent rows
-    // (2 f, 2 f + 1), or with rope_half_split (f, f + head_dim / 2), which only gemv.comp takes.
+    // (2 f, 2 f + 1), or with rope_half_split (f, f + head_dim / 2), which only gemv_parts.comp takes.
     uint rope_head_dim;
     uint rope_cache_rows;
     uint rope_half_split;
@@ -107,8 +107,8 @@ struct GemvParams {
     uint handoff_clear_count;
     // The next pre-norm handed forward (gemv.comp's float rows, kernels::GemvNormOut): with
     // norm_out = 1, a GEMV that adds into the residual stream (accumulate) also writes each
-    // finished row times (binding 13's norm weight + norm_out_offset) to binding 14, and each
-    // workgroup's sum of its rows' squares to binding 15 (one float per workgroup), which the
+    // finished row times (binding 4's norm weight + norm_out_offset) to binding 5, and each
+    // workgroup's sum of its rows' squares to binding 6 (one float per workgroup), which the
     // GEMVs after it read as AKUNU_GEMV_RMSNORM_READY.
     uint norm_out;
     float norm_out_offset;

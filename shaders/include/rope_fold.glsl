@@ -1,7 +1,7 @@
 // rope_kv's work for the step's token, folded into a decode step's Q/K/V GEMV (gemv_tiles.comp
-// and gemv.comp's float path, with p.rope_head_dim > 0; otherwise other buffers stand in for
+// and gemv_parts.comp, with p.rope_head_dim > 0; otherwise other buffers stand in for
 // bindings 8 to 12, unread). A RoPE pair's rows (2 f, 2 f + 1; or f, f + head_dim / 2 with
-// p.rope_half_split, where gemv.comp orders its rows by rope_row) end in neighbouring
+// p.rope_half_split, where gemv_parts.comp orders its rows by rope_row) end in neighbouring
 // invocations of one workgroup, which swap their totals by a shuffle (rope_partner) and rotate
 // them with row step.pos of the tables; K and V rows also go to the f16 cache as they are written.
 #ifndef AKUNU_ROPE_FOLD_GLSL

@@ -37,8 +37,8 @@ vec4 w_load4(uint i) { return uintBitsToFloat(uvec4(w4[i]) << 16); }
 #endif
 
 #if W_BLOCK == 1 && defined(W_PARTS)
-// A second and third matrix of the same float type at bindings 4 and 5: gemv.comp's fused
-// GEMVs (Q, K and V; gate and up) read them with w_load4_1() and w_load4_2().
+// W_PARTS matrices of the same float type: the second and third at bindings 4 and 5, which
+// gemv_core.glsl's fused GEMVs (gate and up; Q, K and V) read with w_load4_1() and w_load4_2().
 #if defined(WTYPE_F32)
 #define W_PART_VEC4 vec4
 #define W_PART_FLOAT4(v) (v)
@@ -50,9 +50,11 @@ vec4 w_load4(uint i) { return uintBitsToFloat(uvec4(w4[i]) << 16); }
 #define W_PART_FLOAT4(v) uintBitsToFloat(uvec4(v) << 16)
 #endif
 layout(std430, binding = 4) readonly buffer Wv1 { W_PART_VEC4 w4_1[]; };
-layout(std430, binding = 5) readonly buffer Wv2 { W_PART_VEC4 w4_2[]; };
 vec4 w_load4_1(uint i) { return W_PART_FLOAT4(w4_1[i]); }
+#if W_PARTS > 2
+layout(std430, binding = 5) readonly buffer Wv2 { W_PART_VEC4 w4_2[]; };
 vec4 w_load4_2(uint i) { return W_PART_FLOAT4(w4_2[i]); }
+#endif
 #endif
 
 #if W_BLOCK == 1

@@ -15,7 +15,7 @@
 
 #include "akunu/vulkan/buffer.h"
 #include "akunu/vulkan/command_list.h"
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/kv_rows.h"
 #include "akunu/cpu/row_dot.h"

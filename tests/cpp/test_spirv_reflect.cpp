@@ -13,27 +13,34 @@ static ShaderInterface reflect(const std::string& name) {
 }
 
 TEST(SpirvReflect, GemvBindingsAndPushConstants) {
-    for (const char* name : {"gemv_f16", "gemv_f32"}) {
-        ShaderInterface i = reflect(name);
-        // Aliased views of W, x and the norm weight are merged; 4 to 7 are the fused second and
-        // third matrix and their outputs, 8 to 12 a folded rope_kv's tables, caches and step,
-        // 13 to 15 a norm handed forward (GemvParams.norm_out), 16 a hand-off's counters.
-        ASSERT_EQ(i.bindings.size(), 17u) << name;
-        EXPECT_FALSE(i.bindings[0].written);
-        EXPECT_FALSE(i.bindings[1].written);
-        EXPECT_TRUE(i.bindings[2].written);
-        EXPECT_FALSE(i.bindings[4].written);
-        EXPECT_FALSE(i.bindings[5].written);
-        EXPECT_TRUE(i.bindings[6].written);
-        EXPECT_TRUE(i.bindings[7].written);
-        EXPECT_FALSE(i.bindings[8].written);
-        EXPECT_TRUE(i.bindings[10].written);
-        EXPECT_TRUE(i.bindings[11].written);
-        EXPECT_FALSE(i.bindings[13].written);  // a norm handed forward: its weight, x and sums
-        EXPECT_TRUE(i.bindings[14].written);
-        EXPECT_TRUE(i.bindings[15].written);
-        EXPECT_TRUE(i.bindings[16].written);  // the slots it zeroes
+    // gemv_core.glsl's kernels declare only the bindings they use. Aliased views of W, x and
+    // the norm weight are merged.
+    for (const char* t : {"f16", "f32", "bf16"}) {
+        const std::string plain = std::string("gemv_") + t;
+        ShaderInterface i = reflect(plain);
+        // 4 to 6 a norm handed forward (GemvParams.norm_out): its weight, x and sums; 7 a
+        // hand-off's counters, which it zeroes.
+        ASSERT_EQ(i.bindings.size(), 8u) << plain;
+        EXPECT_FALSE(i.bindings[0].written || i.bindings[1].written || i.bindings[3].written) << plain;
+        EXPECT_TRUE(i.bindings[2].written) << plain;
+        EXPECT_FALSE(i.bindings[4].written) << plain;
+        EXPECT_TRUE(i.bindings[5].written && i.bindings[6].written && i.bindings[7].written) << plain;
         EXPECT_EQ(i.push_constant_bytes, sizeof(GemvParams));
+
+        const std::string gate_up = std::string("gemv_gate_up_") + t;
+        i = reflect(gate_up);
+        ASSERT_EQ(i.bindings.size(), 5u) << gate_up;  // 4: W_up
+        EXPECT_TRUE(i.bindings[2].written) << gate_up;
+        EXPECT_FALSE(i.bindings[0].written || i.bindings[4].written) << gate_up;
+
+        const std::string parts = std::string("gemv_parts_") + t;
+        i = reflect(parts);
+        // 4 and 5 the second and third matrix, 6 and 7 their outputs, 8 to 12 a folded
+        // rope_kv's tables, caches and step.
+        ASSERT_EQ(i.bindings.size(), 13u) << parts;
+        EXPECT_FALSE(i.bindings[4].written || i.bindings[5].written || i.bindings[8].written) << parts;
+        EXPECT_TRUE(i.bindings[2].written && i.bindings[6].written && i.bindings[7].written) << parts;
+        EXPECT_TRUE(i.bindings[10].written && i.bindings[11].written) << parts;
     }
 }
 
@@ -63,8 +70,10 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"rmsnorm_", sizeof(RmsNormParams), 3},
         {"gemv_", sizeof(GemvParams), 14,
          "_t32v"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv, hand-off counters
-        {"gemv_f", sizeof(GemvParams), 17},
-        {"gemv_bf16", sizeof(GemvParams), 17},  // float gemv.comp: the same, a norm handed forward, hand-off counters
+        {"gemv_gate_up_", sizeof(GemvParams), 5},  // gemv_core.glsl: the up matrix
+        {"gemv_parts_", sizeof(GemvParams), 13},  // three W and y, a folded rope_kv
+        {"gemv_f", sizeof(GemvParams), 8},
+        {"gemv_bf16", sizeof(GemvParams), 8},  // float gemv.comp: a norm handed forward, hand-off counters
         {"gemv_", sizeof(GemvParams), 4},
         {"embed_", sizeof(EmbedParams), 4},
         {"rope_kv", sizeof(RopeKvParams), 6},

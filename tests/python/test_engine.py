@@ -305,11 +305,11 @@ def test_views_and_dispatch_table(backend):
     assert ("rope_kv" in {c["kernel"] for c in hf.dispatch_table()}) == (backend == "cpu")
     # Decode attention merges its chunks in its own dispatch. The FFN activation runs in no
     # dispatch of its own: on the CPU backend the down GEMV forms it, on Vulkan devices the
-    # gate/up GEMV writes it (kernels.gemv_gate_up: gemv.comp's GATED, its spec constant 5).
+    # gate/up GEMV writes it (kernels.gemv_gate_up: gemv_gate_up.comp's GATED, its spec constant 5).
     assert "attention_merge" not in kernels and "act_silu" not in kernels
     if backend != "cpu":
         gate_up = next(c for c in table if c["label"] == "blk.0.ffn_gate_up")
-        assert gate_up["kernel"] == "gemv_f16" and gate_up["spec"][5] != 0, gate_up
+        assert gate_up["kernel"] == "gemv_gate_up_f16" and gate_up["spec"][5] != 0, gate_up
     assert table[0]["label"] == "token_embd" and table[-1]["label"] == "sample"
     m.kv_cache.truncate(1)
     assert m.kv_cache.current_length == 1

@@ -75,7 +75,7 @@ const std::vector<Row>& rows() {
           "gemv.comp's geometry \"invocations:rows[:units[:wide]]\" for every float or block GEMV (experiments)."},
          &Tuning::gemv_rows},
         {{"gemv_tiles", "shape",
-          "gemv_tiles.comp's geometry \"split:units[:slice[:probe]]\" for every tile GEMV (experiments)."},
+          "gemv_tiles.comp's geometry \"split:units[:slice]\" for every tile GEMV (experiments)."},
          &Tuning::gemv_tiles},
     };
     return kRows;

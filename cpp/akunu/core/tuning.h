@@ -39,7 +39,7 @@ struct Tuning {
     int profile_warm_ms = -1;  // untimed replays before a profiled step (-1 auto: 400 on GPUs)
     // ---- kernel geometry, for experiments and the kernel tests ----
     std::string gemv_rows;  // gemv.comp: "invocations:rows[:units[:wide]]"
-    std::string gemv_tiles;  // gemv_tiles.comp: "split:units[:slice[:probe]]"
+    std::string gemv_tiles;  // gemv_tiles.comp: "split:units[:slice]"
 
     // Applies "key=value,key=value"; throws akunu::Error naming the key and the accepted values.
     void apply(const std::string& settings);

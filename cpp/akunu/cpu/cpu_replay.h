@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/thread_pool.h"
 
 namespace akunu::cpu {

@@ -2,7 +2,7 @@
 #include <map>
 #include <string>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/core/error.h"
 
 namespace akunu::cpu {

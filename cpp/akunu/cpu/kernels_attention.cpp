@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/kv_codes.h"
 #include "akunu/cpu/vec_math.h"
 #include "params.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/vec_math.h"
 #include "akunu/cpu/weight_rows.h"
 #include "akunu/core/half.h"

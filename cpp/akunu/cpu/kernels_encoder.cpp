@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "params.h"
 
 namespace akunu::cpu {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/weight_rows.h"

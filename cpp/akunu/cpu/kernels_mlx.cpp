@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/row_dot.h"
 #include "params.h"

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <limits>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "params.h"
 
 namespace akunu::cpu {

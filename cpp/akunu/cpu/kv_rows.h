@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "params.h"
 
 namespace akunu::cpu {

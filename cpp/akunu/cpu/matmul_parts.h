@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 
 namespace akunu::cpu {
 

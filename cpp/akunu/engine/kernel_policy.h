@@ -31,7 +31,7 @@ struct GemmShape {
 };
 
 // Whether a GEMV of `producer` weights hands the next norm forward (GemvNormOut) to GEMVs of
-// `consumer` weights on this device: float weights on gemv.comp, Vulkan devices.
+// `consumer` weights on this device: float weights on gemv_core.glsl's kernels, Vulkan devices.
 bool gemv_hands_norm_forward(const DeviceProfile& device, TensorType producer, TensorType consumer);
 // The engine's: int8 with AKUNU_INT8=1 (DeviceProfile::int8_activations), fp32 with
 // tuning float_x=1 (float_x), else int16.
@@ -60,14 +60,14 @@ bool gemv_waits_for_attention(const DeviceProfile& device, TensorType wtype);
 bool gemv_takes_handoff(const DeviceProfile& device, TensorType wtype);
 // Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
 // (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
-// (gemv.comp, both pairings) on a Vulkan device, and an f16 cache of full rows or a ring.
+// (gemv_parts.comp, both pairings) on a Vulkan device, and an f16 cache of full rows or a ring.
 bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache,
                         bool half_split = false);
 // Whether gemv_gate_up() takes these weights, rows of k and activation (SiLU and tanh-GELU).
 bool gemv_fuses_gate_up(const DeviceProfile& device, TensorType wtype, size_t k, Activation act);
 // Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan
 // devices the tile-major Q8_0/Q4_0/Q4_1 (gemv_tiles.comp) and float weights with rows of a
-// multiple of 4 (gemv.comp), whose workgroups each own rows of one matrix.
+// multiple of 4 (gemv_parts.comp), whose workgroups each own rows of one matrix.
 bool gemv_fuses_parts(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether gemv() takes the integer-dot path for this weight type and row length (x as int8).
 bool gemv_int_dot(const DeviceProfile& device, TensorType wtype, size_t k);
@@ -84,7 +84,7 @@ bool gemv_folds_norm(const DeviceProfile& device, TensorType wtype, size_t k);
 // Whether folding the gated activation into gemv() is cheap: only where x is formed once for
 // many rows: the tile GEMV (32 rows per workgroup), the integer-dot path (16
 // rows per workgroup on a 32-wide subgroup) and the CPU backend (once per thread's range of
-// rows). gemv.comp's float path takes 4 rows per workgroup, so each element's activation would
+// rows). The float GEMVs (gemv_core.glsl) take 4 rows per workgroup, so each element's activation would
 // be computed rows / 4 times, and folding it there slowed float decode (bench/NOTES.md, "Two
 // dependent dispatches fewer per layer: the activation in the down GEMV, the attention merge in
 // the split").

@@ -85,7 +85,7 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
         kernel = "gemm_cm2_f16", bm = spec[1], bn = spec[0];
         bindings.push_back(w);  // the gated variant's up matrix, not read
     }
-    if (x_half && !cm2) spec = {0u, 1u};  // gemm_cm.comp's X_HALF
+    if (x_half && !cm2) spec = {1u};  // gemm_cm.comp's X_HALF
     const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
     AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535,
                 "gemm: the matrix is too large for one dispatch");

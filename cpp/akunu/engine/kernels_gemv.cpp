@@ -1,5 +1,5 @@
 // Argument checks, variant choice and workgroup geometry of the GEMV launchers in kernels.h:
-// gemv.comp (float rows, k-quants, MLX), gemv_tiles.comp (tile-major 32-element blocks),
+// gemv_core.glsl's kernels (gemv.comp for every type, gemv_gate_up.comp and gemv_parts.comp for float rows), gemv_tiles.comp (tile-major 32-element blocks),
 // gemv_dot.comp (integer dot products), and the policy predicates that say
 // what each of them takes on a device.
 #include "akunu/engine/kernels.h"
@@ -46,7 +46,7 @@ namespace {
 // gemv_dot.comp's geometry: workgroup size, rows per subgroup, 16-byte chunks per invocation
 // and row in flight (sg_rows * chunks uvec4 registers), and elements of x per table.
 struct GemvDotShape {
-    uint32_t group = 512, sg_rows = 1, chunks = 4, slice = 8192, ahead = 0;
+    uint32_t group = 512, sg_rows = 1, chunks = 4, slice = 8192;
 };
 
 // Chosen over the 1b and llama2-7b decode shapes (bench/NOTES.md, "Quantized GEMV with integer
@@ -82,7 +82,7 @@ namespace {
 // invocations (one a row, one block a round) are its fastest ("A short prompt runs its own
 // rows' workgroups").
 struct GemvTilesShape {
-    uint32_t split = 16, units = 2, slice = 128, probe = 0;  // probe: gemv_tiles.comp PROBE, 0 outside experiments
+    uint32_t split = 16, units = 2, slice = 128;
 };
 GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t k, size_t tiles, bool int_x) {
     GemvTilesShape g;
@@ -100,9 +100,9 @@ GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t
         // 4-bit blocks (18 or 20 bytes); Q8_0's 34 already keep twice the bytes in flight per unit.
         g.units = 4;
     }
-    // Experiments and the kernel tests: tuning gemv_tiles "split:units[:slice[:probe]]".
+    // Experiments and the kernel tests: tuning gemv_tiles "split:units[:slice]".
     if (!d.tuning.gemv_tiles.empty())
-        std::sscanf(d.tuning.gemv_tiles.c_str(), "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.probe);
+        std::sscanf(d.tuning.gemv_tiles.c_str(), "%u:%u:%u", &g.split, &g.units, &g.slice);
     g.split = std::clamp(g.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // gemv_tiles.comp MAX_SPLIT
     g.units = std::clamp(g.units, 1u, 8u);  // MAX_UNITS
     // Shared memory per block: 128 bytes of float x or 64 of rounded x, and 8 of sums; then
@@ -164,42 +164,47 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
     return g;
 }
 
-// One gemv.comp dispatch: workgroups of `rows` rows (gemv.comp ROWS) of each of p's matrices.
-// Float variants take the second and third matrix at bindings 4 and 5, their y at 6 and 7 (the
-// first ones again where there are fewer) and a folded rope_kv's at 8 to 12; the block formats
-// have bindings 0 to 3 only. `gated` (gemv.comp GATED, AKUNU_GEMV_X: off) pairs gate rows of
-// W0 with the same rows of W1 in each workgroup and writes act(gate) * up to y[0].
-void emit_gemv_comp(DispatchSink& s, const std::array<Binding, 3>& w, const std::array<Binding, 3>& y, TensorType wtype,
-                    const Binding& x, const Binding& second, GemvParams p, const GemvRopeKv* rope = nullptr,
-                    uint32_t gated = AKUNU_GEMV_X, const GemvNormOut* norm_out = nullptr,
-                    const GemvHandoff* handoff = nullptr) {
+// The kernels of include/gemv_core.glsl, which share one geometry (gemv_comp_shape) and spec
+// constants: gemv_<wtype> (one matrix; float rows may hand a norm forward and wait for a
+// hand-off), gemv_gate_up_<wtype> and gemv_parts_<wtype> (float weights). Each entry file lists
+// the bindings it takes.
+enum class GemvCompKind { kPlain, kGateUp, kParts };
+
+void emit_gemv_core(DispatchSink& s, GemvCompKind kind, TensorType wtype, std::vector<Binding> bindings, GemvParams p,
+                    uint32_t gated = AKUNU_GEMV_X, const GemvHandoff* handoff = nullptr) {
+    static constexpr const char* kNames[] = {"gemv", "gemv_gate_up", "gemv_parts"};
     const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
-    const bool pairs = gated != AKUNU_GEMV_X;
-    // A RoPE pair's rows in one workgroup; gate and up rows in halves of one.
-    const uint32_t group_rows = rope || pairs ? g.rows + g.rows % 2 : g.rows;
-    std::vector<Binding> bindings{w[0], x, y[0], second};
-    if (float_weights(wtype)) {
-        bindings.insert(bindings.end(), {w[1], w[2], y[1], y[2]});
-        append_rope_bindings(bindings, rope, x, y[0]);
-        if (norm_out)
-            bindings.insert(bindings.end(), {norm_out->weight, norm_out->normed, norm_out->sums});
-        else
-            bindings.insert(bindings.end(), {x, y[0], y[0]});
-        bindings.push_back(handoff ? handoff->counters : y[0]);  // binding 16
-    }
+    // Gate and up rows in halves of one workgroup; a RoPE pair's rows in one workgroup.
+    const bool pairs = kind == GemvCompKind::kGateUp;
+    const uint32_t group_rows = kind == GemvCompKind::kPlain ? g.rows : g.rows + g.rows % 2;
     uint32_t handoff_bits = 0;
     if (handoff) {
         p.handoff_wait = handoff->wait, p.handoff_wait_count = handoff->wait_count;
         p.handoff_clear = handoff->clear, p.handoff_clear_count = handoff->clear_count;
         handoff_bits = (handoff->wait ? 2u : 0u) | (handoff->clear_count ? 4u : 0u);
     }
+    const auto groups_of = [&](size_t rows) { return (rows + group_rows - 1) / group_rows; };
     const size_t groups = pairs ? (size_t(p.rows) + group_rows / 2 - 1) / (group_rows / 2)
-                                : (size_t(p.rows) + group_rows - 1) / group_rows +
-                                      (size_t(p.rows1) + group_rows - 1) / group_rows +
-                                      (size_t(p.rows2) + group_rows - 1) / group_rows;
-    emit(s, weight_variant("gemv", wtype),
+                                : groups_of(p.rows) + groups_of(p.rows1) + groups_of(p.rows2);
+    emit(s, weight_variant(kNames[int(kind)], wtype),
          {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u, gated, handoff_bits}, std::move(bindings), p,
          grid_for(s, groups), handoff && handoff->wait);
+}
+
+// gemv_<wtype>: bindings 0 W, 1 x, 2 y, 3 `second` (the norm weight or up of x_op); float types
+// also 4 to 6 a norm handed forward (y stands in without one) and 7 the hand-off counters.
+void emit_gemv_plain(DispatchSink& s, const Binding& w, const Binding& y, TensorType wtype, const Binding& x,
+                     const Binding& second, const GemvParams& p, const GemvNormOut* norm_out,
+                     const GemvHandoff* handoff) {
+    std::vector<Binding> bindings{w, x, y, second};
+    if (float_weights(wtype)) {
+        if (norm_out)
+            bindings.insert(bindings.end(), {norm_out->weight, norm_out->normed, norm_out->sums});
+        else
+            bindings.insert(bindings.end(), {x, y, y});
+        bindings.push_back(handoff ? handoff->counters : y);
+    }
+    emit_gemv_core(s, GemvCompKind::kPlain, wtype, std::move(bindings), p, AKUNU_GEMV_X, handoff);
 }
 
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
@@ -226,8 +231,7 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
     }
     bindings.push_back(handoff ? handoff->counters : y[0]);
     emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype),
-         {32 * g.split, g.units, p.x_op, g.slice, std::min(g.probe, 15u), rounding == XRounding::kInt16 ? 16u : 8u,
-          handoff_bits},
+         {32 * g.split, g.units, p.x_op, g.slice, rounding == XRounding::kInt16 ? 16u : 8u, handoff_bits},
          std::move(bindings), p, grid_for(s, tiles), handoff && handoff->wait);
 }
 bool word_rows(TensorType wtype, size_t k) { return block32(wtype) && k % 256 == 0; }
@@ -380,12 +384,11 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     if (int_dot) {
         const GemvDotShape g = gemv_dot_shape(d, wtype, rows, k);
         const uint32_t group_rows = std::max(1u, g.group / std::max(1u, d.subgroup_size)) * g.sg_rows;
-        emit(s, weight_variant("gemv_dot", wtype),
-             {g.group, group_rows, g.sg_rows | (g.chunks << 8) | (g.ahead << 16), g.slice}, bindings, p,
-             grid_for(s, (rows + group_rows - 1) / group_rows));
+        emit(s, weight_variant("gemv_dot", wtype), {g.group, group_rows, g.sg_rows | (g.chunks << 8), g.slice},
+             bindings, p, grid_for(s, (rows + group_rows - 1) / group_rows));
         return;
     }
-    emit_gemv_comp(s, {w, w, w}, {y, y, y}, wtype, x, bindings[3], p, nullptr, AKUNU_GEMV_X, norm_out, handoff);
+    emit_gemv_plain(s, w, y, wtype, x, bindings[3], p, norm_out, handoff);
 }
 
 bool gemv_fuses_gate_up(const DeviceProfile& d, TensorType wtype, size_t k, Activation act) {
@@ -404,7 +407,7 @@ void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, T
     const GemvParams p = gemv_params({rows, rows, 0}, k, false, x, input, "gemv_gate_up");
     const Binding& second = p.x_op != AKUNU_GEMV_X ? input->second : x;
     const uint32_t op = GemvInput::gated(act, y).op;  // the activation's x_op code (y stands in for up)
-    emit_gemv_comp(s, {w_gate, w_up, w_gate}, {y, y, y}, wtype, x, second, p, nullptr, op);
+    emit_gemv_core(s, GemvCompKind::kGateUp, wtype, {w_gate, x, y, second, w_up}, p, op);
 }
 
 bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache, bool half_split) {
@@ -462,8 +465,11 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     if (tiles32(wtype))
         emit_gemv_tiles(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p,
                         gemv_x_rounding(s.device().profile(), wtype, k, rounding), rope, handoff);
-    else
-        emit_gemv_comp(s, {w[0], w1, w2}, {y[0], y1, y2}, wtype, x, second, p, rope);
+    else {
+        std::vector<Binding> bindings{w[0], x, y[0], second, w1, w2, y1, y2};
+        append_rope_bindings(bindings, rope, x, y[0]);
+        emit_gemv_core(s, GemvCompKind::kParts, wtype, std::move(bindings), p);
+    }
 }
 
 }  // namespace akunu::kernels

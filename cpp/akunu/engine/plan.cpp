@@ -105,7 +105,7 @@ void plan_handoffs(const Inputs& in, DecodePlan& p) {
 }
 
 // The next pre-norm handed forward (kernels::GemvNormOut) by the O and down GEMVs, where they
-// and every GEMV reading that norm's output are float gemv.comp ones, no post-norm comes
+// and every GEMV reading that norm's output are float gemv_core.glsl ones, no post-norm comes
 // between, and the GEMV signals no hand-off (kernels::gemv refuses both).
 void plan_norm_forward(const Inputs& in, DecodePlan& p) {
     const ModelConfig& c = in.c;

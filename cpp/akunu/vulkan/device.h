@@ -119,8 +119,14 @@ private:
     std::unique_ptr<Pipeline> make_pipeline(const std::string& kernel, const std::vector<uint32_t>& spec);
     explicit Device(const Tuning& tuning);  // the CPU backend
 
+    // Frees the CPU backend's workers where their type is complete (backend/devices.cpp), so
+    // that the Vulkan side never includes the CPU backend.
+    struct ThreadPoolDeleter {
+        void operator()(cpu::ThreadPool* pool) const;
+    };
+
     Backend backend_ = Backend::kVulkan;
-    std::unique_ptr<cpu::ThreadPool> threads_;
+    std::unique_ptr<cpu::ThreadPool, ThreadPoolDeleter> threads_;
     std::shared_ptr<Instance> instance_;
     VkPhysicalDevice physical_ = VK_NULL_HANDLE;
     DeviceProfile profile_;

@@ -3,14 +3,14 @@
 // Its layout comes from the kernel's own SPIR-V (spirv_reflect.h): one push-descriptor set with
 // the kernel's storage buffers, and a push-constant range of the kernel's block size. Devices
 // own their pipelines (Device::pipeline), so a Pipeline never outlives its VkDevice.
-// On the CPU backend the same kernel name resolves to a C++ kernel (cpu/cpu_kernel.h); the
+// On the CPU backend the same kernel name resolves to a C++ kernel (vulkan/cpu_kernel.h, implemented by cpu/); the
 // interface still comes from the SPIR-V, so dispatches are checked the same way.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "akunu/cpu/cpu_kernel.h"
+#include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/vulkan/spirv_reflect.h"
 #include "akunu/vulkan/vk_loader.h"
 

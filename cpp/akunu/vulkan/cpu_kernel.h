@@ -1,4 +1,5 @@
-// The CPU backend's kernel interface: how a dispatch reaches a C++ kernel.
+// The CPU backend's kernel interface: how a dispatch reaches a C++ kernel. Part of the backend
+// interface (Pipeline carries a CpuKernel); cpu/ implements it (kernel_registry.cpp).
 //
 // A CPU kernel implements one row of shaders/kernels.cmake with the GLSL kernel's semantics: it
 // reads the same parameter struct (params.h) and the same bindings, in binding order, and is
@@ -15,9 +16,9 @@
 
 namespace akunu::cpu {
 
-constexpr int kMaxBindings = 17;  // gemv.comp float interfaces take 17, gemv_tiles.comp 14
+constexpr int kMaxBindings = 14;  // gemv_tiles.comp takes 14, the most of any kernel
 constexpr int kMaxParamBytes = 80;  // GemvParams
-constexpr int kMaxSpec = 8;  // gemv.comp and gemv_tiles.comp take 7
+constexpr int kMaxSpec = 8;  // gemv.comp takes 7, the most of any kernel
 
 struct CpuArgs {
     uint8_t* b[kMaxBindings] = {};  // each binding's first byte (buffer contents + offset)
