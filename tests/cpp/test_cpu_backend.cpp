@@ -116,7 +116,8 @@ static std::vector<uint8_t> random_row(const cpu::WeightType& w, size_t k, std::
             uint8_t* blk = row.data() + b * w.block_bytes;
             const size_t at = w.type == TensorType::Q6_K ? w.block_bytes - 2 : 0;
             std::memcpy(blk + at, &h, 2);
-            if (w.type == TensorType::Q4_1 || w.type == TensorType::Q4_K || w.type == TensorType::Q5_K)
+            if (w.type == TensorType::Q4_1 || w.type == TensorType::Q5_1 || w.type == TensorType::Q4_K ||
+                w.type == TensorType::Q5_K)
                 std::memcpy(blk + 2, &h, 2);
         }
     }
@@ -372,6 +373,10 @@ TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
     auto d = cpu_device();
     std::mt19937 rng(11);
     for (const cpu::WeightType& w : cpu::weight_types()) {
+        if (w.type == TensorType::Q5_0 || w.type == TensorType::Q5_1) {  // the file's rows only
+            EXPECT_FALSE(cpu::tile_layout_for(w.type)) << type_traits(w.type).name;
+            continue;
+        }
         const TileCase c = tile_case(w, rng);
         check_launchers(d, c);
         check_tile_products(c);

@@ -57,9 +57,10 @@ std::string variant(const char* kernel, DType dtype) { return std::string(kernel
 // Weight types with GEMV/GEMM/embedding variants (their kernel names: formats/tiles.h
 // variant_name).
 const TensorType kWeightVariants[] = {
-    TensorType::F32,      TensorType::F16,       TensorType::BF16,     TensorType::Q8_0,     TensorType::Q4_0,
-    TensorType::Q4_1,     TensorType::Q4_K,      TensorType::Q5_K,     TensorType::Q6_K,     TensorType::MLX4_G32,
-    TensorType::MLX4_G64, TensorType::MLX4_G128, TensorType::MLX8_G32, TensorType::MLX8_G64, TensorType::MLX8_G128,
+    TensorType::F32,      TensorType::F16,       TensorType::BF16,     TensorType::Q8_0,      TensorType::Q4_0,
+    TensorType::Q4_1,     TensorType::Q5_0,      TensorType::Q5_1,     TensorType::Q4_K,      TensorType::Q5_K,
+    TensorType::Q6_K,     TensorType::MLX4_G32,  TensorType::MLX4_G64, TensorType::MLX4_G128, TensorType::MLX8_G32,
+    TensorType::MLX8_G64, TensorType::MLX8_G128,
 };
 
 // A cache kernel's variant ("attention_split_int4_blocks": format, then layout) and its
@@ -211,6 +212,8 @@ bool dequantizes_to_f16(TensorType wtype) {
         case TensorType::Q8_0:
         case TensorType::Q4_0:
         case TensorType::Q4_1:
+        case TensorType::Q5_0:
+        case TensorType::Q5_1:
         case TensorType::Q4_K:
         case TensorType::Q5_K:
         case TensorType::Q6_K: return true;
