@@ -238,15 +238,16 @@ void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Bind
 }
 
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,
-           const Binding& step, const Binding& out, size_t dim, float scale, size_t rows) {
+           const Binding& step, const Binding& out, size_t dim, float scale, size_t rows, size_t first_row) {
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, dim, "embed", "dim");
     check_bytes(w, tensor_bytes(t, uint64_t(vocab) * dim, "embedding"), "embed", "W");
     check_fits(token_ids, rows, DType::kU32, "embed", "token_ids");
     check_fits(out, rows * dim, DType::kF32, "embed", "out");
     check_bytes(step, sizeof(StepState), "embed", "step");
+    checked_u32(first_row + vocab, "embed: first_row + vocab");  // token ids are 32-bit
     EmbedParams p{checked_u32(dim, "embed: dim"), scale, checked_u32(rows, "embed: rows"),
-                  checked_u32(vocab, "embed: vocab")};
+                  checked_u32(vocab, "embed: vocab"), uint32_t(first_row)};
     const size_t items = rows * (t.block_size == 1 ? dim : dim / AKUNU_EMBED_BLOCK_ITEM);  // embed.comp ITEM
     emit(s, weight_variant("embed", wtype), {}, {w, token_ids, step, out}, p, grid_for(s, (items + 63) / 64));
 }
