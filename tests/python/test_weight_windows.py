@@ -21,29 +21,33 @@ def bound_bytes(command: dict, binding: int) -> int:
     return range_ or size - offset
 
 
-# The tiny model (dim 256, vocab 1024, ffn 768): a binding limit between its largest
+# The tiny model (dim 256, vocab 1024, ffn 768). A binding limit between its largest
 # projection (ffn, 384 KiB of f16, 204 KiB of q8_0) and its embedding and head (512 KiB of
 # f16; 272 KiB of q8_0, on Vulkan devices the head in tiles of the same size) splits only
-# those two, each in two windows.
-@pytest.mark.parametrize("wtype, kib", [("f16", 448), ("q8_0", 240)])
-def test_row_windows_give_the_logits_of_whole_bindings(tmp_path_factory, wtype, kib):
+# those two, in two windows each, and leaves the logits bit for bit as they were. 160 KiB
+# splits the f16 FFN matrices too (3 windows each, the embedding 4): their GEMVs then run on
+# their own (no gate/up fusion, no norm handed forward), which rounds differently.
+@pytest.mark.parametrize("wtype, kib, n_embed", [("f16", 448, 2), ("q8_0", 240, 2), ("f16", 160, 4)])
+def test_row_windows_give_the_logits_of_whole_bindings(tmp_path_factory, wtype, kib, n_embed):
     path = random_gguf(tmp_path_factory, wtype)
     whole = akunu.Model(path, context=64, progress=False)
     split = akunu.Model(path, context=64, progress=False, tuning={"weight_binding_kib": kib})
     for prefill in (False, True):
         assert len(windows(whole, "token_embd", prefill)) == 1
         embeds = windows(split, "token_embd", prefill)
-        assert len(embeds) == 2 and all(bound_bytes(e, 0) <= kib * 1024 for e in embeds)
+        assert len(embeds) == n_embed and all(bound_bytes(e, 0) <= kib * 1024 for e in embeds)
         assert len(windows(split, "output", prefill)) > len(windows(whole, "output", prefill))
-    ids = [1, 1023, 17, 300, 5, 999, 512, 511, 42]  # tokens of both windows, the last row included
-    want_all = whole.eval(ids, all_logits=True)
-    got_all = split.eval(ids, all_logits=True)
-    np.testing.assert_array_equal(got_all, want_all)
+        weights = [c["bindings"][0] for c in split.dispatch_table(prefill) if c["kernel"].startswith(("gemv", "gemm"))]
+        assert all((r or size - off) <= kib * 1024 for size, off, r in weights)
+    ids = [1, 1023, 17, 300, 5, 999, 512, 511, 42]  # tokens of every window, the last row included
+    same = np.testing.assert_array_equal if kib > 384 else (
+        lambda got, want: np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max()))
+    same(split.eval(ids, all_logits=True), whole.eval(ids, all_logits=True))
     whole.reset()
     split.reset()
     for i in ids:  # decode steps: one GEMV per window of the head
         want = whole.eval([i]).copy()
-        np.testing.assert_array_equal(split.eval([i]), want)
+        same(split.eval([i]), want)
 
 
 def test_windows_too_small_for_one_row_are_refused(tmp_path_factory):

@@ -83,6 +83,9 @@ private:
     // ---- hand-offs ----
     std::optional<kernels::GemvHandoff> take_handoff(uint32_t signal = 0, uint32_t count = 0, uint32_t clear = 0);
 
+    // Whether `w` is bound in more than one row window (weight_windows.h): such a matrix is
+    // multiplied on its own, with nothing fused, handed off or handed forward.
+    bool split(const Weight& w) const { return weight_binding_limit(t_.device().profile()) < w.buffer.size(); }
     void label(int l, const char* name) { t_.set_label("blk." + std::to_string(l) + "." + name); }
     const Buffer& buf(const std::string& name) const { return s_.get(prefill_ ? "batch_" + name : name); }
     const LayerWeights& layer(int l) const { return m_.weights.layers[size_t(l)]; }
@@ -264,7 +267,7 @@ void Builder::feed_forward(int l) {
 ProjectionInput Builder::gate_up(int l, const ProjectionInput& in) {
     const LayerWeights& L = layer(l);
     const LayerPlan& lp = plan_.layers[size_t(l)];
-    if (lp.gate_up_fused) {
+    if (lp.gate_up_fused && !split(L.gate) && !split(L.up)) {
         label(l, "ffn_gate_up");
         kernels::gemv_gate_up(t_, L.gate.buffer, L.up.buffer, L.gate.type, in.x, act_, ffn_, dim_, a_.activation,
                               in.fold());
@@ -420,8 +423,7 @@ bool Builder::project(int l, const char* fused_label, std::initializer_list<Proj
                       const ProjectionInput& in, bool fuse, const kernels::GemvRopeKv* rope,
                       const kernels::GemvHandoff* handoff) {
     AKUNU_CHECK(fuse || !handoff, "a hand-off needs the projections fused into one GEMV");
-    for (const Projection& p : parts)  // a matrix bound in row windows is multiplied on its own
-        fuse = fuse && (handoff || weight_windows(*p.w, t_.device().profile(), p.label).size() == 1);
+    for (const Projection& p : parts) fuse = fuse && (handoff || !split(*p.w));
     if (!fuse) {
         size_t left = parts.size();
         for (const Projection& p : parts) {
@@ -487,7 +489,7 @@ ProjectionInput Builder::normed_input(const Weight& w, const Buffer& x, const Bu
 // adds into the residual stream also writes the stream times `norm`'s weight into `residual`
 // and its sums of squares, and the GEMVs after it read those instead of folding the norm.
 std::optional<kernels::GemvNormOut> Builder::hand_norm_forward(const Weight& producer, const Weight& norm, bool on) {
-    if (!on) return std::nullopt;
+    if (!on || split(producer)) return std::nullopt;
     const Binding sums(s_.get("norm_sums"));
     const uint32_t partials = kernels::gemv_norm_partials(t_.device().profile(), producer.type, dim_);
     ready_ = ProjectionInput{Binding(residual_), kernels::GemvInput::rmsnorm_ready(sums, partials, c_.norm_eps)};
