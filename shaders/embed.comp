@@ -2,7 +2,8 @@
 #extension GL_GOOGLE_include_directive : require
 // embed_<wtype>: out[r] = scale * W[token, :] for the token in token_ids[step.token_slot + r],
 // dequantized to f32. One invocation per element (float types) or per AKUNU_EMBED_BLOCK_ITEM
-// elements of a block (block formats) of each row.
+// elements of a block (block formats) of each row. W may be a window of the table's rows
+// (EmbedParams.first_row): rows whose token lies outside it are left to another dispatch.
 #include "common.glsl"
 layout(push_constant) uniform Push { EmbedParams p; };
 #define W_BINDING 0
@@ -25,7 +26,8 @@ void main() {
     const uint gid = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
     const uint row = gid / items, i = gid % items;
     if (row >= min(p.rows, step.n_tokens)) return;
-    const uint token = token_ids[step.token_slot + row];
+    const uint token = token_ids[step.token_slot + row] - p.first_row;  // wraps below the window
+    if (token >= p.vocab) return;
     const uint out_base = row * p.dim;
 #if W_BLOCK == 1
     out_data[out_base + i] = p.scale * w_load1(token * p.dim + i);

@@ -8,6 +8,7 @@
 #   float    f32 f16 bf16                    WTYPE_<TYPE>
 #   block32  q8_0 q4_0 q4_1                  WTYPE_<TYPE>
 #   tiles    q8_0_t32v q4_0_t32v q4_1_t32v   WTYPE_<BASE>,W_TILES: block32 rows stored tile-major
+#   rows32   q5_0 q5_1                       WTYPE_<TYPE>: 32-element blocks in the file's rows only
 #   kquant   q4_k q5_k q6_k                  WTYPE_<TYPE>
 #   mlx      mlx<bits>_g<group>              WTYPE_MLX,MLX_BITS=<bits>,W_BLOCK=<group>
 # KV caches: <kernel>[_<format>][_<layout>] (kernels.cpp cache_variant). Formats
@@ -75,10 +76,11 @@ endforeach()
 # ---- Weight types x kernels. wtype_<type>: the defines that select the type's code.
 set(wtypes_float f32 f16 bf16)
 set(wtypes_block32 q8_0 q4_0 q4_1)
+set(wtypes_rows32 q5_0 q5_1)
 set(wtypes_kquant q4_k q5_k q6_k)
 set(wtypes_tiles "")
 set(wtypes_mlx "")
-foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_kquant)
+foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_rows32 wtypes_kquant)
   string(TOUPPER "WTYPE_${type}" wtype_${type})
 endforeach()
 foreach(type IN LISTS wtypes_block32)
@@ -92,7 +94,7 @@ foreach(bits 4 8)
   endforeach()
 endforeach()
 
-foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_kquant wtypes_mlx)
+foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_rows32 wtypes_kquant wtypes_mlx)
   akunu_kernel(gemv_${type} gemv.comp ${wtype_${type}})
   akunu_kernel(embed_${type} embed.comp ${wtype_${type}})
 endforeach()
@@ -111,12 +113,12 @@ foreach(type IN LISTS wtypes_block32)
 endforeach()
 foreach(gemm gemm gemm_cm)
   string(TOUPPER "${gemm}_SHORT" short)
-  foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_tiles wtypes_kquant wtypes_mlx)
+  foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_rows32 wtypes_tiles wtypes_kquant wtypes_mlx)
     akunu_kernel(${gemm}_${type} ${gemm}.comp ${wtype_${type}})
     akunu_kernel(${gemm}_short_${type} ${gemm}.comp ${wtype_${type}} ${short})
   endforeach()
 endforeach()
-foreach(type IN LISTS wtypes_block32 wtypes_tiles wtypes_kquant)
+foreach(type IN LISTS wtypes_block32 wtypes_rows32 wtypes_tiles wtypes_kquant)
   akunu_kernel(dequant_f16_${type} dequant.comp ${wtype_${type}})
 endforeach()
 

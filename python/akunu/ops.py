@@ -56,8 +56,8 @@ def rmsnorm(x, w, out, eps: float = 1e-5, weight_offset: float = 0.0) -> float:
 def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight_offset: float = 0.0,
          x_rounding: str | None = None, up=None, activation: str = "silu") -> float:
     """y = W @ x with W [rows, k], x [k] f32, y [rows] f32. W is an f32/f16/bf16 array, or raw
-    blocks of a ggml type named by `wtype` ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"),
-    with rows and k taken from y and x. With `norm` (a [k] f32 buffer g), x is read through an
+    blocks of a ggml type named by `wtype` ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K",
+    "Q5_K", "Q6_K"), with rows and k taken from y and x. With `norm` (a [k] f32 buffer g), x is read through an
     RMSNorm first: x * (g + weight_offset) / sqrt(mean(x^2) + eps), as the engine folds its
     norms. With `up` (a [k] f32 buffer), x is the gate of a gated activation and the product
     reads act(x) * up ("silu" or "gelu_tanh"), as the engine folds the FFN's activation into
@@ -124,8 +124,8 @@ def gemm_gated(w_gate, w_up, x, out, activation: str = "silu", min_rows: int = 0
 
 
 def dequant_f16(w, out, wtype: str) -> float:
-    """out [n, k] f16 = W as halves, W raw blocks of a ggml block format (Q8_0, Q4_0, Q4_1, Q4_K,
-    Q5_K, Q6_K): what a long prefill chunk's GEMM reads in place of the blocks."""
+    """out [n, k] f16 = W as halves, W raw blocks of a ggml block format (Q8_0, Q4_0, Q4_1, Q5_0,
+    Q5_1, Q4_K, Q5_K, Q6_K): what a long prefill chunk's GEMM reads in place of the blocks."""
     n, k = out.shape
     step = out.device.upload(np.array([0, 0, 1, 0], dtype=np.uint32))
     return _run(out.device, lambda cl: kernels.dequant_f16(cl, w, wtype, out, n, k, step))

@@ -135,8 +135,11 @@ struct EmbedParams {
     float scale;
     uint rows;
     uint vocab;  // rows of W (MLX weights find their scales after all rows' codes)
+    // W holds rows [first_row, first_row + vocab) of the table (a window: engine/weight_windows.h);
+    // tokens outside them are another dispatch's, and their rows are left as they are.
+    uint first_row;
 };
-AKUNU_PARAMS_SIZE(EmbedParams, 16)
+AKUNU_PARAMS_SIZE(EmbedParams, 20)
 // Elements per invocation of embed_* for block formats: one w_load8() (float types: 1).
 #define AKUNU_EMBED_BLOCK_ITEM 8
 

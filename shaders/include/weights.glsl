@@ -1,10 +1,10 @@
 // Weight access for every supported weight type, selected by one define per variant
-// (WTYPE_F32, WTYPE_F16, WTYPE_BF16, WTYPE_Q8_0, WTYPE_Q4_0, WTYPE_Q4_1, WTYPE_Q4_K, WTYPE_Q5_K,
-// WTYPE_Q6_K, and WTYPE_MLX with MLX_BITS and W_BLOCK). The includer sets W_BINDING, and for
-// MLX weights W_TOTAL_BLOCKS. Float types expose w_load1/w_load4; block formats
-// (ggml layouts, W_BLOCK elements per block) expose w_block8(), which decodes 8 elements of a
-// block, and, where the includer defines W_X4, w_lane_dot() (k-quants, MLX) or w_lane_x(),
-// w_lane_load() and w_lane_dot_x() (32-element blocks) for the GEMV. Every type exposes
+// (WTYPE_F32, WTYPE_F16, WTYPE_BF16, WTYPE_Q8_0, WTYPE_Q4_0, WTYPE_Q4_1, WTYPE_Q5_0, WTYPE_Q5_1,
+// WTYPE_Q4_K, WTYPE_Q5_K, WTYPE_Q6_K, and WTYPE_MLX with MLX_BITS and W_BLOCK). The includer
+// sets W_BINDING, and for MLX weights W_TOTAL_BLOCKS. Float types expose w_load1/w_load4; block
+// formats (ggml layouts, W_BLOCK elements per block) expose w_block8(), which decodes 8 elements
+// of a block, and, where the includer defines W_X4, w_lane_dot() (k-quants, Q5_0/Q5_1, MLX) or
+// w_lane_x(), w_lane_load() and w_lane_dot_x() (Q8_0/Q4_0/Q4_1) for the GEMV. Every type exposes
 // w_load8() for GEMM tiles and embedding rows. With W_TILES, Q8_0/Q4_0/Q4_1 matrices are
 // tile-major (cpu/tiles.h, what DeviceProfile::weight_tiles uploads): w_load8() and w_raw8()
 // read that layout, and gemv_tiles.comp uses w_tile_column() and friends directly.
@@ -78,6 +78,8 @@ float w_half_word(uint word) { return unpackHalf2x16(uint(wh[word])).x; }
 
 #if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K) || defined(WTYPE_Q6_K)
 #include "kquants.glsl"
+#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+#include "q5.glsl"
 #elif defined(WTYPE_MLX)
 #include "mlx_affine.glsl"
 #else

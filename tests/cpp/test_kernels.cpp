@@ -346,13 +346,17 @@ static Buffer random_k_blocks(const std::shared_ptr<Device>& dev, TensorType typ
     return dev->allocate(raw.data(), raw.size());
 }
 
-// Mirrors tests/python/test_kernels.py for the k-quants: 7 rows of 3 super-blocks make 21
-// blocks, so half of the 210-byte Q6_K blocks start off a 4-byte boundary.
-TEST_F(KernelTest, KQuantGemvAndGemmMatchCpu) {
+// Mirrors tests/python/test_kernels.py for the formats read in the file's rows only (the
+// k-quants, Q5_0 and Q5_1): 7 rows of 3 super-blocks make 21 blocks, so half of the 210-byte
+// Q6_K blocks start off a 4-byte boundary, and every other 22-byte Q5_0 block does.
+TEST_F(KernelTest, RowBlockGemvAndGemmMatchCpu) {
     auto dev = device();
     const size_t rows = 7, k = 768, m = 5;
-    const std::pair<TensorType, std::vector<size_t>> types[] = {
-        {TensorType::Q4_K, {0, 2}}, {TensorType::Q5_K, {0, 2}}, {TensorType::Q6_K, {208}}};
+    const std::pair<TensorType, std::vector<size_t>> types[] = {{TensorType::Q4_K, {0, 2}},
+                                                                {TensorType::Q5_K, {0, 2}},
+                                                                {TensorType::Q6_K, {208}},
+                                                                {TensorType::Q5_0, {0}},
+                                                                {TensorType::Q5_1, {0, 2}}};
     for (const auto& [type, scales] : types) {
         std::vector<float> w, x;
         Buffer gw = random_k_blocks(dev, type, scales, rows * k, &w);

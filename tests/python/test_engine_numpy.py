@@ -1,19 +1,16 @@
 """The engine against an independent float64 NumPy forward pass: random llama GGUF files in
-every weight type the GPU kernels read (Q5_K re-typed from a q4_k one with gguf-py's writer),
-and the real SmolLM2-135M-Instruct (Q4_1) from PyPI."""
+every weight type the kernels read (Q5_K, Q5_0 and Q5_1 re-typed from a q4_k one with gguf-py's
+writer), and the real SmolLM2-135M-Instruct (Q4_1) from PyPI."""
 from __future__ import annotations
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import akunu
 from akunu._akunu import kernels
-from support.fixture_paths import FIXTURES
+from support.fixture_paths import random_gguf
 
 pytest.importorskip("gguf", reason="gguf-py reads the weights for the independent reference")
 from support.ggml_blocks import retype_gguf  # noqa: E402
@@ -23,18 +20,6 @@ from support.numpy_llama import NumpyLlama  # noqa: E402
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
 
-MAKE_RANDOM = pathlib.Path(os.environ.get("AKUNU_MAKE_RANDOM_GGUF")
-                           or FIXTURES.parent / "tools" / "make_random_gguf.py")
-
-
-def random_gguf(tmp_path_factory, wtype: str) -> pathlib.Path:
-    if not MAKE_RANDOM.exists():
-        pytest.skip(f"{MAKE_RANDOM} is not on this machine")
-    out = tmp_path_factory.mktemp("random") / f"tiny-{wtype}.gguf"
-    subprocess.run([sys.executable, str(MAKE_RANDOM), "--shape", "tiny", "--type", wtype, "-o", str(out)], check=True,
-                   capture_output=True)
-    return out
-
 
 def retyped_gguf(tmp_path_factory, wtype: str, scale: float) -> pathlib.Path:
     """The tiny q4_k random model with its matrices re-typed to `wtype` (a format
@@ -43,8 +28,8 @@ def retyped_gguf(tmp_path_factory, wtype: str, scale: float) -> pathlib.Path:
     return retype_gguf(src, src.with_name(f"tiny-{wtype}.gguf"), wtype, scale)
 
 
-@pytest.mark.parametrize("wtype", ["f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "Q5_K", "q8_0 int8", "q4_0 int8",
-                                   "q4_0 float"])
+@pytest.mark.parametrize("wtype", ["f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "Q5_K", "Q5_0", "Q5_1", "q8_0 int8",
+                                   "q4_0 int8", "q4_0 float"])
 def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype, monkeypatch):
     """Decode, one token per step, against the float64 reference. Where the engine's GEMVs
     round x to int8 (decode_x_rounding), the reference run with that rounding moves the logits
@@ -63,8 +48,11 @@ def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype, mo
             monkeypatch.setenv("AKUNU_INT8", "1")
         else:
             monkeypatch.setenv("AKUNU_TUNE", "float_x=1")
-    # Q5_K: scale 5e-5 gives weights of a standard deviation near 0.02, as make_random_gguf's
-    path = retyped_gguf(tmp_path_factory, wtype, 5e-5) if wtype == "Q5_K" else random_gguf(tmp_path_factory, wtype)
+    # Q5_K: scale 5e-5 gives weights of a standard deviation near 0.02, as make_random_gguf's;
+    # Q5_0 and Q5_1 (codes to 31, Q5_1's minimum as large as its scale): 1e-3 near the same.
+    retyped = {"Q5_K": 5e-5, "Q5_0": 1e-3, "Q5_1": 1e-3}
+    path = retyped_gguf(tmp_path_factory, wtype, retyped[wtype]) if wtype in retyped else random_gguf(
+        tmp_path_factory, wtype)
     ids = [1, 17, 300, 5, 999, 42, 7]
     ref = NumpyLlama(str(path))
     want = ref.logits(ids)
@@ -285,15 +273,17 @@ def test_long_prefill_matches_numpy_float64(tmp_path_factory, backend, wtype):
     assert len(gated) == (4 if fuses else 0)  # the tiny model's 4 layers
 
 
-@pytest.mark.parametrize("wtype, where", [("Q2_K", "is not supported"),
-                                          ("Q5_0", "which the GPU kernels do not support yet")])
-def test_unsupported_weight_types_are_refused_clearly(tmp_path_factory, wtype, where):
-    """Q2_K has no dequantizer in akunu (the model check refuses it); Q5_0 has one, but no GPU
-    kernel reads it (the upload refuses it). Both errors name the type and list what runs."""
+@pytest.mark.parametrize("wtype", ["Q2_K", "F64"])
+def test_unsupported_weight_types_are_refused_clearly(tmp_path_factory, backend, wtype):
+    """Q2_K has no dequantizer in akunu (the model check refuses it); F64 has one, but no kernel
+    reads F64 matrices (the upload refuses them, naming the backend). Both errors name the type
+    and list what runs."""
     path = retyped_gguf(tmp_path_factory, wtype, 1e-3)
-    gpu_types = (r"F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, MLX8_G32, "
-                 r"MLX8_G64, MLX8_G128\)")
-    with pytest.raises(akunu.Error, match=rf"type {wtype},? {where} .*{gpu_types}") as e:
+    runs = "the CPU backend does" if backend == "cpu" else "the Vulkan kernels on .* do"
+    where = "is not supported" if wtype == "Q2_K" else f"which {runs} not support yet"
+    types = (r"F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, "
+             r"MLX8_G32, MLX8_G64, MLX8_G128\)")
+    with pytest.raises(akunu.Error, match=rf"type {wtype},? {where} .*{types}") as e:
         akunu.Model(path, context=64, progress=False)
     assert "blk.0.attn_q.weight" in str(e.value) or "token_embd.weight" in str(e.value)
 

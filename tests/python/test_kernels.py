@@ -243,7 +243,7 @@ def test_gemm_runs_only_inside_its_row_window(device, rng, variant, wtype):
 def test_dequant_f16(device, backend, rng, wtype, rows, units):
     """Block-format weights as halves (the f16 matrix a long prefill chunk's GEMM reads), each
     the reference weight rounded to f16, within one ulp: the k-quants' fp32 products round once
-    more, and Q4_1's d * code + m, where a device does not fuse it in f16 (lavapipe), rounds the
+    more, and Q4_1's and Q5_1's d * code + m, where a device does not fuse it in f16 (lavapipe), rounds the
     product first, an ulp of the row's largest weights."""
     if backend == "cpu":
         pytest.skip("the CPU backend's prefill reads block formats directly: it has no dequantizing kernel")
@@ -252,7 +252,7 @@ def test_dequant_f16(device, backend, rng, wtype, rows, units):
     out = poisoned(device, [rows, k], np.float16)
     ops.dequant_f16(w_dev, out, wname)
     want = w.astype(np.float16).astype(np.float64)
-    row_ulp = 2 ** -10 * np.abs(w).max(axis=1, keepdims=True) if wtype.startswith("Q4_1") else 2 ** -24
+    row_ulp = 2 ** -10 * np.abs(w).max(axis=1, keepdims=True) if wtype.startswith(("Q4_1", "Q5_1")) else 2 ** -24
     np.testing.assert_array_less(np.abs(out.numpy().astype(np.float64) - want),
                                  2 ** -10 * np.abs(want) + row_ulp + 1e-30)
 
@@ -300,11 +300,11 @@ def test_wrong_shapes_are_clear_errors(device):
         ops.gemv(device.allocate(144 * 2), device.empty([300], "f32"), y, wtype="Q4_K")
 
 
-@pytest.mark.parametrize("wtype", ["Q3_K", "Q2_K", "Q5_0"])
+@pytest.mark.parametrize("wtype", ["Q3_K", "Q2_K", "Q8_1"])
 def test_unsupported_weight_types_are_named_with_the_supported_ones(device, wtype):
     """Types akunu knows but no kernel reads: the error names the type and lists the others."""
-    supported = ("F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, MLX8_G32, "
-                 "MLX8_G64, MLX8_G128")
+    supported = ("F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MLX4_G32, MLX4_G64, MLX4_G128, "
+                 "MLX8_G32, MLX8_G64, MLX8_G128")
     block, nbytes = next((t["block_size"], t["block_bytes"]) for t in _akunu.tensor_types() if t["name"] == wtype)
     w, x, y = device.allocate(nbytes * 2), device.empty([2 * block], "f32"), device.empty([1], "f32")
     with pytest.raises(akunu.Error,

@@ -67,6 +67,10 @@ const std::vector<Row>& rows() {
         {{"column_views", "bool",
           "Disjoint column views of one buffer (Q, K and V) share a barrier interval; 0 tracks them as plain ranges."},
          &Tuning::column_views},
+        {{"weight_binding_kib", "int",
+          "Weight matrices are bound in windows of whole rows of at most this many KiB (auto: the device's "
+          "maxStorageBufferRange); smaller values test the windows a 128 MiB limit needs."},
+         &Tuning::weight_binding_kib},
         {{"profile_warm_ms", "int",
           "Milliseconds of untimed replays before Model.profile() times a step, so that clocks are up (auto: 400 on "
           "GPUs, 0 on CPUs)."},

@@ -35,6 +35,7 @@ struct Tuning {
     bool indirect_counts = true;  // workgroup counts that follow a chunk or step are read at run time
     bool row_windows = true;  // row windows of a chunk's GEMMs share a barrier interval
     bool column_views = true;  // disjoint column views of one buffer share a barrier interval
+    int weight_binding_kib = -1;  // bind weight matrices in row windows of at most N KiB (-1: the device's limit)
     // ---- profiling ----
     int profile_warm_ms = -1;  // untimed replays before a profiled step (-1 auto: 400 on GPUs)
     // ---- kernel geometry, for experiments and the kernel tests ----

@@ -131,11 +131,12 @@ void embed(const CpuArgs& a, size_t begin, size_t end) {
     for (size_t i = i0; i < i1;) {
         const size_t row = i / items, c0 = (i % items) * item;
         const size_t c1 = std::min<size_t>(p.dim, c0 + (i1 - i) * item);
-        const uint32_t token = a.at<const uint32_t>(1)[step.token_slot + row];
+        const uint32_t token = a.at<const uint32_t>(1)[step.token_slot + row] - p.first_row;
+        i += (c1 - c0) / item;
+        if (token >= p.vocab) continue;  // another window's row (EmbedParams.first_row)
         float* dst = out + row * p.dim;
         dequant_range(w, w.row(a.b[0], token, p.dim), c0, c1, dst + c0);
         for (size_t c = c0; c < c1; ++c) dst[c] *= p.scale;
-        i += (c1 - c0) / item;
     }
 }
 

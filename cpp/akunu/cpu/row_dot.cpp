@@ -68,6 +68,8 @@ RowDotFn row_dot_scalar(TensorType type) {
         case TensorType::Q8_0: return dot_blocks<TensorType::Q8_0>;
         case TensorType::Q4_0: return dot_blocks<TensorType::Q4_0>;
         case TensorType::Q4_1: return dot_blocks<TensorType::Q4_1>;
+        case TensorType::Q5_0: return dot_blocks<TensorType::Q5_0>;
+        case TensorType::Q5_1: return dot_blocks<TensorType::Q5_1>;
         case TensorType::Q4_K: return dot_blocks<TensorType::Q4_K>;
         case TensorType::Q5_K: return dot_blocks<TensorType::Q5_K>;
         case TensorType::Q6_K: return dot_blocks<TensorType::Q6_K>;

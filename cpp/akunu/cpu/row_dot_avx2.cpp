@@ -91,18 +91,50 @@ float dot_q8_0(const uint8_t* row, const float* x, size_t k) {
     return hsum(acc);
 }
 
-// The 32 nibbles of a 4-bit block as bytes (low nibbles are elements 0..15, high 16..31),
-// minus `bias`, multiplied into x: sum_j (q_j - bias) * x_j as 8 partial sums.
-__m256 nibble_dot(const uint8_t* qs, const float* x, int bias) {
+// Codes of a 32-element block as signed bytes, elements 0..15 in lo and 16..31 in hi.
+struct BlockBytes {
+    __m128i lo, hi;
+};
+
+// The 32 nibbles of a 4-bit block as bytes (low nibbles are elements 0..15, high 16..31), with
+// bit j of `high` (a 5-bit block's qh) added as 16 to element j, minus `bias`.
+BlockBytes block_bytes(const uint8_t* qs, int bias, uint32_t high = 0) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
     const __m128i mask = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(char(bias));
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, mask), off);
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), mask), off);
+    __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+    if (high) {  // byte j of 16 takes bit j of 16 bits: 0x10 where it is set
+        const __m128i spread = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        const __m128i bit = _mm_set1_epi64x(int64_t(0x8040201008040201ull)), five = _mm_set1_epi8(0x10);
+        const __m128i h = _mm_shuffle_epi8(_mm_cvtsi32_si128(int(high)), spread);
+        const __m128i g = _mm_shuffle_epi8(_mm_cvtsi32_si128(int(high >> 16)), spread);
+        lo = _mm_or_si128(lo, _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(h, bit), bit), five));
+        hi = _mm_or_si128(hi, _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(g, bit), bit), five));
+    }
+    return {_mm_sub_epi8(lo, off), _mm_sub_epi8(hi, off)};
+}
+
+// sum_j code_j * x_j of a block's 32 codes as 8 partial sums.
+__m256 bytes_dot(const BlockBytes& c, const float* x) {
+    const __m128i lo = c.lo, hi = c.hi;
     __m256 s = _mm256_mul_ps(i8x8(&lo), _mm256_loadu_ps(x));
     s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), _mm256_loadu_ps(x + 8), s);
     s = _mm256_fmadd_ps(i8x8(&hi), _mm256_loadu_ps(x + 16), s);
     s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), _mm256_loadu_ps(x + 24), s);
     return s;
+}
+
+__m256 nibble_dot(const uint8_t* qs, const float* x, int bias) { return bytes_dot(block_bytes(qs, bias), x); }
+
+uint32_t qh_at(const uint8_t* p) {
+    uint32_t h;
+    std::memcpy(&h, p, 4);
+    return h;
+}
+
+// The sum of x[0:32] as 8 partial sums (the offset of Q4_1's and Q5_1's minimum).
+__m256 x_sum32(const float* x) {
+    return _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
+                         _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));
 }
 
 // block_q4_0 {half d; u8 qs[16]}: d * (q - 8)
@@ -118,9 +150,25 @@ float dot_q4_1(const uint8_t* row, const float* x, size_t k) {
     __m256 acc = _mm256_setzero_ps(), xsum = _mm256_setzero_ps();
     for (size_t b = 0; b < k / 32; ++b, row += 20, x += 32) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(half(row)), nibble_dot(row + 4, x, 0), acc);
-        const __m256 xs = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
-                                        _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));
-        xsum = _mm256_fmadd_ps(_mm256_set1_ps(half(row + 2)), xs, xsum);
+        xsum = _mm256_fmadd_ps(_mm256_set1_ps(half(row + 2)), x_sum32(x), xsum);
+    }
+    return hsum(_mm256_add_ps(acc, xsum));
+}
+
+// block_q5_0 {half d; u8 qh[4]; u8 qs[16]}: d * (q - 16), bit j of qh the 5th bit of element j
+float dot_q5_0(const uint8_t* row, const float* x, size_t k) {
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 32; ++b, row += 22, x += 32)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(row)), bytes_dot(block_bytes(row + 6, 16, qh_at(row + 2)), x), acc);
+    return hsum(acc);
+}
+
+// block_q5_1 {half d; half m; u8 qh[4]; u8 qs[16]}: d * q + m
+float dot_q5_1(const uint8_t* row, const float* x, size_t k) {
+    __m256 acc = _mm256_setzero_ps(), xsum = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 32; ++b, row += 24, x += 32) {
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(row)), bytes_dot(block_bytes(row + 8, 0, qh_at(row + 4)), x), acc);
+        xsum = _mm256_fmadd_ps(_mm256_set1_ps(half(row + 2)), x_sum32(x), xsum);
     }
     return hsum(_mm256_add_ps(acc, xsum));
 }
@@ -201,6 +249,19 @@ void dequant_q4_0(const uint8_t* src, float* dst, size_t blocks) {
     }
 }
 
+// Q5_0 (d (q - 16)) and Q5_1 (d q + m, kMin) blocks as floats. The products are exact (an
+// f16 scale times a 5-bit code), so these equal the scalar dequantizers bit for bit.
+template <bool kMin>
+void dequant_q5(const uint8_t* src, float* dst, size_t blocks) {
+    constexpr size_t head = kMin ? 4 : 2;
+    for (size_t b = 0; b < blocks; ++b, src += head + 20, dst += 32) {
+        const __m256 d = _mm256_set1_ps(half(src)), m = _mm256_set1_ps(kMin ? half(src + 2) : 0.0f);
+        const BlockBytes c = block_bytes(src + head + 4, kMin ? 0 : 16, qh_at(src + head));
+        const __m128i parts[4] = {c.lo, _mm_srli_si128(c.lo, 8), c.hi, _mm_srli_si128(c.hi, 8)};
+        for (int i = 0; i < 4; ++i) _mm256_storeu_ps(dst + 8 * i, _mm256_fmadd_ps(d, i8x8(&parts[i]), m));
+    }
+}
+
 }  // namespace
 
 DequantFn dequant_avx2(TensorType type) {
@@ -208,6 +269,8 @@ DequantFn dequant_avx2(TensorType type) {
         case TensorType::F16: return dequant_f16;
         case TensorType::Q8_0: return dequant_q8_0;
         case TensorType::Q4_0: return dequant_q4_0;
+        case TensorType::Q5_0: return dequant_q5<false>;
+        case TensorType::Q5_1: return dequant_q5<true>;
         default: return nullptr;
     }
 }
@@ -224,6 +287,8 @@ RowDotFn row_dot_avx2(TensorType type) {
         case TensorType::Q8_0: return dot_q8_0;
         case TensorType::Q4_0: return dot_q4_0;
         case TensorType::Q4_1: return dot_q4_1;
+        case TensorType::Q5_0: return dot_q5_0;
+        case TensorType::Q5_1: return dot_q5_1;
         case TensorType::Q4_K: return dot_superblocks<TensorType::Q4_K>;
         case TensorType::Q5_K: return dot_superblocks<TensorType::Q5_K>;
         case TensorType::Q6_K: return dot_superblocks<TensorType::Q6_K>;

@@ -21,6 +21,8 @@ const std::vector<WeightType>& weight_types() {
             {TensorType::Q8_0, "embed_q8_0", "gemv_q8_0", "gemm_q8_0"},
             {TensorType::Q4_0, "embed_q4_0", "gemv_q4_0", "gemm_q4_0"},
             {TensorType::Q4_1, "embed_q4_1", "gemv_q4_1", "gemm_q4_1"},
+            {TensorType::Q5_0, "embed_q5_0", "gemv_q5_0", "gemm_q5_0"},
+            {TensorType::Q5_1, "embed_q5_1", "gemv_q5_1", "gemm_q5_1"},
             {TensorType::Q4_K, "embed_q4_k", "gemv_q4_k", "gemm_q4_k"},
             {TensorType::Q5_K, "embed_q5_k", "gemv_q5_k", "gemm_q5_k"},
             {TensorType::Q6_K, "embed_q6_k", "gemv_q6_k", "gemm_q6_k"},

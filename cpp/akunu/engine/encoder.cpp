@@ -47,12 +47,9 @@ std::unique_ptr<Encoder> Encoder::load(const std::string& path, const EncoderOpt
     e->device_ = Device::create(options.device, options.tuning);
     stage("weights");
     const auto items = plan_weight_uploads(*e->files_, c, e->device_->profile().weight_tiles);
+    check_weight_types(items, e->device_->profile(), path);
     for (size_t i = 0; i < items.size(); ++i) {
         const UploadItem& it = items[i];
-        AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),
-                    path + ": tensor " + it.tensor->name + " has weight type " + it.tensor->type->name +
-                        ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() +
-                        ")");
         e->weights_[{it.role, it.layer}] = upload_weight(e->device_, *e->files_, it);
         e->weight_bytes_ += it.bytes;
         if (options.progress) options.progress("weights", i + 1, items.size());

@@ -57,9 +57,10 @@ std::string variant(const char* kernel, DType dtype) { return std::string(kernel
 // Weight types with GEMV/GEMM/embedding variants (their kernel names: formats/tiles.h
 // variant_name).
 const TensorType kWeightVariants[] = {
-    TensorType::F32,      TensorType::F16,       TensorType::BF16,     TensorType::Q8_0,     TensorType::Q4_0,
-    TensorType::Q4_1,     TensorType::Q4_K,      TensorType::Q5_K,     TensorType::Q6_K,     TensorType::MLX4_G32,
-    TensorType::MLX4_G64, TensorType::MLX4_G128, TensorType::MLX8_G32, TensorType::MLX8_G64, TensorType::MLX8_G128,
+    TensorType::F32,      TensorType::F16,       TensorType::BF16,     TensorType::Q8_0,      TensorType::Q4_0,
+    TensorType::Q4_1,     TensorType::Q5_0,      TensorType::Q5_1,     TensorType::Q4_K,      TensorType::Q5_K,
+    TensorType::Q6_K,     TensorType::MLX4_G32,  TensorType::MLX4_G64, TensorType::MLX4_G128, TensorType::MLX8_G32,
+    TensorType::MLX8_G64, TensorType::MLX8_G128,
 };
 
 // A cache kernel's variant ("attention_split_int4_blocks": format, then layout) and its
@@ -211,6 +212,8 @@ bool dequantizes_to_f16(TensorType wtype) {
         case TensorType::Q8_0:
         case TensorType::Q4_0:
         case TensorType::Q4_1:
+        case TensorType::Q5_0:
+        case TensorType::Q5_1:
         case TensorType::Q4_K:
         case TensorType::Q5_K:
         case TensorType::Q6_K: return true;
@@ -235,15 +238,16 @@ void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Bind
 }
 
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,
-           const Binding& step, const Binding& out, size_t dim, float scale, size_t rows) {
+           const Binding& step, const Binding& out, size_t dim, float scale, size_t rows, size_t first_row) {
     const TensorTypeTraits& t = type_traits(wtype);
     check_row_blocks(t, dim, "embed", "dim");
     check_bytes(w, tensor_bytes(t, uint64_t(vocab) * dim, "embedding"), "embed", "W");
     check_fits(token_ids, rows, DType::kU32, "embed", "token_ids");
     check_fits(out, rows * dim, DType::kF32, "embed", "out");
     check_bytes(step, sizeof(StepState), "embed", "step");
+    checked_u32(first_row + vocab, "embed: first_row + vocab");  // token ids are 32-bit
     EmbedParams p{checked_u32(dim, "embed: dim"), scale, checked_u32(rows, "embed: rows"),
-                  checked_u32(vocab, "embed: vocab")};
+                  checked_u32(vocab, "embed: vocab"), uint32_t(first_row)};
     const size_t items = rows * (t.block_size == 1 ? dim : dim / AKUNU_EMBED_BLOCK_ITEM);  // embed.comp ITEM
     emit(s, weight_variant("embed", wtype), {}, {w, token_ids, step, out}, p, grid_for(s, (items + 63) / 64));
 }

@@ -157,8 +157,10 @@ void dequant_f16(DispatchSink& s, const Binding& w, TensorType wtype, const Bind
                  const Binding& step, uint32_t min_rows);
 
 // out[r, 0:dim] f32 = scale * W[token_ids[step.token_slot + r], :] for r < min(rows, step.n_tokens).
+// W may be a window of the table: rows [first_row, first_row + vocab) (weight_windows.h); rows
+// of out whose token lies outside it are left as they are.
 void embed(DispatchSink& s, const Binding& w, TensorType wtype, size_t vocab, const Binding& token_ids,
-           const Binding& step, const Binding& out, size_t dim, float scale, size_t rows = 1);
+           const Binding& step, const Binding& out, size_t dim, float scale, size_t rows = 1, size_t first_row = 0);
 
 // dst[0:dim] = src[step.n_tokens - 1, 0:dim].
 void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Binding& step, size_t rows, size_t dim);

@@ -8,10 +8,18 @@
 #include "akunu/core/error.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/engine/model.h"
+#include "akunu/engine/weight_windows.h"
 
 namespace akunu {
 
 namespace {
+
+// `b` starting `bytes` further on: the output rows of a weight's row window.
+Binding offset_by(Binding b, size_t bytes) {
+    b.offset += bytes;
+    if (b.range) b.range -= bytes;
+    return b;
+}
 
 // The input of a projection: a buffer (f32, or halves for a chunk's GEMMs where they take
 // them), and what the GEMVs that read it fold into x.
@@ -48,8 +56,11 @@ private:
     void all_logits();
     void tail();
     // ---- matrix products ----
-    void own_gemm(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
-                  DType x_dtype, uint32_t below);
+    void own_gemm(const Binding& w, TensorType type, const Binding& x, const Binding& y, size_t n, size_t kk,
+                  size_t ldy, bool accumulate, DType x_dtype, uint32_t below);
+    void gemv(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, bool accumulate,
+              const kernels::GemvInput* input, const kernels::GemvHandoff* handoff = nullptr,
+              const kernels::GemvNormOut* norm_out = nullptr);
     const Buffer& dequantized(const Weight& w, size_t n, size_t kk);
     void f16_gemm_recorded();
     void matmul(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy, bool accumulate,
@@ -72,6 +83,9 @@ private:
     // ---- hand-offs ----
     std::optional<kernels::GemvHandoff> take_handoff(uint32_t signal = 0, uint32_t count = 0, uint32_t clear = 0);
 
+    // Whether `w` is bound in more than one row window (weight_windows.h): such a matrix is
+    // multiplied on its own, with nothing fused, handed off or handed forward.
+    bool split(const Weight& w) const { return weight_binding_limit(t_.device().profile()) < w.buffer.size(); }
     void label(int l, const char* name) { t_.set_label("blk." + std::to_string(l) + "." + name); }
     const Buffer& buf(const std::string& name) const { return s_.get(prefill_ ? "batch_" + name : name); }
     const LayerWeights& layer(int l) const { return m_.weights.layers[size_t(l)]; }
@@ -155,8 +169,9 @@ std::unique_ptr<DispatchTable> Builder::build() {
     if (prefill_) t_.set_chunk_rows(uint32_t(rows_));
     t_.set_label("token_embd");
     const Buffer& ids = prefill_ ? s_.get("batch_token_ids") : s_.get("token_ids");
-    kernels::embed(t_, m_.weights.token_embd.buffer, m_.weights.token_embd.type, size_t(c_.vocab_size), ids, step_, h0_,
-                   dim_, c_.embed_scale, rows_);
+    const Weight& embd = m_.weights.token_embd;
+    for (const WeightWindow& win : weight_windows(embd, t_.device().profile(), "token_embd"))
+        kernels::embed(t_, win.w, embd.type, win.rows, ids, step_, h0_, dim_, c_.embed_scale, rows_, win.first_row);
     for (int l = 0; l < c_.n_layers; ++l) {
         attention(l);
         feed_forward(l);
@@ -252,7 +267,7 @@ void Builder::feed_forward(int l) {
 ProjectionInput Builder::gate_up(int l, const ProjectionInput& in) {
     const LayerWeights& L = layer(l);
     const LayerPlan& lp = plan_.layers[size_t(l)];
-    if (lp.gate_up_fused) {
+    if (lp.gate_up_fused && !split(L.gate) && !split(L.up)) {
         label(l, "ffn_gate_up");
         kernels::gemv_gate_up(t_, L.gate.buffer, L.up.buffer, L.gate.type, in.x, act_, ffn_, dim_, a_.activation,
                               in.fold());
@@ -282,7 +297,7 @@ ProjectionInput Builder::gemm_gated(int l, const ProjectionInput& in) {
     if (from) {
         for (const auto& [name, w, y] : {std::tuple{"ffn_gate", &L.gate, &gate_}, std::tuple{"ffn_up", &L.up, &up_}}) {
             label(l, name);
-            own_gemm(*w, in.x, *y, ffn_, dim_, ffn_, false, in.dtype, from);
+            own_gemm(w->buffer, w->type, in.x, *y, ffn_, dim_, ffn_, false, in.dtype, from);
         }
         label(l, "ffn_act");
         kernels::gated_activation(t_, a_.activation, gate_, up_, act_, rows_ * ffn_, DType::kF16, from);
@@ -325,8 +340,7 @@ void Builder::tail() {
     const ProjectionInput in =
         normed_input(m_.weights.output_norm, last, s_.get("residual"), 1, true, plan_.head_norm_folded);
     t_.set_label("output");
-    kernels::gemv(t_, head_.buffer, head_.type, in.x, s_.get("logits"), size_t(c_.vocab_size), dim_, false, in.fold(),
-                  plan_.x_rounding);
+    gemv(head_, in.x, s_.get("logits"), size_t(c_.vocab_size), dim_, false, in.fold());
     final_softcap(s_.get("logits"), 1);
     t_.set_label("sample");
     kernels::sample(t_, s_.get("logits"), s_.get("token_ids"), s_.get("sampled_logprobs"), step_, s_.get("sampler"),
@@ -338,16 +352,15 @@ void Builder::tail() {
 // The format's own GEMM for chunks of fewer than `below` tokens (0: any), in short tiles up to
 // short_rows where the device takes them (one more GEMM with its own row window: only one of a
 // projection's GEMMs has workgroups for a chunk, so they share a barrier interval).
-void Builder::own_gemm(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy,
-                       bool accumulate, DType x_dtype, uint32_t below) {
+void Builder::own_gemm(const Binding& w, TensorType type, const Binding& x, const Binding& y, size_t n, size_t kk,
+                       size_t ldy, bool accumulate, DType x_dtype, uint32_t below) {
     const uint32_t short_rows = plan_.short_rows;
     uint32_t from = 0;
     if (short_rows && rows_ > short_rows && (below == 0 || below > short_rows + 1)) {
-        kernels::gemm(t_, w.buffer, w.type, x, y, {rows_, n, kk, kk, ldy, 0, short_rows + 1, x_dtype}, step_,
-                      accumulate);
+        kernels::gemm(t_, w, type, x, y, {rows_, n, kk, kk, ldy, 0, short_rows + 1, x_dtype}, step_, accumulate);
         from = short_rows + 1;
     }
-    kernels::gemm(t_, w.buffer, w.type, x, y, {rows_, n, kk, kk, ldy, from, below, x_dtype}, step_, accumulate);
+    kernels::gemm(t_, w, type, x, y, {rows_, n, kk, kk, ldy, from, below, x_dtype}, step_, accumulate);
 }
 
 // `w` dequantized into the next f16 buffer, placed right after the last f16 GEMM.
@@ -373,17 +386,34 @@ void Builder::f16_gemm_recorded() {
 void Builder::matmul(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy,
                      bool accumulate, const kernels::GemvInput* input, DType x_dtype,
                      const kernels::GemvHandoff* handoff, const kernels::GemvNormOut* norm_out) {
-    if (plan_.reads_dequantized(w.type, n, kk)) {
+    if (!prefill_) return gemv(w, x, y, n, kk, accumulate, input, handoff, norm_out);
+    const std::vector<WeightWindow> windows = weight_windows(w, t_.device().profile(), t_.label().c_str());
+    if (windows.size() > 1) {  // the format's own GEMM per window, into its columns of y
+        for (const WeightWindow& win : windows)
+            own_gemm(win.w, w.type, x, offset_by(y, win.first_row * 4), win.rows, kk, ldy, accumulate, x_dtype, 0);
+    } else if (plan_.reads_dequantized(w.type, n, kk)) {
         const Buffer& f16 = dequantized(w, n, kk);
-        own_gemm(w, x, y, n, kk, ldy, accumulate, x_dtype, plan_.dequant_rows);
+        own_gemm(w.buffer, w.type, x, y, n, kk, ldy, accumulate, x_dtype, plan_.dequant_rows);
         kernels::gemm(t_, f16, TensorType::F16, x, y, {rows_, n, kk, kk, ldy, plan_.dequant_rows, 0, x_dtype}, step_,
                       accumulate);
         f16_gemm_recorded();
-    } else if (prefill_) {
-        own_gemm(w, x, y, n, kk, ldy, accumulate, x_dtype, 0);
     } else {
-        kernels::gemv(t_, w.buffer, w.type, x, y, n, kk, accumulate, input, plan_.x_rounding, handoff, norm_out);
+        own_gemm(w.buffer, w.type, x, y, n, kk, ldy, accumulate, x_dtype, 0);
     }
+}
+
+// y[n] = W·x as a GEMV, once per row window of W (weight_windows.h) where W is more than the
+// device binds at once.
+void Builder::gemv(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, bool accumulate,
+                   const kernels::GemvInput* input, const kernels::GemvHandoff* handoff,
+                   const kernels::GemvNormOut* norm_out) {
+    const std::vector<WeightWindow> windows = weight_windows(w, t_.device().profile(), t_.label().c_str());
+    if (windows.size() == 1)
+        return kernels::gemv(t_, w.buffer, w.type, x, y, n, kk, accumulate, input, plan_.x_rounding, handoff, norm_out);
+    AKUNU_CHECK(!handoff && !norm_out, t_.label() + ": a GEMV bound in row windows hands nothing off");
+    for (const WeightWindow& win : windows)
+        kernels::gemv(t_, win.w, w.type, x, offset_by(y, win.first_row * 4), win.rows, kk, accumulate, input,
+                      plan_.x_rounding);
 }
 
 // Projections of `dim` inputs that read the same x: one dispatch under `fused_label` where the
@@ -393,6 +423,7 @@ bool Builder::project(int l, const char* fused_label, std::initializer_list<Proj
                       const ProjectionInput& in, bool fuse, const kernels::GemvRopeKv* rope,
                       const kernels::GemvHandoff* handoff) {
     AKUNU_CHECK(fuse || !handoff, "a hand-off needs the projections fused into one GEMV");
+    for (const Projection& p : parts) fuse = fuse && (handoff || !split(*p.w));
     if (!fuse) {
         size_t left = parts.size();
         for (const Projection& p : parts) {
@@ -458,7 +489,7 @@ ProjectionInput Builder::normed_input(const Weight& w, const Buffer& x, const Bu
 // adds into the residual stream also writes the stream times `norm`'s weight into `residual`
 // and its sums of squares, and the GEMVs after it read those instead of folding the norm.
 std::optional<kernels::GemvNormOut> Builder::hand_norm_forward(const Weight& producer, const Weight& norm, bool on) {
-    if (!on) return std::nullopt;
+    if (!on || split(producer)) return std::nullopt;
     const Binding sums(s_.get("norm_sums"));
     const uint32_t partials = kernels::gemv_norm_partials(t_.device().profile(), producer.type, dim_);
     ready_ = ProjectionInput{Binding(residual_), kernels::GemvInput::rmsnorm_ready(sums, partials, c_.norm_eps)};

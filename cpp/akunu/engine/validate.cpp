@@ -116,11 +116,10 @@ void validate_model(const ModelFiles& files, const ModelConfig& c) {
             errors.push_back("tensor " + name + ": expected " + shape_string(e.shape) + " " + t->type->name +
                              ", found " + shape_string(t->shape));
         if (!t->type->dequant || t->type->type == TensorType::U32 || t->type->type == TensorType::U8)
-            errors.push_back(
-                "tensor " + name + ": type " + t->type->name +
-                " is not supported (akunu reads F32, F16, BF16, "
-                "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and MLX affine weights; its GPU kernels run " +
-                kernels::supported_weight_types() + ")");
+            errors.push_back("tensor " + name + ": type " + t->type->name +
+                             " is not supported (akunu reads F32, F16, BF16, "
+                             "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and MLX affine weights; its kernels run " +
+                             kernels::supported_weight_types() + ")");
     }
     if (errors.empty()) return;
     std::string message = files.path() + ": the model does not match its " + c.architecture + " config (" +

@@ -68,6 +68,15 @@ std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const Model
     return out;
 }
 
+void check_weight_types(const std::vector<UploadItem>& items, const DeviceProfile& device, const std::string& path) {
+    for (const UploadItem& it : items)
+        AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),
+                    path + ": tensor " + it.tensor->name + " has weight type " + it.tensor->type->name + ", which " +
+                        (device.cpu_backend ? std::string("the CPU backend") : "the Vulkan kernels on " + device.name) +
+                        " do" + (device.cpu_backend ? "es" : "") +
+                        " not support yet (supported: " + kernels::supported_weight_types() + ")");
+}
+
 Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item) {
     Weight w;
     w.type = item.device_type;
@@ -106,11 +115,7 @@ ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFi
     m.layers.resize(size_t(c.n_layers));
     const auto items = plan_weight_uploads(files, c, device->profile().weight_tiles);
     using R = TensorRole;
-    for (const UploadItem& it : items)
-        AKUNU_CHECK(it.tensor->shape.size() == 1 || kernels::weight_type_supported(it.device_type),
-                    files.path() + ": tensor " + it.tensor->name + " has weight type " + it.tensor->type->name +
-                        ", which the GPU kernels do not support yet (supported: " + kernels::supported_weight_types() +
-                        ")");
+    check_weight_types(items, device->profile(), files.path());
     for (size_t i = 0; i < items.size(); ++i) {
         const UploadItem& it = items[i];
         Weight w = upload_weight(device, files, it);

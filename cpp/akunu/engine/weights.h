@@ -15,6 +15,8 @@
 
 namespace akunu {
 
+struct DeviceProfile;
+
 struct UploadItem {
     TensorRole role;
     int layer;  // -1: model-level
@@ -49,6 +51,10 @@ struct ModelWeights {
     std::vector<float> rope_divisors;  // GGUF llama3 rope_freqs, read on the CPU
     size_t bytes = 0;  // sum of buffer sizes
 };
+
+// Throws, naming the first matrix of `items` whose type the device's kernels do not run (and
+// the backend: the CPU backend or the Vulkan device), before anything is uploaded.
+void check_weight_types(const std::vector<UploadItem>& items, const DeviceProfile& device, const std::string& path);
 
 // One tensor of the plan on the device (matrices as stored or in tiles, MLX ones with their
 // scales and biases from `files`, 1-D tensors as f32).

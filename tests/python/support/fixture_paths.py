@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -30,3 +32,19 @@ def require(*parts) -> pathlib.Path:
     if not path.exists() and ALLOW_MISSING:
         pytest.skip(f"{path} is not on this machine")
     return path
+
+
+# make_random_gguf.py: random llama GGUF files of the shared tools' shapes and types.
+MAKE_RANDOM = pathlib.Path(os.environ.get("AKUNU_MAKE_RANDOM_GGUF")
+                           or FIXTURES.parent / "tools" / "make_random_gguf.py")
+
+
+def random_gguf(tmp_path_factory, wtype: str, shape: str = "tiny") -> pathlib.Path:
+    """A random llama GGUF of `shape` with 2-D weights of `wtype`, or a skip where the tool is
+    not on this machine."""
+    if not MAKE_RANDOM.exists():
+        pytest.skip(f"{MAKE_RANDOM} is not on this machine")
+    out = tmp_path_factory.mktemp("random") / f"{shape}-{wtype}.gguf"
+    subprocess.run([sys.executable, str(MAKE_RANDOM), "--shape", shape, "--type", wtype, "-o", str(out)], check=True,
+                   capture_output=True)
+    return out

@@ -57,7 +57,7 @@ def tile_gemv_units(request, backend):
     return ""
 
 
-GPU_FORMATS = ["Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"]
+GPU_FORMATS = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
 
 
 def random_weight_blocks(rng, wtype, rows, k):
