@@ -34,19 +34,48 @@ def random_blocks(rng, wtype: str, n: int, scale: float | None = None) -> np.nda
     return raw
 
 
+def _writer_with_metadata(reader, dst: pathlib.Path, drop=frozenset()):
+    """A gguf-py writer for `dst` holding `reader`'s metadata, less the keys in `drop`."""
+    import gguf
+
+    writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture" or field.name in drop:
+            continue  # the writer adds the first two itself
+        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, field.contents(), field.types[0], sub_type=sub_type)
+    return writer
+
+
+def _finish(writer, dst: pathlib.Path) -> pathlib.Path:
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dst
+
+
+def copy_gguf(src: pathlib.Path, dst: pathlib.Path, drop=frozenset(), add: dict | None = None) -> pathlib.Path:
+    """Copies the GGUF `src` (F32/F16 tensors) to `dst` without the metadata keys in `drop`,
+    and with the float keys in `add`."""
+    import gguf
+
+    reader = gguf.GGUFReader(src)
+    writer = _writer_with_metadata(reader, dst, drop)
+    for key, v in (add or {}).items():
+        writer.add_float32(key, v)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, np.asarray(t.data).reshape([int(d) for d in reversed(t.shape)]))
+    return _finish(writer, dst)
+
+
 def retype_gguf(src: pathlib.Path, dst: pathlib.Path, wtype: str, scale: float, seed: int = 0) -> pathlib.Path:
     """Copies the GGUF `src` to `dst` with every 2-D tensor replaced by random `wtype` blocks
     (f16 scales `scale`); metadata and 1-D tensors are kept."""
     import gguf
 
     reader = gguf.GGUFReader(src)
-    arch = reader.fields["general.architecture"].contents()
-    writer = gguf.GGUFWriter(dst, arch)
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue  # the writer adds these itself
-        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, field.contents(), field.types[0], sub_type=sub_type)
+    writer = _writer_with_metadata(reader, dst)
     rng = np.random.default_rng(seed)
     qtype = gguf.GGMLQuantizationType[wtype]
     for t in reader.tensors:
@@ -56,8 +85,4 @@ def retype_gguf(src: pathlib.Path, dst: pathlib.Path, wtype: str, scale: float, 
             writer.add_tensor(t.name, raw, raw_dtype=qtype)
         else:
             writer.add_tensor(t.name, np.asarray(t.data).reshape(shape))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return dst
+    return _finish(writer, dst)
