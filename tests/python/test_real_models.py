@@ -137,9 +137,8 @@ def minilm_texts(tokenizer) -> list[str]:
     return texts
 
 
-@pytest.mark.usefixtures("backend")
 def test_minilm_settings_come_from_its_sentence_transformers_files(minilm):
-    e = akunu.Encoder(minilm, progress=False)
+    e = akunu.Encoder(minilm, device="cpu", progress=False)
     s = e.embed_settings
     assert (s.pooling, s.normalize, s.max_tokens, s.lowercase) == ("mean", True, 256, False)
     long = " ".join(["word"] * 400)
@@ -149,6 +148,7 @@ def test_minilm_settings_come_from_its_sentence_transformers_files(minilm):
     assert not np.allclose(e.embed([long], max_tokens=512), e.embed([long]), atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("backend")
 def test_minilm_embed_equals_sentence_transformers_encode(minilm):
     st = pytest.importorskip("sentence_transformers", reason="sentence-transformers is not installed")
