@@ -32,6 +32,14 @@ fi
 # plain `torch` pulls a CUDA build of several GB); where it cannot be had, those tests skip.
 .venv/bin/python -m pip install -q torch==2.13.0 transformers ||
     echo "akunu: torch/transformers not installed; the comparisons with transformers will skip"
+# transformers reads a GGUF (gguf_file=, for the references of the real-model tests) only with
+# accelerate installed; without it those tests skip.
+.venv/bin/python -m pip install -q accelerate ||
+    echo "akunu: accelerate not installed; the GGUF comparisons with transformers will skip"
+# The all-MiniLM-L6-v2 test compares Encoder.embed() with SentenceTransformer.encode(); without
+# sentence-transformers it skips.
+.venv/bin/python -m pip install -q sentence-transformers ||
+    echo "akunu: sentence-transformers not installed; the comparison with it will skip"
 
 # 3. The glslang inside PyPI's slangpy wheel, which compiles the cooperative-matrix-2 kernels
 #    that Debian 12's glslang cannot (shaders/kernels.cmake, AKUNU_SLANG_GLSLANG); only that

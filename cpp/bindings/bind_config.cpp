@@ -18,6 +18,7 @@ static py::dict config_dict(const ModelConfig& c) {
     d["ffn_dim"] = c.ffn_dim;
     d["vocab_size"] = c.vocab_size;
     d["max_context"] = c.max_context;
+    d["n_token_types"] = c.n_token_types;
     d["norm_eps"] = c.norm_eps;
     d["rope_theta"] = c.rope_theta;
     d["rope_theta_local"] = c.rope_theta_local;
@@ -30,6 +31,7 @@ static py::dict config_dict(const ModelConfig& c) {
     d["layer_sliding"] = c.layer_sliding;
     d["attn_softcap"] = c.attn_softcap;
     d["final_softcap"] = c.final_softcap;
+    d["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
     d["q_dim"] = c.q_dim;
     d["kv_dim"] = c.kv_dim;
     d["gqa_ratio"] = c.gqa_ratio;

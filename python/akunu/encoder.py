@@ -2,11 +2,15 @@
 
     e = akunu.Encoder("bge-small/")                # HF safetensors or llama.cpp GGUF
     vectors = e.embed(["first text", "second"])    # [2, dim] float32, L2-normalized rows
-    e.embed(texts, pooling="cls", normalize=False, truncate=True)
+    e.embed(texts, pooling="cls", normalize=False, max_tokens=128)   # override the defaults
     m = akunu.load(path)                           # an Encoder or a Model, as the file says
 
 An encoder has no KV cache, logits or generation: those are akunu.Model's, for causal language
 models. Each class refuses the other's files with an error that names the right one.
+
+A sentence-transformers directory sets embed()'s defaults (pooling, normalization, the length
+texts are cut to), so that embed() returns what SentenceTransformer.encode() does;
+Encoder.embed_settings shows them and embed()'s arguments override them.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import numpy as np
 
 from akunu import _akunu
 from akunu.model import _is_encoder, _progress_bar
+from akunu.sentence_config import SUPPORTED_POOLING, EmbedSettings, read_embed_settings
 from akunu.tokenizer import Tokenizer
 
 
@@ -47,6 +52,10 @@ class Encoder:
         if bar is not None:
             bar.close()
         self.tokenizer = Tokenizer.from_file(path)
+        self.embed_settings: EmbedSettings = read_embed_settings(path)
+        """embed()'s defaults: from sentence-transformers' files beside the model
+        (sentence_bert_config.json, modules.json, the Pooling module's config), else mean
+        pooling, L2-normalized rows and no cut (see EmbedSettings)."""
 
     # ---- text ----------------------------------------------------------------------------------
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
@@ -58,8 +67,8 @@ class Encoder:
         return self.tokenizer.decode(ids, skip_special_tokens)
 
     # ---- embeddings ----------------------------------------------------------------------------
-    def embed(self, texts: Sequence[str], pooling: str = "mean", normalize: bool = True,
-              truncate: bool = False) -> np.ndarray:
+    def embed(self, texts: Sequence[str], pooling: str | None = None, normalize: bool | None = None,
+              truncate: bool | None = None, max_tokens: int | None = None) -> np.ndarray:
         """Embeddings of `texts`: a new [len(texts), dim] float32 array.
 
         Each text is tokenized with the model's template ([CLS] ... [SEP]) and run through the
@@ -69,10 +78,18 @@ class Encoder:
         rows with attention kept inside each text, so a text's embedding does not depend on
         the others in the call.
 
-        A text of more tokens than max_tokens raises ValueError, unless truncate=True: then it
-        keeps its first max_tokens - 1 tokens and its final special token ([SEP]), as
-        transformers' truncation does. An empty list, a non-string, or an unknown pooling raise
-        TypeError or ValueError."""
+        Arguments left as None take embed_settings: a sentence-transformers model's own
+        (its Pooling module, whether it has a Normalize module, and sentence_bert_config.json's
+        max_seq_length and do_lower_case), so that the result equals
+        SentenceTransformer.encode(); else mean pooling and normalized rows.
+
+        max_tokens: the most tokens a text may have, special tokens included (None: the
+        settings' max_seq_length, else the model's max positions; it cannot exceed those).
+        A longer text keeps its first max_tokens - 1 tokens and its final special token
+        ([SEP]), as transformers' truncation does, when truncate is True (the default where
+        the settings give a max_seq_length, as sentence-transformers cuts); with
+        truncate=False it raises ValueError. An empty list, a non-string, or an unknown
+        pooling raise TypeError or ValueError."""
         if isinstance(texts, (str, bytes)):
             raise TypeError("embed takes a list of strings; wrap a single text in a list")
         texts = list(texts)
@@ -81,18 +98,39 @@ class Encoder:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
-        if pooling not in ("mean", "cls"):
-            raise ValueError(f"pooling must be 'mean' or 'cls', not {pooling!r}")
-        limit = self.max_tokens
-        ids = self.tokenizer.encode_batch(texts)
+        settings = self.embed_settings
+        pooling = settings.pooling if pooling is None else pooling
+        if pooling not in SUPPORTED_POOLING:
+            raise ValueError(f"pooling must be 'mean' or 'cls', not {pooling!r}"
+                             + (f" (from {settings.source})" if pooling == settings.pooling else ""))
+        normalize = settings.normalize if normalize is None else normalize
+        truncate = (settings.max_tokens is not None) if truncate is None else truncate
+        limit = self._token_limit(max_tokens)
+        ids = self.tokenizer.encode_batch([t.lower() for t in texts] if settings.lowercase else texts)
         for i, row in enumerate(ids):
             if len(row) <= limit:
                 continue
             if not truncate:
-                raise ValueError(f"texts[{i}] has {len(row)} tokens; {self.config.architecture} takes at most {limit} "
-                                 "(its max positions); pass truncate=True to cut it")
+                raise ValueError(f"texts[{i}] has {len(row)} tokens; {self.config.architecture} takes at most "
+                                 f"{limit} ({self._limit_source(max_tokens)}); pass truncate=True to cut it")
             ids[i] = row[:limit - 1] + row[-1:] if self.tokenizer.is_special(row[-1]) else row[:limit]
         return self._encoder.embed(ids, getattr(_akunu.Pooling, pooling), bool(normalize))
+
+    def _limit_source(self, max_tokens: int | None) -> str:
+        if max_tokens is not None:
+            return "max_tokens"
+        if self.embed_settings.max_tokens is not None and self.embed_settings.max_tokens < self.max_tokens:
+            return "sentence_bert_config.json's max_seq_length"
+        return "its max positions"
+
+    def _token_limit(self, max_tokens: int | None) -> int:
+        positions = self.max_tokens
+        if max_tokens is None:
+            return min(self.embed_settings.max_tokens or positions, positions)
+        if not isinstance(max_tokens, int) or not 2 <= max_tokens <= positions:
+            raise ValueError(f"max_tokens must be an integer from 2 to {positions} (the model's max positions), "
+                             f"not {max_tokens!r}")
+        return max_tokens
 
     # ---- settings ------------------------------------------------------------------------------
     @property

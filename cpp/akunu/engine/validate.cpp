@@ -1,6 +1,8 @@
 // Tensor expectations per architecture, and the validation pass over a model's files.
 #include "akunu/engine/validate.h"
 
+#include <cstring>
+
 #include "akunu/core/error.h"
 #include "akunu/engine/kernels.h"
 
@@ -93,6 +95,37 @@ void check_mlx(const ModelFiles& files, const TensorInfo& t, const std::vector<u
     }
 }
 
+// HF's position-id buffer [1, n] (I64 or I32) is not a weight; akunu counts positions itself,
+// so the buffer must hold what it would: 0, 1, ..., n - 1, for n up to the trained context.
+void check_position_ids(const ModelFiles& files, const ModelConfig& c, bool gguf, std::vector<std::string>& errors) {
+    const std::string name = tensor_name(c.arch(), TensorRole::kPositionIds, 0, gguf);
+    const TensorInfo* t = name.empty() ? nullptr : files.find(name);
+    if (!t) return;
+    const TensorType type = t->type->type;
+    const uint64_t n = t->n_elements;
+    if ((type != TensorType::I64 && type != TensorType::I32) || n > uint64_t(c.max_context) || t->shape.empty() ||
+        t->shape.back() != n) {
+        errors.push_back("tensor " + name + ": expected position ids I64 [1, n] with n <= " +
+                         std::to_string(c.max_context) + ", found " + t->type->name + " " + shape_string(t->shape));
+        return;
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+        int64_t v = 0;
+        if (type == TensorType::I64) {
+            std::memcpy(&v, t->data + 8 * i, 8);
+        } else {
+            int32_t v32 = 0;
+            std::memcpy(&v32, t->data + 4 * i, 4);
+            v = v32;
+        }
+        if (v != int64_t(i)) {
+            errors.push_back("tensor " + name + ": position ids must count 0, 1, 2, ...; entry " + std::to_string(i) +
+                             " holds " + std::to_string(v) + " (akunu numbers positions itself)");
+            return;
+        }
+    }
+}
+
 }  // namespace
 
 void validate_model(const ModelFiles& files, const ModelConfig& c) {
@@ -121,6 +154,7 @@ void validate_model(const ModelFiles& files, const ModelConfig& c) {
                              "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and MLX affine weights; its kernels run " +
                              kernels::supported_weight_types() + ")");
     }
+    check_position_ids(files, c, gguf, errors);
     if (errors.empty()) return;
     std::string message = files.path() + ": the model does not match its " + c.architecture + " config (" +
                           std::to_string(errors.size()) + " problem" + (errors.size() > 1 ? "s" : "") + "):";

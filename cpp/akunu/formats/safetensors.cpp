@@ -18,7 +18,7 @@ struct StDType {
 };
 const StDType kDTypes[] = {
     {"F32", TensorType::F32}, {"F16", TensorType::F16}, {"BF16", TensorType::BF16}, {"I8", TensorType::I8},
-    {"U8", TensorType::U8},   {"U32", TensorType::U32}, {"I32", TensorType::I32},
+    {"U8", TensorType::U8},   {"U32", TensorType::U32}, {"I32", TensorType::I32},   {"I64", TensorType::I64},
 };
 
 constexpr uint64_t kMaxHeader = 100ull << 20;  // the safetensors format's own limit

@@ -71,6 +71,7 @@ const std::vector<TensorName> kGemma1Names = [] {
 const std::vector<TensorName> kBertNames = {
     {R::kTokenEmbd, "token_embd.weight", "embeddings.word_embeddings.weight", false},
     {R::kPositionEmbd, "position_embd.weight", "embeddings.position_embeddings.weight", false},
+    {R::kPositionIds, nullptr, "embeddings.position_ids", false},
     {R::kTokenTypes, "token_types.weight", "embeddings.token_type_embeddings.weight", false},
     {R::kEmbdNorm, "token_embd_norm.weight", "embeddings.LayerNorm.weight", false},
     {R::kEmbdNormBias, "token_embd_norm.bias", "embeddings.LayerNorm.bias", false},
@@ -96,23 +97,40 @@ using N = NormKind;
 using A = Activation;
 using S = RopeStyle;
 
-//  name      norm    +1     act          gated  rope_gguf        rope_hf       qknorm postA  postF  sqrtd  tied   qkvb   causal acap   fcap  period per
+// Defaults per family (ArchDefaults): transformers' config classes and llama.cpp's loader.
+constexpr ArchDefaults kLlamaDefaults = {.max_context = 2048};
+constexpr ArchDefaults kQwenDefaults = {.max_context = 32768, .hf_window_needs_flag = true};
+constexpr ArchDefaults kQwen3Defaults = {.max_context = 32768, .head_dim_hf = 128, .hf_window_needs_flag = true};
+constexpr ArchDefaults kGemmaDefaults = {.max_context = 8192, .head_dim_hf = 256};
+constexpr ArchDefaults kGemma2Defaults = {.max_context = 8192,
+                                          .head_dim_hf = 256,
+                                          .query_pre_attn_scalar_hf = 256,
+                                          .sliding_window_gguf = 4096,
+                                          .sliding_window_hf = 4096,
+                                          .gguf_27b_layers = 46};
+constexpr ArchDefaults kGemma3Defaults = {.rope_theta_hf = 1000000.0f,
+                                          .rope_theta_local = 10000.0f,
+                                          .max_context = 131072,
+                                          .head_dim_hf = 256,
+                                          .query_pre_attn_scalar_hf = 256,
+                                          .sliding_window_hf = 4096,
+                                          .gguf_27b_layers = 62};
+constexpr ArchDefaults kBertDefaults = {.norm_eps = 1e-12f, .max_context = 512, .n_token_types_hf = 2};
+
+// One row per line, aligned under the header: the table reads as data, which clang-format's
+// bin packing would scatter over a column per field.
+// clang-format off
+//  name      norm      +1     act           gated  rope_gguf        rope_hf        qknorm postA  postF  sqrtd  tied   qkvb   causal acap fcap period per names          norm_after_residual defaults
 const std::vector<ArchDescriptor> kArchs = {
-    {"llama", N::kRms, false, A::kSilu, true, S::kInterleaved, S::kHalfSplit, false, false, false, false, false, false,
-     true, 0, 0, 1, 1, &kLlamaNames},
-    {"qwen2", N::kRms, false, A::kSilu, true, S::kHalfSplit, S::kHalfSplit, false, false, false, false, false, true,
-     true, 0, 0, 1, 1, &kLlamaNames},
-    {"qwen3", N::kRms, false, A::kSilu, true, S::kHalfSplit, S::kHalfSplit, true, false, false, false, true, false,
-     true, 0, 0, 1, 1, &kLlamaNames},
-    {"gemma", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, false, false, true, true, false,
-     true, 0, 0, 0, 0, &kGemma1Names},
-    {"gemma2", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, false, true, true, true, true, false,
-     true, 50, 30, 2, 1, &kGemmaNames},
-    {"gemma3", N::kRms, true, A::kGeluTanh, true, S::kHalfSplit, S::kHalfSplit, true, true, true, true, true, false,
-     true, 0, 0, 6, 5, &kGemmaNames},
-    {"bert", N::kLayer, false, A::kGelu, false, S::kNone, S::kNone, false, true,        true,
-     false,  true,      true,  false,    0,     0,        0,        0,     &kBertNames, true},
+    {"llama",  N::kRms,   false, A::kSilu,     true,  S::kInterleaved, S::kHalfSplit, false, false, false, false, false, false, true,  0,   0,   1,     1,  &kLlamaNames,  false, kLlamaDefaults},
+    {"qwen2",  N::kRms,   false, A::kSilu,     true,  S::kHalfSplit,   S::kHalfSplit, false, false, false, false, false, true,  true,  0,   0,   1,     1,  &kLlamaNames,  false, kQwenDefaults},
+    {"qwen3",  N::kRms,   false, A::kSilu,     true,  S::kHalfSplit,   S::kHalfSplit, true,  false, false, false, false, false, true,  0,   0,   1,     1,  &kLlamaNames,  false, kQwen3Defaults},
+    {"gemma",  N::kRms,   true,  A::kGeluTanh, true,  S::kHalfSplit,   S::kHalfSplit, false, false, false, true,  true,  false, true,  0,   0,   0,     0,  &kGemma1Names, false, kGemmaDefaults},
+    {"gemma2", N::kRms,   true,  A::kGeluTanh, true,  S::kHalfSplit,   S::kHalfSplit, false, true,  true,  true,  true,  false, true,  50,  30,  2,     1,  &kGemmaNames,  false, kGemma2Defaults},
+    {"gemma3", N::kRms,   true,  A::kGeluTanh, true,  S::kHalfSplit,   S::kHalfSplit, true,  true,  true,  true,  true,  false, true,  0,   0,   6,     5,  &kGemmaNames,  false, kGemma3Defaults},
+    {"bert",   N::kLayer, false, A::kGelu,     false, S::kNone,        S::kNone,      false, true,  true,  false, true,  true,  false, 0,   0,   0,     0,  &kBertNames,   true,  kBertDefaults},
 };
+// clang-format on
 
 // Other names for rows above, as HF config.json "model_type" or GGUF general.architecture.
 const struct {
@@ -134,7 +152,7 @@ const char* tensor_role_name(TensorRole role) {
         "attn_q_norm",    "attn_k_norm",   "post_attn_norm", "post_attn_norm_bias",
         "ffn_norm",       "ffn_gate",      "ffn_up",         "ffn_up_bias",
         "ffn_down",       "ffn_down_bias", "post_ffn_norm",  "post_ffn_norm_bias",
-        "rope_freqs",
+        "rope_freqs",     "position_ids",
     };
     return kNames[int(role)];
 }

@@ -51,6 +51,7 @@ enum class TensorRole {
     kPostFfnNorm,
     kPostFfnNormBias,
     kRopeFreqs,
+    kPositionIds,  // not a weight: HF's position-id buffer (bert), checked to count 0, 1, 2, ...
 };
 const char* tensor_role_name(TensorRole role);
 
@@ -60,6 +61,25 @@ struct TensorName {
     const char* gguf;
     const char* hf;
     bool per_layer;
+};
+
+// What akunu assumes for a key a file leaves out. config.json: the defaults of transformers'
+// config class; GGUF: llama.cpp's loader where it has a default, else transformers' (llama.cpp
+// refuses such a file). tests/python/test_arch_defaults.py holds each value with its source.
+struct ArchDefaults {
+    float norm_eps = 1e-6f;  // rms_norm_eps / layer_norm_eps (llama.cpp requires the key)
+    float rope_theta_hf = 10000.0f;  // config.json rope_theta (GGUF: llama.cpp's 10000 for every arch)
+    float rope_theta_local = 0.0f;  // sliding layers, both formats; 0: the global base
+    int max_context = 2048;  // max_position_embeddings (llama.cpp requires context_length)
+    int head_dim_hf = 0;  // config.json head_dim; 0: hidden_size / heads (GGUF: llama.cpp's dim / heads)
+    float query_pre_attn_scalar_hf = 0.0f;  // 0: head_dim
+    int sliding_window_gguf = 0;  // gemma2: 4096 (llama.cpp)
+    int sliding_window_hf = 0;  // gemma2/3: 4096
+    bool hf_window_needs_flag = false;  // qwen2/3: the window slides only with use_sliding_window
+    int n_token_types_hf = 0;  // bert: type_vocab_size 2
+    // llama.cpp scales the attention of gemma2/3's 27B (known by its layer count) by
+    // 1/sqrt(dim / n_heads) rather than 1/sqrt(head_dim), as Google's reference does; 0: never.
+    int gguf_27b_layers = 0;
 };
 
 struct ArchDescriptor {
@@ -88,6 +108,7 @@ struct ArchDescriptor {
     // Post-norm residuals (bert): x = norm(x + f(x)), the post-norms applied after the residual
     // add; false: x = x + post_norm(f(x)) where a post-norm exists (gemma2/3).
     bool norm_after_residual = false;
+    ArchDefaults defaults = {};
 };
 
 // The descriptor for `name` after aliases; throws listing the supported architectures.

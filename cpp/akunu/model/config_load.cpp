@@ -57,24 +57,37 @@ ModelConfig from_gguf(const ModelFiles& files) {
     c.n_kv_heads = k.integer("attention.head_count_kv", c.n_heads);
     c.ffn_dim = k.integer("feed_forward_length", 0, true);
     c.head_dim = k.integer("attention.key_length", 0);
+    const ArchDefaults& d = arch.defaults;
     c.max_context = k.integer("context_length", 0);
-    c.norm_eps = k.number(
-        arch.norm == NormKind::kLayer ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon", 1e-5f);
+    // Learned positions (bert) size the context when the key is missing.
+    if (const TensorInfo* pos = files.find(tensor_name(arch, TensorRole::kPositionEmbd, 0, true));
+        pos && !c.max_context)
+        c.max_context = int(pos->shape[0]);
+    if (c.max_context == 0) c.max_context = d.max_context;
+    c.norm_eps =
+        k.number(arch.norm == NormKind::kLayer ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
+                 d.norm_eps);
     c.rope_theta = k.number("rope.freq_base", 10000.0f);
-    c.rope_theta_local = k.number("rope.freq_base_swa", 0.0f);
-    c.sliding_window = k.integer("attention.sliding_window", 0);
+    c.rope_theta_local = k.number("rope.freq_base_swa", d.rope_theta_local);
+    c.sliding_window = k.integer("attention.sliding_window", d.sliding_window_gguf);
+    if (d.gguf_27b_layers == c.n_layers) c.query_pre_attn_scalar = float(c.dim / c.n_heads);
     c.attn_softcap = k.number("attn_logit_softcapping", -1.0f);  // absent: the architecture's default
     c.final_softcap = k.number("final_logit_softcapping", -1.0f);
     // llama.cpp's converter writes the segment count under the tokenizer's keys.
     const GgufValue* types = g.find("tokenizer.ggml.token_type_count");
     c.n_token_types = types ? int(types->as_int("tokenizer.ggml.token_type_count")) : k.integer("token_type_count", 0);
-    if (const GgufValue* t = k.find("rope.scaling.type")) {
-        const std::string type = t->as_string(arch_name + ".rope.scaling.type");
-        if (type == "linear")
-            c.rope_scaling = RopeScaling::kLinear;
-        else
-            AKUNU_CHECK(type == "none", g.path() + ": rope scaling '" + type + "' is not supported (linear, llama3)");
-        c.rope_factor = k.number("rope.scaling.factor", 1.0f);
+    if (const TensorInfo* tt = files.find(tensor_name(arch, TensorRole::kTokenTypes, 0, true));
+        tt && !types && !k.find("token_type_count"))
+        c.n_token_types = int(tt->shape[0]);
+    // As llama.cpp: the type defaults to linear, and the factor may sit under its older key.
+    const GgufValue* t = k.find("rope.scaling.type");
+    const std::string type = t ? t->as_string(arch_name + ".rope.scaling.type") : "linear";
+    AKUNU_CHECK(type == "linear" || type == "none",
+                g.path() + ": rope scaling '" + type + "' is not supported (linear, llama3)");
+    const float factor = k.number("rope.scaling.factor", k.number("rope.scale_linear", 0.0f));
+    if (type == "linear" && factor != 0.0f && factor != 1.0f) {
+        c.rope_scaling = RopeScaling::kLinear;
+        c.rope_factor = factor;
     }
     // llama3 scaling is not stored as keys: the converter writes per-pair divisors instead.
     c.rope_freqs_tensor = files.find(tensor_name(arch, TensorRole::kRopeFreqs, 0, true)) != nullptr;
@@ -166,13 +179,14 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source,
     c.n_heads = k.integer("num_attention_heads", 0, true);
     c.n_kv_heads = k.integer("num_key_value_heads", c.n_heads);
     c.ffn_dim = k.integer("intermediate_size", 0, true);
-    c.head_dim = k.integer("head_dim", 0);
+    const ArchDefaults& d = arch.defaults;
+    c.head_dim = k.integer("head_dim", d.head_dim_hf);
     c.vocab_size = k.integer("vocab_size", 0, true);
-    c.max_context = k.integer("max_position_embeddings", 0);
-    c.norm_eps = k.number(arch.norm == NormKind::kLayer ? "layer_norm_eps" : "rms_norm_eps", 1e-5f);
-    c.n_token_types = k.integer("type_vocab_size", 0);
-    c.rope_theta = k.number("rope_theta", 10000.0f);
-    c.rope_theta_local = k.number("rope_local_base_freq", 0.0f);  // gemma3, transformers 4.x
+    c.max_context = k.integer("max_position_embeddings", d.max_context);
+    c.norm_eps = k.number(arch.norm == NormKind::kLayer ? "layer_norm_eps" : "rms_norm_eps", d.norm_eps);
+    c.n_token_types = k.integer("type_vocab_size", d.n_token_types_hf);
+    c.rope_theta = k.number("rope_theta", d.rope_theta_hf);
+    c.rope_theta_local = k.number("rope_local_base_freq", d.rope_theta_local);  // gemma3, transformers 4.x
     if (const nlohmann::json* s = k.find("rope_scaling")) read_rope_parameters(c, *s, source);
     if (const nlohmann::json* p = k.find("rope_parameters")) {
         // transformers 5: one dict, or one per attention kind (gemma3).
@@ -187,9 +201,13 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source,
             read_rope_parameters(c, *p, source);
         }
     }
-    c.sliding_window = k.integer("sliding_window", 0);
+    // null: no window; absent: the architecture's. Qwen2/3 write a window they use only with
+    // use_sliding_window true.
+    c.sliding_window = j.contains("sliding_window") ? k.integer("sliding_window", 0) : d.sliding_window_hf;
     if (const nlohmann::json* use = k.find("use_sliding_window"); use && use->is_boolean() && !use->get<bool>())
-        c.sliding_window = 0;  // qwen2 writes a window it does not use
+        c.sliding_window = 0;
+    else if (d.hf_window_needs_flag && !use)
+        c.sliding_window = 0;
     if (const nlohmann::json* types = k.find("layer_types")) {
         AKUNU_CHECK(types->is_array(), source + ": \"layer_types\" must be a list");
         for (const auto& t : *types) {
@@ -207,7 +225,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source,
     // Absent: the architecture's default (-1); null: off, as transformers reads it.
     c.attn_softcap = j.contains("attn_logit_softcapping") ? k.number("attn_logit_softcapping", 0.0f) : -1.0f;
     c.final_softcap = j.contains("final_logit_softcapping") ? k.number("final_logit_softcapping", 0.0f) : -1.0f;
-    c.query_pre_attn_scalar = k.number("query_pre_attn_scalar", 0.0f);
+    c.query_pre_attn_scalar = k.number("query_pre_attn_scalar", d.query_pre_attn_scalar_hf);
     const nlohmann::json* tie = k.find("tie_word_embeddings");
     c.tied_embeddings = tie && tie->is_boolean() ? tie->get<bool>() : arch.tied_embeddings;
     if (files && files->has_weights() && !files->find(tensor_name(arch, TensorRole::kOutput, 0, false)))

@@ -35,6 +35,18 @@ def random_blocks(rng, wtype: str, n: int, scale: float | None = None) -> np.nda
     return raw
 
 
+def copy_gguf(src: pathlib.Path, dst: pathlib.Path, drop=frozenset(), add: dict | None = None) -> pathlib.Path:
+    """Copies the GGUF `src` (F32/F16 tensors) to `dst` without the metadata keys in `drop`,
+    and with the float keys in `add`."""
+    reader, writer = _copy_metadata(src, dst, tuple(drop))
+    for key, v in (add or {}).items():
+        writer.add_float32(key, v)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, np.asarray(t.data).reshape([int(d) for d in reversed(t.shape)]))
+    _finish(writer)
+    return dst
+
+
 def retype_gguf(src: pathlib.Path, dst: pathlib.Path, wtype: str, scale: float, seed: int = 0) -> pathlib.Path:
     """Copies the GGUF `src` to `dst` with every 2-D tensor replaced by random `wtype` blocks
     (f16 scales `scale`), or for "F64" by normal values of standard deviation `scale`; metadata

@@ -22,7 +22,7 @@ class NumpyLlama:
         self.n_heads = int(g("attention.head_count"))
         self.n_kv = int(g("attention.head_count_kv", self.n_heads))
         self.head_dim = int(g("attention.key_length", self.dim // self.n_heads))
-        self.eps = float(g("attention.layer_norm_rms_epsilon", 1e-5))
+        self.eps = float(g("attention.layer_norm_rms_epsilon", 1e-6))  # absent: transformers' default, as akunu
         self.theta = float(g("rope.freq_base", 10000.0))
         self.w, self.types = {}, {}
         for t in r.tensors:
