@@ -26,6 +26,7 @@ OUT = ROOT / "docs" / "api.md"
 
 import akunu  # noqa: E402
 import akunu.encoder  # noqa: E402
+import akunu.hub  # noqa: E402
 import akunu.model  # noqa: E402
 import akunu.models  # noqa: E402
 import akunu.ops  # noqa: E402
@@ -79,6 +80,9 @@ SECTIONS = [
      [(f"akunu.ops.{name}", f) for name, f in vars(akunu.ops).items()
       if inspect.isfunction(f) and f.__module__ == "akunu.ops" and not name.startswith("_")]
      + [("akunu.kernel_names", akunu.kernel_names)]),
+    ("Models by name: akunu.hub", akunu.hub,
+     [(f"akunu.hub.{name}", f) for name, f in vars(akunu.hub).items()
+      if inspect.isfunction(f) and f.__module__ == "akunu.hub" and not name.startswith("_")]),
     ("Models without a file: akunu.models", akunu.models,
      [(f"akunu.models.{name}", f) for name, f in vars(akunu.models).items()
       if inspect.isfunction(f) and f.__module__ == "akunu.models" and not name.startswith("_")]),

@@ -14,7 +14,7 @@ if not _os.environ.get("XDG_RUNTIME_DIR"):
     # Mesa's drivers warn on every start without it; nothing of akunu's lives there.
     _os.environ["XDG_RUNTIME_DIR"] = "/tmp"
 
-from akunu import models, ops  # noqa: E402
+from akunu import hub, models, ops  # noqa: E402
 from akunu._akunu import (  # noqa: E402
     Buffer,
     CommandList,
@@ -42,11 +42,13 @@ Device.upload = upload  # type: ignore[attr-defined]
 open = open_model  # akunu.open(path): inspect a model file without loading it  # noqa: A001
 
 
-def load(path, **kwargs) -> Model | Encoder:
+def load(path, gguf_file: str | None = None, revision: str | None = None, **kwargs) -> Model | Encoder:
     """An akunu.Encoder for an encoder's file (bert), else an akunu.Model, from the file's
-    architecture alone; kwargs go to that class (context, device, kv_dtype, ... for a Model;
+    architecture alone; path may be a Hugging Face repo id (akunu.hub), gguf_file and revision
+    as for akunu.Model; kwargs go to that class (context, device, kv_dtype, ... for a Model;
     device, batch_tokens for an Encoder)."""
-    return (Encoder if _is_encoder(_os.fspath(path))[0] else Model)(path, **kwargs)
+    path = hub.resolve(path, gguf_file, revision)
+    return (Encoder if _is_encoder(path)[0] else Model)(path, **kwargs)
 
 
 __all__ = [
@@ -79,6 +81,7 @@ __all__ = [
     "open",
     "open_model",
     "models",
+    "hub",
     "ops",
     "validation_enabled",
     "validation_messages",

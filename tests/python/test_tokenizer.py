@@ -128,20 +128,25 @@ def test_encode_batch_and_vocab(tokenizers):
 
 def test_chat_templates(tokenizers):
     msgs = [{"role": "user", "content": "Hi"}]
-    assert tokenizers["qwen3"].apply_chat_template(msgs) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
-    assert tokenizers["gemma3"].apply_chat_template(msgs) == \
+    text = dict(tokenize=False, add_generation_prompt=True)
+    assert tokenizers["qwen3"].apply_chat_template(msgs, **text) == \
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert tokenizers["gemma3"].apply_chat_template(msgs, **text) == \
         "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
+    # transformers' defaults: no generation prompt, token ids.
+    assert tokenizers["qwen3"].apply_chat_template(msgs, tokenize=False) == "<|im_start|>user\nHi<|im_end|>\n"
     # This llama3 template appends the assistant header whatever add_generation_prompt says.
-    assert tokenizers["llama3"].apply_chat_template(msgs, add_generation_prompt=False) == \
+    assert tokenizers["llama3"].apply_chat_template(msgs, tokenize=False) == \
         "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
-    ids = tokenizers["qwen3"].apply_chat_template(msgs, tokenize=True)
+    ids = tokenizers["qwen3"].apply_chat_template(msgs)
     assert ids[0] == tokenizers["qwen3"].token_to_id("<|im_start|>")
+    assert ids == tokenizers["qwen3"].encode("<|im_start|>user\nHi<|im_end|>\n", add_special_tokens=False)
 
 
 def test_a_template_that_raises_reaches_the_user(tokenizers):
     bad_roles = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
     with pytest.raises(akunu.Error, match="chat template: Conversation roles must alternate"):
-        tokenizers["gemma3"].apply_chat_template(bad_roles)
+        tokenizers["gemma3"].apply_chat_template(bad_roles, tokenize=False)
     with pytest.raises(akunu.Error, match="syntax error at line 1"):
         tokenizers["qwen3"].apply_chat_template([], chat_template="{% if %}")
     with pytest.raises(akunu.Error, match="custom failure"):

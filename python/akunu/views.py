@@ -1,0 +1,128 @@
+"""Views of a model's KV cache and scratch buffers as NumPy arrays, and the dequantization of
+a quantized KV cache's packed rows (docs/kv-cache.md)."""
+from __future__ import annotations
+
+import numpy as np
+
+# E2M1 values of the 16 fp4 codes: sign bit 3, exponent bits 2-1, mantissa bit 0.
+_FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+
+
+def dequantize_kv(words: np.ndarray, scales: np.ndarray, kv_dtype: str) -> np.ndarray:
+    """float32 [..., head_dim] from a quantized cache's packed words [..., head_dim * bits / 32]
+    (u32, value j of a word in bits [j * bits, (j + 1) * bits)) and row scales [...] (f16):
+    code * scale, with int8 codes for q8, int4 codes in [-8, 7] for int4 and E2M1 codes for
+    fp4 (see shaders/include/kv_format.glsl)."""
+    if kv_dtype not in ("q8", "int4", "fp4"):
+        raise ValueError(f"kv_dtype {kv_dtype!r} is not a quantized format (q8, int4, fp4)")
+    bits = 8 if kv_dtype == "q8" else 4
+    shifts = np.arange(32 // bits, dtype=np.uint32) * bits
+    codes = (np.asarray(words, dtype=np.uint32)[..., None] >> shifts) & ((1 << bits) - 1)
+    codes = codes.reshape(*words.shape[:-1], -1)
+    if kv_dtype == "fp4":
+        values = _FP4_VALUES[codes]
+    else:
+        signed = codes.astype(np.int32)
+        values = (signed - ((signed >> (bits - 1)) << bits)).astype(np.float32)
+    return values * np.asarray(scales, dtype=np.float32)[..., None]
+
+
+class KVCacheView:
+    """The model's KV cache, as stored: for kv_dtype f16, k(layer)/v(layer) are
+    [n_kv_heads, current_length, head_dim] f16 views; for q8/int4/fp4 they are the packed codes,
+    u32 [n_kv_heads, current_length, head_dim * bits / 32], with k_scales/v_scales the f16 row
+    scales [n_kv_heads, current_length] ("q8/int4" and "q8/fp4": keys in q8, values in the
+    4-bit format). k(layer, dequantize=True) gives float32 values in every format. Views are
+    copies where the device memory is not host-visible.
+
+    Layers kept in blocks (kv_alloc="blocks") or in a sliding-window ring (kv_ring=True) are
+    not one buffer: their k/v/k_scales/v_scales are copies of rows [0, current_length) gathered
+    in position order (a ring's rows older than sliding_from are overwritten: zeros there).
+    layers names each layer's layout: "full", "blocks" or "ring"."""
+
+    def __init__(self, engine):
+        self._e = engine
+
+    @property
+    def dtype(self) -> str:
+        """The storage format: "f16", "q8", "int4", "fp4", "q8/int4" or "q8/fp4" (keys/values)."""
+        return self._e.kv_dtype
+
+    def side_dtype(self, values: bool) -> str:
+        """The format of the keys (values=False) or of the values."""
+        sides = self.dtype.split("/")
+        return sides[-1] if values else sides[0]
+
+    @property
+    def layers(self) -> list[str]:
+        """Each layer's layout: "full" (pre-allocated), "blocks" (grown 256 positions at a time)
+        or "ring" (a sliding-window layer's ring, kv_ring=True)."""
+        return list(self._e.kv_layers)
+
+    @property
+    def sliding_from(self) -> int:
+        """The first position whose rows the rings still hold (0 without rings): truncate() can
+        rewind to lengths from sliding_from + window - 1 on (or to 0)."""
+        return self._e.kv_sliding_from
+
+    @property
+    def current_length(self) -> int:
+        """Positions that hold valid K/V rows."""
+        return self._e.kv_length
+
+    @property
+    def max_length(self) -> int:
+        """Positions the cache was allocated for (the model's context)."""
+        return self._e.context
+
+    def k(self, layer: int, dequantize: bool = False) -> np.ndarray:
+        """Keys of `layer` as stored ([n_kv_heads, current_length, head_dim] f16, or packed u32
+        codes), or with dequantize float32 [n_kv_heads, current_length, head_dim]."""
+        return self._side(layer, False, dequantize)
+
+    def v(self, layer: int, dequantize: bool = False) -> np.ndarray:
+        """Values of `layer`, as k()."""
+        return self._side(layer, True, dequantize)
+
+    def k_scales(self, layer: int) -> np.ndarray:
+        """Row scales of a quantized cache's keys: f16 [n_kv_heads, current_length]."""
+        return self._e.kv_view(layer, False, True)[:, : self.current_length]
+
+    def v_scales(self, layer: int) -> np.ndarray:
+        """Row scales of a quantized cache's values: f16 [n_kv_heads, current_length]."""
+        return self._e.kv_view(layer, True, True)[:, : self.current_length]
+
+    def _side(self, layer: int, values: bool, dequantize: bool) -> np.ndarray:
+        stored = self._e.kv_view(layer, values)[:, : self.current_length, :]
+        if not dequantize:
+            return stored
+        if self.side_dtype(values) == "f16":
+            return stored.astype(np.float32)
+        scales = self.v_scales(layer) if values else self.k_scales(layer)
+        return dequantize_kv(stored, scales, self.side_dtype(values))
+
+    def reset(self) -> None:
+        """Empties the cache (nothing is freed or cleared; the length goes to 0)."""
+        self._e.reset()
+
+    def truncate(self, n: int) -> None:
+        """Rewinds to the first n positions; n past the current length, or (with rings) before
+        what the window of position n needs, raises akunu.Error saying how far one can rewind."""
+        self._e.truncate(n)
+
+
+class ScratchView:
+    """The named scratch buffers (h0, h1, residual, qkv, attn_out, ffn_*, logits, ...) as views."""
+
+    def __init__(self, engine):
+        self._e = engine
+
+    def names(self) -> list[str]:
+        """The scratch buffer names, for indexing."""
+        return list(self._e.scratch_names)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._e.scratch_view(name)
+
+    def __repr__(self) -> str:
+        return f"ScratchView({', '.join(self.names())})"
