@@ -25,6 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "api.md"
 
 import akunu  # noqa: E402
+import akunu.controls  # noqa: E402
 import akunu.encoder  # noqa: E402
 import akunu.hub  # noqa: E402
 import akunu.model  # noqa: E402
@@ -52,6 +53,9 @@ SECTIONS = [
         ("akunu.Generation", akunu.Generation),
         ("akunu.Piece", akunu.Piece),
         ("akunu.Stream", akunu.Stream),
+        ("akunu.controls.LogitControls", akunu.controls.LogitControls),
+        ("akunu.controls.completion_logprobs", akunu.controls.completion_logprobs),
+        ("akunu.controls.chat_logprobs", akunu.controls.chat_logprobs),
     ]),
     ("Tokenizers", akunu.tokenizer, [
         ("akunu.Tokenizer", akunu.Tokenizer),

@@ -14,6 +14,7 @@ Encoders (BERT-style embedding models) load as akunu.Encoder; akunu.load(path) p
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import re
@@ -24,6 +25,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from akunu import _akunu, hub
+from akunu.controls import LogitControls, host_steps, prompt_logprobs
 from akunu.sampling import Generation, Piece, Sampler, Stream
 from akunu.tokenizer import Tokenizer
 from akunu.views import KVCacheView, ScratchView, dequantize_kv  # noqa: F401 (dequantize_kv: akunu's API)
@@ -151,25 +153,71 @@ class Model:
         return (logits if all_logits else self.scratch["logits"]), dict(zip(layers, hidden))
 
     def generate(self, prompt: str | Sequence[int], max_tokens: int = 128, sampler: Sampler | None = None,
-                 stop: Sequence[str] | None = None, stream: bool = True, reset: bool = True):
+                 stop: Sequence[str] | None = None, stream: bool = True, reset: bool = True, *, n: int = 1,
+                 logprobs: int = 0, prompt_logprobs: bool = False, repetition_penalty: float = 1.0,
+                 presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                 logit_bias: dict[int, float] | None = None, logits_processors: Sequence | None = None):
         """Generates after `prompt` (text, or token ids used as given) with `sampler` (greedy by
         default). stream=True returns a Stream that yields Piece objects (id, text, logprob,
         time) as tokens arrive, its `result` filling in as they do; stream=False returns that
         Generation: the text, token ids, logprobs, and the prompt and decode speeds.
         Generation ends at max_tokens, a stop token, a `stop` string, or the end of the
-        context, and the KV cache then holds exactly the prompt and the tokens fed back."""
+        context, and the KV cache then holds exactly the prompt and the tokens fed back.
+
+        Logit controls (akunu.controls, docs/sampling-controls.md): repetition_penalty,
+        presence_penalty, frequency_penalty, logit_bias {token id: bias} and logits_processors
+        (processor(input_ids, logits) -> logits) change the logits before the sampler;
+        logprobs=N fills Generation.top_logprobs (and Piece.top_logprobs) with the N most
+        likely (id, logprob) pairs of every step; prompt_logprobs=True fills
+        Generation.prompt_logprobs. Any of them runs one step per submission with the logits
+        read back to the host: slower than the default path, which samples on the device in
+        chains.
+
+        n > 1 draws n samples after one prefill of the prompt (the prompt's state is saved once
+        and each sample starts from it; sample i uses the seed sampler.seed + i) and returns a
+        list of n Generations (stream must be False)."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
         if not ids:
             raise ValueError("the prompt is empty")
+        controls = LogitControls(repetition_penalty, presence_penalty, frequency_penalty, dict(logit_bias or {}),
+                                 tuple(logits_processors or ()), logprobs, bool(prompt_logprobs))
+        controls.validate(self.config.vocab_size)
+        sampler = sampler or Sampler()
+        if not (isinstance(n, int) and n >= 1):
+            raise ValueError(f"n must be an int >= 1 (samples per prompt), got {n!r}")
+        if n > 1:
+            if stream:
+                raise ValueError("n > 1 returns a list of Generations: pass stream=False")
+            return self._samples(ids, n, max_tokens, sampler, stop or [], reset, controls)
         result = Generation(text="", prompt_tokens=len(ids))
-        pieces = Stream(self._generate(ids, max_tokens, sampler or Sampler(), stop or [], reset, result), result)
+        pieces = Stream(self._generate(ids, max_tokens, sampler, stop or [], reset, result, controls), result)
         if stream:
             return pieces
         for _ in pieces:
             pass
         return result
+
+    def _samples(self, ids, n, max_tokens, sampler, stop, reset, controls) -> list[Generation]:
+        """n Generations after one prefill of ids[:-1]: each sample restores that state and runs
+        the last prompt token itself, so that its first token is drawn by its own sampler."""
+        if reset:
+            self.reset()
+        rows = self._engine.eval(ids[:-1], controls.prompt_logprobs) if len(ids) > 1 else None
+        shared = prompt_logprobs(rows, ids) if controls.prompt_logprobs else None
+        state = self.save_state()
+        each = dataclasses.replace(controls, prompt_logprobs=False)
+        out = []
+        for i in range(n):
+            if i:
+                self.load_state(state)
+            result = Generation(text="", prompt_tokens=len(ids), prompt_logprobs=shared)
+            seeded = dataclasses.replace(sampler, seed=(sampler.seed + i) % 2**64)
+            for _ in Stream(self._generate(ids[-1:], max_tokens, seeded, stop, False, result, each), result):
+                pass
+            out.append(result)
+        return out
 
     def chat(self, messages: Sequence[dict], max_tokens: int = 256, sampler: Sampler | None = None,
              stop: Sequence[str] | None = None, stream: bool = False, chat_template: str | None = None,
@@ -206,7 +254,8 @@ class Model:
                 pending = e.sampled_token()
                 yield pending, e.sampled_logprob(), e.kv_length
 
-    def _generate(self, ids, max_tokens, sampler, stop, reset, result: Generation) -> Iterator[Piece]:
+    def _generate(self, ids, max_tokens, sampler, stop, reset, result: Generation,
+                  controls: LogitControls) -> Iterator[Piece]:
         """A stop token or string ends generation at exactly that token; the cache is rewound
         past the steps a chain ran after it."""
         e = self._engine
@@ -214,13 +263,19 @@ class Model:
             self.reset()
         e.set_sampler(sampler.temperature, sampler.top_k, sampler.top_p, sampler.min_p, sampler.seed)
         start = time.perf_counter()
-        e.eval(ids)
+        keep = e.kv_length
+        if controls.on_host:  # the prompt runs inside, on the first step
+            steps = host_steps(self, ids, sampler, controls, result)
+        else:
+            e.eval(ids)
+            keep = e.kv_length
+            steps = ((token, logprob, at, None) for token, logprob, at in self._sampled())
         decoder = self.tokenizer.stream(skip_special_tokens=True)
         stop_ids = set(self.tokenizer.stop_ids)
-        text, keep = "", e.kv_length
+        text = ""
         first_at = None
 
-        def piece(token, chars, logprob):
+        def piece(token, chars, logprob, top):
             nonlocal first_at
             now = time.perf_counter() - start
             if first_at is None:
@@ -228,11 +283,13 @@ class Model:
             result.decode_seconds = now - first_at
             result.token_ids.append(token)
             result.logprobs.append(logprob)
-            return Piece(token, chars, logprob, now)
+            if top is not None:
+                result.top_logprobs.append(top)
+            return Piece(token, chars, logprob, now, top)
 
         result.stop_reason = "context"
         try:
-            for produced, (token, logprob, keep) in enumerate(self._sampled(), 1):  # noqa: B007 (finally reads keep)
+            for produced, (token, logprob, keep, top) in enumerate(steps, 1):  # noqa: B007 (finally reads keep)
                 if token in stop_ids:
                     result.stop_reason = "stop_token"
                     return
@@ -241,9 +298,9 @@ class Model:
                 hit = next((s for s in stop if s in text), None)
                 if hit is not None:  # emit only what precedes the stop string
                     result.stop_reason = "stop_string"
-                    yield piece(token, chars[: max(0, len(chars) - (len(text) - text.index(hit)))], logprob)
+                    yield piece(token, chars[: max(0, len(chars) - (len(text) - text.index(hit)))], logprob, top)
                     return
-                yield piece(token, chars, logprob)
+                yield piece(token, chars, logprob, top)
                 if produced >= max_tokens:  # as unchained: the last token is not fed
                     result.stop_reason = "max_tokens"
                     return

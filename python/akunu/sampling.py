@@ -53,6 +53,7 @@ class Piece:
     text: str
     logprob: float
     seconds: float  # since generate() started
+    top_logprobs: list[tuple[int, float]] | None = None  # logprobs=N: the step's N most likely (id, logprob)
 
 
 @dataclass
@@ -65,6 +66,8 @@ class Generation:
     stop_reason: str = ""          # "stop_token", "stop_string", "max_tokens" or "context"
     time_to_first_token: float = 0.0  # seconds: the prompt's prefill and the first sample
     decode_seconds: float = 0.0       # from the first token to the last
+    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)  # logprobs=N: per token
+    prompt_logprobs: list[float | None] | None = None  # prompt_logprobs=True: [None, log p(p1 | p0), ...]
 
     @property
     def prompt_tokens_per_second(self) -> float:
