@@ -40,6 +40,11 @@ fi
 # sentence-transformers it skips.
 .venv/bin/python -m pip install -q sentence-transformers ||
     echo "akunu: sentence-transformers not installed; the comparison with it will skip"
+# Models by Hugging Face repo id (python/akunu/hub.py) resolve through huggingface_hub.
+.venv/bin/python -m pip install -q huggingface_hub || echo "akunu: huggingface_hub not installed; models load by path only"
+# akunu serve (python/akunu/server) runs on fastapi and uvicorn; its tests drive it with the
+# official openai client. Without them the server tests skip.
+.venv/bin/python -m pip install -q fastapi uvicorn openai || echo "akunu: fastapi/uvicorn/openai not installed; akunu serve is unavailable"
 
 # 3. The glslang inside PyPI's slangpy wheel, which compiles the cooperative-matrix-2 kernels
 #    that Debian 12's glslang cannot (shaders/kernels.cmake, AKUNU_SLANG_GLSLANG); only that

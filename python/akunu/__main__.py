@@ -213,6 +213,30 @@ def _bench(akunu, args) -> int:
     return 0
 
 
+def _serve(akunu, args) -> int:
+    """The OpenAI-compatible server (docs/server.md)."""
+    import os
+
+    from akunu.server import serve
+
+    path = akunu.hub.resolve(args.model, args.gguf_file)
+    if akunu._is_encoder(path)[0]:
+        model = akunu.Encoder(path, device=args.device or None)
+    else:
+        model = akunu.Model(path, context=args.context, device=args.device or None)
+    constraints = None
+    try:
+        from akunu.constrained import response_format_processor as constraints
+    except ImportError:
+        pass
+    template = open(args.chat_template, encoding="utf-8").read() if args.chat_template else None
+    serve(model, args.model_name or args.model, host=args.host, port=args.port, log_level=args.log_level,
+          chat_template=template,
+          api_key=args.api_key or os.environ.get("AKUNU_API_KEY") or None, parallel=args.parallel,
+          max_tokens_cap=args.max_tokens_cap, max_request_bytes=args.max_request_bytes, constraints=constraints)
+    return 0
+
+
 def _add_sampling_args(p) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     p.add_argument("--top-k", type=int, default=0, help="0: off")
@@ -267,6 +291,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--system", default=None, help="a system message")
     _add_sampling_args(p)
     p.set_defaults(run=_chat)
+    p = sub.add_parser("serve", help="an OpenAI-compatible HTTP server for MODEL (docs/server.md)")
+    p.add_argument("model", help="a model file, folder or Hugging Face repo id")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' (default: $AKUNU_API_KEY)")
+    p.add_argument("--model-name", default=None, help="the name clients use (default: MODEL as given)")
+    p.add_argument("--gguf-file", default=None, help="the GGUF file of a Hugging Face repo")
+    p.add_argument("--context", type=int, default=4096)
+    p.add_argument("--parallel", type=int, default=1,
+                   help="requests run at once, each on its own fork of the model (more wait in a queue)")
+    p.add_argument("--max-tokens-cap", type=int, default=4096, help="the largest max_tokens a request may ask for")
+    p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="the largest request body")
+    p.add_argument("--chat-template", default=None, help="a Jinja2 chat template file instead of the model's own")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(run=_serve)
     p = sub.add_parser("profile", help="GPU time per kernel class of a decode step or prefill chunk")
     p.add_argument("model")
     p.add_argument("--tokens", type=int, default=1, help="1: a decode step; more: a prefill chunk")

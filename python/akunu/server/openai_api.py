@@ -1,0 +1,168 @@
+"""From OpenAI requests to akunu generations, and from generations to OpenAI's response and
+stream-chunk objects (completions and chat completions).
+
+One request becomes one job: its choices (prompts x n) run one after another on the model the
+pool lends it, and the job yields (choice index, Piece) as tokens arrive and (choice index,
+Generation) when a choice ends. Choice k of a prompt samples with seed + k, as generate(n=)
+does.
+"""
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from akunu.controls import chat_logprobs, completion_logprobs
+from akunu.sampling import Generation, Sampler
+
+FINISH = {"stop_token": "stop", "stop_string": "stop", "max_tokens": "length", "context": "length"}
+
+
+class RequestError(ValueError):
+    """A request the server refuses: status code, message, and the field at fault."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None):
+        super().__init__(message)
+        self.param, self.status, self.code = param, status, code
+
+
+@dataclass
+class Plan:
+    """What a request asks for, resolved: the prompts' token ids and generate()'s arguments."""
+
+    prompts: list[list[int]]
+    n: int
+    max_tokens: int
+    sampler: Sampler
+    kwargs: dict = field(default_factory=dict)   # stop, penalties, logit_bias, logprobs, processors
+    logprobs: int | None = None                   # None: no logprobs object in the response
+    chat: bool = False
+
+
+def plan(req, prompts: list[list[int]], context: int, cap: int, default_max: int, processors=()) -> Plan:
+    """The Plan of a completion or chat request; RequestError for what the model cannot do."""
+    for i, ids in enumerate(prompts):
+        if not ids:
+            raise RequestError(f"prompt {i} is empty", "prompt")
+        if len(ids) >= context:
+            raise RequestError(f"prompt {i} has {len(ids)} tokens; the model's context is {context}, which must also "
+                               "hold at least one generated token", "prompt", code="context_length_exceeded")
+    asked = getattr(req, "max_completion_tokens", None) or req.max_tokens
+    if asked is not None and asked > cap:
+        raise RequestError(f"max_tokens {asked} is above this server's cap of {cap} (akunu serve --max-tokens-cap)",
+                           "max_tokens")
+    chat = hasattr(req, "messages")
+    logprobs = (req.top_logprobs or 0) if chat and req.logprobs else (None if chat else req.logprobs)
+    seed = req.seed if req.seed is not None else random.getrandbits(63)
+    kwargs = dict(stop=req.stop, repetition_penalty=req.repetition_penalty, presence_penalty=req.presence_penalty,
+                  frequency_penalty=req.frequency_penalty,
+                  logit_bias={int(k): v for k, v in (req.logit_bias or {}).items()},
+                  logprobs=logprobs or 0, logits_processors=list(processors))
+    sampler = Sampler(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p, seed=seed)
+    return Plan(prompts, req.n, asked or default_max, sampler, kwargs, logprobs, chat)
+
+
+def job(p: Plan, on_token=lambda: None):
+    """The request's generations, for ModelPool.stream: yields (index, Piece) and (index,
+    Generation); on_token() is called for every token generated (the server's count)."""
+    def run(model, cancel):
+        index = 0
+        for ids in p.prompts:
+            for k in range(p.n):
+                if cancel.is_set():
+                    return
+                sampler = Sampler(p.sampler.temperature, p.sampler.top_k, p.sampler.top_p, p.sampler.min_p,
+                                  (p.sampler.seed + k) % 2**64)
+                stream = model.generate(ids, p.max_tokens, sampler, stream=True, **p.kwargs)
+                try:
+                    for piece in stream:
+                        on_token()
+                        yield index, piece
+                        if cancel.is_set():
+                            return
+                finally:
+                    stream.close()
+                yield index, stream.result
+                index += 1
+    return run
+
+
+def _logprobs(tokenizer, p: Plan, g: Generation):
+    if p.logprobs is None:
+        return None
+    tops = g.top_logprobs if p.logprobs > 0 else ([[]] * len(g.token_ids) if p.chat else None)
+    if p.chat:
+        return chat_logprobs(tokenizer, g.token_ids, g.logprobs, tops)
+    return completion_logprobs(tokenizer, g.token_ids, g.logprobs, tops)
+
+
+def usage(p: Plan, results: list[Generation]) -> dict:
+    """Token counts: each prompt once (as OpenAI counts them with n > 1), every choice's reply."""
+    prompt = sum(len(ids) for ids in p.prompts)
+    completion = sum(len(g.token_ids) for g in results)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def response(tokenizer, p: Plan, model_name: str, results: dict[int, Generation]) -> dict:
+    """The whole response of a request that did not stream."""
+    choices = []
+    for index in sorted(results):
+        g = results[index]
+        choice = {"index": index, "logprobs": _logprobs(tokenizer, p, g), "finish_reason": FINISH[g.stop_reason]}
+        if p.chat:
+            choice["message"] = {"role": "assistant", "content": g.text}
+        else:
+            choice["text"] = g.text
+        choices.append(choice)
+    head = _head(p, model_name)
+    head.update(choices=choices, usage=usage(p, list(results.values())))
+    return head
+
+
+def _head(p: Plan, model_name: str, chunk: bool = False) -> dict:
+    kind = ("chat.completion.chunk" if chunk else "chat.completion") if p.chat else "text_completion"
+    prefix = "chatcmpl-" if p.chat else "cmpl-"
+    return {"id": prefix + uuid.uuid4().hex[:24], "object": kind, "created": int(time.time()), "model": model_name}
+
+
+class Chunks:
+    """The stream's chunk objects, one request: start() (chat: the role), piece(), end()."""
+
+    def __init__(self, tokenizer, p: Plan, model_name: str, include_usage: bool):
+        self.t, self.p, self.head = tokenizer, p, _head(p, model_name, chunk=True)
+        self.include_usage = include_usage
+        self.offsets: dict[int, int] = {}
+
+    def _chunk(self, choices, **extra) -> dict:
+        return dict(self.head, choices=choices, **extra)
+
+    def start(self) -> list[dict]:
+        if not self.p.chat:
+            return []
+        n = len(self.p.prompts) * self.p.n
+        return [self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                              "finish_reason": None} for i in range(n)])]
+
+    def piece(self, index: int, piece) -> dict:
+        tops = [piece.top_logprobs or []] if self.p.logprobs else None
+        choice = {"index": index, "finish_reason": None, "logprobs": None}
+        if self.p.chat:
+            choice["delta"] = {"content": piece.text}
+            if self.p.logprobs is not None:
+                choice["logprobs"] = chat_logprobs(self.t, [piece.token_id], [piece.logprob], tops)
+        else:
+            choice["text"] = piece.text
+            at = self.offsets.get(index, 0)
+            if self.p.logprobs is not None:
+                choice["logprobs"] = completion_logprobs(self.t, [piece.token_id], [piece.logprob], tops, at)
+            self.offsets[index] = at + len(piece.text)
+        return self._chunk([choice])
+
+    def end(self, index: int, g: Generation) -> dict:
+        choice = {"index": index, "finish_reason": FINISH[g.stop_reason], "logprobs": None}
+        choice.update({"delta": {}} if self.p.chat else {"text": ""})
+        return self._chunk([choice])
+
+    def usage(self, results: list[Generation]) -> list[dict]:
+        return [self._chunk([], usage=usage(self.p, results))] if self.include_usage else []

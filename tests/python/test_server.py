@@ -1,0 +1,196 @@
+"""The OpenAI-compatible server (akunu serve), started by the test on 127.0.0.1 as a user starts
+it (python -m akunu serve), and driven with the official openai client: completions and chat
+(greedy answers equal akunu's own generate), streaming, 16 concurrent clients, bad requests and
+a client that goes away.
+
+The server runs on the CPU backend: what is tested here is the HTTP layer and the request
+queue; both backends' generation is tested against references elsewhere (test_controls,
+test_engine)."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import akunu
+from support.fixture_paths import require, requires_fixtures
+
+openai = pytest.importorskip("openai", reason="the server is tested with the official openai client")
+pytest.importorskip("fastapi", reason="akunu serve runs on fastapi")
+pytest.importorskip("uvicorn", reason="akunu serve runs on uvicorn")
+try:  # raw requests (bad JSON, big bodies): the HTTP client the openai package brings
+    import httpx2 as httpx
+except ImportError:
+    httpx = pytest.importorskip("httpx", reason="raw requests (bad JSON, big bodies) need httpx")
+
+pytestmark = requires_fixtures
+
+KEY = "test-key-123"
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+PROMPTS = [f"def function_{i}(x, y):\n    return" + " x" * (i % 5) for i in range(16)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    template = tmp_path_factory.mktemp("server") / "chatml.jinja"
+    template.write_text(CHATML)
+    port = free_port()
+    cmd = [sys.executable, "-m", "akunu", "--device", "cpu", "serve", str(require("tiny-qwen3-random", "hf")),
+           "--port", str(port), "--model-name", "tiny", "--api-key", KEY, "--chat-template", str(template),
+           "--parallel", "2", "--context", "1024", "--max-tokens-cap", "1000", "--max-request-bytes", "20000",
+           "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        if proc.poll() is not None:
+            pytest.fail(f"akunu serve exited: {proc.stdout.read()}")
+        try:
+            if httpx.get(base + "/health", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server + "/v1", api_key=KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def local():
+    return akunu.Model(require("tiny-qwen3-random", "hf"), context=1024, device="cpu")
+
+
+def test_models_lists_the_served_name(client):
+    assert [m.id for m in client.models.list().data] == ["tiny"]
+
+
+def test_greedy_completion_is_generate(client, local):
+    r = client.completions.create(model="tiny", prompt=PROMPTS[0], max_tokens=12, temperature=0, logprobs=3)
+    g = local.generate(PROMPTS[0], max_tokens=12, stream=False, logprobs=3)
+    choice = r.choices[0]
+    assert choice.text == g.text and choice.finish_reason == "length"
+    assert r.usage.prompt_tokens == g.prompt_tokens and r.usage.completion_tokens == 12
+    assert choice.logprobs.token_logprobs == pytest.approx(g.logprobs, abs=1e-4)
+    assert [len(t) for t in choice.logprobs.top_logprobs] == [3] * 12
+
+
+def test_chat_is_model_chat(client, local):
+    messages = [{"role": "user", "content": "def add(a, b):"}]
+    r = client.chat.completions.create(model="tiny", messages=messages, max_tokens=9, temperature=0)
+    assert r.choices[0].message.content == local.chat(messages, max_tokens=9, chat_template=CHATML).text
+    assert r.choices[0].message.role == "assistant"
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_streaming_equals_the_whole_answer(client, chat):
+    args = dict(model="tiny", max_tokens=10, temperature=0.7, seed=9)
+    if chat:
+        args["messages"] = [{"role": "user", "content": "Hello"}]
+        whole = client.chat.completions.create(**args).choices[0].message.content
+        chunks = list(client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **args))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        args["prompt"] = PROMPTS[1]
+        whole = client.completions.create(**args).choices[0].text
+        chunks = list(client.completions.create(stream=True, stream_options={"include_usage": True}, **args))
+        text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text == whole
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["length"]
+    assert chunks[-1].usage.completion_tokens == 10
+
+
+def test_n_choices_and_seeds(client, local):
+    r = client.completions.create(model="tiny", prompt=PROMPTS[2], max_tokens=6, temperature=2.0, seed=21, n=3)
+    want = local.generate(PROMPTS[2], max_tokens=6, stream=False, n=3, sampler=akunu.Sampler(temperature=2.0, seed=21))
+    assert [c.text for c in sorted(r.choices, key=lambda c: c.index)] == [g.text for g in want]
+
+
+def test_sixteen_concurrent_clients_get_their_solo_answers(client):
+    def ask(prompt):
+        return client.completions.create(model="tiny", prompt=prompt, max_tokens=16, temperature=0).choices[0].text
+
+    solo = [ask(p) for p in PROMPTS]
+    with ThreadPoolExecutor(16) as pool:
+        together = list(pool.map(ask, PROMPTS))
+    assert together == solo
+    assert len(set(solo)) > 1  # the prompts differ, so should some answers
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"prompt": "x"}, 400, "model: Field required"),
+    ({"model": "tiny"}, 400, "prompt: Field required"),
+    ({"model": "tiny", "prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+    ({"model": "tiny", "prompt": "x", "max_tokens": 5000}, 400, "cap of 1000"),
+    ({"model": "tiny", "prompt": "x", "temperature": -1}, 400, "temperature"),
+    ({"model": "tiny", "prompt": "x", "logit_bias": {"abc": 1}}, 400, "token ids"),
+    ({"model": "tiny", "prompt": "x", "logit_bias": {"99999": 1}}, 400, "not an id of this vocabulary"),
+    ({"model": "tiny", "prompt": [5, 99999]}, 400, "outside the vocabulary"),
+    ({"model": "tiny", "prompt": []}, 400, "empty"),
+    ({"model": "tiny", "prompt": "word " * 1500}, 400, "context"),
+    ({"model": "other", "prompt": "x"}, 404, "not served here"),
+    ({"model": "tiny", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, 400, "up to 4"),
+    ({"model": "tiny", "prompt": "x", "response_format": {"type": "bogus"}}, 400, "response_format"),
+])
+def test_bad_completion_requests_get_a_clear_4xx(server, body, status, words):
+    r = httpx.post(server + "/v1/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert words in error["message"] and error["type"]
+
+
+def test_bad_chat_and_transport(server):
+    auth = {"Authorization": f"Bearer {KEY}"}
+    r = httpx.post(server + "/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "wizard"}]},
+                   headers=auth)
+    assert r.status_code == 400 and "messages.0.role" in r.json()["error"]["message"]
+    as_json = auth | {"content-type": "application/json"}
+    r = httpx.post(server + "/v1/chat/completions", content=b"{not json", headers=as_json)
+    assert r.status_code == 400
+    r = httpx.post(server + "/v1/completions", content=json.dumps({"model": "tiny", "prompt": "x" * 30000}),
+                   headers=as_json)
+    assert r.status_code == 413 and "limit of 20000 bytes" in r.json()["error"]["message"]
+    r = httpx.post(server + "/v1/completions", json={"model": "tiny", "prompt": "x"})
+    assert r.status_code == 401
+    r = httpx.post(server + "/v1/completions", json={"model": "tiny", "prompt": "x"},
+                   headers={"Authorization": "Bearer no"})
+    assert r.status_code == 401
+    r = httpx.post(server + "/v1/embeddings", json={"model": "tiny", "input": "x"}, headers=auth)
+    assert r.status_code == 400
+
+
+def test_a_client_that_goes_away_frees_its_model(server, client):
+    auth = {"Authorization": f"Bearer {KEY}"}
+    body = {"model": "tiny", "prompt": PROMPTS[3], "max_tokens": 1000, "temperature": 0.0, "stream": True,
+            "logit_bias": {"1": 0.0}}  # the host path: a step per request round, so the stream is slow
+    before = httpx.get(server + "/health", headers=auth).json()["generated_tokens"]
+    with httpx.stream("POST", server + "/v1/completions", json=body, headers=auth, timeout=60) as r:
+        lines = r.iter_lines()
+        for _ in range(3):
+            next(line for line in lines if line.startswith("data: "))
+    for _ in range(200):
+        health = httpx.get(server + "/health", headers=auth).json()
+        if health["idle"] == health["models"]:
+            break
+        time.sleep(0.05)
+    assert health["idle"] == health["models"] == 2
+    time.sleep(0.5)
+    after = httpx.get(server + "/health", headers=auth).json()["generated_tokens"]
+    assert after == health["generated_tokens"] and after - before < 1000
+    assert client.completions.create(model="tiny", prompt="x", max_tokens=2, temperature=0).choices[0].text is not None
