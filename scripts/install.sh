@@ -45,6 +45,9 @@ fi
 # akunu serve (python/akunu/server) runs on fastapi and uvicorn; its tests drive it with the
 # official openai client. Without them the server tests skip.
 .venv/bin/python -m pip install -q fastapi uvicorn openai || echo "akunu: fastapi/uvicorn/openai not installed; akunu serve is unavailable"
+# akunu.harness (lm-evaluation-harness's `akunu` model) and its tests need lm_eval; without it
+# they skip.
+.venv/bin/python -m pip install -q lm_eval || echo "akunu: lm_eval not installed; the harness tests will skip"
 
 # 3. The glslang inside PyPI's slangpy wheel, which compiles the cooperative-matrix-2 kernels
 #    that Debian 12's glslang cannot (shaders/kernels.cmake, AKUNU_SLANG_GLSLANG); only that
