@@ -25,6 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "api.md"
 
 import akunu  # noqa: E402
+import akunu.constrained  # noqa: E402
 import akunu.controls  # noqa: E402
 import akunu.encoder  # noqa: E402
 import akunu.hub  # noqa: E402
@@ -84,6 +85,9 @@ SECTIONS = [
      [(f"akunu.ops.{name}", f) for name, f in vars(akunu.ops).items()
       if inspect.isfunction(f) and f.__module__ == "akunu.ops" and not name.startswith("_")]
      + [("akunu.kernel_names", akunu.kernel_names)]),
+    ("Constrained output: akunu.constrained", akunu.constrained,
+     [(f"akunu.constrained.{name}", f) for name, f in vars(akunu.constrained).items()
+      if inspect.isfunction(f) and f.__module__ == "akunu.constrained" and not name.startswith("_")]),
     ("Models by name: akunu.hub", akunu.hub,
      [(f"akunu.hub.{name}", f) for name, f in vars(akunu.hub).items()
       if inspect.isfunction(f) and f.__module__ == "akunu.hub" and not name.startswith("_")]),

@@ -48,6 +48,9 @@ fi
 # akunu.harness (lm-evaluation-harness's `akunu` model) and its tests need lm_eval; without it
 # they skip.
 .venv/bin/python -m pip install -q lm_eval || echo "akunu: lm_eval not installed; the harness tests will skip"
+# Constrained output (python/akunu/constrained.py) runs on llguidance; its tests validate
+# outputs with jsonschema. Without them those tests skip.
+.venv/bin/python -m pip install -q llguidance jsonschema || echo "akunu: llguidance not installed; constrained output is unavailable"
 
 # 3. The glslang inside PyPI's slangpy wheel, which compiles the cooperative-matrix-2 kernels
 #    that Debian 12's glslang cannot (shaders/kernels.cmake, AKUNU_SLANG_GLSLANG); only that

@@ -194,3 +194,20 @@ def test_a_client_that_goes_away_frees_its_model(server, client):
     after = httpx.get(server + "/health", headers=auth).json()["generated_tokens"]
     assert after == health["generated_tokens"] and after - before < 1000
     assert client.completions.create(model="tiny", prompt="x", max_tokens=2, temperature=0).choices[0].text is not None
+
+
+def test_response_format_json_schema(client):
+    pytest.importorskip("llguidance", reason="response_format runs on llguidance")
+    schema = {"type": "object", "additionalProperties": False, "required": ["answer", "score"],
+              "properties": {"answer": {"enum": ["yes", "no"]}, "score": {"type": "integer", "minimum": 0,
+                                                                           "maximum": 10}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema}}
+    for seed in range(4):
+        r = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Verdict?"}],
+                                           max_tokens=60, temperature=1.0, seed=seed, n=2, response_format=fmt)
+        for choice in r.choices:
+            data = json.loads(choice.message.content)
+            assert set(data) == {"answer", "score"} and data["answer"] in ("yes", "no") and 0 <= data["score"] <= 10
+    with pytest.raises(openai.BadRequestError, match="response_format"):
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x"}], max_tokens=5,
+                                       response_format={"type": "json_schema", "json_schema": {"name": "x"}})

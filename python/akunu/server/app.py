@@ -178,17 +178,18 @@ def _prompts(model, prompt) -> list[list[int]]:
     return prompts
 
 
-def _processors(constraints, model, response_format) -> list:
-    """The logits processors a response_format asks for (JSON mode, a JSON schema)."""
+def _processors(constraints, model, response_format):
+    """None, or the function that makes a choice's logits processors for a response_format
+    (JSON mode, a JSON schema); the format is checked here, so a bad one gets a 400."""
     if not response_format or response_format.get("type") == "text":
-        return []
+        return None
     if constraints is None:
-        raise RequestError("response_format needs constrained decoding, which this server does not have",
-                           "response_format")
+        raise RequestError("response_format needs constrained decoding (pip install llguidance)", "response_format")
     try:
-        return [constraints(model, response_format)]
-    except ValueError as e:
+        constraints(model, response_format)
+    except (ValueError, Error) as e:
         raise RequestError(str(e), "response_format") from None
+    return lambda: [constraints(model, response_format)]
 
 
 async def _first(agen):

@@ -38,10 +38,13 @@ class Plan:
     kwargs: dict = field(default_factory=dict)   # stop, penalties, logit_bias, logprobs, processors
     logprobs: int | None = None                   # None: no logprobs object in the response
     chat: bool = False
+    make_processors: object = None                # () -> [logits processor], fresh for every choice
 
 
-def plan(req, prompts: list[list[int]], context: int, cap: int, default_max: int, processors=()) -> Plan:
-    """The Plan of a completion or chat request; RequestError for what the model cannot do."""
+def plan(req, prompts: list[list[int]], context: int, cap: int, default_max: int, make_processors=None) -> Plan:
+    """The Plan of a completion or chat request; RequestError for what the model cannot do.
+    make_processors: None, or a function that returns the logits processors of one choice
+    (response_format's grammar, which follows one sequence)."""
     for i, ids in enumerate(prompts):
         if not ids:
             raise RequestError(f"prompt {i} is empty", "prompt")
@@ -58,9 +61,9 @@ def plan(req, prompts: list[list[int]], context: int, cap: int, default_max: int
     kwargs = dict(stop=req.stop, repetition_penalty=req.repetition_penalty, presence_penalty=req.presence_penalty,
                   frequency_penalty=req.frequency_penalty,
                   logit_bias={int(k): v for k, v in (req.logit_bias or {}).items()},
-                  logprobs=logprobs or 0, logits_processors=list(processors))
+                  logprobs=logprobs or 0)
     sampler = Sampler(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p, seed=seed)
-    return Plan(prompts, req.n, asked or default_max, sampler, kwargs, logprobs, chat)
+    return Plan(prompts, req.n, asked or default_max, sampler, kwargs, logprobs, chat, make_processors)
 
 
 def job(p: Plan, on_token=lambda: None):
@@ -74,7 +77,9 @@ def job(p: Plan, on_token=lambda: None):
                     return
                 sampler = Sampler(p.sampler.temperature, p.sampler.top_k, p.sampler.top_p, p.sampler.min_p,
                                   (p.sampler.seed + k) % 2**64)
-                stream = model.generate(ids, p.max_tokens, sampler, stream=True, **p.kwargs)
+                processors = p.make_processors() if p.make_processors else None
+                stream = model.generate(ids, p.max_tokens, sampler, stream=True, logits_processors=processors,
+                                        **p.kwargs)
                 try:
                     for piece in stream:
                         on_token()

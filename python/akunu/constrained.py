@@ -1,0 +1,117 @@
+"""Constrained output: JSON schemas, regular expressions and context-free grammars, through
+llguidance (pip install llguidance).
+
+    p = akunu.constrained.json_schema(m, {"type": "object", "properties": {...}})
+    g = m.generate(prompt, logits_processors=[p], stream=False)     # g.text parses
+    akunu.constrained.regex(m, r"[0-9]{3}-[0-9]{4}")
+    akunu.constrained.lark(m, 'start: "yes" | "no"')
+
+Each function returns a logits processor for generate() (and chat()): at every step it feeds
+the tokens generated so far to an llguidance matcher and sets the logits of every token the
+grammar does not allow next to -inf, before the sampler (and its temperature and filters) run.
+Once the grammar is complete only EOS is allowed, so generation ends there. The mask is applied
+on the host: generation with a processor runs one step per submission (akunu.controls).
+
+llguidance rather than xgrammar: it computes masks lazily with an Earley parser, so a grammar
+costs no precompilation over the vocabulary and any context-free grammar (Lark syntax) works,
+not only JSON; its wheel has no dependencies (xgrammar pulls in torch, triton and
+transformers); and llama.cpp, vLLM and SGLang use it.
+
+The matcher needs the tokenizer's tokenizer.json (a Hugging Face model); a GGUF vocabulary is
+not wired up yet and raises akunu.Error saying so.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import numpy as np
+
+from akunu._akunu import Error
+
+
+def _llguidance():
+    try:
+        import llguidance
+        import llguidance.numpy
+    except ImportError:
+        raise ImportError("constrained output needs llguidance: pip install llguidance") from None
+    return llguidance
+
+
+@lru_cache(maxsize=8)
+def _lltokenizer(source: str, eos: int, n_vocab: int):
+    llg = _llguidance()
+    with open(source, encoding="utf-8") as f:
+        return llg.LLTokenizer(f.read(), n_vocab=n_vocab, eos_token=eos)
+
+
+class GrammarProcessor:
+    """A logits processor that keeps generation inside a grammar (an llguidance grammar string).
+    It follows one sequence: a call with no more ids than the first one it saw starts over (the
+    next of generate(n=)'s samples)."""
+
+    def __init__(self, model, grammar: str):
+        tok = model.tokenizer
+        source = tok._t.source
+        if not source.endswith(".json"):
+            raise Error(f"{source}: constrained output needs the model's tokenizer.json (a Hugging Face model); "
+                        "GGUF vocabularies are not supported yet")
+        llg = _llguidance()
+        self._matcher = llg.LLMatcher(_lltokenizer(source, tok.eos_id, model.config.vocab_size), grammar,
+                                      log_level=0)
+        if self._matcher.is_error():
+            raise ValueError(f"grammar: {self._matcher.get_error()}")
+        self._mask = llg.numpy.allocate_token_bitmask(1, model.config.vocab_size)
+        self._start = self._seen = None
+
+    def __call__(self, input_ids: np.ndarray, logits: np.ndarray) -> np.ndarray:
+        llg = _llguidance()
+        if self._start is None or len(input_ids) <= self._start:
+            self._matcher.reset()
+            self._start = self._seen = len(input_ids)
+        new = [int(t) for t in input_ids[self._seen:]]
+        if new and not self._matcher.consume_tokens(new):
+            raise ValueError(f"grammar: token {new} was not allowed ({self._matcher.get_error()})")
+        self._seen = len(input_ids)
+        llg.numpy.fill_next_token_bitmask(self._matcher, self._mask, 0)
+        out = np.ascontiguousarray(logits, dtype=np.float32).copy()
+        llg.numpy.apply_token_bitmask_inplace(out, self._mask)
+        return out
+
+
+def json_schema(model, schema: dict | str, compact: bool = True) -> GrammarProcessor:
+    """Output that is JSON valid against `schema` (a dict or its JSON text); compact: no
+    whitespace between tokens of the JSON (else the model may put it where JSON allows)."""
+    llg = _llguidance()
+    schema = json.loads(schema) if isinstance(schema, str) else dict(schema)
+    schema.setdefault("x-guidance", {"whitespace_flexible": not compact})
+    try:
+        grammar = llg.LLMatcher.grammar_from_json_schema(json.dumps(schema))
+    except (ValueError, RuntimeError) as e:
+        raise ValueError(f"json schema: {e}") from None
+    return GrammarProcessor(model, grammar)
+
+
+def regex(model, pattern: str) -> GrammarProcessor:
+    """Output that matches the regular expression `pattern` in full."""
+    return GrammarProcessor(model, _llguidance().LLMatcher.grammar_from_regex(pattern))
+
+
+def lark(model, grammar: str) -> GrammarProcessor:
+    """Output in the context-free grammar `grammar`, in llguidance's Lark syntax (start: ...)."""
+    return GrammarProcessor(model, _llguidance().LLMatcher.grammar_from_lark(grammar))
+
+
+def response_format_processor(model, response_format: dict) -> GrammarProcessor:
+    """The processor of an OpenAI response_format: {"type": "json_object"} (any JSON object) or
+    {"type": "json_schema", "json_schema": {"schema": {...}}}; ValueError for anything else."""
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return json_schema(model, {"type": "object"})
+    if kind == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        if not isinstance(spec.get("schema"), dict):
+            raise ValueError("response_format json_schema needs {'json_schema': {'schema': {...}}}")
+        return json_schema(model, spec["schema"])
+    raise ValueError(f"response_format type {kind!r} is not supported (text, json_object, json_schema)")
