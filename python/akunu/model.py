@@ -307,6 +307,16 @@ class Model:
         finally:  # also when the caller stops iterating early
             e.truncate(min(keep, e.kv_length))
 
+    def embed(self, texts: Sequence[str], pooling: str = "last", normalize: bool = True) -> np.ndarray:
+        """Embeddings of `texts` from this causal language model: [len(texts), dim] float32,
+        each text's final hidden states (after the output norm, as transformers'
+        last_hidden_state) pooled by "last" (the last token's row, as decoder embedding
+        models such as Qwen3-Embedding use it) or "mean", then L2-normalized unless told not
+        to. Each text runs alone from an empty cache; the cache is reset (akunu.decoder_embed)."""
+        from akunu.decoder_embed import embed
+
+        return embed(self, texts, pooling, normalize)
+
     # ---- evaluation ----------------------------------------------------------------------------
     def score(self, ids: Sequence[int], progress: bool | None = None) -> np.ndarray:
         """log p(ids[i] | ids[:i]) for i = 1 .. len(ids) - 1, from all-position logits of the

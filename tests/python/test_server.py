@@ -15,6 +15,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 
 import akunu
@@ -171,8 +172,8 @@ def test_bad_chat_and_transport(server):
     r = httpx.post(server + "/v1/completions", json={"model": "tiny", "prompt": "x"},
                    headers={"Authorization": "Bearer no"})
     assert r.status_code == 401
-    r = httpx.post(server + "/v1/embeddings", json={"model": "tiny", "input": "x"}, headers=auth)
-    assert r.status_code == 400
+    r = httpx.post(server + "/v1/embeddings", json={"model": "tiny", "input": "x", "pooling": "cls"}, headers=auth)
+    assert r.status_code == 400 and "pooling" in r.json()["error"]["message"]
 
 
 def test_a_client_that_goes_away_frees_its_model(server, client):
@@ -211,3 +212,13 @@ def test_response_format_json_schema(client):
     with pytest.raises(openai.BadRequestError, match="response_format"):
         client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x"}], max_tokens=5,
                                        response_format={"type": "json_schema", "json_schema": {"name": "x"}})
+
+
+def test_embeddings_of_the_decoder(client, local):
+    texts = ["def forward(self, x):", "import os"]
+    r = client.embeddings.create(model="tiny", input=texts)
+    got = np.array([d.embedding for d in sorted(r.data, key=lambda d: d.index)])
+    np.testing.assert_allclose(got, local.embed(texts), atol=1e-5)
+    floats = client.embeddings.create(model="tiny", input=texts[0], encoding_format="float").data[0].embedding
+    np.testing.assert_allclose(floats, got[0], atol=1e-7)
+    assert r.usage.prompt_tokens == sum(len(local.tokenize(t)) for t in texts)

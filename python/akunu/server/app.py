@@ -10,6 +10,7 @@ a client that goes away stops its generation at the next token and frees the mod
 from __future__ import annotations
 
 import asyncio
+import base64
 import hmac
 import json
 import time
@@ -145,16 +146,18 @@ def create_app(model, model_name: str, api_key: str | None = None, parallel: int
     async def embeddings(req: EmbeddingRequest):
         check_model(req.model, False)
         texts = [req.input] if isinstance(req.input, str) else list(req.input)
-        if not hasattr(model, "embed"):
-            raise RequestError(f"{model_name} cannot make embeddings", "model")
         pooling = {} if req.pooling is None else {"pooling": req.pooling}
         try:
             vectors = await pool.run(lambda m: m.embed(texts, **pooling))
         except ValueError as e:
             raise RequestError(str(e), "input") from None
         tokens = sum(len(model.tokenize(t)) for t in texts)
+        if req.encoding_format == "base64":  # what the openai client asks for by default
+            rows = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
+        else:
+            rows = [v.tolist() for v in vectors]
         return {"object": "list", "model": model_name,
-                "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+                "data": [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)],
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
     return Guard(app, api_key, max_request_bytes)

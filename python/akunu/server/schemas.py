@@ -96,7 +96,7 @@ class EmbeddingRequest(BaseModel):
 
     model: str
     input: str | list[str] = Field(min_length=1)
-    encoding_format: Literal["float"] = "float"
+    encoding_format: Literal["float", "base64"] = "float"  # base64: little-endian float32 bytes
     pooling: Literal["mean", "cls", "last"] | None = None  # akunu's extension
 
 
