@@ -43,15 +43,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    template = tmp_path_factory.mktemp("server") / "chatml.jinja"
-    template.write_text(CHATML)
+def start_server(model_path, *args):
+    """python -m akunu serve on a free port of 127.0.0.1 (CPU backend, the test key); yields
+    its base URL once /health answers, and stops it afterwards."""
     port = free_port()
-    cmd = [sys.executable, "-m", "akunu", "--device", "cpu", "serve", str(require("tiny-qwen3-random", "hf")),
-           "--port", str(port), "--model-name", "tiny", "--api-key", KEY, "--chat-template", str(template),
-           "--parallel", "2", "--context", "1024", "--max-tokens-cap", "1000", "--max-request-bytes", "20000",
-           "--log-level", "warning"]
+    cmd = [sys.executable, "-m", "akunu", "--device", "cpu", "serve", str(model_path), "--port", str(port),
+           "--model-name", "tiny", "--api-key", KEY, "--log-level", "warning", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -65,6 +62,14 @@ def server(tmp_path_factory):
     yield base
     proc.terminate()
     proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    template = tmp_path_factory.mktemp("server") / "chatml.jinja"
+    template.write_text(CHATML)
+    yield from start_server(require("tiny-qwen3-random", "hf"), "--chat-template", str(template), "--parallel", "2",
+                            "--context", "1024", "--max-tokens-cap", "1000", "--max-request-bytes", "20000")
 
 
 @pytest.fixture(scope="module")
@@ -222,3 +227,20 @@ def test_embeddings_of_the_decoder(client, local):
     floats = client.embeddings.create(model="tiny", input=texts[0], encoding_format="float").data[0].embedding
     np.testing.assert_allclose(floats, got[0], atol=1e-7)
     assert r.usage.prompt_tokens == sum(len(local.tokenize(t)) for t in texts)
+
+
+def test_an_encoder_serves_embeddings(tmp_path):
+    pytest.importorskip("torch", reason="the tiny BERT is written by transformers")
+    from support.bert_reference import tiny_bert, wordpiece_tokenizer
+
+    tiny_bert(tmp_path, wordpiece_tokenizer(lowercase=True, vocab_size=1500))
+    texts = ["def fib(n): return n", "Hello, world!"]
+    for base in start_server(tmp_path):
+        client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0)
+        for pooling in ("mean", "cls"):
+            r = client.embeddings.create(model="tiny", input=texts, extra_body={"pooling": pooling})
+            got = np.array([d.embedding for d in sorted(r.data, key=lambda d: d.index)])
+            np.testing.assert_allclose(got, akunu.Encoder(tmp_path, device="cpu").embed(texts, pooling=pooling),
+                                       atol=1e-5)
+        with pytest.raises(openai.BadRequestError, match="encoder"):
+            client.completions.create(model="tiny", prompt="x", max_tokens=2)
