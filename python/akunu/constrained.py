@@ -17,8 +17,10 @@ costs no precompilation over the vocabulary and any context-free grammar (Lark s
 not only JSON; its wheel has no dependencies (xgrammar pulls in torch, triton and
 transformers); and llama.cpp, vLLM and SGLang use it.
 
-The matcher needs the tokenizer's tokenizer.json (a Hugging Face model); a GGUF vocabulary is
-not wired up yet and raises akunu.Error saying so.
+The matcher reads a Hugging Face model's tokenizer.json itself. For a GGUF file it is given
+each token's bytes, from the vocabulary as GGUF stores it: byte-level BPE ("gpt2": each
+character of a token stands for one byte, GPT-2's byte-to-unicode map); SentencePiece
+vocabularies ("llama") are not wired up yet and raise akunu.Error saying so.
 """
 from __future__ import annotations
 
@@ -39,11 +41,54 @@ def _llguidance():
     return llguidance
 
 
+def _gpt2_byte_decoder() -> dict[str, int]:
+    """GPT-2's map from the printable stand-in characters of byte-level BPE to bytes."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1), *range(ord("\xae"), 256)]
+    chars, extra = {b: b for b in kept}, 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = 256 + extra
+            extra += 1
+    return {chr(c): b for b, c in chars.items()}
+
+
+class _GGUFVocabulary:
+    """What llguidance's TokenizerWrapper reads: token bytes, special ids, BOS/EOS, encode."""
+
+    def __init__(self, tokenizer, path: str):
+        from akunu._akunu import open_model
+
+        kind = open_model(path).metadata.get("tokenizer.ggml.model")
+        if kind != "gpt2":
+            raise Error(f"{path}: constrained output reads GGUF vocabularies of byte-level BPE (tokenizer.ggml.model "
+                        f"gpt2), this one is {kind!r}; load the model's Hugging Face folder instead")
+        bytes_of = _gpt2_byte_decoder()
+        self._t = tokenizer
+        self.eos_token_id, self.bos_token_id = tokenizer.eos_id, tokenizer.bos_id
+        self.special_token_ids = [i for i in range(tokenizer.vocab_size) if tokenizer.is_special(i)]
+        special = set(self.special_token_ids)
+        self.tokens = [tokenizer.id_to_token(i).encode() if i in special
+                       else bytes(bytes_of.get(c, 0x3F) for c in tokenizer.id_to_token(i))
+                       for i in range(tokenizer.vocab_size)]
+
+    def __call__(self, text: str) -> list[int]:
+        return self._t.encode(text, add_special_tokens=False, parse_special=False)
+
+
+def token_bytes(tokenizer, path: str) -> list[bytes]:
+    """The bytes of every token of a GGUF file's byte-level vocabulary (what the matcher sees)."""
+    return _GGUFVocabulary(tokenizer, path).tokens
+
+
 @lru_cache(maxsize=8)
-def _lltokenizer(source: str, eos: int, n_vocab: int):
+def _lltokenizer(source: str, eos: int, n_vocab: int, tokenizer=None):
     llg = _llguidance()
-    with open(source, encoding="utf-8") as f:
-        return llg.LLTokenizer(f.read(), n_vocab=n_vocab, eos_token=eos)
+    if source.endswith(".json"):
+        with open(source, encoding="utf-8") as f:
+            return llg.LLTokenizer(f.read(), n_vocab=n_vocab, eos_token=eos)
+    from llguidance import TokenizerWrapper
+
+    return llg.LLTokenizer(TokenizerWrapper(_GGUFVocabulary(tokenizer, source)), n_vocab=n_vocab, eos_token=eos)
 
 
 class GrammarProcessor:
@@ -53,12 +98,8 @@ class GrammarProcessor:
 
     def __init__(self, model, grammar: str):
         tok = model.tokenizer
-        source = tok._t.source
-        if not source.endswith(".json"):
-            raise Error(f"{source}: constrained output needs the model's tokenizer.json (a Hugging Face model); "
-                        "GGUF vocabularies are not supported yet")
         llg = _llguidance()
-        self._matcher = llg.LLMatcher(_lltokenizer(source, tok.eos_id, model.config.vocab_size), grammar,
+        self._matcher = llg.LLMatcher(_lltokenizer(tok._t.source, tok.eos_id, model.config.vocab_size, tok), grammar,
                                       log_level=0)
         if self._matcher.is_error():
             raise ValueError(f"grammar: {self._matcher.get_error()}")

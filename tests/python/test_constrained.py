@@ -100,3 +100,24 @@ def test_bad_grammars_raise(model):
         constrained.response_format_processor(model, {"type": "yaml"})
     with pytest.raises(ValueError, match="schema"):
         constrained.response_format_processor(model, {"type": "json_schema", "json_schema": {}})
+
+
+@pytest.mark.parametrize("fixture", ["tiny-qwen3-random", "trained-code-llama"])
+def test_gguf_vocabulary_bytes_round_trip(fixture):
+    path = require(fixture, "gguf", f"{fixture}-q8_0.gguf")
+    tok = akunu.Tokenizer.from_file(path)
+    tokens = constrained.token_bytes(tok, str(path))
+    assert len(tokens) == tok.vocab_size
+    for text in ["def f(x):\n    return x ** 2  # café", "  spaces\tand\ttabs\r\n", "中文 ünïcödé 🙂"]:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert b"".join(tokens[i] for i in ids) == text.encode(), text
+
+
+def test_a_gguf_model_keeps_to_its_schema():
+    m = akunu.Model(require("tiny-qwen3-random", "gguf", "tiny-qwen3-random-q8_0.gguf"), context=512)
+    processor = constrained.json_schema(m, SCHEMAS["nested"])
+    for seed in SEEDS:
+        g = m.generate("Data: ", max_tokens=200, stream=False, logits_processors=[processor],
+                       sampler=akunu.Sampler(temperature=1.0, seed=seed))
+        assert g.stop_reason == "stop_token", (seed, g.text)
+        jsonschema.validate(json.loads(g.text), SCHEMAS["nested"])
