@@ -55,29 +55,35 @@ def _main_job(akunu, args) -> int:
 
 
 def _chat(akunu, args) -> int:
-    """An interactive chat with the model's template; each turn re-runs the conversation (the
-    batched prefill makes that cheap) so the cache always holds exactly what the model saw."""
+    """An interactive chat with the model's template. The KV cache is kept between turns, so a
+    turn prefills only the new message (akunu.chat_session); input() has line editing and
+    history (readline); Ctrl-C stops the current answer, and at the prompt ends the chat."""
+    try:
+        import readline  # noqa: F401  (gives input() line editing and history)
+    except ImportError:
+        pass
+    from akunu.chat_session import ChatSession
+
     m = akunu.Model(args.model, context=args.context, device=args.device or None)
-    sampler = _sampler(akunu, args)
-    messages = [{"role": "system", "content": args.system}] if args.system else []
-    print(f"chatting with {m.path} (empty line or end of input to quit)", file=sys.stderr)
+    template = open(args.chat_template, encoding="utf-8").read() if args.chat_template else None
+    session = ChatSession(m, _sampler(akunu, args), args.system, args.max_tokens, template)
+    print(f"chatting with {m.path} (empty line, end of input or Ctrl-C to quit; Ctrl-C during an answer "
+          "stops it)", file=sys.stderr)
     while True:
         try:
             line = input("> ")
-        except EOFError:
+        except (EOFError, KeyboardInterrupt):
             break
         if not line.strip():
             break
-        messages.append({"role": "user", "content": line})
-        ids = m.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        if len(ids) >= m.context:
-            raise ValueError(f"the conversation ({len(ids)} tokens) no longer fits the context of {m.context}; "
-                             "start again with a larger --context")
-        stream = m.generate(ids, max_tokens=min(args.max_tokens, m.context - len(ids)), sampler=sampler)
-        for piece in stream:
-            print(piece.text, end="", flush=True)
-        print(f"\n[{stream.result.summary()}]", file=sys.stderr)
-        messages.append({"role": "assistant", "content": stream.result.text})
+        stream = session.ask(line)
+        try:
+            for piece in stream:
+                print(piece.text, end="", flush=True)
+        except KeyboardInterrupt:
+            print(" [stopped]", end="")
+        session.done(stream)
+        print(f"\n[{stream.result.summary()}; prefilled {session.prefilled} new tokens]", file=sys.stderr)
     return 0
 
 
@@ -289,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=int, default=2048)
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--system", default=None, help="a system message")
+    p.add_argument("--chat-template", default=None, help="a Jinja2 chat template file instead of the model's own")
     _add_sampling_args(p)
     p.set_defaults(run=_chat)
     p = sub.add_parser("serve", help="an OpenAI-compatible HTTP server for MODEL (docs/server.md)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -156,6 +157,17 @@ def test_chat_needs_a_chat_template():
     gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
     r = akunu_cli("chat", gguf, "--context", "64", check=False, stdin="hi\n")
     assert r.returncode == 2 and "no chat template" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_chat_keeps_the_cache_between_turns(tmp_path):
+    template = tmp_path / "chatml.jinja"
+    template.write_text("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    hf = str(require("tiny-qwen3-random", "hf"))
+    r = akunu_cli("--device", "cpu", "chat", hf, "--context", "256", "--max-tokens", "6", "--chat-template",
+                  str(template), stdin="def add(a, b):\nand subtract?\n\n")
+    prefilled = [int(n) for n in re.findall(r"prefilled (\d+) new tokens", r.stderr)]
+    assert len(prefilled) == 2 and prefilled[1] < prefilled[0] + 6, r.stderr
 
 
 @pytest.mark.parametrize("command", [["plan"], ["inspect"], ["generate", "{model}", "hi"], ["chat"],
