@@ -45,9 +45,10 @@ fi
 # akunu serve (python/akunu/server) runs on fastapi and uvicorn; its tests drive it with the
 # official openai client. Without them the server tests skip.
 .venv/bin/python -m pip install -q fastapi uvicorn openai || echo "akunu: fastapi/uvicorn/openai not installed; akunu serve is unavailable"
-# akunu.harness (lm-evaluation-harness's `akunu` model) and its tests need lm_eval; without it
-# they skip.
-.venv/bin/python -m pip install -q lm_eval || echo "akunu: lm_eval not installed; the harness tests will skip"
+# akunu.harness (lm-evaluation-harness's `akunu` model) and its tests need lm_eval; the server
+# test that drives akunu serve with lm_eval's local-completions model needs its [api] extra
+# (tenacity). Without them those tests skip.
+.venv/bin/python -m pip install -q "lm_eval[api]" || echo "akunu: lm_eval not installed; the harness tests will skip"
 # Constrained output (python/akunu/constrained.py) runs on llguidance; its tests validate
 # outputs with jsonschema. Without them those tests skip.
 .venv/bin/python -m pip install -q llguidance jsonschema || echo "akunu: llguidance not installed; constrained output is unavailable"

@@ -108,23 +108,26 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
-def prompt_logprobs(rows: np.ndarray, ids: Sequence[int]) -> list[float | None]:
-    """[None, log p(ids[1] | ids[:1]), ...] from the all-position logits of ids (row t predicts
-    token t + 1; rows may hold one more row, which is not read)."""
+def prompt_logprobs(rows: np.ndarray, ids: Sequence[int], top=None) -> tuple[list, list | None]:
+    """([None, log p(ids[1] | ids[:1]), ...], and with top (LogitControls.top) each position's
+    top-N pairs, [None, [(id, logprob), ...], ...], else None) from the all-position logits of
+    ids (row t predicts token t + 1; rows may hold one more row, which is not read)."""
     if len(ids) < 2:
-        return [None]
+        return [None], ([None] if top else None)
     lp = log_softmax(rows[: len(ids) - 1])
-    return [None] + lp[np.arange(len(ids) - 1), np.asarray(ids[1:])].tolist()
+    chosen = [None] + lp[np.arange(len(ids) - 1), np.asarray(ids[1:])].tolist()
+    return chosen, ([None] + [top(row) for row in lp] if top else None)
 
 
 def host_steps(model, ids: Sequence[int], sampler, controls: LogitControls, result) -> Iterator[tuple]:
     """Tokens after `ids` as Model._sampled yields them, (id, logprob, the cache length that
     excludes it, top-N pairs or None), one step per submission with the logits changed on the
-    host. Fills result.prompt_logprobs when asked. The prompt is run here."""
+    host. Fills result.prompt_logprobs (and prompt_top_logprobs with logprobs=N) when asked. The prompt is run here."""
     e = model._engine
     if controls.prompt_logprobs:
         rows = e.eval(list(ids), True)
-        result.prompt_logprobs = prompt_logprobs(rows, ids)
+        result.prompt_logprobs, result.prompt_top_logprobs = prompt_logprobs(
+            rows, ids, controls.top if controls.top_logprobs else None)
         logits = rows[-1]
     else:
         e.eval(list(ids))
@@ -148,15 +151,17 @@ def completion_logprobs(tokenizer, token_ids: Sequence[int], logprobs: Sequence[
                         tops: Sequence | None, text_offset: int = 0) -> dict:
     """The `logprobs` object of an OpenAI (and llama-cpp-python) completion: tokens (their
     text), text_offset, token_logprobs and top_logprobs ([{token text: logprob}] per step, or
-    None without logprobs=N)."""
+    None without logprobs=N). A None logprob or step (the first token of an echoed prompt) stays
+    None."""
     texts = [tokenizer.decode([t]) for t in token_ids]
     offsets, at = [], text_offset
     for t in texts:
         offsets.append(at)
         at += len(t)
-    top = None if tops is None else [{tokenizer.decode([i]): lp for i, lp in step or []} for step in tops]
-    return {"tokens": texts, "text_offset": offsets, "token_logprobs": [float(x) for x in logprobs],
-            "top_logprobs": top}
+    top = None if tops is None else [None if step is None else {tokenizer.decode([i]): lp for i, lp in step}
+                                     for step in tops]
+    return {"tokens": texts, "text_offset": offsets,
+            "token_logprobs": [None if x is None else float(x) for x in logprobs], "top_logprobs": top}
 
 
 def chat_logprobs(tokenizer, token_ids: Sequence[int], logprobs: Sequence[float], tops: Sequence | None) -> dict:

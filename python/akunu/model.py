@@ -169,9 +169,9 @@ class Model:
         (processor(input_ids, logits) -> logits) change the logits before the sampler;
         logprobs=N fills Generation.top_logprobs (and Piece.top_logprobs) with the N most
         likely (id, logprob) pairs of every step; prompt_logprobs=True fills
-        Generation.prompt_logprobs. Any of them runs one step per submission with the logits
-        read back to the host: slower than the default path, which samples on the device in
-        chains.
+        Generation.prompt_logprobs (with logprobs=N also Generation.prompt_top_logprobs). Any
+        of them runs one step per submission with the logits read back to the host: slower
+        than the default path, which samples on the device in chains.
 
         n > 1 draws n samples after one prefill of the prompt (the prompt's state is saved once
         and each sample starts from it; sample i uses the seed sampler.seed + i) and returns a
@@ -205,14 +205,16 @@ class Model:
         if reset:
             self.reset()
         rows = self._engine.eval(ids[:-1], controls.prompt_logprobs) if len(ids) > 1 else None
-        shared = prompt_logprobs(rows, ids) if controls.prompt_logprobs else None
+        top = controls.top if controls.top_logprobs else None
+        shared, shared_tops = prompt_logprobs(rows, ids, top) if controls.prompt_logprobs else (None, None)
         state = self.save_state()
         each = dataclasses.replace(controls, prompt_logprobs=False)
         out = []
         for i in range(n):
             if i:
                 self.load_state(state)
-            result = Generation(text="", prompt_tokens=len(ids), prompt_logprobs=shared)
+            result = Generation(text="", prompt_tokens=len(ids), prompt_logprobs=shared,
+                                prompt_top_logprobs=shared_tops)
             seeded = dataclasses.replace(sampler, seed=(sampler.seed + i) % 2**64)
             for _ in Stream(self._generate(ids[-1:], max_tokens, seeded, stop, False, result, each), result):
                 pass
@@ -292,6 +294,7 @@ class Model:
             for produced, (token, logprob, keep, top) in enumerate(steps, 1):  # noqa: B007 (finally reads keep)
                 if token in stop_ids:
                     result.stop_reason = "stop_token"
+                    result.stop_token = (token, logprob, top)
                     return
                 chars = decoder.put(token)
                 text += chars

@@ -68,6 +68,8 @@ class Generation:
     decode_seconds: float = 0.0       # from the first token to the last
     top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)  # logprobs=N: per token
     prompt_logprobs: list[float | None] | None = None  # prompt_logprobs=True: [None, log p(p1 | p0), ...]
+    prompt_top_logprobs: list | None = None  # prompt_logprobs=True and logprobs=N: [None, top-N pairs, ...]
+    stop_token: tuple | None = None  # stop_reason "stop_token": (id, logprob, top-N pairs or None), not in the text
 
     @property
     def prompt_tokens_per_second(self) -> float:

@@ -3,12 +3,13 @@ it (python -m akunu serve), and driven with the official openai client: completi
 (greedy answers equal akunu's own generate), streaming, 16 concurrent clients, bad requests and
 a client that goes away.
 
-The server runs on the CPU backend: what is tested here is the HTTP layer and the request
-queue; both backends' generation is tested against references elsewhere (test_controls,
-test_engine)."""
+The server runs on the Vulkan device (lavapipe here) with two models at once (the loaded one
+and a fork), so the 16 clients run on both; an encoder is served from the CPU backend. Each
+backend's generation is tested against references elsewhere (test_controls, test_engine)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -43,11 +44,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model_path, *args):
-    """python -m akunu serve on a free port of 127.0.0.1 (CPU backend, the test key); yields
-    its base URL once /health answers, and stops it afterwards."""
+def start_server(model_path, *args, device="cpu"):
+    """python -m akunu serve on a free port of 127.0.0.1 (the test key); yields its base URL
+    once /health answers, and stops it afterwards."""
     port = free_port()
-    cmd = [sys.executable, "-m", "akunu", "--device", "cpu", "serve", str(model_path), "--port", str(port),
+    cmd = [sys.executable, "-m", "akunu", "--device", device, "serve", str(model_path), "--port", str(port),
            "--model-name", "tiny", "--api-key", KEY, "--log-level", "warning", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
@@ -69,7 +70,8 @@ def server(tmp_path_factory):
     template = tmp_path_factory.mktemp("server") / "chatml.jinja"
     template.write_text(CHATML)
     yield from start_server(require("tiny-qwen3-random", "hf"), "--chat-template", str(template), "--parallel", "2",
-                            "--context", "1024", "--max-tokens-cap", "1000", "--max-request-bytes", "20000")
+                            "--context", "1024", "--max-tokens-cap", "1000", "--max-request-bytes", "20000",
+                            device="vulkan")
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +81,7 @@ def client(server):
 
 @pytest.fixture(scope="module")
 def local():
-    return akunu.Model(require("tiny-qwen3-random", "hf"), context=1024, device="cpu")
+    return akunu.Model(require("tiny-qwen3-random", "hf"), context=1024, device="vulkan")
 
 
 def test_models_lists_the_served_name(client):
@@ -244,3 +246,49 @@ def test_an_encoder_serves_embeddings(tmp_path):
                                        atol=1e-5)
         with pytest.raises(openai.BadRequestError, match="encoder"):
             client.completions.create(model="tiny", prompt="x", max_tokens=2)
+
+
+def test_echo_returns_the_prompts_logprobs(client, local):
+    ids = local.tokenize(PROMPTS[4])
+    r = client.completions.create(model="tiny", prompt=PROMPTS[4], max_tokens=3, temperature=0, echo=True, logprobs=2)
+    choice = r.choices[0]
+    lp = choice.logprobs
+    assert choice.text.startswith(PROMPTS[4]) and len(lp.tokens) == len(ids) + 3
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    np.testing.assert_allclose(lp.token_logprobs[1:len(ids)], local.score(ids), atol=1e-3)
+    assert all(len(t) == 2 for t in lp.top_logprobs[1:])
+    with pytest.raises(openai.BadRequestError, match="echo"):
+        list(client.completions.create(model="tiny", prompt="x", max_tokens=2, echo=True, stream=True))
+
+
+@pytest.mark.slow
+def test_lm_evals_local_completions_model(server, tmp_path, monkeypatch):
+    """lm-evaluation-harness's own OpenAI-API model scores the local multiple-choice task through
+    the server (echo + logprobs) as the in-process akunu model does (with the BOS token, which
+    lm_eval's API models leave out unless add_bos_token=True)."""
+    lm_eval = pytest.importorskip("lm_eval", reason="lm-evaluation-harness drives the server here")
+    pytest.importorskip("transformers", reason="local-completions tokenizes with a transformers tokenizer")
+    pytest.importorskip("tenacity", reason="lm_eval's API models need its [api] extra (pip install 'lm_eval[api]')")
+    from lm_eval.tasks import TaskManager
+
+    import akunu.harness  # noqa: F401
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    tasks = TaskManager(include_path=os.path.join(os.path.dirname(__file__), "support", "lm_eval_tasks"))
+    hf = require("tiny-qwen3-random", "hf")
+    remote = lm_eval.simple_evaluate(
+        model="local-completions", tasks=["akunu_code_mc"], task_manager=tasks, log_samples=True,
+        model_args=f"model=tiny,base_url={server}/v1/completions,tokenizer={hf},tokenizer_backend=huggingface,"
+                   "num_concurrent=4,max_retries=1,add_bos_token=True")
+    here = lm_eval.simple_evaluate(model="akunu", model_args=f"path={hf},device=cpu", tasks=["akunu_code_mc"],
+                                   task_manager=tasks, log_samples=True)
+    assert remote["results"]["akunu_code_mc"]["acc,none"] == here["results"]["akunu_code_mc"]["acc,none"]
+    for a, b in zip(remote["samples"]["akunu_code_mc"], here["samples"]["akunu_code_mc"], strict=True):
+        for (ra,), (rb,) in zip(a["resps"], b["resps"], strict=True):
+            assert abs(ra[0] - rb[0]) <= 1e-3, (a["doc"], ra, rb)
+
+
+def test_the_cpu_backend_serves_one_request_at_a_time(capsys):
+    from akunu.server.pool import ModelPool
+
+    pool = ModelPool(akunu.Model(require("tiny-qwen3-random", "hf"), context=64, device="cpu"), parallel=3)
+    assert len(pool.models) == 1 and "--parallel is ignored" in capsys.readouterr().err

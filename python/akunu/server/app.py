@@ -124,11 +124,15 @@ def create_app(model, model_name: str, api_key: str | None = None, parallel: int
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request):
         check_model(req.model, True)
-        if req.echo or req.suffix:
-            raise RequestError("echo and suffix are not supported", "echo" if req.echo else "suffix")
+        if req.suffix:
+            raise RequestError("suffix is not supported", "suffix")
+        if req.echo and req.stream:
+            raise RequestError("echo is supported without stream only", "echo")
         prompts = _prompts(model, req.prompt)
         processors = _processors(constraints, model, req.response_format)
-        return await run(openai_api.plan(req, prompts, model.context, max_tokens_cap, 16, processors), req, request)
+        echo = _echo_texts(model, req.prompt, prompts) if req.echo else None
+        return await run(openai_api.plan(req, prompts, model.context, max_tokens_cap, 16, processors, echo), req,
+                         request)
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest, request: Request):
@@ -179,6 +183,15 @@ def _prompts(model, prompt) -> list[list[int]]:
         if bad is not None:
             raise RequestError(f"prompt {i}: token id {bad} is outside the vocabulary [0, {vocab})", "prompt")
     return prompts
+
+
+def _echo_texts(model, prompt, prompts: list[list[int]]) -> list[str]:
+    """The prompts' text for echo: as sent, or the decoded token ids."""
+    if isinstance(prompt, str):
+        return [prompt]
+    if all(isinstance(x, str) for x in prompt):
+        return list(prompt)
+    return [model.detokenize(ids) for ids in prompts]
 
 
 def _processors(constraints, model, response_format):

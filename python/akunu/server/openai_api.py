@@ -39,9 +39,11 @@ class Plan:
     logprobs: int | None = None                   # None: no logprobs object in the response
     chat: bool = False
     make_processors: object = None                # () -> [logits processor], fresh for every choice
+    echo: list[str] | None = None                 # completions with echo: each prompt's text
 
 
-def plan(req, prompts: list[list[int]], context: int, cap: int, default_max: int, make_processors=None) -> Plan:
+def plan(req, prompts: list[list[int]], context: int, cap: int, default_max: int, make_processors=None,
+         echo: list[str] | None = None) -> Plan:
     """The Plan of a completion or chat request; RequestError for what the model cannot do.
     make_processors: None, or a function that returns the logits processors of one choice
     (response_format's grammar, which follows one sequence)."""
@@ -61,9 +63,9 @@ def plan(req, prompts: list[list[int]], context: int, cap: int, default_max: int
     kwargs = dict(stop=req.stop, repetition_penalty=req.repetition_penalty, presence_penalty=req.presence_penalty,
                   frequency_penalty=req.frequency_penalty,
                   logit_bias={int(k): v for k, v in (req.logit_bias or {}).items()},
-                  logprobs=logprobs or 0)
+                  logprobs=logprobs or 0, prompt_logprobs=echo is not None and logprobs is not None)
     sampler = Sampler(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p, seed=seed)
-    return Plan(prompts, req.n, asked or default_max, sampler, kwargs, logprobs, chat, make_processors)
+    return Plan(prompts, req.n, asked or default_max, sampler, kwargs, logprobs, chat, make_processors, echo)
 
 
 def job(p: Plan, on_token=lambda: None):
@@ -93,13 +95,23 @@ def job(p: Plan, on_token=lambda: None):
     return run
 
 
-def _logprobs(tokenizer, p: Plan, g: Generation):
+def _logprobs(tokenizer, p: Plan, g: Generation, prompt: list[int]):
     if p.logprobs is None:
         return None
     tops = g.top_logprobs if p.logprobs > 0 else ([[]] * len(g.token_ids) if p.chat else None)
     if p.chat:
         return chat_logprobs(tokenizer, g.token_ids, g.logprobs, tops)
-    return completion_logprobs(tokenizer, g.token_ids, g.logprobs, tops)
+    if p.echo is None:
+        return completion_logprobs(tokenizer, g.token_ids, g.logprobs, tops)
+    # echo: the prompt's tokens first, the first one without a logprob, and a stop token last
+    # (as OpenAI returns them; lm_eval's local-completions reads the prompt's by position)
+    ids, logprobs = prompt + g.token_ids, g.prompt_logprobs + g.logprobs
+    tops = None if tops is None else g.prompt_top_logprobs + tops
+    if g.stop_token is not None:
+        token, logprob, top = g.stop_token
+        ids, logprobs = ids + [token], logprobs + [logprob]
+        tops = None if tops is None else tops + [top or []]
+    return completion_logprobs(tokenizer, ids, logprobs, tops)
 
 
 def usage(p: Plan, results: list[Generation]) -> dict:
@@ -113,12 +125,13 @@ def response(tokenizer, p: Plan, model_name: str, results: dict[int, Generation]
     """The whole response of a request that did not stream."""
     choices = []
     for index in sorted(results):
-        g = results[index]
-        choice = {"index": index, "logprobs": _logprobs(tokenizer, p, g), "finish_reason": FINISH[g.stop_reason]}
+        g, prompt = results[index], index // p.n
+        choice = {"index": index, "logprobs": _logprobs(tokenizer, p, g, p.prompts[prompt]),
+                  "finish_reason": FINISH[g.stop_reason]}
         if p.chat:
             choice["message"] = {"role": "assistant", "content": g.text}
         else:
-            choice["text"] = g.text
+            choice["text"] = (p.echo[prompt] if p.echo is not None else "") + g.text
         choices.append(choice)
     head = _head(p, model_name)
     head.update(choices=choices, usage=usage(p, list(results.values())))

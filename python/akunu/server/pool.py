@@ -12,6 +12,7 @@ rewinds the cache), and the model goes back to the pool.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 
@@ -22,6 +23,11 @@ class ModelPool:
     def __init__(self, model, parallel: int = 1):
         if parallel < 1:
             raise ValueError(f"parallel must be >= 1, got {parallel}")
+        if parallel > 1 and getattr(getattr(model, "device", None), "backend", "") == "cpu":
+            # Forks on akunu's CPU backend give wrong results when they run at once from two
+            # threads (they share the backend's workers), so requests run one at a time there.
+            print("akunu serve: the CPU backend runs one request at a time; --parallel is ignored", file=sys.stderr)
+            parallel = 1
         self.model = model
         self.models = [model] + [model.fork() for _ in range(parallel - 1)] if hasattr(model, "fork") else [model]
         self._free: asyncio.Queue | None = None
