@@ -11,7 +11,8 @@ cmake_bin=$(command -v .venv/bin/cmake || command -v cmake)
 
 "$cmake_bin" -S . -B $build -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DAKUNU_BUILD_PYTHON=OFF -DAKUNU_BUILD_FUZZERS=ON >/dev/null
-"$cmake_bin" --build $build --target akunu_fuzz_gguf akunu_fuzz_safetensors akunu_fuzz_config akunu_malformed_replay
+"$cmake_bin" --build $build --target akunu_fuzz_gguf akunu_fuzz_safetensors akunu_fuzz_config akunu_fuzz_tokenizer \
+    akunu_malformed_replay
 
 corpus=$build/malformed
 rm -rf "$corpus" && "$python" tests/python/support/malformed_cases.py "$corpus"
@@ -20,7 +21,8 @@ ASAN_OPTIONS=detect_leaks=1 $build/akunu_malformed_replay "$corpus" | tail -1
 
 # Seeds: the malformed files, a valid small GGUF, and the fixtures' configs and tokenizer-free models.
 seeds=$build/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{gguf,safetensors,config}
+rm -rf "$seeds" && mkdir -p "$seeds"/{gguf,safetensors,config,tokenizer}
+cp tests/cpp/fuzz/corpus/tokenizer/* "$seeds/tokenizer/"  # the corpus kept in the repo
 find "$corpus" -maxdepth 1 -type f -exec cp {} "$seeds/gguf/" \;
 find "$corpus" -maxdepth 1 -type f -name 'st_*' -exec cp {} "$seeds/safetensors/" \;
 "$python" - "$seeds" <<'PY'
@@ -39,7 +41,7 @@ for i, cfg in enumerate(sorted(fixtures.glob("*/hf/config.json"))):
     (out / "config" / f"fixture{i}").write_bytes(cfg.read_bytes())
 PY
 
-for target in gguf safetensors config; do
+for target in gguf safetensors config tokenizer; do
     echo "== fuzz $target for ${seconds}s"
     mkdir -p $build/corpus_$target
     rc=0

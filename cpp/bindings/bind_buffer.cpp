@@ -93,6 +93,11 @@ void init_buffer(py::module_& m, DeviceClass& device_class) {
         .def(
             "read_bytes",
             [](const PyBuffer& self, size_t bytes, size_t offset) {
+                const size_t size = self.buffer.size();  // checked before the result is allocated
+                if (offset > size || bytes > size - offset)
+                    throw py::value_error("read_bytes: " + std::to_string(bytes) + " bytes at offset " +
+                                          std::to_string(offset) + " run past the buffer's " + std::to_string(size) +
+                                          " bytes");
                 std::string out(bytes, '\0');
                 self.buffer.read(out.data(), bytes, offset);
                 return py::bytes(out);

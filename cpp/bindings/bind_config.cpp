@@ -1,6 +1,7 @@
 // Python view of ModelConfig, the architecture table, validation, RoPE tables and the memory plan.
 #include "akunu/vulkan/device.h"
 #include "akunu/core/error.h"
+#include "akunu/formats/json_file.h"
 #include "akunu/engine/memory_plan.h"
 #include "akunu/engine/validate.h"
 #include "bindings.h"
@@ -97,9 +98,7 @@ void init_config(py::module_& m) {
     m.def(
         "config_from_json",
         [](const std::string& text, const std::string& source) {
-            nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-            AKUNU_CHECK(!j.is_discarded(), source + ": not valid JSON");
-            return config_from_json(j, source);
+            return config_from_json(parse_json(text, source), source);
         },
         py::arg("text"), py::arg("source") = "config");
     m.def("validate_model", &validate_model, py::arg("files"), py::arg("config"));

@@ -16,7 +16,16 @@ static DType scratch_dtype(const std::string& name) {
     return DType::kF32;
 }
 
+// `with engine.held():` makes the calls inside one use of the model (model_use.h).
+struct HeldUse {
+    std::shared_ptr<Model> model;
+    std::unique_ptr<ModelUse::Scope> scope;
+};
+
 void init_engine(py::module_& m) {
+    py::class_<HeldUse>(m, "HeldUse")
+        .def("__enter__", [](HeldUse& h) { h.scope = std::make_unique<ModelUse::Scope>(h.model->use()); })
+        .def("__exit__", [](HeldUse& h, const py::args&) { h.scope.reset(); });
     py::class_<Model, std::shared_ptr<Model>>(m, "Engine")
         .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress,
                          int chain, int prefill_chunk, const std::string& kv_dtype, bool kv_blocks, bool kv_ring,
@@ -126,6 +135,8 @@ void init_engine(py::module_& m) {
                  mo.load_state(static_cast<const uint8_t*>(info.ptr), size_t(info.size));
              })
         .def_property_readonly("fingerprint", &Model::fingerprint)
+        .def_property_readonly("uses", &Model::uses)
+        .def("held", [](const std::shared_ptr<Model>& mo) { return HeldUse{mo, nullptr}; })
         .def_property_readonly("kv_length", [](Model& mo) { return mo.kv_cache().current_length(); })
         .def(
             "kv_view",

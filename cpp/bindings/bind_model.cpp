@@ -32,17 +32,20 @@ static py::dict tensor_dict(const TensorInfo& t) {
     return d;
 }
 
-// A read-only zero-copy view of a tensor's bytes in the file's memory map.
-static py::array raw_view(const std::shared_ptr<ModelFiles>& model, const TensorInfo& t) {
+// A read-only copy of a tensor's bytes: a copy, not a view of the memory map, so that a file cut
+// after open() raises akunu.Error on this call and never SIGBUS later (mapped_file.h).
+static py::array raw_copy(const ModelFiles& model, const TensorInfo& t) {
     std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end());
     py::dtype dtype(t.type->numpy_dtype);
     if (t.type->block_size > 1) {  // block formats: [..., bytes per row] of uint8
         const uint64_t row_elems = t.shape.back();
         shape.back() = py::ssize_t(row_elems / t.type->block_size * t.type->block_bytes);
     }
-    auto* keep = new std::shared_ptr<ModelFiles>(model);
-    py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<ModelFiles>*>(p); });
-    py::array a(dtype, shape, {}, t.data, base);
+    py::array a(dtype, shape);
+    {
+        py::gil_scoped_release release;
+        model.read_tensor(t, a.mutable_data());
+    }
     py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
     return a;
 }
@@ -73,17 +76,20 @@ void init_model(py::module_& m) {
             [](const std::shared_ptr<ModelFiles>& f, const std::string& name, bool dequantize_to_f32) -> py::array {
                 const TensorInfo* t = f->find(name);
                 if (!t) throw py::key_error("no tensor named '" + name + "' in " + f->path());
-                if (!dequantize_to_f32) return raw_view(f, *t);
+                if (!dequantize_to_f32) return raw_copy(*f, *t);
                 py::array_t<float> out(std::vector<py::ssize_t>(t->shape.begin(), t->shape.end()));
                 {
                     py::gil_scoped_release release;
-                    dequantize(*t->type, t->data, out.mutable_data(), t->n_elements, t->name);
+                    std::vector<uint8_t> raw(t->bytes);
+                    f->read_tensor(*t, raw.data());
+                    dequantize(*t->type, raw.data(), out.mutable_data(), t->n_elements, t->name);
                 }
                 return out;
             },
             py::arg("name"), py::arg("dequantize") = false,
-            "The tensor as NumPy: a read-only view of its raw data (block formats as uint8 rows), or "
-            "float32 when dequantize=True.");
+            "The tensor as NumPy: a read-only copy of its raw data (block formats as uint8 rows), or "
+            "float32 when dequantize=True. A copy, not a view of the file: a file rewritten in place "
+            "after open() raises akunu.Error here instead of crashing the process.");
 
     m.def(
         "dequantize",

@@ -6,15 +6,19 @@
 
 namespace akunu::py_bindings {
 
-static nlohmann::json parse_json(const std::string& text, const std::string& what) {
-    try {
-        return nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw Error(what + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
-    }
-}
-
 void init_tokenizer(py::module_& m) {
+    m.def(
+        "read_side_file",
+        [](const std::string& path) {
+            std::string text;
+            {
+                py::gil_scoped_release release;
+                text = read_side_file(path);
+            }
+            return py::bytes(text);
+        },
+        py::arg("path"),
+        "The bytes of a JSON side file: regular files only, at most kMaxJsonFileBytes (see json_file.h).");
     py::class_<Tokenizer, std::shared_ptr<Tokenizer>>(m, "Tokenizer")
         .def_static(
             "from_json",

@@ -13,12 +13,14 @@ Encoders (BERT-style embedding models) load as akunu.Encoder; akunu.load(path) p
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 
@@ -27,6 +29,7 @@ import numpy as np
 from akunu import _akunu, hub
 from akunu.controls import LogitControls, host_steps, prompt_logprobs
 from akunu.sampling import Generation, Piece, Sampler, Stream
+from akunu.token_ids import as_text, check_token_ids
 from akunu.tokenizer import Tokenizer
 from akunu.views import KVCacheView, ScratchView, dequantize_kv  # noqa: F401 (dequantize_kv: akunu's API)
 
@@ -140,9 +143,11 @@ class Model:
         eval returns a pair (logits as above, {layer: [len(ids), dim] float32}): the residual
         stream after each named layer, keyed by the index as given. The last layer's is taken
         before the output norm. A layer the model does not have raises akunu.Error. The first
-        call for a set of layers builds a prefill table with copies after them (kept for later
-        calls); eval without hidden_states runs exactly as before."""
-        ids = [int(i) for i in ids]
+        call for a set of layers builds a prefill table with copies after them, kept for later
+        calls (the 8 most recently used sets are kept, so the device memory they take stays
+        bounded); eval without hidden_states runs exactly as before. Ids are checked as
+        akunu.token_ids says (integers in [0, vocab))."""
+        ids = check_token_ids(ids, self.config.vocab_size, "eval")
         layers = [int(layer) for layer in hidden_states or []]
         if not layers:
             if all_logits:
@@ -152,13 +157,13 @@ class Model:
         logits, hidden = self._engine.eval(ids, bool(all_logits), layers)
         return (logits if all_logits else self.scratch["logits"]), dict(zip(layers, hidden))
 
-    def generate(self, prompt: str | Sequence[int], max_tokens: int = 128, sampler: Sampler | None = None,
+    def generate(self, prompt: str | bytes | Sequence[int], max_tokens: int = 128, sampler: Sampler | None = None,
                  stop: Sequence[str] | None = None, stream: bool = True, reset: bool = True, *, n: int = 1,
                  logprobs: int = 0, prompt_logprobs: bool = False, repetition_penalty: float = 1.0,
                  presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                  logit_bias: dict[int, float] | None = None, logits_processors: Sequence | None = None):
-        """Generates after `prompt` (text, or token ids used as given) with `sampler` (greedy by
-        default). stream=True returns a Stream that yields Piece objects (id, text, logprob,
+        """Generates after `prompt` (text: a str, or bytes as UTF-8; or token ids used as given)
+        with `sampler` (greedy by default). stream=True returns a Stream that yields Piece objects (id, text, logprob,
         time) as tokens arrive, its `result` filling in as they do; stream=False returns that
         Generation: the text, token ids, logprobs, and the prompt and decode speeds.
         Generation ends at max_tokens, a stop token, a `stop` string, or the end of the
@@ -178,7 +183,9 @@ class Model:
         list of n Generations (stream must be False)."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
+        text = as_text(prompt)
+        vocab = self.config.vocab_size
+        ids = self.tokenize(text) if text is not None else check_token_ids(prompt, vocab, "generate")
         if not ids:
             raise ValueError("the prompt is empty")
         controls = LogitControls(repetition_penalty, presence_penalty, frequency_penalty, dict(logit_bias or {}),
@@ -261,17 +268,19 @@ class Model:
         """A stop token or string ends generation at exactly that token; the cache is rewound
         past the steps a chain ran after it."""
         e = self._engine
-        if reset:
-            self.reset()
-        e.set_sampler(sampler.temperature, sampler.top_k, sampler.top_p, sampler.min_p, sampler.seed)
-        start = time.perf_counter()
-        keep = e.kv_length
-        if controls.on_host:  # the prompt runs inside, on the first step
-            steps = host_steps(self, ids, sampler, controls, result)
-        else:
-            e.eval(ids)
+        with e.held():
+            if reset:
+                e.reset()
+            e.set_sampler(sampler.temperature, sampler.top_k, sampler.top_p, sampler.min_p, sampler.seed)
+            start = time.perf_counter()
             keep = e.kv_length
-            steps = ((token, logprob, at, None) for token, logprob, at in self._sampled())
+            if not controls.on_host:  # on the host, the prompt runs inside, on the first step
+                e.eval(ids)
+                keep = e.kv_length
+        if controls.on_host:
+            steps = _ExclusiveSteps(e, host_steps(self, ids, sampler, controls, result))
+        else:
+            steps = _ExclusiveSteps(e, ((token, logprob, at, None) for token, logprob, at in self._sampled()))
         decoder = self.tokenizer.stream(skip_special_tokens=True)
         stop_ids = set(self.tokenizer.stop_ids)
         text = ""
@@ -292,6 +301,9 @@ class Model:
         result.stop_reason = "context"
         try:
             for produced, (token, logprob, keep, top) in enumerate(steps, 1):  # noqa: B007 (finally reads keep)
+                if math.isnan(logprob):  # the sampled row's logprob is NaN only if its logits hold NaN
+                    raise _akunu.Error(f"{self.path}: the forward pass produced NaN logits at position {keep - 1} "
+                                       "(a weight or config value of the model is not finite?)")
                 if token in stop_ids:
                     result.stop_reason = "stop_token"
                     result.stop_token = (token, logprob, top)
@@ -307,8 +319,10 @@ class Model:
                 if produced >= max_tokens:  # as unchained: the last token is not fed
                     result.stop_reason = "max_tokens"
                     return
-        finally:  # also when the caller stops iterating early
-            e.truncate(min(keep, e.kv_length))
+        finally:  # also when the caller stops iterating early; never on another call's cache
+            if steps.untouched():
+                with e.held():
+                    e.truncate(min(keep, e.kv_length))
 
     def embed(self, texts: Sequence[str], pooling: str = "last", normalize: bool = True) -> np.ndarray:
         """Embeddings of `texts` from this causal language model: [len(texts), dim] float32,
@@ -325,7 +339,7 @@ class Model:
         """log p(ids[i] | ids[:i]) for i = 1 .. len(ids) - 1, from all-position logits of the
         batched prefill. Sequences longer than the context are scored in consecutive windows of
         `context` tokens, each starting from an empty cache. The cache is reset."""
-        ids = [int(i) for i in ids]
+        ids = check_token_ids(ids, self.config.vocab_size, "score")
         if len(ids) < 2:
             raise ValueError("scoring needs at least two tokens")
         bar = _bar(len(ids) - 1, "scoring", progress)
@@ -344,10 +358,12 @@ class Model:
         self.reset()
         return np.concatenate(out).astype(np.float64)
 
-    def perplexity(self, text: str | Sequence[int], progress: bool | None = None) -> float:
-        """exp(mean negative log-likelihood) of `text` (tokenized with the model's special
-        tokens, such as BOS) or of token ids, as score() computes them."""
-        ids = self.tokenize(text) if isinstance(text, str) else list(text)
+    def perplexity(self, text: str | bytes | Sequence[int], progress: bool | None = None) -> float:
+        """exp(mean negative log-likelihood) of `text` (a str, or bytes as UTF-8, tokenized with
+        the model's special tokens, such as BOS) or of token ids, as score() computes them."""
+        as_str = as_text(text)
+        ids = self.tokenize(as_str) if as_str is not None else check_token_ids(text, self.config.vocab_size,
+                                                                               "perplexity")
         return math.exp(-float(np.mean(self.score(ids, progress))))
 
     def reset(self) -> None:
@@ -360,12 +376,13 @@ class Model:
         seed, which with the position keys the sampler's RNG), the last sampled token, its
         logprob and the last logits. Returns bytes, or writes them to `path` and returns None.
         The format is versioned and checksummed, and names the model by a fingerprint of its
-        config and weights."""
+        config and weights. A file is written whole or not at all: to a temporary file in the
+        same folder, flushed to disk, then renamed over `path`, so a full disk or a kill midway
+        leaves the previous file as it was."""
         data = self._engine.save_state()
         if path is None:
             return data
-        with open(path, "wb") as f:
-            f.write(data)
+        _write_atomically(os.fspath(path), data)
         return None
 
     def load_state(self, data_or_path: bytes | bytearray | memoryview | str | os.PathLike) -> None:
@@ -492,6 +509,57 @@ def _check_messages(messages) -> None:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise TypeError(f"messages[{i}] must be a dict with a string 'role' (and its 'content'), got {message!r}")
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """path's new content is `data`, or (on any failure) its old content: temp file, fsync, rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open(path, "w") would create it
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself reaches the disk
+    finally:
+        os.close(dir_fd)
+
+
+class _ExclusiveSteps:
+    """Iterates a generator of engine calls (Model._sampled), each step as one use of the
+    engine: another thread that calls the model meanwhile gets akunu.Error at once. A stream
+    pauses between steps; if anything else used the model in the pause (another generate(),
+    eval(), reset(), another thread), the next step raises instead of continuing on that cache."""
+
+    def __init__(self, engine, steps):
+        self._e, self._steps, self._mark = engine, steps, engine.uses
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self.untouched():
+            raise _akunu.Error("this generate() stream's model was used by another call while the stream was paused "
+                               "(another generate(), eval(), reset(), a second thread): the stream cannot continue on "
+                               "that cache; give each sequence its own model with fork()")
+        with self._e.held():
+            item = next(self._steps)
+        self._mark = self._e.uses
+        return item
+
+    def untouched(self) -> bool:
+        """Whether nothing else used the engine since the last step."""
+        return self._e.uses == self._mark
 
 
 def profile_table(rows: list[dict], by: str = "kernel") -> str:

@@ -11,6 +11,7 @@ import numpy as np
 
 from akunu import _akunu
 from akunu._akunu import CommandList, kernels
+from akunu.sampling import check_sampling
 
 
 def _run(device, record) -> float:
@@ -134,7 +135,9 @@ def dequant_f16(w, out, wtype: str) -> float:
 def embed(w, token_ids, out, wtype: str | None = None, scale: float = 1.0) -> float:
     """out[r] = scale * W[token_ids[r]] as f32, the engine's embedding lookup: W [vocab, dim] as
     in gemv (raw blocks with `wtype`, vocab then taken from the blocks' count), token_ids a u32
-    buffer of the rows' ids, out [rows, dim] f32."""
+    buffer of the rows' ids, out [rows, dim] f32. An id >= vocab raises ValueError (the kernel
+    itself, called directly, reads nothing past W for one and leaves its row as it was, on every
+    backend)."""
     rows, dim = (1, out.shape[0]) if len(out.shape) == 1 else out.shape
     if wtype is None:
         if len(w.shape) != 2 or w.shape[1] != dim:
@@ -143,6 +146,13 @@ def embed(w, token_ids, out, wtype: str | None = None, scale: float = 1.0) -> fl
     else:
         t = next(t for t in _akunu.tensor_types() if t["name"] == wtype.upper())
         vocab = w.size // t["block_bytes"] * t["block_size"] // dim
+    ids = np.asarray(token_ids.numpy()).reshape(-1)
+    if ids.size < rows:
+        raise ValueError(f"embed: token_ids holds {ids.size} ids, out has {rows} rows")
+    bad = ids[:rows] >= vocab
+    if bad.any():
+        raise ValueError(f"embed: token id {int(ids[:rows][bad][0])} is out of range for a table of {vocab} rows "
+                         f"(ids must be in [0, {vocab}))")
     step = out.device.upload(np.array([0, 0, rows, 0], dtype=np.uint32))  # StepState: all rows, ids from slot 0
     return _run(out.device, lambda cl: kernels.embed(cl, w, wtype, vocab, token_ids, step, out, dim, scale, rows))
 
@@ -160,7 +170,9 @@ def sample(logits, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
     """Samples one token per row of logits [rows, n] (an f32 buffer, or a NumPy array copied to
     `device`) with the GPU sampler the engine uses. Row r draws at `position + r`, so rows are
     independent draws. Returns (ids, logprobs): NumPy arrays of the rows' tokens and their
-    log-probabilities under log_softmax(logits)."""
+    log-probabilities under log_softmax(logits). The settings are checked as Sampler checks
+    them (ValueError for top_p <= 0, NaN, ...; a temperature below MIN_TEMPERATURE is greedy)."""
+    temperature = check_sampling(temperature, top_k, top_p, min_p, seed)
     if isinstance(logits, np.ndarray):
         if device is None:
             raise ValueError("sample: pass device= with a NumPy array of logits")
@@ -177,7 +189,11 @@ def sample(logits, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
     cfg[4], cfg[5] = seed & 0xFFFFFFFF, seed >> 32
     sampler = device.upload(cfg)
     _run(device, lambda cl: kernels.sample(cl, logits, ids, logprobs, step, sampler, n, rows))
-    return ids.numpy().astype(np.int64), logprobs.numpy().copy()
+    out_ids, out_logprobs = ids.numpy().astype(np.int64), logprobs.numpy().copy()
+    if np.isnan(out_logprobs).any():  # the sampled token's log-probability is NaN only if the row holds NaN
+        row = int(np.flatnonzero(np.isnan(out_logprobs))[0])
+        raise _akunu.Error(f"sample: row {row} of the logits holds NaN; no token can be sampled from it")
+    return out_ids, out_logprobs
 
 
 # ---- Encoder kernels (bert) ----------------------------------------------------------------------

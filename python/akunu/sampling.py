@@ -8,14 +8,41 @@ counted by (i, p); nothing depends on how many tokens one submission ran.
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
+
+# Temperatures below this are greedy: logits / temperature would overflow float32 (or the
+# temperature itself round to 0 on the device), and the argmax is what sampling then means.
+MIN_TEMPERATURE = 2.0**-64
+
+
+def check_sampling(temperature: float, top_k: int, top_p: float, min_p: float, seed: int) -> float:
+    """Validates sampler settings (Sampler and ops.sample alike): ValueError naming the one out
+    of range (NaN included). Returns the temperature the device uses: 0 (greedy) for one below
+    MIN_TEMPERATURE."""
+    for name, value in (("temperature", temperature), ("top_p", top_p), ("min_p", min_p)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+    if not (0.0 <= temperature < math.inf):
+        raise ValueError(f"temperature must be >= 0 and finite (0: greedy), got {temperature}")
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or not 0 <= top_k < 2**32:
+        raise ValueError(f"top_k must be an integer in [0, 2^32) (0: off), got {top_k!r}")
+    if not (0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must be in (0, 1] (1: off), got {top_p}")
+    if not (0.0 <= min_p <= 1.0):
+        raise ValueError(f"min_p must be in [0, 1] (0: off), got {min_p}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an integer in [0, 2^64), got {seed!r}")
+    return 0.0 if temperature < MIN_TEMPERATURE else float(temperature)
 
 
 @dataclass(frozen=True)
 class Sampler:
     """How the next token is chosen, on the GPU, at the end of every step.
 
-    temperature 0 is greedy (the argmax, lowest id on ties). Otherwise the logits are divided
+    temperature 0 is greedy (the argmax, lowest id on ties), and so is one below
+    MIN_TEMPERATURE (2^-64), where logits / temperature would overflow. Otherwise the logits are divided
     by the temperature and filtered in this order, each filter keeping ties at its threshold:
     top_k (the k most likely; 0: off), top_p (the smallest set of most likely tokens holding
     top_p of the remaining mass; 1: off), min_p (tokens at least min_p times as likely as the
@@ -28,20 +55,13 @@ class Sampler:
     seed: int = 0
 
     def __post_init__(self):
-        if not (self.temperature >= 0.0):
-            raise ValueError(f"temperature must be >= 0 (0: greedy), got {self.temperature}")
-        if not (0 <= self.top_k < 2**32):
-            raise ValueError(f"top_k must be >= 0 (0: off), got {self.top_k}")
-        if not (0.0 < self.top_p <= 1.0):
-            raise ValueError(f"top_p must be in (0, 1] (1: off), got {self.top_p}")
-        if not (0.0 <= self.min_p <= 1.0):
-            raise ValueError(f"min_p must be in [0, 1] (0: off), got {self.min_p}")
-        if not (0 <= self.seed < 2**64):
-            raise ValueError(f"seed must be in [0, 2^64), got {self.seed}")
+        # A temperature below MIN_TEMPERATURE is kept as 0: greedy, on every device.
+        object.__setattr__(self, "temperature",
+                           check_sampling(self.temperature, self.top_k, self.top_p, self.min_p, self.seed))
 
     @property
     def greedy(self) -> bool:
-        """True when the argmax is taken (temperature 0)."""
+        """True when the argmax is taken (temperature 0, or below MIN_TEMPERATURE)."""
         return self.temperature == 0.0
 
 

@@ -10,19 +10,36 @@ UTF-8 raises UnicodeDecodeError naming the position.
 """
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
+import stat
 from collections.abc import Iterable, Sequence
 
 from akunu import _akunu
 from akunu._akunu import Error
+from akunu.token_ids import check_token_ids
 
 
 def _read_text(path: pathlib.Path) -> str:
+    """A JSON side file's text: a regular file of bounded size (the engine's read_side_file)."""
     try:
-        return path.read_text(encoding="utf-8")
+        return _akunu.read_side_file(str(path)).decode("utf-8")
     except UnicodeDecodeError as e:
-        raise Error(f"{path}: not UTF-8 ({e})") from None
+        raise Error(f"{path}: not UTF-8 (invalid byte at offset {e.start})") from None
+
+
+def _is_gguf(path: pathlib.Path) -> bool:
+    """Whether a regular file starts with the GGUF magic; anything else than a regular file
+    raises (a FIFO would block the read)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise Error(f"cannot open '{path}': {'symlink loop' if e.errno == errno.ELOOP else e.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise Error(f"'{path}' is not a regular file (a FIFO, device or socket is not read)")
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
 
 
 class Tokenizer:
@@ -39,15 +56,13 @@ class Tokenizer:
     def from_file(cls, path) -> Tokenizer:
         """tokenizer.json (with tokenizer_config.json beside it, if any), a model directory, or a GGUF."""
         p = pathlib.Path(os.fspath(path))
-        if not p.exists():
+        if not p.exists() and not p.is_symlink():
             raise Error(f"'{p}' does not exist")
         if p.is_dir():
             p = p / "tokenizer.json"
-            if not p.exists():
+            if not p.exists() and not p.is_symlink():
                 raise Error(f"'{p.parent}' has no tokenizer.json")
-        with open(p, "rb") as f:
-            magic = f.read(4)
-        if magic == b"GGUF":
+        if _is_gguf(p):
             return cls(_akunu.Tokenizer.from_gguf(_akunu.open_model(str(p))))
         config_path = p.parent / "tokenizer_config.json"
         config_text = _read_text(config_path) if config_path.exists() else None
@@ -67,8 +82,9 @@ class Tokenizer:
         return self._t.encode_batch(list(texts), add_special_tokens, parse_special)
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
-        """Text of `ids`; an id outside the vocabulary raises akunu.Error."""
-        return self._t.decode([int(i) for i in ids], skip_special_tokens)
+        """Text of `ids`: integers in [0, vocab_size) (akunu.token_ids: ValueError or TypeError
+        otherwise)."""
+        return self._t.decode(check_token_ids(ids, self._t.vocab_size, "decode"), skip_special_tokens)
 
     def stream(self, skip_special_tokens: bool = False) -> StreamDecoder:
         """An incremental decoder for streaming generation (never emits broken UTF-8)."""
@@ -141,7 +157,12 @@ class StreamDecoder:
     A piece is released only when the decoded text grew and does not end in U+FFFD, so a
     character split over several byte tokens comes out whole. Decoding restarts from a few
     tokens back each time, so decoders that strip a leading space still see the context.
+    Tokens that complete no character for MAX_PENDING tokens (no UTF-8 character takes that
+    many) are released as they decode, U+FFFD included, so each put() costs at most a window
+    of MAX_PENDING tokens however long the stream.
     """
+
+    MAX_PENDING = 8
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False):
         self._tok = tokenizer
@@ -153,14 +174,17 @@ class StreamDecoder:
 
     def put(self, token_id: int) -> str:
         """Adds one id; returns the new text (possibly empty)."""
-        self._ids.append(int(token_id))
+        self._ids.extend(check_token_ids([token_id], self._tok.vocab_size, "StreamDecoder.put"))
         prefix_text = self._tok.decode(self._ids[self._prefix:self._read], self._skip)
         new_text = self._tok.decode(self._ids[self._prefix:], self._skip)
-        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd"):
+        stuck = len(self._ids) - self._read >= self.MAX_PENDING
+        if len(new_text) > len(prefix_text) and (stuck or not new_text.endswith("\ufffd")):
             piece = new_text[len(prefix_text):]
             self._prefix, self._read = self._read, len(self._ids)
             self._emitted += piece
             return piece
+        if stuck:  # nothing visible for that long: move the window on
+            self._prefix, self._read = self._read, len(self._ids)
         return ""
 
     def flush(self) -> str:

@@ -20,6 +20,11 @@ TEST_F(CApiTest, LoadEvalGenerate) {
     const std::string path = kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf";
     ASSERT_EQ(akunu_model_create(path.c_str(), 128, &raw), AKUNU_OK) << akunu_last_error();
     UniqueModel m(raw);
+    int32_t early[4];
+    size_t n_early = 0;  // straight after create: no prompt, so no tokens (not the warm-up's)
+    EXPECT_EQ(akunu_model_generate(m.get(), early, 4, &n_early), AKUNU_ERROR);
+    EXPECT_EQ(n_early, 0u);
+    EXPECT_NE(std::string(akunu_last_error()).find("evaluate a prompt first"), std::string::npos);
     const int32_t ids[] = {4092, 873, 1477, 364, 492, 625, 322, 220};  // "import numpy as np\n\n\ndef "
     ASSERT_EQ(akunu_model_eval(m.get(), ids, 8), AKUNU_OK) << akunu_last_error();
     EXPECT_EQ(akunu_model_kv_length(m.get()), 8);

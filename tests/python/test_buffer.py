@@ -144,3 +144,12 @@ def test_bad_sizes_are_clear_errors(device):
     buf = device.allocate(16)
     with pytest.raises(akunu.Error, match="outside a buffer"):
         buf.write(np.zeros(5, np.float32))
+
+
+def test_read_bytes_past_the_end_is_a_clear_error(device):
+    """read_bytes(2**63) used to report basic_string::_M_create (allocating before checking)."""
+    b = device.upload(np.arange(4, dtype=np.uint32))
+    for nbytes, offset in ((2**63, 0), (17, 0), (4, 13), (1, 2**64 - 1)):
+        with pytest.raises(ValueError, match="run past the buffer's 16 bytes"):
+            b.read_bytes(nbytes, offset)
+    assert b.read_bytes(4, 12) == np.uint32(3).tobytes()

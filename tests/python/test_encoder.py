@@ -190,3 +190,14 @@ def test_an_encoder_refuses_a_decoder():
         akunu._akunu.Encoder(str(path))
     m = akunu.load(path, context=64)
     assert isinstance(m, akunu.Model) and m.context == 64
+
+
+def test_gguf_with_cls_and_separator_keys_but_no_bos(bert, models, tmp_path):
+    """llama.cpp's BERT vocabularies carry cls_token_id and seperator_token_id instead of BOS
+    and EOS: such a file used to be refused; it loads with the same [CLS] ... [SEP] texts."""
+    model, tok, _, _ = bert
+    path = tmp_path / "cls.gguf"
+    write_gguf(path, model, tok, cls_keys=True)
+    enc = akunu.load(path)
+    assert enc.tokenizer.bos_id == tok.token_to_id("[CLS]") and enc.tokenizer.eos_id == tok.token_to_id("[SEP]")
+    np.testing.assert_array_equal(enc.embed(TEXTS), models["gguf"].embed(TEXTS))

@@ -333,3 +333,20 @@ def test_attention_chunks_merge_over_long_prompts(tmp_path_factory):
     scale = np.abs(want).max()
     assert np.abs(got - want).max() <= 2e-3 * scale + 1e-3
     assert [c["groups"][1] for c in m.dispatch_table() if c["kernel"] == "attention_split"][0] == 3
+
+
+@pytest.mark.parametrize("tensor", ["blk.0.attn_norm.weight", "output_norm.weight"])
+def test_nan_weights_give_nan_logits_on_every_backend_and_generate_says_so(tmp_path, backend, tensor):
+    """An all-NaN norm weight: the CPU backend used to return finite, equal logits (x rounded to
+    integers lost the NaN) while Vulkan returned NaN. Both give NaN now, and generate() raises
+    instead of sampling from NaN logits."""
+    from support.gguf_bytes import ARR, STR, kv, tiny_llama_gguf
+    vocab = [kv("tokenizer.ggml.model", STR, "gpt2"), kv("tokenizer.ggml.tokens", ARR, (STR, list("abcdefghijklmnop"))),
+             kv("tokenizer.ggml.merges", ARR, (STR, []))]
+    path = tmp_path / "nan.gguf"
+    path.write_bytes(tiny_llama_gguf(fill={tensor: np.nan}, extra=vocab))
+    m = akunu.Model(str(path), context=32, progress=False)
+    assert np.isnan(m.eval([1, 2, 3])).all()
+    m.reset()
+    with pytest.raises(akunu.Error, match="the forward pass produced NaN logits at position 2"):
+        m.generate([1, 2, 3], max_tokens=4, stream=False)

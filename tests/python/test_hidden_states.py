@@ -151,6 +151,24 @@ def test_taps_leave_the_default_tables_and_allocate_once():
     np.testing.assert_array_equal(m.eval([1, 2, 3, 4]), plain)
 
 
+def test_tapped_tables_are_bounded():
+    """Every distinct layer set used to keep its table and buffers forever (126 sets grew the
+    device allocation fivefold): the 8 most recently used are kept, and results do not change."""
+    m = akunu.Model(require("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf"), context=64, progress=False)
+    sets = [[a, b] for a in (0, 1, -1, -2) for b in (0, 1, -1, -2)]  # 16 sets, equal in size
+    first, allocated = {}, []
+    for _ in range(2):
+        for n, layers in enumerate(sets, 1):
+            m.reset()
+            _, hidden = m.eval([1, 2, 3], hidden_states=layers)
+            first.setdefault(tuple(layers), hidden)
+            for k in layers:
+                np.testing.assert_array_equal(hidden[k], first[tuple(layers)][k])
+            if n >= 8:
+                allocated.append(m.memory_report()["device_allocated"])
+    assert len(set(allocated)) == 1  # from the 8th set on, a new table replaces an old one
+
+
 def test_a_layer_the_model_lacks_is_refused():
     m = akunu.Model(require("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf"), context=64, progress=False)
     m.eval([1, 2])

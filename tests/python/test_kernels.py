@@ -270,6 +270,28 @@ def test_embed(device, rng, wtype, units):
     np.testing.assert_allclose(out.numpy(), 0.75 * w[ids], rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("wtype", ["Q8_0", np.float32])
+def test_embed_checks_ids(device, rng, wtype):
+    """An id past the table: ops.embed raises naming it (the CPU backend used to crash on id
+    1,000,000 and both backends read zeros for id 4); the kernel itself (called directly) reads
+    nothing past W and leaves that row as it was, on every backend."""
+    vocab, dim = 4, row_length(wtype, 1)
+    w_dev, w, wname = random_weights(device, rng, wtype, vocab, dim)
+    for bad in (vocab, 1_000_000, 2**32 - 1):
+        out = poisoned(device, [2, dim], np.float32)
+        with pytest.raises(ValueError, match=f"token id {bad} is out of range for a table of {vocab} rows"):
+            ops.embed(w_dev, device.upload(np.array([1, bad], np.uint32)), out, wtype=wname)
+        step = device.upload(np.array([0, 0, 2, 0], dtype=np.uint32))
+        ids = device.upload(np.array([1, bad], np.uint32))
+        out = device.upload(np.full([2, dim], 7.0, np.float32))
+        ops._run(device, lambda cl: kernels.embed(cl, w_dev, wname or w_dev.dtype, vocab, ids, step, out, dim, 1.0, 2))
+        got = out.numpy()
+        np.testing.assert_allclose(got[0], w[1], rtol=1e-6)
+        assert (got[1] == 7.0).all()
+    with pytest.raises(ValueError, match="token_ids holds 1 ids, out has 2 rows"):
+        ops.embed(w_dev, device.upload(np.array([1], np.uint32)), poisoned(device, [2, dim], np.float32), wtype=wname)
+
+
 @pytest.mark.parametrize("rows, n, n_tokens", [(1, 1, 1), (1, 2049, 1), (5, 301, 5), (7, 257, 3)])
 def test_softcap(device, rng, rows, n, n_tokens):
     """x = 30 tanh(x / 30) on the first n_tokens rows, with logits far past the cap (and

@@ -147,6 +147,26 @@ def test_config_errors_name_the_key():
                            "num_attention_heads": 2, "vocab_size": 10})
 
 
+@pytest.mark.parametrize("key, value, message", [
+    ("rope.freq_base_swa", float("nan"), "rope theta of sliding layers .* = nan is not a finite number"),
+    ("rope.freq_base", float("inf"), "rope theta = inf is not a finite number"),
+    ("rope.scaling.factor", float("inf"), "rope scaling factor = inf is not a finite number"),
+    ("attention.layer_norm_rms_epsilon", float("nan"), "norm epsilon = nan is not a finite number"),
+    ("attn_logit_softcapping", float("nan"), "attention soft-capping = nan is not a finite number"),
+])
+def test_every_config_float_is_checked_the_same_way(tmp_path, key, value, message):
+    """A NaN gemma3.rope.freq_base_swa used to load (every logit NaN) while a NaN rope_theta was
+    refused; an infinite base or factor loaded too."""
+    from support.gguf_bytes import F32, STR, kv, tiny_llama_gguf
+    extra = [kv(f"llama.{key}", F32, value)]
+    if key == "rope.scaling.factor":
+        extra.append(kv("llama.rope.scaling.type", STR, "linear"))
+    path = tmp_path / "m.gguf"
+    path.write_bytes(tiny_llama_gguf(extra=extra))
+    with pytest.raises(akunu.Error, match=message):
+        akunu.load_config(akunu.open(str(path)))
+
+
 def test_validation_reports_missing_and_misshapen_tensors(tmp_path):
     tensors, config = tiny_llama()
     write_model_dir(tmp_path / "ok", tensors, config)
@@ -208,6 +228,24 @@ def test_plan_says_when_it_does_not_fit():
     assert p.fits is False
     assert any("largest device heap" in n for n in p.notes)
     assert "DOES NOT FIT" in str(p)
+
+
+def test_plan_fits_against_available_memory_not_total_ram():
+    """The CPU backend's plan compared against total RAM: a context that fits in RAM but not in
+    what is available now 'fitted'. Now it says how much is available."""
+    with open("/proc/meminfo") as f:
+        info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
+    total, available = info["MemTotal"], info["MemAvailable"]
+    if total - available < 1 << 30:
+        pytest.skip("less than 1 GiB of this machine's memory is in use: no room between available and total")
+    small, large = (akunu.plan(LLAMA31_8B, context=n, device="cpu").total_bytes for n in (1024, 2048))
+    per_token = (large - small) / 1024
+    context = int(1024 + ((total + available) / 2 - small) / per_token)
+    if context < 1024:
+        pytest.skip("the 8B plan's weights alone need more than this machine's memory")
+    p = akunu.plan(LLAMA31_8B, context=context, device="cpu")
+    assert available < p.total_bytes < total
+    assert p.fits is False and any("are available now" in n for n in p.notes), p.notes
 
 
 @pytest.mark.parametrize("kv, row", [("f16", 256), ("q8", 130), ("int4", 66), ("fp4", 66), ("q8/int4", 98)])

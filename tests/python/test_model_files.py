@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -116,7 +117,7 @@ def test_gguf_q8_0_within_quantization_error(model):
     assert not np.array_equal(got, want)  # it is quantized
 
 
-def test_raw_views_are_read_only_zero_copy():
+def test_raw_tensors_are_read_only_copies():
     g = akunu.open(str(gguf_path("tiny-qwen3-random", "f16")))
     t = g.tensor("blk.0.attn_q.weight")
     assert t.dtype == np.float16 and t.shape == (512, 256)
@@ -127,6 +128,23 @@ def test_raw_views_are_read_only_zero_copy():
     assert q.dtype == np.uint8 and q.shape == (512, 256 // 32 * 34)
     with pytest.raises(KeyError, match="no tensor named"):
         g.tensor("nope")
+
+
+def test_a_file_cut_after_open_raises_instead_of_sigbus(tmp_path):
+    """The file is truncated after akunu.open(): reading a tensor used to kill the process with
+    SIGBUS (a view of the lost pages); now each read raises, and copies taken before stay whole."""
+    path = tmp_path / "m.gguf"
+    path.write_bytes(gguf_path("tiny-qwen3-random", "f16").read_bytes())
+    g = akunu.open(str(path))
+    name = g.tensors[-1]["name"]
+    before = g.tensor(name)
+    want = before.copy()
+    with open(path, "r+b") as f:
+        f.truncate(4096)
+    for dequantize in (False, True):
+        with pytest.raises(akunu.Error, match="m.gguf' changed size after it was opened .* open it again"):
+            g.tensor(name, dequantize=dequantize)
+    np.testing.assert_array_equal(before, want)
 
 
 def _random_blocks(rng, type_name, n_blocks):
@@ -236,3 +254,43 @@ def test_mlx_affine_quantized_directory(tmp_path):
         akunu.plan(str(tmp_path / "bad"), check_device=False)
     assert "model.layers.0.mlp.up_proj.scales is missing" in str(e.value)
     assert "model.layers.1.mlp.down_proj.weight: expected packed U32 [64, 12], found [64, 96]" in str(e.value)
+
+
+@pytest.mark.parametrize("declared", [16, 64])
+def test_an_alignment_that_disagrees_with_the_padding_is_detected(tmp_path, declared):
+    """Files padded to 32 bytes that declare general.alignment 16 or 64: used to load and read
+    every tensor from shifted bytes (NaN logits). Now each either reads the same tensors as the
+    file declaring 32, or is refused naming general.alignment; some are refused."""
+    from support.gguf_bytes import STR, U32, kv, tiny_llama_gguf
+    refused = 0
+    for filler in range(32):
+        extra = [kv("general.name", STR, "x" * filler)]
+        good, bad = tmp_path / f"good{filler}.gguf", tmp_path / f"bad{filler}.gguf"
+        good.write_bytes(tiny_llama_gguf(extra=extra))
+        bad.write_bytes(tiny_llama_gguf(extra=[*extra, kv("general.alignment", U32, declared)]))
+        want = akunu.open(str(good)).tensor("token_embd.weight")
+        try:
+            got = akunu.open(str(bad)).tensor("token_embd.weight")
+        except akunu.Error as e:
+            assert re.search(f"does general.alignment {declared} match the file's padding|not a multiple of the "
+                             f"alignment {declared}|extends past the end of the file", str(e)), str(e)
+            refused += 1
+            continue
+        np.testing.assert_array_equal(got, want)
+    assert refused > 0
+
+
+def test_metadata_values_are_capped(tmp_path):
+    """A 5 MB u8 array used to cost 50 times its size in memory: the metadata's value count is
+    capped, and the cap is stated."""
+    import struct
+
+    from support.gguf_bytes import ARR, U8, gstr, tiny_llama_gguf
+    big = gstr("general.blob") + struct.pack("<IIQ", ARR, U8, 5 << 20) + bytes(5 << 20)
+    path = tmp_path / "m.gguf"
+    path.write_bytes(tiny_llama_gguf(extra=[big]))
+    with pytest.raises(akunu.Error, match=r"general.blob: the metadata holds more than 4194304 values"):
+        akunu.open(str(path))
+    small = gstr("general.blob") + struct.pack("<IIQ", ARR, U8, 1000) + bytes(1000)
+    path.write_bytes(tiny_llama_gguf(extra=[small]))
+    assert akunu.open(str(path)).metadata["general.blob"] == [0] * 1000

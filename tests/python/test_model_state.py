@@ -268,3 +268,27 @@ def test_the_fingerprint_tells_models_apart():
     again.load_state(f16.save_state())  # another context, the same model: fine
     assert again.kv_cache.current_length == 3
     assert_same_run(steps(again, 4), steps(f16, 4))
+
+
+def test_save_state_to_a_file_is_all_or_nothing(tmp_path, monkeypatch):
+    """A write that fails midway (a full disk) used to leave the previous good file truncated;
+    now the previous file stays whole and no temporary file is left behind."""
+    m = model(LLAMA_Q8)
+    m.reset()
+    m.eval([1, 2, 3])
+    path = tmp_path / "state.bin"
+    m.save_state(path)
+    good = path.read_bytes()
+    m.eval([4, 5])
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        m.save_state(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.bin"]
+    m.save_state(path)
+    assert path.read_bytes() != good

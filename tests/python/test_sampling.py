@@ -98,3 +98,36 @@ def test_rng_is_keyed_by_seed_and_position(device):
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     np.testing.assert_array_equal(a[32:], shifted)  # a draw depends on its position, not its row
+
+
+def test_temperatures_that_underflow_are_greedy(device):
+    """Sampler(temperature=1e-40) used to sample token 0 even with top_k=5 on both backends
+    (logits / temperature overflowed): below MIN_TEMPERATURE it is greedy, on the device too."""
+    from akunu.sampling import MIN_TEMPERATURE
+    assert akunu.Sampler(temperature=1e-40, top_k=5).greedy
+    assert akunu.Sampler(temperature=MIN_TEMPERATURE).temperature == MIN_TEMPERATURE
+    for t in (1e-40, 1e-30, 0.0):
+        ids, logprobs = ops.sample(LOGITS, temperature=t, top_k=5, seed=7, device=device)
+        assert ids[0] == int(np.argmax(LOGITS))
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"top_p": 0.0}, "top_p must be in"), ({"top_p": -1.0}, "top_p must be in"),
+    ({"top_p": float("nan")}, "top_p must be a number"),
+    ({"temperature": float("nan")}, "temperature must be a number"),
+    ({"temperature": float("inf")}, "temperature must be >= 0 and finite"), ({"min_p": float("nan")}, "min_p must be"),
+    ({"top_k": -1}, "top_k must be an integer"), ({"top_k": 2.5}, "top_k must be an integer"),
+    ({"seed": -1}, "seed must be an integer"),
+])
+def test_ops_sample_checks_settings_as_sampler_does(device, settings, message):
+    with pytest.raises(ValueError, match=message):
+        ops.sample(LOGITS, device=device, **settings)
+    with pytest.raises(ValueError, match=message):
+        akunu.Sampler(**settings)
+
+
+def test_nan_logits_raise(device):
+    logits = np.full((2, 11), np.nan, np.float32)
+    logits[0] = LOGITS
+    with pytest.raises(akunu.Error, match="sample: row 1 of the logits holds NaN"):
+        ops.sample(logits, device=device)

@@ -91,9 +91,9 @@ def test_parse_special_switch(tokenizers):
 
 def test_decode_rejects_out_of_range_ids(tokenizers):
     tok = tokenizers["qwen3"]
-    with pytest.raises(akunu.Error, match="token id 999999 is out of range"):
+    with pytest.raises(ValueError, match="token id 999999 at index 1 is out of range"):
         tok.decode([1, 999999])
-    with pytest.raises(akunu.Error, match="out of range"):
+    with pytest.raises(ValueError, match="out of range"):
         tok.decode([-1])
 
 
@@ -115,6 +115,23 @@ def test_streaming_never_emits_broken_utf8(tokenizers, fam):
         whole_has_replacement = "\ufffd" in c["decoded"]
         if not whole_has_replacement:
             assert all("\ufffd" not in p for p in pieces), repr(c["text"])
+
+
+def test_streaming_work_is_linear_in_tokens_that_never_complete(tokenizers):
+    """20,000 ids of a lone UTF-8 lead byte (a character that never completes) used to make each
+    put() decode everything since the last character: quadratic. Now a window of MAX_PENDING."""
+    tok = tokenizers["llama3"]
+    lone = next(i for i in range(1000) if tok.decode([i]) == "\ufffd")
+    decoded = []
+    native_decode = tok.decode
+    tok.decode = lambda ids, skip=False: decoded.append(len(ids)) or native_decode(ids, skip)
+    try:
+        stream = tok.stream()
+        text = "".join(stream.put(lone) for _ in range(20_000)) + stream.flush()
+    finally:
+        del tok.decode
+    assert sum(decoded) <= 4 * 20_000 * tok.stream().MAX_PENDING
+    assert text == native_decode([lone] * 20_000)
 
 
 def test_encode_batch_and_vocab(tokenizers):
@@ -153,6 +170,24 @@ def test_a_template_that_raises_reaches_the_user(tokenizers):
         tokenizers["qwen3"].apply_chat_template([], chat_template="{{ raise_exception('custom failure') }}")
 
 
+def test_chat_templates_are_bounded_in_size_and_time(tokenizers, monkeypatch):
+    """'a' * 4000000000 used to exhaust memory and nested range(100000) loops ran for minutes."""
+    from akunu import chat_template
+    tok = tokenizers["qwen3"]
+    for template in ("{{ 'a' * 4000000000 }}", "{{ [1] * 4000000000 }}", "{{ 4000000000 * 'a' }}"):
+        with pytest.raises(akunu.Error, match="'\\*' would build 4000000000 items, more than the 16777216"):
+            tok.apply_chat_template([], chat_template=template)
+    with pytest.raises(akunu.Error, match="exponent 100000000"):
+        tok.apply_chat_template([], chat_template="{{ 10 ** 100000000 }}")
+    with pytest.raises(akunu.Error, match="the rendered text passed 16777216 characters"):
+        tok.apply_chat_template([], chat_template="{% for i in range(100000) %}{{ 'a' * 1000 }}{% endfor %}")
+    monkeypatch.setattr(chat_template, "MAX_RENDER_SECONDS", 0.5)
+    with pytest.raises(akunu.Error, match="rendering took longer than 0.5 s"):
+        tok.apply_chat_template([], chat_template="{% for i in range(100000) %}{% for j in range(100000) %}"
+                                "{% endfor %}{% endfor %}")
+    assert tok.apply_chat_template([], chat_template="{% for i in range(3) %}{{ i }}{% endfor %}") == "012"
+
+
 @pytest.mark.parametrize("mutate, field", [
     (lambda t: t.pop("model"), "model: missing"),
     (lambda t: t["model"].update(type="Unigram"), "model.type: model 'Unigram' is not supported"),
@@ -167,6 +202,13 @@ def test_a_template_that_raises_reaches_the_user(tokenizers):
     (lambda t: t["added_tokens"].append({"id": "x", "content": "y"}), r"added_tokens\[\d+\].id"),
     (lambda t: t.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<q>"}}],
                                         "special_tokens": {}}), "post_processor.special_tokens: no ids for '<q>'"),
+    (lambda t: t.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<q>"}}],
+                                        "special_tokens": {"<q>": {"ids": [2**32 + 5]}}}),
+     r"post_processor.special_tokens.<q>: ids must be token ids in \[0, 2\^24\]"),
+    (lambda t: t.update(post_processor={"type": "BertProcessing", "cls": ["[CLS]", 10**6], "sep": ["[SEP]", 1]}),
+     "the post-processor's token id 1000000 is outside the vocabulary"),
+    # One id of 2^24 used to cost hundreds of MB of tables.
+    (lambda t: t["model"]["vocab"].update({"far-away": 2**24}), "token id 16777216 is far past the vocabulary's"),
 ])
 def test_malformed_tokenizer_json_names_the_field(tmp_path, mutate, field):
     data = json.loads((FIXTURES / "tiny-qwen3-random" / "hf" / "tokenizer.json").read_text())
@@ -251,3 +293,24 @@ def test_gguf_sentencepiece_vocabulary_matches_hf(family_dirs, tmp_path):
 def test_get_vocab(tokenizers):
     v = tokenizers["qwen3"].get_vocab()
     assert len(v) == tokenizers["qwen3"].vocab_size and v["<|im_end|>"] == 151645
+
+
+def _spm_gguf(path, tokens):
+    from support.gguf_bytes import ARR, F32, I32, STR, kv, tiny_llama_gguf
+    extra = [kv("tokenizer.ggml.model", STR, "llama"), kv("tokenizer.ggml.tokens", ARR, (STR, tokens)),
+             kv("tokenizer.ggml.scores", ARR, (F32, [0.0] * len(tokens))),
+             kv("tokenizer.ggml.token_type", ARR, (I32, [2, 3, 3] + [1] * (len(tokens) - 3))),
+             kv("tokenizer.ggml.unknown_token_id", I32, 0)]
+    path.write_bytes(tiny_llama_gguf(vocab=len(tokens), extra=extra))
+    return path
+
+
+def test_sentencepiece_token_length_is_capped(tmp_path):
+    """One 300k-character SentencePiece token took 12 s to load (every cut copied both halves):
+    tokens are capped at 512 bytes, and the cap is stated."""
+    base = ["<unk>", "<s>", "</s>", "\u2581", "a", "b", "\u2581a", "ab", "\u2581ab"]
+    with pytest.raises(akunu.Error, match=r"tokenizer.ggml.tokens\[9\] is 300000 bytes long; akunu reads "
+                                          "SentencePiece tokens of up to 512 bytes"):
+        akunu.Tokenizer.from_file(_spm_gguf(tmp_path / "long.gguf", [*base, "a" * 300_000]))
+    tok = akunu.Tokenizer.from_file(_spm_gguf(tmp_path / "ok.gguf", [*base, "a" * 512]))
+    assert tok.encode("ab", add_special_tokens=False) == [8]

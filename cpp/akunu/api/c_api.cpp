@@ -65,6 +65,9 @@ akunu_status akunu_model_generate(akunu_model* model, int32_t* out_ids, size_t m
     *n_out = 0;
     return guarded([&] {
         akunu::Model& m = *model->model;
+        // An empty cache has no sampled token of a prompt (only the load's warm-up one).
+        AKUNU_CHECK(m.kv_cache().current_length() > 0,
+                    "akunu_model_generate: the cache is empty; evaluate a prompt first (akunu_model_eval)");
         for (size_t i = 0; i < max_tokens; ++i) {
             const int token = m.sampled_token();
             out_ids[(*n_out)++] = token;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -51,6 +52,19 @@ const char* cpu_isa_name(CpuIsa isa) {
     }
 }
 
+// MemAvailable of /proc/meminfo (what the kernel can give without swapping), else the free pages.
+static uint64_t available_host_memory() {
+    if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+        char line[256];
+        unsigned long long kib = 0;
+        while (std::fgets(line, sizeof line, f))
+            if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+        std::fclose(f);
+        if (kib) return uint64_t(kib) * 1024;
+    }
+    return uint64_t(sysconf(_SC_AVPHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+}
+
 DeviceProfile cpu_profile(const Tuning& tuning) {
     DeviceProfile p;
     p.tuning = tuning;
@@ -90,6 +104,7 @@ DeviceProfile cpu_profile(const Tuning& tuning) {
     p.device_local_bytes = ram;
     p.host_visible_device_bytes = ram;
     p.unified_memory = true;
+    p.available_bytes = available_host_memory();
     return p;
 }
 

@@ -91,6 +91,7 @@ void embed(const CpuArgs& a, size_t begin, size_t end) {
     float* out = a.at<float>(3);
     for (size_t row = (begin * 64 + items - 1) / items; row < r1; ++row) {
         const uint32_t token = a.at<const uint32_t>(1)[step.token_slot + row];
+        if (token >= p.vocab) continue;  // as embed.comp: nothing is read past W, the row is left as it is
         float* dst = out + row * p.dim;
         w.dequant(token, 0, p.dim, dst);
         for (size_t c = 0; c < p.dim; ++c) dst[c] *= p.scale;

@@ -53,6 +53,7 @@ void ThreadPool::run(size_t total, Fn fn, void* ctx, size_t min_per_chunk) {
         fn(ctx, 0, total);
         return;
     }
+    std::lock_guard<std::mutex> turn(caller_);
     fn_.store(fn, std::memory_order_relaxed);
     ctx_.store(ctx, std::memory_order_relaxed);
     total_.store(total, std::memory_order_relaxed);

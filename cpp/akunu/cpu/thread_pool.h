@@ -6,6 +6,9 @@
 // yet simply claims nothing, and the others take its share. Workers spin briefly between jobs
 // (a decode step issues hundreds of short ones back to back) and then sleep. Nothing is
 // allocated per job: the job is a plain function pointer and a context pointer.
+//
+// run() may be called from several threads (two models, or a model and its fork, share their
+// device's pool): callers take turns, one job at a time, so that jobs never mix.
 #pragma once
 
 #include <atomic>
@@ -49,6 +52,7 @@ private:
     std::atomic<bool> stop_{false};
     std::mutex mutex_;
     std::condition_variable wake_;
+    std::mutex caller_;  // held by the thread whose job the workers run
 };
 
 }  // namespace akunu::cpu

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/kquant_gemv.h"
@@ -213,13 +214,29 @@ size_t tile_sum_block(TensorType tiled) {
 
 QuantizeFn quantize_x_scalar() { return quantize_scalar; }
 
+namespace {
+
+// A NaN or infinity in x has no integer code: its block's scale becomes NaN, so the block's
+// products are NaN as the float path's (and a Vulkan device's) would be, rather than 0.
+void keep_nonfinite(const float* x, size_t k, float* d) {
+    for (size_t b = 0; b < k / 32; ++b) {
+        float zero = 0.0f;  // x * 0 is 0 for every finite x, NaN otherwise
+        for (size_t j = 0; j < 32; ++j) zero += x[b * 32 + j] * 0.0f;
+        if (zero != 0.0f) d[b] = std::numeric_limits<float>::quiet_NaN();
+    }
+}
+
+}  // namespace
+
 void quantize_x(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
     static const QuantizeFn f = use_avx2() ? quantize_x_avx2() : quantize_x_scalar();
     f(x, k, q, d, sum);
+    keep_nonfinite(x, k, d);
 }
 
 void quantize_x16(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave) {
     vec_math().quantize16(x, k, q16, d, sum, interleave);
+    keep_nonfinite(x, k, d);
 }
 
 }  // namespace akunu::cpu

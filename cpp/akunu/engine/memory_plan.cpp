@@ -183,6 +183,12 @@ PlanFit check_fit(const MemoryPlan& plan, const DeviceProfile& d) {
         fit.notes.push_back("needs " + mib(plan.total_bytes) + " but the largest device heap of '" + d.name +
                             "' holds " + mib(heap) +
                             "; use a smaller context, prefill chunk, kv_dtype or a quantized model");
+    } else if (d.available_bytes > 0 && plan.total_bytes > d.available_bytes) {
+        fit.fits = false;
+        fit.notes.push_back("needs " + mib(plan.total_bytes) + " but only " + mib(d.available_bytes) + " of the " +
+                            mib(heap) + " of '" + d.name +
+                            "' are available now; use a smaller context, prefill chunk, kv_dtype or a quantized "
+                            "model, or free memory");
     }
     const bool any_full = std::count(plan.kv.layers.begin(), plan.kv.layers.end(), KvRows::kFull) > 0;
     uint64_t largest =

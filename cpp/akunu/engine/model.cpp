@@ -196,6 +196,7 @@ std::unique_ptr<CommandList> Model::record(std::initializer_list<const DispatchT
 }
 
 std::unique_ptr<Model> Model::fork() {
+    ModelUse::Scope in_use(use_);
     drain();
     const Device& d = device();
     const uint64_t heap = usable_heap_bytes(d.profile());
@@ -234,11 +235,13 @@ void Model::drain() {
 }
 
 void Model::reset() {
+    ModelUse::Scope in_use(use_);
     drain();
     kv_->reset();
 }
 
 void Model::truncate(int length) {
+    ModelUse::Scope in_use(use_);
     drain();
     kv_->truncate(length);
 }
@@ -250,6 +253,7 @@ void check_sampler(const SamplerState& st) {
 }
 
 void Model::set_sampler(const SamplerState& st) {
+    ModelUse::Scope in_use(use_);
     check_sampler(st);
     drain();
     sampler_ = st;
@@ -257,6 +261,7 @@ void Model::set_sampler(const SamplerState& st) {
 }
 
 void Model::decode(int token) {
+    ModelUse::Scope in_use(use_);
     check_token(token);
     drain();
     const int pos = kv_->current_length();
@@ -316,11 +321,13 @@ void Model::start_first_chain(int token) {
 }
 
 void Model::chain_start(int token) {
+    ModelUse::Scope in_use(use_);
     start_first_chain(token);
     if (kv_->current_length() + base_->chain <= base_->context) submit_chain(1, last_slot_);
 }
 
 bool Model::chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more) {
+    ModelUse::Scope in_use(use_);
     if (in_flight_.empty()) return false;
     const int c = in_flight_.front();
     first_pos = in_flight_pos_.front();
@@ -339,6 +346,7 @@ bool Model::chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int&
 }
 
 std::vector<int> Model::decode_chain(int token, std::vector<float>* logprobs) {
+    ModelUse::Scope in_use(use_);
     start_first_chain(token);
     std::vector<int> ids;
     std::vector<float> lp;
@@ -374,6 +382,7 @@ int replays_to_warm(const std::shared_ptr<Device>& device, const DispatchTable& 
 }  // namespace
 
 std::vector<Model::ProfileRow> Model::profile(int tokens) {
+    ModelUse::Scope in_use(use_);
     drain();
     AKUNU_CHECK(base_->device->profile().timestamps,
                 "'" + base_->device->profile().name + "' has no GPU timestamps to profile with");
@@ -408,12 +417,14 @@ std::vector<Model::ProfileRow> Model::profile(int tokens) {
 }
 
 int Model::sampled_token() const {
+    ModelUse::Scope in_use(use_);
     uint32_t id = 0;
     scratch_->get("token_ids").read(&id, 4, 4);
     return int(id);
 }
 
 float Model::sampled_logprob() const {
+    ModelUse::Scope in_use(use_);
     float lp = 0;
     scratch_->get("sampled_logprobs").read(&lp, 4, 4);
     return lp;
@@ -421,12 +432,20 @@ float Model::sampled_logprob() const {
 
 Model::TapVariant& Model::tap_variant(const std::vector<int>& layers, bool all_logits) {
     auto it = tap_variants_.find({layers, all_logits});
-    if (it != tap_variants_.end()) return it->second;
+    if (it != tap_variants_.end()) {
+        it->second.used = ++tap_clock_;
+        return it->second;
+    }
+    if (tap_variants_.size() >= kMaxTapVariants)  // every table is idle here: eval drained
+        tap_variants_.erase(
+            std::min_element(tap_variants_.begin(), tap_variants_.end(),
+                             [](const auto& a, const auto& b) { return a.second.used < b.second.used; }));
     const int rows = all_logits ? base_->logit_rows : base_->prefill_chunk;
     Buffer taps = Buffer::allocate(base_->device, layers.size() * size_t(rows) * size_t(config().dim) * 4);
     // The table keeps a pointer to the taps buffer: build it once the buffer has its place.
     TapVariant& v =
-        tap_variants_.emplace(std::make_pair(layers, all_logits), TapVariant{std::move(taps), {}, {}}).first->second;
+        tap_variants_.emplace(std::make_pair(layers, all_logits), TapVariant{std::move(taps), {}, {}, ++tap_clock_})
+            .first->second;
     try {
         v.table = build_table({true, rows, 0, all_logits, layers, &v.taps});
         v.cl = record({v.table.get()});
@@ -438,6 +457,7 @@ Model::TapVariant& Model::tap_variant(const std::vector<int>& layers, bool all_l
 }
 
 void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vector<int>& taps, float* tap_out) {
+    ModelUse::Scope in_use(use_);
     AKUNU_CHECK(!ids.empty(), "eval needs at least one token");
     const int pos = kv_->current_length();
     AKUNU_CHECK(pos + int(ids.size()) <= base_->context, "a prompt of " + std::to_string(ids.size()) +

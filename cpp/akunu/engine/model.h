@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "akunu/vulkan/command_list.h"
+#include "akunu/engine/model_use.h"
 #include "akunu/engine/kv_cache.h"
 #include "akunu/engine/memory_plan.h"
 #include "akunu/formats/model_files.h"
@@ -161,17 +162,25 @@ public:
     void eval(const std::vector<int>& ids, float* all_logits = nullptr, const std::vector<int>& taps = {},
               float* tap_out = nullptr);
     int prefill_chunk() const { return base_->prefill_chunk; }
+    // Calls that ran or changed this model so far (model_use.h): a paused caller compares it.
+    uint64_t uses() const { return use_.uses(); }
+    // For a caller that makes several calls as one use (a generate step): a scope on use().
+    ModelUse& use() const { return use_; }
     // The choices the decode step's (or the prefill chunk's) table is built from (plan.h).
     DecodePlan pass_plan(bool prefill) const;
 
 private:
     using Pass = TablePass;
-    // A prefill table with taps, built on first use per (layers, all_logits).
+    // A prefill table with taps, built on first use per (layers, all_logits). At most
+    // kMaxTapVariants are kept; a new one replaces the least recently used.
     struct TapVariant {
         Buffer taps;  // [layers, rows, dim] f32
         std::unique_ptr<DispatchTable> table;
         std::unique_ptr<CommandList> cl;
+        uint64_t used = 0;  // tap_clock_ at its last use
     };
+    static constexpr size_t kMaxTapVariants = 8;
+    uint64_t tap_clock_ = 0;
     Model() = default;
     void create_runtime(const std::function<void(const std::string&, size_t, size_t)>& progress);
     std::unique_ptr<DispatchTable> build_table(const Pass& pass);
@@ -202,6 +211,7 @@ private:
     std::unique_ptr<DispatchTable> prefill_table_, prefill_all_table_;
     std::unique_ptr<CommandList> prefill_cl_, prefill_all_cl_;
     std::map<std::pair<std::vector<int>, bool>, TapVariant> tap_variants_;
+    mutable ModelUse use_;
 };
 
 }  // namespace akunu

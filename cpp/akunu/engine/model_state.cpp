@@ -65,6 +65,7 @@ uint64_t model_fingerprint(const ModelFiles& files, const ModelConfig& c) {
 }
 
 ModelState Model::capture_state() {
+    ModelUse::Scope in_use(use_);
     drain();
     ModelState st;
     st.length = kv_->current_length();
@@ -79,6 +80,7 @@ ModelState Model::capture_state() {
 }
 
 void Model::restore_state(const ModelState& st) {
+    ModelUse::Scope in_use(use_);
     AKUNU_CHECK(st.length >= 0 && st.length <= context(),
                 "the state holds " + std::to_string(st.length) + " positions but this model's context is " +
                     std::to_string(context()) + "; load the model with a context of at least " +
@@ -100,6 +102,7 @@ void Model::restore_state(const ModelState& st) {
 }
 
 std::vector<uint8_t> Model::save_state() {
+    ModelUse::Scope in_use(use_);
     const ModelState st = capture_state();
     StateHeader h{};
     std::memcpy(h.magic, kMagic, sizeof kMagic);
@@ -134,6 +137,7 @@ std::vector<uint8_t> Model::save_state() {
 }
 
 void Model::load_state(const uint8_t* data, size_t size) {
+    ModelUse::Scope in_use(use_);
     const std::string what = "load_state: ";
     const std::string fix = "; load it into the model that saved it";
     StateHeader h;

@@ -78,6 +78,7 @@ void check_weight_types(const std::vector<UploadItem>& items, const DeviceProfil
 }
 
 Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item) {
+    files.file_of(*item.tensor).check_intact();  // reads below come straight from the map
     Weight w;
     w.type = item.device_type;
     w.shape = item.tensor->shape;

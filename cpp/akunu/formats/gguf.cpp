@@ -70,6 +70,10 @@ namespace {
 constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 8;  // nested arrays deeper than this are refused
 constexpr uint64_t kMaxAlignment = 1 << 20;
+// Metadata values (array elements included) a file may hold: each costs tens of bytes in memory
+// however few bytes it takes in the file, so a huge u8 array would cost 50 times its size. The
+// largest vocabularies (tokens, scores, types and merges) hold under a third of this.
+constexpr uint64_t kMaxMetadataValues = uint64_t(1) << 22;
 
 class Cursor {
 public:
@@ -100,6 +104,13 @@ public:
     }
     size_t pos() const { return pos_; }
     size_t remaining() const { return size_ - pos_; }
+    // Counts `n` more metadata values against kMaxMetadataValues.
+    void count_values(uint64_t n, const std::string& key) {
+        values_ += n;
+        if (values_ > kMaxMetadataValues)
+            fail("metadata key " + key + ": the metadata holds more than " + std::to_string(kMaxMetadataValues) +
+                 " values (arrays included), the most akunu reads");
+    }
     const std::string& path() const { return path_; }
 
 private:
@@ -107,6 +118,7 @@ private:
     size_t size_;
     size_t pos_ = 0;
     std::string path_;
+    uint64_t values_ = 0;
 };
 
 size_t scalar_size(GgufType t) {
@@ -160,6 +172,7 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, int depth
             if (n > c.remaining() / floor)
                 c.fail("metadata key " + key + ": array of " + std::to_string(n) + " elements does not fit in the " +
                        std::to_string(c.remaining()) + " bytes that remain");
+            c.count_values(n, key);  // before anything is allocated
             GgufArray arr{GgufType(et), {}};
             arr.items.reserve(size_t(n));
             for (uint64_t i = 0; i < n; ++i) arr.items.push_back(read_value(c, GgufType(et), key, depth + 1));
@@ -215,10 +228,28 @@ uint64_t read_alignment(const Cursor& c, const GgufValue* a) {
     return uint64_t(align);
 }
 
+// Whether the declared general.alignment is the one the file was written with: the padding
+// before the data section is zeros, and the data section ends with the last tensor (padded to
+// the alignment, as llama.cpp and gguf-py write it). A wrong alignment moves the data section,
+// and every tensor would be read from the wrong bytes.
+void check_layout(const MappedFile& file, uint64_t infos_end, uint64_t data_start, uint64_t data_end,
+                  uint64_t alignment) {
+    const std::string hint = ": does general.alignment " + std::to_string(alignment) + " match the file's padding?";
+    for (uint64_t p = infos_end; p < data_start && p < file.size(); ++p)
+        if (file.data()[p] != 0)
+            throw Error(file.path() + ": the padding before the tensor data holds non-zero bytes" + hint);
+    const uint64_t size = file.size() - data_start;
+    const uint64_t padded = (data_end + alignment - 1) / alignment * alignment;
+    if (size != data_end && size != padded)
+        throw Error(file.path() + ": the last tensor ends " + std::to_string(size - data_end) +
+                    " bytes before the end of the file" + hint);
+}
+
 // Points each tensor at its bytes in the data section, refusing one that runs past the end of
-// the file or overlaps another. `offsets[i]` is tensor i's offset in the data section.
-void place_tensors(std::vector<TensorInfo>& tensors, const std::vector<uint64_t>& offsets, const MappedFile& file,
-                   uint64_t data_start) {
+// the file or overlaps another. `offsets[i]` is tensor i's offset in the data section. Returns
+// where the last tensor ends.
+uint64_t place_tensors(std::vector<TensorInfo>& tensors, const std::vector<uint64_t>& offsets, const MappedFile& file,
+                       uint64_t data_start) {
     std::vector<size_t> order(tensors.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
@@ -236,6 +267,7 @@ void place_tensors(std::vector<TensorInfo>& tensors, const std::vector<uint64_t>
         previous_name = t.name;
         t.data = file.data() + data_start + offsets[i];
     }
+    return previous_end;
 }
 
 }  // namespace
@@ -279,7 +311,8 @@ std::shared_ptr<GgufFile> GgufFile::open(std::shared_ptr<MappedFile> file) {
     const uint64_t data_start = (c.pos() + g->alignment_ - 1) / g->alignment_ * g->alignment_;
     if (n_tensors > 0 && data_start > file->size()) c.fail("the tensor data section starts past the end of the file");
     g->data_offset_ = size_t(data_start);
-    place_tensors(g->tensors_, offsets, *file, data_start);
+    const uint64_t data_end = place_tensors(g->tensors_, offsets, *file, data_start);
+    if (n_tensors > 0) check_layout(*file, c.pos(), data_start, data_end, g->alignment_);
     return g;
 }
 

@@ -64,6 +64,7 @@ public:
     uint64_t alignment() const { return alignment_; }
     size_t data_offset() const { return data_offset_; }
     const std::string& path() const { return file_->path(); }
+    const MappedFile& file() const { return *file_; }
 
     // Keys in file order.
     const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }

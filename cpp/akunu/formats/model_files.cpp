@@ -3,11 +3,13 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
 
 #include "akunu/core/error.h"
+#include "akunu/formats/json_file.h"
 
 namespace akunu {
 
@@ -26,9 +28,10 @@ bool is_directory(const std::string& p) {
     struct stat st;
     return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
+// A symlink loop counts as present, so that reading it reports the loop.
 bool exists(const std::string& p) {
     struct stat st;
-    return stat(p.c_str(), &st) == 0;
+    return stat(p.c_str(), &st) == 0 || errno == ELOOP;
 }
 std::string dirname_of(const std::string& p) {
     const size_t slash = p.find_last_of('/');
@@ -44,17 +47,6 @@ bool ends_with(const std::string& s, const char* suffix) {
 }
 
 }  // namespace
-
-nlohmann::json read_json_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("cannot open '" + path + "'");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    try {
-        return nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw Error(path + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
-    }
-}
 
 void ModelFiles::load_config(const std::string& config_path, bool required) {
     if (!exists(config_path)) {
@@ -77,6 +69,18 @@ void ModelFiles::load_config(const std::string& config_path, bool required) {
                         std::to_string(mlx_.bits) + " is not one of group_size 32/64/128, bits 2/3/4/6/8");
         format_ = ModelFormat::kMlx;
     }
+}
+
+const MappedFile& ModelFiles::file_of(const TensorInfo& t) const {
+    if (gguf_) return gguf_->file();
+    for (const auto& s : shards_)
+        if (s->path() == t.file) return s->file();
+    throw Error("tensor " + t.name + " is not in a file of " + path_);
+}
+
+void ModelFiles::check_intact() const {
+    if (gguf_) gguf_->file().check_intact();
+    for (const auto& s : shards_) s->file().check_intact();
 }
 
 void ModelFiles::add_safetensors(const std::string& file, const std::vector<std::string>* only) {
@@ -102,7 +106,9 @@ std::shared_ptr<ModelFiles> ModelFiles::open(const std::string& path_in) {
     std::string path = path_in;
     while (path.size() > 1 && path.back() == '/') path.pop_back();
     m->path_ = path;
-    AKUNU_CHECK(exists(path), "'" + path + "' does not exist");
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0)
+        throw Error("'" + path + "' " + (errno == ELOOP ? "is a symlink loop" : "does not exist"));
 
     std::string dir = is_directory(path) ? path : dirname_of(path);
     std::string index_path, single_path;

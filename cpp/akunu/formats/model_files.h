@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "akunu/formats/gguf.h"
+#include "akunu/formats/json_file.h"
 #include "akunu/formats/safetensors.h"
 
 namespace akunu {
@@ -37,6 +38,12 @@ public:
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const TensorInfo* find(const std::string& name) const;
     bool has_weights() const { return !tensors_.empty(); }
+    // The file that holds `t`'s bytes (a tensor of this model).
+    const MappedFile& file_of(const TensorInfo& t) const;
+    // Throws akunu::Error when a file has changed size since it was opened (mapped_file.h).
+    void check_intact() const;
+    // A copy of t's bytes (t.bytes of them), guarded against a file cut while it is read.
+    void read_tensor(const TensorInfo& t, void* dst) const { file_of(t).copy_out(t.data, dst, t.bytes); }
 
     const GgufFile* gguf() const { return gguf_.get(); }  // GGUF only
     const nlohmann::json* hf_config() const { return config_ ? &*config_ : nullptr; }  // HF/MLX only
@@ -55,8 +62,5 @@ private:
     std::vector<TensorInfo> tensors_;
     std::map<std::string, size_t> index_;
 };
-
-// Reads a small JSON file; errors name the file and the parse position.
-nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace akunu

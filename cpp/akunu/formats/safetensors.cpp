@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "akunu/core/error.h"
+#include "akunu/formats/json_file.h"
 
 namespace akunu {
 
@@ -38,8 +39,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(std::shared_ptr<MappedFil
         fail(path, "header length " + std::to_string(header_len) + " does not fit the file of " +
                        std::to_string(file->size()) + " bytes");
     const char* text = reinterpret_cast<const char*>(file->data() + 8);
-    nlohmann::json header = nlohmann::json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
-    if (header.is_discarded()) fail(path, "the header is not valid JSON");
+    const nlohmann::json header = parse_json(std::string_view(text, header_len), path + ": the header");
     if (!header.is_object()) fail(path, "the header is not a JSON object");
 
     auto st = std::make_shared<SafetensorsFile>();

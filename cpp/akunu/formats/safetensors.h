@@ -19,6 +19,7 @@ public:
     static std::shared_ptr<SafetensorsFile> open(std::shared_ptr<MappedFile> file);
 
     const std::string& path() const { return file_->path(); }
+    const MappedFile& file() const { return *file_; }
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }  // "__metadata__"
 

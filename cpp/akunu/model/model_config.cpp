@@ -2,6 +2,7 @@
 #include "akunu/model/model_config.h"
 
 #include <cmath>
+#include <utility>
 
 #include "akunu/core/error.h"
 
@@ -41,6 +42,23 @@ void derive(ModelConfig& c) {
         c.head_dim = c.dim / c.n_heads;
     }
     in_range(c.head_dim, 4096, "head_dim");
+    // Every number the file gives is finite, whichever key and format it came from (a NaN
+    // rope base of gemma3's sliding layers made every logit NaN).
+    const std::pair<const char*, float> numbers[] = {
+        {"norm epsilon", c.norm_eps},
+        {"rope theta", c.rope_theta},
+        {"rope theta of sliding layers (rope.freq_base_swa / rope_local_base_freq)", c.rope_theta_local},
+        {"rope scaling factor", c.rope_factor},
+        {"rope low_freq_factor", c.rope_low_freq_factor},
+        {"rope high_freq_factor", c.rope_high_freq_factor},
+        {"attention soft-capping", c.attn_softcap},
+        {"final soft-capping", c.final_softcap},
+        {"query_pre_attn_scalar", c.query_pre_attn_scalar}};
+    for (const auto& [key, value] : numbers)
+        AKUNU_CHECK(std::isfinite(value),
+                    c.source + ": " + key + " = " + std::to_string(value) + " is not a finite number");
+    AKUNU_CHECK(c.rope_theta_local >= 0, c.source + ": rope theta of sliding layers must be positive (0: rope theta)");
+    AKUNU_CHECK(c.query_pre_attn_scalar >= 0, c.source + ": query_pre_attn_scalar must be positive (0: head_dim)");
     AKUNU_CHECK(arch.rope_hf == RopeStyle::kNone || c.head_dim % 2 == 0,
                 c.source + ": head_dim " + std::to_string(c.head_dim) + " must be even for RoPE");
     AKUNU_CHECK(c.norm_eps > 0 && c.norm_eps < 1,
@@ -69,8 +87,6 @@ void derive(ModelConfig& c) {
     // and llama.cpp); one it gives as null or 0 is off.
     if (c.attn_softcap < 0) c.attn_softcap = arch.default_attn_softcap;
     if (c.final_softcap < 0) c.final_softcap = arch.default_final_softcap;
-    AKUNU_CHECK(std::isfinite(c.attn_softcap) && std::isfinite(c.final_softcap),
-                c.source + ": soft-capping values must be finite numbers");
 
     // Sliding layers: an explicit per-layer list wins; otherwise the arch's pattern, when the
     // model has a window at all.

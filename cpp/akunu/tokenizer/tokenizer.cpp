@@ -13,6 +13,17 @@ Tokenizer::Tokenizer(Parts parts) : p_(std::move(parts)) {
     int max_id = -1;
     for (const auto& [tok, id] : p_.model->vocab()) max_id = std::max(max_id, id);
     for (const auto& a : p_.added) max_id = std::max(max_id, a.id);
+    // Ids index dense tables: one far past the entries would cost memory out of all proportion
+    // to the file (one id of 2^24 took hundreds of MB). Real vocabularies are dense.
+    const size_t entries = p_.model->vocab().size() + p_.added.size();
+    AKUNU_CHECK(max_id < 0 || size_t(max_id) < 2 * entries + 1024,
+                p_.source + ": token id " + std::to_string(max_id) + " is far past the vocabulary's " +
+                    std::to_string(entries) + " entries (ids must be below twice the entry count + 1024)");
+    for (const auto* ids : {&p_.special_template.prefix, &p_.special_template.suffix})
+        for (int id : *ids)
+            AKUNU_CHECK(id >= 0 && id <= max_id, p_.source + ": the post-processor's token id " + std::to_string(id) +
+                                                     " is outside the vocabulary (0 to " + std::to_string(max_id) +
+                                                     ")");
     id_to_token_.assign(size_t(max_id + 1), std::string());
     added_index_.assign(size_t(max_id + 1), -1);
     for (const auto& [tok, id] : p_.model->vocab()) id_to_token_[size_t(id)] = tok;

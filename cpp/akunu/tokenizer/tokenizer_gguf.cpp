@@ -5,6 +5,8 @@
 // "llama" is SentencePiece-style BPE with byte fallback, whose merge order is the vocabulary's
 // scores (higher first), as llama.cpp's SPM tokenizer applies it.
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 
 #include "akunu/core/error.h"
 #include "akunu/formats/gguf.h"
@@ -68,13 +70,16 @@ std::unique_ptr<SubwordModel> bert_wordpiece(const GgufFile& g, const std::vecto
         if (int(i) == unk) unk_token = hf;
         vocab.emplace(std::move(hf), int(i));
     }
-    // The converter stores [CLS] as BOS and [SEP] as EOS and as the separator (llama.cpp's spelling).
-    const int cls = integer_or(g, "tokenizer.ggml.bos_token_id", -1);
+    // The converter stores [CLS] as BOS and [SEP] as EOS and as the separator (llama.cpp's
+    // spelling); llama.cpp's own BERT files may carry only cls_token_id and seperator_token_id.
+    const int cls = integer_or(g, "tokenizer.ggml.cls_token_id", integer_or(g, "tokenizer.ggml.bos_token_id", -1));
     const int sep =
         integer_or(g, "tokenizer.ggml.seperator_token_id", integer_or(g, "tokenizer.ggml.eos_token_id", -1));
-    for (const auto& [key, id] : {std::pair{"bos_token_id", cls}, std::pair{"seperator_token_id", sep}})
+    for (const auto& [key, id] :
+         {std::pair{"cls_token_id (or bos_token_id)", cls}, std::pair{"seperator_token_id (or eos_token_id)", sep}})
         AKUNU_CHECK(id >= 0 && id < int(tokens.size()),
                     g.path() + ": metadata key tokenizer.ggml." + key + " is missing or outside the vocabulary");
+
     p.special_template = {{cls}, {sep}};
     p.normalizer.push_back({NormalizerStep::kBert});
     p.pre_tokenizer.push_back({PreTokenizerStep::kBert});
@@ -112,6 +117,10 @@ void gpt2_bpe(const GgufFile& g, Tokenizer::Parts& p, BpeOptions& o,
     p.decoder.push_back({DecoderStep::kByteLevel});
 }
 
+// SentencePiece pieces are short (sentencepiece's default max_piece_length is 16 characters);
+// each cut of a token is looked up, so a token of L bytes costs O(L^2) to load.
+constexpr size_t kMaxSpmTokenBytes = 512;
+
 // SentencePiece BPE: a pair merges when the joined string is a token; higher score first.
 void llama_spm(const GgufFile& g, const std::vector<std::string>& tokens, const std::vector<int>& types,
                const std::unordered_map<std::string, int>& vocab, Tokenizer::Parts& p, BpeOptions& o,
@@ -124,15 +133,22 @@ void llama_spm(const GgufFile& g, const std::vector<std::string>& tokens, const 
         double score;
         std::string a, b;
     };
+    std::unordered_set<std::string_view> known;  // views of the vocabulary: lookups copy nothing
+    known.reserve(vocab.size());
+    for (const auto& [token, id] : vocab) known.insert(token);
     std::vector<Cand> cands;
     for (size_t i = 0; i < tokens.size(); ++i) {
         if (types[i] != kNormal) continue;
-        const std::string& t = tokens[i];
+        const std::string_view t = tokens[i];
+        AKUNU_CHECK(t.size() <= kMaxSpmTokenBytes, g.path() + ": tokenizer.ggml.tokens[" + std::to_string(i) + "] is " +
+                                                       std::to_string(t.size()) +
+                                                       " bytes long; akunu reads SentencePiece tokens of up to " +
+                                                       std::to_string(kMaxSpmTokenBytes) + " bytes");
         for (size_t cut = 1; cut < t.size(); ++cut) {
             if ((uint8_t(t[cut]) & 0xC0) == 0x80) continue;  // only at character boundaries
-            auto a = vocab.find(t.substr(0, cut)), b = vocab.find(t.substr(cut));
-            if (a != vocab.end() && b != vocab.end())
-                cands.push_back({scores[i].as_double("scores"), a->first, b->first});
+            if (known.count(t.substr(0, cut)) && known.count(t.substr(cut)))
+                cands.push_back(
+                    {scores[i].as_double("scores"), std::string(t.substr(0, cut)), std::string(t.substr(cut))});
         }
     }
     std::stable_sort(cands.begin(), cands.end(), [](const Cand& x, const Cand& y) { return x.score > y.score; });
@@ -197,6 +213,10 @@ std::shared_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
 
     p.bos_id = integer_or(g, "tokenizer.ggml.bos_token_id", -1);
     p.eos_id = integer_or(g, "tokenizer.ggml.eos_token_id", -1);
+    if (model == "bert") {  // [CLS] and [SEP], wherever the file keeps them
+        if (p.bos_id < 0) p.bos_id = p.special_template.prefix.front();
+        if (p.eos_id < 0) p.eos_id = p.special_template.suffix.front();
+    }
     for (int id : {p.bos_id, p.eos_id})
         AKUNU_CHECK(id < int(tokens.size()),
                     g.path() + ": BOS/EOS id " + std::to_string(id) + " is outside the vocabulary");

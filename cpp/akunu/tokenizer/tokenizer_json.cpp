@@ -230,15 +230,17 @@ void read_post_processor(const Reader& r, const json& j, const std::string& fiel
             if (!specials.contains(name) || !specials[name].contains("ids") || !specials[name]["ids"].is_array())
                 r.fail(field + ".special_tokens", "no ids for '" + name + "'");
             for (const json& id : specials[name]["ids"]) {
-                if (!id.is_number_integer()) r.fail(field + ".special_tokens." + name, "ids must be integers");
-                (after ? t.suffix : t.prefix).push_back(id.get<int>());
+                if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 24))
+                    r.fail(field + ".special_tokens." + name, "ids must be token ids in [0, 2^24]");
+                (after ? t.suffix : t.prefix).push_back(int(id.get<int64_t>()));
             }
         }
     } else if (type == "BertProcessing") {  // {"cls": ["[CLS]", 101], "sep": ["[SEP]", 102]}
         for (const char* key : {"cls", "sep"}) {
-            if (!j.contains(key) || !j[key].is_array() || j[key].size() != 2 || !j[key][1].is_number_integer())
-                r.fail(field + "." + key, "expected [token, id]");
-            (key[0] == 'c' ? t.prefix : t.suffix).push_back(j[key][1].get<int>());
+            if (!j.contains(key) || !j[key].is_array() || j[key].size() != 2 || !j[key][1].is_number_integer() ||
+                j[key][1].get<int64_t>() < 0 || j[key][1].get<int64_t>() > (1 << 24))
+                r.fail(field + "." + key, "expected [token, id] with an id in [0, 2^24]");
+            (key[0] == 'c' ? t.prefix : t.suffix).push_back(int(j[key][1].get<int64_t>()));
         }
     } else {
         r.fail(field + ".type", "post-processor '" + type +

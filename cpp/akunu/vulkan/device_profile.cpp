@@ -202,6 +202,15 @@ DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning
         p.heaps.push_back(heap);
     }
     if (p.device_local_bytes == 0) p.unified_memory = false;
+    if (has(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
+        VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{
+            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+        VkPhysicalDeviceMemoryProperties2 mem2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, &budget};
+        vkGetPhysicalDeviceMemoryProperties2(device, &mem2);
+        for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
+            if (mem.memoryHeaps[h].size == p.device_local_bytes && budget.heapBudget[h] > budget.heapUsage[h])
+                p.available_bytes = std::max(p.available_bytes, budget.heapBudget[h] - budget.heapUsage[h]);
+    }
     return p;
 }
 

@@ -134,6 +134,10 @@ struct DeviceProfile {
     uint64_t device_local_bytes = 0;  // the largest device-local heap
     uint64_t host_visible_device_bytes = 0;  // device-local memory the CPU can map (ReBAR/UMA)
     bool unified_memory = false;  // every device-local heap is also host-visible
+    // What the largest device-local heap can still take when the profile was read: its
+    // VK_EXT_memory_budget budget less its usage, or the host's available memory on the CPU
+    // backend; 0 where the device does not say. The memory plan fits against this.
+    uint64_t available_bytes = 0;
 
     Tuning tuning;  // what the device was created with (core/tuning.h)
 

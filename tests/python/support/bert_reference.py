@@ -58,16 +58,20 @@ def phantom_vocab(tok) -> tuple[list[str], list[int]]:
     return tokens, types
 
 
-def add_bert_vocab(writer, tok) -> None:
+def add_bert_vocab(writer, tok, cls_keys: bool = False) -> None:
     """Tokenizer metadata as the converter writes it for BERT ([CLS] as BOS, [SEP] as EOS and
-    separator, both added)."""
+    separator, both added); cls_keys: as llama.cpp's own BERT files, with cls_token_id and
+    seperator_token_id but no BOS or EOS."""
     tokens, types = phantom_vocab(tok)
     writer.add_tokenizer_model("bert")
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     writer.add_unk_token_id(tok.token_to_id("[UNK]"))
-    writer.add_bos_token_id(tok.token_to_id("[CLS]"))
-    writer.add_eos_token_id(tok.token_to_id("[SEP]"))
+    if cls_keys:
+        writer.add_uint32("tokenizer.ggml.cls_token_id", tok.token_to_id("[CLS]"))
+    else:
+        writer.add_bos_token_id(tok.token_to_id("[CLS]"))
+        writer.add_eos_token_id(tok.token_to_id("[SEP]"))
     writer.add_sep_token_id(tok.token_to_id("[SEP]"))
     writer.add_pad_token_id(tok.token_to_id("[PAD]"))
     writer.add_mask_token_id(tok.token_to_id("[MASK]"))
@@ -94,8 +98,9 @@ def tiny_bert(tmp_path: pathlib.Path, tok, hidden=96, layers=3, heads=3, interme
     return model
 
 
-def write_gguf(path: pathlib.Path, model, tok) -> None:
-    """The model as llama.cpp's converter writes it: arch "bert", the BertModel tensor map, f32."""
+def write_gguf(path: pathlib.Path, model, tok, cls_keys: bool = False) -> None:
+    """The model as llama.cpp's converter writes it: arch "bert", the BertModel tensor map, f32
+    (cls_keys: the vocabulary's specials as add_bert_vocab says)."""
     import gguf
 
     c = model.config
@@ -109,7 +114,7 @@ def write_gguf(path: pathlib.Path, model, tok) -> None:
     w.add_causal_attention(False)
     w.add_pooling_type(gguf.PoolingType.MEAN)
     w.add_token_type_count(c.type_vocab_size)
-    add_bert_vocab(w, tok)
+    add_bert_vocab(w, tok, cls_keys)
     names = {
         "embeddings.word_embeddings.weight": "token_embd.weight",
         "embeddings.position_embeddings.weight": "position_embd.weight",

@@ -42,13 +42,17 @@ def gguf(kvs: list[bytes], infos: list[bytes], data: bytes = b"", version: int =
     return body + b"\0" * pad + data
 
 
-def tiny_llama_gguf(dim=32, layers=1, heads=2, kv_heads=1, ffn=48, vocab=16) -> bytes:
-    """A valid llama GGUF with F32 weights (ggml ne order: [in, out])."""
+def tiny_llama_gguf(dim=32, layers=1, heads=2, kv_heads=1, ffn=48, vocab=16, extra: list[bytes] = (),
+                    fill: dict | None = None) -> bytes:
+    """A valid llama GGUF with F32 weights (ggml ne order: [in, out]), plus `extra` key/values;
+    `fill` {tensor name: value} sets every element of those tensors."""
     hd = dim // heads
     kvs = [kv("general.architecture", STR, "llama"), kv("llama.block_count", U32, layers),
            kv("llama.embedding_length", U32, dim), kv("llama.attention.head_count", U32, heads),
            kv("llama.attention.head_count_kv", U32, kv_heads), kv("llama.feed_forward_length", U32, ffn),
            kv("llama.context_length", U32, 128), kv("llama.attention.layer_norm_rms_epsilon", F32, 1e-5)]
+    keys = {k[8:8 + int.from_bytes(k[:8], "little")] for k in extra}
+    kvs = [k for k in kvs if k[8:8 + int.from_bytes(k[:8], "little")] not in keys] + list(extra)
     shapes = {"token_embd.weight": [dim, vocab], "output_norm.weight": [dim]}
     for i in range(layers):
         shapes |= {f"blk.{i}.attn_norm.weight": [dim], f"blk.{i}.attn_q.weight": [dim, heads * hd],
@@ -60,6 +64,9 @@ def tiny_llama_gguf(dim=32, layers=1, heads=2, kv_heads=1, ffn=48, vocab=16) -> 
     rng = np.random.default_rng(0)
     for name, ne in shapes.items():
         infos.append(tensor_info(name, ne, 0, len(data)))
-        blob = rng.standard_normal(int(np.prod(ne))).astype(np.float32).tobytes()
+        values = rng.standard_normal(int(np.prod(ne))).astype(np.float32)
+        if fill and name in fill:
+            values[:] = fill[name]
+        blob = values.tobytes()
         data += blob + b"\0" * ((-len(blob)) % 32)
     return gguf(kvs, infos, data)

@@ -84,7 +84,7 @@ def cases() -> list[tuple[str, object, str]]:
         ("shape_mismatch", VALID.replace(struct.pack("<QQ", 32, 16), struct.pack("<QQ", 16, 32), 1),
          "token_embd.weight: expected \\[32, 32\\] F32, found \\[32, 16\\]"),
         ("st_header_past_eof", struct.pack("<Q", 10_000) + b"{}", "header length 10000 does not fit"),
-        ("st_bad_json", struct.pack("<Q", 5) + b"{nope", "not valid JSON"),
+        ("st_bad_json", struct.pack("<Q", 5) + b"{nope", "invalid JSON"),
         ("st_header_not_object", _st_header([1, 2]), "not a JSON object"),
         ("st_unknown_dtype", _st_header({"a": {"dtype": "F8_E4M3", "shape": [4], "data_offsets": [0, 4]}}, b"\0" * 4),
          "unsupported dtype F8_E4M3 in tensor a"),
