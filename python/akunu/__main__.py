@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
+import warnings
 
 import numpy as np
 
@@ -18,7 +20,10 @@ def _info(akunu, args) -> int:
 
     if args.command in ("info", "devices"):
         for d in akunu.devices():
-            print(f"[{d['index']}] {d['description']}\n")
+            print(f"[{d['index']}] {d['kind']}\n{d['description']}\n")
+        chosen = akunu.find_device(args.device)
+        why = textwrap.fill(chosen["reason"], 100, initial_indent="  why: ", subsequent_indent="       ")
+        print(f"device: [{chosen['index']}] {chosen['name']} ({chosen['kind']})\n{why}\n")
     if args.command in ("info", "selfcheck"):
         dev = akunu.Device(args.device)
         print(f"kernel self-check on {dev.name}")
@@ -173,7 +178,8 @@ def _kv_quality(akunu, args) -> int:
     else:
         ids = kv_quality.python_corpus(tok, args.tokens, tok.bos_id, tok.eos_id)
     print(f"kv-quality: {len(ids):,} tokens, kv_dtype {', '.join(args.kv_dtype)}")
-    rows = kv_quality.measure(args.model, ids, args.kv_dtype, context=args.context, progress=args.progress)
+    rows = kv_quality.measure(args.model, ids, args.kv_dtype, context=args.context, progress=args.progress,
+                              device=args.device or None)
     print(kv_quality.markdown(rows, len(ids)))
     return 0
 
@@ -227,11 +233,17 @@ def _sampler(akunu, args):
     return akunu.Sampler(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
 
 
+_DEVICE_HELP = ("device index, part of its name, 'vulkan' or 'cpu' (default: AKUNU_DEVICE, else a GPU, else akunu's "
+                "CPU backend; `akunu devices` says why)")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from akunu import __version__
+
     parser = argparse.ArgumentParser(prog="akunu", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="",
-                        help="device index, part of its name, 'vulkan' or 'cpu' (default: AKUNU_DEVICE or best)")
+    parser.add_argument("--version", action="version", version=f"akunu {__version__}")
+    parser.add_argument("--device", default="", help=_DEVICE_HELP)
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     parser.add_argument("--offline", action="store_true", help="main job: use the shipped model, never PyPI")
     parser.add_argument("--prompt", default=None, help="main job: the question (or code) to answer")
@@ -291,7 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4"],
                    help="formats to compare")
     p.add_argument("--context", type=int, default=None, help="tokens per scoring window (default: the model's)")
-    p.add_argument("--progress", action="store_true")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar (default: on a terminal)")
     p.set_defaults(run=_kv_quality)
     p = sub.add_parser("tokenizer-bench", help="encode speed of a tokenizer")
     p.add_argument("path", help="tokenizer.json, model directory or GGUF")
@@ -317,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     p.set_defaults(run=_bench)
+    for p in sub.choices.values():  # --device after the command too: given there, it wins
+        p.add_argument("--device", default=argparse.SUPPRESS, help=_DEVICE_HELP)
     return parser
 
 
@@ -327,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         args.command, args.run = "main", _main_job
     import akunu
 
+    # Warnings (a clipped context) as one line each, like the errors.
+    warnings.formatwarning = lambda message, *_args, **_kw: f"akunu: warning: {message}\n"
     try:
         return args.run(akunu, args)
     except (akunu.Error, OSError, KeyError, ValueError) as e:
