@@ -13,7 +13,7 @@ slang=$(ls "$root"/.slang/*.so 2>/dev/null | head -1 || true)
 echo "== wheel: build and repair"
 .venv/bin/python -m pip wheel -q --no-build-isolation --no-deps -w "$work/raw" . \
     -Ccmake.define.AKUNU_BUILD_TESTS=ON -Cbuild-dir=build/dev ${slang:+"-Ccmake.define.AKUNU_SLANG_GLSLANG=$slang"}
-.venv/bin/auditwheel repair -q -w "$work/wheelhouse" "$work"/raw/akunu-*.whl
+PATH="$root/.venv/bin:$PATH" .venv/bin/python -m auditwheel repair -w "$work/wheelhouse" "$work"/raw/akunu-*.whl
 wheel=$(ls "$work"/wheelhouse/akunu-*.whl)
 echo "$(basename "$wheel")"
 case "$wheel" in *manylinux*) ;; *) echo "not a manylinux wheel: $wheel" >&2; exit 1 ;; esac

@@ -233,6 +233,7 @@ def _sampler(akunu, args):
     return akunu.Sampler(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
 
 
+_CONTEXT_HELP = "default: 4096, or the model's trained length if shorter"
 _DEVICE_HELP = ("device index, part of its name, 'vulkan' or 'cpu' (default: AKUNU_DEVICE, else a GPU, else akunu's "
                 "CPU backend; `akunu devices` says why)")
 
@@ -270,13 +271,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("prompt")
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--context", type=int, default=None, help=_CONTEXT_HELP)
     p.add_argument("--chat", action="store_true", help="wrap PROMPT in the model's chat template")
     _add_sampling_args(p)
     p.set_defaults(run=_generate)
     p = sub.add_parser("chat", help="interactive chat with MODEL's chat template")
     p.add_argument("model")
-    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--context", type=int, default=None, help=_CONTEXT_HELP)
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--system", default=None, help="a system message")
     _add_sampling_args(p)
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("perplexity", help="perplexity of MODEL on a text FILE")
     p.add_argument("model")
     p.add_argument("file")
-    p.add_argument("--context", type=int, default=2048, help="tokens per scoring window")
+    p.add_argument("--context", type=int, default=None, help="tokens per scoring window; " + _CONTEXT_HELP)
     p.set_defaults(run=_perplexity)
     p = sub.add_parser("kv-quality", help="perplexity and KL divergence of each KV-cache format against f16")
     p.add_argument("model")
