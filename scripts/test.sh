@@ -10,5 +10,7 @@ echo "== C++ tests (ctest)"
 .venv/bin/ctest --test-dir build/dev --output-on-failure -j 2
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest -q tests/python "$@"
+echo "== the wheel, repaired and installed outside the checkout"
+bash scripts/wheel_check.sh
 echo "== parsers under AddressSanitizer and libFuzzer"
 bash scripts/fuzz.sh

@@ -133,6 +133,7 @@ void init_config(py::module_& m) {
             std::optional<DeviceInfo> info;
             if (device) info = find_device(*device, tuning_text(tuning));
             o.weight_tiles = info ? info->profile.weight_tiles : WeightTiles::kNone;
+            if (info) o.device = info->profile;
             MemoryPlan p = plan_memory(c, files.get(), o);
             if (info) p = with_prefill_dequant(p, files.get(), info->profile.prefill_dequant_rows);
             py::dict d;

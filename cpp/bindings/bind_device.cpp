@@ -86,22 +86,40 @@ static py::dict profile_dict(const DeviceProfile& p) {
     return d;
 }
 
+// An entry of devices(): the profile plus where it sits in the list and what kind it is.
+static py::dict info_dict(const DeviceInfo& info) {
+    py::dict d = profile_dict(info.profile);
+    d["index"] = info.index;
+    d["backend"] = backend_name(info.backend);
+    d["kind"] = device_kind(info.backend, info.profile);
+    return d;
+}
+
 DeviceClass init_device(py::module_& m) {
     m.def(
         "devices",
         [] {
             py::list out;
-            for (const auto& info : list_devices()) {
-                py::dict d = profile_dict(info.profile);
-                d["index"] = info.index;
-                d["backend"] = backend_name(info.backend);
-                out.append(d);
-            }
+            for (const auto& info : list_devices()) out.append(info_dict(info));
             return out;
         },
         "Every usable Vulkan device, most preferred first, then akunu's CPU backend (always the last\n"
         "entry), as dicts of the profile plus 'index' (what Device(), Model(device=...) and\n"
-        "AKUNU_DEVICE take) and 'backend' ('vulkan' or 'cpu').");
+        "AKUNU_DEVICE take), 'backend' ('vulkan' or 'cpu') and 'kind' (\"discrete GPU (Vulkan)\",\n"
+        "\"lavapipe (Vulkan on CPU)\", \"akunu CPU backend\", ...). find_device() says which one is the default.");
+    m.def(
+        "find_device",
+        [](const std::string& selector) {
+            const DeviceInfo info = find_device(selector);
+            py::dict d = info_dict(info);
+            d["reason"] = info.reason;
+            return d;
+        },
+        py::arg("selector") = "",
+        "The entry of devices() that Device(selector) would open, without opening it, plus 'reason': why\n"
+        "it is chosen. '' gives the default: AKUNU_DEVICE if set, else the most preferred Vulkan GPU,\n"
+        "else akunu's CPU backend (Vulkan drivers that run on the CPU, such as lavapipe, are chosen only\n"
+        "by name: they run the same kernels far slower than the CPU backend).");
 
     DeviceClass device_class(m, "Device");
     device_class
@@ -110,7 +128,7 @@ DeviceClass init_device(py::module_& m) {
              }),
              py::arg("selector") = "", py::arg("tuning") = py::none(),
              "selector: an index into devices(), part of a device name, 'vulkan' or 'cpu'; '' means AKUNU_DEVICE or "
-             "the best.\n"
+             "the default (find_device()).\n"
              "tuning: a dict or \"key=value,...\" over AKUNU_TUNE (docs/configuration.md)")
         .def(py::init([](int index, const py::object& tuning) {
                  AKUNU_CHECK(index >= 0, "device index must be >= 0, got " + std::to_string(index));
@@ -131,6 +149,10 @@ DeviceClass init_device(py::module_& m) {
         .def_property_readonly(
             "backend", [](const Device& d) { return backend_name(d.backend()); },
             "'vulkan', or 'cpu' for akunu's native CPU backend")
+        .def_property_readonly(
+            "kind", [](const Device& d) { return device_kind(d.backend(), d.profile()); },
+            "What kind of device it is, as devices() names it: \"lavapipe (Vulkan on CPU)\", \"akunu CPU backend\", "
+            "...")
         .def_property_readonly("allocated_bytes", &Device::allocated_bytes)
         .def_property_readonly("live_buffers", &Device::live_buffers)
         .def_property_readonly("allocations_total", &Device::allocations_total)

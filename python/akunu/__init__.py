@@ -25,6 +25,7 @@ from akunu._akunu import (  # noqa: E402
     arch_table,
     clear_validation_messages,
     devices,
+    find_device,
     kernel_names,
     open_model,
     supported_architectures,
@@ -32,6 +33,7 @@ from akunu._akunu import (  # noqa: E402
     validation_messages,
 )
 from akunu._device import upload  # noqa: E402
+from akunu._inputs import ContextWarning  # noqa: E402
 from akunu.encoder import Encoder  # noqa: E402
 from akunu.model import Model, _is_encoder, dequantize_kv, kernel_statistics_table, profile_table  # noqa: E402
 from akunu.plan import MemoryPlan, load_config, plan  # noqa: E402
@@ -39,6 +41,7 @@ from akunu.sampling import Generation, Piece, Sampler, Stream  # noqa: E402
 from akunu.tokenizer import StreamDecoder, Tokenizer  # noqa: E402
 
 Device.upload = upload  # type: ignore[attr-defined]
+Error.__module__ = "akunu"  # tracebacks say akunu.Error, the name users catch
 open = open_model  # akunu.open(path): inspect a model file without loading it  # noqa: A001
 
 
@@ -75,8 +78,10 @@ __all__ = [
     "CommandList",
     "Device",
     "Error",
+    "ContextWarning",
     "clear_validation_messages",
     "devices",
+    "find_device",
     "kernel_names",
     "open",
     "open_model",

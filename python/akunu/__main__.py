@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
+import warnings
 
 import numpy as np
 
@@ -18,7 +20,10 @@ def _info(akunu, args) -> int:
 
     if args.command in ("info", "devices"):
         for d in akunu.devices():
-            print(f"[{d['index']}] {d['description']}\n")
+            print(f"[{d['index']}] {d['kind']}\n{d['description']}\n")
+        chosen = akunu.find_device(args.device)
+        why = textwrap.fill(chosen["reason"], 100, initial_indent="  why: ", subsequent_indent="       ")
+        print(f"device: [{chosen['index']}] {chosen['name']} ({chosen['kind']})\n{why}\n")
     if args.command in ("info", "selfcheck"):
         dev = akunu.Device(args.device)
         print(f"kernel self-check on {dev.name}")
@@ -177,7 +182,8 @@ def _kv_quality(akunu, args) -> int:
     else:
         ids = kv_quality.python_corpus(tok, args.tokens, tok.bos_id, tok.eos_id)
     print(f"kv-quality: {len(ids):,} tokens, kv_dtype {', '.join(args.kv_dtype)}")
-    rows = kv_quality.measure(args.model, ids, args.kv_dtype, context=args.context, progress=args.progress)
+    rows = kv_quality.measure(args.model, ids, args.kv_dtype, context=args.context, progress=args.progress,
+                              device=args.device or None)
     print(kv_quality.markdown(rows, len(ids)))
     return 0
 
@@ -255,11 +261,18 @@ def _sampler(akunu, args):
     return akunu.Sampler(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
 
 
+_CONTEXT_HELP = "default: 4096, or the model's trained length if shorter"
+_DEVICE_HELP = ("device index, part of its name, 'vulkan' or 'cpu' (default: AKUNU_DEVICE, else a GPU, else akunu's "
+                "CPU backend; `akunu devices` says why)")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from akunu import __version__
+
     parser = argparse.ArgumentParser(prog="akunu", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="",
-                        help="device index, part of its name, 'vulkan' or 'cpu' (default: AKUNU_DEVICE or best)")
+    parser.add_argument("--version", action="version", version=f"akunu {__version__}")
+    parser.add_argument("--device", default="", help=_DEVICE_HELP)
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     parser.add_argument("--offline", action="store_true", help="main job: use the shipped model, never PyPI")
     parser.add_argument("--prompt", default=None, help="main job: the question (or code) to answer")
@@ -286,13 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("prompt")
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--context", type=int, default=None, help=_CONTEXT_HELP)
     p.add_argument("--chat", action="store_true", help="wrap PROMPT in the model's chat template")
     _add_sampling_args(p)
     p.set_defaults(run=_generate)
     p = sub.add_parser("chat", help="interactive chat with MODEL's chat template")
     p.add_argument("model")
-    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--context", type=int, default=None, help=_CONTEXT_HELP)
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--system", default=None, help="a system message")
     p.add_argument("--chat-template", default=None, help="a Jinja2 chat template file instead of the model's own")
@@ -326,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("perplexity", help="perplexity of MODEL on a text FILE")
     p.add_argument("model")
     p.add_argument("file")
-    p.add_argument("--context", type=int, default=2048, help="tokens per scoring window")
+    p.add_argument("--context", type=int, default=None, help="tokens per scoring window; " + _CONTEXT_HELP)
     p.set_defaults(run=_perplexity)
     p = sub.add_parser("kv-quality", help="perplexity and KL divergence of each KV-cache format against f16")
     p.add_argument("model")
@@ -335,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4"],
                    help="formats to compare")
     p.add_argument("--context", type=int, default=None, help="tokens per scoring window (default: the model's)")
-    p.add_argument("--progress", action="store_true")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar (default: on a terminal)")
     p.set_defaults(run=_kv_quality)
     p = sub.add_parser("tokenizer-bench", help="encode speed of a tokenizer")
     p.add_argument("path", help="tokenizer.json, model directory or GGUF")
@@ -361,6 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     p.set_defaults(run=_bench)
+    for p in sub.choices.values():  # --device after the command too: given there, it wins
+        p.add_argument("--device", default=argparse.SUPPRESS, help=_DEVICE_HELP)
     return parser
 
 
@@ -371,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         args.command, args.run = "main", _main_job
     import akunu
 
+    # Warnings (a clipped context) as one line each, like the errors.
+    warnings.formatwarning = lambda message, *_args, **_kw: f"akunu: warning: {message}\n"
     try:
         return args.run(akunu, args)
     except (akunu.Error, OSError, KeyError, ValueError) as e:

@@ -20,12 +20,15 @@ import gc
 import json
 import statistics
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from akunu import kernel_bench
+from akunu import _progress, kernel_bench
+from akunu._inputs import ContextWarning
 from akunu.model import Model
+from akunu.plan import load_config
 
 
 def copy_bandwidth(device) -> float:
@@ -93,20 +96,32 @@ def _decode(e, tokens: int, chained: bool) -> None:
 
 
 def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int = 128, deep: int = 4096,
-        runs: int = 3, device=None, chain: int = 0, kv_alloc: str = "full", kv_ring: bool = False) -> Result:
+        runs: int = 3, device=None, chain: int = 0, kv_alloc: str = "full", kv_ring: bool = False,
+        step=lambda what: None) -> Result:
+    """Measures one file; step(what) is called as each of STEPS begins."""
     rng = np.random.default_rng(0)
+    # The prompts fit the context the model was trained for (4096 for llama2), and the deep run
+    # leaves room for its decode; a length cut to fit says so (ContextWarning), and the table
+    # shows the lengths measured.
+    trained = load_config(path).max_context
+    context = min(max(pp, ttft, deep + 2 * tg + 64), trained)
+    asked = {"pp": pp, "ttft": ttft, "deep-context": deep}
+    pp, ttft, deep = min(pp, context), min(ttft, context), min(deep, context - 2 * tg - 64)
+    cut = [f"--{name} {n} -> {got}" for (name, n), got in zip(asked.items(), (pp, ttft, deep)) if got < n]
+    if cut:
+        warnings.warn(f"{path} was trained for {trained} positions: {', '.join(cut)}", ContextWarning, stacklevel=2)
+    if deep < 1:
+        raise ValueError(f"{path}: {trained} positions leave no room for --tokens {tg} after a prompt; "
+                         "ask for fewer --tokens")
 
     def load():
-        return Model(path, context=max(pp, ttft, deep) + 2 * tg + 64, device=device, progress=False, chain=chain,
-                     kv_alloc=kv_alloc, kv_ring=kv_ring)
+        return Model(path, context=context, device=device, progress=False, chain=chain, kv_alloc=kv_alloc,
+                     kv_ring=kv_ring)
+    step("load")
     t0 = time.perf_counter()
     m = load()
     load_first = time.perf_counter() - t0
     e, c = m._engine, m.config
-    # The context is clipped to what the model was trained for (4096 for llama2): the deep run
-    # then starts lower, so that its decode still fits.
-    room = m.context - 2 * tg - 64
-    pp, ttft, deep = min(pp, room), min(ttft, room), min(deep, room)
     vocab = c.vocab_size
     ids = lambda n: rng.integers(0, vocab, n).tolist()  # noqa: E731
 
@@ -120,13 +135,18 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
             return t
         return _median(once, runs)
 
+    step(f"pp{pp}")
     pp_s = prefill(pp)
+    step(f"ttft {ttft}")
     ttft_s = prefill(ttft)
     e.reset()
     e.eval(ids(16))
     tokens = max(e.chain, tg // max(e.chain, 1) * max(e.chain, 1))
+    step("decode")
     tg_s = _median(lambda: _timed(lambda: _decode(e, tokens, True)), runs)
+    step("decode, 1 submit/token")
     single_s = _median(lambda: _timed(lambda: _decode(e, tokens, False)), runs)
+    step(f"decode after {deep}")
     e.reset()
     e.eval(ids(deep))
     deep_s = _median(lambda: _timed(lambda: _decode(e, tokens, True)), runs)
@@ -137,6 +157,7 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
     # The warm load, with the first model's memory released before it.
     m = e = None  # the first model is released before the warm load
     gc.collect()
+    step("warm load")
     t0 = time.perf_counter()
     again = load()
     load_warm = time.perf_counter() - t0
@@ -153,6 +174,20 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
     r.deep_floor_tok_s = bandwidth / (weights + kv_row * (deep + tokens / 2))
     r.deep_fraction_of_floor = r.tg_deep_tok_s / r.deep_floor_tok_s
     return r
+
+
+STEPS = 7  # the step() calls of run()
+
+
+def text_table(results: list[Result]) -> str:
+    """The terminal's table, within 100 columns; the JSON and the Markdown hold every column."""
+    header = ["file", "load s", f"pp{results[0].pp_tokens} tok/s", f"TTFT{results[0].ttft_tokens} ms", "decode tok/s",
+              "of floor", "deep tok/s"]
+    rows = [[r.file.rsplit("/", 1)[-1], f"{r.load_s:.2f}", f"{r.pp_tok_s:,.0f}", f"{r.ttft_s * 1e3:,.1f}",
+             f"{r.tg_tok_s:,.1f}", f"{r.fraction_of_floor:.0%}",
+             f"{r.tg_deep_tok_s:,.1f} @{r.deep_context} ({r.deep_fraction_of_floor:.0%})"] for r in results]
+    return f"{results[0].device}; floor: bytes per token / {results[0].bandwidth / 1e9:,.1f} GB/s (copy kernel)\n" + \
+        _progress.table(header, rows)
 
 
 def markdown(results: list[Result]) -> str:
@@ -178,11 +213,19 @@ def main(files: list[str], device=None, json_path: str | None = None, markdown_p
     from akunu import Device
     bandwidth = copy_bandwidth(Device(device) if device is not None else Device())
     results = []
+    bar = _progress.bar(len(files) * STEPS, "bench", "step")
     for f in files:
-        results.append(run(f, bandwidth, device=device, **kwargs))
-        print(markdown(results[-1:]).splitlines()[-1], flush=True)
+        name = f.rsplit("/", 1)[-1]
+
+        def step(what, name=name):
+            bar.set_description(f"{name}: {what}")
+            bar.update(1)
+        results.append(run(f, bandwidth, device=device, step=step, **kwargs))
         write(results, json_path, markdown_path)  # after each file: a run cut off keeps what it measured
-    print(markdown(results))
+        if not _progress.interactive():  # a log line per file where no bar shows progress
+            print(text_table(results[-1:]).splitlines()[-1], flush=True)
+    bar.close()
+    print(text_table(results))
     return results
 
 

@@ -14,13 +14,12 @@ Encoder.embed_settings shows them and embed()'s arguments override them.
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 import numpy as np
 
 from akunu import _akunu, hub
-from akunu.model import _is_encoder, _progress_bar
+from akunu.model import _is_encoder, _LoadBar
 from akunu.sentence_config import SUPPORTED_POOLING, EmbedSettings, read_embed_settings
 from akunu.tokenizer import Tokenizer
 
@@ -34,7 +33,7 @@ class Encoder:
                  revision: str | None = None):
         """path, gguf_file, revision: as for akunu.Model (a file, a folder or a Hugging Face repo id).
         device: as for akunu.Model (an entry of akunu.devices() or its index, part of a
-        device's name, "vulkan" or "cpu"; None: AKUNU_DEVICE, else the best device).
+        device's name, "vulkan" or "cpu"; None: AKUNU_DEVICE, else the default: akunu.find_device()).
         batch_tokens: the token rows embed() packs texts into per GPU submission (0:
         max(512, the model's max positions)). A causal language model raises akunu.Error
         naming akunu.Model.
@@ -45,13 +44,12 @@ class Encoder:
             raise _akunu.Error(f"{path}: {arch} is a causal language model, not an encoder: load it with "
                                f"akunu.Model({path!r}) (or akunu.load({path!r}), which picks the class from the file)")
         self.path = path
-        bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
+        bar = _LoadBar(progress)
         if isinstance(device, dict):  # an entry of akunu.devices()
             device = device["index"]
         device = "" if device is None else str(device)
         self._encoder = _akunu.Encoder(path, device, bar, int(batch_tokens), tuning)
-        if bar is not None:
-            bar.close()
+        bar.close()
         self.tokenizer = Tokenizer.from_file(path)
         self.embed_settings: EmbedSettings = read_embed_settings(path)
         """embed()'s defaults: from sentence-transformers' files beside the model

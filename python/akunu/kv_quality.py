@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from akunu import _progress
+
 FORMATS = ("f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4")
 
 
@@ -28,6 +30,7 @@ class KvQuality:
     kl_mean: float          # mean KL(f16 || this) over predicted tokens, nats
     kl_p99: float           # its 99th percentile
     top1_agreement: float   # fraction of positions whose argmax matches f16's
+    device: str = ""        # where it ran
 
 
 def python_corpus(tokenizer, n_tokens: int, bos: int | None, eos: int | None) -> list[int]:
@@ -55,16 +58,18 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def measure(path, ids: Sequence[int], formats: Sequence[str] = FORMATS, context: int | None = None,
-            progress: bool = False) -> list[KvQuality]:
-    """KvQuality of each kv_dtype on `ids`, f16 first (its KL is 0 by definition)."""
+            progress: bool | None = None, device=None) -> list[KvQuality]:
+    """KvQuality of each kv_dtype on `ids`, f16 first (its KL is 0 by definition), on `device`
+    (as Model takes it). progress: a bar over the tokens (None: on a terminal or in a notebook)."""
     from akunu.model import Model
 
     formats = ["f16"] + [f for f in formats if f != "f16"]
-    models = {f: Model(path, context=context or 4096, progress=False, kv_dtype=f) for f in formats}
+    models = {f: Model(path, context=context or 4096, progress=False, kv_dtype=f, device=device) for f in formats}
     window = models["f16"].context
     nll = {f: [] for f in formats}
     kl = {f: [] for f in formats}
     agree = {f: [] for f in formats}
+    bar = _progress.bar(max(0, len(ids) - 1), "kv-quality", "tok", progress)
     for at in range(0, len(ids) - 1, window):
         chunk = list(ids[at: at + window + 1])
         if len(chunk) < 2:
@@ -80,14 +85,15 @@ def measure(path, ids: Sequence[int], formats: Sequence[str] = FORMATS, context:
                 base = lp
             kl[f].append((np.exp(base) * (base - lp)).sum(axis=1))
             agree[f].append(lp.argmax(1) == base.argmax(1))
-        if progress:
-            print(f"  {min(at + window, len(ids) - 1)} / {len(ids) - 1} tokens", flush=True)
+        bar.update(len(targets))
+    bar.close()
     out = []
     for f in formats:
         k = np.concatenate(kl[f])
         ppl = math.exp(float(np.concatenate(nll[f]).mean()))
         out.append(KvQuality(f, models[f].memory_report()["kv_cache"][1], ppl, float(k.mean()),
-                             float(np.percentile(k, 99)), float(np.concatenate(agree[f]).mean())))
+                             float(np.percentile(k, 99)), float(np.concatenate(agree[f]).mean()),
+                             models[f].device.name))
     return out
 
 
@@ -99,5 +105,5 @@ def markdown(rows: list[KvQuality], n_tokens: int) -> str:
         lines.append(f"| {r.kv_dtype} | {r.kv_bytes / f16.kv_bytes:.0%} | {r.perplexity:.4f} | "
                      f"{(r.perplexity / f16.perplexity - 1):+.2%} | {r.kl_mean:.5f} | {r.kl_p99:.4f} | "
                      f"{r.top1_agreement:.2%} |")
-    lines.append(f"\n{n_tokens:,} tokens; KV bytes relative to f16.")
+    lines.append(f"\n{n_tokens:,} tokens on {f16.device}; KV bytes relative to f16.")
     return "\n".join(lines)

@@ -19,24 +19,24 @@ import dataclasses
 import math
 import os
 import re
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from akunu import _akunu, hub
+from akunu import _akunu, _progress, hub
+from akunu._inputs import fit_context
 from akunu.controls import LogitControls, host_steps, prompt_logprobs
 from akunu.sampling import Generation, Piece, Sampler, Stream
-from akunu.token_ids import as_text, check_token_ids
+from akunu.token_ids import prompt_ids
 from akunu.tokenizer import Tokenizer
 from akunu.views import KVCacheView, ScratchView, dequantize_kv  # noqa: F401 (dequantize_kv: akunu's API)
 
 
-def _is_encoder(path: str) -> tuple[bool, str]:
+def _is_encoder(path: str, config=None) -> tuple[bool, str]:
     """(whether the model's architecture is an encoder, its name), from its config alone."""
-    arch = _akunu.load_config(_akunu.open_model(path)).architecture
+    arch = (config or _akunu.load_config(_akunu.open_model(path))).architecture
     row = next((a for a in _akunu.arch_table() if a["name"] == arch), None)
     return row is not None and not row["causal"], arch
 
@@ -45,17 +45,21 @@ class Model:
     """A loaded causal language model: tokenizer, engine and views of its KV cache and scratch
     buffers. An encoder's file (bert) raises akunu.Error naming akunu.Encoder, which loads it."""
 
-    def __init__(self, path, context: int = 4096, device: str | int | dict | None = None, progress: bool | None = None,
+    def __init__(self, path, context: int | None = None, device: str | int | dict | None = None,
+                 progress: bool | None = None,
                  chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16", kv_alloc: str = "full",
                  kv_ring: bool = False, tuning: dict | str | None = None, gguf_file: str | None = None,
                  revision: str | None = None):
         """path: a GGUF file, a Hugging Face safetensors folder or file, or a Hugging Face repo id
         ("org/name") found in the local Hugging Face cache or downloaded into it (akunu.hub);
         gguf_file names the file of a GGUF repo (or of a folder), revision a branch, tag or commit.
+        context: positions the KV cache holds; None: 4096, or the trained length if shorter.
+        More than the model was trained for is clipped to that, with an akunu.ContextWarning.
         device: an entry of akunu.devices() or its index, part of a device's name, "vulkan"
         (the best Vulkan device) or "cpu" (akunu's native CPU backend, the last entry of
-        devices()); None: AKUNU_DEVICE, else the best Vulkan device, else the CPU backend when
-        this machine has no Vulkan device.
+        devices()); None: AKUNU_DEVICE, else the best Vulkan GPU, else the CPU backend (where
+        Vulkan offers only CPU implementations such as lavapipe, or nothing; find_device() says
+        why).
         chain: decode steps per GPU submission (0: chosen from the device profile).
         prefill_chunk: prompt tokens per prefill submission (0: 512; 128 on the CPU backend).
         kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
@@ -75,13 +79,15 @@ class Model:
         if kv_alloc not in ("full", "blocks"):
             raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
         path = hub.resolve(path, gguf_file, revision)
-        encoder, arch = _is_encoder(path)
+        config = _akunu.load_config(_akunu.open_model(path))
+        encoder, arch = _is_encoder(path, config)
         if encoder:
             raise _akunu.Error(f"{path}: {arch} is an encoder (an embedding model), not a causal language model: load "
                                f"it with akunu.Encoder({path!r}) (or akunu.load({path!r}), which picks the class "
                                "from the file)")
         self.path = path
-        bar = _progress_bar() if (progress if progress is not None else sys.stderr.isatty()) else None
+        context = fit_context(context, config.max_context, path, config.as_dict()["rope_scaling"])
+        bar = _LoadBar(progress)
         if isinstance(device, dict):  # an entry of akunu.devices()
             device = device["index"]
         device = "" if device is None else str(device)
@@ -90,8 +96,7 @@ class Model:
         # fails first.
         self._engine = _akunu.Engine(path, context, device, bar, chain, prefill_chunk, kv_dtype, kv_alloc == "blocks",
                                      bool(kv_ring), tuning)
-        if bar is not None:
-            bar.close()
+        bar.close()
         self.tokenizer = Tokenizer.from_file(path)
         self.kv_cache = KVCacheView(self._engine)
         self.scratch = ScratchView(self._engine)
@@ -130,11 +135,15 @@ class Model:
 
     @property
     def context(self) -> int:
-        """Positions the KV cache holds (the requested context, clipped to the trained one)."""
+        """Positions the KV cache holds (the requested context, clipped to the trained one with an
+        akunu.ContextWarning)."""
         return self._engine.context
 
-    def eval(self, ids: Sequence[int], all_logits: bool = False, hidden_states: Sequence[int] | None = None):
-        """Runs `ids` after what the cache holds, in batched prefill chunks. Returns the last
+    def eval(self, ids: Sequence[int], all_logits: bool = False, hidden_states: Sequence[int] | None = None,
+             reset: bool = True, continue_: bool = False):
+        """Runs `ids` (token ids; a str is tokenized) in batched prefill chunks, from an empty
+        cache: each call is independent, as generate() is. reset=False (or continue_=True, the
+        same) runs them after what the cache holds instead, continuing a sequence. Returns the last
         position's logits (a view of the logits scratch buffer, which the next step
         overwrites) or, with all_logits=True, a new [len(ids), vocab] float32 array of every
         position's logits. A prompt longer than the free context raises and changes nothing.
@@ -147,7 +156,9 @@ class Model:
         calls (the 8 most recently used sets are kept, so the device memory they take stays
         bounded); eval without hidden_states runs exactly as before. Ids are checked as
         akunu.token_ids says (integers in [0, vocab))."""
-        ids = check_token_ids(ids, self.config.vocab_size, "eval")
+        ids = prompt_ids(ids, self.config.vocab_size, "eval", self.tokenize)
+        if reset and not continue_:
+            self.reset()
         layers = [int(layer) for layer in hidden_states or []]
         if not layers:
             if all_logits:
@@ -158,12 +169,15 @@ class Model:
         return (logits if all_logits else self.scratch["logits"]), dict(zip(layers, hidden))
 
     def generate(self, prompt: str | bytes | Sequence[int], max_tokens: int = 128, sampler: Sampler | None = None,
-                 stop: Sequence[str] | None = None, stream: bool = True, reset: bool = True, *, n: int = 1,
+                 stop: str | Sequence[str] | None = None, stream: bool = True, reset: bool = True, *, n: int = 1,
                  logprobs: int = 0, prompt_logprobs: bool = False, repetition_penalty: float = 1.0,
                  presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                  logit_bias: dict[int, float] | None = None, logits_processors: Sequence | None = None):
-        """Generates after `prompt` (text: a str, or bytes as UTF-8; or token ids used as given)
-        with `sampler` (greedy by default). stream=True returns a Stream that yields Piece objects (id, text, logprob,
+        """Generates after `prompt` (text: a str, or bytes as UTF-8; or token ids used as given: a
+        list, a 1-D array, a [1, n] tensor or a BatchEncoding) with `sampler` (greedy by default),
+        from an empty cache unless reset=False (then after what the cache holds). `stop`: a
+        string, or a list of strings, that ends generation where it appears. stream=True
+        returns a Stream that yields Piece objects (id, text, logprob,
         time) as tokens arrive, its `result` filling in as they do; stream=False returns that
         Generation: the text, token ids, logprobs, and the prompt and decode speeds.
         Generation ends at max_tokens, a stop token, a `stop` string, or the end of the
@@ -183,11 +197,12 @@ class Model:
         list of n Generations (stream must be False)."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        text = as_text(prompt)
-        vocab = self.config.vocab_size
-        ids = self.tokenize(text) if text is not None else check_token_ids(prompt, vocab, "generate")
+        ids = prompt_ids(prompt, self.config.vocab_size, "generate", self.tokenize, bytes_text=True)
         if not ids:
             raise ValueError("the prompt is empty")
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        if not all(isinstance(s, str) and s for s in stops):
+            raise TypeError(f"stop: expected a non-empty string or a list of them, got {stop!r}")
         controls = LogitControls(repetition_penalty, presence_penalty, frequency_penalty, dict(logit_bias or {}),
                                  tuple(logits_processors or ()), logprobs, bool(prompt_logprobs))
         controls.validate(self.config.vocab_size)
@@ -197,9 +212,9 @@ class Model:
         if n > 1:
             if stream:
                 raise ValueError("n > 1 returns a list of Generations: pass stream=False")
-            return self._samples(ids, n, max_tokens, sampler, stop or [], reset, controls)
+            return self._samples(ids, n, max_tokens, sampler, stops, reset, controls)
         result = Generation(text="", prompt_tokens=len(ids))
-        pieces = Stream(self._generate(ids, max_tokens, sampler, stop or [], reset, result, controls), result)
+        pieces = Stream(self._generate(ids, max_tokens, sampler, stops, reset, result, controls), result)
         if stream:
             return pieces
         for _ in pieces:
@@ -307,6 +322,8 @@ class Model:
                 if token in stop_ids:
                     result.stop_reason = "stop_token"
                     result.stop_token = (token, logprob, top)
+                    if first_at is None:  # the prompt's speed stands even when nothing follows it
+                        result.time_to_first_token = time.perf_counter() - start
                     return
                 chars = decoder.put(token)
                 text += chars
@@ -339,10 +356,11 @@ class Model:
         """log p(ids[i] | ids[:i]) for i = 1 .. len(ids) - 1, from all-position logits of the
         batched prefill. Sequences longer than the context are scored in consecutive windows of
         `context` tokens, each starting from an empty cache. The cache is reset."""
-        ids = check_token_ids(ids, self.config.vocab_size, "score")
+        ids = prompt_ids(ids, self.config.vocab_size, "score", self.tokenize)
         if len(ids) < 2:
             raise ValueError("scoring needs at least two tokens")
-        bar = _bar(len(ids) - 1, "scoring", progress)
+        long = progress if progress is not None else (_progress.interactive() and len(ids) > 4096)
+        bar = _progress.bar(len(ids) - 1, "scoring", "tok", long)
         out = []
         for at in range(0, len(ids) - 1, self.context):
             window = ids[at: at + self.context + 1]  # the last id is only a target
@@ -351,19 +369,15 @@ class Model:
             logits -= logits.max(axis=1, keepdims=True)
             log_z = np.log(np.exp(logits).sum(axis=1))
             out.append(logits[np.arange(len(window) - 1), window[1:]] - log_z)
-            if bar is not None:
-                bar.update(len(window) - 1)
-        if bar is not None:
-            bar.close()
+            bar.update(len(window) - 1)
+        bar.close()
         self.reset()
         return np.concatenate(out).astype(np.float64)
 
     def perplexity(self, text: str | bytes | Sequence[int], progress: bool | None = None) -> float:
         """exp(mean negative log-likelihood) of `text` (a str, or bytes as UTF-8, tokenized with
         the model's special tokens, such as BOS) or of token ids, as score() computes them."""
-        as_str = as_text(text)
-        ids = self.tokenize(as_str) if as_str is not None else check_token_ids(text, self.config.vocab_size,
-                                                                               "perplexity")
+        ids = prompt_ids(text, self.config.vocab_size, "perplexity", self.tokenize, bytes_text=True)
         return math.exp(-float(np.mean(self.score(ids, progress))))
 
     def reset(self) -> None:
@@ -599,36 +613,18 @@ def kernel_statistics_table(stats: list[dict], kernels=None) -> str:
     return "\n".join(lines)
 
 
-def _bar(total, desc, progress):
-    """A tqdm bar for long evaluations: on a terminal, or when asked."""
-    if not (progress if progress is not None else (sys.stderr.isatty() and total > 4096)):
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, unit="tok", leave=False)
+class _LoadBar:
+    """The engine's load callback (stage, done, total) as a bar over the weight tensors."""
 
+    def __init__(self, show):
+        self.show, self.bar = show, None
 
-def _progress_bar():
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
+    def __call__(self, stage, done, total):
+        if total and self.bar is None:
+            self.bar = _progress.bar(total, "loading weights", "tensor", self.show)
+        if self.bar is not None and total:
+            self.bar.update(done - self.bar.n)
 
-    class Bar:
-        def __init__(self):
-            self.bar = None
-
-        def __call__(self, stage, done, total):
-            if total and self.bar is None:
-                self.bar = tqdm(total=total, desc="loading weights", unit="tensor", leave=False)
-            if self.bar is not None and total:
-                self.bar.n = done
-                self.bar.refresh()
-
-        def close(self):
-            if self.bar is not None:
-                self.bar.close()
-
-    return Bar()
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()

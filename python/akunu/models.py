@@ -14,14 +14,19 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 
-from akunu import _akunu
+from akunu import _akunu, _progress
 
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3_270M = "gemma-3-270m-q4_k_m.gguf"
 MINILM = "all-MiniLM-L6-v2"
-SHIPPED = pathlib.Path(__file__).resolve().parents[2] / "models" / "trained-code-llama-q8_0.gguf"
+_SHIPPED_NAME = "trained-code-llama-q8_0.gguf"
+# In an installed wheel the model is package data; in a checkout it is in models/.
+_SHIPPED_PLACES = (pathlib.Path(__file__).resolve().parent / "models" / _SHIPPED_NAME,
+                   pathlib.Path(__file__).resolve().parents[2] / "models" / _SHIPPED_NAME)
+SHIPPED = next((p for p in _SHIPPED_PLACES if p.exists()), _SHIPPED_PLACES[-1])
 
 
 def cache_dir() -> pathlib.Path:
@@ -37,22 +42,41 @@ def _download(requirement: str, timeout: float) -> pathlib.Path | None:
     stem = requirement.split("==")[0].replace("-", "_")
     version = requirement.split("==")[1] if "==" in requirement else ""
     pattern = f"{stem}-{version or '*'}-*.whl"
-    if not sorted(wheels.glob(pattern)):
-        try:
-            r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", requirement,
-                                "-d", str(wheels)], capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if r.returncode != 0:
-            return None
+    if not sorted(wheels.glob(pattern)) and not _pip_download(requirement, wheels, timeout):
+        return None
     found = sorted(wheels.glob(pattern))
     return found[-1] if found else None
 
 
+def _pip_download(requirement: str, into: pathlib.Path, timeout: float) -> bool:
+    """`pip download --no-deps requirement` into a folder, with a bar that shows it is working
+    (pip does not say how far it is); False when pip fails or times out."""
+    bar = _progress.bar(None, f"fetching {requirement} from PyPI (pip download)", "s", bar_format="{desc}: {elapsed}")
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "pip", "download", "-q", "--no-deps", requirement, "-d",
+                                 str(into)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        bar.close()
+        return False
+    start = time.monotonic()
+    with bar:
+        while proc.poll() is None:
+            if time.monotonic() - start > timeout:
+                proc.kill()
+                proc.wait()
+                return False
+            bar.refresh()
+            time.sleep(0.25)
+    return proc.returncode == 0
+
+
 def _copy_member(z: zipfile.ZipFile, name: str, dst, digest=None) -> None:
-    with z.open(name) as src:
+    bar = _progress.bar(z.getinfo(name).file_size, f"extracting {name.rsplit('/', 1)[-1]}", "B", unit_scale=True,
+                        unit_divisor=1024)
+    with z.open(name) as src, bar:
         while chunk := src.read(1 << 20):
             dst.write(chunk)
+            bar.update(len(chunk))
             if digest is not None:
                 digest.update(chunk)
 

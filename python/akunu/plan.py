@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from akunu import _akunu
+from akunu._inputs import fit_context
 
 
 def _mib(n: int) -> str:
@@ -96,11 +97,14 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
          tuning: dict | str | None = None) -> MemoryPlan:
     """Plans the memory of `model` (a path, config dict, ModelConfig or opened model).
 
-    `kv_alloc` and `kv_ring` as for Model: with "blocks" the KV cache counts what is allocated
-    at load (its first block), and kv_max_bytes what it grows to at the full context.
+    `context`: positions (None: the trained length); more than the model was trained for is
+    clipped to that, with an akunu.ContextWarning, as Model does. `kv_alloc` and `kv_ring` as
+    for Model: with "blocks" the KV cache counts what is allocated at load (its first block),
+    and kv_max_bytes what it grows to at the full context.
 
-    `device`: an index or name part (default: AKUNU_DEVICE or the best device); the plan says
-    whether it fits there, and counts the weights in the layout that device uploads (its
+    `device`: an index or name part (default: AKUNU_DEVICE, else akunu.find_device()'s); the
+    plan says whether it fits there, refuses weight types that device's kernels cannot run (as
+    Model does), and counts the weights in the layout that device uploads (its
     profile's tile-major matrices, with a tied head's second copy). With check_device=False the
     weights are counted as the file stores them. `weights_dtype` sizes the weights of
     config-only models. `tuning`: settings over AKUNU_TUNE, as for Model (some change the
@@ -114,9 +118,11 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     config = load_config(files if files is not None else model)
     if files is not None:
         _akunu.validate_model(files, config)
+    what = files.path if files is not None else f"{config.architecture} config"
+    context = fit_context(context, config.max_context, what, config.as_dict()["rope_scaling"], config.max_context)
     selector = None if not check_device else ("" if device is None else str(device))
     if kv_alloc not in ("full", "blocks"):
         raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
-    d = _akunu.plan_memory(config, files, context or 0, prefill_chunk, max_chain, kv_dtype, weights_dtype, selector,
+    d = _akunu.plan_memory(config, files, context, prefill_chunk, max_chain, kv_dtype, weights_dtype, selector,
                            kv_alloc == "blocks", bool(kv_ring), tuning)
     return MemoryPlan(config=config, **d)

@@ -107,6 +107,9 @@ class Generation:
 
     def summary(self) -> str:
         """One line: prompt and decode speeds, time to first token, why it stopped."""
+        if not self.token_ids and self.stop_reason == "stop_token":
+            return (f"{self.prompt_tokens} prompt tokens at {self.prompt_tokens_per_second:.1f} tok/s; the first token "
+                    "sampled was a stop token, so nothing was generated")
         return (f"{self.prompt_tokens} prompt tokens at {self.prompt_tokens_per_second:.1f} tok/s, "
                 f"first token after {self.time_to_first_token * 1000:.1f} ms, {len(self.token_ids)} generated at "
                 f"{self.decode_tokens_per_second:.1f} tok/s ({self.stop_reason})")

@@ -18,7 +18,7 @@ def dequantize_kv(words: np.ndarray, scales: np.ndarray, kv_dtype: str) -> np.nd
     bits = 8 if kv_dtype == "q8" else 4
     shifts = np.arange(32 // bits, dtype=np.uint32) * bits
     codes = (np.asarray(words, dtype=np.uint32)[..., None] >> shifts) & ((1 << bits) - 1)
-    codes = codes.reshape(*words.shape[:-1], -1)
+    codes = codes.reshape(*words.shape[:-1], words.shape[-1] * (32 // bits))  # an empty cache too
     if kv_dtype == "fp4":
         values = _FP4_VALUES[codes]
     else:

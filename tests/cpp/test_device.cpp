@@ -33,6 +33,19 @@ TEST_F(DeviceTest, ListsDevicesInPreferenceOrder) {
     EXPECT_FALSE(Device::create("vulkan")->is_cpu());
 }
 
+TEST_F(DeviceTest, DefaultIsAGpuElseTheCpuBackend) {
+    // A Vulkan driver on the CPU (lavapipe) is never the default: the CPU backend runs faster.
+    unsetenv("AKUNU_DEVICE");
+    const auto devices = list_devices();
+    const DeviceInfo chosen = find_device();
+    const bool gpu = devices.front().backend == Backend::kVulkan && devices.front().profile.type != DeviceType::kCpu;
+    EXPECT_EQ(chosen.index, gpu ? 0 : int(devices.size()) - 1) << chosen.reason;
+    EXPECT_NE(chosen.reason.find("the default"), std::string::npos) << chosen.reason;
+    EXPECT_EQ(Device::create()->is_cpu(), !gpu);
+    EXPECT_EQ(device_kind(Backend::kCpu, devices.back().profile), "akunu CPU backend");
+    EXPECT_NE(find_device("cpu").reason.find("device 'cpu'"), std::string::npos);
+}
+
 TEST_F(DeviceTest, ValidationLayerIsOnUnderCtest) {
     ASSERT_TRUE(validation_requested()) << "ctest sets AKUNU_VALIDATION=1";
     EXPECT_TRUE(Instance::get()->validation_enabled());

@@ -281,7 +281,7 @@ TEST_F(KernelTest, FlashAttentionMatchesSoftmax) {
     bool ran = false;  // flash_cm
     for (const bool coopmat : {false, true}) {
         // The scalar kernel on a device tuned away from flash_cm (tuning flash_coopmat=0).
-        auto dev = coopmat ? device() : Device::create("", "flash_coopmat=0");
+        auto dev = coopmat ? device() : Device::create(test_selector(), "flash_coopmat=0");
         for (const Case c :
              {Case{4, 2, 64, 0, 0.0f}, Case{3, 3, 128, 0, 0.0f}, Case{4, 1, 128, 40, 0.0f}, Case{2, 2, 64, 0, 5.0f}}) {
             const KvBindings probe{KvDType::kF16, nullptr, nullptr, {}, {}, KvRows::kFull, max_len};

@@ -10,6 +10,7 @@
 #include "akunu/engine/memory_plan.h"
 #include "akunu/formats/model_files.h"
 #include "akunu/engine/validate.h"
+#include "akunu/engine/weights.h"
 
 namespace akunu::test {
 
@@ -31,6 +32,24 @@ TEST(ModelFiles, FixturesOpenValidateAndPlan) {
             EXPECT_EQ(p.kv_bytes, 2ull * c.n_layers * c.n_kv_heads * 256 * c.head_dim * 2);
         }
     }
+}
+
+TEST(ModelFiles, PlanForADeviceRefusesWeightTypesItsKernelsCannotRun) {
+    // A stand-in for a readable type without kernels: a matrix the plan would upload as Q2_K.
+    AKUNU_REQUIRE_FIXTURES(kFixtures);
+    auto files = ModelFiles::open(kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf");
+    const DeviceProfile cpu = list_devices().back().profile;
+    std::vector<UploadItem> items = plan_weight_uploads(*files, load_config(*files));
+    EXPECT_NO_THROW(check_weight_types(items, cpu, files->path()));
+    TensorInfo matrix = *items.front().tensor;
+    matrix.type = &type_traits(TensorType::Q2_K);
+    matrix.shape = {256, 256};
+    items.front().tensor = &matrix;
+    items.front().device_type = TensorType::Q2_K;
+    EXPECT_THROW(check_weight_types(items, cpu, files->path()), Error);
+    PlanOptions o;
+    o.device = cpu;  // the fixture's own types run there: the plan goes through
+    EXPECT_GT(plan_memory(load_config(*files), files.get(), o).weights_bytes, 0u);
 }
 
 TEST(ModelFiles, GgufMetadataAndTensorLayout) {

@@ -137,6 +137,7 @@ TEST_F(ModelStateTest, SavedStatesAndForksContinueBitIdentically) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);
     LoadOptions o;
     o.context = 64;
+    o.device = test_selector();
     auto m = Model::load(kFixtures + "/tiny-llama3-random/gguf/tiny-llama3-random-f16.gguf", o);
     m->set_sampler(SamplerState{0.9f, 20, 0.95f, 0.0f, 7, 0, 0, 0});
     m->eval({2040, 17, 300, 5, 999});

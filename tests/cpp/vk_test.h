@@ -18,10 +18,15 @@
 
 namespace akunu::test {
 
+// The device the suite tests: the best Vulkan device (lavapipe on a machine without a GPU,
+// which is not the default there but is what the kernels are validated on), else the CPU
+// backend where Vulkan is missing.
+inline std::string test_selector() { return list_devices().front().backend == Backend::kVulkan ? "vulkan" : ""; }
+
 class VkTest : public ::testing::Test {
 protected:
     static std::shared_ptr<Device> device() {
-        static std::shared_ptr<Device> shared = Device::create();
+        static std::shared_ptr<Device> shared = Device::create(test_selector());
         return shared;
     }
     void SetUp() override { clear_validation_messages(); }

@@ -12,6 +12,13 @@ import pytest  # noqa: E402
 
 import akunu  # noqa: E402
 
+# The suite tests the best Vulkan device, which on a machine without a GPU is lavapipe under the
+# validation layer. lavapipe is not the default there (akunu's CPU backend is), so the suite
+# names it: every test, and every process a test starts, runs where it ran before. Tests of the
+# default itself clear AKUNU_DEVICE.
+if not os.environ.get("AKUNU_DEVICE") and akunu.devices()[0]["backend"] == "vulkan":
+    os.environ["AKUNU_DEVICE"] = "vulkan"
+
 # One device for the whole session, opened before pytest imports the test modules: the Vulkan
 # instance then lives as long as the session instead of being made again whenever the last
 # model or buffer of a test has gone. On the H200 machine, a pytest session that let it go

@@ -90,10 +90,13 @@ def test_logits_at_every_position(models, case, source, path):
     if path == "chunks":
         m = open_model(b, source, prefill_chunk=5)
         m.eval(ids[:3])
-        got = np.concatenate([want[:3], m.eval(ids[3:], all_logits=True)])
+        got = np.concatenate([want[:3], m.eval(ids[3:], all_logits=True, reset=False)])
     else:
         m = open_model(b, source)
-        got = np.stack([m.eval([i]).copy() for i in ids]) if path == "decode" else m.eval(ids, all_logits=True)
+        if path == "decode":
+            got = np.stack([m.eval([i], reset=False).copy() for i in ids])
+        else:
+            got = m.eval(ids, all_logits=True, reset=False)
     assert_logits_close(got, want, f"{case} {source} {path}")
     # The last-row logits (what sampling reads) after a prefill equal the all-position ones.
     m.reset()
@@ -136,7 +139,7 @@ def test_greedy_continuations(models, case, source):
     got = []
     for _ in want:
         got.append(m._engine.sampled_token())
-        m.eval([got[-1]])
+        m.eval([got[-1]], reset=False)
     n = clear.index(False) if False in clear else len(want)
     assert got[:n] == want[:n]
     m.reset()
@@ -144,7 +147,7 @@ def test_greedy_continuations(models, case, source):
     forced = []
     for tok in want:
         forced.append(m._engine.sampled_token())
-        m.eval([tok])
+        m.eval([tok], reset=False)
     assert [g for g, c in zip(forced, clear) if c] == [w for w, c in zip(want, clear) if c]
     assert sum(clear) >= 4, f"margins {margins}: too few steps to check"
 
@@ -161,7 +164,7 @@ def test_final_softcap_bounds_every_logits_output(models):
     assert np.abs(rows).max() < cap and np.abs(rows).max() > 0.5 * cap  # the cap bites
     m.reset()
     last = m.eval(ids).copy()
-    step = m.eval([5]).copy()
+    step = m.eval([5], reset=False).copy()
     assert np.abs(last).max() < cap and np.abs(step).max() < cap
     lse = np.log(np.exp(step.astype(np.float64)).sum())
     assert m._engine.sampled_logprob() == pytest.approx(step.max() - lse, abs=1e-4)
@@ -173,7 +176,7 @@ def test_final_softcap_bounds_every_logits_output(models):
     for p in pieces:
         assert p.token_id == int(np.argmax(logits))
         assert p.logprob == pytest.approx(logits[p.token_id] - np.log(np.exp(logits).sum()), abs=1e-4)
-        logits = m.eval([p.token_id]).astype(np.float64)
+        logits = m.eval([p.token_id], reset=False).astype(np.float64)
     assert len(pieces) >= 8
 
 

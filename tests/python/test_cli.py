@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -76,6 +77,8 @@ def test_errors_are_one_line_without_debug(tmp_path):
 def test_info_runs_the_kernel_self_check():
     r = akunu_cli("info")
     assert "kernel self-check" in r.stdout and "all kernels match NumPy" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 100, r.stdout
+    assert "lavapipe (Vulkan on CPU)" in r.stdout or "lavapipe" not in akunu.devices()[0]["kind"]
 
 
 def test_bench_writes_json_and_markdown(tmp_path):
@@ -89,6 +92,7 @@ def test_bench_writes_json_and_markdown(tmp_path):
     assert rows[0]["deep_floor_tok_s"] < rows[0]["floor_tok_s"]
     assert rows[0]["deep_fraction_of_floor"] == pytest.approx(rows[0]["tg_deep_tok_s"] / rows[0]["deep_floor_tok_s"])
     assert "| pp32 tok/s |" in (tmp_path / "b.md").read_text() and "trained-code-llama-q8_0.gguf" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 100, r.stdout  # the terminal's table fits
 
 
 def test_profile_sums_the_dispatch_table_by_kernel_class():
@@ -146,6 +150,18 @@ def test_profile_table_sums_rows_by_kernel_or_by_layer_step():
         akunu.profile_table(rows, by="layer")
 
 
+def test_bench_measures_the_lengths_asked_for_and_says_when_it_cuts_one(tmp_path):
+    """A model trained for 512 positions: --pp 512 measures pp512; lengths past 512 are cut, loudly."""
+    gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
+    r = akunu_cli("bench", gguf, "--pp", "512", "--ttft", "2048", "--tokens", "8", "--deep-context", "40", "--runs",
+                  "1", "--device", "cpu", "--json", str(tmp_path / "b.json"))
+    row = json.loads((tmp_path / "b.json").read_text())[0]
+    assert (row["pp_tokens"], row["ttft_tokens"], row["deep_context"]) == (512, 512, 40)
+    assert "akunu: warning:" in r.stderr and "trained for 512 positions: --ttft 2048 -> 512" in r.stderr, r.stderr
+    r = akunu_cli("plan", gguf, "--context", "8192")
+    assert "context 512" in r.stdout and "context 8192 clipped to 512" in r.stderr
+
+
 def test_main_job_offline_completes_code_with_the_shipped_model(tmp_path):
     """No command: the main job. --offline (or PyPI out of reach) uses models/ and streams."""
     r = akunu_cli("--offline", "--max-tokens", "12")
@@ -201,6 +217,31 @@ def test_kv_quality_compares_formats_on_a_text(tmp_path):
     want = math.exp(-akunu.Model(gguf, context=64, progress=False).score(ids).mean())
     assert abs(ppl["f16"] - want) <= 1e-3 * want  # the f16 row is plain perplexity
     assert ppl["q8/int4"] != ppl["f16"]
+    assert "tokens on llvmpipe" in r.stdout or "lavapipe" not in akunu.devices()[0]["kind"], r.stdout
+    cpu = akunu_cli("kv-quality", gguf, "--text", str(text), "--tokens", "100", "--context", "64", "--kv-dtype", "q8",
+                    "--device", "cpu")  # --device after the command, honoured by every model it loads
+    assert "tokens on akunu CPU" in cpu.stdout, cpu.stdout
+    assert " / " not in r.stdout + r.stderr  # piped: no line per window, only the table
+    bar = akunu_cli("kv-quality", gguf, "--text", str(text), "--tokens", "100", "--context", "64", "--kv-dtype", "q8",
+                    "--device", "cpu", "--progress")
+    assert "kv-quality:" in bar.stderr and "/99 " in bar.stderr, bar.stderr  # one bar over the 99 scored tokens
+
+
+def test_device_goes_before_or_after_the_command():
+    """--device before the command and after it; after it, it wins."""
+    gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
+    for args in (["--device", "cpu", "plan", gguf], ["plan", gguf, "--device", "cpu"],
+                 ["--device", "vulkan", "plan", gguf, "--device", "cpu"]):
+        assert "akunu CPU" in akunu_cli(*args).stdout, args
+    out = akunu_cli("--device", "cpu", "devices").stdout
+    assert "device: [" in out and "akunu CPU backend" in out and "why: asked for: device 'cpu'" in out
+
+
+def test_version():
+    r = akunu_cli("--version")
+    assert r.stdout.strip() == f"akunu {akunu.__version__}"
+    pyproject = (pathlib.Path(__file__).parents[2] / "pyproject.toml").read_text()
+    assert f'version = "{akunu.__version__}"' in pyproject
 
 
 def test_a_prompt_longer_than_the_context_is_refused():

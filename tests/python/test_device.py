@@ -31,6 +31,47 @@ def test_devices_lists_name_type_vendor_memory_features():
     assert ranks == sorted(ranks)
 
 
+def test_devices_name_their_kind():
+    """lavapipe and the CPU backend are both CPUs; their kinds tell them apart."""
+    kinds = [d["kind"] for d in akunu.devices()]
+    assert kinds[-1] == "akunu CPU backend" and kinds.count("akunu CPU backend") == 1
+    for d in akunu.devices()[:-1]:
+        if "llvmpipe" in d["name"]:
+            assert d["kind"] == "lavapipe (Vulkan on CPU)"
+        elif d["type"] != "cpu":
+            assert d["kind"].endswith("GPU (Vulkan)")
+    assert akunu.Device("cpu").kind == "akunu CPU backend"
+
+
+def test_the_default_is_a_gpu_else_the_cpu_backend_never_lavapipe():
+    """Without AKUNU_DEVICE: the first Vulkan GPU, else akunu's CPU backend, and find_device says why."""
+    r = _run_python(
+        """
+        import akunu
+        d = akunu.find_device()
+        print("CHOSEN:", d["index"], d["kind"], akunu.Device().kind)
+        print("WHY:", d["reason"])
+        """,
+        AKUNU_DEVICE="",
+    )
+    assert r.returncode == 0, r.stderr
+    gpus = [d for d in akunu.devices() if d["backend"] == "vulkan" and d["type"] != "cpu"]
+    if gpus:
+        assert f"CHOSEN: {gpus[0]['index']} {gpus[0]['kind']}" in r.stdout and "WHY: the default" in r.stdout
+    else:
+        last = akunu.devices()[-1]
+        assert f"CHOSEN: {last['index']} akunu CPU backend akunu CPU backend" in r.stdout, r.stdout
+        assert "run on the CPU" in r.stdout or "no Vulkan device" in r.stdout, r.stdout
+    assert "asked for: AKUNU_DEVICE 'cpu'" in _run_python(
+        "import akunu; print(akunu.find_device()['reason'])", AKUNU_DEVICE="cpu").stdout
+
+
+def test_errors_are_akunu_error():
+    assert akunu.Error.__module__ == "akunu" and repr(akunu.Error) == "<class 'akunu.Error'>"
+    r = _run_python("import akunu; akunu.Device('no-such-device-qq')")
+    assert "akunu.Error: device 'no-such-device-qq'" in r.stderr and "_akunu" not in r.stderr, r.stderr
+
+
 def test_validation_is_on_for_the_suite():
     assert akunu.validation_enabled()
 
@@ -88,7 +129,7 @@ def test_the_cpu_backend_is_listed_last_and_selectable():
     for device in (entry, entry["index"]):
         m = akunu.Model(path, context=64, device=device, progress=False)
         assert m.device.name == entry["name"] and m.device.backend == "cpu"
-        np.testing.assert_array_equal(m.eval(ids), want)
+        np.testing.assert_array_equal(m.eval(ids, reset=False), want)
     assert akunu.plan(path, context=64, device=entry["index"]).device == entry["name"]
 
 

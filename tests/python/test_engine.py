@@ -70,9 +70,9 @@ def test_logits_at_every_position(model, source, ref, tol, path):
         want = np.load(ref_file)
         m.reset()
         if path == "decode":
-            got = np.stack([m.eval([i]).copy() for i in p["ids"]])
+            got = np.stack([m.eval([i], reset=False).copy() for i in p["ids"]])
         else:
-            got = m.eval(p["ids"], all_logits=True)
+            got = m.eval(p["ids"], all_logits=True, reset=False)
         err = np.abs(got - want)
         assert err.max() <= tol, f"prompt {k}: max |dlogit| {err.max():.4f}"
         assert err.mean() <= mean_tol, f"prompt {k}: mean |dlogit| {err.mean():.5f}"
@@ -141,17 +141,17 @@ def test_prefill_chunks_equal_decode_steps(model, source):
     stepped = load(model, source)
     stepped.reset()
     for i in head:
-        stepped.eval([i])
-    want = np.stack([stepped.eval([i]).copy() for i in prompt])
+        stepped.eval([i], reset=False)
+    want = np.stack([stepped.eval([i], reset=False).copy() for i in prompt])
     chunked.eval(head)
-    got = chunked.eval(prompt, all_logits=True)
+    got = chunked.eval(prompt, all_logits=True, reset=False)
     assert got.shape == (len(prompt), chunked.config.vocab_size)
     scale = np.abs(want).max()
     rounding = decode_rounds_x(stepped, source)
     extra = INT8_X_ALLOWANCE.get(model, INT8_X_ALLOWANCE_RANDOM)[0] if rounding else 0.0
     np.testing.assert_allclose(got, want, atol=2e-3 * scale + 2e-3 + extra)
     chunked.kv_cache.truncate(len(head))
-    last = chunked.eval(prompt)  # the last-row path, without all-position logits
+    last = chunked.eval(prompt, reset=False)  # the last-row path, without all-position logits
     np.testing.assert_allclose(last, want[-1], atol=2e-3 * scale + 2e-3 + extra)
     top2 = np.sort(want[-1])[-2:]
     if top2[1] - top2[0] > 2 * extra:
@@ -249,7 +249,7 @@ def _greedy(m, prompt_ids, n):
     out = []
     for _ in range(n):
         out.append(m._engine.sampled_token())
-        m.eval([out[-1]])
+        m.eval([out[-1]], reset=False)
     return out
 
 
@@ -267,7 +267,7 @@ def test_decoding_allocates_nothing():
     before = m.memory_report()["device_allocations"]
     m.reset()
     list(m.generate("hello world", max_tokens=20))
-    m.eval(m.tokenize("more text"))
+    m.eval(m.tokenize("more text"), reset=False)
     assert m.memory_report()["device_allocations"] == before
 
 
@@ -366,13 +366,13 @@ def test_decode_attention_follows_the_cache_length():
     want = m.eval(ids, all_logits=True).copy()
     m.reset()
     m.eval(ids[:250])
-    got = np.stack([m.eval([i]).copy() for i in ids[250:]])
+    got = np.stack([m.eval([i], reset=False).copy() for i in ids[250:]])
     np.testing.assert_allclose(got, want[250:], atol=2e-3 * np.abs(want).max() + 2e-3)
     m.reset()
     m.eval(ids[:250])
     steps = [m._engine.sampled_token()]
     for _ in range(39):
-        m.eval([steps[-1]])
+        m.eval([steps[-1]], reset=False)
         steps.append(m._engine.sampled_token())
     chained = akunu.Model(m.path, context=1024, chain=5, progress=False).generate(ids[:250], max_tokens=40,
                                                                                    stream=False)
@@ -391,7 +391,7 @@ def test_whole_counts_give_the_same_logits(monkeypatch):
         m.reset()
     np.testing.assert_array_equal(whole.eval(ids[:9], all_logits=True), following.eval(ids[:9], all_logits=True))
     for i in ids[9:]:
-        np.testing.assert_array_equal(whole.eval([i]), following.eval([i]))
+        np.testing.assert_array_equal(whole.eval([i], reset=False), following.eval([i], reset=False))
 
 
 @pytest.mark.parametrize("variant", ["scalar", pytest.param("coopmat", marks=pytest.mark.gpu)])
@@ -426,7 +426,7 @@ def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch, varia
         k.startswith(prefix) for k in {c["kernel"] for c in wide.dispatch_table(prefill=True)})
     assert len(ids) > rows
     for n in (9, 29, rows, rows + 1):
-        got, want = short.eval(ids[:n], all_logits=True), wide.eval(ids[:n], all_logits=True)
+        got, want = short.eval(ids[:n], all_logits=True, reset=False), wide.eval(ids[:n], all_logits=True, reset=False)
         if coopmat:
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
         else:
@@ -440,9 +440,9 @@ def test_bad_input_changes_nothing():
     m.reset()
     first = m.eval([1, 2, 3]).copy()
     with pytest.raises(akunu.Error, match="does not fit"):
-        m.eval(list(range(100)))
+        m.eval(list(range(100)), reset=False)
     with pytest.raises(akunu.Error, match="token id 4096 is out of range"):
-        m.eval([5, 4096])
+        m.eval([5, 4096], reset=False)
     assert m.kv_cache.current_length == 3
     m.reset()
     np.testing.assert_array_equal(m.eval([1, 2, 3]), first)  # still usable, same result

@@ -59,7 +59,7 @@ def test_random_llama_matches_numpy_float64(tmp_path_factory, backend, wtype, mo
     delta = np.abs(ref.logits(ids, x_rounding=decode_x_rounding(backend, ref)) - want).max()
     assert (delta > 0) == (mode == "int8"), "AKUNU_INT8=1 should round x in the decode GEMVs, and only then"
     m = akunu.Model(path, context=64, progress=False)
-    got = np.stack([m.eval([i]).copy() for i in ids])
+    got = np.stack([m.eval([i], reset=False).copy() for i in ids])
     if backend != "cpu":  # the tile GEMVs' rounding of x (X_BITS, spec constant 4): int8, none (fp32) or int16
         bits = {c["spec"][4] for c in m.dispatch_table() if c["kernel"].startswith("gemv_dot_")}
         int16 = not mode and wtype in ("q8_0", "q4_0") and kernels.gemv_int16(akunu.Device(backend), "Q8_0_T32")
@@ -92,7 +92,7 @@ def test_float_decode_hands_each_norm_forward(tmp_path_factory, backend, wtype, 
     def decode(forward):
         monkeypatch.setenv("AKUNU_TUNE", f"norm_forward={int(forward)}")
         m = akunu.Model(path, context=64, progress=False)
-        logits = np.stack([m.eval([i]).copy() for i in ids])
+        logits = np.stack([m.eval([i], reset=False).copy() for i in ids])
         ops = {c["label"]: c["spec"][2] for c in m.dispatch_table()
                if c["kernel"].startswith("gemv_") and c["label"].split(".")[-1] in readers}
         return m, logits, ops
@@ -115,7 +115,7 @@ def test_float_decode_hands_each_norm_forward(tmp_path_factory, backend, wtype, 
     normed = m.scratch["residual"].copy()
     assert np.all(np.isfinite(normed))
     weight = normed / h0  # h0 * (output_norm + offset): one weight per element, the same each step
-    m.eval([3])
+    m.eval([3], reset=False)
     np.testing.assert_allclose(m.scratch["residual"], m.scratch["h0"] * weight, rtol=1e-5, atol=1e-6)
 
 
@@ -140,7 +140,7 @@ def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, ba
     def decode(handoff):
         monkeypatch.setenv("AKUNU_TUNE", f"gemv_handoff={int(handoff)}")
         m = akunu.Model(path, context=64, progress=False)
-        logits = np.stack([m.eval([i]).copy() for i in ids])
+        logits = np.stack([m.eval([i], reset=False).copy() for i in ids])
         return m, logits
 
     m, got = decode(True)
@@ -169,9 +169,9 @@ def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, ba
     # A timed-out wait (the shader counts it in word 0) makes the step raise, once.
     counters[0] = 1
     with pytest.raises(akunu.Error, match="hand-off timed out 1 time"):
-        m.eval([3])
+        m.eval([3], reset=False)
     assert counters[0] == 0
-    m.eval([4])
+    m.eval([4], reset=False)
     plain, barriers = decode(False)
     assert not any(c["awaits_previous"] for c in plain.dispatch_table())
     assert np.array_equal(got, barriers)
@@ -181,8 +181,8 @@ def test_gemv_handoffs_replace_barriers_and_change_no_logit(tmp_path_factory, ba
     def deep(handoff):
         monkeypatch.setenv("AKUNU_TUNE", f"gemv_handoff={int(handoff)}")
         m = akunu.Model(path, context=600, progress=False)
-        m.eval([(7 * i) % 1000 + 1 for i in range(300)])
-        return np.stack([m.eval([i]).copy() for i in ids[:3]])
+        m.eval([(7 * i) % 1000 + 1 for i in range(300)], reset=False)
+        return np.stack([m.eval([i], reset=False).copy() for i in ids[:3]])
 
     assert np.array_equal(deep(True), deep(False))
 
@@ -205,7 +205,7 @@ def test_profile_warms_the_gpu_without_touching_the_sequence(tmp_path_factory, b
             assert len(rows) == len(m.dispatch_table()) and all(r["ms"] >= 0 for r in rows)
             assert len(m.profile(3)) == len(m.dispatch_table(prefill=True))
             assert m.kv_cache.current_length == len(ids)
-        out += [m.eval([i]).copy() for i in (42, 7, 999)]
+        out += [m.eval([i], reset=False).copy() for i in (42, 7, 999)]
         return np.stack(out)
 
     want = decode(None)
@@ -229,7 +229,7 @@ def test_cpu_int8_activations_stay_near_numpy_float64(tmp_path_factory, backend,
         assert ("int8 activations" in m.device.name) == int8
         if prefill:  # the GEMMs, one chunk
             return m.eval(ids, all_logits=True)
-        return np.stack([m.eval([i]).copy() for i in ids])
+        return np.stack([m.eval([i], reset=False).copy() for i in ids])
 
     q4 = random_gguf(tmp_path_factory, "q4_0")
     want = NumpyLlama(str(q4)).logits(ids)
@@ -277,7 +277,7 @@ def test_long_prefill_matches_numpy_float64(tmp_path_factory, backend, wtype):
 def test_unsupported_weight_types_are_refused_clearly(tmp_path_factory, backend, wtype):
     """Q2_K has no dequantizer in akunu (the model check refuses it); F64 has one, but no kernel
     reads F64 matrices (the upload refuses them, naming the backend). Both errors name the type
-    and list what runs."""
+    and list what runs; plan() with a device refuses the file with the Model's words."""
     path = retyped_gguf(tmp_path_factory, wtype, 1e-3)
     runs = "the CPU backend does" if backend == "cpu" else "the Vulkan kernels on .* do"
     where = "is not supported" if wtype == "Q2_K" else f"which {runs} not support yet"
@@ -286,6 +286,9 @@ def test_unsupported_weight_types_are_refused_clearly(tmp_path_factory, backend,
     with pytest.raises(akunu.Error, match=rf"type {wtype},? {where} .*{types}") as e:
         akunu.Model(path, context=64, progress=False)
     assert "blk.0.attn_q.weight" in str(e.value) or "token_embd.weight" in str(e.value)
+    with pytest.raises(akunu.Error) as planned:
+        akunu.plan(path, context=64)
+    assert str(planned.value) == str(e.value)  # the same check, the same words
 
 
 def smollm2_gguf() -> pathlib.Path:
@@ -329,7 +332,7 @@ def test_attention_chunks_merge_over_long_prompts(tmp_path_factory):
     ids = rng.integers(3, 1000, 600).tolist()
     want = NumpyLlama(str(path)).logits(ids)
     m = akunu.Model(path, context=640, progress=False)
-    got = np.stack([m.eval([i]).copy() for i in ids])
+    got = np.stack([m.eval([i], reset=False).copy() for i in ids])
     scale = np.abs(want).max()
     assert np.abs(got - want).max() <= 2e-3 * scale + 1e-3
     assert [c["groups"][1] for c in m.dispatch_table() if c["kernel"] == "attention_split"][0] == 3

@@ -109,11 +109,11 @@ def test_taps_across_chunks_beside_logits_and_keyed_as_given():
     chunked = akunu.Model(path, context=128, prefill_chunk=7, progress=False)
     assert len(ids) > 3 * chunked.prefill_chunk
     for m in (whole, chunked):
-        m.eval(head)
-    _, want = whole.eval(ids, hidden_states=[1, 4])
+        m.eval(head, reset=False)
+    _, want = whole.eval(ids, hidden_states=[1, 4], reset=False)
     plain = chunked.fork()
-    want_logits = plain.eval(ids, all_logits=True)
-    logits, got = chunked.eval(ids, all_logits=True, hidden_states=[4, -5, 1, -1])
+    want_logits = plain.eval(ids, all_logits=True, reset=False)
+    logits, got = chunked.eval(ids, all_logits=True, hidden_states=[4, -5, 1, -1], reset=False)
     assert list(got) == [4, -5, 1, -1]
     np.testing.assert_array_equal(got[-5], got[1])
     scale = np.abs(want[4]).max()
@@ -126,8 +126,8 @@ def test_taps_across_chunks_beside_logits_and_keyed_as_given():
     # The last-row path (no all-position logits) gives the last logits as a view, as eval does.
     for m in (chunked, plain):
         m.kv_cache.truncate(len(head))
-    want_last = plain.eval(ids).copy()
-    last, again = chunked.eval(ids, hidden_states=[1])
+    want_last = plain.eval(ids, reset=False).copy()
+    last, again = chunked.eval(ids, hidden_states=[1], reset=False)
     np.testing.assert_array_equal(last, want_last)
     np.testing.assert_array_equal(again[1], got[1])
 
@@ -143,8 +143,8 @@ def test_taps_leave_the_default_tables_and_allocate_once():
     allocations = m.memory_report()["device_allocations"]
     for _ in range(2):
         m.reset()
-        m.eval([5, 6], hidden_states=[0])
-        m.eval([7], hidden_states=[0])  # a single token runs the tapped prefill table too
+        m.eval([5, 6], hidden_states=[0], reset=False)
+        m.eval([7], hidden_states=[0], reset=False)  # a single token runs the tapped prefill table too
     assert m.memory_report()["device_allocations"] == allocations
     assert m.dispatch_table() == table
     m.reset()
@@ -175,6 +175,6 @@ def test_a_layer_the_model_lacks_is_refused():
     for layer in (2, -3):
         with pytest.raises(akunu.Error,
                            match=rf"hidden state of layer {layer}: the model has 2 layers \(0 to 1, or -1 to -2"):
-            m.eval([3, 4], hidden_states=[0, layer])
+            m.eval([3, 4], hidden_states=[0, layer], reset=False)
     assert m.kv_cache.current_length == 2
     assert FIXTURES.exists()

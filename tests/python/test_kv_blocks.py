@@ -50,7 +50,7 @@ def test_blocks_give_the_preallocated_logits(kv_dtype):
     got = blocks.eval(prompt, all_logits=True)
     np.testing.assert_array_equal(got, want)
     for t in ids_of(4, seed=1):
-        np.testing.assert_array_equal(blocks.eval([t]), full.eval([t]))
+        np.testing.assert_array_equal(blocks.eval([t], reset=False), full.eval([t], reset=False))
     for layer in range(full.config.n_layers):
         np.testing.assert_array_equal(blocks.kv_cache.v(layer), full.kv_cache.v(layer))
         if kv_dtype != "f16":
@@ -71,12 +71,13 @@ def test_chains_and_the_last_row_path_across_a_boundary():
     # Pipelined chains from position 247 on (the next chain is submitted while one runs).
     for m in (full, blocks):
         m.reset()
-        m.eval(ids_of(240))
+        m.eval(ids_of(240), reset=False)
     a = list(full.generate(ids_of(7, seed=2), max_tokens=40, reset=False))
     b = list(blocks.generate(ids_of(7, seed=2), max_tokens=40, reset=False))
     assert [p.token_id for p in a] == [p.token_id for p in b] and len(a) > 10
     assert blocks.kv_cache.current_length == full.kv_cache.current_length
-    np.testing.assert_array_equal(blocks.eval(ids_of(20, seed=3)), full.eval(ids_of(20, seed=3)))
+    follow = ids_of(20, seed=3)
+    np.testing.assert_array_equal(blocks.eval(follow, reset=False), full.eval(follow, reset=False))
 
 
 def test_blocks_are_allocated_only_at_block_boundaries():
@@ -88,19 +89,19 @@ def test_blocks_are_allocated_only_at_block_boundaries():
     before = allocations()
     m.eval(ids_of(250))  # inside block 0
     for t in ids_of(5):
-        m.eval([t])      # positions 250..254
+        m.eval([t], reset=False)      # positions 250..254
     assert allocations() == before and m.memory_report()["kv_blocks"] == 1
     m._engine.decode_chain(1)  # positions 255..258: the chain's block exists before it runs
     assert allocations() == before + 1 and m.memory_report()["kv_blocks"] == 2
     for t in ids_of(40):
-        m.eval([t])
+        m.eval([t], reset=False)
     assert allocations() == before + 1
-    m.eval(ids_of(300))  # 299 -> 599: block 2, allocated once
+    m.eval(ids_of(300), reset=False)  # 299 -> 599: block 2, allocated once
     assert allocations() == before + 2 and m.memory_report()["kv_blocks"] == 3
     assert m.memory_report()["kv_cache"][1] == first + 2 * block
     # Rewinding keeps the blocks; growing again into them allocates nothing.
     m.kv_cache.truncate(10)
-    m.eval(ids_of(500))
+    m.eval(ids_of(500), reset=False)
     assert allocations() == before + 2
 
 
@@ -135,22 +136,22 @@ def test_state_truncate_and_fork_in_blocks(kv_dtype):
     full.eval(ids_of(3, seed=5))
     full.load_state(state)  # blocks -> full
     follow = ids_of(6, seed=4)
-    want = np.stack([full.eval([t]).copy() for t in follow])
+    want = np.stack([full.eval([t], reset=False).copy() for t in follow])
     fork = blocks.fork()
     assert fork.kv_cache.layers == ["blocks"] * 2 and fork.kv_cache.current_length == 280
-    np.testing.assert_array_equal(np.stack([fork.eval([t]).copy() for t in follow]), want)
-    np.testing.assert_array_equal(np.stack([blocks.eval([t]).copy() for t in follow]), want)
+    np.testing.assert_array_equal(np.stack([fork.eval([t], reset=False).copy() for t in follow]), want)
+    np.testing.assert_array_equal(np.stack([blocks.eval([t], reset=False).copy() for t in follow]), want)
     # full -> blocks, into a fresh model that allocates the blocks the state needs.
     other = akunu.Model(require(*LLAMA), context=700, prefill_chunk=97, kv_dtype=kv_dtype, kv_alloc="blocks",
                         progress=False)
     other.load_state(full.save_state())
     assert other.memory_report()["kv_blocks"] == 2
-    np.testing.assert_array_equal(other.eval([9]), full.eval([9]))
+    np.testing.assert_array_equal(other.eval([9], reset=False), full.eval([9], reset=False))
     # Rewind from 287 into block 0, then regrow across the boundary.
     for m in (full, blocks):
         m.kv_cache.truncate(200)
-    np.testing.assert_array_equal(blocks.eval(ids_of(90, seed=6), all_logits=True),
-                                  full.eval(ids_of(90, seed=6), all_logits=True))
+    np.testing.assert_array_equal(blocks.eval(ids_of(90, seed=6), all_logits=True, reset=False),
+                                  full.eval(ids_of(90, seed=6), all_logits=True, reset=False))
 
 
 def test_sliding_window_layers_in_blocks():
@@ -159,4 +160,4 @@ def test_sliding_window_layers_in_blocks():
     prompt = ids_of(290, seed=7)
     np.testing.assert_array_equal(blocks.eval(prompt, all_logits=True), full.eval(prompt, all_logits=True))
     for t in ids_of(3, seed=8):
-        np.testing.assert_array_equal(blocks.eval([t]), full.eval([t]))
+        np.testing.assert_array_equal(blocks.eval([t], reset=False), full.eval([t], reset=False))

@@ -110,7 +110,7 @@ def test_attention_over_quantized_cache_matches_float64(numpy_model, fmt, path):
     if path == "prefill":  # two chunks: 8 tokens, then 5 that attend across the chunk boundary
         got = m._engine.eval(IDS, True)
     else:
-        got = np.stack([m.eval([i]).copy() for i in IDS])
+        got = np.stack([m.eval([i], reset=False).copy() for i in IDS])
     stored = cache_contents(m, fmt)
     want = numpy_model.logits(IDS, kv_hook=lambda layer, k, v: stored[layer])
     unquantized = numpy_model.logits(IDS)
@@ -165,9 +165,9 @@ def test_long_prompt_over_sliding_window_agrees_between_prefill_and_decode(fmt):
     tol = (0.05 if fmt == "q8" else 0.25) + (INT8_X_ALLOWANCE_RANDOM[0] if decode_rounds_x(m, "q8_0") else 0.0)
     for t in (31, 32, 47, 48, 100, len(ids) - 1):
         m.kv_cache.truncate(t)
-        got = m.eval([ids[t]])
+        got = m.eval([ids[t]], reset=False)
         assert np.abs(got - prefill[t]).max() <= tol, f"position {t}"
-        m.eval(ids[t + 1:]) if t + 1 < len(ids) else None
+        m.eval(ids[t + 1:], reset=False) if t + 1 < len(ids) else None
 
 
 def test_dequantize_view_agrees_with_reference_decoder():
@@ -198,10 +198,10 @@ def test_memory_report_counts_each_format_exactly(fmt, row_bytes):
 def test_rewind_and_continue_is_exact_on_a_quantized_cache():
     m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4")
     m.eval(IDS)
-    first = m.eval([42]).copy()
+    first = m.eval([42], reset=False).copy()
     m.kv_cache.truncate(len(IDS) - 3)
-    m.eval(IDS[-3:])
-    np.testing.assert_array_equal(m.eval([42]), first)
+    m.eval(IDS[-3:], reset=False)
+    np.testing.assert_array_equal(m.eval([42], reset=False), first)
     with pytest.raises(akunu.Error, match="truncate"):
         m.kv_cache.truncate(len(IDS) + 5)
 
@@ -216,13 +216,13 @@ def test_state_round_trip_and_fork_on_a_quantized_cache():
     m.eval(IDS)
     saved = m.save_state()
     child = m.fork()
-    want = [m.eval([t]).copy() for t in (5, 6, 7)]
-    np.testing.assert_array_equal(np.stack([child.eval([t]).copy() for t in (5, 6, 7)]), np.stack(want))
+    want = [m.eval([t], reset=False).copy() for t in (5, 6, 7)]
+    np.testing.assert_array_equal(np.stack([child.eval([t], reset=False).copy() for t in (5, 6, 7)]), np.stack(want))
     m.reset()
     m.eval([4092, 1, 2])
     m.load_state(saved)
     np.testing.assert_array_equal(m.kv_cache.k_scales(3), child.kv_cache.k_scales(3)[:, : len(IDS)])
-    np.testing.assert_array_equal(np.stack([m.eval([t]).copy() for t in (5, 6, 7)]), np.stack(want))
+    np.testing.assert_array_equal(np.stack([m.eval([t], reset=False).copy() for t in (5, 6, 7)]), np.stack(want))
     other = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4")
     with pytest.raises(akunu.Error, match="'fp4' KV cache, this model's is 'int4'"):
         other.load_state(saved)

@@ -41,7 +41,7 @@ def test_rings_match_the_fixture_and_the_full_cache():
     np.testing.assert_array_equal(got, full.eval(prompt, all_logits=True))
     assert np.abs(got - ref).max() < 0.05
     for t in ids_of(50, seed=1):  # decode steps wrap the rings again
-        np.testing.assert_array_equal(ring.eval([t]), full.eval([t]))
+        np.testing.assert_array_equal(ring.eval([t], reset=False), full.eval([t], reset=False))
     assert ring.kv_cache.sliding_from == ring.kv_cache.current_length - 40
 
 
@@ -54,9 +54,10 @@ def test_appends_across_the_wrap(prefill_chunk):
     for k, n in enumerate([3, 71, 1, 29, 40, 13, 66]):
         ids = ids_of(n, seed=10 + k)
         if k % 2:
-            np.testing.assert_array_equal(ring.eval(ids, all_logits=True), full.eval(ids, all_logits=True))
+            np.testing.assert_array_equal(ring.eval(ids, all_logits=True, reset=False),
+                                          full.eval(ids, all_logits=True, reset=False))
         else:
-            np.testing.assert_array_equal(ring.eval(ids), full.eval(ids))
+            np.testing.assert_array_equal(ring.eval(ids, reset=False), full.eval(ids, reset=False))
     length, first = ring.kv_cache.current_length, ring.kv_cache.sliding_from
     assert length == 223 and first > 0
     for layer in (0, 4, 5):
@@ -74,7 +75,8 @@ def test_quantized_rings(kv_dtype):
     full, ring = pair(prefill_chunk=11, kv_dtype=kv_dtype)
     for k, n in enumerate([50, 37, 1, 1, 64]):
         ids = ids_of(n, seed=20 + k)
-        np.testing.assert_array_equal(ring.eval(ids, all_logits=True), full.eval(ids, all_logits=True))
+        np.testing.assert_array_equal(ring.eval(ids, all_logits=True, reset=False),
+                                      full.eval(ids, all_logits=True, reset=False))
     assert ring.kv_cache.sliding_from > 0
     kept = slice(ring.kv_cache.sliding_from, ring.kv_cache.current_length)
     np.testing.assert_array_equal(ring.kv_cache.v_scales(2)[:, kept], full.kv_cache.v_scales(2)[:, kept])
@@ -96,15 +98,16 @@ def test_rewinding_across_the_wrap():
     for m in (ring, full):
         m.kv_cache.truncate(earliest)  # back across the wrap (slot 91 % 40 < slot 99 % 40)
     follow = ids_of(20, seed=3)
-    np.testing.assert_array_equal(ring.eval(follow, all_logits=True), full.eval(follow, all_logits=True))
+    np.testing.assert_array_equal(ring.eval(follow, all_logits=True, reset=False),
+                                  full.eval(follow, all_logits=True, reset=False))
     # generate() may take back two pipelined chains: a ring always has room for that.
     before = ring.kv_cache.current_length
     ring.kv_cache.truncate(before - 8)
     ring.kv_cache.truncate(0)
-    ring.eval(ids_of(10))
+    ring.eval(ids_of(10), reset=False)
     full.reset()
     full.eval(ids_of(10))
-    np.testing.assert_array_equal(ring.eval([5]), full.eval([5]))
+    np.testing.assert_array_equal(ring.eval([5], reset=False), full.eval([5], reset=False))
 
 
 def test_states_and_forks_of_rings():
@@ -121,9 +124,9 @@ def test_states_and_forks_of_rings():
                                        progress=False)
     full_state_into_ring.load_state(full.save_state())  # the ring keeps the newest rows
     follow = ids_of(30, seed=5)
-    want = full.eval(follow, all_logits=True)
+    want = full.eval(follow, all_logits=True, reset=False)
     for m in (ring, fork, other_full, full_state_into_ring):
-        np.testing.assert_array_equal(m.eval(follow, all_logits=True), want)
+        np.testing.assert_array_equal(m.eval(follow, all_logits=True, reset=False), want)
     # A full cache loaded from a ring's state rewinds only as far as the state holds.
     with pytest.raises(akunu.Error, match="rewind to a length from"):
         other_full.kv_cache.truncate(40)
@@ -155,5 +158,5 @@ def test_rings_compose_with_blocks():
     prompt = ids_of(300, seed=6)
     np.testing.assert_array_equal(mixed.eval(prompt, all_logits=True), full.eval(prompt, all_logits=True))
     for t in ids_of(5, seed=7):
-        np.testing.assert_array_equal(mixed.eval([t]), full.eval([t]))
+        np.testing.assert_array_equal(mixed.eval([t], reset=False), full.eval([t], reset=False))
     assert mixed.memory_report()["kv_blocks"] == 2

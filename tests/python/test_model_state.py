@@ -96,7 +96,7 @@ def test_a_restored_state_continues_bit_identically(sampler, tmp_path):
     for source in (state, tmp_path / "state.bin", str(tmp_path / "state.bin")):
         m.reset()
         e.set_sampler(0.7, 10, 0.9, 0.0, 99)
-        m.eval(m.tokenize("class Foo:\n    def"))
+        m.eval(m.tokenize("class Foo:\n    def"), reset=False)
         m.load_state(source)
         assert m.kv_cache.current_length == len(m.tokenize(PROMPT))
         assert_same_run(steps(m, 24), want)
@@ -107,10 +107,10 @@ def test_a_state_of_an_empty_cache_round_trips():
     m.reset()
     state = m.save_state()
     want = m.eval([5, 6, 7]).copy()
-    m.eval([8])
+    m.eval([8], reset=False)
     m.load_state(state)
     assert m.kv_cache.current_length == 0
-    np.testing.assert_array_equal(m.eval([5, 6, 7]), want)
+    np.testing.assert_array_equal(m.eval([5, 6, 7], reset=False), want)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS, ids=list(SAMPLERS))
@@ -130,7 +130,7 @@ def test_fork_continues_as_the_original_and_independently(sampler):
 
     # Decoding the original (other tokens at the same positions) leaves the fork unchanged ...
     fork_kv = kv_snapshot(f)
-    m.eval(m.tokenize(" while True:")[1:])
+    m.eval(m.tokenize(" while True:")[1:], reset=False)
     assert_same_kv(kv_snapshot(f), fork_kv)
     got = steps(f, 20)
     # ... and the fork's steps leave the original's cache unchanged.
@@ -211,7 +211,7 @@ def test_bad_states_are_refused_and_change_nothing(tmp_path):
     m.reset()
     m.eval([7, 8, 9, 10, 11])
     state = m.save_state()
-    m.eval([12, 13])
+    m.eval([12, 13], reset=False)
     kept, logits = kv_snapshot(m), m.scratch["logits"].copy()
     for case, (data, message) in bad_states(state).items():
         with pytest.raises(akunu.Error, match=message):
@@ -246,7 +246,7 @@ def test_states_of_other_models_are_refused():
         q8.load_state(code.save_state())
     assert_same_kv(kv_snapshot(q8), kept)
 
-    f16.eval([6, 7])
+    f16.eval([6, 7], reset=False)
     five = f16.save_state()
     short = model(LLAMA_F16, context=4)
     short.reset()

@@ -1,5 +1,5 @@
 """The notebooks in notebooks/: each one runs top to bottom on the shipped model (their asserts
-are the checks), and each is stored without outputs.
+are the checks), and each is stored with the outputs of a full run.
 
 Every notebook is executed with nbclient in a fresh "python3" kernel, from a copy in a temporary
 directory that is also the kernel's working directory, so a run leaves nothing in the checkout.
@@ -43,14 +43,18 @@ def test_a_python3_kernel_is_installed():
 
 
 @pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])
-def test_notebook_is_stored_without_outputs(path):
+def test_notebook_is_stored_with_its_outputs_and_uses_the_public_api(path):
+    """Saved after a full run (scripts/run_notebooks.py), so a reader sees the figures without
+    running it; the code reaches akunu through its public API only."""
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        assert cell.get("outputs") == [], f"{path.name}: cell {i} has outputs (clear them before saving)"
-        assert cell.get("execution_count") is None, f"{path.name}: cell {i} has an execution count"
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    counts = [cell.get("execution_count") for cell in code]
+    assert counts == list(range(1, len(code) + 1)), f"{path.name}: run it top to bottom, then save ({counts})"
+    assert any(o.get("output_type") == "display_data" for cell in code for o in cell.outputs), path.name
+    assert not any(o.get("output_type") == "error" for cell in code for o in cell.outputs), path.name
+    for i, cell in enumerate(code):
+        assert "._" not in cell.source.replace("._repr", ""), f"{path.name}: code cell {i} reaches a private name"
 
 
 @pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])

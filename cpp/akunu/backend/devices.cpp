@@ -75,7 +75,7 @@ static Candidates candidates(const Tuning& tuning = Tuning::from_environment()) 
 std::vector<DeviceInfo> list_devices() {
     std::vector<DeviceInfo> out;
     int i = 0;
-    for (auto& c : candidates().all) out.push_back({i++, c.backend(), std::move(c.profile)});
+    for (auto& c : candidates().all) out.push_back({i++, c.backend(), std::move(c.profile), ""});
     return out;
 }
 
@@ -92,13 +92,37 @@ static std::string effective_selector(const std::string& selector, const char** 
     return from_env ? env : selector;
 }
 
-// The position in c.all of the device a selector names: "" the first (the most preferred
-// Vulkan device, else the CPU backend), "cpu" the CPU backend, "vulkan" the first Vulkan
-// device, an index, or a case-insensitive substring of a name.
-static size_t select(const Candidates& c, const std::string& selector, const char* source) {
+std::string device_kind(Backend backend, const DeviceProfile& profile) {
+    if (backend == Backend::kCpu) return "akunu CPU backend";
+    if (profile.type != DeviceType::kCpu) return std::string(device_type_name(profile.type)) + " GPU (Vulkan)";
+    // Mesa's lavapipe names its device after its rasterizer, llvmpipe.
+    return lower(profile.name).find("llvmpipe") != std::string::npos ? "lavapipe (Vulkan on CPU)" : "Vulkan on CPU";
+}
+
+// The default: the most preferred Vulkan device that is not a CPU implementation, else the CPU
+// backend. A Vulkan driver on the CPU (lavapipe) runs akunu's kernels for correctness, many
+// times slower than the CPU backend runs the same model, so it is chosen only by name.
+static size_t default_device(const Candidates& c, std::string* reason) {
+    for (size_t i = 0; i + 1 < c.all.size(); ++i)
+        if (c.all[i].profile.type != DeviceType::kCpu) {
+            *reason = "the default: the most preferred Vulkan GPU";
+            return i;
+        }
+    if (c.all.size() == 1)
+        *reason = "the default: no Vulkan device here (" + c.vulkan_error + ")";
+    else
+        *reason = "the default: the Vulkan devices here, such as " + device_kind(Backend::kVulkan, c.all[0].profile) +
+                  ", run on the CPU, far slower than akunu's CPU backend (--device vulkan picks one)";
+    return c.all.size() - 1;
+}
+
+// The position in c.all of the device a selector names: "" the default, "cpu" the CPU backend,
+// "vulkan" the first Vulkan device, an index, or a case-insensitive substring of a name.
+static size_t select(const Candidates& c, const std::string& selector, const char* source, std::string* reason) {
     const std::vector<Candidate>& all = c.all;
     const std::string sel = lower(selector);
-    if (sel.empty()) return 0;
+    if (sel.empty()) return default_device(c, reason);
+    *reason = "asked for: " + std::string(source) + " '" + selector + "'";
     if (sel == "cpu") return all.size() - 1;
     if (sel == "vulkan") {
         AKUNU_CHECK(all.front().backend() == Backend::kVulkan, std::string(source) + " 'vulkan': " + c.vulkan_error);
@@ -115,7 +139,7 @@ static size_t select(const Candidates& c, const std::string& selector, const cha
     std::string message = std::string(source) + " '" + selector + "' matches no device. Devices here:";
     for (size_t i = 0; i < all.size(); ++i)
         message += "\n  " + std::to_string(i) + ": " + all[i].profile.name + " (" +
-                   device_type_name(all[i].profile.type) + ")";
+                   device_kind(all[i].backend(), all[i].profile) + ")";
     if (!c.vulkan_error.empty()) message += "\nNo Vulkan device: " + c.vulkan_error;
     message +=
         "\nGive an index or part of a name, 'vulkan' for the best Vulkan device, or 'cpu' for akunu's CPU backend.";
@@ -126,8 +150,9 @@ DeviceInfo find_device(const std::string& selector, const std::string& tuning) {
     const char* source;
     const std::string sel = effective_selector(selector, &source);
     Candidates c = candidates(Tuning::from_environment(tuning));
-    const size_t i = select(c, sel, source);
-    return {int(i), c.all[i].backend(), std::move(c.all[i].profile)};
+    std::string reason;
+    const size_t i = select(c, sel, source, &reason);
+    return {int(i), c.all[i].backend(), std::move(c.all[i].profile), reason};
 }
 
 std::shared_ptr<Device> Device::create(const std::string& selector, const std::string& tuning) {
@@ -137,7 +162,8 @@ std::shared_ptr<Device> Device::create(const std::string& selector, const std::s
     // The CPU backend by name makes no Vulkan instance: it runs where no loader is installed.
     if (lower(sel) == "cpu") return std::shared_ptr<Device>(new Device(t));
     Candidates c = candidates();
-    const Candidate& chosen = c.all[select(c, sel, source)];
+    std::string reason;
+    const Candidate& chosen = c.all[select(c, sel, source, &reason)];
     if (chosen.backend() == Backend::kCpu) return std::shared_ptr<Device>(new Device(t));
     return std::shared_ptr<Device>(new Device(c.instance, chosen.physical, t));
 }

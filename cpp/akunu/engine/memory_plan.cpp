@@ -103,7 +103,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
 
     std::map<std::string, uint64_t> by_type;
     if (files && files->has_weights()) {
-        for (const UploadItem& u : plan_weight_uploads(*files, c, p.options.weight_tiles)) {
+        const std::vector<UploadItem> items = plan_weight_uploads(*files, c, p.options.weight_tiles);
+        if (p.options.device) check_weight_types(items, *p.options.device, files->path());
+        for (const UploadItem& u : items) {
             by_type[type_traits(u.device_type).name] += u.bytes;
             p.largest_tensor_bytes = std::max<uint64_t>(p.largest_tensor_bytes, u.bytes);
         }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ struct PlanOptions {
     // Long prefill chunks dequantize block-format projections to f16 scratch first
     // (DeviceProfile::prefill_dequant_rows): the scratch holds the largest one.
     bool prefill_dequant = false;
+    // The device's profile, where the plan is for one: a weight type its kernels cannot run is
+    // then an error, as it is when a Model loads (check_weight_types).
+    std::optional<DeviceProfile> device;
 };
 
 struct MemoryPlan {

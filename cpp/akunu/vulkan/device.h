@@ -33,23 +33,29 @@ enum class Backend { kVulkan, kCpu };
 
 // One entry of list_devices(): `index` is the position in that list, which is the order of
 // preference (discrete, integrated, virtual, CPU Vulkan devices, then akunu's CPU backend) and
-// what AKUNU_DEVICE=<index> refers to.
+// what AKUNU_DEVICE=<index> refers to. `reason` says why find_device chose it.
 struct DeviceInfo {
     int index;
     Backend backend;
     DeviceProfile profile;
+    std::string reason;
 };
+
+// What kind of device this is, in words: "discrete GPU (Vulkan)", "lavapipe (Vulkan on CPU)",
+// "akunu CPU backend", ...
+std::string device_kind(Backend backend, const DeviceProfile& profile);
 
 // Every usable Vulkan device (Vulkan 1.2+), most preferred first, then the CPU backend (the
 // last entry, always present: where no Vulkan device exists it is the only one).
 std::vector<DeviceInfo> list_devices();
-// The device Device::create(selector) would open, without opening it.
+// The device Device::create(selector) would open, without opening it, with the reason.
 DeviceInfo find_device(const std::string& selector = "", const std::string& tuning = "");
 
 class Device : public std::enable_shared_from_this<Device> {
 public:
-    // `selector`: "" picks AKUNU_DEVICE if set, else the most preferred Vulkan device, else
-    // (no Vulkan device here) the CPU backend; "cpu" is the native CPU backend, "vulkan" the
+    // `selector`: "" picks AKUNU_DEVICE if set, else the most preferred Vulkan GPU, else the
+    // CPU backend (where Vulkan offers only CPU implementations such as lavapipe, which run
+    // the same kernels far slower); "cpu" is the native CPU backend, "vulkan" the
     // most preferred Vulkan device; otherwise an index into list_devices() or a
     // case-insensitive substring of a device's name (the CPU backend's included). `tuning`:
     // "key=value,..." applied over AKUNU_TUNE (core/tuning.h).

@@ -247,11 +247,10 @@ std::string DeviceProfile::describe() const {
     appendf(s, "  storage binding   %llu MiB max, offset alignment %llu B, push constants %u B\n",
             (unsigned long long)(max_storage_buffer_range >> 20),
             (unsigned long long)min_storage_buffer_offset_alignment, max_push_constants_bytes);
-    appendf(s,
-            "  fp16 %s  int8 %s  integer dot %s (gemv %s)  coopmat %s  coopmat2 %s  gemm coopmat %s  "
-            "bf16 %s  push descriptors %s\n",
-            yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(cooperative_matrix),
-            yn(cooperative_matrix2), yn(gemm_coopmat), yn(bfloat16), yn(push_descriptors));
+    appendf(s, "  features          fp16 %s  int8 %s  integer dot %s (gemv %s)  bf16 %s  push descriptors %s\n",
+            yn(fp16), yn(int8), yn(integer_dot_product), yn(gemv_int_dot), yn(bfloat16), yn(push_descriptors));
+    appendf(s, "  matrix units      coopmat %s  coopmat2 %s  gemm coopmat %s\n", yn(cooperative_matrix),
+            yn(cooperative_matrix2), yn(gemm_coopmat));
     if (gemv_handoff) appendf(s, "  decode            GEMVs hand x off through counters, not barriers\n");
     if (norm_forward && !cpu_backend) appendf(s, "  decode            float GEMVs hand the next norm forward\n");
     if (gemm_coopmat2) appendf(s, "  prefill           f16 GEMMs on workgroup-scope cooperative matrices (coopmat2)\n");
@@ -262,8 +261,8 @@ std::string DeviceProfile::describe() const {
     if (prefill_dequant_rows > 0)
         appendf(s, "  prefill           block-format weights dequantized to f16 for chunks of %u tokens or more\n",
                 prefill_dequant_rows);
-    appendf(s, "  memory            device-local %s, host-visible device-local %s%s\n", gib(device_local_bytes).c_str(),
-            gib(host_visible_device_bytes).c_str(), unified_memory ? " (unified: zero-copy views)" : "");
+    appendf(s, "  memory            device-local %s, of it host-visible %s%s\n", gib(device_local_bytes).c_str(),
+            gib(host_visible_device_bytes).c_str(), unified_memory ? " (unified, zero-copy views)" : "");
     for (size_t i = 0; i < heaps.size(); ++i)
         appendf(s, "    heap %zu          %s%s%s\n", i, gib(heaps[i].size_bytes).c_str(),
                 heaps[i].device_local ? " device-local" : "", heaps[i].host_visible ? " host-visible" : "");
