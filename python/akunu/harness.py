@@ -97,7 +97,7 @@ class AkunuLM(TemplateLM):
             keep += 1
         self.model.kv_cache.truncate(keep)
         self._cached = self._cached[:keep]
-        logits = self.model.eval(inp[keep:], all_logits=True)
+        logits = self.model.eval(inp[keep:], all_logits=True, reset=False)
         self._cached = list(inp)
         return logits[-rows:]
 

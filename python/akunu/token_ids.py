@@ -2,8 +2,9 @@
 Tokenizer.decode, StreamDecoder.put): a sequence of integers (Python or NumPy) each in
 [0, vocab). Model's calls also take one sequence in the forms transformers hands out: a 1-D
 or [1, n] array or torch tensor, or a BatchEncoding's input_ids (prompt_ids); a batch of
-several prompts is a TypeError that says a Model runs one sequence at a time. Floats, strings and bools are refused rather than converted, and a negative id is
-never read as NumPy reads it (from the end). Bytes are text everywhere in akunu: UTF-8 that
+several prompts is a TypeError that says a Model runs one sequence at a time. Floats,
+strings and bools are refused rather than converted, and a negative id is never read as
+NumPy reads it (from the end). Bytes are text everywhere in akunu: UTF-8 that
 generate() and perplexity() tokenize as they do a str, as Tokenizer.encode does; functions that
 take ids only refuse them."""
 from __future__ import annotations

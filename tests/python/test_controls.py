@@ -38,7 +38,7 @@ def reference(m, ids, steps, sampler, rep=1.0, presence=0.0, frequency=0.0, bias
                                      sampler.min_p, sampler.seed, position=len(history), device=m.device)[0][0])
         out.append(token)
         history.append(token)
-        logits = np.array(m.eval([token]), dtype=np.float64)
+        logits = np.array(m.eval([token], reset=False), dtype=np.float64)
     return out
 
 
