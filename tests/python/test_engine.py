@@ -441,7 +441,7 @@ def test_bad_input_changes_nothing():
     first = m.eval([1, 2, 3]).copy()
     with pytest.raises(akunu.Error, match="does not fit"):
         m.eval(list(range(100)), reset=False)
-    with pytest.raises(akunu.Error, match="token id 4096 is out of range"):
+    with pytest.raises(akunu.Error, match="token id 4096 .*is out of range"):
         m.eval([5, 4096], reset=False)
     assert m.kv_cache.current_length == 3
     m.reset()

@@ -185,7 +185,8 @@ def test_chat_templates_are_bounded_in_size_and_time(tokenizers, monkeypatch):
     with pytest.raises(akunu.Error, match="rendering took longer than 0.5 s"):
         tok.apply_chat_template([], chat_template="{% for i in range(100000) %}{% for j in range(100000) %}"
                                 "{% endfor %}{% endfor %}")
-    assert tok.apply_chat_template([], chat_template="{% for i in range(3) %}{{ i }}{% endfor %}") == "012"
+    assert tok.apply_chat_template([], chat_template="{% for i in range(3) %}{{ i }}{% endfor %}",
+                                   tokenize=False) == "012"
 
 
 @pytest.mark.parametrize("mutate, field", [
