@@ -13,13 +13,11 @@ Encoders (BERT-style embedding models) load as akunu.Encoder; akunu.load(path) p
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import math
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 
@@ -28,6 +26,7 @@ import numpy as np
 from akunu import _akunu, _progress, hub
 from akunu._inputs import fit_context
 from akunu.controls import LogitControls, host_steps, prompt_logprobs
+from akunu.model_use import ExclusiveSteps, write_atomically
 from akunu.sampling import Generation, Piece, Sampler, Stream
 from akunu.token_ids import prompt_ids
 from akunu.tokenizer import Tokenizer
@@ -293,9 +292,9 @@ class Model:
                 e.eval(ids)
                 keep = e.kv_length
         if controls.on_host:
-            steps = _ExclusiveSteps(e, host_steps(self, ids, sampler, controls, result))
+            steps = ExclusiveSteps(e, host_steps(self, ids, sampler, controls, result))
         else:
-            steps = _ExclusiveSteps(e, ((token, logprob, at, None) for token, logprob, at in self._sampled()))
+            steps = ExclusiveSteps(e, ((token, logprob, at, None) for token, logprob, at in self._sampled()))
         decoder = self.tokenizer.stream(skip_special_tokens=True)
         stop_ids = set(self.tokenizer.stop_ids)
         text = ""
@@ -396,7 +395,7 @@ class Model:
         data = self._engine.save_state()
         if path is None:
             return data
-        _write_atomically(os.fspath(path), data)
+        write_atomically(os.fspath(path), data)
         return None
 
     def load_state(self, data_or_path: bytes | bytearray | memoryview | str | os.PathLike) -> None:
@@ -523,57 +522,6 @@ def _check_messages(messages) -> None:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise TypeError(f"messages[{i}] must be a dict with a string 'role' (and its 'content'), got {message!r}")
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    """path's new content is `data`, or (on any failure) its old content: temp file, fsync, rename."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as open(path, "w") would create it
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # the rename itself reaches the disk
-    finally:
-        os.close(dir_fd)
-
-
-class _ExclusiveSteps:
-    """Iterates a generator of engine calls (Model._sampled), each step as one use of the
-    engine: another thread that calls the model meanwhile gets akunu.Error at once. A stream
-    pauses between steps; if anything else used the model in the pause (another generate(),
-    eval(), reset(), another thread), the next step raises instead of continuing on that cache."""
-
-    def __init__(self, engine, steps):
-        self._e, self._steps, self._mark = engine, steps, engine.uses
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if not self.untouched():
-            raise _akunu.Error("this generate() stream's model was used by another call while the stream was paused "
-                               "(another generate(), eval(), reset(), a second thread): the stream cannot continue on "
-                               "that cache; give each sequence its own model with fork()")
-        with self._e.held():
-            item = next(self._steps)
-        self._mark = self._e.uses
-        return item
-
-    def untouched(self) -> bool:
-        """Whether nothing else used the engine since the last step."""
-        return self._e.uses == self._mark
 
 
 def profile_table(rows: list[dict], by: str = "kernel") -> str:
