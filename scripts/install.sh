@@ -54,6 +54,12 @@ fi
 # Constrained output (python/akunu/constrained.py) runs on llguidance; its tests validate
 # outputs with jsonschema. Without them those tests skip.
 .venv/bin/python -m pip install -q llguidance jsonschema || echo "akunu: llguidance not installed; constrained output is unavailable"
+# Whisper's audio input decodes files with soundfile (libsndfile) and resamples with soxr;
+# faster-whisper is the second reference its tests and benchmark compare with.
+.venv/bin/python -m pip install -q soundfile soxr || echo "akunu: soundfile/soxr not installed; Whisper takes NumPy audio only"
+.venv/bin/python -m pip install -q faster-whisper || echo "akunu: faster-whisper not installed; the comparisons with it will skip"
+# akunu.distributed runs evaluation sweeps on Ray; without it those tests skip.
+.venv/bin/python -m pip install -q "ray>=2.9" || echo "akunu: ray not installed; akunu.distributed is unavailable"
 
 # 3. The glslang inside PyPI's slangpy wheel, which compiles the cooperative-matrix-2 kernels
 #    that Debian 12's glslang cannot (shaders/kernels.cmake, AKUNU_SLANG_GLSLANG); only that
