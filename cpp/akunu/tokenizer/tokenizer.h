@@ -20,6 +20,7 @@
 namespace akunu {
 
 class GgufFile;
+class ModelFiles;
 
 struct AddedToken {
     int id;
@@ -34,6 +35,9 @@ public:
     static std::shared_ptr<Tokenizer> from_json(const nlohmann::json& tokenizer, const nlohmann::json* config,
                                                 const std::string& source);
     static std::shared_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
+    // A model's own tokenizer: the GGUF's vocabulary, or the tokenizer.json (and
+    // tokenizer_config.json) in the folder of its safetensors or config (tokenizer_files.cpp).
+    static std::shared_ptr<Tokenizer> from_model(const ModelFiles& files);
 
     // `parse_special`: special tokens written in the text become their ids (HF's default);
     // false treats them as plain text. Throws on invalid UTF-8.
