@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the parsers with clang + AddressSanitizer, replays the malformed-input corpus under
-# ASan, then runs each libFuzzer target for a bounded time (AKUNU_FUZZ_SECONDS, default 20).
+# Builds the parsers and the saved-state loader with clang + AddressSanitizer, replays the
+# malformed-input corpus under ASan, then runs each libFuzzer target for a bounded time
+# (AKUNU_FUZZ_SECONDS, default 20).
 # Needs clang and libclang-rt-14-dev (scripts/apt-packages.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ cmake_bin=$(command -v .venv/bin/cmake || command -v cmake)
 "$cmake_bin" -S . -B $build -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DAKUNU_BUILD_PYTHON=OFF -DAKUNU_BUILD_FUZZERS=ON >/dev/null
 "$cmake_bin" --build $build --target akunu_fuzz_gguf akunu_fuzz_safetensors akunu_fuzz_config akunu_fuzz_tokenizer \
-    akunu_malformed_replay
+    akunu_fuzz_state akunu_malformed_replay
 
 corpus=$build/malformed
 rm -rf "$corpus" && "$python" tests/python/support/malformed_cases.py "$corpus"
@@ -21,7 +22,7 @@ ASAN_OPTIONS=detect_leaks=1 $build/akunu_malformed_replay "$corpus" | tail -1
 
 # Seeds: the malformed files, a valid small GGUF, and the fixtures' configs and tokenizer-free models.
 seeds=$build/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{gguf,safetensors,config,tokenizer}
+rm -rf "$seeds" && mkdir -p "$seeds"/{gguf,safetensors,config,tokenizer,state}
 cp tests/cpp/fuzz/corpus/tokenizer/* "$seeds/tokenizer/"  # the corpus kept in the repo
 find "$corpus" -maxdepth 1 -type f -exec cp {} "$seeds/gguf/" \;
 find "$corpus" -maxdepth 1 -type f -name 'st_*' -exec cp {} "$seeds/safetensors/" \;
@@ -39,9 +40,16 @@ tensors, config = tiny_llama(dim=16, layers=1, heads=2, kv_heads=1, ffn=16, voca
 fixtures = pathlib.Path("../shared/fixtures")
 for i, cfg in enumerate(sorted(fixtures.glob("*/hf/config.json"))):
     (out / "config" / f"fixture{i}").write_bytes(cfg.read_bytes())
+# Saved states of the state fuzzer's model, without their checksum (the target appends it).
+import akunu
+m = akunu.Model(str(fixtures / "tiny-llama3-random/gguf/tiny-llama3-random-q8_0.gguf"), device="cpu", context=64)
+for n in (1, 5):
+    m.eval(list(range(1, n + 1)))
+    (out / "state" / f"length{n}").write_bytes(m.save_state()[:-8])
 PY
+export AKUNU_FUZZ_STATE_MODEL=../shared/fixtures/tiny-llama3-random/gguf/tiny-llama3-random-q8_0.gguf
 
-for target in gguf safetensors config tokenizer; do
+for target in gguf safetensors config tokenizer state; do
     echo "== fuzz $target for ${seconds}s"
     mkdir -p $build/corpus_$target
     rc=0
