@@ -18,13 +18,16 @@ not only JSON; its wheel has no dependencies (xgrammar pulls in torch, triton an
 transformers); and llama.cpp, vLLM and SGLang use it.
 
 The matcher reads a Hugging Face model's tokenizer.json itself. For a GGUF file it is given
-each token's bytes, from the vocabulary as GGUF stores it: byte-level BPE ("gpt2": each
-character of a token stands for one byte, GPT-2's byte-to-unicode map); SentencePiece
-vocabularies ("llama") are not wired up yet and raise akunu.Error saying so.
+each token's bytes, from the vocabulary as GGUF stores it (tokenizer.ggml.model). In byte-level
+BPE ("gpt2") each character of a token stands for one byte (GPT-2's byte-to-unicode map). In
+SentencePiece ("llama": llama 2, mistral, gemma) "<0xNN>" is the byte NN and U+2581 a space,
+the rest is the token's UTF-8 text, as llama.cpp's token_to_piece gives it.
+Control tokens and the unknown token are special: the grammar never allows them as text.
 """
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -41,6 +44,7 @@ def _llguidance():
     return llguidance
 
 
+@lru_cache(maxsize=1)
 def _gpt2_byte_decoder() -> dict[str, int]:
     """GPT-2's map from the printable stand-in characters of byte-level BPE to bytes."""
     kept = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1), *range(ord("\xae"), 256)]
@@ -52,31 +56,68 @@ def _gpt2_byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in chars.items()}
 
 
+def _gpt2_bytes(token: str) -> bytes:
+    """A byte-level BPE token's bytes: each character stands for one byte."""
+    table = _gpt2_byte_decoder()
+    return bytes(table.get(c, 0x3F) for c in token)
+
+
+def _spm_bytes(token: str) -> bytes:
+    """A SentencePiece token's bytes: <0xNN> is one byte, U+2581 a space."""
+    byte = _SPM_BYTE.fullmatch(token)
+    return bytes([int(byte.group(1), 16)]) if byte else token.replace("\u2581", " ").encode()
+
+
+_SPM_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+# tokenizer.ggml.model -> a token's bytes from its text as GGUF stores it
+_TOKEN_BYTES = {"gpt2": _gpt2_bytes, "llama": _spm_bytes}
+
+
 class _GGUFVocabulary:
     """What llguidance's TokenizerWrapper reads: token bytes, special ids, BOS/EOS, encode."""
 
     def __init__(self, tokenizer, path: str):
         from akunu._akunu import open_model
 
-        kind = open_model(path).metadata.get("tokenizer.ggml.model")
-        if kind != "gpt2":
-            raise Error(f"{path}: constrained output reads GGUF vocabularies of byte-level BPE (tokenizer.ggml.model "
-                        f"gpt2), this one is {kind!r}; load the model's Hugging Face folder instead")
-        bytes_of = _gpt2_byte_decoder()
+        metadata = open_model(path).metadata
+        kind = metadata.get("tokenizer.ggml.model")
+        if kind not in _TOKEN_BYTES:
+            raise Error(f"{path}: constrained output reads GGUF vocabularies of tokenizer.ggml.model "
+                        f"{sorted(_TOKEN_BYTES)}, this one is {kind!r}; load the model's Hugging Face folder instead")
+        bytes_of = _TOKEN_BYTES[kind]
         self._t = tokenizer
         self.eos_token_id, self.bos_token_id = tokenizer.eos_id, tokenizer.bos_id
-        self.special_token_ids = [i for i in range(tokenizer.vocab_size) if tokenizer.is_special(i)]
+        unknown = metadata.get("tokenizer.ggml.unknown_token_id")
+        self.special_token_ids = [i for i in range(tokenizer.vocab_size) if tokenizer.is_special(i) or i == unknown]
         special = set(self.special_token_ids)
-        self.tokens = [tokenizer.id_to_token(i).encode() if i in special
-                       else bytes(bytes_of.get(c, 0x3F) for c in tokenizer.id_to_token(i))
+        self.tokens = [tokenizer.id_to_token(i).encode() if i in special else bytes_of(tokenizer.id_to_token(i))
                        for i in range(tokenizer.vocab_size)]
 
-    def __call__(self, text: str) -> list[int]:
-        return self._t.encode(text, add_special_tokens=False, parse_special=False)
+        self._ids = {b: i for i, b in enumerate(self.tokens) if b and i not in special}
+        self._longest = max(map(len, self._ids))
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        """The tokenizer's encoding where its tokens spell `text` byte for byte, else the
+        longest-match one: a SentencePiece vocabulary prepends a space to what it encodes."""
+        data = text if isinstance(text, bytes) else text.encode()
+        ids = self._t.encode(data, add_special_tokens=False, parse_special=False)
+        return ids if b"".join(self.tokens[i] for i in ids) == data else self._longest_match(data)
+
+    def _longest_match(self, data: bytes) -> list[int]:
+        ids, at = [], 0
+        while at < len(data):
+            sizes = range(min(self._longest, len(data) - at), 0, -1)
+            size = next((n for n in sizes if data[at:at + n] in self._ids), 0)
+            if not size:
+                raise ValueError(f"{self._t.source}: no token of the vocabulary spells byte {data[at]:#04x}")
+            ids.append(self._ids[data[at:at + size]])
+            at += size
+        return ids
 
 
 def token_bytes(tokenizer, path: str) -> list[bytes]:
-    """The bytes of every token of a GGUF file's byte-level vocabulary (what the matcher sees)."""
+    """The bytes of every token of a GGUF file's vocabulary (what the matcher sees)."""
     return _GGUFVocabulary(tokenizer, path).tokens
 
 

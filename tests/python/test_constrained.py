@@ -13,7 +13,7 @@ import re
 import pytest
 
 import akunu
-from support.fixture_paths import require, requires_fixtures
+from support.fixture_paths import random_gguf, require, requires_fixtures
 
 pytest.importorskip("llguidance", reason="constrained output runs on llguidance (pip install llguidance)")
 jsonschema = pytest.importorskip("jsonschema", reason="outputs are checked with jsonschema's validator")
@@ -121,3 +121,37 @@ def test_a_gguf_model_keeps_to_its_schema():
                        sampler=akunu.Sampler(temperature=1.0, seed=seed))
         assert g.stop_reason == "stop_token", (seed, g.text)
         jsonschema.validate(json.loads(g.text), SCHEMAS["nested"])
+
+
+# A SentencePiece vocabulary ("llama" in GGUF, as llama 2, mistral and gemma files have): word
+# pieces with U+2581 for a space, <0xNN> byte tokens, and a space the tokenizer prepends.
+@pytest.fixture(scope="module")
+def sentencepiece_gguf(tmp_path_factory):
+    return random_gguf(tmp_path_factory, "q8_0")
+
+
+@pytest.mark.parametrize(("piece", "spelled"), [("<0x7B>", b"{"), ("<0x0A>", b"\n"), ("<0xE2>", b"\xe2"),
+                                                ("\u2581a", b" a"), ("b", b"b")])
+def test_sentencepiece_token_bytes(sentencepiece_gguf, piece, spelled):
+    tok = akunu.Tokenizer.from_file(sentencepiece_gguf)
+    assert constrained.token_bytes(tok, str(sentencepiece_gguf))[tok.token_to_id(piece)] == spelled
+
+
+def test_sentencepiece_bytes_spell_what_decode_gives(sentencepiece_gguf):
+    tok = akunu.Tokenizer.from_file(sentencepiece_gguf)
+    tokens = constrained.token_bytes(tok, str(sentencepiece_gguf))
+    assert len(tokens) == tok.vocab_size and tokens[tok.bos_id] == b"<s>"
+    for text in ['{"a": [1, 2.5]}', "ab cd\tef\n", "café 🙂"]:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert b"".join(tokens[i] for i in ids).removeprefix(b" ") == tok.decode(ids).encode(), text
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_a_sentencepiece_model_keeps_to_its_schema(sentencepiece_gguf, name):
+    m = akunu.Model(sentencepiece_gguf, context=512)
+    processor = constrained.json_schema(m, SCHEMAS[name])
+    for seed in SEEDS:
+        g = m.generate("Data: ", max_tokens=200, stream=False, logits_processors=[processor],
+                       sampler=akunu.Sampler(temperature=1.0, seed=seed))
+        assert g.stop_reason == "stop_token", (seed, g.text)
+        jsonschema.validate(json.loads(g.text), SCHEMAS[name])
