@@ -27,7 +27,7 @@ from akunu import _akunu, _progress, hub
 from akunu._inputs import fit_context
 from akunu.controls import LogitControls, host_steps, prompt_logprobs
 from akunu.model_use import ExclusiveSteps, write_atomically
-from akunu.sampling import Generation, Piece, Sampler, Stream
+from akunu.sampling import Generation, Piece, Sampler, Stream, stop_cut
 from akunu.token_ids import prompt_ids
 from akunu.tokenizer import Tokenizer
 from akunu.views import KVCacheView, ScratchView, dequantize_kv  # noqa: F401 (dequantize_kv: akunu's API)
@@ -297,7 +297,7 @@ class Model:
             steps = ExclusiveSteps(e, ((token, logprob, at, None) for token, logprob, at in self._sampled()))
         decoder = self.tokenizer.stream(skip_special_tokens=True)
         stop_ids = set(self.tokenizer.stop_ids)
-        text = ""
+        text, shown = "", 0  # shown: the characters of text that pieces carried
         first_at = None
 
         def piece(token, chars, logprob, top):
@@ -324,18 +324,18 @@ class Model:
                     if first_at is None:  # the prompt's speed stands even when nothing follows it
                         result.time_to_first_token = time.perf_counter() - start
                     return
-                chars = decoder.put(token)
-                text += chars
-                hit = next((s for s in stop if s in text), None)
-                if hit is not None:  # emit only what precedes the stop string
+                text += decoder.put(token)
+                end, hit = stop_cut(text, stop, final=produced >= max_tokens)
+                yield piece(token, text[shown:end], logprob, top)  # what may begin a stop string waits
+                shown = end
+                if hit:
                     result.stop_reason = "stop_string"
-                    yield piece(token, chars[: max(0, len(chars) - (len(text) - text.index(hit)))], logprob, top)
                     return
-                yield piece(token, chars, logprob, top)
                 if produced >= max_tokens:  # as unchained: the last token is not fed
                     result.stop_reason = "max_tokens"
                     return
         finally:  # also when the caller stops iterating early; never on another call's cache
+            result.text += text[shown:] if result.stop_reason in ("stop_token", "context") else ""
             if steps.untouched():
                 with e.held():
                     e.truncate(min(keep, e.kv_length))

@@ -115,6 +115,20 @@ class Generation:
                 f"{self.decode_tokens_per_second:.1f} tok/s ({self.stop_reason})")
 
 
+def stop_cut(text: str, stops, final: bool = False) -> tuple[int, bool]:
+    """How much of a generation's `text` may be shown: (end, hit). hit: a stop string occurs,
+    and `end` is where the first one starts. Else `end` holds back the longest tail of `text`
+    that begins a stop string (the next token may complete it), unless `final` (no token follows)."""
+    hits = [text.index(s) for s in stops if s in text]
+    if hits:
+        return min(hits), True
+    if final:
+        return len(text), False
+    held = max((n for s in stops for n in range(min(len(s) - 1, len(text)), 0, -1) if text.endswith(s[:n])),
+               default=0)
+    return len(text) - held, False
+
+
 class Stream:
     """What generate(stream=True) returns: iterate it for Pieces; `result` fills in as they
     arrive (the Generation that stream=False would have returned)."""
