@@ -320,7 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gguf-file", default=None, help="the GGUF file of a Hugging Face repo")
     p.add_argument("--context", type=int, default=4096)
     p.add_argument("--parallel", type=int, default=1,
-                   help="requests run at once, each on its own fork of the model (more wait in a queue)")
+                   help="requests run at once, each on its own fork of the model; the default 1 runs one request "
+                        "at a time, and the others wait in a queue")
     p.add_argument("--max-tokens-cap", type=int, default=4096, help="the largest max_tokens a request may ask for")
     p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="the largest request body")
     p.add_argument("--chat-template", default=None, help="a Jinja2 chat template file instead of the model's own")

@@ -155,6 +155,11 @@ def test_sixteen_concurrent_clients_get_their_solo_answers(client):
     ({"model": "other", "prompt": "x"}, 404, "not served here"),
     ({"model": "tiny", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, 400, "up to 4"),
     ({"model": "tiny", "prompt": "x", "response_format": {"type": "bogus"}}, 400, "response_format"),
+    ({"model": "tiny", "prompt": "def f(", "suffix": "return 1"}, 400, "suffix"),
+    ({"model": "tiny", "prompt": ["a", "b", "c", "d", "e"], "n": 13}, 400, "65 choices"),
+    ({"model": "tiny", "prompt": "x", "n": 17}, 400, "n"),
+    ({"model": "tiny", "prompt": "x", "stop": [""]}, 400, "non-empty"),
+    ({"model": "tiny", "prompt": "x", "logprobs": 21}, 400, "logprobs"),
 ])
 def test_bad_completion_requests_get_a_clear_4xx(server, body, status, words):
     r = httpx.post(server + "/v1/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
@@ -257,8 +262,81 @@ def test_echo_returns_the_prompts_logprobs(client, local):
     assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
     np.testing.assert_allclose(lp.token_logprobs[1:len(ids)], local.score(ids), atol=1e-3)
     assert all(len(t) == 2 for t in lp.top_logprobs[1:])
-    with pytest.raises(openai.BadRequestError, match="echo"):
-        list(client.completions.create(model="tiny", prompt="x", max_tokens=2, echo=True, stream=True))
+
+
+@pytest.mark.parametrize("logprobs", [None, 0, 2])
+def test_echo_streams_the_prompt_first(client, logprobs):
+    args = dict(model="tiny", prompt=PROMPTS[4], max_tokens=3, temperature=0, echo=True, logprobs=logprobs)
+    whole = client.completions.create(**args).choices[0]
+    chunks = [c.choices[0] for c in client.completions.create(stream=True, **args) if c.choices]
+    assert chunks[0].text == PROMPTS[4] and "".join(c.text for c in chunks) == whole.text
+    if logprobs is None:
+        assert all(c.logprobs is None for c in chunks)
+        return
+    streamed = {k: sum((getattr(c.logprobs, k) or [] for c in chunks if c.logprobs), [])
+                for k in ("tokens", "text_offset", "token_logprobs", "top_logprobs")}
+    assert streamed["tokens"] == whole.logprobs.tokens and streamed["text_offset"] == whole.logprobs.text_offset
+    assert streamed["token_logprobs"][0] is None
+    np.testing.assert_allclose(streamed["token_logprobs"][1:], whole.logprobs.token_logprobs[1:], atol=1e-4)
+    tops = [t and sorted(t) for t in whole.logprobs.top_logprobs or []]
+    assert [t and sorted(t) for t in streamed["top_logprobs"]] == tops
+    assert len(tops) == (len(streamed["tokens"]) if logprobs else 0)
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_streamed_logprobs_are_the_whole_answers(client, chat):
+    args = dict(model="tiny", max_tokens=6, temperature=0.8, seed=5)
+    if chat:
+        args |= dict(messages=[{"role": "user", "content": "Hi"}], logprobs=True, top_logprobs=2)
+        whole = client.chat.completions.create(**args).choices[0].logprobs.content
+        streamed = [x for c in client.chat.completions.create(stream=True, **args)
+                    if c.choices and c.choices[0].logprobs for x in c.choices[0].logprobs.content]
+        assert [x.token for x in streamed] == [x.token for x in whole]
+        np.testing.assert_allclose([x.logprob for x in streamed], [x.logprob for x in whole], atol=1e-4)
+        assert [len(x.top_logprobs) for x in streamed] == [2] * 6
+        return
+    args |= dict(prompt=PROMPTS[5], logprobs=2)
+    whole = client.completions.create(**args).choices[0].logprobs
+    chunks = [c.choices[0].logprobs for c in client.completions.create(stream=True, **args)
+              if c.choices and c.choices[0].logprobs]
+    assert sum((c.tokens for c in chunks), []) == whole.tokens
+    assert sum((c.text_offset for c in chunks), []) == whole.text_offset
+    np.testing.assert_allclose(sum((c.token_logprobs for c in chunks), []), whole.token_logprobs, atol=1e-4)
+    assert [len(t) for c in chunks for t in c.top_logprobs] == [2] * 6
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_n_choices_stream_by_index(client, chat):
+    args = dict(model="tiny", max_tokens=5, temperature=1.5, seed=33, n=3)
+    if chat:
+        args["messages"] = [{"role": "user", "content": "Hello"}]
+        whole = client.chat.completions.create(**args).choices
+        want = {c.index: c.message.content for c in whole}
+        chunks = list(client.chat.completions.create(stream=True, **args))
+        text_of = lambda choice: choice.delta.content or ""  # noqa: E731
+    else:
+        args["prompt"] = [PROMPTS[6], PROMPTS[7]]
+        want = {c.index: c.text for c in client.completions.create(**args).choices}
+        chunks = list(client.completions.create(stream=True, **args))
+        text_of = lambda choice: choice.text  # noqa: E731
+    got, finished = {}, []
+    for c in chunks:
+        for choice in c.choices:
+            got[choice.index] = got.get(choice.index, "") + text_of(choice)
+            if choice.finish_reason:
+                finished.append(choice.index)
+    assert got == want and sorted(finished) == sorted(want) and len(want) == (3 if chat else 6)
+    assert len(set(want.values())) > 1
+
+
+def test_stop_strings_cut_the_text_in_both_modes(client, local):
+    free = local.generate(PROMPTS[8], max_tokens=10, stream=False).text
+    for stop in (free[3:6], [free[:1]], ["\x00", free[5:7]]):
+        want = local.generate(PROMPTS[8], max_tokens=10, stream=False, stop=stop)
+        args = dict(model="tiny", prompt=PROMPTS[8], max_tokens=10, temperature=0, stop=stop)
+        whole = client.completions.create(**args).choices[0]
+        streamed = "".join(c.choices[0].text for c in client.completions.create(stream=True, **args) if c.choices)
+        assert whole.text == streamed == want.text and whole.finish_reason == "stop", stop
 
 
 @pytest.mark.slow
@@ -292,3 +370,18 @@ def test_the_cpu_backend_serves_one_request_at_a_time(capsys):
 
     pool = ModelPool(akunu.Model(require("tiny-qwen3-random", "hf"), context=64, device="cpu"), parallel=3)
     assert len(pool.models) == 1 and "--parallel is ignored" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_the_finishing_chunk_carries_held_back_text(chat):
+    """Text a stream held back (it began a stop string) and that a stop token then ended comes
+    in the choice's finishing chunk."""
+    from akunu.sampling import Generation, Piece
+    from akunu.server import openai_api
+
+    plan = openai_api.Plan([[1]], n=1, max_tokens=5, sampler=akunu.Sampler(), chat=chat)
+    chunks = openai_api.Chunks(None, plan, "tiny", include_usage=False)
+    chunks.piece(0, Piece(7, "ab", -0.5, 0.0))
+    end = chunks.end(0, Generation(text="abc", stop_reason="stop_token"))["choices"][0]
+    assert (end["delta"] == {"content": "c"}) if chat else (end["text"] == "c")
+    assert end["finish_reason"] == "stop"

@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from akunu._akunu import Error
+from akunu.sampling import Generation
 from akunu.server import openai_api
 from akunu.server.openai_api import RequestError
 from akunu.server.pool import ModelPool
@@ -125,9 +126,8 @@ def create_app(model, model_name: str, api_key: str | None = None, parallel: int
     async def completions(req: CompletionRequest, request: Request):
         check_model(req.model, True)
         if req.suffix:
-            raise RequestError("suffix is not supported", "suffix")
-        if req.echo and req.stream:
-            raise RequestError("echo is supported without stream only", "echo")
+            raise RequestError("suffix (text after the insertion, fill-in-the-middle) is not supported: send the "
+                               "prompt alone, or a prompt in the model's own infill format", "suffix")
         prompts = _prompts(model, req.prompt)
         processors = _processors(constraints, model, req.response_format)
         echo = _echo_texts(model, req.prompt, prompts) if req.echo else None
@@ -225,7 +225,7 @@ async def _collect(agen, request) -> dict | None:
     async def consume():
         try:
             async for index, item in agen:
-                if not hasattr(item, "token_id"):
+                if isinstance(item, Generation):
                     results[index] = item
         except (ValueError, TypeError) as e:
             raise RequestError(str(e)) from None
@@ -260,6 +260,8 @@ async def _sse(agen, first, chunks: openai_api.Chunks):
             index, thing = item
             if hasattr(thing, "token_id"):
                 yield event(chunks.piece(index, thing))
+            elif isinstance(thing, openai_api.Echo):
+                yield event(chunks.echo(index, thing))
             else:
                 results.append(thing)
                 yield event(chunks.end(index, thing))

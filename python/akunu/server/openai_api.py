@@ -3,20 +3,29 @@ stream-chunk objects (completions and chat completions).
 
 One request becomes one job: its choices (prompts x n) run one after another on the model the
 pool lends it, and the job yields (choice index, Piece) as tokens arrive and (choice index,
-Generation) when a choice ends. Choice k of a prompt samples with seed + k, as generate(n=)
-does.
+Generation) when a choice ends; with echo, (choice index, Echo) comes first, once the prompt's
+logprobs are known. Choice k of a prompt samples with seed + k, as generate(n=) does.
 """
 from __future__ import annotations
 
+import itertools
 import random
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from akunu.controls import chat_logprobs, completion_logprobs
 from akunu.sampling import Generation, Sampler
 
+MAX_CHOICES = 64  # prompts x n of one request: every choice runs on the one model the request holds
 FINISH = {"stop_token": "stop", "stop_string": "stop", "max_tokens": "length", "context": "length"}
+
+
+class Echo(NamedTuple):
+    """A choice's prompt, for a stream with echo: its Generation, with the prompt's logprobs."""
+
+    result: Generation
 
 
 class RequestError(ValueError):
@@ -53,6 +62,9 @@ def plan(req, prompts: list[list[int]], context: int, cap: int, default_max: int
         if len(ids) >= context:
             raise RequestError(f"prompt {i} has {len(ids)} tokens; the model's context is {context}, which must also "
                                "hold at least one generated token", "prompt", code="context_length_exceeded")
+    if len(prompts) * req.n > MAX_CHOICES:
+        raise RequestError(f"{len(prompts)} prompts x n={req.n} is {len(prompts) * req.n} choices; this server "
+                           f"takes up to {MAX_CHOICES} in one request", "n")
     asked = getattr(req, "max_completion_tokens", None) or req.max_tokens
     if asked is not None and asked > cap:
         raise RequestError(f"max_tokens {asked} is above this server's cap of {cap} (akunu serve --max-tokens-cap)",
@@ -83,7 +95,11 @@ def job(p: Plan, on_token=lambda: None):
                 stream = model.generate(ids, p.max_tokens, sampler, stream=True, logits_processors=processors,
                                         **p.kwargs)
                 try:
-                    for piece in stream:
+                    pieces = iter(stream)
+                    first = next(pieces, None)  # runs the prompt (and its logprobs, for echo)
+                    if p.echo is not None:
+                        yield index, Echo(stream.result)
+                    for piece in itertools.chain([first] if first is not None else [], pieces):
                         on_token()
                         yield index, piece
                         if cancel.is_set():
@@ -150,7 +166,8 @@ class Chunks:
     def __init__(self, tokenizer, p: Plan, model_name: str, include_usage: bool):
         self.t, self.p, self.head = tokenizer, p, _head(p, model_name, chunk=True)
         self.include_usage = include_usage
-        self.offsets: dict[int, int] = {}
+        self.offsets: dict[int, int] = {}  # completions: the characters of a choice's text so far
+        self.shown: dict[int, int] = {}    # the characters of a choice's generated text so far
 
     def _chunk(self, choices, **extra) -> dict:
         return dict(self.head, choices=choices, **extra)
@@ -161,6 +178,16 @@ class Chunks:
         n = len(self.p.prompts) * self.p.n
         return [self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                               "finish_reason": None} for i in range(n)])]
+
+    def echo(self, index: int, e: Echo) -> dict:
+        """A completion's prompt text first (and with logprobs its tokens', the first without)."""
+        prompt = index // self.p.n
+        choice = {"index": index, "text": self.p.echo[prompt], "finish_reason": None, "logprobs": None}
+        if self.p.logprobs is not None:
+            tops = e.result.prompt_top_logprobs if self.p.logprobs else None
+            choice["logprobs"] = completion_logprobs(self.t, self.p.prompts[prompt], e.result.prompt_logprobs, tops)
+        self.offsets[index] = len(choice["text"])
+        return self._chunk([choice])
 
     def piece(self, index: int, piece) -> dict:
         tops = [piece.top_logprobs or []] if self.p.logprobs else None
@@ -175,11 +202,15 @@ class Chunks:
             if self.p.logprobs is not None:
                 choice["logprobs"] = completion_logprobs(self.t, [piece.token_id], [piece.logprob], tops, at)
             self.offsets[index] = at + len(piece.text)
+        self.shown[index] = self.shown.get(index, 0) + len(piece.text)
         return self._chunk([choice])
 
     def end(self, index: int, g: Generation) -> dict:
+        """A choice's finish, with the text its pieces held back (what began a stop string that
+        a stop token then cut short)."""
+        rest = g.text[self.shown.get(index, 0):]
         choice = {"index": index, "finish_reason": FINISH[g.stop_reason], "logprobs": None}
-        choice.update({"delta": {}} if self.p.chat else {"text": ""})
+        choice.update(({"delta": {"content": rest}} if rest else {"delta": {}}) if self.p.chat else {"text": rest})
         return self._chunk([choice])
 
     def usage(self, results: list[Generation]) -> list[dict]:
