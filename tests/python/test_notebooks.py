@@ -32,7 +32,7 @@ assert not _messages, "validation messages:\\n" + "\\n".join(_messages)"""
 
 def test_the_notebooks_are_there():
     names = {p.name for p in ALL}
-    assert {"logits_explorer.ipynb", "kv_cache_inspector.ipynb", "memory_budget.ipynb"} <= names
+    assert {"logits_explorer.ipynb", "kv_cache_inspector.ipynb", "memory_budget.ipynb", "attention_maps.ipynb"} <= names
 
 
 def test_a_python3_kernel_is_installed():
