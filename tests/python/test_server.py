@@ -159,6 +159,7 @@ def test_sixteen_concurrent_clients_get_their_solo_answers(client):
     ({"model": "tiny", "prompt": ["a", "b", "c", "d", "e"], "n": 13}, 400, "65 choices"),
     ({"model": "tiny", "prompt": "x", "n": 17}, 400, "n"),
     ({"model": "tiny", "prompt": "x", "stop": [""]}, 400, "non-empty"),
+    ({"model": "tiny", "prompt": "x", "stop": "y" * 257}, 400, "up to 256 characters"),
     ({"model": "tiny", "prompt": "x", "logprobs": 21}, 400, "logprobs"),
 ])
 def test_bad_completion_requests_get_a_clear_4xx(server, body, status, words):

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_TOP_LOGPROBS = 20
+MAX_STOP_CHARS = 256  # every token's text is searched for each stop string's beginnings
 
 
 class Sampling(BaseModel):
@@ -42,6 +43,8 @@ class Sampling(BaseModel):
         stops = [v] if isinstance(v, str) else list(v or [])
         if len(stops) > 4 or any(not s for s in stops):
             raise ValueError("stop takes up to 4 non-empty strings")
+        if any(len(s) > MAX_STOP_CHARS for s in stops):
+            raise ValueError(f"a stop string has up to {MAX_STOP_CHARS} characters")
         return stops
 
     @field_validator("logit_bias")
