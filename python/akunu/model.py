@@ -175,7 +175,9 @@ class Model:
         """Generates after `prompt` (text: a str, or bytes as UTF-8; or token ids used as given: a
         list, a 1-D array, a [1, n] tensor or a BatchEncoding) with `sampler` (greedy by default),
         from an empty cache unless reset=False (then after what the cache holds). `stop`: a
-        string, or a list of strings, that ends generation where it appears. stream=True
+        string, or a list of strings, that ends generation where it appears; the text ends where
+        the first one begins, also across tokens, and a stream holds back what may begin one
+        until the next token rules it out (a Piece's text may then be empty). stream=True
         returns a Stream that yields Piece objects (id, text, logprob,
         time) as tokens arrive, its `result` filling in as they do; stream=False returns that
         Generation: the text, token ids, logprobs, and the prompt and decode speeds.
