@@ -10,8 +10,10 @@ build=build/fuzz
 python=${PYTHON:-.venv/bin/python}
 cmake_bin=$(command -v .venv/bin/cmake || command -v cmake)
 
+# UndefinedBehaviorSanitizer joins ASan here, and the same objects also make the sanitized
+# module that scripts/sanitize.sh tests, so one clang build serves both.
 "$cmake_bin" -S . -B $build -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DAKUNU_BUILD_PYTHON=OFF -DAKUNU_BUILD_FUZZERS=ON >/dev/null
+    -DAKUNU_BUILD_PYTHON=ON -DAKUNU_BUILD_FUZZERS=ON -DAKUNU_SANITIZE=undefined >/dev/null
 "$cmake_bin" --build $build --target akunu_fuzz_gguf akunu_fuzz_safetensors akunu_fuzz_config akunu_fuzz_tokenizer \
     akunu_fuzz_state akunu_malformed_replay
 
@@ -23,7 +25,7 @@ ASAN_OPTIONS=detect_leaks=1 $build/akunu_malformed_replay "$corpus" | tail -1
 # Seeds: the malformed files, a valid small GGUF, and the fixtures' configs and tokenizer-free models.
 seeds=$build/seeds
 rm -rf "$seeds" && mkdir -p "$seeds"/{gguf,safetensors,config,tokenizer,state}
-cp tests/cpp/fuzz/corpus/tokenizer/* "$seeds/tokenizer/"  # the corpus kept in the repo
+for kept in tokenizer state; do cp tests/cpp/fuzz/corpus/$kept/* "$seeds/$kept/"; done  # the corpus kept in the repo
 find "$corpus" -maxdepth 1 -type f -exec cp {} "$seeds/gguf/" \;
 find "$corpus" -maxdepth 1 -type f -name 'st_*' -exec cp {} "$seeds/safetensors/" \;
 "$python" - "$seeds" <<'PY'

@@ -2,7 +2,9 @@
 #include "akunu/cpu/vec_math.h"
 #include "akunu/cpu/vec_tiers.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 
@@ -93,11 +95,18 @@ AKUNU_INLINE void rope_body(float* x, const float* cos, const float* sin, size_t
 }
 
 // Scale max|x| / 32767 per block, round half to even; stored in order, or in tile_dot.h's
-// kX16Order within groups of 4 (interleave).
+// kX16Order within groups of 4 (interleave). A block holding a NaN or an infinity gets a NaN
+// scale and zero codes: the dot products it enters come out NaN, as the float kernels' do,
+// and no non-finite value is converted to an integer (undefined in C++).
 AKUNU_INLINE void quantize16_body(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave) {
     for (size_t b = 0; b < k / 32; ++b, x += 32, q16 += 32) {
-        float amax = 0.0f;
-        for (size_t j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        float amax = 0.0f, probe = 0.0f;  // probe: x * 0 is NaN exactly for a NaN or infinite x
+        for (size_t j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j])), probe += x[j] * 0.0f;
+        if (probe != 0.0f) {
+            d[b] = std::numeric_limits<float>::quiet_NaN(), sum[b] = 0;
+            std::fill_n(q16, 32, int16_t(0));
+            continue;
+        }
         d[b] = amax / 32767.0f;
         const float inv = amax != 0.0f ? 1.0f / d[b] : 0.0f;
         int32_t q[32], s = 0;
