@@ -27,6 +27,7 @@ OUT = ROOT / "docs" / "api.md"
 import akunu  # noqa: E402
 import akunu.constrained  # noqa: E402
 import akunu.controls  # noqa: E402
+import akunu.distributed  # noqa: E402
 import akunu.encoder  # noqa: E402
 import akunu.hub  # noqa: E402
 import akunu.model  # noqa: E402
@@ -88,6 +89,12 @@ SECTIONS = [
     ("Constrained output: akunu.constrained", akunu.constrained,
      [(f"akunu.constrained.{name}", f) for name, f in vars(akunu.constrained).items()
       if inspect.isfunction(f) and f.__module__ == "akunu.constrained" and not name.startswith("_")]),
+    ("Evaluation sweeps on Ray: akunu.distributed", akunu.distributed, [
+        ("akunu.distributed.map", akunu.distributed.map),
+        ("akunu.distributed.Task", akunu.distributed.Task),
+        ("akunu.distributed.ItemError", akunu.distributed.ItemError),
+        ("akunu.distributed.Results", akunu.distributed.Results),
+    ]),
     ("Models by name: akunu.hub", akunu.hub,
      [(f"akunu.hub.{name}", f) for name, f in vars(akunu.hub).items()
       if inspect.isfunction(f) and f.__module__ == "akunu.hub" and not name.startswith("_")]),

@@ -45,6 +45,15 @@ Error.__module__ = "akunu"  # tracebacks say akunu.Error, the name users catch
 open = open_model  # akunu.open(path): inspect a model file without loading it  # noqa: A001
 
 
+def __getattr__(name: str):
+    """akunu.distributed (evaluation sweeps on Ray) loads on first use, as akunu.distributed.map."""
+    if name == "distributed":
+        import importlib
+
+        return importlib.import_module("akunu.distributed")
+    raise AttributeError(f"module 'akunu' has no attribute {name!r}")
+
+
 def load(path, gguf_file: str | None = None, revision: str | None = None, **kwargs) -> Model | Encoder:
     """An akunu.Encoder for an encoder's file (bert), else an akunu.Model, from the file's
     architecture alone; path may be a Hugging Face repo id (akunu.hub), gguf_file and revision

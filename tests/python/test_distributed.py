@@ -1,0 +1,238 @@
+"""akunu.distributed.map on a local Ray cluster with two CPU-backend workers, against the same
+calls in this process: results equal bit for bit and in input order, a worker killed mid-sweep
+(restarted by Ray, or replaced by map) loses and duplicates nothing, a resumed result file
+computes only what it lacks, a bad item becomes that item's error, and a model that does not
+load stops the sweep with a clear error."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import akunu
+from akunu.distributed.tasks import run_batch
+from support.fixture_paths import require, requires_fixtures
+
+ray = pytest.importorskip("ray", reason="akunu.distributed runs on Ray (pip install ray)")
+import akunu.distributed as ad  # noqa: E402
+
+pytestmark = requires_fixtures
+
+MODEL = ("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
+KWARGS = {"device": "cpu", "context": 256}
+LINES = ["def fib(n):\n", "    return n if n < 2 else fib(n - 1) + fib(n - 2)\n", "import numpy as np\n",
+         "x = np.zeros((3, 4))\n", "for i in range(10):\n", "    print(i, i * i)\n", "class Point:\n",
+         "    def __init__(self, x, y):\n", "        self.x, self.y = x, y\n"]
+# 200 texts of 1 to 9 lines (7 to about 150 tokens), no two alike.
+TEXTS = [f"# item {i}\n" + "".join(LINES[(3 * i + k) % len(LINES)] for k in range(1 + i % 9)) for i in range(200)]
+
+
+@pytest.fixture(scope="module")
+def model_path():
+    return str(require(*MODEL))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster for the module: 4 logical CPUs, so that a replacement worker has
+    room while two workers run (each holds one)."""
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local(model_path):
+    """The single-process model the sweeps are compared with (2 CPU threads; workers run 1)."""
+    return akunu.Model(model_path, **KWARGS)
+
+
+@pytest.fixture(scope="module")
+def reference(local):
+    return [local.score(t) for t in TEXTS]
+
+
+@pytest.fixture(scope="module")
+def full_sweep(cluster, model_path, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "scores.jsonl"
+    return ad.map(model_path, TEXTS, task="score", workers=2, model_kwargs=KWARGS, output=out, batch_size=7), out
+
+
+def records(path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f.read().splitlines()[1:]]
+
+
+def assert_scores(results, reference):
+    assert len(results) == len(reference)
+    for i, (got, want) in enumerate(zip(results, reference)):
+        assert got.dtype == np.float64 and np.array_equal(got, want), f"item {i}"
+
+
+def test_200_items_on_two_workers_equal_one_process(full_sweep, reference):
+    results, out = full_sweep
+    assert_scores(results, reference)
+    assert (results.computed, results.resumed, results.failed) == (200, 0, 0)
+    indices = [r["index"] for r in records(out)]
+    assert sorted(indices) == list(range(200))  # each once, in the order they finished
+    pq = pytest.importorskip("pyarrow.parquet", reason="the Parquet copy needs pyarrow")
+    table = pq.read_table(out.with_suffix(".parquet")).to_pydict()
+    assert sorted(table["index"]) == list(range(200)) and not any(table["error"])
+    row = table["index"].index(123)
+    assert np.array_equal(table["result"][row], reference[123])
+
+
+@pytest.mark.parametrize("task, kwargs", [("perplexity", {}), ("generate", {"max_tokens": 9}), ("embed", {})])
+def test_each_task_equals_one_process(cluster, model_path, local, task, kwargs):
+    items = TEXTS[:11]
+    results = ad.map(model_path, items, task=task, workers=2, model_kwargs=KWARGS, task_kwargs=kwargs, batch_size=3)
+    if task == "perplexity":
+        assert results == [local.perplexity(t) for t in items]
+    elif task == "generate":
+        want = [local.generate(t, stream=False, **kwargs) for t in items]
+        assert [(g.text, g.token_ids, g.logprobs, g.stop_reason) for g in results] == \
+               [(g.text, g.token_ids, g.logprobs, g.stop_reason) for g in want]
+    else:
+        np.testing.assert_array_equal(np.stack(results), local.embed(items))
+
+
+def worker_pids() -> list[int]:
+    psutil = pytest.importorskip("psutil", reason="the test finds the worker processes with psutil")
+    pids = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.cmdline() and p.cmdline()[0].startswith("ray::SweepWorker"):
+                pids.append(p.pid)
+        except psutil.Error:
+            pass
+    return pids
+
+
+@pytest.mark.parametrize("max_restarts", [2, 0], ids=["ray-restarts-it", "map-replaces-it"])
+def test_a_worker_killed_mid_sweep_loses_and_repeats_nothing(cluster, model_path, reference, tmp_path, max_restarts):
+    out = tmp_path / "killed.jsonl"
+    done: dict = {}
+    sweep = threading.Thread(target=lambda: done.update(results=ad.map(
+        model_path, TEXTS, task="score", workers=2, model_kwargs=KWARGS, output=out, batch_size=5,
+        max_restarts=max_restarts)))
+    sweep.start()
+    deadline = time.monotonic() + 120
+    while (not out.exists() or len(records(out)) < 30) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    pids = worker_pids()
+    assert pids, "no sweep worker process found"
+    os.kill(pids[0], signal.SIGKILL)
+    at_kill = len(records(out))
+    sweep.join(timeout=120)
+    assert not sweep.is_alive(), "the sweep did not finish after a worker was killed"
+    assert at_kill < len(TEXTS), "the sweep ended before the kill: the test proves nothing"
+    assert pids[0] not in worker_pids()
+    assert_scores(done["results"], reference)
+    assert done["results"].replaced == (1 if max_restarts == 0 else 0)
+    assert sorted(r["index"] for r in records(out)) == list(range(200))  # every item exactly once
+
+
+def test_resuming_computes_only_the_missing_items(cluster, model_path, reference, full_sweep, tmp_path):
+    _, full = full_sweep
+    lines = full.read_text().splitlines(keepends=True)
+    kept = [line for line in lines[1:] if json.loads(line)["index"] % 2 == 0]  # 100 items, in finishing order
+    half = tmp_path / "half.jsonl"
+    half.write_text(lines[0] + "".join(kept) + lines[2][:25])  # and a line torn by a kill
+    results = ad.map(model_path, TEXTS, task="score", workers=2, model_kwargs=KWARGS, output=half, batch_size=7)
+    assert (results.resumed, results.computed) == (100, 100)  # the workers sent back the odd items alone
+    assert_scores(results, reference)
+    assert sorted(r["index"] for r in records(half)) == list(range(200))
+    again = ad.map(model_path, TEXTS, task="score", workers=2, model_kwargs=KWARGS, output=half)
+    assert (again.resumed, again.computed) == (200, 0)
+    with pytest.raises(ValueError, match=r"holds another sweep: its items_sha256 is"):
+        ad.map(model_path, TEXTS[::-1], task="score", model_kwargs=KWARGS, output=half)
+
+
+def test_a_bad_item_is_recorded_and_the_sweep_goes_on(cluster, model_path, local, tmp_path):
+    long = "x = 1\n" * 200  # longer than the context of 256
+    items = ["def f(x):", long, {"prompt": "import os", "max_tokens": 3}, {"text": "wrong key"}, "class A:"]
+    out = tmp_path / "bad.jsonl"
+    results = ad.map(model_path, items, task="generate", workers=2, model_kwargs=KWARGS,
+                     task_kwargs={"max_tokens": 5}, output=out, batch_size=2)
+    assert results.failed == 2
+    assert isinstance(results[1], ad.ItemError) and "does not fit" in str(results[1])
+    assert isinstance(results[3], ad.ItemError) and "holds its input under 'prompt'" in str(results[3])
+    assert results[2].token_ids == local.generate("import os", max_tokens=3, stream=False).token_ids
+    assert results[4].text == local.generate("class A:", max_tokens=5, stream=False).text
+    assert {r["index"] for r in records(out) if "error" in r} == {1, 3}
+    # A batched call (embed) that meets a bad item redoes its batch item by item.
+    vectors = ad.map(model_path, ["a b", 7, "c d"], task="embed", workers=1, model_kwargs=KWARGS, batch_size=3)
+    assert isinstance(vectors[1], ad.ItemError) and "texts[0] is a int" in str(vectors[1])
+    np.testing.assert_array_equal(vectors[2], local.embed(["c d"])[0])
+
+
+def test_a_model_that_does_not_load_stops_the_sweep(cluster, model_path):
+    with pytest.raises(RuntimeError, match="a sweep worker could not load .* kv_alloc must be"):
+        ad.map(model_path, TEXTS[:4], workers=1, model_kwargs={**KWARGS, "kv_alloc": "sideways"})
+
+
+def test_arguments_are_checked_before_any_worker_starts(model_path):
+    with pytest.raises(ValueError, match="task must be one of score, perplexity, generate, embed, transcribe"):
+        ad.map(model_path, TEXTS, task="classify")
+    with pytest.raises(ValueError, match="workers must be an int >= 1"):
+        ad.map(model_path, TEXTS, workers=0)
+
+
+def test_transcribe_runs_the_whisper_model_where_akunu_has_one(cluster):
+    whisper = str(require("whisper", "tiny-whisper-random", "hf"))
+    try:
+        local = akunu.load(whisper, device="cpu")
+    except Exception as e:  # any refusal means akunu cannot load Whisper here
+        pytest.skip(f"akunu.load does not load Whisper models in this build ({type(e).__name__}: {e})")
+    if not hasattr(local, "transcribe"):
+        pytest.skip(f"akunu.load({whisper!r}) gives a {type(local).__name__}, which has no transcribe()")
+    clips = [str(require("whisper", "audio", f"{name}.wav")) for name in ("jfk", "weather", "quick")]
+    results = ad.map(whisper, clips, task="transcribe", workers=2, model_kwargs={"device": "cpu"}, batch_size=1)
+    assert results == [ad.TASKS["transcribe"].one(local, clip, {}) for clip in clips]
+
+
+@dataclasses.dataclass
+class Segment:
+    start: float
+    text: str
+    tokens: np.ndarray
+
+
+class Transcription:
+    """The shape of a transcription: .text, .segments, .language (and private state, left out)."""
+
+    def __init__(self, audio, beam_size):
+        self.text, self.language, self._windows = f"{audio} with beam {beam_size}", "en", [object()]
+        self.segments = [Segment(0.0, "hi", np.array([5, 7]))]
+
+
+class FakeWhisper:
+    def transcribe(self, audio, beam_size=1):
+        return Transcription(audio, beam_size)
+
+
+def test_the_transcribe_row_calls_transcribe_and_records_its_result_as_json():
+    """Without Ray or Whisper: the transcribe row calls model.transcribe(audio, **kwargs) and
+    records the result's public attributes as JSON; a model without transcribe() is that item's error."""
+    got = run_batch(ad.TASKS["transcribe"], FakeWhisper(), [(4, "a.wav"), (5, {"audio": "b.wav", "beam_size": 5})],
+                    {"beam_size": 2})
+    segments = [{"start": 0.0, "text": "hi", "tokens": [5, 7]}]
+    assert got == [{"index": 4, "result": {"text": "a.wav with beam 2", "language": "en", "segments": segments}},
+                   {"index": 5, "result": {"text": "b.wav with beam 5", "language": "en", "segments": segments}}]
+    assert json.loads(json.dumps(got)) == got
+    (bad,) = run_batch(ad.TASKS["transcribe"], object(), [(0, "a.wav")], {})
+    assert bad["index"] == 0 and "has no transcribe(): task 'transcribe' needs a Whisper model" in bad["error"]
+
+
+def test_akunu_distributed_loads_on_first_use():
+    code = "import sys, akunu; assert 'akunu.distributed' not in sys.modules; print(akunu.distributed.map.__module__)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "akunu.distributed.sweep", r.stderr
