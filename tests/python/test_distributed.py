@@ -174,6 +174,17 @@ def test_a_bad_item_is_recorded_and_the_sweep_goes_on(cluster, model_path, local
     np.testing.assert_array_equal(vectors[2], local.embed(["c d"])[0])
 
 
+def test_an_item_that_kills_its_worker_is_recorded_as_an_error(cluster):
+    """An item whose call kills the worker process each time: its batch is run again, then split,
+    and the item alone is recorded as an error after it killed DEATHS more workers."""
+    doubling = ad.Task("double-or-die", load=lambda path, kwargs: None, arg="x",
+                       one=lambda model, x, kwargs: os._exit(3) if x == 13 else 2 * x)
+    results = ad.map("unused", range(24), task=doubling, workers=2, batch_size=4, max_restarts=0)
+    assert results[:13] + results[14:] == [2 * x for x in range(24) if x != 13]
+    assert isinstance(results[13], ad.ItemError) and "the worker died running this item" in str(results[13])
+    assert results.replaced == 4
+
+
 def test_a_model_that_does_not_load_stops_the_sweep(cluster, model_path):
     with pytest.raises(RuntimeError, match="a sweep worker could not load .* kv_alloc must be"):
         ad.map(model_path, TEXTS[:4], workers=1, model_kwargs={**KWARGS, "kv_alloc": "sideways"})

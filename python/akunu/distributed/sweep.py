@@ -176,7 +176,7 @@ class _Sweep:
         self._args = (path, task, model_kwargs, task_kwargs)
         self._path, self._model_kwargs = path, model_kwargs
         self.actors = [self._remote.remote(*self._args) for _ in range(workers)]
-        self._spares = max(4, workers)  # replacements for actors gone for good
+        self._spares = max(8, 2 * workers)  # replacements for actors gone for good
         self.replaced = 0
         self._in_flight: dict = {}  # ObjectRef -> (actor, _Batch)
 
