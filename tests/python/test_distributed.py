@@ -5,10 +5,12 @@ computes only what it lacks, a bad item becomes that item's error, and a model t
 load stops the sweep with a clear error."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,11 +44,47 @@ def model_path():
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A local Ray cluster for the module: 4 logical CPUs, so that a replacement worker has
-    room while two workers run (each holds one)."""
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+    """A Ray cluster on this machine, started as docs/distributed.md starts a head node (`ray
+    start --head`) and joined with ray.init(address=...): 4 logical CPUs, so that a replacement
+    worker has room while two workers run (each holds one). Token authentication is off for a
+    cluster that only this test reaches. The head's processes end with the test module."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_AUTH_MODE", "disabled")
+        head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={port}",
+                                 "--num-cpus=4", "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
+                                 "--block"], start_new_session=True, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            _join(f"127.0.0.1:{port}", head)
+            yield
+        finally:
+            ray.shutdown()
+            _end(head)
+
+
+def _join(address: str, head: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            ray.init(address=address, log_to_driver=False)
+            return
+        except Exception:  # the head is not up yet
+            if head.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _end(head: subprocess.Popen) -> None:
+    """Ends the head's process group: ray start and every process it started, which may
+    outlive it."""
+    for sig, grace in ((signal.SIGTERM, 3), (signal.SIGKILL, 10)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            head.wait(grace)
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +226,21 @@ def test_an_item_that_kills_its_worker_is_recorded_as_an_error(cluster):
 def test_a_model_that_does_not_load_stops_the_sweep(cluster, model_path):
     with pytest.raises(RuntimeError, match="a sweep worker could not load .* kv_alloc must be"):
         ad.map(model_path, TEXTS[:4], workers=1, model_kwargs={**KWARGS, "kv_alloc": "sideways"})
+
+
+def test_a_script_on_a_local_cluster_of_its_own(model_path, reference):
+    """A plain script with ray.init() of a local cluster (address="local": a new one, even with
+    the module's head running on this machine, which a bare ray.init() would join)."""
+    code = ("import json, sys, ray, akunu.distributed as ad\n"
+            "ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False)\n"
+            "texts = json.loads(sys.argv[2])\n"
+            f"r = ad.map(sys.argv[1], texts, task='score', workers=2, model_kwargs={KWARGS!r})\n"
+            "print(json.dumps([x.tolist() for x in r]))\n")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": ""}
+    r = subprocess.run([sys.executable, "-c", code, model_path, json.dumps(TEXTS[:5])], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert_scores([np.array(x) for x in json.loads(r.stdout.splitlines()[-1])], reference[:5])
 
 
 def test_arguments_are_checked_before_any_worker_starts(model_path):

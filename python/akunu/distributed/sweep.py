@@ -80,7 +80,7 @@ def map(model_path, items: Iterable, task: str | Task = "score", workers: int = 
     resources: the Ray resources each worker holds (default {"CPU": 1}; {"GPU": 1} puts each
     worker on its own GPU); workers that do not fit the cluster wait for room. batch_size:
     items per batch handed to a worker. Ray must be initialized (ray.init(), or
-    ray.init(address=...) for a cluster); if not, map starts a local one.
+    ray.init(address=...) for a cluster); if not, map calls ray.init().
 
     output: the JSONL result file, written as results arrive; an existing file of the same
     sweep is resumed (only the items it lacks are computed), one of another sweep is refused.

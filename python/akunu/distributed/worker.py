@@ -13,12 +13,15 @@ from akunu.distributed.tasks import Task, run_batch
 
 
 def _gpu_device(gpu_ids) -> int | None:
-    """akunu's index of the Ray-assigned GPU: the n-th GPU akunu lists for Ray's GPU n."""
+    """akunu's index of the Ray-assigned GPU: the n-th GPU akunu lists for Ray's GPU n, or the
+    first where akunu sees only the GPUs Ray gave (a driver that follows CUDA_VISIBLE_DEVICES)."""
     import akunu
 
     if not gpu_ids:
         return None
     gpus = [d["index"] for d in akunu.devices() if d["type"] != "cpu"]
+    if len(gpus) == len(gpu_ids):
+        return gpus[0]
     n = int(gpu_ids[0])
     if n >= len(gpus):
         raise RuntimeError(f"Ray assigned GPU {n}, but akunu sees {len(gpus)} GPU(s) on this node: "
