@@ -192,6 +192,8 @@ def test_resuming_computes_only_the_missing_items(cluster, model_path, reference
     assert (again.resumed, again.computed) == (200, 0)
     with pytest.raises(ValueError, match=r"holds another sweep: its items_sha256 is"):
         ad.map(model_path, TEXTS[::-1], task="score", model_kwargs=KWARGS, output=half)
+    with pytest.raises(ValueError, match=r"holds another sweep: its model_kwargs is .*'context': 256"):
+        ad.map(model_path, TEXTS, task="score", model_kwargs={**KWARGS, "context": 128}, output=half)
 
 
 def test_a_bad_item_is_recorded_and_the_sweep_goes_on(cluster, model_path, local, tmp_path):

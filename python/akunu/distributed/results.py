@@ -23,14 +23,25 @@ from akunu.distributed.tasks import Task, plain
 FORMAT = 1
 
 
-def header(task: Task, model_path: str, items: Sequence, task_kwargs: dict) -> dict:
-    """What names a sweep: a resumed file must carry the same."""
+def header(task: Task, model_path: str, items: Sequence, model_kwargs: dict, task_kwargs: dict) -> dict:
+    """What names a sweep, and what its results depend on: a resumed file must carry the same."""
     digest = hashlib.sha256()
     for item in items:
-        digest.update(json.dumps(plain(item), sort_keys=True).encode())
+        digest.update(item if isinstance(item, bytes) else _text(item).encode())
         digest.update(b"\n")
-    return {"akunu_sweep": FORMAT, "task": task.name, "model": model_path, "task_kwargs": plain(task_kwargs),
+    return {"akunu_sweep": FORMAT, "task": task.name, "model": model_path,
+            "model_kwargs": json.loads(_text(model_kwargs)), "task_kwargs": json.loads(_text(task_kwargs)),
             "items": len(items), "items_sha256": digest.hexdigest()}
+
+
+def _text(value) -> str:
+    """value as JSON text; what JSON cannot hold (a logits processor) by its repr."""
+    def fallback(v):
+        try:
+            return plain(v)
+        except TypeError:
+            return repr(v)
+    return json.dumps(fallback(value), sort_keys=True, default=repr)
 
 
 class ResultFile:

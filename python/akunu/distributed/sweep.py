@@ -98,7 +98,8 @@ def map(model_path, items: Iterable, task: str | Task = "score", workers: int = 
     if not (isinstance(batch_size, int) and batch_size >= 1):
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
     path, task_kwargs = os.fspath(model_path), dict(task_kwargs or {})
-    file = _open(output, parquet, task, path, items, task_kwargs)
+    model_kwargs = dict(model_kwargs or {})
+    file = _open(output, parquet, task, path, items, model_kwargs, task_kwargs)
     records = dict(file.done) if file else {}
     out = Results()
     out.resumed = len(records)
@@ -110,7 +111,7 @@ def map(model_path, items: Iterable, task: str | Task = "score", workers: int = 
                 ray.init()
             queue = collections.deque(_Batch([(i, items[i]) for i in todo[at:at + batch_size]])
                                       for at in range(0, len(todo), batch_size))
-            sweep = _Sweep(path, task, dict(model_kwargs or {}), task_kwargs, workers, resources, max_restarts)
+            sweep = _Sweep(path, task, model_kwargs, task_kwargs, workers, resources, max_restarts)
             try:
                 out.computed = sweep.run(queue, _Sink(records, file, bar).deliver)
             finally:
@@ -125,7 +126,8 @@ def map(model_path, items: Iterable, task: str | Task = "score", workers: int = 
     return out
 
 
-def _open(output, parquet, task: Task, path: str, items: list, task_kwargs: dict) -> ResultFile | None:
+def _open(output, parquet, task: Task, path: str, items: list, model_kwargs: dict,
+          task_kwargs: dict) -> ResultFile | None:
     if output is None:
         return None
     output = os.fspath(output)
@@ -137,14 +139,16 @@ def _open(output, parquet, task: Task, path: str, items: list, task_kwargs: dict
             parquet = False
     sibling = os.path.splitext(output)[0] + ".parquet" if parquet else None
     arrow = task.arrow() if parquet and task.arrow else None
-    return ResultFile(output, header(task, path, items, task_kwargs), sibling, arrow)
+    return ResultFile(output, header(task, path, items, model_kwargs, task_kwargs), sibling, arrow)
 
 
 class _Sink:
-    """Where records arrive: kept by index (each once), appended to the file, counted on the bar."""
+    """Where records arrive: kept by index (each once), appended to the file, counted on the bar
+    (with the failed items beside it)."""
 
     def __init__(self, records: dict, file: ResultFile | None, bar):
         self.records, self.file, self.bar = records, file, bar
+        self.failed = sum("error" in r for r in records.values())
 
     def deliver(self, batch_records: list[dict]) -> None:
         new = [r for r in batch_records if r["index"] not in self.records]
@@ -152,6 +156,9 @@ class _Sink:
             self.records[r["index"]] = r
         if self.file and new:
             self.file.append(new)
+        self.failed += sum("error" in r for r in new)
+        if self.failed:
+            self.bar.set_postfix_str(f"{self.failed} failed")
         self.bar.update(len(new))
 
 
