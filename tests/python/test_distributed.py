@@ -105,8 +105,9 @@ def full_sweep(cluster, model_path, tmp_path_factory):
 
 
 def records(path) -> list[dict]:
+    """The result file's records, without its header and a last line still being written."""
     with open(path) as f:
-        return [json.loads(line) for line in f.read().splitlines()[1:]]
+        return [json.loads(line) for line in f.read().split("\n")[1:-1]]
 
 
 def assert_scores(results, reference):
@@ -142,8 +143,7 @@ def test_each_task_equals_one_process(cluster, model_path, local, task, kwargs):
         np.testing.assert_array_equal(np.stack(results), local.embed(items))
 
 
-def worker_pids() -> list[int]:
-    psutil = pytest.importorskip("psutil", reason="the test finds the worker processes with psutil")
+def worker_pids(psutil) -> list[int]:
     pids = []
     for p in psutil.Process().children(recursive=True):
         try:
@@ -156,6 +156,7 @@ def worker_pids() -> list[int]:
 
 @pytest.mark.parametrize("max_restarts", [2, 0], ids=["ray-restarts-it", "map-replaces-it"])
 def test_a_worker_killed_mid_sweep_loses_and_repeats_nothing(cluster, model_path, reference, tmp_path, max_restarts):
+    psutil = pytest.importorskip("psutil", reason="the test finds the worker processes with psutil")
     out = tmp_path / "killed.jsonl"
     done: dict = {}
     sweep = threading.Thread(target=lambda: done.update(results=ad.map(
@@ -165,14 +166,14 @@ def test_a_worker_killed_mid_sweep_loses_and_repeats_nothing(cluster, model_path
     deadline = time.monotonic() + 120
     while (not out.exists() or len(records(out)) < 30) and time.monotonic() < deadline:
         time.sleep(0.005)
-    pids = worker_pids()
+    pids = worker_pids(psutil)
     assert pids, "no sweep worker process found"
     os.kill(pids[0], signal.SIGKILL)
     at_kill = len(records(out))
     sweep.join(timeout=120)
     assert not sweep.is_alive(), "the sweep did not finish after a worker was killed"
     assert at_kill < len(TEXTS), "the sweep ended before the kill: the test proves nothing"
-    assert pids[0] not in worker_pids()
+    assert pids[0] not in worker_pids(psutil)
     assert_scores(done["results"], reference)
     assert done["results"].replaced == (1 if max_restarts == 0 else 0)
     assert sorted(r["index"] for r in records(out)) == list(range(200))  # every item exactly once
