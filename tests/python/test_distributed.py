@@ -160,19 +160,28 @@ def test_a_worker_killed_mid_sweep_loses_and_repeats_nothing(cluster, model_path
     psutil = pytest.importorskip("psutil", reason="the test finds the worker processes with psutil")
     out = tmp_path / "killed.jsonl"
     done: dict = {}
-    sweep = threading.Thread(target=lambda: done.update(results=ad.map(
-        model_path, TEXTS, task="score", workers=2, model_kwargs=KWARGS, output=out, batch_size=5,
-        max_restarts=max_restarts)))
+
+    def run():
+        try:
+            done["results"] = ad.map(model_path, TEXTS, task="score", workers=2, model_kwargs=KWARGS, output=out,
+                                     batch_size=5, max_restarts=max_restarts)
+        except Exception as e:  # the test's thread reports it below
+            done["error"] = e
+
+    sweep = threading.Thread(target=run)
     earlier = set(worker_pids(psutil))  # an earlier sweep's, if any are still ending
     sweep.start()
-    deadline = time.monotonic() + 120
-    while (not out.exists() or len(records(out)) < 30) and time.monotonic() < deadline:
-        time.sleep(0.005)
-    pids = [pid for pid in worker_pids(psutil) if pid not in earlier]
-    assert pids, "no sweep worker process found"
-    os.kill(pids[0], signal.SIGKILL)
-    at_kill = len(records(out))
-    sweep.join(timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        while (not out.exists() or len(records(out)) < 30) and time.monotonic() < deadline and sweep.is_alive():
+            time.sleep(0.005)
+        pids = [pid for pid in worker_pids(psutil) if pid not in earlier]
+        assert pids, "no sweep worker process found"
+        os.kill(pids[0], signal.SIGKILL)
+        at_kill = len(records(out))
+    finally:  # never leave a sweep running into the next test
+        sweep.join(timeout=120)
+    assert "error" not in done, f"the sweep failed: {done.get('error')!r}"
     assert not sweep.is_alive(), "the sweep did not finish after a worker was killed"
     assert at_kill < len(TEXTS), "the sweep ended before the kill: the test proves nothing"
     assert pids[0] not in worker_pids(psutil)
@@ -217,6 +226,7 @@ def test_a_bad_item_is_recorded_and_the_sweep_goes_on(cluster, model_path, local
     np.testing.assert_array_equal(vectors[2], local.embed(["c d"])[0])
 
 
+@pytest.mark.slow  # a second cluster's start / four worker deaths
 def test_an_item_that_kills_its_worker_is_recorded_as_an_error(cluster):
     """An item whose call kills the worker process each time: its batch is run again, then split,
     and the item alone is recorded as an error after it killed DEATHS more workers."""
@@ -233,6 +243,7 @@ def test_a_model_that_does_not_load_stops_the_sweep(cluster, model_path):
         ad.map(model_path, TEXTS[:4], workers=1, model_kwargs={**KWARGS, "kv_alloc": "sideways"})
 
 
+@pytest.mark.slow  # a second cluster's start / four worker deaths
 def test_a_script_on_a_local_cluster_of_its_own(model_path, reference):
     """A plain script with ray.init() of a local cluster (address="local": a new one, even with
     the module's head running on this machine, which a bare ray.init() would join)."""
