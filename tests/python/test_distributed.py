@@ -264,6 +264,8 @@ def test_arguments_are_checked_before_any_worker_starts(model_path):
         ad.map(model_path, TEXTS, task="classify")
     with pytest.raises(ValueError, match="workers must be an int >= 1"):
         ad.map(model_path, TEXTS, workers=0)
+    with pytest.raises(ValueError, match="name the JSONL result file"):
+        ad.map(model_path, TEXTS, output="results.parquet")
 
 
 def test_transcribe_runs_the_whisper_model_where_akunu_has_one(cluster):

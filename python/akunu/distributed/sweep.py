@@ -131,6 +131,9 @@ def _open(output, parquet, task: Task, path: str, items: list, model_kwargs: dic
     if output is None:
         return None
     output = os.fspath(output)
+    if output.endswith(".parquet"):
+        raise ValueError(f"output {output!r}: name the JSONL result file (such as results.jsonl); the Parquet copy "
+                         "goes beside it, under the same name with .parquet")
     if parquet is None:
         try:
             import pyarrow.parquet  # noqa: F401
