@@ -9,10 +9,12 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -51,18 +53,22 @@ def cluster():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # The head's own temp folder (short: it holds Unix sockets) keeps its files, and the address
+    # file that a bare ray.init() on this machine would follow, away from /tmp/ray.
+    temp = tempfile.mkdtemp(prefix="akunu-ray-")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RAY_AUTH_MODE", "disabled")
         head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={port}",
-                                 "--num-cpus=4", "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
-                                 "--block"], start_new_session=True, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+                                 f"--temp-dir={temp}", "--num-cpus=4", "--num-gpus=0", "--include-dashboard=false",
+                                 "--disable-usage-stats", "--block"], start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             _join(f"127.0.0.1:{port}", head)
             yield
         finally:
             ray.shutdown()
             _end(head)
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 def _join(address: str, head: subprocess.Popen) -> None:
