@@ -250,7 +250,8 @@ class _Sweep:
         if batch.deaths < DEATHS:
             queue.appendleft(batch)
         else:
-            self._retry_alone(batch, f"the worker died running this item: {error}", queue, deliver)
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            self._retry_alone(batch, f"the worker died running this item: {first}", queue, deliver)
 
     @staticmethod
     def _retry_alone(batch: _Batch, why: str, queue: collections.deque, deliver) -> None:
