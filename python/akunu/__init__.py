@@ -5,6 +5,7 @@
     >>> x = dev.upload(np.arange(5, dtype=np.float32))
     >>> x.numpy()                                  # a zero-copy view where memory is host-visible
     >>> m = akunu.load("model.gguf")               # an akunu.Model, or an akunu.Encoder for bert
+    >>> w = akunu.load("whisper-tiny.en")          # an akunu.Whisper for a Whisper model
 """
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ from akunu.model import Model, _is_encoder, dequantize_kv, kernel_statistics_tab
 from akunu.plan import MemoryPlan, load_config, plan  # noqa: E402
 from akunu.sampling import Generation, Piece, Sampler, Stream  # noqa: E402
 from akunu.tokenizer import StreamDecoder, Tokenizer  # noqa: E402
+from akunu.whisper import Whisper  # noqa: E402
+from akunu.whisper.files import whisper_format as _whisper_format  # noqa: E402
 
 Device.upload = upload  # type: ignore[attr-defined]
 Error.__module__ = "akunu"  # tracebacks say akunu.Error, the name users catch
@@ -54,18 +57,23 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'akunu' has no attribute {name!r}")
 
 
-def load(path, gguf_file: str | None = None, revision: str | None = None, **kwargs) -> Model | Encoder:
-    """An akunu.Encoder for an encoder's file (bert), else an akunu.Model, from the file's
-    architecture alone; path may be a Hugging Face repo id (akunu.hub), gguf_file and revision
-    as for akunu.Model; kwargs go to that class (context, device, kv_dtype, ... for a Model;
-    device, batch_tokens for an Encoder)."""
+def load(path, gguf_file: str | None = None, revision: str | None = None, **kwargs) -> Model | Encoder | Whisper:
+    """An akunu.Whisper for a Whisper model (an HF folder, a CTranslate2 folder or a
+    whisper.cpp GGML file), an akunu.Encoder for an encoder's file (bert), else an akunu.Model,
+    from the file's architecture alone; path may be a Hugging Face repo id (akunu.hub),
+    gguf_file and revision as for akunu.Model; kwargs go to that class (context, device,
+    kv_dtype, ... for a Model; device, batch_tokens for an Encoder; device, max_sequences for
+    a Whisper)."""
     path = hub.resolve(path, gguf_file, revision)
+    if _whisper_format(path):
+        return Whisper(path, **kwargs)
     return (Encoder if _is_encoder(path)[0] else Model)(path, **kwargs)
 
 
 __all__ = [
     "Model",
     "Encoder",
+    "Whisper",
     "load",
     "profile_table",
     "kernel_statistics_table",

