@@ -131,6 +131,16 @@ def _ct2_model(folder: pathlib.Path):
 # ---------------------------------------------------------------- the WhisperModel stand-in
 
 
+def transformers_mel(samples, n_mels: int = 80) -> np.ndarray:
+    """transformers' WhisperFeatureExtractor log-mel [n_mels, n // 160] of samples as given
+    (no padding to 30 s; the STFT's last frame dropped)."""
+    from transformers import WhisperFeatureExtractor
+
+    samples = np.asarray(samples, np.float32)
+    fe = WhisperFeatureExtractor(feature_size=n_mels)
+    return fe._np_extract_fbank_features(samples[None], "cpu")[0].astype(np.float32)
+
+
 @contextlib.contextmanager
 def _one_thread():
     """One torch thread while the reference runs: its steps are small, and on a busy machine
@@ -187,11 +197,7 @@ class ReferenceWhisperModel:
         return WhisperFeatureExtractor(feature_size=self.config["n_mels"]).mel_filters.T.astype(np.float32)
 
     def mel(self, samples):
-        from transformers import WhisperFeatureExtractor
-
-        samples = np.asarray(samples, np.float32)
-        fe = WhisperFeatureExtractor(feature_size=self.config["n_mels"])
-        return fe._np_extract_fbank_features(samples[None], "cpu")[0].astype(np.float32)
+        return transformers_mel(samples, self.config["n_mels"])
 
     def encode(self, mel):
         import torch
@@ -263,3 +269,24 @@ class ReferenceWhisperModel:
     def kv(self, seq: int, layer: int):
         cache = self._slot(seq)["cache"].self_attention_cache
         return cache.layers[layer].keys[0].numpy().copy(), cache.layers[layer].values[0].numpy().copy()
+
+
+# ---------------------------------------------------------------- engines for the tests
+
+ENGINE_MISSING = "the Whisper engine is not built in this checkout"
+
+
+def open_engine(kind: str, path, max_sequences: int = 8):
+    """The model at path on akunu's engine ("akunu") or on this reference ("reference"), or a
+    pytest skip saying why it cannot run here."""
+    import pytest
+
+    if kind == "akunu":
+        from akunu import _akunu
+
+        if not hasattr(_akunu, "WhisperModel"):
+            pytest.skip(ENGINE_MISSING)
+        return _akunu.WhisperModel.load(str(path), "", "", max_sequences, False)
+    pytest.importorskip("torch", reason="the reference needs torch")
+    pytest.importorskip("transformers", reason="the reference needs transformers")
+    return ReferenceWhisperModel.load(path, max_sequences=max_sequences)
