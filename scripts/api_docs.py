@@ -36,6 +36,8 @@ import akunu.ops  # noqa: E402
 import akunu.plan  # noqa: E402
 import akunu.sampling  # noqa: E402
 import akunu.tokenizer  # noqa: E402
+import akunu.whisper  # noqa: E402
+import akunu.whisper.model  # noqa: E402
 
 # ---- what the page covers ----------------------------------------------------------------------
 # (title, module whose docstring opens the section, [(qualified name, object)])
@@ -49,6 +51,14 @@ SECTIONS = [
     ]),
     ("Embedding models", akunu.encoder, [
         ("akunu.Encoder", akunu.Encoder),
+    ]),
+    ("Speech to text: akunu.Whisper", akunu.whisper.model, [
+        ("akunu.Whisper", akunu.Whisper),
+        ("akunu.whisper.TranscribeOptions", akunu.whisper.TranscribeOptions),
+        ("akunu.whisper.Transcription", akunu.whisper.Transcription),
+        ("akunu.whisper.Segment", akunu.whisper.Segment),
+        ("akunu.whisper.Word", akunu.whisper.Word),
+        ("akunu.whisper.pad_or_trim", akunu.whisper.pad_or_trim),
     ]),
     ("Sampling and generation", akunu.sampling, [
         ("akunu.Sampler", akunu.Sampler),

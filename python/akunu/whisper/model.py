@@ -62,6 +62,7 @@ class Whisper:
 
     @property
     def n_text_ctx(self) -> int:
+        """Text positions of the decoder (448 for OpenAI's models): prompt and output together."""
         return int(self.config["n_text_ctx"])
 
     # ------------------------------------------------------------ the pieces, for inspection

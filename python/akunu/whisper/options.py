@@ -46,6 +46,7 @@ class TranscribeOptions:
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> TranscribeOptions:
+        """Options from transcribe()'s keywords, checked; an unknown keyword is a TypeError."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(kwargs) - known)
         if unknown:
@@ -56,10 +57,12 @@ class TranscribeOptions:
 
     @property
     def temperatures(self) -> tuple[float, ...]:
+        """The temperatures to try, in order."""
         t = self.temperature
         return tuple(float(x) for x in t) if isinstance(t, (tuple, list)) else (float(t),)
 
     def check(self) -> None:
+        """A ValueError naming the first option out of range."""
         if not isinstance(self.beam_size, int) or self.beam_size < 1:
             raise ValueError(f"beam_size={self.beam_size!r}: expected an integer >= 1")
         if not isinstance(self.best_of, int) or self.best_of < 1:
