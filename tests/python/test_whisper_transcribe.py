@@ -218,6 +218,28 @@ def test_load_gives_a_whisper_for_whisper_files(parts):
     assert isinstance(w, akunu.Whisper) and w.config["d_model"] == 64
 
 
+def test_cli_writes_each_format_for_a_batch_of_files(capsys, tmp_path, monkeypatch):
+    """The command's plumbing on the small random model through the reference: one result per
+    file, in stdout with a header each or in --output-dir, in the format asked for."""
+    from akunu.__main__ import main
+
+    model = require("whisper", "tiny-whisper-random", "hf")
+    engine = open_engine("reference", model)
+    monkeypatch.setattr(akunu, "Whisper", lambda path, device=None: Whisper(path, engine=engine))
+    files = [audio("quick"), audio("weather")]
+    assert main(["transcribe", "--model", str(model), "--beam", "2", "--format", "vtt", *files]) == 0
+    out = capsys.readouterr().out
+    assert out.count("==> ") == 2 and out.count("WEBVTT") == 2 and " --> " in out
+    assert main(["transcribe", "--model", str(model), "--beam", "1", "--format", "json", "--words",
+                 "--output-dir", str(tmp_path), *files]) == 0
+    for name in ("quick", "weather"):
+        got = json.loads((tmp_path / f"{name}.json").read_text())
+        assert set(got) == {"text", "segments", "language", "language_probability", "duration"}
+        assert all(s["words"] is not None for s in got["segments"])
+    assert main(["transcribe", "--model", str(model), str(tmp_path / "missing.wav")]) == 2
+    assert "missing.wav: no such audio file" in capsys.readouterr().err
+
+
 def test_cli_transcribes_to_every_format(tiny_en_path, capsys, tmp_path):
     from akunu.__main__ import main
 

@@ -254,7 +254,7 @@ class ReferenceWhisperModel:
             ids = torch.tensor([list(toks)], dtype=torch.long)
             pos = torch.arange(s["length"], s["length"] + len(toks))
             with torch.no_grad(), _one_thread():
-                out = self._m.model.decoder(input_ids=ids, encoder_hidden_states=s["audio"], past_key_values=s["cache"],
+                out = self._m.model.decoder(input_ids=ids, encoder_hidden_states=s["audio"], cache=s["cache"],
                                             use_cache=True, output_attentions=True, cache_position=pos)
                 logits = self._m.proj_out(out.last_hidden_state[0])
             s["length"] += len(toks)

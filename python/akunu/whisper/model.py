@@ -50,7 +50,8 @@ class Whisper:
         self.max_sequences = max_sequences
         self.tokenizer = engine.tokenizer
         self.tokens = WhisperTokens(self.tokenizer, self.config["n_vocab"])
-        layers, heads = self.config["decoder_layers"], self.config["heads"]
+        layers = self.config["decoder_layers"]
+        heads = self.config.get("heads") or self.config["decoder_attention_heads"]
         given = [list(h) for h in (self.config.get("alignment_heads") or [])]
         valid = [h for h in given if 0 <= h[0] < layers and 0 <= h[1] < heads]
         self.alignment_heads = valid if valid and len(valid) == len(given) else default_heads(layers, heads)
