@@ -11,7 +11,7 @@ import pytest
 
 import akunu
 from akunu.whisper import alignment, output
-from akunu.whisper.fallback import compression_ratio
+from akunu.whisper.fallback import WindowResult, _needs_fallback, compression_ratio
 from akunu.whisper.options import TranscribeOptions
 from akunu.whisper.result import Segment, Transcription, Word
 from akunu.whisper.rules import LogitRules, log_softmax
@@ -48,6 +48,16 @@ def test_special_tokens_of_the_english_vocabulary(tokens):
     # previous text is clipped to the last n_text_ctx // 2 - 1 tokens
     prompt = tokens.prompt(list(range(300)), timestamps=False, prefix=None, n_text_ctx=448)
     assert prompt[0] == tokens.sot_prev and prompt[1:224] == list(range(77, 300)) and prompt[224:] == [50257, 50362]
+
+
+def test_multilingual_prompts_carry_language_and_task(tokens):
+    multi = WhisperTokens(tokens.tokenizer, 51865)
+    de = multi.with_language("de", "translate")
+    assert de.sot_sequence == [multi.sot, multi.language_ids["de"], multi.translate] and de.language == "de"
+    assert multi.with_language("fr").sot_sequence[1:] == [multi.language_ids["fr"], multi.transcribe]
+    assert tokens.with_language("de").sot_sequence == [tokens.sot]  # English-only: no language token
+    with pytest.raises(ValueError, match="'xx' is not one of Whisper's codes"):
+        multi.with_language("xx")
 
 
 def test_non_speech_tokens_match_faster_whisper(tokens):
@@ -117,6 +127,20 @@ def test_split_at_timestamp_pairs_and_seek_to_the_last_complete_segment():
     assert len(segs) == 1 and segs[0]["end"] == 2.0 and seek == 1100 and single  # a lone final timestamp
     segs, seek, _ = split_by_timestamps([1, 2, 3], TB, 30.0, 3000, 1200, 12.0)
     assert (segs[0]["start"], segs[0]["end"], seek) == (30.0, 42.0, 4200)  # no timestamps: the whole window
+
+
+def _result(text, avg, no_speech=0.1, t=0.0):
+    return WindowResult([1], text, avg, no_speech, t, compression_ratio(text), [avg])
+
+
+@pytest.mark.parametrize("text, avg, no_speech, fails", [
+    ("a plain sentence", -0.3, 0.1, False),
+    ("again and again " * 20, -0.3, 0.1, True),  # repeats itself
+    ("a plain sentence", -1.5, 0.1, True),  # unlikely
+    ("a plain sentence", -1.5, 0.9, False),  # unlikely, but silence: no better text to find
+])
+def test_fallback_criteria(text, avg, no_speech, fails):
+    assert _needs_fallback(_result(text, avg, no_speech), TranscribeOptions()) == fails
 
 
 def test_compression_ratio_is_zlibs():

@@ -122,3 +122,21 @@ def test_language_detection_reads_only_language_tokens(random_model):
     found = detect_languages(_LanguageStub({0: de, 1: fr}), multi, [0, 1], slots=8)
     assert [f[0] for f in found] == ["de", "fr"] and found[0][1] > 0.5
     assert abs(sum(found[0][2].values()) - 1) < 1e-6
+
+
+def test_sampling_is_seeded_and_keeps_the_likeliest_candidate(random_model):
+    """Above temperature 0, best_of candidates are drawn in their own slots; the same seed
+    draws the same ones, and the kept one has the best length-normalised log-prob."""
+    _, engine, tokens = random_model
+    engine.encode(np.random.default_rng(3).normal(size=(80, 3000)).astype(np.float32))
+    task = [Task(0, [50257, 50362], 0, plain(tokens))]
+
+    def draw(seed):
+        return search(engine, task, tokens, temperature=1.0, beam_size=1, best_of=3, patience=1.0, length_penalty=1.0,
+                      max_new_tokens=8, n_text_ctx=448, rng=np.random.default_rng(seed), slots=8)[0]
+
+    a, b, c = draw(1), draw(1), draw(2)
+    assert len(a.candidates) == 3 and [h.tokens for h in a.candidates] == [h.tokens for h in b.candidates]
+    assert [h.tokens for h in a.candidates] != [h.tokens for h in c.candidates]
+    assert a.best.score(1.0) == max(h.score(1.0) for h in a.candidates)
+    assert len({tuple(h.tokens) for h in a.candidates}) > 1  # each slot samples on its own
