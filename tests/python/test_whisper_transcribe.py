@@ -198,8 +198,9 @@ def test_prompts_longer_than_the_text_context(tiny_en):
     x = np.asarray(akunu.whisper.audio_input.samples(audio("quick")))
     r = w.transcribe(x, initial_prompt="The quick brown fox. " * 200, max_new_tokens=40)
     assert "fox" in r.text
-    with pytest.raises(ValueError, match="448 text positions"):
-        w.transcribe(x, prefix="word " * 300, max_new_tokens=100)
+    with pytest.raises(ValueError, match="prompt of 449 tokens .* and max_new_tokens=10 leaves no room in the "
+                                         "model's 448 text positions"):
+        w.transcribe(x, initial_prompt="word " * 300, prefix="word " * 300, max_new_tokens=10)
     with pytest.raises(ValueError, match="max_sequences=8"):
         w.transcribe(x, beam_size=9)
 

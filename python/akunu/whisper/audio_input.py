@@ -25,8 +25,11 @@ def samples(audio, sample_rate: int | None = None) -> np.ndarray:
             raise FileNotFoundError(f"{audio}: no such audio file")
         if load is not None:
             return _check(load(os.fspath(audio)), audio)
-        import soundfile
-
+        try:
+            import soundfile
+        except ImportError:
+            raise ValueError(f"{audio}: reading audio files needs akunu.audio or the soundfile package "
+                             "(pip install soundfile)") from None
         data, rate = soundfile.read(os.fspath(audio), dtype="float32", always_2d=True)
         data, sample_rate = data.mean(axis=1), rate
         audio = data

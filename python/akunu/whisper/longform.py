@@ -52,10 +52,10 @@ def _task(clip, i, opts, rules, n_text_ctx) -> Task:
     t = clip.tokens
     prefix = t.encode(" " + opts.prefix.strip()) if opts.prefix and clip.seek == 0 else None
     prompt = t.prompt(clip.all_tokens[clip.reset_since:], opts.timestamps, prefix, n_text_ctx)
-    budget = opts.max_new_tokens or 1
-    if len(prompt) + budget > n_text_ctx:
-        raise ValueError(f"the prompt has {len(prompt)} tokens and max_new_tokens is {opts.max_new_tokens}: together "
-                         f"more than the model's {n_text_ctx} text positions; shorten the prefix or max_new_tokens")
+    if len(prompt) + (opts.max_new_tokens or 1) > n_text_ctx:
+        asked = f" and max_new_tokens={opts.max_new_tokens}" if opts.max_new_tokens else ""
+        raise ValueError(f"a prompt of {len(prompt)} tokens (previous text, prefix){asked} leaves no room in the "
+                         f"model's {n_text_ctx} text positions: shorten initial_prompt, prefix or max_new_tokens")
     return Task(i, prompt, prompt.index(t.sot), rules)
 
 

@@ -131,7 +131,7 @@ class Whisper:
         base = self.tokens.with_language(opts.language, opts.task)
         initial = opts.initial_prompt
         initial = base.encode(" " + initial.strip()) if isinstance(initial, str) else list(initial or [])
-        states, languages = [], []
+        states = []
         for x in clips:
             mel = self.engine.mel(np.pad(x, (0, 160 + max(0, MIN_SAMPLES - x.size))))
             states.append(Clip(mel, x.size // 160, base, initial))
