@@ -240,7 +240,10 @@ class ReferenceWhisperModel:
 
     def copy_sequence(self, src: int, dst: int):
         s = self._slot(src)
-        self._slots[dst] = {"audio": s["audio"], "cache": copy.deepcopy(s["cache"]), "length": s["length"]}
+        cache = copy.copy(s["cache"])  # the cross-attention K/V, computed once, are shared
+        cache.self_attention_cache = copy.deepcopy(s["cache"].self_attention_cache)
+        cache.is_updated = dict(s["cache"].is_updated)
+        self._slots[dst] = {"audio": s["audio"], "cache": cache, "length": s["length"]}
 
     def decode(self, seqs, tokens, all_logits: bool = False):
         import torch
@@ -259,12 +262,14 @@ class ReferenceWhisperModel:
                 logits = self._m.proj_out(out.last_hidden_state[0])
             s["length"] += len(toks)
             rows.append(logits if all_logits else logits[-1:])
-            cross.append([a[0].permute(1, 0, 2) for a in out.cross_attentions])
-        self._cross = [torch.cat([c[layer] for c in cross]) for layer in range(len(cross[0]))] if cross else None
+            cross.append(out.cross_attentions)  # per layer [1, heads, rows, 1500]
+        self._cross = cross
         return torch.cat(rows).numpy().astype(np.float32)
 
     def cross_attention(self, layer: int):
-        return self._cross[layer].numpy().copy()
+        import torch
+
+        return torch.cat([c[layer][0].permute(1, 0, 2) for c in self._cross]).numpy().copy()
 
     def kv(self, seq: int, layer: int):
         cache = self._slot(seq)["cache"].self_attention_cache

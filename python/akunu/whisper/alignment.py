@@ -69,14 +69,14 @@ def find_alignment(model, tokens, slot: int, window: int, text_tokens: list[int]
         return []
     prefix = tokens.sot_sequence + [tokens.no_timestamps]
     seq = prefix + list(text_tokens) + [tokens.eot]
-    model.reset(slot)
     model.set_audio(slot, window)
-    logits = model.decode([slot], [seq], all_logits=True)
+    model.reset(slot)
+    logits = np.array(model.decode([slot], [seq], all_logits=True))
     probs = np.exp(log_softmax(logits[len(prefix) - 1:-1, :tokens.eot]))
     token_probs = probs[np.arange(len(text_tokens)), text_tokens]
     by_layer = {}
     for layer, _ in heads:
-        by_layer.setdefault(layer, model.cross_attention(layer))  # [rows, heads, 1500]
+        by_layer.setdefault(layer, np.array(model.cross_attention(layer)))  # [rows, heads, 1500]
     weights = np.stack([by_layer[layer][:, h, :] for layer, h in heads])
     matrix = attention_matrix(weights, num_frames, medfilt_width)[len(prefix) - 1:-1]
     text_idx, time_idx = dtw(-matrix)

@@ -17,8 +17,8 @@ def detect_languages(model, tokens, windows: list[int], slots: int) -> list[tupl
     for start in range(0, len(windows), slots):
         chunk = windows[start:start + slots]
         for slot, window in enumerate(chunk):
-            model.reset(slot)
             model.set_audio(slot, window)
+            model.reset(slot)
         logits = model.decode(list(range(len(chunk))), [[tokens.sot]] * len(chunk))
         for row in logits:
             p = np.exp(log_softmax(np.asarray(row, np.float64)[ids]))

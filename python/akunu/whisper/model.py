@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from akunu.tokenizer import Tokenizer
 from akunu.whisper import audio_input
 from akunu.whisper.alignment import attention_matrix, default_heads, dtw
 from akunu.whisper.language import detect_languages
@@ -49,6 +50,8 @@ class Whisper:
         self.config = dict(engine.config)
         self.max_sequences = max_sequences
         self.tokenizer = engine.tokenizer
+        if not isinstance(self.tokenizer, Tokenizer):  # the native one: wrap it as akunu.Tokenizer
+            self.tokenizer = Tokenizer(self.tokenizer)
         self.tokens = WhisperTokens(self.tokenizer, self.config["n_vocab"])
         layers = self.config["decoder_layers"]
         heads = self.config.get("heads") or self.config["decoder_attention_heads"]
@@ -77,15 +80,15 @@ class Whisper:
         """Encoder output [B, 1500, d_model] of mel [n_mels, frames] (padded or cut to 30 s) or
         of a batch [B, n_mels, 3000]."""
         mel = np.asarray(mel, np.float32)
-        return self.engine.encode(pad_or_trim(mel) if mel.ndim == 2 else mel)
+        return self.engine.encode(np.ascontiguousarray(pad_or_trim(mel) if mel.ndim == 2 else mel))
 
     def logits(self, mel: np.ndarray, tokens: list[int], seq: int = 0) -> np.ndarray:
         """Decoder logits [len(tokens), n_vocab] of tokens for a 30-s window's mel; afterwards
         cross_attention(layer) and kv(layer) show that step."""
         self.encode(mel)
-        self.engine.reset(seq)
         self.engine.set_audio(seq, 0)
-        return self.engine.decode([seq], [list(tokens)], all_logits=True)
+        self.engine.reset(seq)
+        return np.array(self.engine.decode([seq], [list(tokens)], all_logits=True))
 
     def cross_attention(self, layer: int) -> np.ndarray:
         """Softmax weights [rows of the last decode, heads, 1500] of decoder layer `layer`."""

@@ -97,7 +97,7 @@ class _Beams:
         cands = {}
         for j, h in enumerate(self.beams):
             lp = log_softmax(self.task.rules.apply(rows[self.slots[j]], h.tokens))
-            for tok in np.argsort(-lp, kind="stable")[:self.beam_size + 1]:
+            for tok in _top(lp, self.beam_size + 1):
                 if np.isfinite(lp[tok]):
                     cands.setdefault(tuple(h.tokens) + (int(tok),), (h.sum_logprob + float(lp[tok]), j, float(lp[tok])))
         chosen, newly = [], []
@@ -143,21 +143,28 @@ class _Beams:
         return self.finished + extra[:max(0, self.beam_size - len(self.finished))]
 
 
+def _top(x: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest values, largest first (ties: lower index first)."""
+    part = np.argpartition(-x, k - 1)[:k] if k < x.size else np.arange(x.size)
+    return part[np.lexsort((part, -x[part]))]
+
+
 def _prefill(model, groups, no_speech):
     """Feeds each task's prompt to its first slot; returns the logits that choose the first
     token and the no-speech probability read at <|startoftranscript|>."""
     first = [g.slots[0] for g in groups]
     for g, slot in zip(groups, first):
-        model.reset(slot)
         model.set_audio(slot, g.task.window)
-    at_sot = model.decode(first, [g.task.prompt[:g.task.sot_index + 1] for g in groups])
+        model.reset(slot)
+    # copies: the engine may hand out views of buffers that the next decode overwrites
+    at_sot = np.array(model.decode(first, [g.task.prompt[:g.task.sot_index + 1] for g in groups]))
     p = np.exp(log_softmax(at_sot))
     no_speech_probs = p[:, no_speech] if no_speech is not None else np.zeros(len(groups))
     rest = [(i, g.task.prompt[g.task.sot_index + 1:]) for i, g in enumerate(groups)]
     rest = [(i, toks) for i, toks in rest if toks]
     logits = list(at_sot)
     if rest:
-        after = model.decode([first[i] for i, _ in rest], [toks for _, toks in rest])
+        after = np.array(model.decode([first[i] for i, _ in rest], [toks for _, toks in rest]))
         for (i, _), row in zip(rest, after):
             logits[i] = row
     return logits, no_speech_probs
@@ -197,7 +204,7 @@ def _run(model, groups, tokens, length_penalty):
         feeds = [f for g in groups if not g.done for f in g.step(model, rows)]
         if not feeds:
             break
-        out = model.decode([s for s, _ in feeds], [[t] for _, t in feeds])
+        out = np.array(model.decode([s for s, _ in feeds], [[t] for _, t in feeds]))
         rows = {s: row for (s, _), row in zip(feeds, out)}
     results = []
     for g, ns in zip(groups, no_speech):
