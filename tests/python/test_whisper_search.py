@@ -140,3 +140,37 @@ def test_sampling_is_seeded_and_keeps_the_likeliest_candidate(random_model):
     assert [h.tokens for h in a.candidates] != [h.tokens for h in c.candidates]
     assert a.best.score(1.0) == max(h.score(1.0) for h in a.candidates)
     assert len({tuple(h.tokens) for h in a.candidates}) > 1  # each slot samples on its own
+
+
+class _Recorder:
+    """Forwards every call to the engine and keeps the token lists given to decode."""
+
+    def __init__(self, engine):
+        self.engine, self.fed = engine, []
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def decode(self, seqs, tokens, all_logits=False):
+        self.fed.append([list(t) for t in tokens])
+        return self.engine.decode(seqs, tokens, all_logits)
+
+
+def test_multilingual_transcription_detects_or_takes_the_language(random_model):
+    """The random model read as a multilingual one (its vocabulary has the language tokens):
+    without a language the first window picks one and reports it; with one, every window's
+    prompt carries it and the task."""
+    from akunu.whisper import Whisper
+
+    _, engine, _ = random_model
+    spy = _Recorder(engine)
+    w = Whisper("random", engine=spy)
+    w.tokens = WhisperTokens(w.tokenizer, 51865)
+    x = np.random.default_rng(5).normal(scale=0.1, size=16000 * 2).astype(np.float32)
+    r = w.transcribe(x, max_new_tokens=3)
+    assert r.language in w.tokens.language_ids and 0 < r.language_probability <= 1
+    assert spy.fed[0] == [[w.tokens.sot]]  # the detection step
+    spy.fed.clear()
+    r = w.transcribe(x, language="de", task="translate", max_new_tokens=3)
+    de = w.tokens.language_ids["de"]
+    assert r.language == "de" and spy.fed[1] == [[de, w.tokens.translate, w.tokens.no_timestamps]]
