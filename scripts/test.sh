@@ -14,5 +14,7 @@ echo "== the wheel, repaired and installed outside the checkout"
 bash scripts/wheel_check.sh
 echo "== parsers under AddressSanitizer and libFuzzer"
 bash scripts/fuzz.sh
+echo "== the engine's tests under ASan + UBSan, the thread scenarios under TSan"
+bash scripts/sanitize.sh
 echo "== soak at a reduced size: memory stays flat over a long generation and load/free cycles"
 .venv/bin/python bench/soak.py --tokens 5000 --cycles 100

@@ -122,7 +122,7 @@ std::vector<uint8_t> Model::save_state() {
     std::vector<uint8_t> out(sizeof h + h.payload_bytes + 8);
     uint8_t* p = out.data();
     auto put = [&](const void* src, size_t n) {
-        std::memcpy(p, src, n);
+        if (n) std::memcpy(p, src, n);  // an empty cache's rows are an empty vector (data() may be null)
         p += n;
     };
     put(&h, sizeof h);
