@@ -13,7 +13,7 @@ import pytest
 import akunu
 from akunu import models
 from support.fixture_paths import FIXTURES, requires_fixtures
-from support.whisper_bytes import ct2_bytes, ct2_variable, read_ct2
+from support.whisper_bytes import ct2_bytes, ct2_variable, ggml_tensor, read_ct2, split_ggml_whisper
 
 pytestmark = requires_fixtures
 WHISPER = FIXTURES / "whisper"
@@ -45,6 +45,34 @@ def test_ggml_gives_the_hf_tensors_bit_for_bit():
         assert got[name].shape == w.shape, name
         # both hold the same f16 values (GGML keeps biases and positions as f32 of those halves)
         np.testing.assert_array_equal(got[name], w, err_msg=name)
+
+
+def test_ggml_quantized_weights_read_as_gguf_py_dequantizes_them(tmp_path):
+    """The fixture's f16 matrices requantized in each type whisper.cpp writes."""
+    gguf = pytest.importorskip("gguf", reason="gguf-py is the quantization reference")
+    header, parts = split_ggml_whisper((RANDOM / "ggml" / "ggml-model.bin").read_bytes())
+    types = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"]
+    want, out = {}, []
+    for i, (name, ne, type_id, data) in enumerate(parts):
+        if len(ne) == 2 and ne[0] % 32 == 0 and type_id == 1:
+            qtype = gguf.GGMLQuantizationType[types[i % len(types)]]
+            rows = np.frombuffer(data, np.float16).reshape(ne[::-1]).astype(np.float32)
+            q = gguf.quants.quantize(rows, qtype)
+            want[name] = gguf.quants.dequantize(q, qtype).reshape(rows.shape)
+            out.append(ggml_tensor(name, rows, type_id=int(qtype), ne=ne, data=q.tobytes()))
+        else:
+            out.append(ggml_tensor(name, np.zeros(0), type_id=type_id, ne=ne, data=data))
+    path = tmp_path / "quantized.bin"
+    path.write_bytes(header + b"".join(out))
+    m = akunu.open(str(path))
+    hf_names = {"decoder.blocks.1.mlp.0.weight": "model.decoder.layers.1.fc1.weight",
+                "encoder.blocks.0.attn.key.weight": "model.encoder.layers.0.self_attn.k_proj.weight",
+                "decoder.blocks.0.cross_attn.out.weight": "model.decoder.layers.0.encoder_attn.out_proj.weight",
+                "decoder.token_embedding.weight": "model.decoder.embed_tokens.weight"}
+    assert len(want) > 20 and set(hf_names) <= set(want)
+    for ggml_name, hf_name in hf_names.items():
+        np.testing.assert_array_equal(m.tensor(hf_name, dequantize=True), want[ggml_name], err_msg=hf_name)
+    assert {t["dtype"] for t in m.tensors} == {"F32", "F16", *types}
 
 
 def test_ggml_config_matches_the_hf_config():
@@ -90,50 +118,77 @@ def test_ggml_vocabulary_decodes_as_the_hf_tokenizer():
         gg.encode("hello")
 
 
-def test_ct2_written_from_the_hf_tensors_reads_back_as_them(tmp_path):
-    """A model.bin made here from the HF tensors, fused as CTranslate2 fuses them."""
+# HF name pieces -> CTranslate2's, for the tensors CTranslate2 keeps unfused.
+CT2_RENAMES = [("model.", ""), (".layers.", "/layer_"), ("embed_positions.weight", "position_encodings/encodings"),
+               ("embed_tokens.weight", "embeddings/weight"), ("self_attn.out_proj", "self_attention/linear_1"),
+               ("self_attn_layer_norm", "self_attention/layer_norm"), ("encoder_attn.q_proj", "attention/linear_0"),
+               ("encoder_attn.out_proj", "attention/linear_2"), ("encoder_attn_layer_norm", "attention/layer_norm"),
+               ("fc1", "ffn/linear_0"), ("fc2", "ffn/linear_1"), ("final_layer_norm", "ffn/layer_norm"),
+               ("layer_norm.weight", "layer_norm/gamma"), ("layer_norm.bias", "layer_norm/beta"), (".", "/")]
+
+
+def write_ct2_from_hf(folder) -> dict[str, np.ndarray]:
+    """A model.bin (with config.json and tokenizer.json) made from the random model's HF tensors,
+    fused as CTranslate2 fuses them (q|k|v, cross k|v, zero k biases); returns the HF tensors."""
     hf = tensors(akunu.open(str(RANDOM / "hf")))
     h = {k: v.astype(np.float16) for k, v in hf.items()}
-    var = []
-
-    def add(name, a):
-        var.append(ct2_variable(name, a))
-    add("encoder/conv1/weight", h["model.encoder.conv1.weight"])
-    add("encoder/num_heads", np.array(4, np.int16))
-    add("decoder/num_heads", np.array(4, np.int16))
+    zeros = np.zeros(64, np.float16)
+    var = [ct2_variable("encoder/num_heads", np.array(4, np.int16)),
+           ct2_variable("decoder/num_heads", np.array(4, np.int16))]
+    for name, value in h.items():
+        if "_attn.k_proj" in name or "_attn.v_proj" in name or "self_attn.q_proj" in name:
+            continue  # fused below
+        for a, b in CT2_RENAMES:
+            name = name.replace(a, b)
+        var.append(ct2_variable(name, value))
     for stack in ("encoder", "decoder"):
-        m = f"model.{stack}."
         for i in range(2):
-            a, src = f"{m}layers.{i}.self_attn.", f"{stack}/layer_{i}/self_attention/"
-            add(src + "linear_0/weight", np.concatenate([h[a + p + "_proj.weight"] for p in "qkv"]))
-            add(src + "linear_0/bias", np.concatenate([h[a + "q_proj.bias"], np.zeros(64, np.float16),
-                                                       h[a + "v_proj.bias"]]))
-            add(src + "linear_1/weight", h[a + "out_proj.weight"])
+            a, src = f"model.{stack}.layers.{i}.self_attn.", f"{stack}/layer_{i}/self_attention/"
+            qkv = np.concatenate([h[a + p + "_proj.weight"] for p in "qkv"])
+            var.append(ct2_variable(src + "linear_0/weight", qkv))
+            var.append(ct2_variable(src + "linear_0/bias",
+                                    np.concatenate([h[a + "q_proj.bias"], zeros, h[a + "v_proj.bias"]])))
             if stack == "decoder":
-                c, cross = f"{m}layers.{i}.encoder_attn.", f"decoder/layer_{i}/attention/"
-                add(cross + "linear_1/weight", np.concatenate([h[c + "k_proj.weight"], h[c + "v_proj.weight"]]))
-                add(cross + "linear_1/bias", np.concatenate([np.zeros(64, np.float16), h[c + "v_proj.bias"]]))
-    add("decoder/embeddings/weight", h["model.decoder.embed_tokens.weight"])
-    for name, key in [("encoder/position_encodings/encodings", "model.encoder.embed_positions.weight"),
-                      ("decoder/position_encodings/encodings", "model.decoder.embed_positions.weight"),
-                      ("encoder/layer_0/ffn/linear_0/weight", "model.encoder.layers.0.fc1.weight"),
-                      ("decoder/layer_0/ffn/linear_0/weight", "model.decoder.layers.0.fc1.weight")]:
-        add(name, h[key])
-    (tmp_path / "model.bin").write_bytes(ct2_bytes(var, {"decoder/projection/weight": "decoder/embeddings/weight"}))
-    (tmp_path / "config.json").write_text(json.dumps({"alignment_heads": [[1, 0]], "suppress_ids": [1, 2],
+                c, cross = f"model.decoder.layers.{i}.encoder_attn.", f"decoder/layer_{i}/attention/"
+                var.append(ct2_variable(cross + "linear_1/weight",
+                                        np.concatenate([h[c + "k_proj.weight"], h[c + "v_proj.weight"]])))
+                var.append(ct2_variable(cross + "linear_1/bias", np.concatenate([zeros, h[c + "v_proj.bias"]])))
+    (folder / "model.bin").write_bytes(ct2_bytes(var, {"decoder/projection/weight": "decoder/embeddings/weight"}))
+    (folder / "config.json").write_text(json.dumps({"alignment_heads": [[1, 0]], "suppress_ids": [1, 2],
                                                       "suppress_ids_begin": [220, 50256]}))
-    (tmp_path / "tokenizer.json").write_bytes((RANDOM / "hf" / "tokenizer.json").read_bytes())
+    (folder / "tokenizer.json").write_bytes((RANDOM / "hf" / "tokenizer.json").read_bytes())
+    return hf
+
+
+def test_ct2_written_from_the_hf_tensors_reads_back_as_them(tmp_path):
+    hf = write_ct2_from_hf(tmp_path)
     ct2 = akunu.open(str(tmp_path))
     assert ct2.format == "ct2"
     got = tensors(ct2)
     assert "model.encoder.layers.0.self_attn.k_proj.bias" not in got  # CTranslate2's zero k bias
     for name, value in got.items():
         np.testing.assert_array_equal(value, hf[name], err_msg=name)
-    assert len(got) == 1 + 2 * 2 * 6 + 2 * 3 + 5  # conv1, self-attention, cross k/v, the rest
+    assert sorted(got) == sorted(hf)
     c = ct2.metadata
     assert (c["d_model"], c["encoder_layers"], c["decoder_attention_heads"], c["decoder_start_token_id"]) == \
         (64, 2, 4, 50257)
     assert c["alignment_heads"] == [[1, 0]] and c["suppress_tokens"] == [1, 2]
+
+
+def test_every_truncation_of_ct2_and_ggml_files_fails_cleanly(tmp_path):
+    """Cut valid files at many points: each prefix is an akunu.Error, never a crash."""
+    write_ct2_from_hf(tmp_path)
+    files = {"ct2": (tmp_path / "model.bin").read_bytes(),
+             "ggml": (RANDOM / "ggml" / "ggml-model.bin").read_bytes()}
+    rng = np.random.default_rng(0)
+    for kind, data in files.items():
+        cuts = sorted(set(range(0, 300, 7)) | set(rng.integers(300, len(data) - 1, 40).tolist()))
+        for cut in cuts:
+            path = tmp_path / kind / "model.bin"
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(data[:cut])
+            with pytest.raises(akunu.Error):
+                akunu.open(str(path))
 
 
 # ---- tiny.en in CTranslate2 form -------------------------------------------------------------------

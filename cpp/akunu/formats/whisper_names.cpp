@@ -143,6 +143,38 @@ nlohmann::json whisper_config(const std::vector<TensorInfo>& t, int encoder_head
     c["vocab_size"] = embed[0];
     c["encoder_layers"] = layers("model.encoder.layers.");
     c["decoder_layers"] = layers("model.decoder.layers.");
+    // Every tensor of every layer, so that a file cut between two tensors is not taken for a model.
+    const char* kLayer[] = {"self_attn.q_proj.weight",
+                            "self_attn.q_proj.bias",
+                            "self_attn.k_proj.weight",
+                            "self_attn.v_proj.weight",
+                            "self_attn.v_proj.bias",
+                            "self_attn.out_proj.weight",
+                            "self_attn.out_proj.bias",
+                            "self_attn_layer_norm.weight",
+                            "self_attn_layer_norm.bias",
+                            "fc1.weight",
+                            "fc1.bias",
+                            "fc2.weight",
+                            "fc2.bias",
+                            "final_layer_norm.weight",
+                            "final_layer_norm.bias"};
+    const char* kCross[] = {"q_proj.weight",   "q_proj.bias",   "k_proj.weight",      "v_proj.weight",   "v_proj.bias",
+                            "out_proj.weight", "out_proj.bias", "_layer_norm.weight", "_layer_norm.bias"};
+    std::vector<std::string> required = {"model.encoder.conv1.bias", "model.encoder.conv2.weight",
+                                         "model.encoder.conv2.bias"};
+    for (const std::string stack : {"encoder", "decoder"}) {
+        required.push_back("model." + stack + ".layer_norm.weight");
+        required.push_back("model." + stack + ".layer_norm.bias");
+        for (int l = 0; l < c[stack + "_layers"].get<int>(); ++l) {
+            const std::string prefix = "model." + stack + ".layers." + std::to_string(l) + ".";
+            for (const char* name : kLayer) required.push_back(prefix + name);
+            if (stack == "decoder")
+                for (const char* name : kCross)
+                    required.push_back(prefix + "encoder_attn" + (name[0] == '_' ? "" : ".") + name);
+        }
+    }
+    for (const std::string& name : required) shape(name);
     c["encoder_attention_heads"] = encoder_heads;
     c["decoder_attention_heads"] = decoder_heads;
     c["encoder_ffn_dim"] = shape("model.encoder.layers.0.fc1.weight")[0];

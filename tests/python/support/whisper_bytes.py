@@ -89,3 +89,27 @@ def ggml_whisper_bytes(hparams: list[int], filters: np.ndarray, tokens: list[byt
     out += filters.astype(np.float32).tobytes() + struct.pack("<i", len(tokens))
     out += b"".join(struct.pack("<I", len(t)) + t for t in tokens)
     return out + b"".join(tensors)
+
+
+def split_ggml_whisper(data: bytes) -> tuple[bytes, list[tuple[str, list[int], int, bytes]]]:
+    """A whisper.cpp file as (everything before the tensors, [(name, ne, type id, data)]);
+    f32 and f16 tensors only, as its converter writes them."""
+    pos = 4 + 11 * 4
+    n_mel, n_fft = struct.unpack_from("<2i", data, pos)
+    pos += 8 + 4 * n_mel * n_fft
+    (n_tokens,) = struct.unpack_from("<i", data, pos)
+    pos += 4
+    for _ in range(n_tokens):
+        (length,) = struct.unpack_from("<I", data, pos)
+        pos += 4 + length
+    header, tensors = data[:pos], []
+    while pos < len(data):
+        n_dims, name_len, type_id = struct.unpack_from("<3i", data, pos)
+        ne = list(struct.unpack_from(f"<{n_dims}i", data, pos + 12))
+        pos += 12 + 4 * n_dims
+        name = data[pos:pos + name_len].decode()
+        pos += name_len
+        size = int(np.prod(ne)) * (4 if type_id == GGML_F32 else 2)
+        tensors.append((name, ne, type_id, data[pos:pos + size]))
+        pos += size
+    return header, tensors
