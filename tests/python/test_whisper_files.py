@@ -84,6 +84,14 @@ def test_ggml_config_matches_the_hf_config():
     assert got["no_timestamps_token_id"] == 50362
 
 
+def test_hf_whisper_config_takes_the_decoding_settings_of_generation_config():
+    generation = json.loads((RANDOM / "hf" / "generation_config.json").read_text())
+    got = akunu.open(str(RANDOM / "hf")).metadata
+    for key in ["alignment_heads", "suppress_tokens", "begin_suppress_tokens", "no_timestamps_token_id"]:
+        assert got[key] == generation[key], key
+    assert len(got["suppress_tokens"]) == 90  # config.json's null replaced
+
+
 def test_mel_filters_match_transformers():
     audio_utils = pytest.importorskip("transformers.audio_utils", reason="transformers computes the reference bank")
     want = audio_utils.mel_filter_bank(num_frequency_bins=201, num_mel_filters=80, min_frequency=0.0,
@@ -235,3 +243,5 @@ def test_tiny_en_tokenizer_decodes_the_fixture_texts(tiny_en):
         g = r["greedy_notimestamps"]
         assert tok.decode(g["tokens"], skip_special_tokens=True) == g["text"], clip
     assert tok.id_to_token(50257) == "<|startoftranscript|>"
+    own = akunu._akunu.Tokenizer.from_model_files(akunu.open(str(tiny_en)))  # the model's own, as the engine finds it
+    assert own.decode(g["prefix"] + g["tokens"]) == tok.decode(g["prefix"] + g["tokens"])

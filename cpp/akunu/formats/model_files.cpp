@@ -73,6 +73,18 @@ void ModelFiles::load_config(const std::string& config_path, bool required) {
                         std::to_string(mlx_.bits) + " is not one of group_size 32/64/128, bits 2/3/4/6/8");
         format_ = ModelFormat::kMlx;
     }
+    if (is_whisper()) add_generation_config(dirname_of(config_path) + "/generation_config.json");
+}
+
+// HF keeps Whisper's decoding settings in generation_config.json; they join the config (where it
+// has none) so that an HF directory describes itself as the CTranslate2 and GGML readers do.
+void ModelFiles::add_generation_config(const std::string& path) {
+    if (!exists(path)) return;
+    const nlohmann::json g = read_json_file(path);
+    AKUNU_CHECK(g.is_object(), path + ": expected a JSON object");
+    for (const char* key : {"alignment_heads", "suppress_tokens", "begin_suppress_tokens", "no_timestamps_token_id",
+                            "is_multilingual", "lang_to_id", "task_to_id", "prev_sot_token_id"})
+        if (g.contains(key) && (!config_->contains(key) || (*config_)[key].is_null())) (*config_)[key] = g[key];
 }
 
 void ModelFiles::set_whisper(WhisperFiles w, ModelFormat format) {

@@ -64,6 +64,7 @@ private:
     void add_safetensors(const std::string& file, const std::vector<std::string>* only = nullptr);
     void load_config(const std::string& config_path, bool required);
     void set_whisper(WhisperFiles w, ModelFormat format);
+    void add_generation_config(const std::string& path);
 
     ModelFormat format_ = ModelFormat::kSafetensors;
     std::string path_;

@@ -1,5 +1,6 @@
 // A CTranslate2 Whisper model directory (model.bin, config.json, vocabulary.txt or
 // tokenizer.json) presented with HF names and an HF config (whisper_files.h).
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -81,8 +82,8 @@ std::map<std::string, int> special_ids(const std::string& dir) {
 }  // namespace
 
 WhisperFiles read_ct2_whisper(const std::string& model_bin) {
-    const std::string dir =
-        model_bin.substr(0, model_bin.find_last_of('/') == std::string::npos ? 0 : model_bin.find_last_of('/'));
+    const size_t slash = model_bin.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : model_bin.substr(0, std::max<size_t>(slash, 1));
     auto ct2 = Ct2File::open(MappedFile::open(model_bin));
     AKUNU_CHECK(ct2->spec() == "WhisperSpec",
                 model_bin + ": a CTranslate2 " + ct2->spec() + " model; akunu reads CTranslate2 Whisper models only");
@@ -98,7 +99,7 @@ WhisperFiles read_ct2_whisper(const std::string& model_bin) {
     w.config = whisper_config(w.tensors, int(ct2->scalar("encoder/num_heads")), int(ct2->scalar("decoder/num_heads")),
                               model_bin);
 
-    const std::map<std::string, int> ids = special_ids(dir.empty() ? "." : dir);
+    const std::map<std::string, int> ids = special_ids(dir);
     auto id = [&](const char* token) {
         auto it = ids.find(token);
         AKUNU_CHECK(it != ids.end(), dir + ": the vocabulary has no " + token + " token");
