@@ -54,8 +54,8 @@ class Tokenizer:
     # ---- construction ------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path) -> Tokenizer:
-        """tokenizer.json (with tokenizer_config.json beside it, if any), a model directory, a GGUF
-        or a whisper.cpp GGML file (whose vocabulary decodes only)."""
+        """tokenizer.json (with tokenizer_config.json beside it, if any), a model directory, a GGUF,
+        a CTranslate2 model.bin or a whisper.cpp GGML file (whose vocabulary decodes only)."""
         p = pathlib.Path(os.fspath(path))
         if not p.exists() and not p.is_symlink():
             raise Error(f"'{p}' does not exist")
@@ -63,7 +63,7 @@ class Tokenizer:
             p = p / "tokenizer.json"
             if not p.exists() and not p.is_symlink():
                 raise Error(f"'{p.parent}' has no tokenizer.json")
-        if _embeds_vocab(p):
+        if _embeds_vocab(p) or p.name == "model.bin":  # a CTranslate2 model.bin: the tokenizer.json beside it
             return cls(_akunu.Tokenizer.from_model_files(_akunu.open_model(str(p))))
         config_path = p.parent / "tokenizer_config.json"
         config_text = _read_text(config_path) if config_path.exists() else None

@@ -245,3 +245,4 @@ def test_tiny_en_tokenizer_decodes_the_fixture_texts(tiny_en):
     assert tok.id_to_token(50257) == "<|startoftranscript|>"
     own = akunu._akunu.Tokenizer.from_model_files(akunu.open(str(tiny_en)))  # the model's own, as the engine finds it
     assert own.decode(g["prefix"] + g["tokens"]) == tok.decode(g["prefix"] + g["tokens"])
+    assert akunu.Tokenizer.from_file(tiny_en / "model.bin").decode(g["tokens"]) == tok.decode(g["tokens"])
