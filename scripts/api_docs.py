@@ -25,6 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "api.md"
 
 import akunu  # noqa: E402
+import akunu.audio  # noqa: E402
 import akunu.constrained  # noqa: E402
 import akunu.controls  # noqa: E402
 import akunu.distributed  # noqa: E402
@@ -111,6 +112,7 @@ SECTIONS = [
     ("Models without a file: akunu.models", akunu.models,
      [(f"akunu.models.{name}", f) for name, f in vars(akunu.models).items()
       if inspect.isfunction(f) and f.__module__ == "akunu.models" and not name.startswith("_")]),
+    ("Audio input: akunu.audio", akunu.audio, [("akunu.audio.load_audio", akunu.audio.load_audio)]),
 ]
 
 # Instance attributes assigned in __init__ (invisible to class introspection): (name, type, what).

@@ -15,7 +15,7 @@ cmake_bin=$(command -v .venv/bin/cmake || command -v cmake)
 "$cmake_bin" -S . -B $build -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DAKUNU_BUILD_PYTHON=ON -DAKUNU_BUILD_FUZZERS=ON -DAKUNU_SANITIZE=undefined >/dev/null
 "$cmake_bin" --build $build --target akunu_fuzz_gguf akunu_fuzz_safetensors akunu_fuzz_config akunu_fuzz_tokenizer \
-    akunu_fuzz_state akunu_malformed_replay
+    akunu_fuzz_state akunu_fuzz_whisper akunu_malformed_replay
 
 corpus=$build/malformed
 rm -rf "$corpus" && "$python" tests/python/support/malformed_cases.py "$corpus"
@@ -24,10 +24,12 @@ ASAN_OPTIONS=detect_leaks=1 $build/akunu_malformed_replay "$corpus" | tail -1
 
 # Seeds: the malformed files, a valid small GGUF, and the fixtures' configs and tokenizer-free models.
 seeds=$build/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{gguf,safetensors,config,tokenizer,state}
+rm -rf "$seeds" && mkdir -p "$seeds"/{gguf,safetensors,config,tokenizer,state,whisper}
 for kept in tokenizer state; do cp tests/cpp/fuzz/corpus/$kept/* "$seeds/$kept/"; done  # the corpus kept in the repo
 find "$corpus" -maxdepth 1 -type f -exec cp {} "$seeds/gguf/" \;
 find "$corpus" -maxdepth 1 -type f -name 'st_*' -exec cp {} "$seeds/safetensors/" \;
+find "$corpus" -maxdepth 1 -type f -name 'ggml_*' -exec cp {} "$seeds/whisper/" \;
+for d in "$corpus"/ct2_*; do cp "$d/model.bin" "$seeds/whisper/$(basename "$d")"; done
 "$python" - "$seeds" <<'PY'
 import pathlib, sys
 sys.path.insert(0, "tests/python")
@@ -39,6 +41,14 @@ out = pathlib.Path(sys.argv[1])
 tensors, config = tiny_llama(dim=16, layers=1, heads=2, kv_heads=1, ffn=16, vocab=8)
 (out / "safetensors" / "valid").write_bytes(safetensors_bytes(tensors))
 (out / "config" / "llama").write_text(json.dumps(config))
+import numpy as np
+from support.whisper_bytes import ct2_bytes, ct2_variable, ggml_tensor, ggml_whisper_bytes
+(out / "whisper" / "valid_ct2").write_bytes(ct2_bytes(
+    [ct2_variable("encoder/conv1/bias", np.ones(4, np.float16)), ct2_variable("encoder/num_heads", np.array(2, np.int16))],
+    {"alias": "encoder/conv1/bias"}))
+(out / "whisper" / "valid_ggml").write_bytes(ggml_whisper_bytes(
+    [51864, 1500, 4, 1, 1, 448, 4, 1, 1, 2, 1], np.ones((2, 201), np.float32), [b"a", b"<|endoftext|>"],
+    [ggml_tensor("encoder.conv1.bias", np.ones((4, 1), np.float32)), ggml_tensor("decoder.ln.weight", np.ones(32, np.float16))]))
 fixtures = pathlib.Path("../shared/fixtures")
 for i, cfg in enumerate(sorted(fixtures.glob("*/hf/config.json"))):
     (out / "config" / f"fixture{i}").write_bytes(cfg.read_bytes())
@@ -51,7 +61,7 @@ for n in (1, 5):
 PY
 export AKUNU_FUZZ_STATE_MODEL=../shared/fixtures/tiny-llama3-random/gguf/tiny-llama3-random-q8_0.gguf
 
-for target in gguf safetensors config tokenizer state; do
+for target in gguf safetensors config tokenizer state whisper; do
     echo "== fuzz $target for ${seconds}s"
     mkdir -p $build/corpus_$target
     rc=0

@@ -46,6 +46,9 @@ set(AKUNU_KERNELS
   "layernorm        layernorm.comp"
   "encoder_attention encoder_attention.comp"
   "pool             pool.comp"
+  "mel_power        mel_power.comp"
+  "mel_log          mel_log.comp"
+  "mel_norm         mel_norm.comp"
 )
 
 # ---- dtypes x kernels: elementwise kernels of f32 and f16 rows (GLSL scalar and vec4 types),

@@ -1,6 +1,7 @@
 // Python view of model files: metadata, tensor listings and tensors as NumPy arrays.
 #include "akunu/formats/tiles.h"
 #include "akunu/core/error.h"
+#include "akunu/formats/mel_filters.h"
 #include "akunu/formats/model_files.h"
 #include "akunu/core/utf8.h"
 #include "bindings.h"
@@ -50,6 +51,14 @@ static py::array raw_copy(const ModelFiles& model, const TensorInfo& t) {
     return a;
 }
 
+// A mel filter bank as NumPy float32 [n_mels, 201].
+static py::array_t<float> mel_array(const std::vector<float>& bank) {
+    const py::ssize_t bins = kWhisperFftBins;
+    py::array_t<float> out({py::ssize_t(bank.size()) / bins, bins});
+    std::copy(bank.begin(), bank.end(), out.mutable_data());
+    return out;
+}
+
 void init_model(py::module_& m) {
     py::class_<ModelFiles, std::shared_ptr<ModelFiles>>(m, "ModelFiles")
         .def_property_readonly("format", [](const ModelFiles& f) { return model_format_name(f.format()); })
@@ -64,6 +73,10 @@ void init_model(py::module_& m) {
                                    }
                                    return d;
                                })
+        .def_property_readonly(
+            "mel_filters", [](const ModelFiles& f) { return mel_array(f.mel_filters()); },
+            "A Whisper model's mel filter bank, float32 [n_mels, 201]: the one a GGML file "
+            "embeds, else Slaney filters as transformers' mel_filter_bank computes them.")
         .def_property_readonly("gguf_version", [](const ModelFiles& f) { return f.gguf() ? f.gguf()->version() : 0u; })
         .def_property_readonly("tensors",
                                [](const ModelFiles& f) {
@@ -139,8 +152,12 @@ void init_model(py::module_& m) {
             }
         return out;
     });
+    m.def(
+        "whisper_mel_filters", [](int n_mels) { return mel_array(whisper_mel_filters(n_mels)); }, py::arg("n_mels"),
+        "Whisper's Slaney mel filter bank, float32 [n_mels, 201], as transformers' mel_filter_bank computes it.");
     m.def("open_model", &ModelFiles::open, py::arg("path"),
-          "Opens a model (GGUF, safetensors file/dir/index, MLX dir, or config.json); reads headers only.");
+          "Opens a model (GGUF, safetensors file/dir/index, MLX dir, config.json, or Whisper as a "
+          "CTranslate2 model.bin/dir or whisper.cpp GGML file); reads headers only.");
 }
 
 }  // namespace akunu::py_bindings

@@ -36,6 +36,9 @@ void init_tokenizer(py::module_& m) {
                 return Tokenizer::from_gguf(*files.gguf());
             },
             py::arg("files"))
+        .def_static(
+            "from_model_files", [](const ModelFiles& files) { return Tokenizer::from_model(files); }, py::arg("files"),
+            "A model's own tokenizer: GGUF metadata, whisper.cpp GGML's tokens, or the tokenizer.json beside it.")
         .def("encode", &Tokenizer::encode, py::arg("text"), py::arg("add_special_tokens") = true,
              py::arg("parse_special") = true, py::call_guard<py::gil_scoped_release>())
         .def("decode", &Tokenizer::decode, py::arg("ids"), py::arg("skip_special_tokens") = false,

@@ -29,9 +29,9 @@ def _read_text(path: pathlib.Path) -> str:
         raise Error(f"{path}: not UTF-8 (invalid byte at offset {e.start})") from None
 
 
-def _is_gguf(path: pathlib.Path) -> bool:
-    """Whether a regular file starts with the GGUF magic; anything else than a regular file
-    raises (a FIFO would block the read)."""
+def _embeds_vocab(path: pathlib.Path) -> bool:
+    """Whether a regular file is a model that embeds its vocabulary (GGUF, whisper.cpp's GGML);
+    anything else than a regular file raises (a FIFO would block the read)."""
     try:
         mode = path.stat().st_mode
     except OSError as e:
@@ -39,7 +39,7 @@ def _is_gguf(path: pathlib.Path) -> bool:
     if not stat.S_ISREG(mode):
         raise Error(f"'{path}' is not a regular file (a FIFO, device or socket is not read)")
     with open(path, "rb") as f:
-        return f.read(4) == b"GGUF"
+        return f.read(4) in (b"GGUF", b"lmgg")
 
 
 class Tokenizer:
@@ -54,7 +54,8 @@ class Tokenizer:
     # ---- construction ------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path) -> Tokenizer:
-        """tokenizer.json (with tokenizer_config.json beside it, if any), a model directory, or a GGUF."""
+        """tokenizer.json (with tokenizer_config.json beside it, if any), a model directory, a GGUF,
+        a CTranslate2 model.bin or a whisper.cpp GGML file (whose vocabulary decodes only)."""
         p = pathlib.Path(os.fspath(path))
         if not p.exists() and not p.is_symlink():
             raise Error(f"'{p}' does not exist")
@@ -62,8 +63,8 @@ class Tokenizer:
             p = p / "tokenizer.json"
             if not p.exists() and not p.is_symlink():
                 raise Error(f"'{p.parent}' has no tokenizer.json")
-        if _is_gguf(p):
-            return cls(_akunu.Tokenizer.from_gguf(_akunu.open_model(str(p))))
+        if _embeds_vocab(p) or p.name == "model.bin":  # a CTranslate2 model.bin: the tokenizer.json beside it
+            return cls(_akunu.Tokenizer.from_model_files(_akunu.open_model(str(p))))
         config_path = p.parent / "tokenizer_config.json"
         config_text = _read_text(config_path) if config_path.exists() else None
         return cls(_akunu.Tokenizer.from_json(_read_text(p), config_text, str(p)))

@@ -317,6 +317,29 @@ struct PoolParams {
 };
 AKUNU_PARAMS_SIZE(PoolParams, 8)
 
+// Whisper's log-mel spectrogram in three kernels (engine/whisper_mel.h). The state buffer
+// (MelState, written per run) holds the clip's sample count and its frames, n_samples / hop;
+// every kernel runs over max_frames and skips frames past n_frames.
+//   mel_power: one workgroup per frame t: the frame of n_fft samples centred on t * hop
+//     (reflect-padded at both ends), times the windowed DFT table dft [2 n_bins, n_fft] (cos
+//     rows, then sin rows, both times the Hann window): power[t, f] = re^2 + im^2.
+//   mel_log: one workgroup per frame: out[m, t] = log10(max(sum_f filters[m, f] power[t, f], 1e-10)).
+//   mel_norm: one workgroup: out = (max(out, max(out) - 8) + 4) / 4 over [n_mels, n_frames].
+#define AKUNU_MEL_MAX_FFT 512
+struct MelState {
+    uint n_samples;
+    uint n_frames;
+};
+AKUNU_PARAMS_SIZE(MelState, 8)
+struct MelParams {
+    uint n_fft;       // samples per frame (400)
+    uint hop;         // samples between frames (160)
+    uint n_bins;      // n_fft / 2 + 1
+    uint n_mels;
+    uint max_frames;  // rows of power, columns of out's capacity
+};
+AKUNU_PARAMS_SIZE(MelParams, 20)
+
 #ifdef __cplusplus
 }  // namespace akunu
 #endif

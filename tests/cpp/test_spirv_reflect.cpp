@@ -89,6 +89,9 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"layernorm", sizeof(LayerNormParams), 5},
         {"encoder_attention", sizeof(EncoderAttentionParams), 4},
         {"pool", sizeof(PoolParams), 3},
+        {"mel_power", sizeof(MelParams), 4},
+        {"mel_log", sizeof(MelParams), 4},
+        {"mel_norm", sizeof(MelParams), 2},
         {"dequant_f16_", sizeof(DequantParams), 3},
     };
     size_t checked = 0;

@@ -243,4 +243,13 @@ void encoder_attention(DispatchSink& s, const Binding& qkv, const Binding& seq, 
 void pool(DispatchSink& s, const Binding& h, const Binding& texts, const Binding& out, size_t rows, size_t dim,
           size_t max_texts);
 
+// Whisper's log-mel spectrogram (params.h MelParams; kernels_audio.cpp): samples f32 [max_samples],
+// dft f32 [2 n_bins, n_fft], filters f32 [n_mels, n_bins], power f32 [max_frames, n_bins] (scratch),
+// out f32 [n_mels, n_frames], state MelState; three dispatches over max_frames frames.
+struct MelShape {
+    size_t n_fft, hop, n_mels, max_samples;
+};
+void log_mel(DispatchSink& s, const Binding& samples, const Binding& dft, const Binding& filters, const Binding& power,
+             const Binding& out, const Binding& state, const MelShape& shape);
+
 }  // namespace akunu::kernels

@@ -9,7 +9,9 @@
 #include <set>
 
 #include "akunu/core/error.h"
+#include "akunu/formats/ggml_whisper.h"
 #include "akunu/formats/json_file.h"
+#include "akunu/formats/mel_filters.h"
 
 namespace akunu {
 
@@ -18,6 +20,8 @@ const char* model_format_name(ModelFormat format) {
         case ModelFormat::kGguf: return "gguf";
         case ModelFormat::kSafetensors: return "safetensors";
         case ModelFormat::kMlx: return "mlx";
+        case ModelFormat::kCt2: return "ct2";
+        case ModelFormat::kGgml: return "ggml";
     }
     return "?";
 }
@@ -69,10 +73,45 @@ void ModelFiles::load_config(const std::string& config_path, bool required) {
                         std::to_string(mlx_.bits) + " is not one of group_size 32/64/128, bits 2/3/4/6/8");
         format_ = ModelFormat::kMlx;
     }
+    if (is_whisper()) add_generation_config(dirname_of(config_path) + "/generation_config.json");
+}
+
+// HF keeps Whisper's decoding settings in generation_config.json; they join the config (where it
+// has none) so that an HF directory describes itself as the CTranslate2 and GGML readers do.
+void ModelFiles::add_generation_config(const std::string& path) {
+    if (!exists(path)) return;
+    const nlohmann::json g = read_json_file(path);
+    AKUNU_CHECK(g.is_object(), path + ": expected a JSON object");
+    for (const char* key : {"alignment_heads", "suppress_tokens", "begin_suppress_tokens", "no_timestamps_token_id",
+                            "is_multilingual", "lang_to_id", "task_to_id", "prev_sot_token_id"})
+        if (g.contains(key) && (!config_->contains(key) || (*config_)[key].is_null())) (*config_)[key] = g[key];
+}
+
+void ModelFiles::set_whisper(WhisperFiles w, ModelFormat format) {
+    format_ = format;
+    whisper_ = std::move(w);
+    tensors_ = whisper_.tensors;
+    for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
+    config_ = std::make_unique<nlohmann::json>(whisper_.config);
+}
+
+bool ModelFiles::is_whisper() const {
+    return config_ && config_->value("model_type", nlohmann::json()).is_string() &&
+           (*config_)["model_type"].get<std::string>() == "whisper";
+}
+
+std::vector<float> ModelFiles::mel_filters() const {
+    if (!whisper_.mel_filters.empty()) return whisper_.mel_filters;
+    AKUNU_CHECK(is_whisper(), path_ + " is not a Whisper model (its config has no \"model_type\": \"whisper\")");
+    const auto& bins = (*config_)["num_mel_bins"];
+    AKUNU_CHECK(config_->contains("num_mel_bins") && bins.is_number_integer(),
+                path_ + ": the config's num_mel_bins is missing or not an integer");
+    return whisper_mel_filters(bins.get<int>());
 }
 
 const MappedFile& ModelFiles::file_of(const TensorInfo& t) const {
     if (gguf_) return gguf_->file();
+    if (whisper_.file) return *whisper_.file;
     for (const auto& s : shards_)
         if (s->path() == t.file) return s->file();
     throw Error("tensor " + t.name + " is not in a file of " + path_);
@@ -80,6 +119,7 @@ const MappedFile& ModelFiles::file_of(const TensorInfo& t) const {
 
 void ModelFiles::check_intact() const {
     if (gguf_) gguf_->file().check_intact();
+    if (whisper_.file) whisper_.file->check_intact();
     for (const auto& s : shards_) s->file().check_intact();
 }
 
@@ -117,7 +157,10 @@ std::shared_ptr<ModelFiles> ModelFiles::open(const std::string& path_in) {
             index_path = dir + "/model.safetensors.index.json";
         else if (exists(dir + "/model.safetensors"))
             single_path = dir + "/model.safetensors";
-        else {
+        else if (exists(dir + "/model.bin")) {
+            m->set_whisper(read_ct2_whisper(dir + "/model.bin"), ModelFormat::kCt2);
+            return m;
+        } else {
             m->load_config(dir + "/config.json", false);
             AKUNU_CHECK(m->config_,
                         "'" + path + "' holds no model.safetensors, model.safetensors.index.json or config.json");
@@ -141,11 +184,19 @@ std::shared_ptr<ModelFiles> ModelFiles::open(const std::string& path_in) {
             }
             return m;
         }
-        if (f->size() >= 4 && (std::memcmp(d, "lmgg", 4) == 0 || std::memcmp(d, "ggml", 4) == 0 ||
+        if (GgmlWhisperFile::looks_like(*f)) {
+            m->set_whisper(read_ggml_whisper(f), ModelFormat::kGgml);
+            return m;
+        }
+        if (f->size() >= 4 && (std::memcmp(d, "lmgg", 4) == 0 || std::memcmp(d, "fmgg", 4) == 0 ||
                                std::memcmp(d, "tjgg", 4) == 0 || std::memcmp(d, "ggjt", 4) == 0))
             throw Error("'" + path +
-                        "' is a GGML file (whisper.cpp or legacy llama.cpp); that format is not supported yet. "
+                        "' is a legacy llama.cpp GGML file (ggml/ggmf/ggjt); that format is not supported. "
                         "Convert the model to GGUF.");
+        if (basename_of(path) == "model.bin") {
+            m->set_whisper(read_ct2_whisper(path), ModelFormat::kCt2);
+            return m;
+        }
         // Safetensors: an 8-byte length, then a JSON header (an object, which a broken file may
         // not be), or the name says so.
         if (ends_with(path, ".safetensors") || (f->size() >= 9 && (d[8] == '{' || d[8] == '[')))

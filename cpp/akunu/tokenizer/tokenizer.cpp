@@ -83,6 +83,7 @@ static bool is_word_char(uint32_t cp) {
 }
 
 std::vector<int> Tokenizer::encode(std::string_view text, bool add_special_tokens, bool parse_special) const {
+    AKUNU_CHECK(p_.encode_error.empty(), p_.encode_error);
     AKUNU_CHECK(is_valid_utf8(text), "encode: the text is not valid UTF-8");
     std::vector<int> out;
     if (add_special_tokens) out.insert(out.end(), p_.special_template.prefix.begin(), p_.special_template.prefix.end());

@@ -21,6 +21,7 @@ namespace akunu {
 
 class GgufFile;
 class ModelFiles;
+struct ByteVocab;
 
 struct AddedToken {
     int id;
@@ -35,9 +36,13 @@ public:
     static std::shared_ptr<Tokenizer> from_json(const nlohmann::json& tokenizer, const nlohmann::json* config,
                                                 const std::string& source);
     static std::shared_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
-    // A model's own tokenizer: the GGUF's vocabulary, or the tokenizer.json (and
-    // tokenizer_config.json) in the folder of its safetensors or config (tokenizer_files.cpp).
+    // A model's own tokenizer: the GGUF's vocabulary, whisper.cpp GGML's embedded one, or the
+    // tokenizer.json (and tokenizer_config.json) in the folder of its safetensors, CTranslate2
+    // model.bin or config (tokenizer_files.cpp).
     static std::shared_ptr<Tokenizer> from_model(const ModelFiles& files);
+    // A byte-level vocabulary with no merges (whisper.cpp's embedded one): it decodes; encode
+    // throws, since the merge order it would need is not in the file.
+    static std::shared_ptr<Tokenizer> from_byte_vocab(const ByteVocab& vocab);
 
     // `parse_special`: special tokens written in the text become their ids (HF's default);
     // false treats them as plain text. Throws on invalid UTF-8.
@@ -71,6 +76,7 @@ public:
         int bos_id = -1, eos_id = -1;
         std::vector<int> extra_eos_ids;
         std::string chat_template;
+        std::string encode_error;  // non-empty: encode() throws it (a vocabulary that only decodes)
     };
     explicit Tokenizer(Parts parts);
 

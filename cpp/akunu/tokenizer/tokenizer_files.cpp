@@ -1,5 +1,6 @@
 // The tokenizer that belongs to a model's files: a GGUF's vocabulary, or the tokenizer.json
-// (with tokenizer_config.json, when present) beside safetensors weights or a config.
+// (with tokenizer_config.json, when present) beside safetensors weights, a CTranslate2 model.bin
+// or a config; whisper.cpp GGML's embedded vocabulary.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -30,6 +31,7 @@ std::string folder_of(const ModelFiles& files) {
 
 std::shared_ptr<Tokenizer> Tokenizer::from_model(const ModelFiles& files) {
     if (files.gguf()) return from_gguf(*files.gguf());
+    if (files.byte_vocab()) return from_byte_vocab(*files.byte_vocab());
     const std::string folder = folder_of(files);
     const std::string path = folder + "/tokenizer.json";
     AKUNU_CHECK(present(path), "'" + folder + "' has no tokenizer.json beside the model");

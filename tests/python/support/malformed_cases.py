@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 
 from support.gguf_bytes import ARR, BOOL, STR, U32, gguf, gstr, kv, tensor_info, tiny_llama_gguf  # noqa: E402
 from support.safetensors_writer import safetensors_bytes  # noqa: E402
+from support.whisper_bytes import ct2_bytes, ct2_variable, ggml_tensor, ggml_whisper_bytes  # noqa: E402
 
 ARCH = kv("general.architecture", STR, "llama")
 VALID = tiny_llama_gguf()
@@ -31,6 +32,48 @@ def _st_header(header: dict, data: bytes = b"") -> bytes:
 
 def _truncated_tensor() -> bytes:
     return VALID[: len(VALID) - 100]
+
+
+def _whisper_cases() -> list[tuple[str, object, str]]:
+    """CTranslate2 model.bin directories and whisper.cpp GGML files."""
+    w = np.zeros((6, 4), np.float16)
+    ok = ct2_variable("encoder/conv1/bias", np.zeros(4, np.float16))
+    ct2 = {"ct2_truncated": ct2_bytes([ok])[:-12], "ct2_bad_version": ct2_bytes([ok], version=5),
+           "ct2_zero_dim": ct2_bytes([ct2_variable("a", np.zeros((0, 4), np.float16))]),
+           "ct2_byte_count": ct2_bytes([ct2_variable("a", w, nbytes=16)]),
+           "ct2_unknown_dtype": ct2_bytes([ct2_variable("a", w, dtype=9)]),
+           "ct2_fused_rows": ct2_bytes([ct2_variable("encoder/layer_0/self_attention/linear_0/weight",
+                                                     np.zeros((4, 4), np.float16))]),
+           "ct2_not_whisper": ct2_bytes([ok], spec="TransformerSpec"),
+           "ct2_unknown_variable": ct2_bytes([ct2_variable("encoder/mystery", w)]),
+           "ct2_bad_alias": ct2_bytes([ok], {"x": "missing/target"}),
+           "ct2_int8_weights": ct2_bytes([ct2_variable("encoder/conv1/weight", np.zeros((4, 2, 3), np.int8))])}
+    expected = {"ct2_truncated": "is it truncated", "ct2_bad_version": "binary version 5, akunu reads version 6",
+                "ct2_zero_dim": "variable a: dimension 0 is 0", "ct2_byte_count": "needs 48 bytes, the file gives 16",
+                "ct2_unknown_dtype": "unknown dtype 9", "ct2_fused_rows": "do not split into 3 equal blocks",
+                "ct2_not_whisper": "TransformerSpec model; akunu reads CTranslate2 Whisper models only",
+                "ct2_unknown_variable": "encoder/mystery .* not part of a Whisper model",
+                "ct2_bad_alias": "alias x names missing/target", "ct2_int8_weights": "is I8; akunu reads float32"}
+    out = [(name, {"model.bin": data}, expected[name]) for name, data in ct2.items()]
+    hp = [51864, 1500, 4, 1, 1, 448, 4, 1, 1, 2, 1]
+    mel = np.zeros((2, 201), np.float32)
+
+    def ggml(tensors, hparams=hp, tokens=(b"a",)):
+        return ggml_whisper_bytes(hparams, mel, list(tokens), tensors)
+    t = np.zeros((4, 4), np.float16)
+    out += [
+        ("ggml_truncated", ggml([ggml_tensor("encoder.conv1.bias", t)])[:-5], "is it truncated"),
+        ("ggml_bad_hparam", ggml([], hparams=hp[:1] + [0] + hp[2:]), "n_audio_ctx = 0 is outside"),
+        ("ggml_filter_shape", ggml_whisper_bytes(hp, np.zeros((2, 200), np.float32), [b"a"], []),
+         "filter bank is \\[2, 200\\], expected \\[2, 201\\]"),
+        ("ggml_unknown_type", ggml([ggml_tensor("a", t, type_id=12)]), "tensor a has ggml type 12"),
+        ("ggml_bad_dims", ggml([ggml_tensor("a", t, ne=[4, 4, 1, 1, 1])]), "n_dims 5"),
+        ("ggml_partial_block", ggml([ggml_tensor("a", t, type_id=8, ne=[33], data=b"")]),
+         "rows of 33 are not a whole number of Q8_0 blocks"),
+        ("ggml_duplicate", ggml([ggml_tensor("a", t), ggml_tensor("a", t)]), "duplicate tensor a"),
+        ("ggml_vocab_too_big", ggml([], tokens=[b"a"] * 3, hparams=[2] + hp[1:]), "holds 3 tokens"),
+    ]
+    return out
 
 
 def cases() -> list[tuple[str, object, str]]:
@@ -75,8 +118,8 @@ def cases() -> list[tuple[str, object, str]]:
         ("duplicate_tensor", gguf([ARCH], [tensor_info("a", [4], 0, 0), tensor_info("a", [4], 0, 32)], b"\0" * 64),
          "duplicate tensor a"),
         ("truncated_tensor_data", _truncated_tensor(), "extends past the end of the file"),
-        ("whisper_ggml", b"lmgg" + b"\0" * 64, "GGML file .* not supported yet"),
-        ("legacy_ggjt", b"tjgg" + b"\0" * 64, "GGML file .* not supported yet"),
+        ("whisper_ggml", b"lmgg" + b"\0" * 64, "hyper-parameter n_vocab = 0 is outside"),
+        ("legacy_ggjt", b"tjgg" + b"\0" * 64, "legacy llama.cpp GGML file .* not supported"),
         ("unknown_architecture", gguf([kv("general.architecture", STR, "rwkv9")], []), "unknown architecture 'rwkv9'"),
         ("missing_block_count", gguf([ARCH, kv("llama.embedding_length", U32, 8)], []),
          "required metadata key llama.block_count is missing"),
@@ -113,7 +156,7 @@ def cases() -> list[tuple[str, object, str]]:
         ("dir_bad_mlx_bits", {"model.safetensors": st_ok, "config.json": json.dumps(
             {"model_type": "llama", "quantization": {"group_size": 64, "bits": 5}}).encode()},
          "group_size 64 / bits 5 is not one of"),
-    ]
+    ] + _whisper_cases()
 
 
 def write_all(out: pathlib.Path) -> None:
