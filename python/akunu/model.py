@@ -375,6 +375,27 @@ class Model:
         self.reset()
         return np.concatenate(out).astype(np.float64)
 
+    def generate_batch(self, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
+                       max_sequences: int = 64) -> list[Generation]:
+        """One Generation per prompt, the prompts run together in batched steps (akunu.batch);
+        sampler: one Sampler for all, or a list with one per prompt."""
+        from akunu.batch import generate_batch
+
+        return generate_batch(self, prompts, max_tokens, sampler, stop, max_sequences)
+
+    def stream_batch(self, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
+                     max_sequences: int = 64) -> Iterator[tuple[int, Piece]]:
+        """(prompt index, Piece) as generate_batch samples them."""
+        from akunu.batch import stream_batch
+
+        return stream_batch(self, prompts, max_tokens, sampler, stop, max_sequences)
+
+    def score_batch(self, sequences: Sequence[Sequence[int]], max_sequences: int = 64) -> list[np.ndarray]:
+        """score() of each token list, run together as batched prefill (akunu.batch)."""
+        from akunu.batch import score_batch
+
+        return score_batch(self, sequences, max_sequences)
+
     def perplexity(self, text: str | bytes | Sequence[int], progress: bool | None = None) -> float:
         """exp(mean negative log-likelihood) of `text` (a str, or bytes as UTF-8, tokenized with
         the model's special tokens, such as BOS) or of token ids, as score() computes them."""
