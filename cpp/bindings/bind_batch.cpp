@@ -31,8 +31,8 @@ py::array kv_rows(const KvPool& pool, int seq, int layer, bool values, bool scal
     const KvDType side = kv_side(pool.dtype(), values);
     py::array a;
     if (scales || side == KvDType::kF16)
-        a = py::array(py::dtype("float16"), scales ? std::vector<size_t>{heads, n}
-                                                   : std::vector<size_t>{heads, n, size_t(pool.head_dim())});
+        a = py::array(py::dtype("float16"),
+                      scales ? std::vector<size_t>{heads, n} : std::vector<size_t>{heads, n, size_t(pool.head_dim())});
     else
         a = py::array_t<uint32_t>({heads, n, size_t(pool.head_dim()) * size_t(kv_value_bits(side)) / 32});
     std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
@@ -43,20 +43,19 @@ py::array kv_rows(const KvPool& pool, int seq, int layer, bool values, bool scal
 
 void init_batch(py::module_& m) {
     py::class_<PyBatch>(m, "BatchEngine")
-        .def(py::init([](const std::shared_ptr<Model>& model, int max_sequences, int rows, int blocks,
-                         bool prefix_sharing) {
-                 BatchOptions o{max_sequences, rows, blocks, prefix_sharing};
-                 py::gil_scoped_release release;
-                 return std::make_unique<PyBatch>(PyBatch{model, std::make_unique<Batch>(*model, o)});
-             }),
+        .def(py::init(
+                 [](const std::shared_ptr<Model>& model, int max_sequences, int rows, int blocks, bool prefix_sharing) {
+                     BatchOptions o{max_sequences, rows, blocks, prefix_sharing};
+                     py::gil_scoped_release release;
+                     return std::make_unique<PyBatch>(PyBatch{model, std::make_unique<Batch>(*model, o)});
+                 }),
              py::arg("model"), py::arg("max_sequences") = 8, py::arg("rows") = 0, py::arg("blocks") = 0,
              py::arg("prefix_sharing") = true)
         .def(
             "add",
             [](PyBatch& b, const std::vector<int>& ids, float temperature, uint32_t top_k, float top_p, float min_p,
-               uint64_t seed, bool score) {
-                return b.batch->add(ids, sampler_state(temperature, top_k, top_p, min_p, seed), score);
-            },
+               uint64_t seed,
+               bool score) { return b.batch->add(ids, sampler_state(temperature, top_k, top_p, min_p, seed), score); },
             py::arg("ids"), py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
             py::arg("min_p") = 0.0f, py::arg("seed") = 0, py::arg("score") = false)
         .def(
@@ -67,17 +66,19 @@ void init_batch(py::module_& m) {
             py::arg("seq"), py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
             py::arg("min_p") = 0.0f, py::arg("seed") = 0)
         .def("remove", [](PyBatch& b, int seq) { b.batch->remove(seq); })
-        .def("step",
-             [](PyBatch& b) {
-                 std::vector<BatchToken> out;
-                 {
-                     py::gil_scoped_release release;
-                     out = b.batch->step();
-                 }
-                 py::list rows;
-                 for (const BatchToken& t : out) rows.append(py::make_tuple(t.seq, t.token, t.logprob));
-                 return rows;
-             })
+        .def(
+            "step",
+            [](PyBatch& b, bool wait) {
+                std::vector<BatchToken> out;
+                {
+                    py::gil_scoped_release release;
+                    out = b.batch->step(wait);
+                }
+                py::list rows;
+                for (const BatchToken& t : out) rows.append(py::make_tuple(t.seq, t.token, t.logprob));
+                return rows;
+            },
+            py::arg("wait") = false)
         .def("active", [](const PyBatch& b, int seq) { return b.batch->active(seq); })
         .def("length", [](const PyBatch& b, int seq) { return b.batch->length(seq); })
         .def("pending", [](const PyBatch& b, int seq) { return b.batch->pending(seq); })

@@ -99,11 +99,13 @@ class Batch:
         """Ends a sequence; its blocks go back to the pool (shared ones with their last holder)."""
         self._b.remove(seq)
 
-    def step(self) -> list[tuple[int, int, float]]:
+    def step(self, wait: bool = False) -> list[tuple[int, int, float]]:
         """Runs one batched step. Returns (seq, token, logprob) for each sequence that sampled a
         token: those whose pending tokens (the rest of the prompt, or the last sampled token) all
-        ran. A pool without the blocks the step needs raises akunu.Error and changes nothing."""
-        return self._b.step()
+        ran. A pool without the blocks the step needs raises akunu.Error and changes nothing;
+        with wait=True the sequences whose blocks do not fit wait for a later step instead (a
+        step none of whose sequences fits still raises)."""
+        return self._b.step(bool(wait))
 
     def active(self, seq: int) -> bool:
         """Whether `seq` is a sequence of the batch (added and not removed)."""

@@ -146,8 +146,9 @@ def test_pool_exhaustion_raises_and_changes_nothing():
     with pytest.raises(akunu.Error, match="pool is exhausted"):
         b.step()
     assert b.length(a) == 0 and b.memory_report()["blocks_free"] == 2
+    got = [t for s, t, _ in b.step(wait=True)]  # c waits for blocks; a runs its prompt
+    assert b.length(a) == len(a_ids) and b.length(c) == 0 and len(got) == 1
     b.remove(c)
-    got = []
     while len(got) < 4:
         got += [t for s, t, _ in b.step() if s == a]
     assert got == want

@@ -28,8 +28,7 @@ int default_rows(const BatchOptions& o) { return o.rows > 0 ? o.rows : std::max(
 
 }  // namespace
 
-Batch::Batch(const Model& model, const BatchOptions& o)
-    : base_(model.loaded()), prefix_sharing_(o.prefix_sharing) {
+Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()), prefix_sharing_(o.prefix_sharing) {
     const LoadedModel& b = *base_;
     AKUNU_CHECK(o.max_sequences >= 1 && o.max_sequences <= 4096,
                 "max_sequences must be in [1, 4096], not " + std::to_string(o.max_sequences));
@@ -170,16 +169,23 @@ std::vector<Batch::Piece> Batch::plan_step() const {
     return pieces;
 }
 
-std::vector<BatchToken> Batch::step() {
-    const std::vector<Piece> pieces = plan_step();
+std::vector<BatchToken> Batch::step(bool wait) {
+    std::vector<Piece> pieces = plan_step();
     for (Seq& s : seqs_) s.last_row = -1;
     if (pieces.empty()) return {};
     int need = 0;
-    for (const Piece& p : pieces) need += pool_->blocks_needed(p.seq, pool_->length(p.seq), pool_->length(p.seq) + p.n);
+    std::vector<Piece> fitting;
+    for (const Piece& p : pieces) {
+        const int more = pool_->blocks_needed(p.seq, pool_->length(p.seq), pool_->length(p.seq) + p.n);
+        need += more;
+        if (!wait || need > pool_->blocks_free()) continue;
+        fitting.push_back({p.seq, fitting.empty() ? 0 : fitting.back().first_row + fitting.back().n, p.n});
+    }
+    if (wait && !fitting.empty()) pieces = fitting, need = 0;  // the others wait for blocks
     AKUNU_CHECK(need <= pool_->blocks_free(),
                 "the KV block pool is exhausted: this step needs " + std::to_string(need) + " more block(s) of " +
-                    std::to_string(AKUNU_KV_BLOCK) + " positions but " + std::to_string(pool_->blocks_free()) +
-                    " of " + std::to_string(pool_->blocks_total()) +
+                    std::to_string(AKUNU_KV_BLOCK) + " positions but " + std::to_string(pool_->blocks_free()) + " of " +
+                    std::to_string(pool_->blocks_total()) +
                     " are free; remove a sequence, or make the batch with more blocks");
     auto* ids = static_cast<uint32_t*>(scratch_->get("batch_token_ids").contents());
     auto* step = static_cast<StepState*>(scratch_->get("batch_step").contents());

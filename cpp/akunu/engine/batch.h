@@ -60,8 +60,10 @@ public:
     void set_sampler(int seq, const SamplerState& sampler);
 
     // Runs one batched step; returns the tokens sampled (one per sequence whose pending tokens
-    // all ran). Throws, changing nothing, when the pool lacks the blocks the step needs.
-    std::vector<BatchToken> step();
+    // all ran). Throws, changing nothing, when the pool lacks the blocks the step needs; with
+    // `wait`, the sequences whose blocks do not fit wait for a later step instead (it throws
+    // only when none fits).
+    std::vector<BatchToken> step(bool wait = false);
 
     bool active(int seq) const;
     int max_sequences() const { return pool_->sequences(); }

@@ -398,8 +398,8 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
          cache_bindings({q, cache.k, cache.v, out, step}, cache), p, grid);
 }
 
-void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out,
-                    const Binding& step, const FlashShape& f) {
+void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
+                    const FlashShape& f) {
     const AttentionShape& sh = f.heads;
     AKUNU_CHECK(cache.rows == KvRows::kBatch, "attention_rows reads the cache of a batch (a KvPool)");
     AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0,
