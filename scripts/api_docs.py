@@ -26,6 +26,7 @@ OUT = ROOT / "docs" / "api.md"
 
 import akunu  # noqa: E402
 import akunu.audio  # noqa: E402
+import akunu.batch  # noqa: E402
 import akunu.constrained  # noqa: E402
 import akunu.controls  # noqa: E402
 import akunu.distributed  # noqa: E402
@@ -49,6 +50,9 @@ SECTIONS = [
         ("Model.scratch", akunu.model.ScratchView),
         ("akunu.profile_table", akunu.profile_table),
         ("akunu.load", akunu.load),
+    ]),
+    ("Many sequences at once: akunu.Batch", akunu.batch, [
+        ("akunu.Batch", akunu.Batch),
     ]),
     ("Embedding models", akunu.encoder, [
         ("akunu.Encoder", akunu.Encoder),
@@ -122,6 +126,7 @@ ATTRIBUTES = {
                   ("tokenizer", "Tokenizer", "the model's tokenizer (tokenizer.json or the GGUF vocabulary)"),
                   ("kv_cache", "KVCacheView", "the KV cache, below"),
                   ("scratch", "ScratchView", "the named scratch buffers, below")],
+    akunu.Batch: [("model", "Model", "the model whose weights the batch runs")],
     akunu.Encoder: [("path", "str", "the model path as given"),
                     ("tokenizer", "Tokenizer", "the model's tokenizer (tokenizer.json or the GGUF vocabulary)")],
     akunu.Tokenizer: [("bos_token", "str | None", "the BOS token's text, for chat templates"),

@@ -155,6 +155,18 @@ foreach(layout full ring blocks)
   endforeach()
 endforeach()
 
+# A batched step's cache (_batch: KV_BLOCKS,KV_BATCH, kv_rows.glsl): blocks of a pool shared by
+# many sequences, each row of the step in its own sequence's blocks; attention_rows attends them.
+set(kv_layout_batch KV_BLOCKS,KV_BATCH)
+akunu_kernel(rope_kv_batch rope_kv.comp ${kv_layout_batch})
+akunu_kernel(rope_only_batch rope_kv.comp ROPE_ONLY,${kv_layout_batch})
+akunu_kernel(attention_rows_batch attention_rows.comp ${kv_layout_batch})
+foreach(format IN LISTS kv_formats)
+  akunu_kernel(kv_store_${format}_batch kv_store.comp ${kv_${format}} ${kv_layout_batch})
+  akunu_kernel(attention_rows_${format}_batch attention_rows.comp ${kv_${format}} ${kv_layout_batch})
+endforeach()
+akunu_kernel(sample_batch sample.comp SAMPLE_BATCH)
+
 set(AKUNU_SHADER_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(AKUNU_SPIRV_DIR ${CMAKE_CURRENT_BINARY_DIR}/spirv)
 file(MAKE_DIRECTORY ${AKUNU_SPIRV_DIR})

@@ -35,7 +35,7 @@ layout(std430, binding = 4) writeonly buffer VS { float16_t v_scales[]; };    //
 #define K_SCALE_STORE(r, val) k_scales[r] = (val)
 #define V_SCALE_STORE(r, val) v_scales[r] = (val)
 #endif
-layout(std430, binding = 5) readonly buffer Step { StepState step; };
+layout(std430, binding = 5) readonly buffer Step { STEP_BLOCK };
 layout(push_constant) uniform Push { RopeKvParams p; };
 
 void main() {
@@ -59,7 +59,8 @@ void main() {
     const uint per_word = KV_PER_WORD(f);
     for (uint j = 0; j < per_word; ++j) packed |= kv_encode(qkv[src + w * per_word + j] * inv, f) << (j * KV_BITS(f));
 
-    const kv_row_t cache_row = KV_ROW(head, step.pos + row);
+    ROW_ENTER(row);
+    const kv_row_t cache_row = KV_ROW(head, ROW_POS(row));
     if (is_v) {
         V_WORD_STORE(cache_row, words, w, packed);
         if (w == 0) V_SCALE_STORE(cache_row, scale);

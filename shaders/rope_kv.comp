@@ -6,7 +6,8 @@
 // then the V elements (copied to the cache). cos/sin come from the table row of the token's
 // position, step.pos + row. Built with ROPE_ONLY for the quantized cache formats: it only
 // rotates, and kv_store packs the rotated K and V into the cache. With KV_RING or KV_BLOCKS it
-// writes a ring or a cache in blocks (kv_rows.glsl).
+// writes a ring or a cache in blocks, with KV_BATCH each row into its own sequence's blocks
+// (kv_rows.glsl).
 #include "common.glsl"
 #define KV_ROWS p.max_len
 #include "kv_rows.glsl"
@@ -35,7 +36,7 @@ layout(std430, binding = 4) writeonly buffer V { float16_t v_cache[]; };   // [n
 #define K_STORE(r, i, val) k_cache[(r) * p.head_dim + (i)] = (val)
 #define V_STORE(r, i, val) v_cache[(r) * p.head_dim + (i)] = (val)
 #endif
-layout(std430, binding = 5) readonly buffer Step { StepState step; };
+layout(std430, binding = 5) readonly buffer Step { STEP_BLOCK };
 layout(push_constant) uniform Push { RopeKvParams p; };
 
 uint row_base;
@@ -79,7 +80,8 @@ void main() {
     const uint row = gid / per_row, i = gid % per_row;
     if (row >= min(p.rows, step.n_tokens)) return;
     row_base = row * p.row_stride;
-    const uint pos = step.pos + row;
+    const uint pos = ROW_POS(row);
+    ROW_ENTER(row);
     if (VEC == 4) {
         if (4 * i < q_pairs + k_pairs) {
             const bool is_k = 4 * i >= q_pairs;

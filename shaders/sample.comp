@@ -20,8 +20,18 @@ layout(local_size_x_id = 0) in;
 layout(std430, binding = 0) readonly buffer L { float logits[]; };       // [rows, n]
 layout(std430, binding = 1) buffer Ids { uint token_ids[]; };
 layout(std430, binding = 2) buffer Lp { float logprobs[]; };             // beside token_ids
+#ifdef SAMPLE_BATCH
+// A batched step (params.h BatchRow): row r samples with its sequence's sampler, keyed by the
+// row's position + 1, the position of the token it draws, as a single sequence's step does.
+layout(std430, binding = 3) readonly buffer Step { StepState step; BatchRow batch_rows[]; };
+layout(std430, binding = 4) readonly buffer S { SamplerState samplers[]; };  // [sequences]
+#define cfg samplers[batch_rows[gl_WorkGroupID.x].seq]
+#define DRAW_POSITION(row) (batch_rows[row].pos + 1u)
+#else
 layout(std430, binding = 3) readonly buffer Step { StepState step; };
 layout(std430, binding = 4) readonly buffer S { SamplerState cfg; };
+#define DRAW_POSITION(row) (step.pos + step.n_tokens + (row))
+#endif
 layout(push_constant) uniform Push { SampleParams p; };
 
 shared float digit_partial[16][AKUNU_MAX_SUBGROUPS];
@@ -116,6 +126,9 @@ uint select_threshold(bool mass, float target, float zmax, uint floor_key) {
 
 void main() {
     const uint row = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+#ifdef SAMPLE_BATCH
+    if (row >= step.n_tokens) return;  // uniform across the workgroup
+#endif
     row_base = row * p.n;
     const uint slot = p.out_slot + row;
 
@@ -152,7 +165,7 @@ void main() {
         // min-p: p_i >= min_p * p_max, i.e. z_i >= zmax + log(min_p).
         if (cfg.min_p > 0.0) floor_key = max(floor_key, key(zmax + log(cfg.min_p)));
 
-        const uint position = step.pos + step.n_tokens + row;
+        const uint position = DRAW_POSITION(row);
         float score = -1.0 / 0.0;
         uint index = 0xFFFFFFFFu;
         for (uint i = tid; i < p.n; i += gl_WorkGroupSize.x) {

@@ -17,6 +17,7 @@ PYBIND11_MODULE(_akunu, m) {
     init_engine(m);
     init_encoder(m);
     init_audio(m);
+    init_batch(m);
 }
 
 }  // namespace akunu::py_bindings

@@ -35,6 +35,7 @@ from akunu._akunu import (  # noqa: E402
 )
 from akunu._device import upload  # noqa: E402
 from akunu._inputs import ContextWarning  # noqa: E402
+from akunu.batch import Batch  # noqa: E402
 from akunu.encoder import Encoder  # noqa: E402
 from akunu.model import Model, _is_encoder, dequantize_kv, kernel_statistics_table, profile_table  # noqa: E402
 from akunu.plan import MemoryPlan, load_config, plan  # noqa: E402
@@ -72,6 +73,7 @@ def load(path, gguf_file: str | None = None, revision: str | None = None, **kwar
 
 __all__ = [
     "Model",
+    "Batch",
     "Encoder",
     "Whisper",
     "load",

@@ -218,6 +218,12 @@ def _kernel_bench(akunu, args) -> int:
 
 
 def _bench(akunu, args) -> int:
+    if args.batch:  # llama-batched-bench's measures (akunu.batch_bench)
+        from akunu import batch_bench
+        sizes = [int(n) for n in args.batch.split(",") if n.strip()]
+        batch_bench.main(args.files, sizes, device=args.device or None, pp=args.pp, tg=args.tokens,
+                         shared_prefix=args.shared_prefix, json_path=args.json, markdown_path=args.markdown)
+        return 0
     from akunu import bench
     bench.main(args.files, device=args.device or None, json_path=args.json, markdown_path=args.markdown,
                pp=args.pp, ttft=args.ttft, tg=args.tokens, deep=args.deep_context, runs=args.runs,
@@ -404,6 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=3, help="runs per measure (median, after a warmup)")
     p.add_argument("--kv-alloc", default="full", choices=["full", "blocks"], help="the KV cache's allocation")
     p.add_argument("--kv-ring", action="store_true", help="sliding-window layers keep a ring")
+    p.add_argument("--batch", help="batched throughput for these numbers of sequences (1,8,32,64): aggregate "
+                   "prompt and decode tok/s as llama-batched-bench reports them (--pp: each prompt's tokens)")
+    p.add_argument("--shared-prefix", type=int, default=0, help="--batch: tokens every prompt starts with")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     p.set_defaults(run=_bench)

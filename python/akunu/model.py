@@ -23,7 +23,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from akunu import _akunu, _progress, hub
+from akunu import _akunu, _progress, hub, speculative
+from akunu import batch as _batch
 from akunu._inputs import fit_context
 from akunu.controls import LogitControls, host_steps, prompt_logprobs
 from akunu.model_use import ExclusiveSteps, write_atomically
@@ -171,7 +172,8 @@ class Model:
                  stop: str | Sequence[str] | None = None, stream: bool = True, reset: bool = True, *, n: int = 1,
                  logprobs: int = 0, prompt_logprobs: bool = False, repetition_penalty: float = 1.0,
                  presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
-                 logit_bias: dict[int, float] | None = None, logits_processors: Sequence | None = None):
+                 logit_bias: dict[int, float] | None = None, logits_processors: Sequence | None = None,
+                 draft: Model | None = None, draft_tokens: int = 4):
         """Generates after `prompt` (text: a str, or bytes as UTF-8; or token ids used as given: a
         list, a 1-D array, a [1, n] tensor or a BatchEncoding) with `sampler` (greedy by default),
         from an empty cache unless reset=False (then after what the cache holds). `stop`: a
@@ -195,7 +197,10 @@ class Model:
 
         n > 1 draws n samples after one prefill of the prompt (the prompt's state is saved once
         and each sample starts from it; sample i uses the seed sampler.seed + i) and returns a
-        list of n Generations (stream must be False)."""
+        list of n Generations (stream must be False).
+
+        draft: a model with the same vocabulary proposes draft_tokens tokens a round, checked in one
+        multi-row step (akunu.speculative); stream must be False; see Generation.acceptance_rate."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         ids = prompt_ids(prompt, self.config.vocab_size, "generate", self.tokenize, bytes_text=True)
@@ -208,6 +213,11 @@ class Model:
                                  tuple(logits_processors or ()), logprobs, bool(prompt_logprobs))
         controls.validate(self.config.vocab_size)
         sampler = sampler or Sampler()
+        if draft is not None:
+            if stream or n != 1 or controls.on_host or stops:
+                raise ValueError("generate with a draft returns one Generation: pass stream=False, and no n, stop "
+                                 "strings or logit controls")
+            return speculative.generate(self, draft, ids, draft_tokens, max_tokens, sampler)
         if not (isinstance(n, int) and n >= 1):
             raise ValueError(f"n must be an int >= 1 (samples per prompt), got {n!r}")
         if n > 1:
@@ -374,6 +384,21 @@ class Model:
         bar.close()
         self.reset()
         return np.concatenate(out).astype(np.float64)
+
+    def generate_batch(self, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
+                       max_sequences: int = 64) -> list[Generation]:
+        """One Generation per prompt, the prompts run together in batched steps (akunu.batch);
+        sampler: one Sampler for all, or a list with one per prompt."""
+        return _batch.generate_batch(self, prompts, max_tokens, sampler, stop, max_sequences)
+
+    def stream_batch(self, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
+                     max_sequences: int = 64) -> Iterator[tuple[int, Piece]]:
+        """(prompt index, Piece) as generate_batch samples them."""
+        return _batch.stream_batch(self, prompts, max_tokens, sampler, stop, max_sequences)
+
+    def score_batch(self, sequences: Sequence[Sequence[int]], max_sequences: int = 64) -> list[np.ndarray]:
+        """score() of each token list, run together as batched prefill (akunu.batch)."""
+        return _batch.score_batch(self, sequences, max_sequences)
 
     def perplexity(self, text: str | bytes | Sequence[int], progress: bool | None = None) -> float:
         """exp(mean negative log-likelihood) of `text` (a str, or bytes as UTF-8, tokenized with

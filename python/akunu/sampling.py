@@ -90,6 +90,7 @@ class Generation:
     prompt_logprobs: list[float | None] | None = None  # prompt_logprobs=True: [None, log p(p1 | p0), ...]
     prompt_top_logprobs: list | None = None  # prompt_logprobs=True and logprobs=N: [None, top-N pairs, ...]
     stop_token: tuple | None = None  # stop_reason "stop_token": (id, logprob, top-N pairs or None), not in the text
+    acceptance_rate: float | None = None  # speculative decoding: the share of draft tokens accepted
 
     @property
     def prompt_tokens_per_second(self) -> float:

@@ -129,6 +129,18 @@ struct StepState {
 };
 AKUNU_PARAMS_SIZE(StepState, 16)
 
+// A batched step (engine/batch.h) runs rows of many sequences in one table. Its step binding
+// holds the StepState (n_tokens: the rows this step) and then one BatchRow per row: the row's
+// sequence (its block table is entry `seq` of the pool's tables, and its sampler entry `seq`
+// of the samplers) and its position. Kernels built with KV_BATCH (kv_rows.glsl) read them.
+struct BatchRow {
+    uint seq;
+    uint pos;
+    uint pad0;
+    uint pad1;
+};
+AKUNU_PARAMS_SIZE(BatchRow, 16)
+
 // embed_*: out[r, 0:dim] = scale * W[token_ids[step.token_slot + r], :] for r < min(rows, step.n_tokens)
 struct EmbedParams {
     uint dim;

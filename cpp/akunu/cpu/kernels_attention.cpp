@@ -45,14 +45,16 @@ void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
     const VecMath& vm = vec_math();
     for (size_t row = (begin * 64 + per_row - 1) / per_row; row < r1; ++row) {
         float* x = qkv + row * p.row_stride;
-        const size_t pos = step.pos + row;
+        const RowPlace place = row_place(a.variant, step, row, p.max_len);
+        const size_t pos = place.pos;
+        const KvRowMap k_seq = k_rows.from_block(place.first_block), v_seq = v_rows.from_block(place.first_block);
         if (p.rotate)  // the Q heads, then the K heads right after them
             for (size_t head = 0; head < p.n_heads + p.n_kv_heads; ++head)
                 vm.rope(x + head * hd, cos_t + pos * half_dim, sin_t + pos * half_dim, half_dim, p.interleaved);
         if (rope_only) continue;
         for (size_t head = 0; head < p.n_kv_heads; ++head) {
-            vm.to_half(x + q_dim + head * hd, reinterpret_cast<uint16_t*>(k_rows.at(head, pos).data), hd);
-            vm.to_half(x + q_dim + kv_dim + head * hd, reinterpret_cast<uint16_t*>(v_rows.at(head, pos).data), hd);
+            vm.to_half(x + q_dim + head * hd, reinterpret_cast<uint16_t*>(k_seq.at(head, pos).data), hd);
+            vm.to_half(x + q_dim + kv_dim + head * hd, reinterpret_cast<uint16_t*>(v_seq.at(head, pos).data), hd);
         }
     }
 }
@@ -61,7 +63,7 @@ void rope_kv(const CpuArgs& a, size_t begin, size_t end) {
 void kv_store(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<RopeKvParams>();
     // In blocks the scales sit in the blocks: no scale bindings, and the step follows the tables.
-    const auto& step = *a.at<const StepState>(cache_layout(a.variant) == CacheLayout::kBlocks ? 3 : 5);
+    const auto& step = *a.at<const StepState>(in_blocks(a.variant) ? 3 : 5);
     const float* qkv = a.at<const float>(0);
     const uint32_t kf = k_format(a), vf = v_format(a);
     const KvRowMap k_rows = kv_row_map(a, 1, 3, p.max_len, p.n_kv_heads, kv_row_bytes(kf, p.head_dim), true);
@@ -84,7 +86,8 @@ void kv_store(const CpuArgs& a, size_t begin, size_t end) {
         const uint32_t per = kv_per_word(f);
         uint32_t packed = 0;
         for (uint32_t j = 0; j < per; ++j) packed |= kv_encode(src[w * per + j] * inv, f) << (j * kv_bits(f));
-        const KvRowMap::Row out = (is_v ? v_rows : k_rows).at(head, step.pos + row);
+        const RowPlace place = row_place(a.variant, step, row, p.max_len);
+        const KvRowMap::Row out = (is_v ? v_rows : k_rows).from_block(place.first_block).at(head, place.pos);
         reinterpret_cast<uint32_t*>(out.data)[w] = packed;
         if (w == 0) *out.scale = scale;
     }
@@ -128,7 +131,7 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     const auto& step = *a.at<const StepState>(4);
     const float* q = a.at<const float>(0);
     float* partial = a.at<float>(3);
-    const bool scale_bindings = k_format(a) != kKvF16 && cache_layout(a.variant) != CacheLayout::kBlocks;
+    const bool scale_bindings = k_format(a) != kKvF16 && !in_blocks(a.variant);
     float* out = a.at<float>(scale_bindings ? 7 : 5);
     uint32_t* arrivals = reinterpret_cast<uint32_t*>(partial + size_t(p.n_heads) * p.n_chunks * (p.head_dim + 2));
     const KvSide K = side(a, false, p), V = side(a, true, p);
@@ -262,6 +265,48 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     }
 }
 
+// attention_rows: workgroup (row, query head) of a batched step, row-major; the row attends its
+// own sequence's keys up to its position with an online softmax (attention_rows.comp).
+void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& fp = a.p<FlashAttentionParams>();
+    const AttentionParams& p = fp.a;
+    const auto& step = *a.at<const StepState>(4);
+    const float* q = a.at<const float>(0);
+    float* out_data = a.at<float>(3);
+    const KvSide K = side(a, false, p), V = side(a, true, p);
+    const size_t n = std::min(fp.rows, step.n_tokens), hd = p.head_dim;
+    const HalfRowFn to_float = half_row();
+    float k_row[AKUNU_FLASH_MAX_HEAD_DIM], v_row[AKUNU_FLASH_MAX_HEAD_DIM], o[AKUNU_FLASH_MAX_HEAD_DIM];
+    for (size_t g = begin; g < end; ++g) {
+        const size_t row = g / p.n_heads, h = g % p.n_heads;
+        if (row >= n) break;
+        const RowPlace place = row_place(a.variant, step, row, p.max_len);
+        const KvRowMap ks = K.rows.from_block(place.first_block), vs = V.rows.from_block(place.first_block);
+        const size_t kvh = h / (p.n_heads / p.n_kv_heads), pos = place.pos;
+        const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
+        const float* qh = q + row * fp.q_stride + h * hd;
+        std::fill(o, o + hd, 0.0f);
+        float m = kNegInf, l = 0.0f;
+        for (size_t t = first; t <= pos; ++t) {
+            const KvRowMap::Row kr = ks.at(kvh, t);
+            K.values(kr, k_row, to_float);
+            float d = 0.0f;
+            for (size_t i = 0; i < hd; ++i) d += qh[i] * k_row[i];
+            d *= K.scale(kr) * p.scale;
+            if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
+            const float m_new = std::max(m, d), correction = std::exp(m - m_new), w = std::exp(d - m_new);
+            const KvRowMap::Row vr = vs.at(kvh, t);
+            V.values(vr, v_row, to_float);
+            const float wv = w * V.scale(vr);
+            for (size_t i = 0; i < hd; ++i) o[i] = o[i] * correction + wv * v_row[i];
+            l = l * correction + w;
+            m = m_new;
+        }
+        float* out = out_data + row * fp.out_stride + h * hd;
+        for (size_t i = 0; i < hd; ++i) out[i] = o[i] / l;
+    }
+}
+
 }  // namespace
 
 void register_attention(void (*add_row)(const KernelRow&)) {
@@ -289,6 +334,15 @@ void register_attention(void (*add_row)(const KernelRow&)) {
         add_row({("rope_kv" + std::string(l.suffix)).c_str(), {rope_kv, at, 16}});
     }
     add_row({"rope_only", {rope_kv, kRopeOnly, 16}});
+    // A batched step's cache: blocks of a pool, each row in its own sequence's (kv_rows.h).
+    const uint32_t batch = uint32_t(CacheLayout::kBatch) << kCacheLayoutShift;
+    for (const Fmt& f : formats) {
+        const uint32_t variant = f.k | (f.v << 8) | batch;
+        add_row({("attention_rows" + std::string(f.suffix) + "_batch").c_str(), {attention_rows, variant, 1}});
+        if (f.k != kKvF16) add_row({("kv_store" + std::string(f.suffix) + "_batch").c_str(), {kv_store, variant, 16}});
+    }
+    add_row({"rope_kv_batch", {rope_kv, batch, 16}});
+    add_row({"rope_only_batch", {rope_kv, kRopeOnly | batch, 16}});
 }
 
 }  // namespace akunu::cpu

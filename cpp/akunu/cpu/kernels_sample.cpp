@@ -64,11 +64,16 @@ struct Row {
     }
 };
 
+constexpr uint32_t kBatch = 1;  // sample_batch: a sampler per sequence, BatchRows after the step
+
 void sample(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<SampleParams>();
     const auto& step = *a.at<const StepState>(3);
-    const auto& cfg = *a.at<const SamplerState>(4);
+    const auto* batch_rows = reinterpret_cast<const BatchRow*>(&step + 1);
+    const bool batch = a.variant == kBatch;
     for (size_t row = begin; row < end; ++row) {
+        if (batch && row >= step.n_tokens) break;
+        const auto& cfg = a.at<const SamplerState>(4)[batch ? batch_rows[row].seq : 0];
         const Row r{a.at<const float>(0) + row * p.n, p.n, cfg.temperature};
         float best = -std::numeric_limits<float>::infinity();
         uint32_t best_i = 0xFFFFFFFFu;
@@ -93,7 +98,7 @@ void sample(const CpuArgs& a, size_t begin, size_t end) {
                 floor_key = r.select_threshold(true, cfg.top_p * kept, zmax, floor_key);
             }
             if (cfg.min_p > 0.0f) floor_key = std::max(floor_key, key(zmax + std::log(cfg.min_p)));
-            const uint32_t position = step.pos + step.n_tokens + uint32_t(row);
+            const uint32_t position = batch ? batch_rows[row].pos + 1 : step.pos + step.n_tokens + uint32_t(row);
             float score = -std::numeric_limits<float>::infinity();
             uint32_t index = 0xFFFFFFFFu;
             for (uint32_t i = 0; i < p.n; ++i) {
@@ -114,6 +119,9 @@ void sample(const CpuArgs& a, size_t begin, size_t end) {
 
 }  // namespace
 
-void register_sample(void (*add_row)(const KernelRow&)) { add_row({"sample", {sample, 0, 1}}); }
+void register_sample(void (*add_row)(const KernelRow&)) {
+    add_row({"sample", {sample, 0, 1}});
+    add_row({"sample_batch", {sample, kBatch, 1}});
+}
 
 }  // namespace akunu::cpu

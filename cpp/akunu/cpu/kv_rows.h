@@ -24,12 +24,30 @@
 
 namespace akunu::cpu {
 
-enum class CacheLayout : uint32_t { kFull = 0, kRing = 1, kBlocks = 2 };
+// kBatch: blocks of a pool shared by many sequences, each step row in its own sequence's blocks
+// (the tables of all sequences side by side, a BatchRow per row after the StepState).
+enum class CacheLayout : uint32_t { kFull = 0, kRing = 1, kBlocks = 2, kBatch = 3 };
 
 // A kernel row's variant carries the cache layout in these bits, beside the K and V formats
 // (kv_codes.h) in bits 0-15.
 constexpr uint32_t kCacheLayoutShift = 20;
 inline CacheLayout cache_layout(uint32_t variant) { return CacheLayout((variant >> kCacheLayoutShift) & 3u); }
+
+inline bool in_blocks(uint32_t variant) {
+    return cache_layout(variant) == CacheLayout::kBlocks || cache_layout(variant) == CacheLayout::kBatch;
+}
+
+// Where step row `row` sits: its position, and (kBatch) the first block-table entry of its
+// sequence, whose tables hold a block per AKUNU_KV_BLOCK positions of `max_len`.
+struct RowPlace {
+    size_t pos;
+    size_t first_block;
+};
+inline RowPlace row_place(uint32_t variant, const StepState& step, size_t row, size_t max_len) {
+    if (cache_layout(variant) != CacheLayout::kBatch) return {step.pos + row, 0};
+    const BatchRow& b = reinterpret_cast<const BatchRow*>(&step + 1)[row];
+    return {b.pos, size_t(b.seq) * ((max_len + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK)};
+}
 
 // One side of one layer's cache, as a kernel sees it through its bindings.
 struct KvRowMap {
@@ -45,6 +63,13 @@ struct KvRowMap {
         uint8_t* data;  // the row's row_bytes
         uint16_t* scale;  // its f16 scale; null for f16 rows
     };
+
+    // The same side seen from a sequence whose block table starts `first_block` entries in.
+    KvRowMap from_block(size_t first_block) const {
+        KvRowMap m = *this;
+        if (m.table) m.table += first_block;
+        return m;
+    }
 
     Row at(size_t head, size_t t) const {
         uint8_t* base = data;
@@ -71,7 +96,7 @@ inline KvRowMap kv_row_map(const CpuArgs& a, int rows_binding, int scales_bindin
     KvRowMap m;
     m.row_bytes = row_bytes;
     m.quantized = quantized;
-    if (cache_layout(a.variant) == CacheLayout::kBlocks) {
+    if (in_blocks(a.variant)) {
         m.table = a.at<const uint64_t>(rows_binding);
         m.block_rows = AKUNU_KV_BLOCK;
         m.scales_at = n_kv * AKUNU_KV_BLOCK * row_bytes;  // after every head's rows: kv_rows.glsl KV_SCALE_BASE

@@ -25,8 +25,8 @@ namespace launch {
 void check_cache(const KvBindings& c, size_t n_kv, size_t max_len, size_t head_dim, const char* kernel) {
     AKUNU_CHECK(c.dtype == KvDType::kF16 || head_dim % 8 == 0,
                 std::string(kernel) + ": a quantized cache needs head_dim to be a multiple of 8");
-    if (c.rows == KvRows::kBlocks) {
-        const size_t blocks = (max_len + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK;
+    if (c.in_blocks()) {
+        const size_t blocks = (max_len + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK * c.sequences;
         check_bytes(c.k, blocks * 8, kernel, "k_block_table");
         check_bytes(c.v, blocks * 8, kernel, "v_block_table");
         return;
@@ -73,7 +73,7 @@ std::string cache_variant(const char* kernel, const KvBindings& c) {
     return name;
 }
 std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings& c) {
-    if (c.dtype != KvDType::kF16 && c.rows != KvRows::kBlocks) {
+    if (c.dtype != KvDType::kF16 && !c.in_blocks()) {
         first.push_back(c.k_scales);
         first.push_back(c.v_scales);
     }
@@ -286,7 +286,7 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     RopeKvParams p{sh.n_heads,
                    sh.n_kv_heads,
                    sh.head_dim,
-                   cache.rows == KvRows::kBlocks ? sh.max_len : cache.cache_rows,
+                   cache.in_blocks() ? sh.max_len : cache.cache_rows,
                    sh.interleaved ? 1u : 0u,
                    sh.rotate ? 1u : 0u,
                    checked_u32(sh.rows, "rope_kv: rows"),
@@ -298,7 +298,8 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     const uint32_t per = vec4 ? 4 : 1;
     const size_t items = size_t(sh.rows) * ((size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim) / per;
     const bool f16 = cache.dtype == KvDType::kF16;
-    emit(s, f16 ? cache_variant("rope_kv", cache) : "rope_only", {per}, {qkv, cos, sin, cache.k, cache.v, step}, p,
+    const char* rope_only = cache.rows == KvRows::kBatch ? "rope_only_batch" : "rope_only";
+    emit(s, f16 ? cache_variant("rope_kv", cache) : rope_only, {per}, {qkv, cos, sin, cache.k, cache.v, step}, p,
          grid_for(s, (items + 63) / 64));
     if (f16) return;
     // kv_store: one invocation per packed word of each token's K and V rows.
@@ -306,7 +307,7 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
         size_t(sh.rows) * kv_dim *
         size_t(kv_value_bits(kv_side(cache.dtype, false)) + kv_value_bits(kv_side(cache.dtype, true))) / 32;
     std::vector<Binding> bindings = {qkv, cache.k, cache.v, cache.k_scales, cache.v_scales, step};
-    if (cache.rows == KvRows::kBlocks) bindings = {qkv, cache.k, cache.v, step};  // the scales sit in the blocks
+    if (cache.in_blocks()) bindings = {qkv, cache.k, cache.v, step};  // the scales sit in the blocks
     emit(s, cache_variant("kv_store", cache), {}, bindings, p, grid_for(s, (words + 63) / 64));
 }
 
@@ -397,6 +398,31 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
          cache_bindings({q, cache.k, cache.v, out, step}, cache), p, grid);
 }
 
+void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
+                    const FlashShape& f) {
+    const AttentionShape& sh = f.heads;
+    AKUNU_CHECK(cache.rows == KvRows::kBatch, "attention_rows reads the cache of a batch (a KvPool)");
+    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0,
+                "attention_rows: n_heads must be a multiple of n_kv_heads");
+    AKUNU_CHECK(sh.head_dim <= AKUNU_FLASH_MAX_HEAD_DIM, "attention_rows: head_dim " + std::to_string(sh.head_dim) +
+                                                             " is above " + std::to_string(AKUNU_FLASH_MAX_HEAD_DIM));
+    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim;
+    AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim,
+                "attention_rows: row strides must cover n_heads * head_dim");
+    check_fits(q, (f.rows - 1) * size_t(f.q_stride) + q_dim, DType::kF32, "attention_rows", "q");
+    check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "attention_rows");
+    AKUNU_CHECK(f.out_dtype == DType::kF32, "attention_rows writes f32");
+    check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, DType::kF32, "attention_rows", "out");
+    check_bytes(step, sizeof(StepState) + size_t(f.rows) * sizeof(BatchRow), "attention_rows", "step and rows");
+    FlashAttentionParams p{
+        {sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, 0, 0},
+        checked_u32(f.rows, "attention_rows: rows"),
+        f.q_stride,
+        f.out_stride};
+    emit(s, cache_variant("attention_rows", cache), {}, {q, cache.k, cache.v, out, step}, p,
+         grid_for(s, size_t(f.rows) * sh.n_heads));
+}
+
 bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
     if (!d.tuning.flash_coopmat) return false;  // A/B against the scalar kernel
     return d.gemm_coopmat && cache.dtype == KvDType::kF16 && cache.rows == KvRows::kFull &&
@@ -422,18 +448,20 @@ void gated_activation(DispatchSink& s, Activation act, const Binding& gate, cons
 }
 
 void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs,
-            const Binding& step, const Binding& sampler, size_t n, uint32_t out_slot, size_t rows) {
+            const Binding& step, const Binding& sampler, size_t n, uint32_t out_slot, size_t rows, size_t sequences) {
     check_fits(logits, rows * n, DType::kF32, "sample", "logits");
     check_fits(token_ids, out_slot + rows, DType::kU32, "sample", "token_ids");
     check_fits(logprobs, out_slot + rows, DType::kF32, "sample", "logprobs");
-    check_bytes(step, sizeof(StepState), "sample", "step");
-    check_bytes(sampler, sizeof(SamplerState), "sample", "sampler");
+    check_bytes(step, sizeof(StepState) + (sequences ? rows * sizeof(BatchRow) : 0), "sample", "step");
+    check_bytes(sampler, sizeof(SamplerState) * std::max<size_t>(sequences, 1), "sample", "sampler");
     const DeviceProfile& d = s.device().profile();
     AKUNU_CHECK(rows <= d.max_workgroup_count_x, "sample: too many rows for one dispatch");
     // A CPU device runs a workgroup's invocations in turn: fewer of them, less barrier cost.
     const uint32_t group = std::min<uint32_t>(d.type == DeviceType::kCpu ? 256 : 1024, d.max_workgroup_invocations);
     SampleParams p{checked_u32(n, "sample: n"), out_slot};
-    emit(s, "sample", {group}, {logits, token_ids, logprobs, step, sampler}, p, {uint32_t(rows), 1});
+    // A batched step's rows follow its row count (the kernel skips rows past it).
+    const Grid grid{uint32_t(rows), 1, sequences ? ChunkRows::Axis::kX : ChunkRows::Axis::kNone};
+    emit(s, sequences ? "sample_batch" : "sample", {group}, {logits, token_ids, logprobs, step, sampler}, p, grid);
 }
 
 // ---- Encoders (bert) --------------------------------------------------------------------------

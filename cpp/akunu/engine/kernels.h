@@ -207,6 +207,11 @@ struct FlashShape {
 };
 void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out,
                      const Binding& step, const FlashShape& shape);
+// Causal attention of a batched step's rows (attention_rows.comp): row r < min(rows,
+// step.n_tokens) of BatchRow r's sequence at its position, over that sequence's blocks of a pool
+// (KvRows::kBatch) through its position; the step binding holds the StepState and `rows` BatchRows.
+void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
+                    const FlashShape& shape);
 
 // out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).
 // max_rows: in a chunk's table, only for chunks of fewer tokens (the counts follow n; devices
@@ -217,8 +222,11 @@ void gated_activation(DispatchSink& s, Activation act, const Binding& gate, cons
 // Samples one token per row of logits [rows, n] with the SamplerState in `sampler` (greedy,
 // or temperature with top-k, top-p and min-p; see shaders/sample.comp): token_ids[out_slot + r]
 // and logprobs[out_slot + r].
+// With `sequences` (a batched step, sample_batch): row r samples with sampler[BatchRow r's seq]
+// of `sequences` SamplerStates, keyed by its position + 1; rows past step.n_tokens are skipped.
 void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs,
-            const Binding& step, const Binding& sampler, size_t n, uint32_t out_slot, size_t rows = 1);
+            const Binding& step, const Binding& sampler, size_t n, uint32_t out_slot, size_t rows = 1,
+            size_t sequences = 0);
 
 // ---- Encoders (bert) --------------------------------------------------------------------------
 

@@ -412,7 +412,7 @@ void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, T
 
 bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache, bool half_split) {
     return !d.cpu_backend && ((tiles32(wtype) && !half_split) || float_weights(wtype)) &&
-           cache.dtype == KvDType::kF16 && cache.rows != KvRows::kBlocks;
+           cache.dtype == KvDType::kF16 && !cache.in_blocks();
 }
 
 bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {

@@ -50,12 +50,12 @@ struct KvCachePlan {
 // of that many rows when it is shorter than max_len.
 KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool blocks, int ring_rows);
 
-class KVCache {
+class KVCache : public KvSource {
 public:
     KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, int max_len, KvDType dtype = KvDType::kF16,
             bool blocks = false, int ring_rows = 0);
 
-    KvBindings bindings(int layer) const;
+    KvBindings bindings(int layer) const override;
     // A full or ring layer's K and V buffers (empty for a layer in blocks).
     const Buffer& k(int layer) const { return k_[size_t(layer)]; }
     const Buffer& v(int layer) const { return v_[size_t(layer)]; }

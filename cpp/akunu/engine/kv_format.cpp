@@ -76,6 +76,7 @@ const char* kv_rows_name(KvRows r) {
         case KvRows::kFull: return "full";
         case KvRows::kRing: return "ring";
         case KvRows::kBlocks: return "blocks";
+        case KvRows::kBatch: return "batch";
     }
     return "?";
 }

@@ -42,8 +42,10 @@ KvLayout kv_layout(KvDType side, int n_kv_heads, int max_len, int head_dim);
 // Where a layer's rows live (shaders/include/kv_rows.glsl): one buffer per side holding every
 // position, the same as a ring of fewer positions (sliding-window layers), or blocks of
 // AKUNU_KV_BLOCK positions allocated as the sequence grows and found through a block table.
-enum class KvRows { kFull, kRing, kBlocks };
-const char* kv_rows_name(KvRows r);  // "full", "ring", "blocks"
+// kBatch: blocks of a pool that many sequences share (kv_pool.h), the block tables of all its
+// sequences side by side; each row of a batched step finds its sequence's (params.h BatchRow).
+enum class KvRows { kFull, kRing, kBlocks, kBatch };
+const char* kv_rows_name(KvRows r);  // "full", "ring", "blocks", "batch"
 
 // What the attention kernels bind for one layer: values (or codes) and, when quantized, the
 // row scales, ranges of the same two buffers; or, for a cache in blocks, the two block tables.
@@ -53,6 +55,16 @@ struct KvBindings {
     Binding k_scales, v_scales;  // f16 [n_kv, cache_rows]; unset for f16 and for blocks
     KvRows rows = KvRows::kFull;
     uint32_t cache_rows = 0;  // rows per head: the context (full), the ring's length; 0 for blocks
+    uint32_t sequences = 1;  // kBatch: the block tables side by side in k and v
+    bool in_blocks() const { return rows == KvRows::kBlocks || rows == KvRows::kBatch; }
+};
+
+// What a dispatch table's attention reads for each layer: one sequence's cache (KVCache) or the
+// pool of a batch (KvPool).
+class KvSource {
+public:
+    virtual ~KvSource() = default;
+    virtual KvBindings bindings(int layer) const = 0;
 };
 
 // Bytes of one side of one layer in a block of AKUNU_KV_BLOCK positions: the codes (or f16

@@ -55,6 +55,13 @@ std::vector<int> tapped_layers(const std::vector<int>& taps, int n_layers) {
 
 }  // namespace
 
+void fill_rope_tables(const LoadedModel& b, ScratchBuffers& s) {
+    const float* divisors = b.weights.rope_divisors.empty() ? nullptr : b.weights.rope_divisors.data();
+    fill_rope_tables(s.get("rope_cos"), s.get("rope_sin"), rope_inv_freq(b.config, false, divisors), b.context);
+    if (s.all().count("rope_cos_local"))
+        fill_rope_tables(s.get("rope_cos_local"), s.get("rope_sin_local"), rope_inv_freq(b.config, true), b.context);
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
     auto stage = [&](const char* name) {
         if (options.progress) options.progress(name, 0, 0);
@@ -139,12 +146,7 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
 
     stage("rope");
     const ModelConfig& c = b.config;
-    const float* divisors = b.weights.rope_divisors.empty() ? nullptr : b.weights.rope_divisors.data();
-    fill_rope_tables(scratch_->get("rope_cos"), scratch_->get("rope_sin"), rope_inv_freq(c, false, divisors),
-                     b.context);
-    if (scratch_->all().count("rope_cos_local"))
-        fill_rope_tables(scratch_->get("rope_cos_local"), scratch_->get("rope_sin_local"), rope_inv_freq(c, true),
-                         b.context);
+    fill_rope_tables(b, *scratch_);
     // Decode attention's per-head arrival counters start at zero (kernels::attention).
     const std::vector<uint32_t> zeros(size_t(c.n_heads), 0u);
     scratch_->get("attn_partial")

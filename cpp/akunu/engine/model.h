@@ -48,6 +48,10 @@ struct LoadOptions {
 // Throws for sampler settings out of range (temperature < 0, top_p outside (0, 1], ...).
 void check_sampler(const SamplerState& sampler);
 
+struct LoadedModel;
+// Fills a scratch set's RoPE tables (rope_cos, rope_sin and the local ones) for the model.
+void fill_rope_tables(const LoadedModel& model, ScratchBuffers& scratch);
+
 // What load() reads, plans and uploads once; a model and its forks share it, read-only.
 struct LoadedModel {
     std::shared_ptr<Device> device;
@@ -94,6 +98,8 @@ public:
     // The barriers the recorded decode step (or prefill chunk) waits at between its dispatches.
     uint32_t barrier_count(bool prefill) const { return (prefill ? prefill_cl_ : step_)->barrier_count(); }
     const MemoryPlan& plan() const { return base_->plan; }
+    // What this model shares with its forks and batches: files, config, weights, device.
+    const std::shared_ptr<const LoadedModel>& loaded() const { return base_; }
     size_t weight_bytes() const { return base_->weights.bytes; }
     // Models that share these weights (this one, the one it was forked from, its forks).
     long weight_sharers() const { return base_.use_count(); }

@@ -12,7 +12,7 @@ struct Inputs {
     const ModelConfig& c;
     const ModelWeights& w;
     const DeviceProfile& d;
-    const KVCache& kv;
+    const KvSource& kv;
     const PassShape& pass;
     bool gguf;
 };
@@ -133,7 +133,7 @@ bool DecodePlan::reads_dequantized(TensorType type, size_t n, size_t k) const {
            n * k * 2 <= dequant_bytes;
 }
 
-DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const DeviceProfile& d, const KVCache& kv,
+DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const DeviceProfile& d, const KvSource& kv,
                      const PassShape& pass, const PlanScratch& scratch) {
     const Inputs in{c, w, d, kv, pass, gguf};
     const size_t dim = size_t(c.dim), ffn = size_t(c.ffn_dim);

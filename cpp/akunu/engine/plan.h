@@ -78,7 +78,7 @@ struct PlanScratch {
     size_t dequant_bytes = 0;  // the bytes one binding of a "batch_weights_f16_*" buffer covers; 0: none
 };
 
-DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const DeviceProfile& d, const KVCache& kv,
+DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const DeviceProfile& d, const KvSource& kv,
                      const PassShape& pass, const PlanScratch& scratch);
 
 }  // namespace akunu

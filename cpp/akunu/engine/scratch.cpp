@@ -2,18 +2,20 @@
 #include "akunu/engine/scratch.h"
 
 #include "akunu/core/error.h"
+#include "params.h"
 
 namespace akunu {
 
 ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain,
-                               int prefill_chunk, bool dequant_weights)
+                               int prefill_chunk, bool dequant_weights, int batch_sequences)
     : q_dim_(size_t(c.q_dim)), kv_dim_(size_t(c.kv_dim)) {
     auto allocate = [&](const std::vector<NamedSize>& layout, size_t& total) {
         for (const NamedSize& s : layout) {
             // The CPU writes step states and token ids before each submit and reads the
             // sampled ids after it: host memory, whatever the device.
             const bool host = s.name == "step" || s.name == "token_ids" || s.name == "sampled_logprobs" ||
-                              s.name == "sampler" || s.name == "batch_step" || s.name == "batch_token_ids";
+                              s.name == "sampler" || s.name == "batch_step" || s.name == "batch_token_ids" ||
+                              s.name == "batch_samplers" || s.name == "batch_sampled" || s.name == "batch_logprobs";
             Buffer b = Buffer::allocate(device, s.bytes, host ? Residency::kHost : Residency::kAuto);
             // The chunk tables' workgroup counts, which the GPU's command processor reads before
             // each dispatch, and the CPU writes: device memory where the CPU maps it (ReBAR),
@@ -25,7 +27,16 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
         }
     };
     allocate(decode_scratch_layout(c, max_chain, context), bytes_);
-    allocate(prefill_scratch_layout(c, prefill_chunk, dequant_weights), prefill_bytes_);
+    std::vector<NamedSize> prefill = prefill_scratch_layout(c, prefill_chunk, dequant_weights);
+    if (batch_sequences > 0) {
+        const uint64_t rows = uint64_t(prefill_chunk);
+        for (NamedSize& s : prefill)
+            if (s.name == "batch_step") s.bytes = sizeof(StepState) + rows * sizeof(BatchRow);
+        prefill.push_back({"batch_samplers", uint64_t(batch_sequences) * sizeof(SamplerState)});
+        prefill.push_back({"batch_sampled", rows * 4});
+        prefill.push_back({"batch_logprobs", rows * 4});
+    }
+    allocate(prefill, prefill_bytes_);
 }
 
 const Buffer& ScratchBuffers::get(const std::string& name) const {

@@ -16,8 +16,12 @@ namespace akunu {
 
 class ScratchBuffers {
 public:
+    // With batch_sequences > 0 (a batch's scratch, batch.h), batch_step also holds a BatchRow per
+    // row of the chunk, and batch_samplers [batch_sequences] SamplerState, batch_sampled u32
+    // [prefill_chunk] and batch_logprobs f32 [prefill_chunk] hold each sequence's sampler and
+    // each row's sampled id and its logprob.
     ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain,
-                   int prefill_chunk, bool dequant_weights = false);
+                   int prefill_chunk, bool dequant_weights = false, int batch_sequences = 0);
 
     const Buffer& get(const std::string& name) const;  // throws for unknown names
     Buffer& get(const std::string& name);

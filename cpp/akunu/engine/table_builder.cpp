@@ -42,7 +42,7 @@ const kernels::GemvHandoff* ptr(const std::optional<kernels::GemvHandoff>& h) { 
 
 class Builder {
 public:
-    Builder(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const DecodePlan& plan,
+    Builder(const LoadedModel& m, const ScratchBuffers& s, const KvSource& kv, const DecodePlan& plan,
             const TablePass& pass);
     std::unique_ptr<DispatchTable> build();
 
@@ -55,6 +55,7 @@ private:
     void tap(int l);
     void all_logits();
     void tail();
+    void sample_rows();
     // ---- matrix products ----
     void own_gemm(const Binding& w, TensorType type, const Binding& x, const Binding& y, size_t n, size_t kk,
                   size_t ldy, bool accumulate, DType x_dtype, uint32_t below);
@@ -94,7 +95,7 @@ private:
     const ModelConfig& c_;
     const ArchDescriptor& a_;
     const ScratchBuffers& s_;
-    const KVCache& kv_;
+    const KvSource& kv_;
     const DecodePlan& plan_;
     const TablePass& pass_;
     std::unique_ptr<DispatchTable> table_;
@@ -121,7 +122,7 @@ private:
     kernels::GemvHandoff next_handoff_;  // what the coming GEMV waits for (wait 0: nothing)
 };
 
-Builder::Builder(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const DecodePlan& plan,
+Builder::Builder(const LoadedModel& m, const ScratchBuffers& s, const KvSource& kv, const DecodePlan& plan,
                  const TablePass& pass)
     : m_(m),
       c_(m.config),
@@ -178,7 +179,10 @@ std::unique_ptr<DispatchTable> Builder::build() {
         tap(l);
     }
     if (prefill_ && pass_.all_logits) all_logits();
-    tail();
+    if (pass_.batch_sequences)
+        sample_rows();
+    else
+        tail();
     return std::move(table_);
 }
 
@@ -232,7 +236,10 @@ void Builder::attention(int l) {
     const kernels::AttentionShape shape{
         heads,         kv_heads,       head_dim, uint32_t(m_.context), sliding ? uint32_t(c_.sliding_window) : 0u,
         c_.attn_scale, c_.attn_softcap};
-    if (prefill_)
+    if (pass_.batch_sequences)
+        kernels::attention_rows(t_, q_, cache, attn_out_, step_,
+                                {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), DType::kF32});
+    else if (prefill_)
         kernels::flash_attention(t_, q_, cache, attn_out_, step_,
                                  {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), lp.attn_out_dtype});
     else
@@ -345,6 +352,14 @@ void Builder::tail() {
     t_.set_label("sample");
     kernels::sample(t_, s_.get("logits"), s_.get("token_ids"), s_.get("sampled_logprobs"), step_, s_.get("sampler"),
                     size_t(c_.vocab_size), uint32_t(prefill_ ? 1 : pass_.step_index + 1));
+}
+
+// A batched step's tail: every row's logits (all_logits) sampled with its sequence's sampler.
+void Builder::sample_rows() {
+    t_.set_label("sample");
+    kernels::sample(t_, s_.get("batch_logits"), s_.get("batch_sampled"), s_.get("batch_logprobs"), step_,
+                    s_.get("batch_samplers"), size_t(c_.vocab_size), 0, rows_, size_t(pass_.batch_sequences));
+    t_.set_chunk_rows(0);
 }
 
 // ---- matrix products ---------------------------------------------------------------------------
@@ -537,7 +552,7 @@ std::optional<kernels::GemvHandoff> Builder::take_handoff(uint32_t signal, uint3
 
 }  // namespace
 
-DecodePlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv, const TablePass& pass) {
+DecodePlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KvSource& kv, const TablePass& pass) {
     PlanScratch scratch;
     scratch.handoff_counters = s.all().count("gemv_handoff") > 0;
     if (pass.prefill && s.all().count(prefill_f16_weights_name(0)))
@@ -546,7 +561,7 @@ DecodePlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KVCache
                      {pass.prefill, size_t(pass.rows), pass.taps}, scratch);
 }
 
-std::unique_ptr<DispatchTable> build_table(const LoadedModel& m, const ScratchBuffers& s, const KVCache& kv,
+std::unique_ptr<DispatchTable> build_table(const LoadedModel& m, const ScratchBuffers& s, const KvSource& kv,
                                            const DecodePlan& plan, const TablePass& pass) {
     return Builder(m, s, kv, plan, pass).build();
 }

@@ -29,12 +29,16 @@ struct TablePass {
     // prefill: after layer taps[i] (ascending), h0 is copied to tap_buffer[i, 0 : rows, :]
     std::vector<int> taps = {};
     const Buffer* tap_buffer = nullptr;  // [taps.size(), rows, dim] f32
+    // prefill with all_logits: a batched step (batch.h), rows of many sequences, each at its own
+    // position in its own blocks of the pool (params.h BatchRow); attention_rows for attention,
+    // and every row sampled with its sequence's sampler (sample_batch) instead of the tail.
+    int batch_sequences = 0;
 };
 
 // The plan of `pass` for a model with this scratch and cache.
-DecodePlan plan_for(const LoadedModel& model, const ScratchBuffers& scratch, const KVCache& kv, const TablePass& pass);
+DecodePlan plan_for(const LoadedModel& model, const ScratchBuffers& scratch, const KvSource& kv, const TablePass& pass);
 
-std::unique_ptr<DispatchTable> build_table(const LoadedModel& model, const ScratchBuffers& scratch, const KVCache& kv,
+std::unique_ptr<DispatchTable> build_table(const LoadedModel& model, const ScratchBuffers& scratch, const KvSource& kv,
                                            const DecodePlan& plan, const TablePass& pass);
 
 }  // namespace akunu

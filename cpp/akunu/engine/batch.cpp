@@ -1,0 +1,261 @@
+// Batch: sequences joining and leaving, the rows of each step, and what a step leaves behind.
+#include "akunu/engine/batch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "akunu/core/error.h"
+#include "akunu/engine/model.h"
+#include "akunu/engine/table_builder.h"
+
+namespace akunu {
+
+namespace {
+
+// The chain hash of one full block of tokens after the blocks before it (never 0).
+uint64_t block_hash(uint64_t before, const int* tokens) {
+    uint64_t h = before ^ 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < AKUNU_KV_BLOCK; ++i) {
+        h ^= uint64_t(uint32_t(tokens[i]));
+        h *= 0x100000001B3ull;
+        h ^= h >> 29;
+    }
+    return h ? h : 1;
+}
+
+int default_rows(const BatchOptions& o) { return o.rows > 0 ? o.rows : std::max(128, o.max_sequences); }
+
+}  // namespace
+
+Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()), prefix_sharing_(o.prefix_sharing) {
+    const LoadedModel& b = *base_;
+    AKUNU_CHECK(o.max_sequences >= 1 && o.max_sequences <= 4096,
+                "max_sequences must be in [1, 4096], not " + std::to_string(o.max_sequences));
+    AKUNU_CHECK(o.rows >= 0 && o.blocks >= 0, "a batch's rows and blocks must not be negative");
+    const int per_seq = (b.context + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK;
+    pool_ = std::make_unique<KvPool>(b.device, b.config, b.context, b.plan.options.kv_dtype, o.max_sequences,
+                                     o.blocks > 0 ? o.blocks : o.max_sequences * per_seq);
+    // The step's logits, [rows, vocab] f32, are bounded as a prefill chunk's all-position logits.
+    const int want = std::min(default_rows(o), 4096);
+    rows_ = prefill_logit_rows(b.config, want);
+    vocab_ = b.config.vocab_size;
+    scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, 1, rows_, b.plan.options.prefill_dequant,
+                                                o.max_sequences);
+    fill_rope_tables(b, *scratch_);
+    const TablePass pass{true, rows_, 0, true, {}, nullptr, o.max_sequences};
+    table_ = build_table(b, *scratch_, *pool_, plan_for(b, *scratch_, *pool_, pass), pass);
+    const Buffer& counts = scratch_->get("batch_dispatch");
+    table_->use_counts(counts, 0, counts.size() / 2);
+    cl_ = std::make_unique<CommandList>(b.device, 0);
+    cl_->begin();
+    table_->record(*cl_);
+    cl_->end();
+    seqs_.resize(size_t(o.max_sequences));
+}
+
+Batch::Seq& Batch::checked(int seq) { return const_cast<Seq&>(static_cast<const Batch*>(this)->checked(seq)); }
+
+const Batch::Seq& Batch::checked(int seq) const {
+    AKUNU_CHECK(seq >= 0 && seq < int(seqs_.size()) && seqs_[size_t(seq)].active,
+                "sequence " + std::to_string(seq) + " is not in the batch");
+    return seqs_[size_t(seq)];
+}
+
+bool Batch::active(int seq) const { return seq >= 0 && seq < int(seqs_.size()) && seqs_[size_t(seq)].active; }
+int Batch::length(int seq) const {
+    checked(seq);
+    return pool_->length(seq);
+}
+int Batch::pending(int seq) const { return int(checked(seq).pending.size()); }
+const std::vector<float>& Batch::scores(int seq) const { return checked(seq).scores; }
+const std::vector<int>& Batch::block_table(int seq) const {
+    checked(seq);
+    return pool_->block_table(seq);
+}
+
+int Batch::free_slot() const {
+    for (size_t s = 0; s < seqs_.size(); ++s)
+        if (!seqs_[s].active) return int(s);
+    throw Error("the batch holds its max_sequences (" + std::to_string(seqs_.size()) +
+                ") sequences; remove one first, or make the batch with a larger max_sequences");
+}
+
+int Batch::add(const std::vector<int>& ids, const SamplerState& sampler, bool score) {
+    AKUNU_CHECK(!ids.empty(), "a sequence needs at least one token");
+    for (size_t i = 0; i < ids.size(); ++i)
+        AKUNU_CHECK(ids[i] >= 0 && ids[i] < vocab_, "token id " + std::to_string(ids[i]) + " at index " +
+                                                        std::to_string(i) + " is out of range for a vocabulary of " +
+                                                        std::to_string(vocab_));
+    AKUNU_CHECK(int(ids.size()) <= pool_->context(), "a prompt of " + std::to_string(ids.size()) +
+                                                         " tokens does not fit the context of " +
+                                                         std::to_string(pool_->context()));
+    check_sampler(sampler);
+    const int seq = free_slot();
+    Seq& s = seqs_[size_t(seq)];
+    s = Seq{};
+    s.active = true;
+    s.sampler = sampler;
+    s.score = score;
+    scratch_->get("batch_samplers").write(&sampler, sizeof sampler, size_t(seq) * sizeof sampler);
+    s.pending = ids;
+    if (prefix_sharing_ && !score) share_prefix(seq, ids);
+    return seq;
+}
+
+// Adopts the pool's blocks that hold this prompt's leading full blocks, leaving at least the
+// last token to run (its logits sample the first new token).
+void Batch::share_prefix(int seq, const std::vector<int>& ids) {
+    Seq& s = seqs_[size_t(seq)];
+    size_t j = 0;
+    for (; (j + 1) * AKUNU_KV_BLOCK < ids.size(); ++j) {
+        const uint64_t h = block_hash(s.hash, ids.data() + j * AKUNU_KV_BLOCK);
+        const int block = pool_->find_block(h);
+        if (block < 0) break;
+        pool_->adopt(seq, block);
+        s.hash = h;
+    }
+    const size_t n = j * AKUNU_KV_BLOCK;
+    s.hashed = int(j);
+    s.tokens.assign(ids.begin(), ids.begin() + long(n));
+    s.pending.erase(s.pending.begin(), s.pending.begin() + long(n));
+    pool_->set_length(seq, int(n));
+}
+
+int Batch::fork(int from, const SamplerState& sampler) {
+    const Seq& src = checked(from);
+    check_sampler(sampler);
+    const int seq = free_slot();
+    Seq copy = src;
+    copy.sampler = sampler;
+    copy.score = false;
+    copy.scores.clear();
+    copy.last_row = -1;
+    pool_->share(seq, from, pool_->length(from));
+    seqs_[size_t(seq)] = std::move(copy);
+    scratch_->get("batch_samplers").write(&sampler, sizeof sampler, size_t(seq) * sizeof sampler);
+    return seq;
+}
+
+void Batch::remove(int seq) {
+    checked(seq);
+    pool_->release(seq);
+    seqs_[size_t(seq)] = Seq{};
+}
+
+void Batch::set_sampler(int seq, const SamplerState& sampler) {
+    check_sampler(sampler);
+    checked(seq).sampler = sampler;
+    scratch_->get("batch_samplers").write(&sampler, sizeof sampler, size_t(seq) * sizeof sampler);
+}
+
+// The step's pieces: the sequences with one pending token (decode rows) first, then pieces of
+// prompts, in turn from a place that moves each step, until the rows run out.
+std::vector<Batch::Piece> Batch::plan_step() const {
+    std::vector<Piece> pieces;
+    int left = rows_;
+    const size_t n = seqs_.size(), start = size_t(step_count_ % n);
+    for (const bool decode : {true, false})
+        for (size_t i = 0; i < n && left > 0; ++i) {
+            const size_t seq = (start + i) % n;
+            const Seq& s = seqs_[seq];
+            if (!s.active || s.pending.empty() || (s.pending.size() == 1) != decode) continue;
+            const int room = pool_->context() - pool_->length(int(seq));
+            const int take = std::min({int(s.pending.size()), left, room});
+            if (take <= 0) continue;
+            pieces.push_back({int(seq), rows_ - left, take});
+            left -= take;
+        }
+    return pieces;
+}
+
+std::vector<BatchToken> Batch::step(bool wait) {
+    std::vector<Piece> pieces = plan_step();
+    for (Seq& s : seqs_) s.last_row = -1;
+    if (pieces.empty()) return {};
+    int need = 0;
+    std::vector<Piece> fitting;
+    for (const Piece& p : pieces) {
+        const int more = pool_->blocks_needed(p.seq, pool_->length(p.seq), pool_->length(p.seq) + p.n);
+        need += more;
+        if (!wait || need > pool_->blocks_free()) continue;
+        fitting.push_back({p.seq, fitting.empty() ? 0 : fitting.back().first_row + fitting.back().n, p.n});
+    }
+    if (wait && !fitting.empty()) pieces = fitting, need = 0;  // the others wait for blocks
+    AKUNU_CHECK(need <= pool_->blocks_free(),
+                "the KV block pool is exhausted: this step needs " + std::to_string(need) + " more block(s) of " +
+                    std::to_string(AKUNU_KV_BLOCK) + " positions but " + std::to_string(pool_->blocks_free()) + " of " +
+                    std::to_string(pool_->blocks_total()) +
+                    " are free; remove a sequence, or make the batch with more blocks");
+    auto* ids = static_cast<uint32_t*>(scratch_->get("batch_token_ids").contents());
+    auto* step = static_cast<StepState*>(scratch_->get("batch_step").contents());
+    auto* rows = reinterpret_cast<BatchRow*>(step + 1);
+    int total = 0;
+    for (const Piece& p : pieces) {
+        const int first = pool_->length(p.seq);
+        pool_->prepare_write(p.seq, first, first + p.n);
+        for (int i = 0; i < p.n; ++i) {
+            ids[p.first_row + i] = uint32_t(seqs_[size_t(p.seq)].pending[size_t(i)]);
+            rows[p.first_row + i] = BatchRow{uint32_t(p.seq), uint32_t(first + i), 0, 0};
+        }
+        total += p.n;
+    }
+    *step = StepState{0, 0, uint32_t(total), 0};
+    table_->set_tokens(uint32_t(total));
+    cl_->submit_and_wait();
+    ++step_count_;
+    std::vector<BatchToken> out;
+    for (const Piece& p : pieces) finish_piece(p, out);
+    return out;
+}
+
+// After the step: the piece's tokens are in the cache; a prompt's rows score the tokens after
+// them; a sequence with nothing pending takes the token its last row sampled.
+void Batch::finish_piece(const Piece& p, std::vector<BatchToken>& out) {
+    Seq& s = seqs_[size_t(p.seq)];
+    const int first = pool_->length(p.seq);
+    s.tokens.insert(s.tokens.end(), s.pending.begin(), s.pending.begin() + p.n);
+    s.pending.erase(s.pending.begin(), s.pending.begin() + p.n);
+    pool_->set_length(p.seq, first + p.n);
+    const auto* logits = static_cast<const float*>(scratch_->get("batch_logits").contents());
+    if (s.score)
+        for (int i = 0; i < p.n; ++i) {
+            const size_t next = size_t(first + i + 1);
+            if (next >= s.tokens.size() + (s.pending.empty() ? 0 : s.pending.size())) break;
+            const int target = next < s.tokens.size() ? s.tokens[next] : s.pending[next - s.tokens.size()];
+            const float* row = logits + size_t(p.first_row + i) * size_t(vocab_);
+            const float m = *std::max_element(row, row + vocab_);
+            double z = 0;
+            for (int v = 0; v < vocab_; ++v) z += std::exp(double(row[v] - m));
+            s.scores.push_back(float(double(row[target] - m) - std::log(z)));
+        }
+    if (s.pending.empty()) {
+        const int row = p.first_row + p.n - 1;
+        const int token = int(static_cast<const uint32_t*>(scratch_->get("batch_sampled").contents())[row]);
+        const float lp = static_cast<const float*>(scratch_->get("batch_logprobs").contents())[row];
+        s.pending.push_back(token);
+        s.last_row = row;
+        out.push_back({p.seq, token, lp});
+    }
+    if (prefix_sharing_) publish_blocks(p.seq);
+}
+
+// Records the hashes of the sequence's newly full blocks, for prefix sharing.
+void Batch::publish_blocks(int seq) {
+    Seq& s = seqs_[size_t(seq)];
+    for (size_t j = size_t(s.hashed); (j + 1) * AKUNU_KV_BLOCK <= s.tokens.size(); ++j) {
+        s.hash = block_hash(s.hash, s.tokens.data() + j * AKUNU_KV_BLOCK);
+        pool_->publish(seq, int(j), s.hash);
+        s.hashed = int(j + 1);
+    }
+}
+
+std::vector<float> Batch::logits(int seq) const {
+    const Seq& s = checked(seq);
+    AKUNU_CHECK(s.last_row >= 0, "sequence " + std::to_string(seq) + " sampled no token in the last step");
+    std::vector<float> out(static_cast<size_t>(vocab_));
+    scratch_->get("batch_logits").read(out.data(), out.size() * 4, size_t(s.last_row) * size_t(vocab_) * 4);
+    return out;
+}
+
+}  // namespace akunu

@@ -1,0 +1,116 @@
+// Batch: many sequences decoded together over one model's weights (docs/batch.md).
+//
+// A batch owns a KV block pool shared by up to max_sequences sequences (kv_pool.h), its own
+// scratch and one dispatch table, recorded once: a batched step of up to rows() rows, each row a
+// token of some sequence at that sequence's position. The step's GEMMs run over all rows (the
+// weights are read once for every sequence), attention reads each row's own sequence's blocks
+// (attention_rows), and every row's logits are sampled with its sequence's sampler. What changes
+// from step to step is data only: the token ids, a BatchRow (sequence, position) per row, the
+// samplers and the block tables. So sequences join and leave between steps, and a prompt's rows
+// share a step with other sequences' decode rows (chunked prefill), with nothing re-recorded.
+//
+// A sequence holds pending tokens: its prompt not yet run, then the token it sampled last. Each
+// step() takes the pending tokens of the sequences in turn until the rows run out (decode rows
+// first, so a long prompt does not stall the others); a sequence whose pending tokens all ran
+// samples its next token, which becomes its one pending token.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "akunu/engine/kv_pool.h"
+#include "akunu/engine/scratch.h"
+#include "akunu/vulkan/command_list.h"
+#include "akunu/vulkan/dispatch.h"
+#include "params.h"
+
+namespace akunu {
+
+class Model;
+struct LoadedModel;
+
+struct BatchOptions {
+    int max_sequences = 8;
+    int rows = 0;  // rows per step; 0: 128, at least max_sequences (clipped so the logits fit)
+    int blocks = 0;  // pool blocks of AKUNU_KV_BLOCK positions; 0: enough for every sequence's context
+    bool prefix_sharing = true;  // sequences share the full blocks of a common prefix
+};
+
+// A token a step sampled for a sequence.
+struct BatchToken {
+    int seq;
+    int token;
+    float logprob;  // under the unfiltered distribution
+};
+
+class Batch {
+public:
+    Batch(const Model& model, const BatchOptions& options);
+
+    // A new sequence that runs `ids` (at least one token) and then samples with `sampler`.
+    // Throws, changing nothing, for an empty prompt, an id outside the vocabulary, a prompt
+    // longer than the context, or when all max_sequences are in use. With `score`, each step
+    // also records the log-probability of each prompt token after the first (scores()).
+    int add(const std::vector<int>& ids, const SamplerState& sampler, bool score = false);
+    // A new sequence holding `seq`'s cache by sharing its blocks (copy-on-write) and its pending
+    // tokens, with its own sampler.
+    int fork(int seq, const SamplerState& sampler);
+    void remove(int seq);  // its blocks go back to the pool
+    void set_sampler(int seq, const SamplerState& sampler);
+
+    // Runs one batched step; returns the tokens sampled (one per sequence whose pending tokens
+    // all ran). Throws, changing nothing, when the pool lacks the blocks the step needs; with
+    // `wait`, the sequences whose blocks do not fit wait for a later step instead (it throws
+    // only when none fits).
+    std::vector<BatchToken> step(bool wait = false);
+
+    bool active(int seq) const;
+    int max_sequences() const { return pool_->sequences(); }
+    int rows() const { return rows_; }
+    int length(int seq) const;  // positions in its cache
+    int pending(int seq) const;  // tokens waiting to run
+    // The logits [vocab] of the row that sampled the sequence's last token (the last step).
+    std::vector<float> logits(int seq) const;
+    // With add(score = true): log p(ids[i + 1] | ids[0..i]) for the prompt rows run so far.
+    const std::vector<float>& scores(int seq) const;
+    const KvPool& pool() const { return *pool_; }
+    const std::vector<int>& block_table(int seq) const;
+    const DispatchTable& table() const { return *table_; }
+    const ScratchBuffers& scratch() const { return *scratch_; }
+
+private:
+    struct Seq {
+        bool active = false;
+        std::vector<int> pending;  // not yet in the cache
+        std::vector<int> tokens;  // in the cache, position order
+        SamplerState sampler{};
+        bool score = false;
+        std::vector<float> scores;
+        int last_row = -1;  // its sampling row in the last step
+        uint64_t hash = 0;  // chain hash of its full blocks so far
+        int hashed = 0;  // its blocks that hash covers
+    };
+    struct Piece {
+        int seq, first_row, n;
+    };
+    Seq& checked(int seq);
+    const Seq& checked(int seq) const;
+    int free_slot() const;
+    void share_prefix(int seq, const std::vector<int>& ids);
+    std::vector<Piece> plan_step() const;
+    void finish_piece(const Piece& piece, std::vector<BatchToken>& out);
+    void publish_blocks(int seq);
+
+    std::shared_ptr<const LoadedModel> base_;
+    int rows_ = 0, vocab_ = 0;
+    bool prefix_sharing_ = true;
+    std::unique_ptr<KvPool> pool_;
+    std::unique_ptr<ScratchBuffers> scratch_;
+    std::unique_ptr<DispatchTable> table_;
+    std::unique_ptr<CommandList> cl_;
+    std::vector<Seq> seqs_;
+    uint64_t step_count_ = 0;
+};
+
+}  // namespace akunu

@@ -1,0 +1,101 @@
+// KvPool: the KV cache of a batch (batch.h), blocks of AKUNU_KV_BLOCK positions of every layer's
+// K and V in one pool that up to `sequences` sequences draw from, each through its own block
+// table. The pool is allocated once; a sequence takes blocks as it grows and returns them when
+// it leaves, so joining and leaving allocate nothing (docs/batch.md).
+//
+//   pool   u8 [blocks, block_bytes]: block b holds, per layer and side, the rows
+//          [n_kv, AKUNU_KV_BLOCK, ...] in the cache's format (kv_format.h kv_block_layout)
+//   table  u64 [n_layers, 2, sequences, max_blocks] (each (layer, side) on 256 bytes): the device address of each sequence's
+//          block j of each (layer, side); the kernels of a batched step read the entry of their
+//          row's sequence (shaders/include/kv_rows.glsl KV_BATCH)
+//
+// Blocks carry reference counts: fork() lets a new sequence use another's blocks as they are
+// (its later writes go to blocks of its own: copy-on-write of the block it writes into), and
+// full blocks are found again by a hash of the tokens they hold (prefix sharing), so that
+// sequences that start alike hold one copy of their common prefix.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "akunu/engine/kv_format.h"
+#include "akunu/model/model_config.h"
+#include "akunu/vulkan/buffer.h"
+
+namespace akunu {
+
+class KvPool : public KvSource {
+public:
+    KvPool(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, KvDType dtype, int sequences,
+           int blocks);
+
+    KvBindings bindings(int layer) const override;
+    KvDType dtype() const { return dtype_; }
+    int sequences() const { return sequences_; }
+    int context() const { return context_; }
+    int n_layers() const { return n_layers_; }
+    int n_kv_heads() const { return n_kv_heads_; }
+    int head_dim() const { return head_dim_; }
+    int blocks_total() const { return int(refs_.size()); }
+    int blocks_free() const { return int(free_.size()); }
+    int blocks_shared() const;  // blocks that more than one sequence's table holds
+    size_t block_bytes() const { return block_bytes_; }
+    size_t bytes() const { return pool_.size() + table_.size(); }
+
+    int length(int seq) const { return seqs_[size_t(seq)].length; }
+    const std::vector<int>& block_table(int seq) const { return seqs_[size_t(seq)].blocks; }
+    // Blocks a write of positions [from, to) of `seq` takes from the pool: those it lacks, and
+    // a private copy of each shared one it writes into.
+    int blocks_needed(int seq, int from, int to) const;
+    // Makes positions [from, to) of `seq` writable: takes the blocks blocks_needed counts
+    // (copying the rows of a shared block it writes into). Throws, taking nothing, when the
+    // pool has too few free blocks.
+    void prepare_write(int seq, int from, int to);
+    void set_length(int seq, int n);
+    // Returns the sequence's blocks (a shared block goes back to the pool with its last holder).
+    void release(int seq);
+    // `dst` (empty) holds the first n positions of `src` by sharing its blocks.
+    void share(int dst, int src, int n);
+
+    // Prefix sharing: the block whose positions [0, (j + 1) * AKUNU_KV_BLOCK) hold exactly the
+    // tokens hashing to `hash` (a chain hash over whole blocks), if a sequence wrote one.
+    int find_block(uint64_t hash) const;
+    // `seq` (empty) takes block `block` as its next block, a reference more.
+    void adopt(int seq, int block);
+    // Records that `seq`'s block j is full of tokens hashing to `hash` (once it is written).
+    void publish(int seq, int j, uint64_t hash);
+
+    // One side of one layer of `seq`, rows [0, length) gathered in position order: [n_kv,
+    // length, row bytes] values or codes, or with `scales` the f16 row scales [n_kv, length].
+    // The device must be idle.
+    std::vector<uint8_t> read_side(int seq, int layer, bool values, bool scales) const;
+
+private:
+    struct Seq {
+        std::vector<int> blocks;  // pool indices, position j * AKUNU_KV_BLOCK on in blocks[j]
+        int length = 0;
+    };
+    int take_block();
+    void drop_block(int b);
+    void set_entry(int seq, int j, int block);
+    void copy_block(int from, int to);
+
+    std::shared_ptr<Device> device_;
+    KvDType dtype_;
+    int sequences_, context_, n_layers_, n_kv_heads_, head_dim_, max_blocks_;
+    size_t block_bytes_ = 0;
+    size_t side_stride_ = 0;  // bytes from one (layer, side)'s tables to the next's
+    std::vector<size_t> side_offset_;  // [layer * 2 + side]: where a side sits in a block
+    KvLayout block_layout_[2];
+    Buffer pool_;  // [blocks, block_bytes_], addressable
+    Buffer table_;  // u64 [n_layers, 2, sequences, max_blocks], host memory
+    std::vector<int> refs_;  // per block: the tables that hold it
+    std::vector<int> free_;  // blocks with no reference, taken from the back
+    std::vector<Seq> seqs_;
+    std::map<uint64_t, int> by_hash_;  // full blocks' token hashes
+    std::vector<uint64_t> hash_of_;  // per block: its hash, 0 when none is published
+};
+
+}  // namespace akunu

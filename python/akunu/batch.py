@@ -1,0 +1,259 @@
+"""akunu.Batch: many sequences decoded together over one model's weights (docs/batch.md).
+
+    b = akunu.Batch(m, max_sequences=8)
+    a = b.add(m.tokenize("def fib(n):"))                 # a sequence id
+    c = b.add(m.tokenize("class Stack:"), sampler=akunu.Sampler(temperature=0.8, seed=1))
+    for seq, token, logprob in b.step():                  # one batched step: a token per sequence
+        ...
+    b.kv_cache(a).k(0)                                    # [n_kv_heads, length, head_dim] f16 copy
+    b.remove(a)                                           # its KV blocks go back to the pool
+
+    m.generate_batch(["def f(", "class A"], max_tokens=32)   # one Generation per prompt
+    m.score_batch([[1, 2, 3], [4, 5]])                        # log p of each token after the first
+
+A step runs the rows of every sequence in one recorded dispatch table: the GEMMs multiply the
+weights by all rows at once, attention reads each row's own sequence's KV blocks, and each row
+is sampled with its sequence's sampler, keyed by (seed, position) as a single sequence's is.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from akunu import _akunu
+from akunu.sampling import Generation, Piece, Sampler
+from akunu.token_ids import prompt_ids
+from akunu.views import KVCacheView
+
+
+class _SequenceCache:
+    """What KVCacheView reads, for one sequence of a batch: copies of its rows in position order."""
+
+    def __init__(self, engine, seq: int):
+        self._e, self._seq = engine, seq
+        self.kv_dtype = engine.kv_dtype
+        self.context = engine.context
+        self.kv_sliding_from = 0
+
+    @property
+    def kv_length(self) -> int:
+        return self._e.length(self._seq)
+
+    @property
+    def kv_layers(self) -> list[str]:
+        return ["batch"] * self._e.n_layers
+
+    def kv_view(self, layer: int, values: bool, scales: bool = False) -> np.ndarray:
+        return self._e.kv_view(self._seq, layer, values, scales)
+
+    def reset(self) -> None:
+        raise _akunu.Error("a batch's sequence is not rewound: remove() it and add() it again")
+
+    truncate = reset
+
+
+class Batch:
+    """Up to max_sequences sequences of one model, run together a step at a time.
+
+    max_sequences: sequences held at once (their ids are 0 .. max_sequences - 1, reused after
+    remove()). rows: tokens one step runs (decode rows first, then pieces of prompts; 0: 128 or
+    max_sequences if more). blocks: KV blocks of 256 positions in the pool (0: enough for every
+    sequence's whole context). prefix_sharing: a prompt that starts with whole blocks another
+    sequence has run reuses those blocks instead of running them again. The KV format is the
+    model's kv_dtype. The batch keeps its own KV pool, scratch and dispatch table and shares the
+    model's weights; the model itself can run beside it."""
+
+    def __init__(self, model, max_sequences: int = 8, rows: int = 0, blocks: int = 0, prefix_sharing: bool = True):
+        self.model = model
+        self._b = _akunu.BatchEngine(model._engine, int(max_sequences), int(rows), int(blocks), bool(prefix_sharing))
+
+    @property
+    def max_sequences(self) -> int:
+        """Sequences the batch holds at once."""
+        return self._b.max_sequences
+
+    @property
+    def rows(self) -> int:
+        """Tokens one step runs at most."""
+        return self._b.rows
+
+    def add(self, ids, sampler: Sampler | None = None, *, score: bool = False) -> int:
+        """Adds a sequence that runs `ids` (token ids, or text to tokenize) and then samples with
+        `sampler` (greedy by default); returns its id. Bad ids raise and change nothing."""
+        ids = prompt_ids(ids, self.model.config.vocab_size, "Batch.add", self.model.tokenize)
+        if not ids:
+            raise ValueError("Batch.add: the prompt is empty")
+        s = sampler or Sampler()
+        return self._b.add(ids, s.temperature, s.top_k, s.top_p, s.min_p, s.seed, bool(score))
+
+    def fork(self, seq: int, sampler: Sampler | None = None) -> int:
+        """A new sequence with `seq`'s cache (its blocks shared, copied only where either one
+        writes into a shared block) and pending token, sampling with `sampler`."""
+        s = sampler or Sampler()
+        return self._b.fork(seq, s.temperature, s.top_k, s.top_p, s.min_p, s.seed)
+
+    def remove(self, seq: int) -> None:
+        """Ends a sequence; its blocks go back to the pool (shared ones with their last holder)."""
+        self._b.remove(seq)
+
+    def step(self, wait: bool = False) -> list[tuple[int, int, float]]:
+        """Runs one batched step. Returns (seq, token, logprob) for each sequence that sampled a
+        token: those whose pending tokens (the rest of the prompt, or the last sampled token) all
+        ran. A pool without the blocks the step needs raises akunu.Error and changes nothing;
+        with wait=True the sequences whose blocks do not fit wait for a later step instead (a
+        step none of whose sequences fits still raises)."""
+        return self._b.step(bool(wait))
+
+    def active(self, seq: int) -> bool:
+        """Whether `seq` is a sequence of the batch (added and not removed)."""
+        return self._b.active(seq)
+
+    def length(self, seq: int) -> int:
+        """Positions in the sequence's cache."""
+        return self._b.length(seq)
+
+    def kv_cache(self, seq: int) -> KVCacheView:
+        """The sequence's KV cache as a KVCacheView (copies of its rows, in position order)."""
+        self._b.length(seq)  # raises for a sequence not in the batch
+        return KVCacheView(_SequenceCache(self._b, seq))
+
+    def logits(self, seq: int) -> np.ndarray:
+        """[vocab] float32: the logits that sampled the sequence's token in the last step."""
+        return self._b.logits(seq)
+
+    def block_table(self, seq: int) -> list[int]:
+        """The pool blocks that hold the sequence's positions, 256 each, in order."""
+        return list(self._b.block_table(seq))
+
+    def memory_report(self) -> dict:
+        """The pool's blocks (total, used, shared by several sequences, free) and bytes."""
+        return dict(self._b.memory_report())
+
+    def dispatch_table(self) -> list[dict]:
+        """The recorded commands of a batched step."""
+        return self._b.dispatch_table()
+
+
+def _samplers(sampler, n: int) -> list[Sampler]:
+    if isinstance(sampler, (list, tuple)):
+        if len(sampler) != n:
+            raise ValueError(f"sampler: {len(sampler)} samplers for {n} prompts")
+        return [s or Sampler() for s in sampler]
+    return [sampler or Sampler()] * n
+
+
+class _Running:
+    """One prompt's generation inside stream_batch."""
+
+    def __init__(self, model, ids, stops):
+        self.result = Generation(text="", prompt_tokens=len(ids))
+        self.decoder = model.tokenizer.stream(skip_special_tokens=True)
+        self.stops = stops
+        self.start = time.perf_counter()
+        self.first_at = None
+
+    def take(self, token: int, logprob: float, stop_ids, max_tokens: int, full: bool) -> tuple[Piece | None, bool]:
+        """The piece this token adds and whether the generation ended (stop token or string,
+        max_tokens, the context full), as Model.generate decides."""
+        r = self.result
+        now = time.perf_counter() - self.start
+        if math.isnan(logprob):
+            raise _akunu.Error("the forward pass produced NaN logits in a batch")
+        if token in stop_ids:
+            r.stop_reason, r.stop_token = "stop_token", (token, logprob, None)
+            r.time_to_first_token = r.time_to_first_token or now
+            return None, True
+        if self.first_at is None:
+            self.first_at = r.time_to_first_token = now
+        r.decode_seconds = now - self.first_at
+        chars = self.decoder.put(token)
+        r.text += chars
+        r.token_ids.append(token)
+        r.logprobs.append(logprob)
+        hit = next((s for s in self.stops if s in r.text), None)
+        if hit is not None:
+            cut = len(r.text) - r.text.index(hit)
+            chars = chars[: max(0, len(chars) - cut)]
+            r.text = r.text[: r.text.index(hit)]
+            r.stop_reason = "stop_string"
+            return Piece(token, chars, logprob, now), True
+        done = len(r.token_ids) >= max_tokens or full
+        if done:
+            r.stop_reason = "max_tokens" if len(r.token_ids) >= max_tokens else "context"
+        return Piece(token, chars, logprob, now), done
+
+
+def stream_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
+                 max_sequences: int = 64, results: list[Generation] | None = None) -> Iterator[tuple[int, Piece]]:
+    """Yields (prompt index, Piece) as the batch samples them; `results` (a list) receives one
+    Generation per prompt, filled in as they run. Prompts beyond max_sequences wait for a
+    sequence to finish (continuous batching)."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    vocab = model.config.vocab_size
+    all_ids = [prompt_ids(p, vocab, "generate_batch", model.tokenize, bytes_text=True) for p in prompts]
+    if any(not ids for ids in all_ids):
+        raise ValueError("generate_batch: a prompt is empty")
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    samplers = _samplers(sampler, len(all_ids))
+    runs = [_Running(model, ids, stops) for ids in all_ids]
+    if results is not None:
+        results[:] = [r.result for r in runs]
+    if not all_ids:
+        return
+    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(all_ids))))
+    stop_ids = set(model.tokenizer.stop_ids)
+    waiting = list(range(len(all_ids)))[::-1]
+    index: dict[int, int] = {}
+    while waiting or index:
+        while waiting and len(index) < batch.max_sequences:
+            i = waiting.pop()
+            index[batch.add(all_ids[i], samplers[i])] = i
+        for seq, token, logprob in batch.step():
+            i = index[seq]
+            piece, done = runs[i].take(token, logprob, stop_ids, max_tokens, batch.length(seq) >= model.context)
+            if piece is not None:
+                yield i, piece
+            if done:
+                batch.remove(seq)
+                del index[seq]
+
+
+def generate_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
+                   max_sequences: int = 64) -> list[Generation]:
+    """One Generation per prompt (text, token ids, logprobs, stop_reason), all run as one batch."""
+    results: list[Generation] = []
+    for _ in stream_batch(model, prompts, max_tokens, sampler, stop, max_sequences, results):
+        pass
+    return results
+
+
+def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 64) -> list[np.ndarray]:
+    """For each token list, log p(ids[i] | ids[:i]) for i = 1 .. len(ids) - 1 (float64), run as
+    batched prefill: the rows of many sequences share each step's GEMMs."""
+    vocab = model.config.vocab_size
+    all_ids = [prompt_ids(s, vocab, "score_batch", model.tokenize) for s in sequences]
+    for n, ids in enumerate(all_ids):
+        if len(ids) < 2:
+            raise ValueError(f"score_batch: sequence {n} has {len(ids)} token(s); scoring needs at least two")
+        if len(ids) > model.context:
+            raise ValueError(f"score_batch: sequence {n} has {len(ids)} tokens, more than the context of "
+                             f"{model.context}")
+    out: list[np.ndarray | None] = [None] * len(all_ids)
+    if not all_ids:
+        return []
+    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(all_ids))), prefix_sharing=False)
+    waiting = list(range(len(all_ids)))[::-1]
+    index: dict[int, int] = {}
+    while waiting or index:
+        while waiting and len(index) < batch.max_sequences:
+            i = waiting.pop()
+            index[batch.add(all_ids[i], score=True)] = i
+        for seq, _token, _logprob in batch.step():
+            i = index.pop(seq)
+            out[i] = np.asarray(batch._b.scores(seq), dtype=np.float64)
+            batch.remove(seq)
+    return out

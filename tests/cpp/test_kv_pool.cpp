@@ -1,0 +1,95 @@
+// KvPool (engine/kv_pool.h): blocks taken as sequences grow and returned when they leave, an
+// exhausted pool refusing a write without taking anything, shared blocks (fork, prefix hashes)
+// counted once, and copy-on-write leaving the other holder's rows as they were. Runs on the CPU
+// backend, where a block's device address is its host pointer.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "akunu/core/error.h"
+#include "akunu/engine/kv_pool.h"
+#include "vk_test.h"
+#include "params.h"
+
+namespace akunu::test {
+
+namespace {
+
+std::shared_ptr<Device> cpu_device() {
+    static std::shared_ptr<Device> d = Device::create("cpu");
+    return d;
+}
+
+// Writes `value` into every f16 of K's rows of `seq`'s block j of layer 0 (the first side).
+void fill_block(const KvPool& pool, int seq, int j, uint16_t value) {
+    const KvBindings b = pool.bindings(0);
+    const auto* table =
+        reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(b.k.buffer->contents()) + b.k.offset);
+    // The tables of the sequences side by side, 2 entries each (a context of 512 positions).
+    auto* rows = reinterpret_cast<uint16_t*>(uintptr_t(table[size_t(seq) * 2 + size_t(j)]));
+    for (size_t i = 0; i < size_t(pool.n_kv_heads()) * AKUNU_KV_BLOCK * size_t(pool.head_dim()); ++i) rows[i] = value;
+}
+
+}  // namespace
+
+TEST(KvPool, SequencesTakeAndReturnBlocks) {
+    const ModelConfig c = attention_config(4, 2, 16);
+    KvPool pool(cpu_device(), c, 512, KvDType::kF16, 2, 3);  // 2 blocks per context, 3 in the pool
+    EXPECT_EQ(pool.blocks_needed(0, 0, 300), 2);
+    pool.prepare_write(0, 0, 300);
+    pool.set_length(0, 300);
+    EXPECT_EQ(pool.blocks_free(), 1);
+    EXPECT_EQ(pool.blocks_needed(1, 0, 300), 2);
+    try {
+        pool.prepare_write(1, 0, 300);
+        FAIL() << "the pool holds one free block";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("pool is exhausted"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(pool.blocks_free(), 1);  // nothing taken
+    EXPECT_TRUE(pool.block_table(1).empty());
+    pool.release(0);
+    EXPECT_EQ(pool.blocks_free(), 3);
+    EXPECT_EQ(pool.length(0), 0);
+}
+
+TEST(KvPool, SharedBlocksAreCopiedOnWrite) {
+    const ModelConfig c = attention_config(4, 2, 16);
+    KvPool pool(cpu_device(), c, 512, KvDType::kF16, 2, 4);
+    pool.prepare_write(0, 0, 100);
+    pool.set_length(0, 100);
+    fill_block(pool, 0, 0, 0x3C00);  // 1.0
+    pool.share(1, 0, 100);
+    EXPECT_EQ(pool.block_table(1), pool.block_table(0));
+    EXPECT_EQ(pool.blocks_shared(), 1);
+    EXPECT_EQ(pool.blocks_needed(1, 100, 101), 1);  // its write into the shared block copies it
+    pool.prepare_write(1, 100, 101);
+    EXPECT_NE(pool.block_table(1), pool.block_table(0));
+    EXPECT_EQ(pool.blocks_shared(), 0);
+    fill_block(pool, 1, 0, 0x4000);  // 2.0, in the copy only
+    const std::vector<uint8_t> a = pool.read_side(0, 0, false, false), b = pool.read_side(1, 0, false, false);
+    uint16_t first_a, first_b;
+    std::memcpy(&first_a, a.data(), 2);
+    std::memcpy(&first_b, b.data(), 2);
+    EXPECT_EQ(first_a, 0x3C00);
+    EXPECT_EQ(first_b, 0x4000);
+}
+
+TEST(KvPool, PublishedBlocksAreFoundByHashAndFreedWithTheirLastHolder) {
+    const ModelConfig c = attention_config(4, 2, 16);
+    KvPool pool(cpu_device(), c, 512, KvDType::kQ8, 2, 4);
+    pool.prepare_write(0, 0, 256);
+    pool.set_length(0, 256);
+    pool.publish(0, 0, 42);
+    const int block = pool.find_block(42);
+    ASSERT_EQ(block, pool.block_table(0)[0]);
+    pool.adopt(1, block);
+    EXPECT_EQ(pool.blocks_shared(), 1);
+    pool.release(0);
+    EXPECT_EQ(pool.find_block(42), block);  // sequence 1 still holds it
+    pool.release(1);
+    EXPECT_EQ(pool.find_block(42), -1);
+    EXPECT_EQ(pool.blocks_free(), 4);
+}
+
+}  // namespace akunu::test

@@ -1,0 +1,230 @@
+"""akunu.Batch against single-sequence runs: many sequences in one recorded step table, joining
+and leaving between steps, each with its own KV blocks of a shared pool.
+
+Batch matches solo: greedy tokens equal, token for token, for batch sizes 1, 2 and 7 (64 on the
+tiny llama) with sequences joining and leaving mid-run, on every architecture fixture and every
+KV format. Logits agree within LOGIT_TOL of their scale, not bit for bit: a batch runs every row
+through the prefill GEMMs, which read the activations rounded to halves and sum in tile order,
+where a solo decode step's GEMVs read them as floats (or rounded to int16) and sum in row order;
+its attention (attention_rows) also sums the keys in another order than attention_split or
+flash_attention. Errors: a pool too small for a step raises and changes nothing; bad ids are
+refused and the other sequences go on as before.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import akunu
+from support.fixture_paths import require
+
+# Every test here runs on each backend (conftest.py `backend`).
+pytestmark = pytest.mark.usefixtures("backend")
+
+ARCHS = {
+    "llama": ("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf"),
+    "gemma3": ("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf"),
+    "qwen3": ("tiny-qwen3-random", "gguf", "tiny-qwen3-random-f16.gguf"),
+}
+KV_DTYPES = ["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4"]
+LOGIT_TOL = 2e-2  # of max |logit|: GEMM vs GEMV order and f16 activations (module docstring)
+
+
+def load(arch="llama", **kw):
+    kw = {"context": 600, "progress": False, **kw}
+    return akunu.Model(require(*ARCHS[arch]), **kw)
+
+
+def prompts(n, vocab, seed=0, lo=1, hi=40):
+    rng = np.random.default_rng(seed)
+    return [[int(x) for x in rng.integers(3, vocab, size=int(rng.integers(lo, hi)))] for _ in range(n)]
+
+
+def solo(m, ids, max_tokens, sampler=None):
+    return m.generate(ids, max_tokens=max_tokens, sampler=sampler, stream=False).token_ids
+
+
+def run_staggered(b, all_ids, max_tokens, samplers=None):
+    """Sequence i joins at step i, or later once a sequence has left where the batch is full, and
+    leaves after max_tokens[i] tokens (continuous batching); returns each one's tokens."""
+    tokens = [[] for _ in all_ids]
+    seqs = {}
+    joined = 0
+    while joined < len(all_ids) or seqs:
+        if joined < len(all_ids) and len(seqs) < b.max_sequences:
+            seqs[b.add(all_ids[joined], samplers[joined] if samplers else None)] = joined
+            joined += 1
+        for seq, token, _ in b.step():
+            i = seqs[seq]
+            tokens[i].append(token)
+            if len(tokens[i]) == max_tokens[i]:
+                b.remove(seq)
+                del seqs[seq]
+    return tokens
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("size", [1, 2, 7])
+def test_batch_greedy_equals_solo(arch, size):
+    m = load(arch)
+    all_ids = prompts(size, m.config.vocab_size, seed=size)
+    max_tokens = [3 + (i * 5) % 9 for i in range(size)]
+    want = [solo(m, ids, n) for ids, n in zip(all_ids, max_tokens)]
+    b = akunu.Batch(m, max_sequences=max(1, size // 2 + 1), rows=16)
+    # Fewer sequences than prompts at once: later prompts wait for a slot, as generate_batch does.
+    got = [g.token_ids for g in m.generate_batch(all_ids, max_tokens=max(max_tokens), max_sequences=b.max_sequences)]
+    assert [g[:n] for g, n in zip(got, max_tokens)] == want
+    assert run_staggered(b, all_ids, max_tokens) == want
+    assert b.memory_report()["blocks_used"] == 0  # every sequence left: its blocks went back
+
+
+@pytest.mark.parametrize("kv_dtype", KV_DTYPES)
+def test_batch_equals_solo_in_every_kv_format(kv_dtype):
+    m = load(kv_dtype=kv_dtype)
+    all_ids = prompts(7, m.config.vocab_size, seed=3, lo=20, hi=300)  # past one block of 256
+    max_tokens = [4] * 7
+    want = [solo(m, ids, 4) for ids in all_ids]
+    assert run_staggered(akunu.Batch(m, max_sequences=7, rows=64), all_ids, max_tokens) == want
+
+
+def test_batch_of_64_sequences():
+    m = load()
+    all_ids = prompts(64, m.config.vocab_size, seed=64, lo=1, hi=12)
+    want = [solo(m, ids, 3) for ids in all_ids]
+    b = akunu.Batch(m, max_sequences=64)
+    for ids in all_ids:
+        b.add(ids)
+    got = [[] for _ in all_ids]
+    while min(len(g) for g in got) < 3:  # 128 rows a step: the prompts take several steps
+        for seq, token, _ in b.step():
+            got[seq].append(token)
+    assert [g[:3] for g in got] == want
+
+
+def test_batch_logits_and_kv_match_solo():
+    m = load()
+    ids = prompts(1, m.config.vocab_size, seed=9, lo=30, hi=31)[0]
+    b = akunu.Batch(m, max_sequences=3)
+    other = b.add(prompts(1, m.config.vocab_size, seed=10)[0])
+    seq = b.add(ids)
+    out = {s: t for s, t, _ in b.step()}
+    want = m.eval(ids).copy()
+    got = b.logits(seq)
+    assert np.abs(got - want).max() <= LOGIT_TOL * np.abs(want).max()
+    assert out[seq] == int(np.argmax(want))
+    kv = b.kv_cache(seq)
+    assert kv.current_length == len(ids)
+    for layer in range(m.config.n_layers):
+        np.testing.assert_allclose(kv.k(layer, dequantize=True), m.kv_cache.k(layer, dequantize=True), atol=5e-2)
+        np.testing.assert_allclose(kv.v(layer, dequantize=True), m.kv_cache.v(layer, dequantize=True), atol=5e-2)
+    assert b.block_table(seq) != b.block_table(other)
+    assert len(b.block_table(seq)) == 1
+
+
+def test_seeded_sampling_does_not_depend_on_the_batch():
+    """The sampler is keyed by (seed, position): a sequence draws the same tokens alone, in a
+    batch with others, and in a solo generate."""
+    m = load()
+    ids = prompts(1, m.config.vocab_size, seed=5, lo=10, hi=11)[0]
+    s = akunu.Sampler(temperature=0.9, top_k=50, seed=1234)
+    want = solo(m, ids, 6, s)
+    alone = run_staggered(akunu.Batch(m, max_sequences=1), [ids], [6], [s])[0]
+    others = prompts(4, m.config.vocab_size, seed=6)
+    samplers = [akunu.Sampler(temperature=1.0, seed=i) for i in range(4)] + [s]
+    mixed = run_staggered(akunu.Batch(m, max_sequences=5, rows=8), others + [ids], [5, 2, 7, 3, 6], samplers)[-1]
+    assert alone == want
+    assert mixed == want
+
+
+def test_pool_exhaustion_raises_and_changes_nothing():
+    m = load()
+    a_ids = prompts(1, m.config.vocab_size, seed=11, lo=300, hi=301)[0]  # two blocks
+    want = solo(m, a_ids, 4)
+    b = akunu.Batch(m, max_sequences=2, blocks=2, rows=400)
+    a = b.add(a_ids)
+    c = b.add([5, 6, 7])  # a third block: more than the pool holds
+    with pytest.raises(akunu.Error, match="pool is exhausted"):
+        b.step()
+    assert b.length(a) == 0 and b.memory_report()["blocks_free"] == 2
+    got = [t for s, t, _ in b.step(wait=True)]  # c waits for blocks; a runs its prompt
+    assert b.length(a) == len(a_ids) and b.length(c) == 0 and len(got) == 1
+    b.remove(c)
+    while len(got) < 4:
+        got += [t for s, t, _ in b.step() if s == a]
+    assert got == want
+
+
+def test_bad_ids_are_refused_without_harming_others():
+    m = load()
+    ids = prompts(1, m.config.vocab_size, seed=12)[0]
+    want = solo(m, ids, 5)
+    b = akunu.Batch(m, max_sequences=2)
+    a = b.add(ids)
+    got = [t for _, t, _ in b.step()]
+    for bad in ([1, m.config.vocab_size], [-1], [], [1.5]):
+        with pytest.raises((ValueError, TypeError, akunu.Error)):
+            b.add(bad)
+    with pytest.raises(akunu.Error, match="not in the batch"):
+        b.remove(1)
+    with pytest.raises(akunu.Error, match="max_sequences"):
+        b.add([1]), b.add([2])
+    while len(got) < 5:
+        got += [t for s, t, _ in b.step() if s == a]
+    assert got == want
+
+
+def test_score_batch_equals_score():
+    m = load()
+    seqs = prompts(5, m.config.vocab_size, seed=13, lo=2, hi=200)
+    got = m.score_batch(seqs, max_sequences=3)
+    for ids, g in zip(seqs, got):
+        want = m.score(ids)
+        assert g.shape == want.shape
+        np.testing.assert_allclose(g, want, atol=LOGIT_TOL * 10)
+
+
+def test_prefix_sharing_holds_one_copy_of_a_common_prompt(backend):
+    """16 sequences after a 1,000-token prompt: one copy of its 3 full blocks plus 16 tails,
+    the same tokens as without sharing (checked on 4 of them). lavapipe runs a 300-token prompt
+    (1 full block): its attention over 16 x 1,000 rows takes minutes there, and what is checked
+    (the pool's sharing) is host code that the backend does not change."""
+    n_prefix = 1000 if backend == "cpu" else 300
+    m = load(context=n_prefix + 100)
+    prefix = prompts(1, m.config.vocab_size, seed=14, lo=n_prefix, hi=n_prefix + 1)[0]
+    tails = prompts(16, m.config.vocab_size, seed=15, lo=1, hi=5)
+    results = {}
+    for sharing, n in ((False, 4), (True, 16)):
+        b = akunu.Batch(m, max_sequences=n, rows=256, prefix_sharing=sharing)
+        first = b.add(prefix + tails[0])
+        while not b.step():
+            pass
+        seqs = [first] + [b.add(prefix + t) for t in tails[1:n]]
+        toks = {s: [] for s in seqs}
+        while min(len(t) for t in toks.values()) < 2:
+            for s, t, _ in b.step():
+                toks[s].append(t)
+        if sharing:
+            report = b.memory_report()
+            full = n_prefix // 256
+            assert report["blocks_shared"] == full
+            assert report["blocks_used"] == full + 16
+            assert all(b.block_table(s)[:full] == b.block_table(first)[:full] for s in seqs)
+        results[sharing] = [toks[s][:2] for s in seqs[:4]]
+    assert results[True] == results[False]
+
+
+def test_fork_shares_blocks_and_copies_on_write():
+    m = load()
+    ids = prompts(1, m.config.vocab_size, seed=16, lo=20, hi=21)[0]
+    b = akunu.Batch(m, max_sequences=2)
+    a = b.add(ids)
+    b.step()
+    before = b.kv_cache(a).k(0).copy()
+    c = b.fork(a, akunu.Sampler(temperature=1.0, seed=3))
+    assert b.block_table(c) == b.block_table(a)
+    assert b.memory_report()["blocks_shared"] == 1
+    for _ in range(3):
+        b.step()
+    assert b.block_table(c) != b.block_table(a)  # the first write into the shared block copied it
+    np.testing.assert_array_equal(b.kv_cache(a).k(0)[:, : len(ids)], before)
+    np.testing.assert_array_equal(b.kv_cache(c).k(0)[:, : len(ids)], before)
