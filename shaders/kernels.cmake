@@ -45,6 +45,9 @@ set(AKUNU_KERNELS
   "sample           sample.comp"
   "layernorm        layernorm.comp"
   "encoder_attention encoder_attention.comp"
+  "encoder_attention_weights encoder_attention.comp ATTN_WEIGHTS"
+  "conv_gather      conv_gather.comp"
+  "copy_rows        copy_rows.comp"
   "pool             pool.comp"
 )
 

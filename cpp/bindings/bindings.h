@@ -92,5 +92,6 @@ void init_config(py::module_& m);
 void init_tokenizer(py::module_& m);
 void init_engine(py::module_& m);
 void init_encoder(py::module_& m);
+void init_whisper(py::module_& m);
 
 }  // namespace akunu::py_bindings

@@ -16,6 +16,7 @@ PYBIND11_MODULE(_akunu, m) {
     init_tokenizer(m);
     init_engine(m);
     init_encoder(m);
+    init_whisper(m);
 }
 
 }  // namespace akunu::py_bindings

@@ -1,5 +1,6 @@
-// CPU kernels of the encoders (bert): layernorm, encoder_attention and pool, each matching its
-// .comp file (shaders/) over the same workgroups: a row, a (row, head), a packed text.
+// CPU kernels of the encoders (bert, whisper): layernorm, encoder_attention, pool, conv_gather and
+// copy_rows, each matching its .comp file (shaders/) over the same workgroups: a row, a (row,
+// head), a packed text, 256 elements.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -30,23 +31,25 @@ void layernorm(const CpuArgs& a, size_t begin, size_t end) {
     }
 }
 
-// One workgroup per (token row, head): softmax over the rows of the token's own sequence.
+// One workgroup per (query row, head): softmax over the row's span of key rows; with
+// `weights` (encoder_attention_weights) the normalized scores are stored too.
+template <bool kWeights>
 void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<EncoderAttentionParams>();
-    const auto& step = *a.at<const StepState>(2);
-    const float* qkv = a.at<const float>(0);
-    const uint32_t* seq = a.at<const uint32_t>(1);
-    float* out = a.at<float>(3);
+    const auto& step = *a.at<const StepState>(3);
+    const float *q_all = a.at<const float>(0), *kv = a.at<const float>(1);
+    const uint32_t* seq = a.at<const uint32_t>(2);
+    float* out = a.at<float>(4);
     thread_local std::vector<float> scores;
     scores.resize(AKUNU_ENCODER_MAX_KEYS);
     for (size_t g = begin; g < end; ++g) {
         const size_t row = g / p.n_heads, head = g % p.n_heads;
         if (row >= std::min(p.rows, step.n_tokens)) continue;
         const size_t start = seq[2 * row], len = std::min<size_t>(seq[2 * row + 1], AKUNU_ENCODER_MAX_KEYS);
-        const float* q = qkv + row * p.q_stride + head * p.head_dim;
+        const float* q = q_all + row * p.q_stride + head * p.head_dim;
         float m = -std::numeric_limits<float>::infinity();
         for (size_t j = 0; j < len; ++j) {
-            const float* k = qkv + (start + j) * p.q_stride + p.k_offset + head * p.head_dim;
+            const float* k = kv + (start + j) * p.kv_stride + p.k_offset + head * p.head_dim;
             float s = 0.0f;
             for (size_t d = 0; d < p.head_dim; ++d) s += q[d] * k[d];
             scores[j] = s * p.scale;
@@ -55,13 +58,51 @@ void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
         float total = 0.0f;
         for (size_t j = 0; j < len; ++j) total += scores[j] = std::exp(scores[j] - m);
         const float inv_total = 1.0f / total;
-        const float* v = qkv + start * p.q_stride + p.v_offset + head * p.head_dim;
-        float* o = out + row * p.out_stride + head * p.head_dim;
-        for (size_t d = 0; d < p.head_dim; ++d) {
-            float acc = 0.0f;
-            for (size_t j = 0; j < len; ++j) acc += scores[j] * v[j * p.q_stride + d];
-            o[d] = acc * inv_total;
+        if constexpr (kWeights) {
+            float* w = a.at<float>(5) + g * p.weights_stride;
+            for (size_t j = 0; j < len; ++j) w[j] = scores[j] * inv_total;
         }
+        const float* v = kv + start * p.kv_stride + p.v_offset + head * p.head_dim;
+        float* o = out + row * p.out_stride + head * p.head_dim;
+        for (size_t d = 0; d < p.head_dim; ++d) o[d] = 0.0f;
+        for (size_t j = 0; j < len; ++j) {
+            const float s = scores[j];
+            const float* vj = v + j * p.kv_stride;
+            for (size_t d = 0; d < p.head_dim; ++d) o[d] += s * vj[d];
+        }
+        for (size_t d = 0; d < p.head_dim; ++d) o[d] *= inv_total;
+    }
+}
+
+constexpr size_t kGroup = 256;  // local_size_x of conv_gather and copy_rows
+
+// One element per invocation: the im2col columns of a Conv1d (conv_gather.comp).
+void conv_gather(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& p = a.p<ConvGatherParams>();
+    const auto& step = *a.at<const StepState>(2);
+    const float* x = a.at<const float>(0);
+    float* out = a.at<float>(1);
+    const size_t width = size_t(p.channels) * p.kernel, rows = std::min(p.rows, step.n_tokens);
+    for (size_t i = begin * kGroup, e = std::min(end * kGroup, rows * width); i < e; ++i) {
+        const size_t row = i / width, col = i % width;
+        const size_t w = row / p.t_out, t = row % p.t_out, c = col / p.kernel, k = col % p.kernel;
+        const long at = long(t * p.stride + k) - long(p.pad);
+        out[i] =
+            at >= 0 && at < long(p.t_in) ? x[w * p.window_stride + c * p.c_stride + size_t(at) * p.t_stride] : 0.0f;
+    }
+}
+
+// One element per invocation: rows through row indices (copy_rows.comp).
+void copy_rows(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& p = a.p<CopyRowsParams>();
+    const auto& step = *a.at<const StepState>(4);
+    const float* src = a.at<const float>(0);
+    const uint32_t *src_rows = a.at<const uint32_t>(1), *dst_rows = a.at<const uint32_t>(3);
+    float* dst = a.at<float>(2);
+    const size_t rows = std::min(p.rows, step.n_tokens);
+    for (size_t i = begin * kGroup, e = std::min(end * kGroup, rows * p.n); i < e; ++i) {
+        const size_t row = i / p.n, col = i % p.n;
+        dst[size_t(dst_rows[row]) * p.dst_stride + col] = src[size_t(src_rows[row]) * p.src_stride + col];
     }
 }
 
@@ -92,7 +133,10 @@ void pool(const CpuArgs& a, size_t begin, size_t end) {
 
 void register_encoder(void (*add_row)(const KernelRow&)) {
     add_row({"layernorm", {layernorm, 0, 1}});
-    add_row({"encoder_attention", {encoder_attention, 0, 1}});
+    add_row({"encoder_attention", {encoder_attention<false>, 0, 1}});
+    add_row({"encoder_attention_weights", {encoder_attention<true>, 0, 1}});
+    add_row({"conv_gather", {conv_gather, 0, 1}});
+    add_row({"copy_rows", {copy_rows, 0, 1}});
     add_row({"pool", {pool, 0, 1}});
 }
 

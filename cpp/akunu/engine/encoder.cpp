@@ -136,7 +136,7 @@ void Encoder::build_table() {
         linear(R::kAttnK, R::kAttnKBias, l, h_, column(q_dim), q_dim, dim, qkv_row, false);
         linear(R::kAttnV, R::kAttnVBias, l, h_, column(2 * q_dim), q_dim, dim, qkv_row, false);
         t.set_label(blk + "attention");
-        kernels::encoder_attention(t, qkv_, seq_, step, attn_,
+        kernels::encoder_attention(t, qkv_, qkv_, seq_, step, attn_,
                                    {uint32_t(c.n_heads), uint32_t(c.head_dim), uint32_t(rows), uint32_t(qkv_row),
                                     uint32_t(q_dim), uint32_t(2 * q_dim), uint32_t(q_dim), c.attn_scale});
         t.set_label(blk + "attn_output");

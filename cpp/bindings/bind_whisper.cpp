@@ -1,0 +1,121 @@
+// Python view of a WhisperModel: loading, encode/decode into new NumPy arrays, sequence slots,
+// and the cross-attention and K/V read-backs.
+#include "akunu/core/error.h"
+#include "akunu/engine/whisper_model.h"
+#include "akunu/vulkan/device.h"
+#include "bindings.h"
+
+namespace akunu::py_bindings {
+
+namespace {
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// mel [n_mels, frames] or [B, n_mels, frames] -> [B, audio_ctx, d_model].
+py::array encode(WhisperModel& m, const FloatArray& mel) {
+    const ModelConfig& c = m.config();
+    const bool batched = mel.ndim() == 3;
+    AKUNU_CHECK(mel.ndim() == 2 || batched, "encode: mel must be [n_mels, frames] or [B, n_mels, frames], not " +
+                                                std::to_string(mel.ndim()) + "-D");
+    const size_t windows = batched ? size_t(mel.shape(0)) : 1;
+    const size_t mels = size_t(mel.shape(batched ? 1 : 0)), frames = size_t(mel.shape(batched ? 2 : 1));
+    AKUNU_CHECK(mels == size_t(c.n_mels) && frames == size_t(m.n_frames()),
+                "encode: mel must have " + std::to_string(c.n_mels) + " bins and " + std::to_string(m.n_frames()) +
+                    " frames (30 s, padded), found [" + std::to_string(mels) + ", " + std::to_string(frames) + "]");
+    py::array_t<float> out({windows, size_t(c.audio_ctx), size_t(c.dim)});
+    const float* in = mel.data();
+    float* data = out.mutable_data();
+    py::gil_scoped_release release;
+    m.encode(in, int(windows), data);
+    return out;
+}
+
+py::array decode(WhisperModel& m, const std::vector<int>& seqs, const std::vector<std::vector<int>>& tokens,
+                 bool all_logits) {
+    size_t rows = seqs.size();
+    if (all_logits) {
+        rows = 0;
+        for (const auto& t : tokens) rows += t.size();
+    }
+    py::array_t<float> out({rows, size_t(m.config().vocab_size)});
+    float* data = out.mutable_data();
+    py::gil_scoped_release release;
+    m.decode(seqs, tokens, all_logits, data);
+    return out;
+}
+
+// (k, v), each [heads, length, head_dim], copies of the slot's cache.
+py::tuple kv(const WhisperModel& m, int seq, int layer) {
+    const ModelConfig& c = m.config();
+    const size_t n = size_t(m.length(seq));
+    py::array_t<float> rows({n, size_t(2), size_t(c.n_heads), size_t(c.head_dim)});
+    m.read_kv(seq, layer, rows.mutable_data());
+    py::object np = py::module_::import("numpy");
+    auto side = [&](int i) {
+        return np.attr("ascontiguousarray")(
+            rows[py::make_tuple(py::slice(py::none(), py::none(), py::none()), i)].attr("transpose")(1, 0, 2));
+    };
+    return py::make_tuple(side(0), side(1));
+}
+
+}  // namespace
+
+void init_whisper(py::module_& m) {
+    py::class_<WhisperModel, std::shared_ptr<WhisperModel>>(m, "WhisperModel")
+        .def_static(
+            "load",
+            [](const std::string& path, const std::string& device, const py::object& tuning, int max_sequences,
+               py::object progress) {
+                WhisperOptions o;
+                o.device = device;
+                o.tuning = tuning_text(tuning);
+                o.max_sequences = max_sequences;
+                o.progress = progress_callback(progress);
+                py::gil_scoped_release release;
+                return std::shared_ptr<WhisperModel>(WhisperModel::load(path, o));
+            },
+            py::arg("path"), py::arg("device") = "", py::arg("tuning") = py::none(), py::arg("max_sequences") = 8,
+            py::arg("progress") = py::none())
+        .def_property_readonly(
+            "config",
+            [](const WhisperModel& w) { return py::module_::import("json").attr("loads")(w.config_json().dump()); })
+        .def_property_readonly("max_sequences", &WhisperModel::max_sequences)
+        .def_property_readonly("decode_rows", &WhisperModel::decode_rows)
+        .def_property_readonly("weight_bytes", &WhisperModel::weight_bytes)
+        .def_property_readonly("device", &WhisperModel::device_ptr)
+        .def_property_readonly("device_allocations",
+                               [](const WhisperModel& w) { return w.device().allocations_total(); })
+        .def("mel",
+             [](const WhisperModel&, const py::object&) -> py::array {
+                 throw Error(
+                     "WhisperModel.mel is not built yet in this checkout: the log-mel spectrogram comes with "
+                     "akunu's audio front end; pass a [n_mels, 3000] spectrogram to encode()");
+             })
+        .def("encode", &encode, py::arg("mel"))
+        .def("set_audio", &WhisperModel::set_audio, py::arg("seq"), py::arg("window") = 0)
+        .def("reset", &WhisperModel::reset, py::arg("seq"))
+        .def("length", &WhisperModel::length, py::arg("seq"))
+        .def("truncate", &WhisperModel::truncate, py::arg("seq"), py::arg("n"))
+        .def("copy_sequence", &WhisperModel::copy_sequence, py::arg("src"), py::arg("dst"))
+        .def("decode", &decode, py::arg("seqs"), py::arg("tokens"), py::arg("all_logits") = false)
+        .def(
+            "cross_attention",
+            [](const WhisperModel& w, int layer) {
+                const ModelConfig& c = w.config();
+                py::array_t<float> out({size_t(w.last_rows()), size_t(c.n_heads), size_t(c.audio_ctx)});
+                w.cross_attention(layer, out.mutable_data());
+                return out;
+            },
+            py::arg("layer"))
+        .def("kv", &kv, py::arg("seq"), py::arg("layer"))
+        .def(
+            "dispatch_table",
+            [](const WhisperModel& w, const std::string& which) {
+                AKUNU_CHECK(which == "decoder" || which == "encoder",
+                            "dispatch_table: which is 'decoder' or 'encoder', not '" + which + "'");
+                return dispatch_rows(which == "decoder" ? w.decoder_table() : w.encoder_table());
+            },
+            py::arg("which") = "decoder");
+}
+
+}  // namespace akunu::py_bindings
