@@ -1,6 +1,7 @@
 // Python view of a WhisperModel: loading, encode/decode into new NumPy arrays, sequence slots,
 // and the cross-attention and K/V read-backs.
 #include "akunu/core/error.h"
+#include "akunu/engine/kernels.h"
 #include "akunu/engine/whisper_model.h"
 #include "akunu/vulkan/device.h"
 #include "bindings.h"
@@ -116,6 +117,47 @@ void init_whisper(py::module_& m) {
                 return dispatch_rows(which == "decoder" ? w.decoder_table() : w.encoder_table());
             },
             py::arg("which") = "decoder");
+
+    // The encoder-decoder's kernels, one dispatch each (akunu.ops wraps them).
+    py::module_ k = m.attr("kernels");
+    k.def(
+        "attention_rows",
+        [](CommandList& cl, const PyBuffer& q, const PyBuffer& kv, const PyBuffer& seq, const PyBuffer& step,
+           const PyBuffer& out, uint32_t n_heads, uint32_t head_dim, uint32_t rows, uint32_t q_stride,
+           uint32_t kv_stride, uint32_t k_offset, uint32_t v_offset, uint32_t out_stride, float scale,
+           const std::shared_ptr<PyBuffer>& weights, uint32_t weights_stride) {
+            const Binding w = weights ? Binding(weights->buffer) : Binding();
+            kernels::encoder_attention(
+                cl, q.buffer, kv.buffer, seq.buffer, step.buffer, out.buffer,
+                {n_heads, head_dim, rows, q_stride, k_offset, v_offset, out_stride, scale, kv_stride, weights_stride},
+                weights ? &w : nullptr);
+        },
+        py::arg("cl"), py::arg("q"), py::arg("kv"), py::arg("seq"), py::arg("step"), py::arg("out"), py::arg("n_heads"),
+        py::arg("head_dim"), py::arg("rows"), py::arg("q_stride"), py::arg("kv_stride"), py::arg("k_offset"),
+        py::arg("v_offset"), py::arg("out_stride"), py::arg("scale"), py::arg("weights") = nullptr,
+        py::arg("weights_stride") = 0);
+    k.def(
+        "conv_gather",
+        [](CommandList& cl, const PyBuffer& x, const PyBuffer& out, const PyBuffer& step, uint32_t rows,
+           uint32_t channels, uint32_t kernel, uint32_t stride, uint32_t pad, uint32_t t_in, uint32_t t_out,
+           uint32_t window_stride, uint32_t c_stride, uint32_t t_stride) {
+            kernels::conv_gather(cl, x.buffer, out.buffer, step.buffer,
+                                 {rows, channels, kernel, stride, pad, t_in, t_out, window_stride, c_stride, t_stride});
+        },
+        py::arg("cl"), py::arg("x"), py::arg("out"), py::arg("step"), py::arg("rows"), py::arg("channels"),
+        py::arg("kernel"), py::arg("stride"), py::arg("pad"), py::arg("t_in"), py::arg("t_out"),
+        py::arg("window_stride"), py::arg("c_stride"), py::arg("t_stride"));
+    k.def(
+        "copy_rows",
+        [](CommandList& cl, const PyBuffer& src, const PyBuffer& src_rows, const PyBuffer& dst,
+           const PyBuffer& dst_rows, const PyBuffer& step, uint32_t rows, uint32_t n, uint32_t src_stride,
+           uint32_t dst_stride, size_t src_extent, size_t dst_extent) {
+            kernels::copy_rows(cl, src.buffer, src_rows.buffer, dst.buffer, dst_rows.buffer, step.buffer,
+                               {rows, n, src_stride, dst_stride}, src_extent, dst_extent);
+        },
+        py::arg("cl"), py::arg("src"), py::arg("src_rows"), py::arg("dst"), py::arg("dst_rows"), py::arg("step"),
+        py::arg("rows"), py::arg("n"), py::arg("src_stride"), py::arg("dst_stride"), py::arg("src_extent"),
+        py::arg("dst_extent"));
 }
 
 }  // namespace akunu::py_bindings

@@ -25,6 +25,9 @@ std::unique_ptr<Encoder> Encoder::load(const std::string& path, const EncoderOpt
     e->config_ = load_config(*e->files_);
     const ModelConfig& c = e->config_;
     const ArchDescriptor& a = c.arch();
+    AKUNU_CHECK(!a.encoder, path + ": " + c.architecture +
+                                " is an encoder-decoder (speech to text); load it with akunu.WhisperModel "
+                                "(WhisperModel::load)");
     AKUNU_CHECK(!a.causal, path + ": " + c.architecture +
                                " is a causal language model, not an encoder; it generates text "
                                "(akunu.Model.generate / Model::load) but has no embed()");
