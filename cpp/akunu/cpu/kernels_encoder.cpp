@@ -3,9 +3,11 @@
 // head), a packed text, 256 elements.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
+#include "akunu/cpu/vec_math.h"
 #include "akunu/vulkan/cpu_kernel.h"
 #include "params.h"
 
@@ -32,7 +34,9 @@ void layernorm(const CpuArgs& a, size_t begin, size_t end) {
 }
 
 // One workgroup per (query row, head): softmax over the row's span of key rows; with
-// `weights` (encoder_attention_weights) the normalized scores are stored too.
+// kWeights (encoder_attention_weights) the normalized scores are stored too. The workgroups of
+// a range go head by head, so that the rows of one span (an encoder window, a packed text)
+// share its keys transposed once, which the vectorized scores loop reads.
 template <bool kWeights>
 void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<EncoderAttentionParams>();
@@ -40,37 +44,38 @@ void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
     const float *q_all = a.at<const float>(0), *kv = a.at<const float>(1);
     const uint32_t* seq = a.at<const uint32_t>(2);
     float* out = a.at<float>(4);
-    thread_local std::vector<float> scores;
+    const size_t rows = std::min(p.rows, step.n_tokens), heads = p.n_heads, hd = p.head_dim;
+    const VecMath& vm = vec_math();
+    thread_local std::vector<float> scores, kt;  // [keys], [head_dim, keys]
     scores.resize(AKUNU_ENCODER_MAX_KEYS);
-    for (size_t g = begin; g < end; ++g) {
-        const size_t row = g / p.n_heads, head = g % p.n_heads;
-        if (row >= std::min(p.rows, step.n_tokens)) continue;
-        const size_t start = seq[2 * row], len = std::min<size_t>(seq[2 * row + 1], AKUNU_ENCODER_MAX_KEYS);
-        const float* q = q_all + row * p.q_stride + head * p.head_dim;
-        float m = -std::numeric_limits<float>::infinity();
-        for (size_t j = 0; j < len; ++j) {
-            const float* k = kv + (start + j) * p.kv_stride + p.k_offset + head * p.head_dim;
-            float s = 0.0f;
-            for (size_t d = 0; d < p.head_dim; ++d) s += q[d] * k[d];
-            scores[j] = s * p.scale;
-            m = std::max(m, scores[j]);
+    kt.resize(size_t(AKUNU_ENCODER_MAX_KEYS) * hd);
+    for (size_t head = 0; head < heads; ++head) {
+        size_t kt_start = SIZE_MAX, kt_len = 0;
+        for (size_t g = begin + (head + heads - begin % heads) % heads; g < end; g += heads) {
+            const size_t row = g / heads;
+            if (row >= rows) break;
+            const size_t start = seq[2 * row], len = std::min<size_t>(seq[2 * row + 1], AKUNU_ENCODER_MAX_KEYS);
+            if (start != kt_start || len != kt_len) {
+                for (size_t j = 0; j < len; ++j) {
+                    const float* k = kv + (start + j) * p.kv_stride + p.k_offset + head * hd;
+                    for (size_t d = 0; d < hd; ++d) kt[d * len + j] = k[d];
+                }
+                kt_start = start, kt_len = len;
+            }
+            float* s = scores.data();
+            vm.scores(q_all + row * p.q_stride + head * hd, kt.data(), len, hd, len, s);
+            float m = -std::numeric_limits<float>::infinity();
+            for (size_t j = 0; j < len; ++j) m = std::max(m, s[j] *= p.scale);
+            const float inv_total = 1.0f / vm.exp_shifted(s, len, m);
+            if constexpr (kWeights) {
+                float* w = a.at<float>(5) + g * p.weights_stride;
+                for (size_t j = 0; j < len; ++j) w[j] = s[j] * inv_total;
+            }
+            float* o = out + row * p.out_stride + head * hd;
+            std::fill(o, o + hd, 0.0f);
+            vm.mix(o, 1.0f, s, kv + start * p.kv_stride + p.v_offset + head * hd, p.kv_stride, len, hd);
+            for (size_t d = 0; d < hd; ++d) o[d] *= inv_total;
         }
-        float total = 0.0f;
-        for (size_t j = 0; j < len; ++j) total += scores[j] = std::exp(scores[j] - m);
-        const float inv_total = 1.0f / total;
-        if constexpr (kWeights) {
-            float* w = a.at<float>(5) + g * p.weights_stride;
-            for (size_t j = 0; j < len; ++j) w[j] = scores[j] * inv_total;
-        }
-        const float* v = kv + start * p.kv_stride + p.v_offset + head * p.head_dim;
-        float* o = out + row * p.out_stride + head * p.head_dim;
-        for (size_t d = 0; d < p.head_dim; ++d) o[d] = 0.0f;
-        for (size_t j = 0; j < len; ++j) {
-            const float s = scores[j];
-            const float* vj = v + j * p.kv_stride;
-            for (size_t d = 0; d < p.head_dim; ++d) o[d] += s * vj[d];
-        }
-        for (size_t d = 0; d < p.head_dim; ++d) o[d] *= inv_total;
     }
 }
 
