@@ -93,6 +93,7 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     // A decoder submission holds every position of one sequence (a whole prompt, or the rows
     // whose cross-attention a word alignment reads) and one step of every slot.
     m->rows_ = std::max(c.max_context, m->slots_);
+    m->short_rows_ = std::min(m->rows_, std::max(16, m->slots_));
     m->lengths_.assign(size_t(m->slots_), 0);
     m->has_audio_.assign(size_t(m->slots_), false);
 
@@ -105,7 +106,8 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     m->allocate();
     stage("dispatch table");
     m->build_encoder_table();
-    m->build_decoder_table();
+    m->dec_table_ = m->build_decoder_table(size_t(m->rows_));
+    m->dec_short_table_ = m->build_decoder_table(size_t(m->short_rows_));
     m->build_copy_table();
     auto record = [&](const DispatchTable& t) {
         auto cl = std::make_unique<CommandList>(m->device_, 0);
@@ -116,6 +118,7 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     };
     m->enc_cl_ = record(*m->enc_table_);
     m->dec_cl_ = record(*m->dec_table_);
+    m->dec_short_cl_ = record(*m->dec_short_table_);
     m->copy_cl_ = record(*m->copy_table_);
     return m;
 }

@@ -96,7 +96,7 @@ private:
     void upload(bool encoder, const ModelConfig& c, const WhisperOptions& options);
     void allocate();
     void build_encoder_table();
-    void build_decoder_table();
+    std::unique_ptr<DispatchTable> build_decoder_table(size_t rows);
     void build_copy_table();
     void check_slot(int seq, const char* what) const;
     void run_copies(uint32_t self_rows, uint32_t cross_rows, uint32_t audio_rows);
@@ -109,6 +109,7 @@ private:
     size_t weight_bytes_ = 0;
     int slots_ = 0;  // sequence slots and encoder windows
     int rows_ = 0;  // decoder rows per submission
+    int short_rows_ = 0;  // rows of the short decoder table, which a step of every slot takes
     int encoded_ = 0;  // windows of the last encode()
     int last_rows_ = 0;
     std::vector<int> lengths_;  // [slots] cached positions
@@ -143,8 +144,10 @@ private:
     Buffer self_step_, cross_step_, audio_step_;  // StepState: n_tokens = rows to copy
     std::vector<uint32_t> staging_;  // [8 R + 2 T] u32 row metadata (sized once)
 
-    std::unique_ptr<DispatchTable> enc_table_, dec_table_, copy_table_;
-    std::unique_ptr<CommandList> enc_cl_, dec_cl_, copy_cl_;
+    // The decoder twice: for rows_ rows, and for short_rows_ (a step: the kernels whose work the
+    // CPU backend runs at its recorded size, elementwise ones, then cover those rows only).
+    std::unique_ptr<DispatchTable> enc_table_, dec_table_, dec_short_table_, copy_table_;
+    std::unique_ptr<CommandList> enc_cl_, dec_cl_, dec_short_cl_, copy_cl_;
 };
 
 }  // namespace akunu

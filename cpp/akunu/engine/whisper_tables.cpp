@@ -117,11 +117,12 @@ void WhisperModel::build_encoder_table() {
     t.set_chunk_rows(0);
 }
 
-void WhisperModel::build_decoder_table() {
+// The decoder over up to `rows` rows (at most rows_, which the buffers hold).
+std::unique_ptr<DispatchTable> WhisperModel::build_decoder_table(size_t rows) {
     const ModelConfig& c = config_;
-    dec_table_ = std::make_unique<DispatchTable>(*device_);
-    DispatchTable& t = *dec_table_;
-    const size_t rows = size_t(rows_), d = size_t(c.dim), d2 = 2 * d;
+    auto table = std::make_unique<DispatchTable>(*device_);
+    DispatchTable& t = *table;
+    const size_t d = size_t(c.dim), d2 = 2 * d;
     const uint32_t d32 = uint32_t(d);
     t.set_chunk_rows(uint32_t(rows));  // counts follow the rows of a call (set_tokens)
     auto w = [&](R role, int l) -> const Weight& { return weight(false, role, l); };
@@ -166,6 +167,7 @@ void WhisperModel::build_decoder_table() {
     kernels::gemm(t, out.buffer, out.type, xh_, logits_, {rows, size_t(c.vocab_size), d, d, size_t(c.vocab_size)},
                   head_step_);
     t.set_chunk_rows(0);
+    return table;
 }
 
 void WhisperModel::build_copy_table() {
@@ -257,8 +259,9 @@ void WhisperModel::run_rows(size_t first, size_t n, const std::vector<size_t>& h
     const StepState rows{0, 0, uint32_t(n), 0}, logit_rows{0, 0, uint32_t(heads.size()), 0};
     dec_step_.write(&rows, sizeof rows);
     head_step_.write(&logit_rows, sizeof logit_rows);
-    dec_table_->set_tokens(uint32_t(n));
-    dec_cl_->submit_and_wait();
+    const bool short_step = n <= size_t(short_rows_);
+    (short_step ? dec_short_table_ : dec_table_)->set_tokens(uint32_t(n));
+    (short_step ? dec_short_cl_ : dec_cl_)->submit_and_wait();
     last_rows_ = int(n);
 }
 
