@@ -140,6 +140,21 @@ def test_copy_truncate_reset(model, ref, audio):
                                atol=LOGIT_ATOL, rtol=LOGIT_RTOL)
 
 
+def test_a_decode_longer_than_one_submission(model, ref, audio, rng):
+    """Two prompts of 300 tokens (more rows than one decoder submission holds) give the logits
+    each gives alone; cross_attention then covers the last submission's rows."""
+    assert model.decode_rows == 448
+    prompts = [rng.integers(0, 50000, 300).tolist() for _ in range(2)]
+    together = model.decode([0, 1], prompts)
+    assert model.cross_attention(0).shape[0] == 600 - 448
+    alone = []
+    for seq in (0, 1):
+        model.reset(seq)
+        alone.append(model.decode([seq], [prompts[seq]])[0])
+    np.testing.assert_allclose(together, np.stack(alone), atol=1e-5, rtol=1e-5)
+    assert model.length(0) == model.length(1) == 300
+
+
 def test_cross_attention_and_kv_views(model, ref, audio):
     """The same tokens in three slots: two on jfk's audio, one on the weather's."""
     ids = ref["jfk"]["ids"][:3]
