@@ -105,7 +105,8 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     stage("scratch");
     m->allocate();
     stage("dispatch table");
-    m->build_encoder_table();
+    m->enc_table_ = m->build_encoder_table(size_t(m->slots_));
+    m->enc_one_table_ = m->build_encoder_table(1);
     m->dec_table_ = m->build_decoder_table(size_t(m->rows_));
     m->dec_short_table_ = m->build_decoder_table(size_t(m->short_rows_));
     m->build_copy_table();
@@ -117,6 +118,7 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
         return cl;
     };
     m->enc_cl_ = record(*m->enc_table_);
+    m->enc_one_cl_ = record(*m->enc_one_table_);
     m->dec_cl_ = record(*m->dec_table_);
     m->dec_short_cl_ = record(*m->dec_short_table_);
     m->copy_cl_ = record(*m->copy_table_);
@@ -254,8 +256,8 @@ void WhisperModel::encode(const float* mel, int windows, float* out) {
     const StepState conv{0, 0, uint32_t(size_t(windows) * frames), 0}, rows{0, 0, uint32_t(size_t(windows) * t), 0};
     enc_step_conv_.write(&conv, sizeof conv);
     enc_step_.write(&rows, sizeof rows);
-    enc_table_->set_tokens(uint32_t(windows));
-    enc_cl_->submit_and_wait();
+    (windows == 1 ? enc_one_table_ : enc_table_)->set_tokens(uint32_t(windows));
+    (windows == 1 ? enc_one_cl_ : enc_cl_)->submit_and_wait();
     encoded_ = windows;
     enc_out_.read(out, size_t(windows) * t * d * 4);
 }

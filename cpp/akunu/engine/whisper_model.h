@@ -95,7 +95,7 @@ private:
     const Weight& weight(bool encoder, TensorRole role, int layer = -1) const;
     void upload(bool encoder, const ModelConfig& c, const WhisperOptions& options);
     void allocate();
-    void build_encoder_table();
+    std::unique_ptr<DispatchTable> build_encoder_table(size_t windows);
     std::unique_ptr<DispatchTable> build_decoder_table(size_t rows);
     void build_copy_table();
     void check_slot(int seq, const char* what) const;
@@ -146,8 +146,9 @@ private:
 
     // The decoder twice: for rows_ rows, and for short_rows_ (a step: the kernels whose work the
     // CPU backend runs at its recorded size, elementwise ones, then cover those rows only).
-    std::unique_ptr<DispatchTable> enc_table_, dec_table_, dec_short_table_, copy_table_;
-    std::unique_ptr<CommandList> enc_cl_, dec_cl_, dec_short_cl_, copy_cl_;
+    // Likewise the encoder for max_sequences windows and for one.
+    std::unique_ptr<DispatchTable> enc_table_, enc_one_table_, dec_table_, dec_short_table_, copy_table_;
+    std::unique_ptr<CommandList> enc_cl_, enc_one_cl_, dec_cl_, dec_short_cl_, copy_cl_;
 };
 
 }  // namespace akunu

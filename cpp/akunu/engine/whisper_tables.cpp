@@ -66,11 +66,12 @@ struct StackOps {
 
 }  // namespace
 
-void WhisperModel::build_encoder_table() {
+// The encoder over up to `e` windows (at most slots_, which the buffers hold).
+std::unique_ptr<DispatchTable> WhisperModel::build_encoder_table(size_t e) {
     const ModelConfig& c = enc_config_;
-    enc_table_ = std::make_unique<DispatchTable>(*device_);
-    DispatchTable& t = *enc_table_;
-    const size_t e = size_t(slots_), frames = size_t(n_frames()), tt = size_t(c.max_context), d = size_t(c.dim);
+    auto table = std::make_unique<DispatchTable>(*device_);
+    DispatchTable& t = *table;
+    const size_t frames = size_t(n_frames()), tt = size_t(c.max_context), d = size_t(c.dim);
     const size_t mels = size_t(c.n_mels), rows = e * tt;
     // Workgroup counts follow the windows of a call (DispatchTable::set_tokens(windows)).
     t.set_chunk_rows(uint32_t(e));
@@ -115,6 +116,7 @@ void WhisperModel::build_encoder_table() {
                    false);
     }
     t.set_chunk_rows(0);
+    return table;
 }
 
 // The decoder over up to `rows` rows (at most rows_, which the buffers hold).
