@@ -60,7 +60,8 @@ class MemoryPlan:
             rows.append(f"    {name:<42}{_mib(n):>16}")
         layouts = ", ".join(f"{n} {k}" for k, n in sorted(
             {k: self.kv_layers.count(k) for k in self.kv_layers}.items()))
-        rows.append(f"  {'KV cache (' + layouts + ')':<44}{_mib(self.kv_bytes):>16}")
+        kv = f"KV cache ({layouts})" if layouts else "KV cache (self and cross attention)"
+        rows.append(f"  {kv:<44}{_mib(self.kv_bytes):>16}")
         if self.kv_block_bytes:
             rows.append(f"    {'grows per 256 positions by':<42}{_mib(self.kv_block_bytes):>16}")
             rows.append(f"    {'at the full context':<42}{_mib(self.kv_max_bytes):>16}")
