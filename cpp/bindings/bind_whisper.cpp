@@ -3,6 +3,7 @@
 #include "akunu/core/error.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/engine/whisper_model.h"
+#include "akunu/tokenizer/tokenizer.h"
 #include "akunu/vulkan/device.h"
 #include "bindings.h"
 
@@ -71,7 +72,8 @@ void init_whisper(py::module_& m) {
                 o.device = device;
                 o.tuning = tuning_text(tuning);
                 o.max_sequences = max_sequences;
-                o.progress = progress_callback(progress);
+                // progress: a callable, or None / False for none.
+                o.progress = PyCallable_Check(progress.ptr()) ? progress_callback(progress) : nullptr;
                 py::gil_scoped_release release;
                 return std::shared_ptr<WhisperModel>(WhisperModel::load(path, o));
             },
@@ -80,6 +82,7 @@ void init_whisper(py::module_& m) {
         .def_property_readonly(
             "config",
             [](const WhisperModel& w) { return py::module_::import("json").attr("loads")(w.config_json().dump()); })
+        .def_property_readonly("tokenizer", [](const WhisperModel& w) { return Tokenizer::from_model(w.files()); })
         .def_property_readonly("max_sequences", &WhisperModel::max_sequences)
         .def_property_readonly("decode_rows", &WhisperModel::decode_rows)
         .def_property_readonly("weight_bytes", &WhisperModel::weight_bytes)
