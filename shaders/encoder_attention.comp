@@ -1,17 +1,22 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// encoder_attention: softmax(q K^T * scale) V for one (token row, head) per workgroup, over the
-// rows of the token's own sequence (EncoderAttentionParams). Scores of the whole sequence sit in
-// shared memory: each invocation scores every 64th key, then the workgroup's max and sum
-// normalize them, then each invocation forms every 64th output dim.
+// encoder_attention: softmax(q K^T * scale) V for one (query row, head) per workgroup, over the
+// row's span of key rows (EncoderAttentionParams). Scores of the whole span sit in shared
+// memory: each invocation scores every 64th key, then the workgroup's max and sum normalize
+// them, then each invocation forms every 64th output dim. ATTN_WEIGHTS also stores the
+// normalized scores (cross-attention weights, for alignment).
 #include "common.glsl"
 #include "reduce.glsl"
 
 layout(local_size_x = 64) in;
-layout(std430, binding = 0) readonly buffer Qkv { float qkv[]; };       // [rows, q_stride]
-layout(std430, binding = 1) readonly buffer Seq { uint seq[]; };        // [rows, 2] (start, len)
-layout(std430, binding = 2) readonly buffer Step { StepState step; };
-layout(std430, binding = 3) writeonly buffer Out { float out_data[]; };  // [rows, out_stride]
+layout(std430, binding = 0) readonly buffer Q { float q[]; };           // [rows, q_stride]
+layout(std430, binding = 1) readonly buffer Kv { float kv[]; };         // [key rows, kv_stride]
+layout(std430, binding = 2) readonly buffer Seq { uint seq[]; };        // [rows, 2] (start, len)
+layout(std430, binding = 3) readonly buffer Step { StepState step; };
+layout(std430, binding = 4) writeonly buffer Out { float out_data[]; };  // [rows, out_stride]
+#ifdef ATTN_WEIGHTS
+layout(std430, binding = 5) writeonly buffer W { float weights[]; };  // [rows, n_heads, weights_stride]
+#endif
 layout(push_constant) uniform Push { EncoderAttentionParams p; };
 
 shared float scores[AKUNU_ENCODER_MAX_KEYS];
@@ -25,9 +30,9 @@ void main() {
     const uint q_base = row * p.q_stride + head * p.head_dim;
     float local_max = -1.0 / 0.0;
     for (uint j = lane; j < len; j += lanes) {
-        const uint k_base = (start + j) * p.q_stride + p.k_offset + head * p.head_dim;
+        const uint k_base = (start + j) * p.kv_stride + p.k_offset + head * p.head_dim;
         float s = 0.0;
-        for (uint d = 0; d < p.head_dim; ++d) s += qkv[q_base + d] * qkv[k_base + d];
+        for (uint d = 0; d < p.head_dim; ++d) s += q[q_base + d] * kv[k_base + d];
         s *= p.scale;
         scores[j] = s;
         local_max = max(local_max, s);
@@ -40,10 +45,14 @@ void main() {
         local_sum += e;
     }
     const float inv_total = 1.0 / workgroup_sum(local_sum);
-    const uint v_base = start * p.q_stride + p.v_offset + head * p.head_dim;
+#ifdef ATTN_WEIGHTS
+    const uint w_base = gid * p.weights_stride;
+    for (uint j = lane; j < len; j += lanes) weights[w_base + j] = scores[j] * inv_total;
+#endif
+    const uint v_base = start * p.kv_stride + p.v_offset + head * p.head_dim;
     for (uint d = lane; d < p.head_dim; d += lanes) {
         float acc = 0.0;
-        for (uint j = 0; j < len; ++j) acc += scores[j] * qkv[v_base + j * p.q_stride + d];
+        for (uint j = 0; j < len; ++j) acc += scores[j] * kv[v_base + j * p.kv_stride + d];
         out_data[row * p.out_stride + head * p.head_dim + d] = acc * inv_total;
     }
 }

@@ -121,8 +121,10 @@ void init_config(py::module_& m) {
         "plan_memory",
         [](const ModelConfig& c, const std::shared_ptr<ModelFiles>& files, int context, int prefill_chunk,
            int max_chain, const std::string& kv_dtype, const std::string& weights_dtype,
-           std::optional<std::string> device, bool kv_blocks, bool kv_ring, const py::object& tuning) {
+           std::optional<std::string> device, bool kv_blocks, bool kv_ring, const py::object& tuning,
+           int max_sequences) {
             PlanOptions o;
+            o.max_sequences = max_sequences;
             o.context = context;
             o.prefill_chunk = prefill_chunk;
             o.max_chain = max_chain;
@@ -166,7 +168,7 @@ void init_config(py::module_& m) {
         },
         py::arg("config"), py::arg("files"), py::arg("context"), py::arg("prefill_chunk"), py::arg("max_chain"),
         py::arg("kv_dtype"), py::arg("weights_dtype"), py::arg("device"), py::arg("kv_blocks") = false,
-        py::arg("kv_ring") = false, py::arg("tuning") = py::none());
+        py::arg("kv_ring") = false, py::arg("tuning") = py::none(), py::arg("max_sequences") = 8);
 }
 
 std::vector<std::string> kv_layer_rows(const MemoryPlan& plan) {

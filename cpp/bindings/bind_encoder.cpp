@@ -57,7 +57,7 @@ void init_encoder(py::module_& m) {
         [](CommandList& cl, const PyBuffer& qkv, const PyBuffer& seq, const PyBuffer& step, const PyBuffer& out,
            uint32_t n_heads, uint32_t head_dim, uint32_t rows, uint32_t q_stride, uint32_t k_offset, uint32_t v_offset,
            uint32_t out_stride, float scale) {
-            kernels::encoder_attention(cl, qkv.buffer, seq.buffer, step.buffer, out.buffer,
+            kernels::encoder_attention(cl, qkv.buffer, qkv.buffer, seq.buffer, step.buffer, out.buffer,
                                        {n_heads, head_dim, rows, q_stride, k_offset, v_offset, out_stride, scale});
         },
         py::arg("cl"), py::arg("qkv"), py::arg("seq"), py::arg("step"), py::arg("out"), py::arg("n_heads"),

@@ -94,5 +94,6 @@ void init_engine(py::module_& m);
 void init_encoder(py::module_& m);
 void init_audio(py::module_& m);
 void init_batch(py::module_& m);
+void init_whisper(py::module_& m);
 
 }  // namespace akunu::py_bindings

@@ -18,6 +18,7 @@ PYBIND11_MODULE(_akunu, m) {
     init_encoder(m);
     init_audio(m);
     init_batch(m);
+    init_whisper(m);
 }
 
 }  // namespace akunu::py_bindings

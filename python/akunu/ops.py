@@ -196,7 +196,7 @@ def sample(logits, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
     return out_ids, out_logprobs
 
 
-# ---- Encoder kernels (bert) ----------------------------------------------------------------------
+# ---- Encoder kernels (bert, whisper) ----------------------------------------------------------------------
 
 def _step(device, n_tokens: int):
     """A StepState buffer {pos 0, token_slot 0, n_tokens, 0}: the rows a kernel runs."""
@@ -228,6 +228,42 @@ def encoder_attention(qkv, seq, out, n_heads: int, head_dim: int, scale: float |
     step = _step(out.device, rows if n_tokens is None else n_tokens)
     return _run(out.device, lambda cl: kernels.encoder_attention(cl, qkv, seq, step, out, n_heads, head_dim, rows,
                                                                  qkv.shape[1], width, 2 * width, width, scale))
+
+
+def span_attention(q, kv, seq, out, n_heads: int, head_dim: int, k_offset: int, v_offset: int, weights=None,
+                   scale: float | None = None, n_tokens: int | None = None) -> float:
+    """Attention of each query row of q [rows, q_stride] f32 over its span of key rows of kv
+    [key rows, kv_stride] f32 (K at column k_offset, V at v_offset), seq [rows, 2] u32 (start,
+    len) naming the span; out [rows, n_heads head_dim] f32. With weights [rows, n_heads, width]
+    f32 the softmax weights are stored too. scale defaults to 1 / sqrt(head_dim)."""
+    rows = q.shape[0]
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    step = _step(out.device, rows if n_tokens is None else n_tokens)
+    width = 0 if weights is None else weights.shape[-1]
+    return _run(out.device, lambda cl: kernels.span_attention(
+        cl, q, kv, seq, step, out, n_heads, head_dim, rows, q.shape[1], kv.shape[1], k_offset, v_offset,
+        n_heads * head_dim, scale, weights, width))
+
+
+def conv_gather(x, out, channels: int, kernel: int, stride: int, pad: int, t_in: int, t_out: int,
+                window_stride: int, c_stride: int, t_stride: int, n_tokens: int | None = None) -> float:
+    """The im2col columns of a Conv1d into out [rows, channels * kernel] f32: row r is position
+    r % t_out of window r // t_out, column c * kernel + k holds channel c at position
+    t * stride + k - pad (0 outside [0, t_in)) of x, f32 at the given strides."""
+    rows = out.shape[0]
+    step = _step(out.device, rows if n_tokens is None else n_tokens)
+    return _run(out.device, lambda cl: kernels.conv_gather(cl, x, out, step, rows, channels, kernel, stride, pad,
+                                                           t_in, t_out, window_stride, c_stride, t_stride))
+
+
+def copy_rows(src, src_rows, dst, dst_rows, n_tokens: int | None = None) -> float:
+    """dst[dst_rows[r], :n] = src[src_rows[r], :n] for the first n_tokens rows (default: all of
+    src_rows), f32 rows of src [.., src_stride] and dst [.., dst_stride], n their common width."""
+    rows = _count(src_rows)
+    n = min(src.shape[1], dst.shape[1])
+    step = _step(dst.device, rows if n_tokens is None else n_tokens)
+    return _run(dst.device, lambda cl: kernels.copy_rows(cl, src, src_rows, dst, dst_rows, step, rows, n,
+                                                         src.shape[1], dst.shape[1], src.shape[0], dst.shape[0]))
 
 
 def pool(h, texts, out) -> float:

@@ -60,7 +60,8 @@ class MemoryPlan:
             rows.append(f"    {name:<42}{_mib(n):>16}")
         layouts = ", ".join(f"{n} {k}" for k, n in sorted(
             {k: self.kv_layers.count(k) for k in self.kv_layers}.items()))
-        rows.append(f"  {'KV cache (' + layouts + ')':<44}{_mib(self.kv_bytes):>16}")
+        kv = f"KV cache ({layouts})" if layouts else "KV cache (self and cross attention)"
+        rows.append(f"  {kv:<44}{_mib(self.kv_bytes):>16}")
         if self.kv_block_bytes:
             rows.append(f"    {'grows per 256 positions by':<42}{_mib(self.kv_block_bytes):>16}")
             rows.append(f"    {'at the full context':<42}{_mib(self.kv_max_bytes):>16}")
@@ -94,7 +95,7 @@ def load_config(model) -> _akunu.ModelConfig:
 def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: str = "f16",
          device: str | int | None = None, weights_dtype: str = "F16", max_chain: int = 64,
          check_device: bool = True, kv_alloc: str = "full", kv_ring: bool = False,
-         tuning: dict | str | None = None) -> MemoryPlan:
+         tuning: dict | str | None = None, max_sequences: int = 8) -> MemoryPlan:
     """Plans the memory of `model` (a path, config dict, ModelConfig or opened model).
 
     `context`: positions (None: the trained length); more than the model was trained for is
@@ -109,6 +110,11 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     weights are counted as the file stores them. `weights_dtype` sizes the weights of
     config-only models. `tuning`: settings over AKUNU_TUNE, as for Model (some change the
     scratch a model plans, e.g. prefill_dequant_rows).
+
+    A Whisper model is planned for `max_sequences` sequence slots (and encoder windows), as
+    WhisperModel.load allocates them: the KV cache holds each slot's self- and cross-attention
+    K/V and each window's cross K/V, the decode scratch the decoder's rows, the prefill scratch
+    the encoder's windows.
     """
     files = None
     if isinstance(model, _akunu.ModelFiles):
@@ -124,5 +130,5 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     if kv_alloc not in ("full", "blocks"):
         raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
     d = _akunu.plan_memory(config, files, context, prefill_chunk, max_chain, kv_dtype, weights_dtype, selector,
-                           kv_alloc == "blocks", bool(kv_ring), tuning)
+                           kv_alloc == "blocks", bool(kv_ring), tuning, max_sequences)
     return MemoryPlan(config=config, **d)

@@ -298,12 +298,14 @@ struct LayerNormParams {
 };
 AKUNU_PARAMS_SIZE(LayerNormParams, 12)
 
-// encoder_attention: bidirectional attention inside packed sequences. Token row r (below
-// step.n_tokens) belongs to the sequence of rows [seq[r].start, seq[r].start + seq[r].len) and
-// attends exactly those rows, so texts packed into one batch never see each other (and there is
-// no padding to mask). Q, K, V are column slices of qkv rows (q at 0, k at k_offset, v at
-// v_offset, rows q_stride floats apart); out rows are out_stride apart. One workgroup per
-// (row, head); a sequence holds at most AKUNU_ENCODER_MAX_KEYS rows.
+// encoder_attention: attention of each query row over a span of key rows. Query row r (below
+// step.n_tokens) attends key rows [seq[r].start, seq[r].start + seq[r].len) of kv: packed texts
+// never see each other (bert: q, k and v are column slices of one qkv buffer, bound twice), a
+// decoder row sees its sequence's cache up to its position, a cross-attention row its audio
+// window. Q rows are q_stride floats apart; K and V sit at k_offset and v_offset of kv rows
+// kv_stride apart; out rows are out_stride apart. One workgroup per (row, head); a span holds at
+// most AKUNU_ENCODER_MAX_KEYS rows. encoder_attention_weights (ATTN_WEIGHTS) also writes the
+// softmax weights of (row, head) to weights[(row * n_heads + head) * weights_stride + j].
 #define AKUNU_ENCODER_MAX_KEYS 2048
 struct EncoderAttentionParams {
     uint n_heads;
@@ -314,8 +316,10 @@ struct EncoderAttentionParams {
     uint v_offset;
     uint out_stride;
     float scale;
+    uint kv_stride;
+    uint weights_stride;  // ATTN_WEIGHTS only
 };
-AKUNU_PARAMS_SIZE(EncoderAttentionParams, 32)
+AKUNU_PARAMS_SIZE(EncoderAttentionParams, 40)
 
 // pool: one embedding per packed sequence. The texts buffer (u32) starts with a header that
 // the CPU writes per batch, {count, mode (0: mean, 1: cls), normalize (0 or 1), 0}, then
@@ -351,6 +355,38 @@ struct MelParams {
     uint max_frames;  // rows of power, columns of out's capacity
 };
 AKUNU_PARAMS_SIZE(MelParams, 20)
+
+// ---- Encoder-decoders (whisper): see cpp/akunu/engine/whisper_model.h -------------------------
+
+// conv_gather: the columns of a Conv1d as a GEMM reads them (im2col). Output row r < min(rows,
+// step.n_tokens) is position t = r % t_out of window w = r / t_out, and its column c * kernel + k
+// holds input channel c at position t * stride + k - pad of that window (0 outside [0, t_in)):
+// x[w * window_stride + c * c_stride + position * t_stride]. A GEMM against the weight
+// [out channels, channels * kernel] is then the convolution.
+struct ConvGatherParams {
+    uint rows;
+    uint channels;
+    uint kernel;
+    uint stride;
+    uint pad;
+    uint t_in;
+    uint t_out;
+    uint window_stride;
+    uint c_stride;
+    uint t_stride;
+};
+AKUNU_PARAMS_SIZE(ConvGatherParams, 40)
+
+// copy_rows: dst[dst_rows[r] * dst_stride + i] = src[src_rows[r] * src_stride + i] for rows
+// r < min(rows, step.n_tokens), i < n (f32): a decode step's K and V into each sequence's
+// cache rows, a window's cross-attention K and V into a sequence, one sequence into another.
+struct CopyRowsParams {
+    uint rows;
+    uint n;
+    uint src_stride;
+    uint dst_stride;
+};
+AKUNU_PARAMS_SIZE(CopyRowsParams, 16)
 
 #ifdef __cplusplus
 }  // namespace akunu

@@ -64,6 +64,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"kv_store_", sizeof(RopeKvParams), 6},
         {"rope_only", sizeof(RopeKvParams), 6},
         {"fill_", sizeof(FillParams), 1},
+        {"copy_rows", sizeof(CopyRowsParams), 5},  // src and dst with their row indices, the step
         {"copy_", sizeof(CopyParams), 2},
         {"read_", sizeof(CopyParams), 2},
         {"add_", sizeof(AddParams), 3},
@@ -87,7 +88,9 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"last_row", sizeof(LastRowParams), 3},
         {"softcap", sizeof(SoftcapParams), 2},
         {"layernorm", sizeof(LayerNormParams), 5},
-        {"encoder_attention", sizeof(EncoderAttentionParams), 4},
+        {"encoder_attention_weights", sizeof(EncoderAttentionParams), 6},  // binding 5: the weights
+        {"encoder_attention", sizeof(EncoderAttentionParams), 5},
+        {"conv_gather", sizeof(ConvGatherParams), 3},
         {"pool", sizeof(PoolParams), 3},
         {"mel_power", sizeof(MelParams), 4},
         {"mel_log", sizeof(MelParams), 4},

@@ -25,6 +25,9 @@ std::unique_ptr<Encoder> Encoder::load(const std::string& path, const EncoderOpt
     e->config_ = load_config(*e->files_);
     const ModelConfig& c = e->config_;
     const ArchDescriptor& a = c.arch();
+    AKUNU_CHECK(!a.encoder, path + ": " + c.architecture +
+                                " is an encoder-decoder (speech to text); load it with akunu.WhisperModel "
+                                "(WhisperModel::load)");
     AKUNU_CHECK(!a.causal, path + ": " + c.architecture +
                                " is a causal language model, not an encoder; it generates text "
                                "(akunu.Model.generate / Model::load) but has no embed()");
@@ -136,7 +139,7 @@ void Encoder::build_table() {
         linear(R::kAttnK, R::kAttnKBias, l, h_, column(q_dim), q_dim, dim, qkv_row, false);
         linear(R::kAttnV, R::kAttnVBias, l, h_, column(2 * q_dim), q_dim, dim, qkv_row, false);
         t.set_label(blk + "attention");
-        kernels::encoder_attention(t, qkv_, seq_, step, attn_,
+        kernels::encoder_attention(t, qkv_, qkv_, seq_, step, attn_,
                                    {uint32_t(c.n_heads), uint32_t(c.head_dim), uint32_t(rows), uint32_t(qkv_row),
                                     uint32_t(q_dim), uint32_t(2 * q_dim), uint32_t(q_dim), c.attn_scale});
         t.set_label(blk + "attn_output");

@@ -12,6 +12,7 @@
 #include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/kv_format.h"
 #include "akunu/formats/tensor_types.h"
+#include "params.h"
 
 namespace akunu::kernels {
 
@@ -237,14 +238,18 @@ void activation(DispatchSink& s, Activation act, const Binding& x, const Binding
 void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& b, const Binding& y,
                const Binding& step, size_t rows, size_t dim, float eps);
 
-// Bidirectional attention inside packed sequences (params.h EncoderAttentionParams): seq holds
-// (start, len) per token row, u32 [rows, 2].
+// Attention of each query row over its span of key rows (params.h EncoderAttentionParams): seq
+// holds (start, len) per query row, u32 [rows, 2]. bert binds its qkv as both q and kv; kv_stride
+// 0 means q_stride. With `weights` ([rows, n_heads, weights_stride] f32, weights_stride at least
+// the longest span) the softmax weights are stored too.
 struct EncoderAttentionShape {
     uint32_t n_heads, head_dim, rows, q_stride, k_offset, v_offset, out_stride;
     float scale;
+    uint32_t kv_stride = 0;
+    uint32_t weights_stride = 0;
 };
-void encoder_attention(DispatchSink& s, const Binding& qkv, const Binding& seq, const Binding& step, const Binding& out,
-                       const EncoderAttentionShape& shape);
+void encoder_attention(DispatchSink& s, const Binding& q, const Binding& kv, const Binding& seq, const Binding& step,
+                       const Binding& out, const EncoderAttentionShape& shape, const Binding* weights = nullptr);
 
 // out[t, dim] = mean or first row of each packed text, L2-normalized or not, as the header of
 // texts (u32 [AKUNU_POOL_HEADER + 2 max_texts]) says (params.h PoolParams).
@@ -259,5 +264,19 @@ struct MelShape {
 };
 void log_mel(DispatchSink& s, const Binding& samples, const Binding& dft, const Binding& filters, const Binding& power,
              const Binding& out, const Binding& state, const MelShape& shape);
+
+// ---- Encoder-decoders (whisper) ----------------------------------------------------------------
+
+// out[rows, channels * kernel] f32: a Conv1d's im2col columns (params.h ConvGatherParams), for
+// rows below min(rows, step.n_tokens).
+void conv_gather(DispatchSink& s, const Binding& x, const Binding& out, const Binding& step,
+                 const ConvGatherParams& shape);
+
+// dst[dst_rows[r] * dst_stride + 0:n] = src[src_rows[r] * src_stride + 0:n] for r < min(rows,
+// step.n_tokens), f32 (params.h CopyRowsParams). `src_extent` and `dst_extent`: the rows each
+// index may name, checked against the bindings (the indices are the caller's to keep in range).
+void copy_rows(DispatchSink& s, const Binding& src, const Binding& src_rows, const Binding& dst,
+               const Binding& dst_rows, const Binding& step, const CopyRowsParams& shape, size_t src_extent,
+               size_t dst_extent);
 
 }  // namespace akunu::kernels

@@ -9,6 +9,7 @@
 #include "akunu/engine/validate.h"
 #include "akunu/engine/weights.h"
 #include "akunu/engine/kernels.h"
+#include "akunu/engine/whisper_model.h"
 
 namespace akunu {
 
@@ -90,30 +91,49 @@ static uint64_t sum(const std::vector<NamedSize>& v) {
     return s;
 }
 
-MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const PlanOptions& options) {
-    MemoryPlan p;
-    p.config = c;
-    p.options = options;
-    if (p.options.context <= 0) p.options.context = c.max_context;
-    AKUNU_CHECK(p.options.context <= (1 << 24),
-                "context " + std::to_string(p.options.context) + " is out of range (up to 2^24)");
-    AKUNU_CHECK(p.options.prefill_chunk > 0, "prefill_chunk must be positive");
-    AKUNU_CHECK(p.options.max_chain > 0 && p.options.max_chain <= 65536, "max_chain must be in 1..65536");
-    p.options.prefill_chunk = std::min(p.options.prefill_chunk, p.options.context);
+// An encoder-decoder (whisper), weights counted: the buffers WhisperModel allocates for
+// max_sequences slots (whisper_layout), its K/V (each slot's self and cross K/V, each window's
+// cross K/V) as the KV cache, the decoder's rows as the decode scratch and the encoder's
+// windows as the prefill scratch.
+static MemoryPlan plan_encoder_decoder(MemoryPlan p) {
+    AKUNU_CHECK(p.options.max_sequences >= 1 && p.options.max_sequences <= 256, "max_sequences must be in 1..256");
+    const int slots = p.options.max_sequences;
+    const WhisperLayout l = whisper_layout(p.config, slots, std::max(p.config.max_context, slots));
+    auto named = [](const std::vector<std::pair<std::string, uint64_t>>& v) {
+        std::vector<NamedSize> out;
+        for (const auto& [name, bytes] : v) out.push_back({name, bytes});
+        return out;
+    };
+    p.options.context = p.config.max_context;
+    p.options.prefill_chunk = p.config.audio_ctx;
+    for (const NamedSize& kv : named(l.kv)) p.kv_bytes += kv.bytes;
+    p.kv_max_bytes = p.kv_full_bytes = p.kv_bytes;
+    p.kv_bytes_per_layer = p.kv_bytes / uint64_t(p.config.n_layers);
+    p.decode_scratch = named(l.decoder);
+    p.prefill_scratch = named(l.encoder);
+    p.decode_scratch_bytes = sum(p.decode_scratch);
+    p.prefill_scratch_bytes = sum(p.prefill_scratch);
+    p.fork_bytes = p.kv_bytes + p.decode_scratch_bytes + p.prefill_scratch_bytes;
+    p.total_bytes = p.weights_bytes + p.fork_bytes;
+    return p;
+}
 
-    std::map<std::string, uint64_t> by_type;
+// The weights of one stack as `p`'s options upload them (or, for a config alone, estimate
+// them), by type into by_type.
+static void count_weights(const ModelConfig& c, const ModelFiles* files, MemoryPlan& p,
+                          std::map<std::string, uint64_t>& by_type) {
+    const PlanOptions& o = p.options;
     if (files && files->has_weights()) {
-        const std::vector<UploadItem> items = plan_weight_uploads(*files, c, p.options.weight_tiles);
-        if (p.options.device) check_weight_types(items, *p.options.device, files->path());
+        const std::vector<UploadItem> items = plan_weight_uploads(*files, c, o.weight_tiles);
+        if (o.device) check_weight_types(items, *o.device, files->path());
         for (const UploadItem& u : items) {
             by_type[type_traits(u.device_type).name] += u.bytes;
             p.largest_tensor_bytes = std::max<uint64_t>(p.largest_tensor_bytes, u.bytes);
         }
     } else {
         // No weights: 2-D matrices in weights_dtype, 1-D tensors (norms, biases) in F32.
-        const TensorTypeTraits* wt = find_type_by_name(options.weights_dtype);
-        AKUNU_CHECK(wt,
-                    "unknown weights_dtype '" + options.weights_dtype + "' (use a ggml type name such as F16 or Q4_0)");
+        const TensorTypeTraits* wt = find_type_by_name(o.weights_dtype);
+        AKUNU_CHECK(wt, "unknown weights_dtype '" + o.weights_dtype + "' (use a ggml type name such as F16 or Q4_0)");
         p.weights_estimated = true;
         for (const ExpectedTensor& e : expected_tensors(c)) {
             if (!e.required) continue;
@@ -126,11 +146,28 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
             p.largest_tensor_bytes = std::max(p.largest_tensor_bytes, bytes);
         }
     }
+}
+
+MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const PlanOptions& options) {
+    MemoryPlan p;
+    p.config = c;
+    p.options = options;
+    if (p.options.context <= 0) p.options.context = c.max_context;
+    AKUNU_CHECK(p.options.context <= (1 << 24),
+                "context " + std::to_string(p.options.context) + " is out of range (up to 2^24)");
+    AKUNU_CHECK(p.options.prefill_chunk > 0, "prefill_chunk must be positive");
+    AKUNU_CHECK(p.options.max_chain > 0 && p.options.max_chain <= 65536, "max_chain must be in 1..65536");
+    p.options.prefill_chunk = std::min(p.options.prefill_chunk, p.options.context);
+
+    std::map<std::string, uint64_t> by_type;
+    count_weights(c, files, p, by_type);
+    if (c.arch().encoder) count_weights(encoder_stack(c), files, p, by_type);
     for (const auto& [name, bytes] : by_type) {
         p.weights_by_dtype.push_back({name, bytes});
         p.weights_bytes += bytes;
     }
 
+    if (c.arch().encoder) return plan_encoder_decoder(p);
     // K and V per layer, each as kv_format.h lays it out, in the layouts kv_cache.h picks.
     for (const bool values : {false, true})
         p.kv_bytes_per_layer +=

@@ -46,6 +46,7 @@ struct PlanOptions {
     int context = 0;  // 0: the model's trained context
     int prefill_chunk = 512;  // tokens per prefill submission; clipped to the context
     int max_chain = 64;  // tokens per chain-decode submission
+    int max_sequences = 8;  // encoder-decoders (whisper): sequence slots and windows per encode
     KvDType kv_dtype = KvDType::kF16;
     bool kv_blocks = false;  // the KV cache grows in blocks of 256 positions (kv_cache.h)
     bool kv_ring = false;  // sliding-window layers keep a ring of window + max(prefill_chunk, 2 max_chain) rows

@@ -76,6 +76,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     b->config = load_config(*b->files);
     const ArchDescriptor& arch = b->config.arch();
     AKUNU_CHECK(arch.causal, b->config.architecture + " is an encoder; decoding needs a causal language model");
+    AKUNU_CHECK(!arch.encoder, path + ": " + b->config.architecture +
+                                   " is an encoder-decoder (speech to text); load it with akunu.WhisperModel "
+                                   "(WhisperModel::load)");
     validate_model(*b->files, b->config);
     AKUNU_CHECK(options.context > 0, "context must be positive");
     b->context = std::min(options.context, b->config.max_context);

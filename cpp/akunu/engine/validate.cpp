@@ -8,8 +8,64 @@
 
 namespace akunu {
 
+namespace {
+
+// Pre-norm LayerNorm stacks with biased projections (whisper; K has no bias, which a file may
+// still carry): an encoder stack (not causal) reads audio through two Conv1d of kernel 3; a
+// decoder stack reads tokens, attends to its encoder's output (cross-attention) and ends in a
+// head tied to its embedding unless the file has one.
+std::vector<ExpectedTensor> prenorm_stack_tensors(const ModelConfig& c) {
+    using R = TensorRole;
+    const bool decoder = c.arch().causal;
+    const uint64_t dim = uint64_t(c.dim), q = uint64_t(c.q_dim), ffn = uint64_t(c.ffn_dim);
+    std::vector<ExpectedTensor> out;
+    auto add = [&](R role, int layer, bool required, std::vector<uint64_t> shape) {
+        out.push_back({role, layer, required, std::move(shape)});
+    };
+    auto norm = [&](R w, R b, int layer) {
+        add(w, layer, true, {dim});
+        add(b, layer, true, {dim});
+    };
+    auto linear = [&](R w, R b, int layer, uint64_t rows, uint64_t cols) {
+        add(w, layer, true, {rows, cols});
+        add(b, layer, b != R::kAttnKBias, {rows});
+    };
+    if (decoder) {
+        add(R::kTokenEmbd, -1, true, {uint64_t(c.vocab_size), dim});
+        add(R::kOutput, -1, !c.tied_embeddings, {uint64_t(c.vocab_size), dim});
+    } else {
+        add(R::kConv1, -1, true, {dim, uint64_t(c.n_mels), 3});
+        add(R::kConv1Bias, -1, true, {dim});
+        add(R::kConv2, -1, true, {dim, dim, 3});
+        add(R::kConv2Bias, -1, true, {dim});
+    }
+    add(R::kPositionEmbd, -1, true, {uint64_t(c.max_context), dim});
+    for (int l = 0; l < c.n_layers; ++l) {
+        norm(R::kAttnNorm, R::kAttnNormBias, l);
+        linear(R::kAttnQ, R::kAttnQBias, l, q, dim);
+        linear(R::kAttnK, R::kAttnKBias, l, q, dim);
+        linear(R::kAttnV, R::kAttnVBias, l, q, dim);
+        linear(R::kAttnOutput, R::kAttnOutputBias, l, dim, q);
+        if (decoder) {
+            norm(R::kCrossNorm, R::kCrossNormBias, l);
+            linear(R::kCrossQ, R::kCrossQBias, l, q, dim);
+            add(R::kCrossK, l, true, {q, dim});
+            linear(R::kCrossV, R::kCrossVBias, l, q, dim);
+            linear(R::kCrossOutput, R::kCrossOutputBias, l, dim, q);
+        }
+        norm(R::kFfnNorm, R::kFfnNormBias, l);
+        linear(R::kFfnUp, R::kFfnUpBias, l, ffn, dim);
+        linear(R::kFfnDown, R::kFfnDownBias, l, dim, ffn);
+    }
+    norm(R::kOutputNorm, R::kOutputNormBias, -1);
+    return out;
+}
+
+}  // namespace
+
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     const ArchDescriptor& a = c.arch();
+    if (a.norm == NormKind::kLayer && !a.norm_after_residual) return prenorm_stack_tensors(c);
     using R = TensorRole;
     const uint64_t dim = uint64_t(c.dim), q = uint64_t(c.q_dim), kv = uint64_t(c.kv_dim), ffn = uint64_t(c.ffn_dim),
                    hd = uint64_t(c.head_dim), vocab = uint64_t(c.vocab_size);
@@ -126,13 +182,9 @@ void check_position_ids(const ModelFiles& files, const ModelConfig& c, bool gguf
     }
 }
 
-}  // namespace
-
-void validate_model(const ModelFiles& files, const ModelConfig& c) {
-    if (!files.has_weights()) return;  // a config.json alone: shapes only
+// Each tensor of one stack of the model: present where required, its shape, a type akunu reads.
+void check_tensors(const ModelFiles& files, const ModelConfig& c, bool gguf, std::vector<std::string>& errors) {
     const ArchDescriptor& a = c.arch();
-    const bool gguf = files.gguf() != nullptr;
-    std::vector<std::string> errors;
     for (const ExpectedTensor& e : expected_tensors(c)) {
         const std::string name = tensor_name(a, e.role, e.layer, gguf);
         if (name.empty()) continue;  // this format has no such tensor (rope_freqs in HF)
@@ -154,8 +206,20 @@ void validate_model(const ModelFiles& files, const ModelConfig& c) {
                              "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and MLX affine weights; its kernels run " +
                              kernels::supported_weight_types() + ")");
     }
-    check_position_ids(files, c, gguf, errors);
+}
+
+}  // namespace
+
+void validate_model(const ModelFiles& files, const ModelConfig& model) {
+    if (!files.has_weights()) return;  // a config.json alone: shapes only
+    const bool gguf = files.gguf() != nullptr;
+    std::vector<std::string> errors;
+    std::vector<ModelConfig> stacks = {model};  // an encoder-decoder's encoder too
+    if (model.arch().encoder) stacks.push_back(encoder_stack(model));
+    for (const ModelConfig& c : stacks) check_tensors(files, c, gguf, errors);
+    check_position_ids(files, model, gguf, errors);
     if (errors.empty()) return;
+    const ModelConfig& c = model;
     std::string message = files.path() + ": the model does not match its " + c.architecture + " config (" +
                           std::to_string(errors.size()) + " problem" + (errors.size() > 1 ? "s" : "") + "):";
     for (size_t i = 0; i < errors.size() && i < 12; ++i) message += "\n  " + errors[i];

@@ -50,7 +50,8 @@ std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const Model
             out.push_back({e.role, e.layer, t, mlx, tensor_bytes(type_traits(mlx), n, t->name)});
         } else {
             const UploadItem item{e.role, e.layer, t, t->type->type, t->bytes};
-            out.push_back(is_lookup(e.role) ? item : in_tiles(item, tiles));
+            // Lookups, and convolutions (3-D, read as [out, in * kernel]), stay as stored.
+            out.push_back(is_lookup(e.role) || t->shape.size() != 2 ? item : in_tiles(item, tiles));
         }
     }
     if (tiles != WeightTiles::kNone && a.causal) {  // a tied head: the embedding a second time, in tiles

@@ -93,6 +93,62 @@ const std::vector<TensorName> kBertNames = {
     {R::kPostFfnNormBias, "blk.{L}.layer_output_norm.bias", "encoder.layer.{L}.output.LayerNorm.bias", true},
 };
 
+// Whisper (transformers' WhisperForConditionalGeneration): pre-norm LayerNorm blocks with
+// biases (K has none), GELU, learned positions. The decoder stack, with cross-attention and a
+// head tied to its embedding, is the "whisper" row; the encoder stack, behind two Conv1d, is
+// "whisper_encoder". No GGUF names: whisper.cpp's files present HF names (ModelFiles).
+// One block of a stack ("encoder" or "decoder"): its layers, positions and final norm.
+#define WHISPER_STACK(stack)                                                                       \
+    {R::kAttnNorm, nullptr, "model." stack ".layers.{L}.self_attn_layer_norm.weight", true},       \
+        {R::kAttnNormBias, nullptr, "model." stack ".layers.{L}.self_attn_layer_norm.bias", true}, \
+        {R::kAttnQ, nullptr, "model." stack ".layers.{L}.self_attn.q_proj.weight", true},          \
+        {R::kAttnQBias, nullptr, "model." stack ".layers.{L}.self_attn.q_proj.bias", true},        \
+        {R::kAttnK, nullptr, "model." stack ".layers.{L}.self_attn.k_proj.weight", true},          \
+        {R::kAttnKBias, nullptr, "model." stack ".layers.{L}.self_attn.k_proj.bias", true},        \
+        {R::kAttnV, nullptr, "model." stack ".layers.{L}.self_attn.v_proj.weight", true},          \
+        {R::kAttnVBias, nullptr, "model." stack ".layers.{L}.self_attn.v_proj.bias", true},        \
+        {R::kAttnOutput, nullptr, "model." stack ".layers.{L}.self_attn.out_proj.weight", true},   \
+        {R::kAttnOutputBias, nullptr, "model." stack ".layers.{L}.self_attn.out_proj.bias", true}, \
+        {R::kFfnNorm, nullptr, "model." stack ".layers.{L}.final_layer_norm.weight", true},        \
+        {R::kFfnNormBias, nullptr, "model." stack ".layers.{L}.final_layer_norm.bias", true},      \
+        {R::kFfnUp, nullptr, "model." stack ".layers.{L}.fc1.weight", true},                       \
+        {R::kFfnUpBias, nullptr, "model." stack ".layers.{L}.fc1.bias", true},                     \
+        {R::kFfnDown, nullptr, "model." stack ".layers.{L}.fc2.weight", true},                     \
+        {R::kFfnDownBias, nullptr, "model." stack ".layers.{L}.fc2.bias", true},                   \
+        {R::kPositionEmbd, nullptr, "model." stack ".embed_positions.weight", false},              \
+        {R::kOutputNorm, nullptr, "model." stack ".layer_norm.weight", false},                     \
+        {R::kOutputNormBias, nullptr, "model." stack ".layer_norm.bias", false},
+
+const std::vector<TensorName> kWhisperDecoderNames = {
+    {R::kTokenEmbd, nullptr, "model.decoder.embed_tokens.weight", false},
+    {R::kOutput, nullptr, "proj_out.weight", false},
+    {R::kCrossNorm, nullptr, "model.decoder.layers.{L}.encoder_attn_layer_norm.weight", true},
+    {R::kCrossNormBias, nullptr, "model.decoder.layers.{L}.encoder_attn_layer_norm.bias", true},
+    {R::kCrossQ, nullptr, "model.decoder.layers.{L}.encoder_attn.q_proj.weight", true},
+    {R::kCrossQBias, nullptr, "model.decoder.layers.{L}.encoder_attn.q_proj.bias", true},
+    {R::kCrossK, nullptr, "model.decoder.layers.{L}.encoder_attn.k_proj.weight", true},
+    {R::kCrossV, nullptr, "model.decoder.layers.{L}.encoder_attn.v_proj.weight", true},
+    {R::kCrossVBias, nullptr, "model.decoder.layers.{L}.encoder_attn.v_proj.bias", true},
+    {R::kCrossOutput, nullptr, "model.decoder.layers.{L}.encoder_attn.out_proj.weight", true},
+    {R::kCrossOutputBias, nullptr, "model.decoder.layers.{L}.encoder_attn.out_proj.bias", true},
+    WHISPER_STACK("decoder")};
+
+const std::vector<TensorName> kWhisperEncoderNames = {{R::kConv1, nullptr, "model.encoder.conv1.weight", false},
+                                                      {R::kConv1Bias, nullptr, "model.encoder.conv1.bias", false},
+                                                      {R::kConv2, nullptr, "model.encoder.conv2.weight", false},
+                                                      {R::kConv2Bias, nullptr, "model.encoder.conv2.bias", false},
+                                                      WHISPER_STACK("encoder")};
+#undef WHISPER_STACK
+
+// The decoder stack's sizes under WhisperConfig's names.
+const std::vector<std::pair<const char*, const char*>> kWhisperKeys = {
+    {"num_hidden_layers", "decoder_layers"},
+    {"hidden_size", "d_model"},
+    {"num_attention_heads", "decoder_attention_heads"},
+    {"intermediate_size", "decoder_ffn_dim"},
+    {"max_position_embeddings", "max_target_positions"},
+};
+
 using N = NormKind;
 using A = Activation;
 using S = RopeStyle;
@@ -115,6 +171,7 @@ constexpr ArchDefaults kGemma3Defaults = {.rope_theta_hf = 1000000.0f,
                                           .query_pre_attn_scalar_hf = 256,
                                           .sliding_window_hf = 4096,
                                           .gguf_27b_layers = 62};
+constexpr ArchDefaults kWhisperDefaults = {.norm_eps = 1e-5f, .max_context = 448};
 constexpr ArchDefaults kBertDefaults = {.norm_eps = 1e-12f, .max_context = 512, .n_token_types_hf = 2};
 
 // One row per line, aligned under the header: the table reads as data, which clang-format's
@@ -129,6 +186,8 @@ const std::vector<ArchDescriptor> kArchs = {
     {"gemma2", N::kRms,   true,  A::kGeluTanh, true,  S::kHalfSplit,   S::kHalfSplit, false, true,  true,  true,  true,  false, true,  50,  30,  2,     1,  &kGemmaNames,  false, kGemma2Defaults},
     {"gemma3", N::kRms,   true,  A::kGeluTanh, true,  S::kHalfSplit,   S::kHalfSplit, true,  true,  true,  true,  true,  false, true,  0,   0,   6,     5,  &kGemmaNames,  false, kGemma3Defaults},
     {"bert",   N::kLayer, false, A::kGelu,     false, S::kNone,        S::kNone,      false, true,  true,  false, true,  true,  false, 0,   0,   0,     0,  &kBertNames,   true,  kBertDefaults},
+    {"whisper", N::kLayer, false, A::kGelu,     false, S::kNone,        S::kNone,      false, false, false, false, true,  true,  true,  0,   0,   0,     0,  &kWhisperDecoderNames, false, kWhisperDefaults, "whisper_encoder", false, &kWhisperKeys},
+    {"whisper_encoder", N::kLayer, false, A::kGelu, false, S::kNone,    S::kNone,      false, false, false, false, false, true,  false, 0,   0,   0,     0,  &kWhisperEncoderNames, false, kWhisperDefaults, nullptr, true},
 };
 // clang-format on
 
@@ -145,15 +204,54 @@ const struct {
 
 const char* tensor_role_name(TensorRole role) {
     static const char* kNames[] = {
-        "token_embd",     "position_embd", "token_types",    "embd_norm",
-        "embd_norm_bias", "output_norm",   "output",         "attn_norm",
-        "attn_q",         "attn_k",        "attn_v",         "attn_q_bias",
-        "attn_k_bias",    "attn_v_bias",   "attn_output",    "attn_output_bias",
-        "attn_q_norm",    "attn_k_norm",   "post_attn_norm", "post_attn_norm_bias",
-        "ffn_norm",       "ffn_gate",      "ffn_up",         "ffn_up_bias",
-        "ffn_down",       "ffn_down_bias", "post_ffn_norm",  "post_ffn_norm_bias",
-        "rope_freqs",     "position_ids",
+        "token_embd",
+        "position_embd",
+        "token_types",
+        "embd_norm",
+        "embd_norm_bias",
+        "output_norm",
+        "output",
+        "attn_norm",
+        "attn_q",
+        "attn_k",
+        "attn_v",
+        "attn_q_bias",
+        "attn_k_bias",
+        "attn_v_bias",
+        "attn_output",
+        "attn_output_bias",
+        "attn_q_norm",
+        "attn_k_norm",
+        "post_attn_norm",
+        "post_attn_norm_bias",
+        "ffn_norm",
+        "ffn_gate",
+        "ffn_up",
+        "ffn_up_bias",
+        "ffn_down",
+        "ffn_down_bias",
+        "post_ffn_norm",
+        "post_ffn_norm_bias",
+        "rope_freqs",
+        "position_ids",
+        "attn_norm_bias",
+        "ffn_norm_bias",
+        "output_norm_bias",
+        "cross_norm",
+        "cross_norm_bias",
+        "cross_q",
+        "cross_q_bias",
+        "cross_k",
+        "cross_v",
+        "cross_v_bias",
+        "cross_output",
+        "cross_output_bias",
+        "conv1",
+        "conv1_bias",
+        "conv2",
+        "conv2_bias",
     };
+    static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(TensorRole::kConv2Bias) + 1, "a name per role");
     return kNames[int(role)];
 }
 
@@ -161,7 +259,8 @@ const std::vector<ArchDescriptor>& arch_table() { return kArchs; }
 
 std::vector<std::string> supported_arch_names() {
     std::vector<std::string> names;
-    for (const auto& a : kArchs) names.emplace_back(a.name);
+    for (const auto& a : kArchs)
+        if (!a.part_of_model) names.emplace_back(a.name);
     for (const auto& a : kAliases) names.emplace_back(a.alias);
     return names;
 }

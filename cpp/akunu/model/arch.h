@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace akunu {
@@ -52,6 +53,27 @@ enum class TensorRole {
     kPostFfnNormBias,
     kRopeFreqs,
     kPositionIds,  // not a weight: HF's position-id buffer (bert), checked to count 0, 1, 2, ...
+    // LayerNorm biases of the pre-norms and the final norm (whisper).
+    kAttnNormBias,
+    kFfnNormBias,
+    kOutputNormBias,
+    // Cross-attention of an encoder-decoder's decoder layers (whisper): its pre-norm, Q from the
+    // decoder rows, K and V from the encoder output, and the output projection.
+    kCrossNorm,
+    kCrossNormBias,
+    kCrossQ,
+    kCrossQBias,
+    kCrossK,
+    kCrossV,
+    kCrossVBias,
+    kCrossOutput,
+    kCrossOutputBias,
+    // The convolutional front end of an audio encoder (whisper): two Conv1d of kernel 3,
+    // weights [out channels, in channels, 3].
+    kConv1,
+    kConv1Bias,
+    kConv2,
+    kConv2Bias,
 };
 const char* tensor_role_name(TensorRole role);
 
@@ -109,6 +131,14 @@ struct ArchDescriptor {
     // add; false: x = x + post_norm(f(x)) where a post-norm exists (gemma2/3).
     bool norm_after_residual = false;
     ArchDefaults defaults = {};
+    // An encoder-decoder (whisper): this row describes the decoder stack, and `encoder` names
+    // the row of its encoder stack (nullptr: a single stack). A row that is only such a stack
+    // (part_of_model) is not an architecture a config names.
+    const char* encoder = nullptr;
+    bool part_of_model = false;
+    // config.json keys this architecture spells otherwise, as transformers' attribute_map:
+    // {akunu's key, the file's key} ("num_hidden_layers" is whisper's "decoder_layers").
+    const std::vector<std::pair<const char*, const char*>>* hf_keys = nullptr;
 };
 
 // The descriptor for `name` after aliases; throws listing the supported architectures.

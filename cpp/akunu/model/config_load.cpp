@@ -164,15 +164,36 @@ void read_rope_parameters(ModelConfig& c, const nlohmann::json& p, const std::st
 
 }  // namespace
 
-ModelConfig config_from_json(const nlohmann::json& j, const std::string& source, const ModelFiles* files) {
-    AKUNU_CHECK(j.is_object(), source + ": a model config must be a JSON object");
+// The keys an architecture spells otherwise (ArchDescriptor::hf_keys) under akunu's names.
+static nlohmann::json with_hf_keys(const nlohmann::json& in, const ArchDescriptor& arch) {
+    nlohmann::json j = in;
+    if (arch.hf_keys)
+        for (const auto& [ours, theirs] : *arch.hf_keys)
+            if (!j.contains(ours) && j.contains(theirs)) j[ours] = j[theirs];
+    return j;
+}
+
+// An encoder-decoder's encoder stack and audio input (whisper's WhisperConfig keys).
+static void read_encoder_keys(ModelConfig& c, const nlohmann::json& j, const std::string& source) {
     Json k(j, source);
+    c.encoder_layers = k.integer("encoder_layers", 0, true);
+    c.encoder_heads = k.integer("encoder_attention_heads", 0, true);
+    c.encoder_ffn_dim = k.integer("encoder_ffn_dim", 0, true);
+    c.n_mels = k.integer("num_mel_bins", 80);
+    c.audio_ctx = k.integer("max_source_positions", 1500);
+}
+
+ModelConfig config_from_json(const nlohmann::json& file_json, const std::string& source, const ModelFiles* files) {
+    AKUNU_CHECK(file_json.is_object(), source + ": a model config must be a JSON object");
     ModelConfig c;
     c.source = source;
-    const nlohmann::json* type = k.find("model_type");
+    const nlohmann::json* type = Json(file_json, source).find("model_type");
     AKUNU_CHECK(type && type->is_string(), source + ": config.json has no \"model_type\"");
     c.architecture = type->get<std::string>();
     const ArchDescriptor& arch = find_arch(c.architecture);
+    const nlohmann::json j = with_hf_keys(file_json, arch);
+    Json k(j, source);
+    if (arch.encoder) read_encoder_keys(c, j, source);
 
     c.n_layers = k.integer("num_hidden_layers", 0, true);
     c.dim = k.integer("hidden_size", 0, true);

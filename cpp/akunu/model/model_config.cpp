@@ -103,6 +103,31 @@ void derive(ModelConfig& c) {
     if (c.sliding_window == 0) c.layer_sliding.clear();
     c.n_sliding_layers = 0;
     for (bool s : c.layer_sliding) c.n_sliding_layers += s ? 1 : 0;
+    if (arch.encoder) {
+        in_range(c.encoder_layers, 4096, "encoder_layers");
+        in_range(c.encoder_heads, 4096, "encoder_attention_heads");
+        in_range(c.encoder_ffn_dim, 1 << 20, "encoder_ffn_dim");
+        in_range(c.n_mels, 4096, "num_mel_bins");
+        in_range(c.audio_ctx, 1 << 20, "max_source_positions");
+        AKUNU_CHECK(c.dim % c.encoder_heads == 0, c.source + ": d_model " + std::to_string(c.dim) +
+                                                      " is not a multiple of encoder_attention_heads " +
+                                                      std::to_string(c.encoder_heads));
+    }
+}
+
+ModelConfig encoder_stack(const ModelConfig& c) {
+    const ArchDescriptor& arch = c.arch();
+    AKUNU_CHECK(arch.encoder, c.source + ": " + c.architecture + " has no encoder stack");
+    ModelConfig e = c;
+    e.architecture = arch.encoder;
+    e.n_layers = c.encoder_layers;
+    e.n_heads = e.n_kv_heads = c.encoder_heads;
+    e.head_dim = 0;
+    e.ffn_dim = c.encoder_ffn_dim;
+    e.max_context = c.audio_ctx;
+    e.tied_embeddings = false;
+    derive(e);
+    return e;
 }
 
 std::vector<float> rope_inv_freq(const ModelConfig& c, bool sliding_layer, const float* divisors) {

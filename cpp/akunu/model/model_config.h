@@ -50,6 +50,13 @@ struct ModelConfig {
     float final_softcap = -1.0f;  // 0: none; negative: not given, the architecture's default
     float query_pre_attn_scalar = 0.0f;  // 0: head_dim
 
+    // Encoder-decoders (whisper; ArchDescriptor::encoder): the encoder stack and its audio input.
+    int encoder_layers = 0;
+    int encoder_heads = 0;
+    int encoder_ffn_dim = 0;
+    int n_mels = 0;  // mel bins of the input spectrogram
+    int audio_ctx = 0;  // encoder positions (max_source_positions): input frames / 2
+
     // Derived by derive()
     int q_dim = 0;  // n_heads * head_dim
     int kv_dim = 0;  // n_kv_heads * head_dim
@@ -61,6 +68,10 @@ struct ModelConfig {
     const ArchDescriptor& arch() const { return find_arch(architecture); }
     bool is_sliding(int layer) const { return !layer_sliding.empty() && layer_sliding[size_t(layer)]; }
 };
+
+// The config of an encoder-decoder's encoder stack (the row ArchDescriptor::encoder names):
+// its layers, heads and FFN, audio_ctx positions, derived. Throws for a single-stack config.
+ModelConfig encoder_stack(const ModelConfig& c);
 
 // Computes the derived fields, fills defaults and checks consistency; throws naming `source`.
 void derive(ModelConfig& c);

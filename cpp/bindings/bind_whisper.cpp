@@ -1,0 +1,166 @@
+// Python view of a WhisperModel: loading, encode/decode into new NumPy arrays, sequence slots,
+// and the cross-attention and K/V read-backs.
+#include "akunu/core/error.h"
+#include "akunu/engine/kernels.h"
+#include "akunu/engine/whisper_model.h"
+#include "akunu/tokenizer/tokenizer.h"
+#include "akunu/vulkan/device.h"
+#include "bindings.h"
+
+namespace akunu::py_bindings {
+
+namespace {
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// mel [n_mels, frames] or [B, n_mels, frames] -> [B, audio_ctx, d_model].
+py::array encode(WhisperModel& m, const FloatArray& mel) {
+    const ModelConfig& c = m.config();
+    const bool batched = mel.ndim() == 3;
+    AKUNU_CHECK(mel.ndim() == 2 || batched, "encode: mel must be [n_mels, frames] or [B, n_mels, frames], not " +
+                                                std::to_string(mel.ndim()) + "-D");
+    const size_t windows = batched ? size_t(mel.shape(0)) : 1;
+    const size_t mels = size_t(mel.shape(batched ? 1 : 0)), frames = size_t(mel.shape(batched ? 2 : 1));
+    AKUNU_CHECK(mels == size_t(c.n_mels) && frames == size_t(m.n_frames()),
+                "encode: mel must have " + std::to_string(c.n_mels) + " bins and " + std::to_string(m.n_frames()) +
+                    " frames (30 s, padded), found [" + std::to_string(mels) + ", " + std::to_string(frames) + "]");
+    py::array_t<float> out({windows, size_t(c.audio_ctx), size_t(c.dim)});
+    const float* in = mel.data();
+    float* data = out.mutable_data();
+    py::gil_scoped_release release;
+    m.encode(in, int(windows), data);
+    return out;
+}
+
+py::array decode(WhisperModel& m, const std::vector<int>& seqs, const std::vector<std::vector<int>>& tokens,
+                 bool all_logits) {
+    size_t rows = seqs.size();
+    if (all_logits) {
+        rows = 0;
+        for (const auto& t : tokens) rows += t.size();
+    }
+    py::array_t<float> out({rows, size_t(m.config().vocab_size)});
+    float* data = out.mutable_data();
+    py::gil_scoped_release release;
+    m.decode(seqs, tokens, all_logits, data);
+    return out;
+}
+
+// (k, v), each [heads, length, head_dim], copies of the slot's cache.
+py::tuple kv(const WhisperModel& m, int seq, int layer) {
+    const ModelConfig& c = m.config();
+    const size_t n = size_t(m.length(seq));
+    py::array_t<float> rows({n, size_t(2), size_t(c.n_heads), size_t(c.head_dim)});
+    m.read_kv(seq, layer, rows.mutable_data());
+    py::object np = py::module_::import("numpy");
+    auto side = [&](int i) {
+        return np.attr("ascontiguousarray")(
+            rows[py::make_tuple(py::slice(py::none(), py::none(), py::none()), i)].attr("transpose")(1, 0, 2));
+    };
+    return py::make_tuple(side(0), side(1));
+}
+
+}  // namespace
+
+void init_whisper(py::module_& m) {
+    py::class_<WhisperModel, std::shared_ptr<WhisperModel>>(m, "WhisperModel")
+        .def_static(
+            "load",
+            [](const std::string& path, const std::string& device, const py::object& tuning, int max_sequences,
+               py::object progress) {
+                WhisperOptions o;
+                o.device = device;
+                o.tuning = tuning_text(tuning);
+                o.max_sequences = max_sequences;
+                // progress: a callable, or None / False for none.
+                o.progress = PyCallable_Check(progress.ptr()) ? progress_callback(progress) : nullptr;
+                py::gil_scoped_release release;
+                return std::shared_ptr<WhisperModel>(WhisperModel::load(path, o));
+            },
+            py::arg("path"), py::arg("device") = "", py::arg("tuning") = py::none(), py::arg("max_sequences") = 8,
+            py::arg("progress") = py::none())
+        .def_property_readonly(
+            "config",
+            [](const WhisperModel& w) { return py::module_::import("json").attr("loads")(w.config_json().dump()); })
+        .def_property_readonly("tokenizer", [](const WhisperModel& w) { return Tokenizer::from_model(w.files()); })
+        .def_property_readonly("max_sequences", &WhisperModel::max_sequences)
+        .def_property_readonly("decode_rows", &WhisperModel::decode_rows)
+        .def_property_readonly("weight_bytes", &WhisperModel::weight_bytes)
+        .def_property_readonly("device", &WhisperModel::device_ptr)
+        .def_property_readonly("device_allocations",
+                               [](const WhisperModel& w) { return w.device().allocations_total(); })
+        .def("mel",
+             [](const WhisperModel&, const py::object&) -> py::array {
+                 throw Error(
+                     "WhisperModel.mel is not built yet in this checkout: the log-mel spectrogram comes with "
+                     "akunu's audio front end; pass a [n_mels, 3000] spectrogram to encode()");
+             })
+        .def("encode", &encode, py::arg("mel"))
+        .def("set_audio", &WhisperModel::set_audio, py::arg("seq"), py::arg("window") = 0)
+        .def("reset", &WhisperModel::reset, py::arg("seq"))
+        .def("length", &WhisperModel::length, py::arg("seq"))
+        .def("truncate", &WhisperModel::truncate, py::arg("seq"), py::arg("n"))
+        .def("copy_sequence", &WhisperModel::copy_sequence, py::arg("src"), py::arg("dst"))
+        .def("decode", &decode, py::arg("seqs"), py::arg("tokens"), py::arg("all_logits") = false)
+        .def(
+            "cross_attention",
+            [](const WhisperModel& w, int layer) {
+                const ModelConfig& c = w.config();
+                py::array_t<float> out({size_t(w.last_rows()), size_t(c.n_heads), size_t(c.audio_ctx)});
+                w.cross_attention(layer, out.mutable_data());
+                return out;
+            },
+            py::arg("layer"))
+        .def("kv", &kv, py::arg("seq"), py::arg("layer"))
+        .def(
+            "dispatch_table",
+            [](const WhisperModel& w, const std::string& which) {
+                AKUNU_CHECK(which == "decoder" || which == "encoder",
+                            "dispatch_table: which is 'decoder' or 'encoder', not '" + which + "'");
+                return dispatch_rows(which == "decoder" ? w.decoder_table() : w.encoder_table());
+            },
+            py::arg("which") = "decoder");
+
+    // The encoder-decoder's kernels, one dispatch each (akunu.ops wraps them).
+    py::module_ k = m.attr("kernels");
+    k.def(
+        "span_attention",
+        [](CommandList& cl, const PyBuffer& q, const PyBuffer& kv, const PyBuffer& seq, const PyBuffer& step,
+           const PyBuffer& out, uint32_t n_heads, uint32_t head_dim, uint32_t rows, uint32_t q_stride,
+           uint32_t kv_stride, uint32_t k_offset, uint32_t v_offset, uint32_t out_stride, float scale,
+           const std::shared_ptr<PyBuffer>& weights, uint32_t weights_stride) {
+            const Binding w = weights ? Binding(weights->buffer) : Binding();
+            kernels::encoder_attention(
+                cl, q.buffer, kv.buffer, seq.buffer, step.buffer, out.buffer,
+                {n_heads, head_dim, rows, q_stride, k_offset, v_offset, out_stride, scale, kv_stride, weights_stride},
+                weights ? &w : nullptr);
+        },
+        py::arg("cl"), py::arg("q"), py::arg("kv"), py::arg("seq"), py::arg("step"), py::arg("out"), py::arg("n_heads"),
+        py::arg("head_dim"), py::arg("rows"), py::arg("q_stride"), py::arg("kv_stride"), py::arg("k_offset"),
+        py::arg("v_offset"), py::arg("out_stride"), py::arg("scale"), py::arg("weights") = nullptr,
+        py::arg("weights_stride") = 0);
+    k.def(
+        "conv_gather",
+        [](CommandList& cl, const PyBuffer& x, const PyBuffer& out, const PyBuffer& step, uint32_t rows,
+           uint32_t channels, uint32_t kernel, uint32_t stride, uint32_t pad, uint32_t t_in, uint32_t t_out,
+           uint32_t window_stride, uint32_t c_stride, uint32_t t_stride) {
+            kernels::conv_gather(cl, x.buffer, out.buffer, step.buffer,
+                                 {rows, channels, kernel, stride, pad, t_in, t_out, window_stride, c_stride, t_stride});
+        },
+        py::arg("cl"), py::arg("x"), py::arg("out"), py::arg("step"), py::arg("rows"), py::arg("channels"),
+        py::arg("kernel"), py::arg("stride"), py::arg("pad"), py::arg("t_in"), py::arg("t_out"),
+        py::arg("window_stride"), py::arg("c_stride"), py::arg("t_stride"));
+    k.def(
+        "copy_rows",
+        [](CommandList& cl, const PyBuffer& src, const PyBuffer& src_rows, const PyBuffer& dst,
+           const PyBuffer& dst_rows, const PyBuffer& step, uint32_t rows, uint32_t n, uint32_t src_stride,
+           uint32_t dst_stride, size_t src_extent, size_t dst_extent) {
+            kernels::copy_rows(cl, src.buffer, src_rows.buffer, dst.buffer, dst_rows.buffer, step.buffer,
+                               {rows, n, src_stride, dst_stride}, src_extent, dst_extent);
+        },
+        py::arg("cl"), py::arg("src"), py::arg("src_rows"), py::arg("dst"), py::arg("dst_rows"), py::arg("step"),
+        py::arg("rows"), py::arg("n"), py::arg("src_stride"), py::arg("dst_stride"), py::arg("src_extent"),
+        py::arg("dst_extent"));
+}
+
+}  // namespace akunu::py_bindings

@@ -1,0 +1,225 @@
+"""The Whisper engine (_akunu.WhisperModel) on the random HF fixture model, on both backends:
+the encoder output and the decoder logits against transformers' float32 forward pass
+(tiny-whisper-random/ref), greedy steps, sequence slots (several slots in one step, copies,
+truncation), the cross-attention and K/V read-backs, a batched encode, and the errors."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import akunu
+from akunu import _akunu
+from support.fixture_paths import require
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+# f16 weights read back as float32 on both sides; the differences are float32 rounding in a
+# different order (GEMM sums over 240 to 256 terms, softmax over 1500 keys, LayerNorm). Both
+# outputs are of order 1 (encoder states up to about 3, logits up to about 2).
+ENC_ATOL, ENC_RTOL = 5e-5, 1e-5
+LOGIT_ATOL, LOGIT_RTOL = 5e-5, 1e-5
+CLIPS = ("jfk", "weather")
+
+
+@pytest.fixture(scope="module")
+def fixture_dir():
+    return require("whisper")
+
+
+@pytest.fixture(scope="module")
+def ref(fixture_dir):
+    r = fixture_dir / "tiny-whisper-random" / "ref"
+    ids = json.loads((r / "refs.json").read_text())
+    return {clip: {"mel": np.load(fixture_dir / "tiny-en" / f"{clip}_mel.npy"),
+                   "encoder": np.load(r / f"{clip}_encoder.npy"),
+                   "logits": np.load(r / f"{clip}_decoder_logits.npy"),
+                   "ids": ids[clip]["decoder_input_ids"]} for clip in CLIPS}
+
+
+@pytest.fixture(scope="module")
+def model(fixture_dir, backend):
+    return _akunu.WhisperModel.load(str(fixture_dir / "tiny-whisper-random" / "hf"), max_sequences=4)
+
+
+@pytest.fixture(scope="module")
+def encoded(model, ref):
+    """The weather clip alone, then both clips in one call (the encoder is the slow part on
+    lavapipe, so each module encodes once)."""
+    single = model.encode(ref["weather"]["mel"])
+    return single, model.encode(np.stack([ref[c]["mel"] for c in CLIPS]))
+
+
+@pytest.fixture
+def audio(model, encoded):
+    """Slot i attends to clip i of the batched encode; every slot is emptied."""
+    for seq in range(model.max_sequences):
+        model.reset(seq)
+    for i in range(len(CLIPS)):
+        model.set_audio(i, i)
+    return encoded[1]
+
+
+def test_config(model):
+    c = model.config
+    assert (c["n_mels"], c["n_audio_ctx"], c["n_text_ctx"], c["d_model"], c["n_vocab"]) == (80, 1500, 448, 64, 51864)
+    assert (c["encoder_layers"], c["decoder_layers"], c["heads"]) == (2, 2, 4)
+    assert (c["sot"], c["eos"], c["format"]) == (50257, 50256, "safetensors")
+    assert c["begin_suppress_tokens"] == [220, 50256]
+    assert 50362 in c["suppress_tokens"] or len(c["suppress_tokens"]) > 50  # from generation_config.json
+    assert model.max_sequences == 4
+
+
+def test_encoder_matches_transformers(ref, encoded):
+    single, batch = encoded
+    assert batch.shape == (2, 1500, 64) and batch.dtype == np.float32
+    for i, clip in enumerate(CLIPS):
+        np.testing.assert_allclose(batch[i], ref[clip]["encoder"], atol=ENC_ATOL, rtol=ENC_RTOL, err_msg=clip)
+    # One window alone gives what it gave in the batch.
+    assert single.shape == (1, 1500, 64)
+    np.testing.assert_array_equal(single[0], batch[1])
+
+
+def test_decoder_logits_all_rows(model, ref, audio):
+    ids = ref["jfk"]["ids"]
+    logits = model.decode([0], [ids], all_logits=True)
+    assert logits.shape == (len(ids), 51864)
+    np.testing.assert_allclose(logits, ref["jfk"]["logits"], atol=LOGIT_ATOL, rtol=LOGIT_RTOL)
+    assert model.length(0) == len(ids)
+
+
+def test_two_slots_step_by_step(model, ref, audio):
+    """The prompt, then one token a step in two slots at once (rows of both in every GEMM):
+    each slot's last-row logits match its own clip's reference."""
+    prompt = 2
+    out = model.decode([0, 1], [ref[c]["ids"][:prompt] for c in CLIPS])
+    for i, clip in enumerate(CLIPS):
+        np.testing.assert_allclose(out[i], ref[clip]["logits"][prompt - 1], atol=LOGIT_ATOL, rtol=LOGIT_RTOL)
+    for step in range(prompt, len(ref["jfk"]["ids"])):
+        out = model.decode([1, 0], [[ref[c]["ids"][step]] for c in reversed(CLIPS)])
+        for row, clip in zip(out, reversed(CLIPS)):
+            np.testing.assert_allclose(row, ref[clip]["logits"][step], atol=LOGIT_ATOL, rtol=LOGIT_RTOL)
+    assert model.length(0) == model.length(1) == len(ref["jfk"]["ids"])
+
+
+def test_greedy_steps_follow_the_reference(model, ref, audio):
+    """Argmax decoding from the prompt gives the reference's greedy tokens wherever the
+    reference's top-2 margin is clear of float32 reordering."""
+    ids = ref["weather"]["ids"]
+    tokens = list(ids[:2])
+    logits = model.decode([1], [tokens])
+    for step in range(2, len(ids)):
+        want = ref["weather"]["logits"][step - 1]
+        top2 = np.sort(want)[-2:]
+        if top2[1] - top2[0] > 0.05:
+            assert int(np.argmax(logits[0])) == int(np.argmax(want)), step
+        tokens.append(ids[step])  # the reference's token, so that a flip cannot derail later steps
+        logits = model.decode([1], [[ids[step]]])
+
+
+def test_copy_truncate_reset(model, ref, audio):
+    ids, want = ref["jfk"]["ids"], ref["jfk"]["logits"]
+    model.decode([0], [ids[:6]])
+    model.copy_sequence(0, 2)  # caches, length and audio
+    assert model.length(2) == 6
+    np.testing.assert_array_equal(model.kv(2, 1)[0], model.kv(0, 1)[0])
+    out = model.decode([2, 0], [[ids[6]], [ids[6]]])
+    np.testing.assert_allclose(out, np.stack([want[6], want[6]]), atol=LOGIT_ATOL, rtol=LOGIT_RTOL)
+    # Another branch in slot 2, then back to position 6 and the reference's token again.
+    model.decode([2], [[ids[9], ids[3]]])
+    model.truncate(2, 6)
+    np.testing.assert_allclose(model.decode([2], [[ids[6]]])[0], want[6], atol=LOGIT_ATOL, rtol=LOGIT_RTOL)
+    model.reset(2)
+    assert model.length(2) == 0
+    np.testing.assert_allclose(model.decode([2], [ids[:3]])[0], want[2], atol=LOGIT_ATOL, rtol=LOGIT_RTOL)
+    # A copy takes the other slot's audio too.
+    model.copy_sequence(1, 3)
+    model.reset(3)
+    np.testing.assert_allclose(model.decode([3], [ref["weather"]["ids"][:4]])[0], ref["weather"]["logits"][3],
+                               atol=LOGIT_ATOL, rtol=LOGIT_RTOL)
+
+
+def test_a_decode_longer_than_one_submission(model, ref, audio, rng):
+    """Two prompts of 300 tokens (more rows than one decoder submission holds) give the logits
+    each gives alone; cross_attention then covers the last submission's rows."""
+    assert model.decode_rows == 448
+    prompts = [rng.integers(0, 50000, 300).tolist() for _ in range(2)]
+    together = model.decode([0, 1], prompts)
+    assert model.cross_attention(0).shape[0] == 600 - 448
+    alone = []
+    for seq in (0, 1):
+        model.reset(seq)
+        alone.append(model.decode([seq], [prompts[seq]])[0])
+    np.testing.assert_allclose(together, np.stack(alone), atol=1e-5, rtol=1e-5)
+    assert model.length(0) == model.length(1) == 300
+
+
+def test_cross_attention_and_kv_views(model, ref, audio):
+    """The same tokens in three slots: two on jfk's audio, one on the weather's."""
+    ids = ref["jfk"]["ids"][:3]
+    model.set_audio(2, 0)
+    model.decode([0, 1, 2], [ids, ids, ids])
+    for layer in range(2):
+        w = model.cross_attention(layer)
+        assert w.shape == (9, 4, 1500) and w.dtype == np.float32
+        np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-4)
+        assert (w >= 0).all()
+        np.testing.assert_allclose(w[6:9], w[0:3], atol=1e-7)  # same audio and tokens
+        assert np.abs(w[3:6] - w[0:3]).max() > 1e-5  # other audio
+    k, v = model.kv(0, 1)
+    assert k.shape == v.shape == (4, 3, 16)
+    np.testing.assert_allclose(model.kv(2, 1)[1], v, atol=1e-7)
+    assert not np.array_equal(k, v)
+    # Self-attention K and V depend on the tokens only in layer 0, on the audio from layer 1 on.
+    np.testing.assert_allclose(model.kv(1, 0)[0], model.kv(0, 0)[0], atol=1e-7)
+    assert np.abs(model.kv(1, 1)[0] - k).max() > 1e-5
+    with pytest.raises(akunu.Error, match="layer 2 is out of range"):
+        model.cross_attention(2)
+
+
+def test_decode_allocates_nothing(model, ref, audio):
+    model.decode([0], [ref["jfk"]["ids"][:2]])
+    before = model.device_allocations
+    for t in ref["jfk"]["ids"][2:6]:
+        model.decode([0, 1], [[t], [t]])
+    model.copy_sequence(0, 2)
+    model.set_audio(3, 1)
+    assert model.device_allocations == before
+
+
+def test_bad_input_is_refused(model, ref, audio, fixture_dir):
+    fresh = _akunu.WhisperModel.load(str(fixture_dir / "tiny-whisper-random" / "hf"), max_sequences=1)
+    with pytest.raises(akunu.Error, match="has no audio"):
+        fresh.decode([0], [[50257]])
+    with pytest.raises(akunu.Error, match="window 0 is not one of the 0 windows"):
+        fresh.set_audio(0)
+    with pytest.raises(akunu.Error, match="out of range for a vocabulary"):
+        model.decode([0], [[51864]])
+    with pytest.raises(akunu.Error, match="sequence 4 is out of range"):
+        model.decode([4], [[1]])
+    with pytest.raises(akunu.Error, match="listed twice"):
+        model.decode([0, 0], [[1], [2]])
+    with pytest.raises(akunu.Error, match="window 2 is not one of the 2 windows"):
+        model.set_audio(0, 2)
+    with pytest.raises(akunu.Error, match="80 bins and 3000 frames"):
+        model.encode(np.zeros((80, 2999), np.float32))
+    with pytest.raises(akunu.Error, match="1 to 4 windows"):
+        model.encode(np.zeros((5, 80, 3000), np.float32))
+    with pytest.raises(akunu.Error, match="cannot keep 1"):
+        model.truncate(0, 1)
+    with pytest.raises(akunu.Error, match="not built yet"):
+        model.mel(np.zeros(16000, np.float32))
+    assert model.length(0) == 0  # nothing ran
+
+
+def test_plan_sizes_the_slots(fixture_dir):
+    """akunu.plan() counts what WhisperModel.load allocates for max_sequences slots."""
+    p = akunu.plan(fixture_dir / "tiny-whisper-random" / "hf", max_sequences=4, check_device=False)
+    d, layers, ctx, audio = 64, 2, 448, 1500
+    # Per slot and layer: self K|V for the text context, cross K|V, and a window's cross K|V.
+    assert p.kv_bytes == 4 * layers * (ctx + 2 * audio) * 2 * d * 4
+    assert dict(p.decode_scratch)["logits"] == ctx * 51864 * 4
+    assert dict(p.prefill_scratch)["mel"] == 4 * 80 * 3000 * 4
+    assert p.weights_bytes > 0
+    assert p.total_bytes == p.weights_bytes + p.kv_bytes + p.decode_scratch_bytes + p.prefill_scratch_bytes
