@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 cmake_bin=$(command -v .venv/bin/cmake || command -v cmake)
 site=$root/.venv/lib/python3.11/site-packages
-tests=${AKUNU_SANITIZE_TESTS:-"tests/python/test_cpu_backend.py tests/python/test_engine.py tests/python/test_model_state.py tests/python/test_kv_blocks.py tests/python/test_kv_ring.py tests/python/test_token_ids.py tests/python/test_json_file.py tests/python/test_encoder.py"}
+tests=${AKUNU_SANITIZE_TESTS:-"tests/python/test_cpu_backend.py tests/python/test_model_state.py tests/python/test_token_ids.py tests/python/test_json_file.py tests/python/test_kv_blocks.py tests/python/test_whisper_engine.py"}
 
 # A venv whose only akunu is the one in $1/pkg (the module built in $1 beside python/akunu).
 sanitized_python() {

@@ -89,12 +89,28 @@ void init_whisper(py::module_& m) {
         .def_property_readonly("device", &WhisperModel::device_ptr)
         .def_property_readonly("device_allocations",
                                [](const WhisperModel& w) { return w.device().allocations_total(); })
-        .def("mel",
-             [](const WhisperModel&, const py::object&) -> py::array {
-                 throw Error(
-                     "WhisperModel.mel is not built yet in this checkout: the log-mel spectrogram comes with "
-                     "akunu's audio front end; pass a [n_mels, 3000] spectrogram to encode()");
-             })
+        .def(
+            "mel",
+            [](WhisperModel& w, const FloatArray& samples) {
+                AKUNU_CHECK(samples.ndim() == 1, "mel: samples must be 1-D float32 [n] at 16 kHz");
+                const size_t n = size_t(samples.size());
+                py::array_t<float> out({size_t(w.config().n_mels), WhisperMel::frames(n)});
+                {
+                    py::gil_scoped_release release;
+                    w.mel(samples.data(), n, out.mutable_data());
+                }
+                return out;
+            },
+            py::arg("samples"),
+            "The log-mel spectrogram [n_mels, n // 160] of float32 16-kHz samples [n] (pad a clip to 30 s for "
+            "encode()), on the model's device.")
+        .def_property_readonly("mel_filters",
+                               [](const WhisperModel& w) {
+                                   const auto& f = w.mel_filters();
+                                   py::array_t<float> out({f.size() / WhisperMel::kBins, WhisperMel::kBins});
+                                   std::copy(f.begin(), f.end(), out.mutable_data());
+                                   return out;
+                               })
         .def("encode", &encode, py::arg("mel"))
         .def("set_audio", &WhisperModel::set_audio, py::arg("seq"), py::arg("window") = 0)
         .def("reset", &WhisperModel::reset, py::arg("seq"))

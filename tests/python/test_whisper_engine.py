@@ -208,8 +208,12 @@ def test_bad_input_is_refused(model, ref, audio, fixture_dir):
         model.encode(np.zeros((5, 80, 3000), np.float32))
     with pytest.raises(akunu.Error, match="cannot keep 1"):
         model.truncate(0, 1)
-    with pytest.raises(akunu.Error, match="not built yet"):
-        model.mel(np.zeros(16000, np.float32))
+    with pytest.raises(akunu.Error, match="takes 201 to"):
+        model.mel(np.zeros(100, np.float32))
+    with pytest.raises(akunu.Error, match="not finite"):
+        model.mel(np.full(16000, np.nan, np.float32))
+    with pytest.raises(akunu.Error, match="1-D"):
+        model.mel(np.zeros((2, 16000), np.float32))
     assert model.length(0) == 0  # nothing ran
 
 

@@ -248,10 +248,13 @@ def test_cli_transcribes_to_every_format(tiny_en_path, capsys, tmp_path):
 
     if not engine_available():
         pytest.skip(ENGINE_MISSING)
-    assert main(["transcribe", "--model", str(tiny_en_path), "--beam", "1", "--format", "srt", audio("quick")]) == 0
+    # On the CPU backend, as open_engine's models (lavapipe takes minutes per window).
+    assert main(["--device", "cpu", "transcribe", "--model", str(tiny_en_path), "--beam", "1", "--format", "srt",
+                 audio("quick")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("1\n00:00:00,000 --> ") and "lazy dog" in out
-    assert main(["transcribe", "--model", str(tiny_en_path), "--beam", "1", "--format", "json", "--words",
+    assert main(["transcribe", "--device", "cpu", "--model", str(tiny_en_path), "--beam", "1", "--format", "json",
+                 "--words",
                  "--output-dir", str(tmp_path), audio("quick"), audio("weather")]) == 0
     got = json.loads((tmp_path / "weather.json").read_text())
     assert "breeze" in got["text"] and got["segments"][0]["words"]

@@ -291,7 +291,9 @@ def open_engine(kind: str, path, max_sequences: int = 8):
 
         if not hasattr(_akunu, "WhisperModel"):
             pytest.skip(ENGINE_MISSING)
-        return _akunu.WhisperModel.load(str(path), "", "", max_sequences, False)
+        # The CPU backend: tiny.en's 30-s windows take lavapipe minutes each, and the engine's
+        # kernels are checked on both backends by test_whisper_engine.py's random model.
+        return _akunu.WhisperModel.load(str(path), "cpu", "", max_sequences, False)
     pytest.importorskip("torch", reason="the reference needs torch")
     pytest.importorskip("transformers", reason="the reference needs transformers")
     return ReferenceWhisperModel.load(path, max_sequences=max_sequences)

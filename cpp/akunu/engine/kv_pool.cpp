@@ -37,7 +37,12 @@ KvPool::KvPool(const std::shared_ptr<Device>& device, const ModelConfig& c, int 
             side_offset_.push_back(block_bytes_);
             block_bytes_ += align_up(size_t(block_layout_[values].bytes), kBlockAlign);
         }
-    pool_ = Buffer::allocate(device, block_bytes_ * size_t(blocks), Residency::kAuto, true);
+    const uint64_t most = device->profile().max_memory_allocation_bytes;
+    blocks_per_chunk_ = std::max<size_t>(1, most ? size_t(most / block_bytes_) : size_t(blocks));
+    for (size_t first = 0; first < size_t(blocks); first += blocks_per_chunk_) {
+        const size_t n = std::min(blocks_per_chunk_, size_t(blocks) - first);
+        chunks_.push_back(Buffer::allocate(device, block_bytes_ * n, Residency::kAuto, true));
+    }
     // Each (layer, side) starts on kBlockAlign bytes, the bindings' offset alignment.
     side_stride_ = align_up(size_t(sequences) * size_t(max_blocks_) * 8, kBlockAlign);
     table_ = Buffer::allocate(device, size_t(n_layers_) * 2 * side_stride_, Residency::kHost);
@@ -66,7 +71,8 @@ KvBindings KvPool::bindings(int layer) const {
 
 void KvPool::set_entry(int seq, int j, int block) {
     auto* entries = static_cast<uint64_t*>(table_.contents());
-    const uint64_t base = pool_.address() + uint64_t(block) * block_bytes_;
+    const auto [chunk, offset] = locate(block);
+    const uint64_t base = chunk->address() + offset;
     for (size_t ls = 0; ls < side_offset_.size(); ++ls)
         entries[ls * side_stride_ / 8 + size_t(seq) * size_t(max_blocks_) + size_t(j)] = base + side_offset_[ls];
 }
@@ -98,15 +104,16 @@ void KvPool::drop_block(int b) {
 }
 
 void KvPool::copy_block(int from, int to) {
-    const size_t bytes = block_bytes_;
-    if (pool_.host_visible()) {
-        auto* base = static_cast<uint8_t*>(pool_.contents());
-        std::memcpy(base + size_t(to) * bytes, base + size_t(from) * bytes, bytes);
+    const auto [src, src_at] = locate(from);
+    const auto [dst, dst_at] = locate(to);
+    if (src->host_visible() && dst->host_visible()) {
+        std::memcpy(static_cast<uint8_t*>(dst->contents()) + dst_at,
+                    static_cast<const uint8_t*>(src->contents()) + src_at, block_bytes_);
         return;
     }
-    std::vector<uint8_t> rows(bytes);
-    pool_.read(rows.data(), bytes, size_t(from) * bytes);
-    pool_.write(rows.data(), bytes, size_t(to) * bytes);
+    std::vector<uint8_t> rows(block_bytes_);
+    src->read(rows.data(), block_bytes_, src_at);
+    dst->write(rows.data(), block_bytes_, dst_at);
 }
 
 void KvPool::prepare_write(int seq, int from, int to) {
@@ -185,7 +192,8 @@ std::vector<uint8_t> KvPool::read_side(int seq, int layer, bool values, bool sca
     const size_t scale_base = size_t(block_layout_[values].scale_offset);
     std::vector<uint8_t> block(block_bytes_);
     for (size_t j = 0; j * AKUNU_KV_BLOCK < n; ++j) {
-        pool_.read(block.data(), block_bytes_, size_t(s.blocks[j]) * block_bytes_);
+        const auto [chunk, offset] = locate(s.blocks[j]);
+        chunk->read(block.data(), block_bytes_, offset);
         const size_t rows = std::min<size_t>(AKUNU_KV_BLOCK, n - j * AKUNU_KV_BLOCK);
         for (size_t h = 0; h < heads; ++h) {
             const size_t src = at + (scales ? scale_base : 0) + h * AKUNU_KV_BLOCK * row;

@@ -42,7 +42,7 @@ public:
     int blocks_free() const { return int(free_.size()); }
     int blocks_shared() const;  // blocks that more than one sequence's table holds
     size_t block_bytes() const { return block_bytes_; }
-    size_t bytes() const { return pool_.size() + table_.size(); }
+    size_t bytes() const { return block_bytes_ * refs_.size() + table_.size(); }
 
     int length(int seq) const { return seqs_[size_t(seq)].length; }
     const std::vector<int>& block_table(int seq) const { return seqs_[size_t(seq)].blocks; }
@@ -89,7 +89,15 @@ private:
     size_t side_stride_ = 0;  // bytes from one (layer, side)'s tables to the next's
     std::vector<size_t> side_offset_;  // [layer * 2 + side]: where a side sits in a block
     KvLayout block_layout_[2];
-    Buffer pool_;  // [blocks, block_bytes_], addressable
+    // The blocks, in chunks of blocks_per_chunk_ (one allocation may hold only so much; the
+    // kernels find blocks by address, so a block's chunk does not matter to them).
+    std::vector<Buffer> chunks_;  // [blocks_per_chunk_, block_bytes_] each, addressable
+    size_t blocks_per_chunk_ = 0;
+    // Block b's chunk and its byte offset there.
+    std::pair<Buffer*, size_t> locate(int b) const {
+        return {const_cast<Buffer*>(&chunks_[size_t(b) / blocks_per_chunk_]),
+                size_t(b) % blocks_per_chunk_ * block_bytes_};
+    }
     Buffer table_;  // u64 [n_layers, 2, sequences, max_blocks], host memory
     std::vector<int> refs_;  // per block: the tables that hold it
     std::vector<int> free_;  // blocks with no reference, taken from the back

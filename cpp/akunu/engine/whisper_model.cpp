@@ -87,6 +87,7 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
                     " text positions: the attention kernel holds at most " + std::to_string(AKUNU_ENCODER_MAX_KEYS));
     AKUNU_CHECK(c.n_heads == c.n_kv_heads, path + ": Whisper decoders with grouped K/V heads are not supported");
     validate_model(*m->files_, c);
+    m->filters_ = m->files_->mel_filters();
     AKUNU_CHECK(options.max_sequences >= 1 && options.max_sequences <= 256,
                 "max_sequences must be in 1..256, not " + std::to_string(options.max_sequences));
     m->slots_ = options.max_sequences;
@@ -354,6 +355,17 @@ void WhisperModel::read_kv(int seq, int layer, float* out) const {
     const size_t row = 2 * size_t(config_.dim) * 4;
     self_kv_[size_t(layer)].read(out, size_t(lengths_[size_t(seq)]) * row,
                                  size_t(seq) * size_t(config_.max_context) * row);
+}
+
+}  // namespace akunu
+
+namespace akunu {
+
+void WhisperModel::mel(const float* samples, size_t n, float* out) {
+    const size_t thirty_seconds = size_t(2 * config_.audio_ctx) * WhisperMel::kHop;
+    if (!spectrogram_ || spectrogram_->max_samples() < n)
+        spectrogram_ = std::make_unique<WhisperMel>(device_, filters_, std::max(n, thirty_seconds));
+    spectrogram_->run(samples, n, out);
 }
 
 }  // namespace akunu

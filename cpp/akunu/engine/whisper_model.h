@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "akunu/engine/weights.h"
+#include "akunu/engine/whisper_mel.h"
 #include "akunu/formats/model_files.h"
 #include "akunu/model/model_config.h"
 #include "akunu/vulkan/command_list.h"
@@ -82,6 +83,12 @@ public:
     // out[seqs.size(), n_vocab] for the last row of each, or with all_logits out[sum of rows,
     // n_vocab] for every row in order. Checks everything before anything runs.
     void decode(const std::vector<int>& seqs, const std::vector<std::vector<int>>& tokens, bool all_logits, float* out);
+    // out[n_mels, n / 160]: the log-mel spectrogram of n 16-kHz samples (whisper_mel.h) with the
+    // model's filter bank. The spectrogram's buffers are made on first use for at least 30 s
+    // and grow to the longest clip asked for (they scale with its length).
+    void mel(const float* samples, size_t n, float* out);
+    const std::vector<float>& mel_filters() const { return filters_; }  // [n_mels, 201] f32
+
     // Rows of the last decoder submission (the last decode(), or its last part when it took
     // more than decode_rows() rows).
     int last_rows() const { return last_rows_; }
@@ -149,6 +156,9 @@ private:
     // Likewise the encoder for max_sequences windows and for one.
     std::unique_ptr<DispatchTable> enc_table_, enc_one_table_, dec_table_, dec_short_table_, copy_table_;
     std::unique_ptr<CommandList> enc_cl_, enc_one_cl_, dec_cl_, dec_short_cl_, copy_cl_;
+
+    std::vector<float> filters_;  // the mel filter bank (ModelFiles::mel_filters)
+    std::unique_ptr<WhisperMel> spectrogram_;  // made on the first mel()
 };
 
 }  // namespace akunu
