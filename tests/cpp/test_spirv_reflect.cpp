@@ -55,6 +55,8 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         const char* suffix = "";
     } expected[] = {
         {"kv_store_", sizeof(RopeKvParams), 4, "_blocks"},
+        {"kv_store_", sizeof(RopeKvParams), 4, "_batch"},  // a batch's blocks: block tables, as _blocks
+        {"attention_rows_", sizeof(FlashAttentionParams), 5, "_batch"},  // Q, the K and V block tables, out, step
         {"attention_split_", sizeof(AttentionParams), 7, "_blocks"},
         {"flash_attention_", sizeof(FlashAttentionParams), 5, "_blocks"},
         {"attention_split_ring", sizeof(AttentionParams), 7},
