@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 pytest.importorskip("scikit_build_core", reason="scikit-build-core builds the sdist (pip install scikit-build-core)")
 
-KEPT = ["pyproject.toml", "CMakeLists.txt", "LICENSE", "README.md", "PKG-INFO", "build.sh",
+KEPT = ["pyproject.toml", "CMakeLists.txt", "LICENSE", "README.md", "PKG-INFO",
         "python/akunu/__init__.py", "python/akunu/server/app.py", "cpp/akunu/core/tuning.h", "shaders/gemv.comp",
         "models/trained-code-llama-q8_0.gguf",  # the wheel installs it as package data
         "tests/python/conftest.py", "docs/api.md", "bench/soak.py"]
@@ -30,7 +30,9 @@ CLASSIFIERS = ["License :: OSI Approved :: MIT License", "Operating System :: PO
 
 
 def _build_sdist(out: pathlib.Path) -> pathlib.Path:
-    if importlib.util.find_spec("build") is not None:
+    # build's __main__, not just a "build" package: the checkout's build/ folder is a namespace
+    # package to an import from the repository root.
+    if importlib.util.find_spec("build.__main__") is not None:
         cmd = [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(out), str(ROOT)]
     else:  # the PEP 517 hook that `python -m build --sdist` calls
         cmd = [sys.executable, "-c", f"from scikit_build_core.build import build_sdist; build_sdist({str(out)!r})"]
