@@ -31,9 +31,9 @@ AKUNU_INLINE float exp_approx(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t ti, bits;
+    uint32_t ti, bits;  // unsigned: a NaN x makes garbage bits here, which must not overflow (UB)
     std::memcpy(&ti, &t, 4);
-    bits = (ti - 0x4B400000) * (1 << 23) + 0x3F800000;  // (n + 127) << 23: t's low bits hold n
+    bits = ((ti - 0x4B400000u) << 23) + 0x3F800000u;  // (n + 127) << 23: t's low bits hold n
     float scale;
     std::memcpy(&scale, &bits, 4);
     return x < -87.0f ? 0.0f : p * scale;
