@@ -37,11 +37,15 @@ layout(std430, binding = 3) readonly buffer Step { StepState step; };
 #define BK AKUNU_GEMM_CM_BK
 #define TM AKUNU_GEMM_CM_TM
 #define TN AKUNU_GEMM_CM_TN
-#define THREADS (AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N * 32)
+#define SG_K AKUNU_GEMM_CM_SG_K
+#define THREADS (AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N * SG_K * 32)
 #define STAGES AKUNU_GEMM_CM_STAGES
 layout(local_size_x = THREADS) in;
-#if BM * BN / (THREADS / 32) != 256 * TM * TN || BM * (BK / 8) % THREADS != 0 || BN * (BK / 8) % THREADS != 0
+#if BM * BN / (THREADS / 32 / SG_K) != 256 * TM * TN || BM * (BK / 8) % THREADS != 0 || BN * (BK / 8) % THREADS != 0
 #error "gemm_tiles.h: the subgroups must cover the tile, and every invocation load as many items"
+#endif
+#if SG_K > 1 && TM * TN != 1
+#error "gemm_tiles.h: subgroups split along k hold one accumulator block each"
 #endif
 
 // X as halves (k and ldx multiples of 8, which the host checks): the f16 rows a prefill chunk's
@@ -100,7 +104,16 @@ shared uvec4 ws[STAGES * WS_STAGE];
 shared float ys[THREADS / 32 * 16 * 16];
 
 // Tile loads, 8 values per item. Item i covers row i / (BK / 8) and k offset 8 * (i % (BK / 8)):
-// neighbouring lanes read neighbouring bytes of one row (of one quantized block).
+// neighbouring lanes read neighbouring bytes of one row (of one quantized block). Tile-major W
+// (W_TILES) holds a block column's 32 rows side by side, so there neighbouring lanes take
+// neighbouring rows (w_item): a subgroup then reads whole sectors instead of 8 bytes of each.
+uvec2 w_item(uint item) {  // (row, k offset) in the tile
+#ifdef W_TILES
+    return uvec2(item % BN, 8 * (item / BN));
+#else
+    return uvec2(item / (BK / 8), 8 * (item % (BK / 8)));
+#endif
+}
 #define X_ITEMS (BM * (BK / 8) / THREADS)
 #define W_ITEMS (BN * (BK / 8) / THREADS)
 
@@ -129,8 +142,8 @@ void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
         xb[t] = x4[inside ? i + 1 : 0];
     }
     [[unroll]] for (uint t = 0; t < W_ITEMS; ++t) {
-        const uint item = gl_LocalInvocationID.x + THREADS * t;
-        const uint n = n0 + item / (BK / 8), k = k0 + 8 * (item % (BK / 8));
+        const uvec2 at = w_item(gl_LocalInvocationID.x + THREADS * t);
+        const uint n = n0 + at.x, k = k0 + at.y;
         const bool inside = n < p.n && k < p.k;
         wr[t] = w_raw8(inside ? n : 0, inside ? k : 0, p.k);
     }
@@ -157,9 +170,9 @@ void store_tiles(uint stage, uint m0, uint n0, uint k0, uint m_end) {
         xs[stage * XS_STAGE + (item / (BK / 8)) * PITCH8 + item % (BK / 8)] = h;
     }
     [[unroll]] for (uint t = 0; t < W_ITEMS; ++t) {
-        const uint item = gl_LocalInvocationID.x + THREADS * t;
-        const uint n = n0 + item / (BK / 8), k = k0 + 8 * (item % (BK / 8));
-        ws[stage * WS_STAGE + (item / (BK / 8)) * PITCH8 + item % (BK / 8)] = n < p.n && k < p.k ? w_half8(wr[t], k) : uvec4(0);
+        const uvec2 at = w_item(gl_LocalInvocationID.x + THREADS * t);
+        const uint n = n0 + at.x, k = k0 + at.y;
+        ws[stage * WS_STAGE + at.x * PITCH8 + at.y / 8] = n < p.n && k < p.k ? w_half8(wr[t], k) : uvec4(0);
     }
 }
 
@@ -197,9 +210,11 @@ void main() {
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
     if (m0 >= m_end || !AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) return;  // uniform across the workgroup
 
-    // Subgroup sg owns rows wm .. wm + 16 TM - 1 and columns wn .. wn + 16 TN - 1.
-    const uint sg = gl_SubgroupID;
+    // Subgroup sg owns rows wm .. wm + 16 TM - 1 and columns wn .. wn + 16 TN - 1, over the
+    // part sk of each step's BK columns of k (all of them unless SG_K > 1).
+    const uint sg = gl_SubgroupID % (AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N), sk = gl_SubgroupID / (AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N);
     const uint wm = (sg / AKUNU_GEMM_CM_SG_N) * 16 * TM, wn = (sg % AKUNU_GEMM_CM_SG_N) * 16 * TN;
+    const uint kb_first = sk * (BK / SG_K), kb_end = kb_first + BK / SG_K;
 #define DECLARE_ACC(i, j) ACC c##i##j = ACC(0.0);
     EACH_IJ(DECLARE_ACC)
 
@@ -210,7 +225,7 @@ void main() {
 #define PRODUCTS(S)                                                                              \
     {                                                                                            \
         const uint x_stage = (S) * XS_STAGE, w_stage = (S) * WS_STAGE;                           \
-        [[unroll]] for (uint kb = 0; kb < BK; kb += 16) {                                        \
+        [[unroll]] for (uint kb = kb_first; kb < kb_end; kb += 16) {                              \
             EACH_I(LOAD_A)                                                                       \
             EACH_J(LOAD_B)                                                                       \
             EACH_IJ(MUL_ADD)                                                                     \
@@ -240,6 +255,19 @@ void main() {
 #error "gemm_tiles.h: AKUNU_GEMM_CM_STAGES must be 1 or 2"
 #endif
 
+#if SG_K > 1
+    // The parts of k meet in the first part's subgroups, added in the order of k (the same sum
+    // whatever the timing).
+    coopMatStoreNV(c00, ys, gl_SubgroupID * 256, 16, false);
+    barrier();
+    if (sk > 0) return;
+    for (uint part = 1; part < SG_K; ++part) {
+        ACC more;
+        coopMatLoadNV(more, ys, (part * AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N + sg) * 256, 16, false);
+        c00 = c00 + more;
+    }
+    subgroupBarrier();  // put_block stages edge blocks through this subgroup's own ys block
+#endif
 #define PUT(i, j) put_block(c##i##j, m0 + wm + 16 * i, n0 + wn + 16 * j, m_end);
     EACH_IJ(PUT)
 }

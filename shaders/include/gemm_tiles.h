@@ -10,21 +10,23 @@
 // fastest of the shapes measured (bench/NOTES.md, cooperative-matrix GEMM tile shapes). Each value
 // can be overridden by a define, as the short form below does.
 // Its short form (gemm_cm_short_<wtype>, GEMM_CM_SHORT) for chunks of up to
-// AKUNU_GEMM_CM_SHORT_ROWS tokens: 16 x 32 tiles of 2 subgroups (16 x 16 each), 256 columns of k
-// a step through one shared stage. A 16-token chunk then runs 128 workgroups on a 4096-wide
-// projection instead of 32 tiles of 128 x 128 that compute 128 rows with a quarter of the
-// SMs, and each workgroup waits on 16 steps of loads instead of 128, so short prompts run much
-// faster. Past AKUNU_GEMM_CM_SHORT_ROWS rows the wide tiles win again. (bench/NOTES.md, short
-// prompts in short cooperative-matrix tiles, also has the shapes that lost.)
+// AKUNU_GEMM_CM_SHORT_ROWS tokens (and batched decode steps): 16 x 16 tiles, 512 columns of k a
+// step through one shared stage, each of 8 subgroups multiplying its own 64 of them; the 8
+// partial blocks are added in shared memory at the end. A few rows of X cannot keep the tensor
+// units busy, so what bounds such a GEMM is how much of W is in flight: many narrow tiles with
+// wide steps loaded by many invocations, and converted and multiplied by 8 subgroups at once
+// instead of 2 (bench/NOTES.md, short prompts in short cooperative-matrix tiles, has the shapes
+// that lost, and "Batched steps: the short GEMM split along k" the measurement).
 #define AKUNU_GEMM_CM_SHORT_BM 16
-#define AKUNU_GEMM_CM_SHORT_BN 32
+#define AKUNU_GEMM_CM_SHORT_BN 16
 #define AKUNU_GEMM_CM_SHORT_ROWS 96
 #ifdef GEMM_CM_SHORT
 #define AKUNU_GEMM_CM_SG_M 1
-#define AKUNU_GEMM_CM_SG_N 2
+#define AKUNU_GEMM_CM_SG_N 1
+#define AKUNU_GEMM_CM_SG_K 8
 #define AKUNU_GEMM_CM_TM 1
 #define AKUNU_GEMM_CM_TN 1
-#define AKUNU_GEMM_CM_BK 256
+#define AKUNU_GEMM_CM_BK 512
 #define AKUNU_GEMM_CM_STAGES 1
 #endif
 #ifndef AKUNU_GEMM_CM_SG_M
@@ -32,6 +34,9 @@
 #endif
 #ifndef AKUNU_GEMM_CM_SG_N
 #define AKUNU_GEMM_CM_SG_N 4
+#endif
+#ifndef AKUNU_GEMM_CM_SG_K
+#define AKUNU_GEMM_CM_SG_K 1
 #endif
 #ifndef AKUNU_GEMM_CM_TM
 #define AKUNU_GEMM_CM_TM 4

@@ -43,15 +43,29 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
     scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, 1, rows_, b.plan.options.prefill_dequant,
                                                 o.max_sequences);
     fill_rope_tables(b, *scratch_);
-    const TablePass pass{true, rows_, 0, true, {}, nullptr, o.max_sequences};
-    table_ = build_table(b, *scratch_, *pool_, plan_for(b, *scratch_, *pool_, pass), pass);
-    const Buffer& counts = scratch_->get("batch_dispatch");
-    table_->use_counts(counts, 0, counts.size() / 2);
-    cl_ = std::make_unique<CommandList>(b.device, 0);
-    cl_->begin();
-    table_->record(*cl_);
-    cl_->end();
+    tables_[0] = record_table(rows_, 0);
+    const int short_rows = int(b.device->profile().gemm_short_rows);
+    if (short_rows > 0 && short_rows < rows_) {
+        short_rows_ = short_rows;
+        tables_[1] = record_table(short_rows_, 1);
+    }
     seqs_.resize(size_t(o.max_sequences));
+}
+
+// A step's table for up to `rows` rows, its workgroup counts in half `counts_slot` of the
+// scratch's batch_dispatch, recorded.
+Batch::StepTable Batch::record_table(int rows, size_t counts_slot) {
+    const LoadedModel& b = *base_;
+    const TablePass pass{true, rows, 0, true, {}, nullptr, max_sequences()};
+    StepTable t;
+    t.table = build_table(b, *scratch_, *pool_, plan_for(b, *scratch_, *pool_, pass), pass);
+    const Buffer& counts = scratch_->get("batch_dispatch");
+    t.table->use_counts(counts, counts_slot * (counts.size() / 2), counts.size() / 2);
+    t.cl = std::make_unique<CommandList>(b.device, 0);
+    t.cl->begin();
+    t.table->record(*t.cl);
+    t.cl->end();
+    return t;
 }
 
 Batch::Seq& Batch::checked(int seq) { return const_cast<Seq&>(static_cast<const Batch*>(this)->checked(seq)); }
@@ -201,8 +215,9 @@ std::vector<BatchToken> Batch::step(bool wait) {
         total += p.n;
     }
     *step = StepState{0, 0, uint32_t(total), 0};
-    table_->set_tokens(uint32_t(total));
-    cl_->submit_and_wait();
+    StepTable& t = tables_[short_rows_ > 0 && total <= short_rows_ ? 1 : 0];
+    t.table->set_tokens(uint32_t(total));
+    t.cl->submit_and_wait();
     ++step_count_;
     std::vector<BatchToken> out;
     for (const Piece& p : pieces) finish_piece(p, out);

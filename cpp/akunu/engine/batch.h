@@ -1,13 +1,16 @@
 // Batch: many sequences decoded together over one model's weights (docs/batch.md).
 //
 // A batch owns a KV block pool shared by up to max_sequences sequences (kv_pool.h), its own
-// scratch and one dispatch table, recorded once: a batched step of up to rows() rows, each row a
+// scratch and its dispatch tables, recorded once: a batched step of up to rows() rows, each row a
 // token of some sequence at that sequence's position. The step's GEMMs run over all rows (the
 // weights are read once for every sequence), attention reads each row's own sequence's blocks
 // (attention_rows), and every row's logits are sampled with its sequence's sampler. What changes
 // from step to step is data only: the token ids, a BatchRow (sequence, position) per row, the
 // samplers and the block tables. So sequences join and leave between steps, and a prompt's rows
 // share a step with other sequences' decode rows (chunked prefill), with nothing re-recorded.
+// Where the device runs short GEMM tiles, a second table covers steps of up to that many rows
+// (decode steps, mostly): it holds only the short GEMMs, where the full table also dispatches
+// the wide tiles, the weights' dequantization and the f16 GEMMs that such a step leaves idle.
 //
 // A sequence holds pending tokens: its prompt not yet run, then the token it sampled last. Each
 // step() takes the pending tokens of the sequences in turn until the rows run out (decode rows
@@ -76,7 +79,10 @@ public:
     const std::vector<float>& scores(int seq) const;
     const KvPool& pool() const { return *pool_; }
     const std::vector<int>& block_table(int seq) const;
-    const DispatchTable& table() const { return *table_; }
+    const DispatchTable& table() const { return *tables_[0].table; }
+    // The table of steps of up to short_rows() rows (nullptr where there is none).
+    const DispatchTable* short_table() const { return tables_[1].table.get(); }
+    int short_rows() const { return short_rows_; }
     const ScratchBuffers& scratch() const { return *scratch_; }
 
 private:
@@ -107,8 +113,14 @@ private:
     bool prefix_sharing_ = true;
     std::unique_ptr<KvPool> pool_;
     std::unique_ptr<ScratchBuffers> scratch_;
-    std::unique_ptr<DispatchTable> table_;
-    std::unique_ptr<CommandList> cl_;
+    // The step's tables: [0] up to rows_ rows, [1] (where short_rows_ > 0) up to short_rows_.
+    struct StepTable {
+        std::unique_ptr<DispatchTable> table;
+        std::unique_ptr<CommandList> cl;
+    };
+    StepTable tables_[2];
+    int short_rows_ = 0;
+    StepTable record_table(int rows, size_t counts_slot);
     std::vector<Seq> seqs_;
     uint64_t step_count_ = 0;
 };
