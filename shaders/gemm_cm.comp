@@ -118,10 +118,20 @@ uvec2 w_item(uint item) {  // (row, k offset) in the tile
 #define W_ITEMS (BN * (BK / 8) / THREADS)
 
 // One step's tiles as loaded: X as fp32 (two vec4s per item) or halves (xh), W as w_raw8()
-// read it.
+// read it. The short tiles of tile-major W (W_TILES) load whole block rows instead
+// (w_raw_block, an item per row and block of 32, rows fastest): a step's W then takes a
+// quarter of the registers, so more of it is in flight.
 vec4 xa[X_ITEMS], xb[X_ITEMS];
 uvec4 xh[X_ITEMS];
+#if defined(GEMM_CM_SHORT) && defined(W_TILES)
+#define W_BLOCKS (BN * (BK / 32) / THREADS)
+#if BN * (BK / 32) % THREADS != 0
+#error "gemm_tiles.h: the short tile's block rows must split evenly over the invocations"
+#endif
+WBlock wbr[W_BLOCKS];
+#else
 WRaw wr[W_ITEMS];
+#endif
 
 // Issues the loads of X[m0 : m0 + BM, k0 : k0 + BK] and W[n0 : n0 + BN, k0 : k0 + BK], with no
 // branch: items outside the matrices read element 0 instead, and store_tiles() zeroes them.
@@ -141,12 +151,20 @@ void load_tiles(uint m0, uint n0, uint k0, uint m_end) {
         xa[t] = x4[i];
         xb[t] = x4[inside ? i + 1 : 0];
     }
+#ifdef W_BLOCKS
+    [[unroll]] for (uint t = 0; t < W_BLOCKS; ++t) {
+        const uint item = gl_LocalInvocationID.x + THREADS * t, n = n0 + item % BN, k = k0 + 32 * (item / BN);
+        const bool inside = n < p.n && k < p.k;
+        wbr[t] = w_raw_block(inside ? n : 0, inside ? k / 32 : 0, p.k);
+    }
+#else
     [[unroll]] for (uint t = 0; t < W_ITEMS; ++t) {
         const uvec2 at = w_item(gl_LocalInvocationID.x + THREADS * t);
         const uint n = n0 + at.x, k = k0 + at.y;
         const bool inside = n < p.n && k < p.k;
         wr[t] = w_raw8(inside ? n : 0, inside ? k : 0, p.k);
     }
+#endif
 }
 
 // Converts the loaded tiles to halves into shared stage `stage`, zero outside the matrices.
@@ -169,11 +187,20 @@ void store_tiles(uint stage, uint m0, uint n0, uint k0, uint m_end) {
         }
         xs[stage * XS_STAGE + (item / (BK / 8)) * PITCH8 + item % (BK / 8)] = h;
     }
+#ifdef W_BLOCKS
+    [[unroll]] for (uint t = 0; t < W_BLOCKS; ++t) {
+        const uint item = gl_LocalInvocationID.x + THREADS * t, row = item % BN, b = item / BN;
+        const bool inside = n0 + row < p.n && k0 + 32 * b < p.k;
+        [[unroll]] for (uint g = 0; g < 4; ++g)
+            ws[stage * WS_STAGE + row * PITCH8 + 4 * b + g] = inside ? w_block_half8(wbr[t], g) : uvec4(0);
+    }
+#else
     [[unroll]] for (uint t = 0; t < W_ITEMS; ++t) {
         const uvec2 at = w_item(gl_LocalInvocationID.x + THREADS * t);
         const uint n = n0 + at.x, k = k0 + at.y;
         ws[stage * WS_STAGE + at.x * PITCH8 + at.y / 8] = n < p.n && k < p.k ? w_half8(wr[t], k) : uvec4(0);
     }
+#endif
 }
 
 void store(uint m, uint n, float v) {

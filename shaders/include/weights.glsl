@@ -287,6 +287,28 @@ WRaw w_raw8(uint row, uint k0, uint K) {
     const uint a = w_tile_chunk(column, r, c), b = w_tile_chunk(column, r, c + 1);
     return WRaw(head, uvec4(a & 0xFFFFu, a >> 16, b & 0xFFFFu, b >> 16));
 }
+// A whole block row of a tile-major matrix in 16-byte loads (W_BLOCK_CHUNKS of them): four
+// times fewer registers per weight in flight than four w_raw8() calls.
+#if defined(WTYPE_Q8_0)
+#define W_BLOCK_CHUNKS 2
+#else
+#define W_BLOCK_CHUNKS 1
+#endif
+layout(std430, binding = W_BINDING) readonly buffer WTileV { uvec4 w_tile_v[]; };
+struct WBlock {
+    uint head;
+    uvec4 q[W_BLOCK_CHUNKS];
+};
+WBlock w_raw_block(uint row, uint b, uint K) {
+    const uint column = w_tile_column(row, b, K), r = row % 32;
+    WBlock w;
+    w.head = w_tile_head(column, r, 0);
+#if W_HEAD_WORDS == 2
+    w.head |= w_tile_head(column, r, 1) << 16;
+#endif
+    [[unroll]] for (uint v = 0; v < W_BLOCK_CHUNKS; ++v) w.q[v] = w_tile_v[w_tile_vec_at(column, r, v)];
+    return w;
+}
 #else
 WRaw w_raw8(uint row, uint k0, uint K) {
     const uint w = (row * (K / 32) + k0 / 32) * (W_BLOCK_BYTES / 2), part = (k0 % 32) / 8;
@@ -329,6 +351,19 @@ uvec4 w_half8(WRaw r, uint k0) {
 #endif
     return h;
 }
+#if defined(W_TILES)
+// Elements 8 g .. 8 g + 7 of a block row that w_raw_block() loaded, as halves: bytes 8 g ..
+// 8 g + 7 of the codes (Q8_0), or the low (g < 2) or high nibbles of bytes 8 (g % 2) .. + 7.
+uvec4 w_block_half8(WBlock w, uint g) {
+#if defined(WTYPE_Q8_0)
+    const uvec4 c = w.q[g / 2];
+#else
+    const uvec4 c = w.q[0];
+#endif
+    const uint a = g % 2 == 0 ? c.x : c.z, b = g % 2 == 0 ? c.y : c.w;
+    return w_half8(WRaw(w.head, uvec4(a & 0xFFFFu, a >> 16, b & 0xFFFFu, b >> 16)), 8 * g);
+}
+#endif
 #else
 struct WRaw { uvec4 h; };
 WRaw w_raw8(uint row, uint k0, uint K) {
