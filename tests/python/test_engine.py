@@ -399,11 +399,14 @@ def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch, varia
     """Short chunks run their GEMMs in short tiles where the device takes them
     (DeviceProfile.gemm_short_tiles): the scalar GEMM up to 64 tokens in 16 x 256 tiles
     (lavapipe; on a device with cooperative matrices through tuning coopmat=0), the
-    cooperative-matrix one up to 96 tokens in 16 x 32 tiles; longer chunks the wide ones. The
+    cooperative-matrix one up to 96 tokens in 16 x 16 tiles; longer chunks the wide ones. The
     scalar short tiles sum each product in the same order, so the logits of short prompts, and of
     one past the short rows that takes the wide tiles, equal those of a model that never runs
-    short tiles to the bit; the cooperative-matrix ones step through k 256 columns at a time
-    instead of 32, within f32 rounding of them."""
+    short tiles to the bit. The cooperative-matrix short tiles add 8 partial sums, each over its
+    own 64 of every 512 columns of k (gemm_tiles.h), where the wide tiles keep one running sum
+    over steps of 32: the same f16 products in f32 in two orders, whose difference four layers of
+    this random model grow to a few 1e-4 of the largest logit. Both stay within the reference
+    tolerance of test_logits_at_every_position, which the short tiles run for these prompts."""
     if backend == "cpu":
         pytest.skip("the CPU backend's GEMM has no tile shapes to choose")
     coopmat = variant == "coopmat"
@@ -428,7 +431,7 @@ def test_short_gemm_tiles_give_the_wide_tiles_logits(backend, monkeypatch, varia
     for n in (9, 29, rows, rows + 1):
         got, want = short.eval(ids[:n], all_logits=True, reset=False), wide.eval(ids[:n], all_logits=True, reset=False)
         if coopmat:
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
+            np.testing.assert_allclose(got, want, rtol=0, atol=5e-4 * np.abs(want).max())
         else:
             np.testing.assert_array_equal(got, want)
         short.reset()
