@@ -53,6 +53,8 @@ private:
     ProjectionInput gate_up(int l, const ProjectionInput& in);
     ProjectionInput gemm_gated(int l, const ProjectionInput& in);
     void tap(int l);
+    void split_input();
+    void split_output();
     void all_logits();
     void tail();
     void sample_rows();
@@ -106,6 +108,7 @@ private:
     const Buffer &h0_, &h1_, &residual_, &qkv_, &attn_out_, &gate_, &up_, &act_;
     const Binding step_, q_, k_, v_;
     const Weight& head_;  // the LM head: output, or the tied embeddings
+    const int first_, last_;  // the layers this table runs (LoadedModel::layers)
     // Prefill: the f16 buffers block-format weights are dequantized into, in turn. Each
     // dequantization goes into the next one and is placed in the table right after the f16
     // GEMM before its projection, or before its group (Q, K and V after the layer before's
@@ -154,7 +157,9 @@ Builder::Builder(const LoadedModel& m, const ScratchBuffers& s, const KvSource& 
       q_(Binding::columns(qkv_, 0, q_dim_ * 4, qkv_row_ * 4)),
       k_(Binding::columns(qkv_, q_dim_ * 4, kv_dim_ * 4, qkv_row_ * 4)),
       v_(Binding::columns(qkv_, (q_dim_ + kv_dim_) * 4, kv_dim_ * 4, qkv_row_ * 4)),
-      head_(m.weights.output ? m.weights.output : m.weights.token_embd) {
+      head_(m.weights.output ? m.weights.output : m.weights.token_embd),
+      first_(m.layers.first),
+      last_(m.layers.end(m.config.n_layers)) {
     if (plan.dequant_bytes)
         for (int i = 0; i < kPrefillF16Weights; ++i) weights_f16_[i] = &s.get(prefill_f16_weights_name(i));
     if (plan.handoffs) handoff_counters_ = Binding(s.get("gemv_handoff"));
@@ -168,15 +173,23 @@ std::unique_ptr<DispatchTable> Builder::build() {
     // chunk's token count (set_tokens before each submission): a short prompt pays for its own
     // rows, not a whole chunk's.
     if (prefill_) t_.set_chunk_rows(uint32_t(rows_));
-    t_.set_label("token_embd");
-    const Buffer& ids = prefill_ ? s_.get("batch_token_ids") : s_.get("token_ids");
-    const Weight& embd = m_.weights.token_embd;
-    for (const WeightWindow& win : weight_windows(embd, t_.device().profile(), "token_embd"))
-        kernels::embed(t_, win.w, embd.type, win.rows, ids, step_, h0_, dim_, c_.embed_scale, rows_, win.first_row);
-    for (int l = 0; l < c_.n_layers; ++l) {
+    if (first_ > 0) {
+        split_input();
+    } else {
+        t_.set_label("token_embd");
+        const Buffer& ids = prefill_ ? s_.get("batch_token_ids") : s_.get("token_ids");
+        const Weight& embd = m_.weights.token_embd;
+        for (const WeightWindow& win : weight_windows(embd, t_.device().profile(), "token_embd"))
+            kernels::embed(t_, win.w, embd.type, win.rows, ids, step_, h0_, dim_, c_.embed_scale, rows_, win.first_row);
+    }
+    for (int l = first_; l < last_; ++l) {
         attention(l);
         feed_forward(l);
         tap(l);
+    }
+    if (last_ < c_.n_layers) {
+        split_output();
+        return std::move(table_);
     }
     if (prefill_ && pass_.all_logits) all_logits();
     if (pass_.batch_sequences)
@@ -252,8 +265,8 @@ void Builder::feed_forward(int l) {
     const LayerWeights& L = layer(l);
     const LayerPlan& lp = plan_.layers[size_t(l)];
     label(l, "attn_output");
-    // The O GEMV also zeroes the layer before's slots (of the last layer, for l = 0).
-    const uint32_t before = 1 + kHandoffSlotsPerLayer * uint32_t((l + c_.n_layers - 1) % c_.n_layers);
+    // The O GEMV also zeroes the layer before's slots (of the table's last layer, for its first).
+    const uint32_t before = 1 + kHandoffSlotsPerLayer * uint32_t(l == first_ ? last_ - 1 : l - 1);
     const auto o_handoff = take_handoff(lp.handoff_slot[kOToGateUp], plan_.o_tiles, plan_.handoffs ? before : 0);
     into_residual(L.o, {Binding(attn_out_), std::nullopt, lp.attn_out_dtype}, q_dim_,
                   a_.post_attn_norm ? &L.post_attn_norm : nullptr, ptr(o_handoff),
@@ -323,6 +336,36 @@ void Builder::tap(int l) {
     label(l, "tap");
     const size_t bytes = rows_ * dim_ * 4;
     kernels::copy(t_, h0_, Binding(*pass_.tap_buffer, size_t(at - pass_.taps.begin()) * bytes, bytes), bytes);
+}
+
+// A part after the first: the residual stream the part before handed on, as its table left it
+// after layer first - 1 (with the norm that layer's down GEMV handed forward, where it did).
+void Builder::split_input() {
+    t_.set_label("split_in");
+    const Binding in(*pass_.split_in);
+    const size_t bytes = rows_ * dim_ * 4;
+    kernels::copy(t_, offset_by(in, 0), Binding(h0_), bytes);
+    if (prefill_ || !plan_.layers[size_t(first_ - 1)].down_norm_forward) return;
+    const Buffer& sums = s_.get("norm_sums");
+    kernels::copy(t_, offset_by(in, bytes), Binding(residual_), dim_ * 4);
+    kernels::copy(t_, offset_by(in, bytes + dim_ * 4), Binding(sums), sums.size());
+    const Weight& producer = layer(first_ - 1).down;
+    const uint32_t partials = kernels::gemv_norm_partials(t_.device().profile(), producer.type, dim_);
+    ready_ =
+        ProjectionInput{Binding(residual_), kernels::GemvInput::rmsnorm_ready(Binding(sums), partials, c_.norm_eps)};
+}
+
+// A part before the last: its residual stream after its last layer, for the next part.
+void Builder::split_output() {
+    t_.set_label("split_out");
+    const Binding out(*pass_.split_out);
+    const size_t bytes = rows_ * dim_ * 4;
+    kernels::copy(t_, Binding(h0_), offset_by(out, 0), bytes);
+    if (prefill_ || !plan_.layers[size_t(last_ - 1)].down_norm_forward) return;
+    const Buffer& sums = s_.get("norm_sums");
+    kernels::copy(t_, Binding(residual_), offset_by(out, bytes), dim_ * 4);
+    kernels::copy(t_, Binding(sums), offset_by(out, bytes + dim_ * 4), sums.size());
+    ready_.reset();  // handed on with the stream
 }
 
 // A chunk's logits at every row, into batch_logits.
@@ -557,8 +600,17 @@ DecodePlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KvSourc
     scratch.handoff_counters = s.all().count("gemv_handoff") > 0;
     if (pass.prefill && s.all().count(prefill_f16_weights_name(0)))
         scratch.dequant_bytes = s.get(prefill_f16_weights_name(0)).size();
-    return plan_pass(m.config, m.weights, m.files->gguf() != nullptr, m.device->profile(), kv,
-                     {pass.prefill, size_t(pass.rows), pass.taps}, scratch);
+    DecodePlan p = plan_pass(m.config, m.weights, m.files->gguf() != nullptr, m.device->profile(), kv,
+                             {pass.prefill, size_t(pass.rows), pass.taps}, scratch);
+    // A split model's boundaries (split.h): no hand-off crosses one (each part has its own
+    // counters), and a norm is handed forward across one only where both parts agree to.
+    const int n = m.config.n_layers;
+    for (const auto& [l, carries] : {std::pair{m.layers.first - 1, m.norm_in}, {m.layers.end(n) - 1, m.norm_out}}) {
+        if (l < 0 || l + 1 >= n || p.prefill) continue;
+        p.layers[size_t(l)].handoff_slot[kDownToNextQkv] = 0;
+        p.layers[size_t(l)].down_norm_forward = p.layers[size_t(l)].down_norm_forward && carries;
+    }
+    return p;
 }
 
 std::unique_ptr<DispatchTable> build_table(const LoadedModel& m, const ScratchBuffers& s, const KvSource& kv,
