@@ -76,7 +76,7 @@ class Model:
         context: positions the KV cache holds; None: 4096, or the trained length if shorter.
         More than the model was trained for is clipped to that, with an akunu.ContextWarning.
         device: an entry of akunu.devices() or its index, part of a device's name, "vulkan"
-        (the best Vulkan device) or "cpu" (akunu's native CPU backend, the last entry of
+        (the best Vulkan device; "vulkan:N" the Nth) or "cpu" (akunu's native CPU backend, the last entry of
         devices()); None: AKUNU_DEVICE, else the best Vulkan GPU, else the CPU backend (where
         Vulkan offers only CPU implementations such as lavapipe, or nothing; find_device() says
         why).

@@ -108,7 +108,7 @@ def pair():
     """A single-device model and the same model over two logical devices."""
     path = require("trained-code-llama", "gguf", "trained-code-llama-f16.gguf")
     return (akunu.Model(path, context=96, device="vulkan", progress=False),
-            akunu.Model(path, context=96, devices=["vulkan", "vulkan"], split=[2, 4], progress=False))
+            akunu.Model(path, context=96, devices=["vulkan:0", "vulkan"], split=[2, 4], progress=False))
 
 
 def test_greedy_generate_over_a_split_is_the_single_device_one(pair):
@@ -210,3 +210,31 @@ def test_plan_shows_the_split_and_whether_each_part_fits():
     with pytest.raises(akunu.Error, match="split entry 0 is -1"):
         akunu.plan(path, context=64, devices=["vulkan", "cpu"], split=[-1, 7])
     assert FIXTURES.exists()
+
+
+def test_each_part_records_its_own_tables(pair):
+    """The last part's tables start from the residual stream handed in; profile() lists every
+    part's commands in layer order, the first part's ending in the hand-off."""
+    single, split = pair
+    table = split.dispatch_table()
+    assert table[0]["label"] == "split_in" and table[-1]["label"] == "sample"
+    assert not any(cmd["label"].startswith(("blk.0.", "blk.1.")) for cmd in table)
+    assert {cmd["label"] for cmd in table} < {cmd["label"] for cmd in single.dispatch_table()} | {"split_in"}
+    labels = [row["label"] for row in split._engine.profile(1)]
+    at = len(labels) - 1 - labels[::-1].index("split_out")  # the stream (and a norm handed forward)
+    assert labels[0] == "token_embd" and labels[at + 1] == "split_in" and labels[-1] == "sample"
+    assert all(not label.startswith("blk.2.") for label in labels[:at])
+
+
+def test_a_norm_handed_forward_crosses_a_boundary_between_like_devices(pair):
+    """Where the single-device decode plan has layer 1's down GEMV hand layer 2's attention norm
+    forward, the split at layer 2 hands the normed stream across with the residual stream (three
+    copies in, the bitwise test above covers its logits); a Vulkan + CPU split does not."""
+    single, split = pair
+    if not single.plan()["layers"][1]["down_norm_forward"]:
+        pytest.skip(f"{single.device.name}'s decode plan hands no norm forward after layer 1")
+    assert split.plan()["layers"][1]["down_norm_forward"]
+    assert [cmd["label"] for cmd in split.dispatch_table()[:4]] == ["split_in"] * 3 + ["blk.2.attn_qkv"]
+    mixed = akunu.Model(split.path, context=32, devices=["vulkan", "cpu"], split=[2, 4], progress=False)
+    assert not mixed.plan()["layers"][1]["down_norm_forward"]
+    assert mixed.dispatch_table()[1]["label"] != "split_in"

@@ -164,4 +164,13 @@ DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, con
     return p;
 }
 
+void plan_boundaries(DecodePlan& p, int n_layers, LayerRange layers, bool norm_in, bool norm_out) {
+    if (p.prefill) return;
+    for (const auto& [l, carries] : {std::pair{layers.first - 1, norm_in}, {layers.end(n_layers) - 1, norm_out}}) {
+        if (l < 0 || l + 1 >= n_layers) continue;  // the model's first or last layer: no boundary
+        p.layers[size_t(l)].handoff_slot[kDownToNextQkv] = 0;
+        p.layers[size_t(l)].down_norm_forward = p.layers[size_t(l)].down_norm_forward && carries;
+    }
+}
+
 }  // namespace akunu

@@ -53,8 +53,7 @@ private:
     ProjectionInput gate_up(int l, const ProjectionInput& in);
     ProjectionInput gemm_gated(int l, const ProjectionInput& in);
     void tap(int l);
-    void split_input();
-    void split_output();
+    void split_stream(const Buffer& io, int l, bool in);
     void all_logits();
     void tail();
     void sample_rows();
@@ -173,26 +172,24 @@ std::unique_ptr<DispatchTable> Builder::build() {
     // chunk's token count (set_tokens before each submission): a short prompt pays for its own
     // rows, not a whole chunk's.
     if (prefill_) t_.set_chunk_rows(uint32_t(rows_));
-    if (first_ > 0) {
-        split_input();
-    } else {
-        t_.set_label("token_embd");
-        const Buffer& ids = prefill_ ? s_.get("batch_token_ids") : s_.get("token_ids");
-        const Weight& embd = m_.weights.token_embd;
+    t_.set_label("token_embd");
+    const Buffer& ids = prefill_ ? s_.get("batch_token_ids") : s_.get("token_ids");
+    const Weight& embd = m_.weights.token_embd;
+    if (first_ > 0)  // a part of a split model after its first
+        split_stream(*pass_.split_in, first_ - 1, true);
+    else
         for (const WeightWindow& win : weight_windows(embd, t_.device().profile(), "token_embd"))
             kernels::embed(t_, win.w, embd.type, win.rows, ids, step_, h0_, dim_, c_.embed_scale, rows_, win.first_row);
-    }
     for (int l = first_; l < last_; ++l) {
         attention(l);
         feed_forward(l);
         tap(l);
     }
-    if (last_ < c_.n_layers) {
-        split_output();
-        return std::move(table_);
-    }
-    if (prefill_ && pass_.all_logits) all_logits();
-    if (pass_.batch_sequences)
+    const bool head = last_ == c_.n_layers;  // else a part of a split model before its last
+    if (head && prefill_ && pass_.all_logits) all_logits();
+    if (!head)
+        split_stream(*pass_.split_out, last_ - 1, false);
+    else if (pass_.batch_sequences)
         sample_rows();
     else
         tail();
@@ -338,34 +335,25 @@ void Builder::tap(int l) {
     kernels::copy(t_, h0_, Binding(*pass_.tap_buffer, size_t(at - pass_.taps.begin()) * bytes, bytes), bytes);
 }
 
-// A part after the first: the residual stream the part before handed on, as its table left it
-// after layer first - 1 (with the norm that layer's down GEMV handed forward, where it did).
-void Builder::split_input() {
-    t_.set_label("split_in");
-    const Binding in(*pass_.split_in);
-    const size_t bytes = rows_ * dim_ * 4;
-    kernels::copy(t_, offset_by(in, 0), Binding(h0_), bytes);
-    if (prefill_ || !plan_.layers[size_t(first_ - 1)].down_norm_forward) return;
+// The residual stream between the parts of a split model after layer l (read `in` by the part
+// after, written by the part before): h0's rows, and where l's down GEMV hands the next norm
+// forward across the boundary, the normed stream and its sums (so layer l + 1 runs as it does in
+// the whole model's table).
+void Builder::split_stream(const Buffer& io, int l, bool in) {
+    t_.set_label(in ? "split_in" : "split_out");
     const Buffer& sums = s_.get("norm_sums");
-    kernels::copy(t_, offset_by(in, bytes), Binding(residual_), dim_ * 4);
-    kernels::copy(t_, offset_by(in, bytes + dim_ * 4), Binding(sums), sums.size());
-    const Weight& producer = layer(first_ - 1).down;
-    const uint32_t partials = kernels::gemv_norm_partials(t_.device().profile(), producer.type, dim_);
+    const size_t bytes = rows_ * dim_ * 4;
+    const bool norm = !prefill_ && plan_.layers[size_t(l)].down_norm_forward;
+    const std::tuple<const Buffer*, size_t, size_t> pieces[] = {
+        {&h0_, 0, bytes}, {&residual_, bytes, dim_ * 4}, {&sums, bytes + dim_ * 4, sums.size()}};
+    for (const auto& [b, at, n] : pieces) {
+        if (b != &h0_ && !norm) break;
+        kernels::copy(t_, in ? Binding(io, at, n) : Binding(*b), in ? Binding(*b) : Binding(io, at, n), n);
+    }
+    if (!in || !norm) return ready_.reset();
+    const uint32_t partials = kernels::gemv_norm_partials(t_.device().profile(), layer(l).down.type, dim_);
     ready_ =
         ProjectionInput{Binding(residual_), kernels::GemvInput::rmsnorm_ready(Binding(sums), partials, c_.norm_eps)};
-}
-
-// A part before the last: its residual stream after its last layer, for the next part.
-void Builder::split_output() {
-    t_.set_label("split_out");
-    const Binding out(*pass_.split_out);
-    const size_t bytes = rows_ * dim_ * 4;
-    kernels::copy(t_, Binding(h0_), offset_by(out, 0), bytes);
-    if (prefill_ || !plan_.layers[size_t(last_ - 1)].down_norm_forward) return;
-    const Buffer& sums = s_.get("norm_sums");
-    kernels::copy(t_, Binding(residual_), offset_by(out, bytes), dim_ * 4);
-    kernels::copy(t_, Binding(sums), offset_by(out, bytes + dim_ * 4), sums.size());
-    ready_.reset();  // handed on with the stream
 }
 
 // A chunk's logits at every row, into batch_logits.
@@ -602,14 +590,7 @@ DecodePlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KvSourc
         scratch.dequant_bytes = s.get(prefill_f16_weights_name(0)).size();
     DecodePlan p = plan_pass(m.config, m.weights, m.files->gguf() != nullptr, m.device->profile(), kv,
                              {pass.prefill, size_t(pass.rows), pass.taps}, scratch);
-    // A split model's boundaries (split.h): no hand-off crosses one (each part has its own
-    // counters), and a norm is handed forward across one only where both parts agree to.
-    const int n = m.config.n_layers;
-    for (const auto& [l, carries] : {std::pair{m.layers.first - 1, m.norm_in}, {m.layers.end(n) - 1, m.norm_out}}) {
-        if (l < 0 || l + 1 >= n || p.prefill) continue;
-        p.layers[size_t(l)].handoff_slot[kDownToNextQkv] = 0;
-        p.layers[size_t(l)].down_norm_forward = p.layers[size_t(l)].down_norm_forward && carries;
-    }
+    plan_boundaries(p, m.config.n_layers, m.layers, m.norm_in, m.norm_out);
     return p;
 }
 
