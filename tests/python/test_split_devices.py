@@ -238,3 +238,35 @@ def test_a_norm_handed_forward_crosses_a_boundary_between_like_devices(pair):
     mixed = akunu.Model(split.path, context=32, devices=["vulkan", "cpu"], split=[2, 4], progress=False)
     assert not mixed.plan()["layers"][1]["down_norm_forward"]
     assert mixed.dispatch_table()[1]["label"] != "split_in"
+
+
+@pytest.mark.parametrize("kv", [{"kv_alloc": "blocks"}, {"kv_ring": True, "kv_dtype": "q8"},
+                                {"kv_alloc": "blocks", "kv_ring": True, "kv_dtype": "q8/int4"}],
+                         ids=["blocks", "ring-q8", "blocks-ring-q8/int4"])
+def test_kv_layouts_and_formats_split_bit_for_bit(kv):
+    """Each part holds its layers of a cache in blocks, in rings (gemma3's sliding layers) or
+    quantized; the logits, the cache views and the saved state match the single-device ones."""
+    path = require("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf")
+    ids = prompt("tiny-gemma3-random", 40)
+    single = akunu.Model(path, context=64, device="vulkan", prefill_chunk=16, chain=2, progress=False, **kv)
+    split = akunu.Model(path, context=64, devices=[0, "vulkan"], split=[3, 3], prefill_chunk=16, chain=2,
+                        progress=False, **kv)
+    for got, want in zip(logits_of(split, ids), logits_of(single, ids)):
+        np.testing.assert_array_equal(got, want)
+    assert split.kv_cache.sliding_from == single.kv_cache.sliding_from
+    for layer in (0, 5):
+        np.testing.assert_array_equal(split.kv_cache.k(layer), single.kv_cache.k(layer))
+    assert split.save_state() == single.save_state()
+
+
+def test_bad_input_to_a_split_model_changes_nothing(pair):
+    single, split = pair
+    ids = prompt("trained-code-llama", 8)
+    split.eval(ids)
+    state = split.save_state()
+    for bad in ([split.config.vocab_size], [-1], list(range(200))):  # out of range, too long a prompt
+        with pytest.raises((akunu.Error, ValueError)):
+            split.eval(bad, reset=False)
+    with pytest.raises(akunu.Error, match="truncate"):
+        split.kv_cache.truncate(9)
+    assert split.save_state() == state

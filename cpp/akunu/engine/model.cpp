@@ -548,9 +548,14 @@ void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vect
     const size_t vocab = size_t(base_->config.vocab_size), dim = size_t(config().dim);
     for (size_t at = 0; at < ids.size(); at += chunk) {
         const size_t n = std::min(chunk, ids.size() - at);
-        for (size_t i = 0; i < parts.size(); ++i) {
-            parts[i]->run_chunk(ids.data() + at, n, all_logits != nullptr, tapped[i]);
-            if (i + 1 < parts.size()) parts[i]->hand_to(*parts[i + 1], parts[i]->handed_bytes(true, n));
+        try {
+            for (size_t i = 0; i < parts.size(); ++i) {
+                parts[i]->run_chunk(ids.data() + at, n, all_logits != nullptr, tapped[i]);
+                if (i + 1 < parts.size()) parts[i]->hand_to(*parts[i + 1], parts[i]->handed_bytes(true, n));
+            }
+        } catch (...) {
+            align_parts();
+            throw;
         }
         if (all_logits) scratch_->get("batch_logits").read(all_logits + at * vocab, n * vocab * 4);
         // tap_out[i, at : at + n, :] = taps[slot of layer taps[i], 0 : n, :] of the part holding it

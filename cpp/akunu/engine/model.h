@@ -227,6 +227,8 @@ private:
     // one of every part in turn.
     void step(int token);
     void step_all(int token);
+    // After a part failed mid-step: every part back to the shortest cache length among them.
+    void align_parts();
     // One prefill chunk of this part: ids[0 : n] at the cache's next positions, by the table
     // for all-position logits or not, or a tap variant's.
     void run_chunk(const int* ids, size_t n, bool all_logits, TapVariant* tapped);

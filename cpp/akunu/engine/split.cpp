@@ -158,10 +158,21 @@ const KVCache& Model::layer_cache(int layer) const {
 
 void Model::step_all(int token) {
     const std::vector<Model*> parts = all_parts();
-    for (size_t i = 0; i < parts.size(); ++i) {
-        parts[i]->step(token);
-        if (i + 1 < parts.size()) parts[i]->hand_to(*parts[i + 1], parts[i]->handed_bytes(false, 1));
+    try {
+        for (size_t i = 0; i < parts.size(); ++i) {
+            parts[i]->step(token);
+            if (i + 1 < parts.size()) parts[i]->hand_to(*parts[i + 1], parts[i]->handed_bytes(false, 1));
+        }
+    } catch (...) {
+        align_parts();
+        throw;
     }
+}
+
+void Model::align_parts() {
+    int length = kv_->current_length();
+    for (const Model* p : parts()) length = std::min(length, p->kv_->current_length());
+    for (Model* p : all_parts()) p->kv_->set_length(length);
 }
 
 size_t Model::handed_bytes(bool prefill, size_t rows) const {
