@@ -270,3 +270,22 @@ def test_bad_input_to_a_split_model_changes_nothing(pair):
     with pytest.raises(akunu.Error, match="truncate"):
         split.kv_cache.truncate(9)
     assert split.save_state() == state
+
+
+@pytest.mark.parametrize("model, source, counts", [("tiny-qwen3-random", "hf", [1, 1]),
+                                                   ("trained-code-llama", "gguf/trained-code-llama-q8_0.gguf",
+                                                    [1, 4, 1])], ids=["qwen3-hf", "code-llama-q8_0"])
+def test_gemv_hand_offs_stay_inside_each_part(model, source, counts):
+    """With GEMV hand-offs on (as on NVIDIA; tuning gemv_handoff=1 turns them on here), each part
+    has its own counters: no hand-off crosses a boundary, a part's first O GEMV zeroes its last
+    layer's slots, a part of one layer hands nothing off, and the logits stay bit for bit."""
+    path = require(model, source)
+    ids = prompt(model)
+    single = akunu.Model(path, context=64, device="vulkan", tuning="gemv_handoff=1", progress=False)
+    if not single.plan()["handoffs"]:
+        pytest.skip(f"{single.device.name} hands nothing off even with gemv_handoff=1")
+    split = akunu.Model(path, context=64, devices=["vulkan"] * len(counts), split=counts, tuning="gemv_handoff=1",
+                        progress=False)
+    for got, want in zip(logits_of(split, ids), logits_of(single, ids)):
+        np.testing.assert_array_equal(got, want)
+    assert split.plan()["layers"][-1]["handoffs"] == []  # the last part holds one layer
