@@ -182,5 +182,17 @@ def _plan_split(config, files, devices, split, tuning, **options) -> SplitPlan:
     for (first, last), selector in zip(layers, selectors):
         d = _akunu.plan_memory(config, files, device=selector, tuning=tuning, first_layer=first, last_layer=last,
                                **options)
+        d["kv_layers"] = d["kv_layers"][first:last]  # the layouts of the part's own layers
         parts.append(MemoryPlan(config=config, **d))
+    # Parts on one physical device (two logical devices of it) share its memory.
+    shared: dict[int, list[int]] = {}
+    for i, selector in enumerate(selectors):
+        shared.setdefault(_akunu.find_device(selector)["index"], []).append(i)
+    for group in (g for g in shared.values() if len(g) > 1):
+        need = sum(parts[i].total_bytes for i in group)
+        if need > parts[group[0]].device_bytes:
+            for i in group:
+                parts[i].fits = False
+                parts[i].notes.append(f"parts {', '.join(map(str, group))} share {parts[i].device}: together they "
+                                      f"need {_mib(need)} of its {_mib(parts[i].device_bytes)}")
     return SplitPlan(layers=layers, parts=parts)

@@ -203,6 +203,11 @@ def test_plan_shows_the_split_and_whether_each_part_fits():
     text = str(p)
     assert "part 0: layers 0 to 1 + embedding on" in text and "part 1: layers 2 to 5 + head on" in text
     assert text.startswith("split plan: gemma3, 6 layers over 2 devices: fits")
+    assert first.kv_layers == ["full"] * 2 and "KV cache (2 full)" in text
+    # Two logical devices of one physical device share its memory: the plan adds their parts.
+    heap = akunu.plan(path, context=64, device="vulkan").device_bytes
+    shared = akunu.plan(path, context=64, devices=["vulkan", "vulkan"], split=[3, 3])
+    assert shared.fits == (sum(part.total_bytes for part in shared.parts) <= heap)
     # As a model loads it: the same parts.
     m = akunu.Model(path, context=64, devices=["vulkan", "cpu"], split=[2, 4], progress=False)
     assert [part["layers"] for part in m.parts] == p.layers
@@ -289,3 +294,25 @@ def test_gemv_hand_offs_stay_inside_each_part(model, source, counts):
     for got, want in zip(logits_of(split, ids), logits_of(single, ids)):
         np.testing.assert_array_equal(got, want)
     assert split.plan()["layers"][-1]["handoffs"] == []  # the last part holds one layer
+
+
+LLAMA31_8B = {  # a config alone: the plan estimates the weights (test_model_config.py has the figures)
+    "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 8192,
+    "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": False,
+}
+
+
+def test_a_plan_adds_up_the_parts_that_share_a_device():
+    """Parts on logical devices of one physical device share its memory: each may fit alone
+    while together they do not; on different devices each part counts alone."""
+    whole = akunu.plan(LLAMA31_8B, context=1024, weights_dtype="Q4_0", device="vulkan")
+    n = max(2, min(32, -(-whole.total_bytes * 2 // whole.device_bytes)))  # parts of about half the heap
+    p = akunu.plan(LLAMA31_8B, context=1024, weights_dtype="Q4_0", devices=["vulkan"] * n)
+    assert sum(len(range(*r)) for r in p.layers) == 32
+    alone = all(part.total_bytes <= part.device_bytes for part in p.parts)
+    together = sum(part.total_bytes for part in p.parts)
+    if not alone or together <= whole.device_bytes:
+        pytest.skip(f"{whole.device}: no split of this model into {n} parts fits part by part but not in all")
+    assert not p.fits and "together they need" in p.parts[0].notes[-1]
+    assert "DOES NOT FIT" in str(p)
