@@ -316,3 +316,22 @@ def test_a_plan_adds_up_the_parts_that_share_a_device():
         pytest.skip(f"{whole.device}: no split of this model into {n} parts fits part by part but not in all")
     assert not p.fits and "together they need" in p.parts[0].notes[-1]
     assert "DOES NOT FIT" in str(p)
+
+
+def test_the_rest_of_generate_over_a_split(pair):
+    """Speculative decoding (a split target), n samples (saved states), host-side logprobs and
+    perplexity give the single-device results; a batch refuses a split model, saying why."""
+    single, split = pair
+    ids = prompt("trained-code-llama", 6)
+    draft = akunu.Model(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"), context=96,
+                        device="vulkan", progress=False)
+    assert (split.generate(ids, 12, stream=False, draft=draft).token_ids ==
+            single.generate(ids, 12, stream=False, draft=draft).token_ids)
+    sampler = akunu.Sampler(temperature=0.7, seed=3)
+    assert ([g.token_ids for g in split.generate(ids, 8, stream=False, n=2, sampler=sampler)] ==
+            [g.token_ids for g in single.generate(ids, 8, stream=False, n=2, sampler=sampler)])
+    got, want = split.generate(ids, 8, stream=False, logprobs=3), single.generate(ids, 8, stream=False, logprobs=3)
+    assert got.token_ids == want.token_ids and got.top_logprobs == want.top_logprobs
+    assert split.perplexity(ids) == single.perplexity(ids)
+    with pytest.raises(akunu.Error, match="a batch runs on one device"):
+        split.generate_batch([ids, ids], 4)
