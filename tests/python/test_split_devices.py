@@ -335,3 +335,19 @@ def test_the_rest_of_generate_over_a_split(pair):
     assert split.perplexity(ids) == single.perplexity(ids)
     with pytest.raises(akunu.Error, match="a batch runs on one device"):
         split.generate_batch([ids, ids], 4)
+
+
+def test_the_command_line_splits_where_device_names_several(capsys):
+    from akunu.__main__ import main
+
+    path = str(require("trained-code-llama", "gguf", "trained-code-llama-f16.gguf"))
+    assert main(["plan", path, "--context", "64", "--device", "vulkan,cpu", "--split", "2,4"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("split plan: llama, 6 layers over 2 devices") and "part 1: layers 2 to 5 + head" in out
+    texts = []
+    for device in ("vulkan", "vulkan,vulkan"):
+        assert main(["generate", path, "def fib(n):", "--max-tokens", "8", "--context", "64", "--device", device]) == 0
+        texts.append(capsys.readouterr().out)
+    assert texts[0] == texts[1] and texts[0].strip()
+    assert main(["plan", path, "--device", "vulkan,vulkan", "--split", "6,0"]) == 2
+    assert "split entry 1 is 0" in capsys.readouterr().err
