@@ -3,6 +3,7 @@
 #include "akunu/core/error.h"
 #include "akunu/formats/json_file.h"
 #include "akunu/engine/memory_plan.h"
+#include "akunu/engine/split.h"
 #include "akunu/engine/validate.h"
 #include "bindings.h"
 
@@ -121,9 +122,10 @@ void init_config(py::module_& m) {
         "plan_memory",
         [](const ModelConfig& c, const std::shared_ptr<ModelFiles>& files, int context, int prefill_chunk,
            int max_chain, const std::string& kv_dtype, const std::string& weights_dtype,
-           std::optional<std::string> device, bool kv_blocks, bool kv_ring, const py::object& tuning,
-           int max_sequences) {
+           std::optional<std::string> device, bool kv_blocks, bool kv_ring, const py::object& tuning, int max_sequences,
+           int first_layer, int last_layer) {
             PlanOptions o;
+            o.layers = {first_layer, last_layer};
             o.max_sequences = max_sequences;
             o.context = context;
             o.prefill_chunk = prefill_chunk;
@@ -168,7 +170,22 @@ void init_config(py::module_& m) {
         },
         py::arg("config"), py::arg("files"), py::arg("context"), py::arg("prefill_chunk"), py::arg("max_chain"),
         py::arg("kv_dtype"), py::arg("weights_dtype"), py::arg("device"), py::arg("kv_blocks") = false,
-        py::arg("kv_ring") = false, py::arg("tuning") = py::none(), py::arg("max_sequences") = 8);
+        py::arg("kv_ring") = false, py::arg("tuning") = py::none(), py::arg("max_sequences") = 8,
+        py::arg("first_layer") = 0, py::arg("last_layer") = -1);
+    m.def(
+        "split_layers",
+        [](int n_layers, const std::vector<std::string>& devices, const std::vector<double>& split,
+           const py::object& tuning) {
+            // [(first, last)] per device, as a Model split over `devices` takes them (split.h).
+            std::vector<uint64_t> free;
+            for (const std::string& d : devices)
+                free.push_back(free_device_bytes(find_device(d, tuning_text(tuning)).profile));
+            py::list out;
+            for (const LayerRange& r : split_layers(n_layers, split, free)) out.append(py::make_tuple(r.first, r.last));
+            return out;
+        },
+        py::arg("n_layers"), py::arg("devices"), py::arg("split") = std::vector<double>{},
+        py::arg("tuning") = py::none());
 }
 
 std::vector<std::string> kv_layer_rows(const MemoryPlan& plan) {

@@ -29,8 +29,11 @@ void init_engine(py::module_& m) {
     py::class_<Model, std::shared_ptr<Model>>(m, "Engine")
         .def(py::init([](const std::string& path, int context, const std::string& device, py::object progress,
                          int chain, int prefill_chunk, const std::string& kv_dtype, bool kv_blocks, bool kv_ring,
-                         const py::object& tuning) {
+                         const py::object& tuning, const std::vector<std::string>& devices,
+                         const std::vector<double>& split) {
                  LoadOptions o;
+                 o.devices = devices;
+                 o.split = split;
                  o.tuning = tuning_text(tuning);
                  o.kv_dtype = parse_kv_dtype(kv_dtype);
                  o.kv_blocks = kv_blocks;
@@ -45,7 +48,8 @@ void init_engine(py::module_& m) {
              }),
              py::arg("path"), py::arg("context") = 4096, py::arg("device") = "", py::arg("progress") = py::none(),
              py::arg("chain") = 0, py::arg("prefill_chunk") = 0, py::arg("kv_dtype") = "f16",
-             py::arg("kv_blocks") = false, py::arg("kv_ring") = false, py::arg("tuning") = py::none())
+             py::arg("kv_blocks") = false, py::arg("kv_ring") = false, py::arg("tuning") = py::none(),
+             py::arg("devices") = std::vector<std::string>{}, py::arg("split") = std::vector<double>{})
         .def_property_readonly("config", &Model::config)
         .def_property_readonly("context", &Model::context)
         .def_property_readonly("device", &Model::device_ptr)
@@ -141,10 +145,11 @@ void init_engine(py::module_& m) {
         .def(
             "kv_view",
             [](const std::shared_ptr<Model>& self, int layer, bool values, bool scales) {
-                KVCache& kv = self->kv_cache();
-                AKUNU_CHECK(layer >= 0 && layer < kv.n_layers(), "layer " + std::to_string(layer) +
-                                                                     " is out of range (0 to " +
-                                                                     std::to_string(kv.n_layers() - 1) + ")");
+                const int n_layers = self->kv_cache().n_layers();
+                AKUNU_CHECK(
+                    layer >= 0 && layer < n_layers,
+                    "layer " + std::to_string(layer) + " is out of range (0 to " + std::to_string(n_layers - 1) + ")");
+                const KVCache& kv = self->layer_cache(layer);  // a split model's part that holds it
                 const size_t heads = size_t(kv.n_kv_heads()), n = size_t(kv.current_length());
                 const KvDType side = kv_side(kv.dtype(), values);
                 const size_t words = size_t(kv.head_dim()) * size_t(kv_value_bits(side)) / 32;
@@ -174,6 +179,21 @@ void init_engine(py::module_& m) {
                 return buffer_view(b, DType::kU32, {heads, rows, words}, py::cast(self));
             },
             py::arg("layer"), py::arg("values"), py::arg("scales") = false)
+        .def_property_readonly("parts",
+                               [](const Model& mo) {
+                                   // A split model's parts in layer order (one part unless split).
+                                   py::list out;
+                                   for (const Model* p : mo.parts()) {
+                                       py::dict d;
+                                       d["device"] = p->device().profile().name;
+                                       d["layers"] =
+                                           py::make_tuple(p->layers().first, p->layers().end(mo.config().n_layers));
+                                       d["weights_bytes"] = p->weight_bytes();
+                                       d["kv_bytes"] = p->kv_cache().bytes();
+                                       out.append(d);
+                                   }
+                                   return out;
+                               })
         .def_property_readonly("kv_dtype", [](const Model& mo) { return kv_dtype_name(mo.kv_cache().dtype()); })
         .def_property_readonly("kv_layers", [](const Model& mo) { return kv_layer_rows(mo.plan()); })
         .def_property_readonly("kv_sliding_from", [](const Model& mo) { return mo.kv_cache().sliding_from(); })

@@ -38,7 +38,7 @@ from akunu._inputs import ContextWarning  # noqa: E402
 from akunu.batch import Batch  # noqa: E402
 from akunu.encoder import Encoder  # noqa: E402
 from akunu.model import Model, _is_encoder, dequantize_kv  # noqa: E402
-from akunu.plan import MemoryPlan, load_config, plan  # noqa: E402
+from akunu.plan import MemoryPlan, SplitPlan, load_config, plan  # noqa: E402
 from akunu.profile_tables import kernel_statistics_table, profile_table  # noqa: E402
 from akunu.sampling import Generation, Piece, Sampler, Stream  # noqa: E402
 from akunu.tokenizer import StreamDecoder, Tokenizer  # noqa: E402
@@ -88,6 +88,7 @@ __all__ = [
     "StreamDecoder",
     "Tokenizer",
     "MemoryPlan",
+    "SplitPlan",
     "ModelConfig",
     "ModelFiles",
     "arch_table",

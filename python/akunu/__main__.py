@@ -69,7 +69,7 @@ def _chat(akunu, args) -> int:
         pass
     from akunu.chat_session import ChatSession
 
-    m = akunu.Model(args.model, context=args.context, device=args.device or None)
+    m = akunu.Model(args.model, context=args.context, **_placement(args))
     template = open(args.chat_template, encoding="utf-8").read() if args.chat_template else None
     session = ChatSession(m, _sampler(akunu, args), args.system, args.max_tokens, template)
     print(f"chatting with {m.path} (empty line, end of input or Ctrl-C to quit; Ctrl-C during an answer "
@@ -94,7 +94,7 @@ def _chat(akunu, args) -> int:
 
 def _plan(akunu, args) -> int:
     print(akunu.plan(args.model, context=args.context, prefill_chunk=args.prefill_chunk, kv_dtype=args.kv_dtype,
-                     device=args.device or None, kv_alloc=args.kv_alloc, kv_ring=args.kv_ring))
+                     kv_alloc=args.kv_alloc, kv_ring=args.kv_ring, **_placement(args)))
     return 0
 
 
@@ -116,7 +116,7 @@ def _inspect(akunu, args) -> int:
 
 
 def _generate(akunu, args) -> int:
-    m = akunu.Model(args.model, context=args.context, device=args.device or None)
+    m = akunu.Model(args.model, context=args.context, **_placement(args))
     prompt = args.prompt
     if args.chat:
         ids = m.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
@@ -133,7 +133,7 @@ def _generate(akunu, args) -> int:
 
 def _profile(akunu, args) -> int:
     context = args.context or max(1024, args.after + args.tokens)
-    m = akunu.Model(args.model, context=context, device=args.device or None, progress=False)
+    m = akunu.Model(args.model, context=context, **_placement(args), progress=False)
     if args.after and args.after + args.tokens > m.context:
         raise ValueError(f"--after {args.after} and --tokens {args.tokens} need {args.after + args.tokens} positions; "
                          f"the context holds {m.context}")
@@ -156,7 +156,7 @@ def _profile(akunu, args) -> int:
 
 
 def _perplexity(akunu, args) -> int:
-    m = akunu.Model(args.model, context=args.context, device=args.device or None)
+    m = akunu.Model(args.model, context=args.context, **_placement(args))
     with open(args.file, encoding="utf-8") as f:
         text = f.read()
     ids = m.tokenize(text)
@@ -241,7 +241,7 @@ def _serve(akunu, args) -> int:
     if akunu._is_encoder(path)[0]:
         model = akunu.Encoder(path, device=args.device or None)
     else:
-        model = akunu.Model(path, context=args.context, device=args.device or None)
+        model = akunu.Model(path, context=args.context, **_placement(args))
     constraints = None
     try:
         from akunu.constrained import response_format_processor as constraints
@@ -299,8 +299,21 @@ def _sampler(akunu, args):
 
 
 _CONTEXT_HELP = "default: 4096, or the model's trained length if shorter"
-_DEVICE_HELP = ("device index, part of its name, 'vulkan' or 'cpu' (default: AKUNU_DEVICE, else a GPU, else akunu's "
-                "CPU backend; `akunu devices` says why)")
+_SPLIT_HELP = ("with --device A,B,...: the layers each device takes, as counts or proportions (default: by free "
+               "memory; docs/devices.md)")
+
+
+def _placement(args) -> dict:
+    """Model's device= for one device, or devices= and split= where --device names several
+    ("0,1", "vulkan,cpu"): the model split by layers across them (docs/devices.md)."""
+    devices = [d.strip() for d in args.device.split(",")] if "," in args.device else []
+    split = [float(x) for x in args.split.split(",")] if args.split else None
+    if devices or split:
+        return {"devices": devices or [args.device], "split": split}
+    return {"device": args.device or None}
+_DEVICE_HELP = ("device index, part of its name, 'vulkan' ('vulkan:N') or 'cpu' (default: AKUNU_DEVICE, else a GPU, "
+                "else akunu's CPU backend; `akunu devices` says why); several, comma-separated, split the model by "
+                "layers across them")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -310,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"akunu {__version__}")
     parser.add_argument("--device", default="", help=_DEVICE_HELP)
+    parser.add_argument("--split", default="", help=_SPLIT_HELP)
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
     parser.add_argument("--offline", action="store_true", help="main job: use the shipped model, never PyPI")
     parser.add_argument("--prompt", default=None, help="main job: the question (or code) to answer")
@@ -431,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_transcribe)
     for p in sub.choices.values():  # --device after the command too: given there, it wins
         p.add_argument("--device", default=argparse.SUPPRESS, help=_DEVICE_HELP)
+        p.add_argument("--split", default=argparse.SUPPRESS, help=_SPLIT_HELP)
     return parser
 
 

@@ -40,6 +40,26 @@ def _is_encoder(path: str, config=None) -> tuple[bool, str]:
     return row is not None and not row["causal"], arch
 
 
+def _selector(device) -> str:
+    """A device selector as Device::create takes it: an entry of akunu.devices(), its index or a name."""
+    if isinstance(device, dict):  # an entry of akunu.devices()
+        device = device["index"]
+    return "" if device is None else str(device)
+
+
+def _split_devices(devices, device: str, split) -> list[str]:
+    """The selectors of a split over `devices` (docs/devices.md); [] when the model is not split."""
+    if devices is None:
+        if split is not None:
+            raise ValueError("split=[...] needs devices=[...]: the devices the layers are split across")
+        return []
+    if isinstance(devices, (str, int, dict)) or len(devices) == 0:
+        raise ValueError(f"devices must be a non-empty list of device selectors, not {devices!r}")
+    if device:
+        raise ValueError("give either device= or devices= (a split across devices), not both")
+    return [_selector(d) for d in devices]
+
+
 class Model:
     """A loaded causal language model: tokenizer, engine and views of its KV cache and scratch
     buffers. An encoder's file (bert) raises akunu.Error naming akunu.Encoder, which loads it."""
@@ -48,14 +68,15 @@ class Model:
                  progress: bool | None = None,
                  chain: int = 0, prefill_chunk: int = 0, kv_dtype: str = "f16", kv_alloc: str = "full",
                  kv_ring: bool = False, tuning: dict | str | None = None, gguf_file: str | None = None,
-                 revision: str | None = None):
+                 revision: str | None = None, devices: Sequence[str | int | dict] | None = None,
+                 split: Sequence[float] | None = None):
         """path: a GGUF file, a Hugging Face safetensors folder or file, or a Hugging Face repo id
         ("org/name") found in the local Hugging Face cache or downloaded into it (akunu.hub);
         gguf_file names the file of a GGUF repo (or of a folder), revision a branch, tag or commit.
         context: positions the KV cache holds; None: 4096, or the trained length if shorter.
         More than the model was trained for is clipped to that, with an akunu.ContextWarning.
         device: an entry of akunu.devices() or its index, part of a device's name, "vulkan"
-        (the best Vulkan device) or "cpu" (akunu's native CPU backend, the last entry of
+        (the best Vulkan device; "vulkan:N" the Nth) or "cpu" (akunu's native CPU backend, the last entry of
         devices()); None: AKUNU_DEVICE, else the best Vulkan GPU, else the CPU backend (where
         Vulkan offers only CPU implementations such as lavapipe, or nothing; find_device() says
         why).
@@ -74,7 +95,14 @@ class Model:
         it is not the default.
         tuning: settings over AKUNU_TUNE for this model's device, a dict ({"gemv_handoff":
         False}) or "key=value,..." (docs/configuration.md lists the keys); they change how the
-        engine runs, not what it computes beyond rounding."""
+        engine runs, not what it computes beyond rounding.
+        devices: a model larger than one device, split by layers (docs/devices.md): consecutive
+        layers on each entry (selectors as for `device`; "cpu" last, for llama.cpp-style partial
+        offload), each holding its layers' weights and KV cache; the residual stream passes
+        from one to the next through host memory once per step. The same device may be named
+        twice (two logical devices). split: the layers each takes, as counts that sum to the
+        model's layers or as proportions; None: in proportion to the devices' free memory.
+        Model.parts shows the split, akunu.plan(path, devices=...) whether each part fits."""
         if kv_alloc not in ("full", "blocks"):
             raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
         path = hub.resolve(path, gguf_file, revision)
@@ -87,14 +115,13 @@ class Model:
         self.path = path
         context = fit_context(context, config.max_context, path, config.as_dict()["rope_scaling"])
         bar = _LoadBar(progress)
-        if isinstance(device, dict):  # an entry of akunu.devices()
-            device = device["index"]
-        device = "" if device is None else str(device)
+        device = _selector(device)
+        parts = _split_devices(devices, device, split)
         # The engine validates and plans the model before it allocates anything; the tokenizer
         # comes after (docs/architecture.md, "Loading a model"), so a model that does not fit
         # fails first.
         self._engine = _akunu.Engine(path, context, device, bar, chain, prefill_chunk, kv_dtype, kv_alloc == "blocks",
-                                     bool(kv_ring), tuning)
+                                     bool(kv_ring), tuning, parts, [float(x) for x in split or []])
         bar.close()
         self.tokenizer = Tokenizer.from_file(path)
         self.kv_cache = KVCacheView(self._engine)
@@ -121,6 +148,12 @@ class Model:
         backend's adds its activation mode, such as ", int8 activations" with AKUNU_INT8=1),
         .profile (with the tuning it was created with), .backend; str() gives its name."""
         return self._engine.device
+
+    @property
+    def parts(self) -> list[dict]:
+        """The parts of a model split across devices, in layer order (one part unless split):
+        [{device, layers: (first, last + 1), weights_bytes, kv_bytes}]."""
+        return self._engine.parts
 
     @property
     def chain(self) -> int:

@@ -95,7 +95,8 @@ def load_config(model) -> _akunu.ModelConfig:
 def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: str = "f16",
          device: str | int | None = None, weights_dtype: str = "F16", max_chain: int = 64,
          check_device: bool = True, kv_alloc: str = "full", kv_ring: bool = False,
-         tuning: dict | str | None = None, max_sequences: int = 8) -> MemoryPlan:
+         tuning: dict | str | None = None, max_sequences: int = 8, devices: list | None = None,
+         split: list | None = None) -> MemoryPlan | SplitPlan:
     """Plans the memory of `model` (a path, config dict, ModelConfig or opened model).
 
     `context`: positions (None: the trained length); more than the model was trained for is
@@ -115,6 +116,10 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     WhisperModel.load allocates them: the KV cache holds each slot's self- and cross-attention
     K/V and each window's cross K/V, the decode scratch the decoder's rows, the prefill scratch
     the encoder's windows.
+
+    `devices` (a list of selectors, as for Model): the plan of the model split by layers across
+    them (a SplitPlan: the layers each part takes, as Model(devices=..., split=...) would split
+    them, and each part's MemoryPlan with whether it fits on its device).
     """
     files = None
     if isinstance(model, _akunu.ModelFiles):
@@ -129,6 +134,65 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     selector = None if not check_device else ("" if device is None else str(device))
     if kv_alloc not in ("full", "blocks"):
         raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
+    if devices is not None:
+        if not check_device:
+            raise ValueError("a split plan (devices=[...]) is checked against its devices: check_device must be True")
+        return _plan_split(config, files, devices, split, tuning, context=context, prefill_chunk=prefill_chunk,
+                           max_chain=max_chain, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
+                           kv_blocks=kv_alloc == "blocks", kv_ring=bool(kv_ring))
+    if split is not None:
+        raise ValueError("split=[...] needs devices=[...]: the devices the layers are split across")
     d = _akunu.plan_memory(config, files, context, prefill_chunk, max_chain, kv_dtype, weights_dtype, selector,
                            kv_alloc == "blocks", bool(kv_ring), tuning, max_sequences)
     return MemoryPlan(config=config, **d)
+
+
+@dataclass
+class SplitPlan:
+    """akunu.plan(model, devices=[...]): the layers each device takes (as Model(devices=...)
+    splits them) and each part's memory plan: its layers' weights and KV cache, the embedding on
+    the first part, the head on the last, and a scratch set on each."""
+    layers: list[tuple[int, int]]  # per part: (first, last + 1)
+    parts: list[MemoryPlan]
+
+    @property
+    def fits(self) -> bool:
+        return all(p.fits for p in self.parts)
+
+    def __str__(self) -> str:
+        c = self.parts[0].config
+        verdict = "fits" if self.fits else "DOES NOT FIT"
+        rows = [f"split plan: {c.architecture}, {c.n_layers} layers over {len(self.parts)} devices: {verdict}"]
+        for i, ((first, last), p) in enumerate(zip(self.layers, self.parts)):
+            extra = (" + embedding" if first == 0 else "") + (" + head" if last == c.n_layers else "")
+            rows.append(f"part {i}: layers {first} to {last - 1}{extra} on {p.device}: "
+                        f"{_mib(p.total_bytes)} of {_mib(p.device_bytes)}, {'fits' if p.fits else 'DOES NOT FIT'}")
+            rows.extend("  " + line for line in str(p).splitlines())
+        return "\n".join(rows)
+
+
+def _plan_split(config, files, devices, split, tuning, **options) -> SplitPlan:
+    """The plan of a model split by layers across `devices` (docs/devices.md)."""
+    if isinstance(devices, (str, int, dict)) or len(devices) == 0:
+        raise ValueError(f"devices must be a non-empty list of device selectors, not {devices!r}")
+    selectors = [str(d["index"]) if isinstance(d, dict) else str(d) for d in devices]
+    split = [float(x) for x in split or []]
+    layers = [tuple(r) for r in _akunu.split_layers(config.n_layers, selectors, split, tuning)]
+    parts = []
+    for (first, last), selector in zip(layers, selectors):
+        d = _akunu.plan_memory(config, files, device=selector, tuning=tuning, first_layer=first, last_layer=last,
+                               **options)
+        d["kv_layers"] = d["kv_layers"][first:last]  # the layouts of the part's own layers
+        parts.append(MemoryPlan(config=config, **d))
+    # Parts on one physical device (two logical devices of it) share its memory.
+    shared: dict[int, list[int]] = {}
+    for i, selector in enumerate(selectors):
+        shared.setdefault(_akunu.find_device(selector)["index"], []).append(i)
+    for group in (g for g in shared.values() if len(g) > 1):
+        need = sum(parts[i].total_bytes for i in group)
+        if need > parts[group[0]].device_bytes:
+            for i in group:
+                parts[i].fits = False
+                parts[i].notes.append(f"parts {', '.join(map(str, group))} share {parts[i].device}: together they "
+                                      f"need {_mib(need)} of its {_mib(parts[i].device_bytes)}")
+    return SplitPlan(layers=layers, parts=parts)

@@ -117,7 +117,8 @@ static size_t default_device(const Candidates& c, std::string* reason) {
 }
 
 // The position in c.all of the device a selector names: "" the default, "cpu" the CPU backend,
-// "vulkan" the first Vulkan device, an index, or a case-insensitive substring of a name.
+// "vulkan" the first Vulkan device, "vulkan:N" the Nth (cards of one kind share a name), an
+// index, or a case-insensitive substring of a name.
 static size_t select(const Candidates& c, const std::string& selector, const char* source, std::string* reason) {
     const std::vector<Candidate>& all = c.all;
     const std::string sel = lower(selector);
@@ -128,7 +129,14 @@ static size_t select(const Candidates& c, const std::string& selector, const cha
         AKUNU_CHECK(all.front().backend() == Backend::kVulkan, std::string(source) + " 'vulkan': " + c.vulkan_error);
         return 0;
     }
-    const bool is_index = std::all_of(sel.begin(), sel.end(), [](unsigned char ch) { return std::isdigit(ch); });
+    auto digits = [](const std::string& t) {
+        return !t.empty() && std::all_of(t.begin(), t.end(), [](unsigned char ch) { return std::isdigit(ch); });
+    };
+    if (sel.rfind("vulkan:", 0) == 0 && digits(sel.substr(7))) {
+        const size_t i = std::stoul(sel.substr(7));  // Vulkan devices come first, the CPU backend last
+        if (i < all.size() && all[i].backend() == Backend::kVulkan) return i;
+    }
+    const bool is_index = digits(sel);
     if (is_index) {
         const size_t i = std::stoul(sel);
         if (i < all.size()) return i;
@@ -142,7 +150,8 @@ static size_t select(const Candidates& c, const std::string& selector, const cha
                    device_kind(all[i].backend(), all[i].profile) + ")";
     if (!c.vulkan_error.empty()) message += "\nNo Vulkan device: " + c.vulkan_error;
     message +=
-        "\nGive an index or part of a name, 'vulkan' for the best Vulkan device, or 'cpu' for akunu's CPU backend.";
+        "\nGive an index or part of a name, 'vulkan' for the best Vulkan device ('vulkan:N' for the Nth), or 'cpu' for "
+        "akunu's CPU backend.";
     throw Error(message);
 }
 

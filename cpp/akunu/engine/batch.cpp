@@ -30,6 +30,9 @@ int default_rows(const BatchOptions& o) { return o.rows > 0 ? o.rows : std::max(
 
 Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()), prefix_sharing_(o.prefix_sharing) {
     const LoadedModel& b = *base_;
+    AKUNU_CHECK(b.layers.whole(b.config.n_layers),
+                "a batch runs on one device: load the model without a split "
+                "(devices=[...]) to batch it");
     AKUNU_CHECK(o.max_sequences >= 1 && o.max_sequences <= 4096,
                 "max_sequences must be in [1, 4096], not " + std::to_string(o.max_sequences));
     AKUNU_CHECK(o.rows >= 0 && o.blocks >= 0, "a batch's rows and blocks must not be negative");

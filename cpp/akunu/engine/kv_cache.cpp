@@ -21,14 +21,17 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 // The plan
 // ---------------------------------------------------------------------------------------------
 
-KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool blocks, int ring_rows) {
+KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool blocks, int ring_rows,
+                          LayerRange held) {
     AKUNU_CHECK(max_len > 0, "the KV cache needs a positive length");
     KvCachePlan p;
+    p.held = held;
     const bool ring = ring_rows > 0 && ring_rows < max_len && c.n_sliding_layers > 0;
     p.ring_rows = ring ? ring_rows : 0;
     for (int l = 0; l < c.n_layers; ++l) {
         const KvRows r = ring && c.is_sliding(l) ? KvRows::kRing : blocks ? KvRows::kBlocks : KvRows::kFull;
         p.layers.push_back(r);
+        if (!held.holds(l, c.n_layers)) continue;
         for (const bool values : {false, true}) {
             const KvDType side = kv_side(dtype, values);
             if (r == KvRows::kBlocks)
@@ -50,9 +53,9 @@ KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool
 // ---------------------------------------------------------------------------------------------
 
 KVCache::KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, int max_len, KvDType dtype, bool blocks,
-                 int ring_rows)
+                 int ring_rows, LayerRange held)
     : device_(device),
-      plan_(plan_kv_cache(c, max_len, dtype, blocks, ring_rows)),
+      plan_(plan_kv_cache(c, max_len, dtype, blocks, ring_rows, held)),
       dtype_(dtype),
       n_kv_heads_(c.n_kv_heads),
       head_dim_(c.head_dim),
@@ -69,9 +72,10 @@ KVCache::KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, in
         const KvRows r = rows(l);
         for (const bool values : {false, true}) {
             block_offset_.push_back(in_block);
-            if (r == KvRows::kBlocks) in_block += align_up(size_t(block_layout_[values].bytes), kBlockAlign);
+            if (r == KvRows::kBlocks && holds(l))
+                in_block += align_up(size_t(block_layout_[values].bytes), kBlockAlign);
         }
-        if (r == KvRows::kBlocks) {
+        if (r == KvRows::kBlocks || !holds(l)) {
             k_.emplace_back();
             v_.emplace_back();
             continue;
@@ -106,7 +110,7 @@ void KVCache::reserve(int n) {
         blocks_.push_back(Buffer::allocate(device_, size_t(plan_.block_bytes), Residency::kAuto, true));
         const uint64_t base = blocks_.back().address();
         for (size_t ls = 0; ls < block_offset_.size(); ++ls) {
-            if (rows(int(ls / 2)) != KvRows::kBlocks) continue;
+            if (rows(int(ls / 2)) != KvRows::kBlocks || !holds(int(ls / 2))) continue;
             const uint64_t at = base + block_offset_[ls];
             table_.write(&at, 8, ls * table_stride_ + b * 8);
         }
@@ -122,6 +126,14 @@ size_t KVCache::bytes() const {
 
 KvBindings KVCache::bindings(int layer) const {
     const KvRows r = rows(layer);
+    if (!holds(layer))  // planned only (the decode plan reads its layout): another part holds it
+        return {dtype_,
+                {},
+                {},
+                {},
+                {},
+                r,
+                uint32_t(r == KvRows::kBlocks ? 0 : r == KvRows::kRing ? plan_.ring_rows : max_len_)};
     if (r == KvRows::kBlocks) {
         const size_t k_at = size_t(layer) * 2 * table_stride_;
         return {dtype_,
@@ -234,7 +246,7 @@ void KVCache::walk_rows(int n, int from, const std::function<void(const Buffer*,
     AKUNU_CHECK(n >= 0 && n <= max_len_ && from >= 0 && from <= n, "KV rows [" + std::to_string(from) + ", " +
                                                                        std::to_string(n) + ") are outside a cache of " +
                                                                        std::to_string(max_len_) + " positions");
-    for (int l = 0; l < n_layers(); ++l)
+    for (int l = plan_.held.first; l < plan_.held.end(n_layers()); ++l)
         for (const bool values : {false, true})
             walk_side(l, values, rows_from(l, from), n,
                       [&](const Buffer* b, size_t off, size_t bytes, bool) { visit(b, off, bytes); });
@@ -243,6 +255,7 @@ void KVCache::walk_rows(int n, int from, const std::function<void(const Buffer*,
 std::vector<uint8_t> KVCache::read_side(int layer, bool values, bool scales, int n) const {
     AKUNU_CHECK(layer >= 0 && layer < n_layers(),
                 "layer " + std::to_string(layer) + " is out of range (0 to " + std::to_string(n_layers() - 1) + ")");
+    AKUNU_CHECK(holds(layer), "layer " + std::to_string(layer) + " is held by another device of the split");
     const KvDType side = kv_side(dtype_, values);
     AKUNU_CHECK(!scales || side != KvDType::kF16, "an f16 KV cache has no row scales");
     const size_t unit = scales ? 2 : size_t(head_dim_) * size_t(kv_value_bits(side)) / 8;

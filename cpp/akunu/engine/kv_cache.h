@@ -21,6 +21,11 @@
 // save_rows/load_rows copy rows out and in (saved model states, forks), in one order that the
 // layout does not change: per layer, K then V, per KV head, the rows, then (quantized) the row
 // scales; sliding-window layers hold rows [sliding_from, n), the others [0, n).
+//
+// A part of a model split across devices (split.h) holds the layers of its LayerRange only:
+// the others are planned (their layout, for the decode plan) but take no memory, and the saved
+// rows are its layers' rows in the same order, so the parts' rows in layer order are the whole
+// cache's.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,7 @@
 
 #include "akunu/vulkan/buffer.h"
 #include "akunu/engine/kv_format.h"
+#include "akunu/engine/layer_range.h"
 #include "akunu/model/model_config.h"
 
 namespace akunu {
@@ -37,7 +43,8 @@ namespace akunu {
 // How the cache of a model is laid out and what it takes; the cache and the memory plan both
 // use it, so they agree.
 struct KvCachePlan {
-    std::vector<KvRows> layers;  // per layer
+    std::vector<KvRows> layers;  // per layer (of the whole model)
+    LayerRange held;  // the layers with memory
     int ring_rows = 0;  // rows per head of the ring layers (0: none)
     uint64_t full_bytes = 0;  // buffers allocated up front (full and ring layers)
     uint64_t block_bytes = 0;  // one block: AKUNU_KV_BLOCK positions of every block layer
@@ -48,12 +55,13 @@ struct KvCachePlan {
 };
 // blocks: allocate non-ring layers in blocks; ring_rows > 0: sliding-window layers keep a ring
 // of that many rows when it is shorter than max_len.
-KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool blocks, int ring_rows);
+KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool blocks, int ring_rows,
+                          LayerRange held = {});
 
 class KVCache : public KvSource {
 public:
     KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, int max_len, KvDType dtype = KvDType::kF16,
-            bool blocks = false, int ring_rows = 0);
+            bool blocks = false, int ring_rows = 0, LayerRange held = {});
 
     KvBindings bindings(int layer) const override;
     // A full or ring layer's K and V buffers (empty for a layer in blocks).
@@ -63,7 +71,8 @@ public:
     KvDType dtype() const { return dtype_; }
     const KvLayout& layout(bool values) const { return layout_[values]; }
     const KvCachePlan& plan() const { return plan_; }
-    int n_layers() const { return int(plan_.layers.size()); }
+    int n_layers() const { return int(plan_.layers.size()); }  // the whole model's
+    bool holds(int layer) const { return plan_.held.holds(layer, n_layers()); }
     int n_kv_heads() const { return n_kv_heads_; }
     int head_dim() const { return head_dim_; }
     int max_length() const { return max_len_; }

@@ -127,6 +127,7 @@ static void count_weights(const ModelConfig& c, const ModelFiles* files, MemoryP
         const std::vector<UploadItem> items = plan_weight_uploads(*files, c, o.weight_tiles);
         if (o.device) check_weight_types(items, *o.device, files->path());
         for (const UploadItem& u : items) {
+            if (!part_uploads(items, u, c.n_layers, o.layers)) continue;
             by_type[type_traits(u.device_type).name] += u.bytes;
             p.largest_tensor_bytes = std::max<uint64_t>(p.largest_tensor_bytes, u.bytes);
         }
@@ -135,8 +136,13 @@ static void count_weights(const ModelConfig& c, const ModelFiles* files, MemoryP
         const TensorTypeTraits* wt = find_type_by_name(o.weights_dtype);
         AKUNU_CHECK(wt, "unknown weights_dtype '" + o.weights_dtype + "' (use a ggml type name such as F16 or Q4_0)");
         p.weights_estimated = true;
+        std::vector<UploadItem> roles;  // what part_uploads reads: role and layer
+        for (const ExpectedTensor& e : expected_tensors(c))
+            if (e.required) roles.push_back({e.role, e.layer, nullptr, TensorType::F32, 0});
         for (const ExpectedTensor& e : expected_tensors(c)) {
-            if (!e.required) continue;
+            if (!e.required ||
+                !part_uploads(roles, {e.role, e.layer, nullptr, TensorType::F32, 0}, c.n_layers, o.layers))
+                continue;
             uint64_t n = 1;
             for (uint64_t d : e.shape) n *= d;
             const bool matrix = e.shape.size() == 2 && e.shape.back() % wt->block_size == 0;
@@ -172,11 +178,15 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     for (const bool values : {false, true})
         p.kv_bytes_per_layer +=
             kv_layout(kv_side(p.options.kv_dtype, values), c.n_kv_heads, p.options.context, c.head_dim).bytes;
-    p.kv_full_bytes = p.kv_bytes_per_layer * uint64_t(c.n_layers);
+    const LayerRange held = p.options.layers;
+    AKUNU_CHECK(held.first >= 0 && held.first < held.end(c.n_layers) && held.end(c.n_layers) <= c.n_layers,
+                "layers [" + std::to_string(held.first) + ", " + std::to_string(held.end(c.n_layers)) +
+                    ") are not a range of the model's " + std::to_string(c.n_layers) + " layers");
+    p.kv_full_bytes = p.kv_bytes_per_layer * uint64_t(held.end(c.n_layers) - held.first);
     // A ring of window + max(chunk, two chains) rows: see kv_cache.h.
     const int ring_rows =
         p.options.kv_ring ? c.sliding_window + std::max(p.options.prefill_chunk, 2 * p.options.max_chain) : 0;
-    p.kv = plan_kv_cache(c, p.options.context, p.options.kv_dtype, p.options.kv_blocks, ring_rows);
+    p.kv = plan_kv_cache(c, p.options.context, p.options.kv_dtype, p.options.kv_blocks, ring_rows, held);
     p.kv_bytes = p.kv.initial_bytes();
     p.kv_max_bytes = p.kv.max_bytes();
     p.decode_scratch = decode_scratch_layout(c, p.options.max_chain, p.options.context);

@@ -13,6 +13,7 @@
 #include "akunu/vulkan/device_profile.h"
 #include "akunu/engine/kv_cache.h"
 #include "akunu/engine/kv_format.h"
+#include "akunu/engine/layer_range.h"
 #include "akunu/model/model_config.h"
 #include "akunu/formats/model_files.h"
 
@@ -59,6 +60,9 @@ struct PlanOptions {
     // The device's profile, where the plan is for one: a weight type its kernels cannot run is
     // then an error, as it is when a Model loads (check_weight_types).
     std::optional<DeviceProfile> device;
+    // A part of a model split across devices (split.h): the weights and KV cache of these
+    // layers (with the embedding or the head where the range starts or ends the model).
+    LayerRange layers;
 };
 
 struct MemoryPlan {

@@ -62,15 +62,8 @@ void fill_rope_tables(const LoadedModel& b, ScratchBuffers& s) {
         fill_rope_tables(s.get("rope_cos_local"), s.get("rope_sin_local"), rope_inv_freq(b.config, true), b.context);
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
-    auto stage = [&](const char* name) {
-        if (options.progress) options.progress(name, 0, 0);
-    };
+std::shared_ptr<LoadedModel> open_loaded(const std::string& path, const LoadOptions& options) {
     auto b = std::make_shared<LoadedModel>();
-    // The load steps that read headers only (docs/architecture.md, "Loading a model"): format,
-    // config, architecture, validation, then the plan, all before anything is allocated on the
-    // device.
-    stage("format");
     b->files = ModelFiles::open(path);
     AKUNU_CHECK(b->files->has_weights(), "'" + path + "' holds a config but no weights");
     b->config = load_config(*b->files);
@@ -86,45 +79,67 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
         if (const GgufValue* e = g->find("tokenizer.ggml.eos_token_id"))
             b->eos_id = int(e->as_int("tokenizer.ggml.eos_token_id"));
     b->fingerprint = model_fingerprint(*b->files, b->config);
+    return b;
+}
 
-    stage("device");
-    b->device = Device::create(options.device, options.tuning);
+void place_loaded(LoadedModel& b, const std::shared_ptr<Device>& device, const LoadOptions& options,
+                  const std::string& part) {
+    b.device = device;
     // Chain length: long chains amortise a submission on GPUs; lavapipe gains little from them.
-    b->chain = options.chain > 0 ? options.chain : (b->device->profile().type == DeviceType::kCpu ? 4 : 16);
-    AKUNU_CHECK(b->chain <= 256, "chain length " + std::to_string(b->chain) + " is out of range (1 to 256)");
-    b->chain = std::min(b->chain, b->context);
+    b.chain = options.chain > 0 ? options.chain : (b.device->profile().type == DeviceType::kCpu ? 4 : 16);
+    AKUNU_CHECK(b.chain <= 256, "chain length " + std::to_string(b.chain) + " is out of range (1 to 256)");
+    b.chain = std::min(b.chain, b.context);
     AKUNU_CHECK(options.prefill_chunk >= 0, "prefill_chunk must be positive (0: the default of 512, 128 on the CPU)");
     // The CPU's GEMMs reach their speed at 64 rows, and its row-wise kernels (activation, norms)
     // run over the whole chunk: a 128-token prompt in a 512-row chunk would pay 4x for them.
-    const int default_chunk = b->device->profile().cpu_backend ? 128 : 512;
-    b->prefill_chunk = std::min(options.prefill_chunk > 0 ? options.prefill_chunk : default_chunk, b->context);
-    b->logit_rows = prefill_logit_rows(b->config, b->prefill_chunk);
+    const int default_chunk = b.device->profile().cpu_backend ? 128 : 512;
+    b.prefill_chunk = std::min(options.prefill_chunk > 0 ? options.prefill_chunk : default_chunk, b.context);
+    b.logit_rows = prefill_logit_rows(b.config, b.prefill_chunk);
     PlanOptions po;
-    po.context = b->context;
-    po.max_chain = b->chain;
-    po.prefill_chunk = b->prefill_chunk;
+    po.context = b.context;
+    po.max_chain = b.chain;
+    po.prefill_chunk = b.prefill_chunk;
     po.kv_dtype = options.kv_dtype;
     po.kv_blocks = options.kv_blocks;
     po.kv_ring = options.kv_ring;
-    po.weight_tiles = b->device->profile().weight_tiles;
-    b->plan = with_prefill_dequant(plan_memory(b->config, b->files.get(), po), b->files.get(),
-                                   b->device->profile().prefill_dequant_rows);
-    const PlanFit fit = check_fit(b->plan, b->device->profile());
+    po.weight_tiles = b.device->profile().weight_tiles;
+    po.layers = b.layers;
+    b.plan = with_prefill_dequant(plan_memory(b.config, b.files.get(), po), b.files.get(),
+                                  b.device->profile().prefill_dequant_rows);
+    const PlanFit fit = check_fit(b.plan, b.device->profile());
     if (!fit.fits) {
         std::string why;
         for (const auto& n : fit.notes) why += "\n  " + n;
-        throw Error("the model does not fit on '" + b->device->profile().name + "':" + why);
+        throw Error("the model" + part + " does not fit on '" + b.device->profile().name + "':" + why);
     }
-
-    stage("weights");
     auto progress = [&](size_t done, size_t total) {
         if (options.progress) options.progress("weights", done, total);
     };
-    b->weights = upload_weights(b->device, *b->files, b->config, progress);
+    progress(0, 0);
+    b.weights = upload_weights(b.device, *b.files, b.config, progress, b.layers);
+}
 
-    std::unique_ptr<Model> m(new Model());
-    m->base_ = std::move(b);
-    m->create_runtime(options.progress);
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
+    auto stage = [&](const char* name) {
+        if (options.progress) options.progress(name, 0, 0);
+    };
+    // The load steps that read headers only (docs/architecture.md, "Loading a model"): format,
+    // config, architecture, validation, then the plan, all before anything is allocated on the
+    // device.
+    stage("format");
+    std::shared_ptr<LoadedModel> b = open_loaded(path, options);
+    std::unique_ptr<Model> m;
+    if (!options.devices.empty()) {
+        m = load_split(std::move(b), options);
+    } else {
+        stage("device");
+        place_loaded(*b, Device::create(options.device, options.tuning), options, "");
+        m.reset(new Model());
+        m->base_ = std::move(b);
+        m->create_runtime(options.progress);
+    }
     stage("warmup");
     m->decode(0);  // runs every pipeline once; the cache is then rewound
     m->reset();
@@ -142,7 +157,7 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     const LoadedModel& b = *base_;
     stage("kv cache");
     kv_ = std::make_unique<KVCache>(b.device, b.config, b.context, b.plan.options.kv_dtype, b.plan.options.kv_blocks,
-                                    b.plan.kv.ring_rows);
+                                    b.plan.kv.ring_rows, b.layers);
     stage("scratch");
     scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, b.chain, b.prefill_chunk,
                                                 b.plan.options.prefill_dequant);
@@ -160,6 +175,12 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     const std::vector<uint32_t> handoff_zeros(handoff.size() / 4, 0u);
     handoff.write(handoff_zeros.data(), handoff.size());
 
+    // A part of a split model: its residual stream in and out, in host-visible memory.
+    const int n_layers = c.n_layers;
+    const size_t io_bytes = std::max(handed_bytes(true, size_t(b.prefill_chunk)), handed_bytes(false, 1));
+    if (!b.layers.embeds()) split_in_ = Buffer::allocate(b.device, io_bytes, Residency::kHost);
+    if (!b.layers.heads(n_layers)) split_out_ = Buffer::allocate(b.device, io_bytes, Residency::kHost);
+
     stage("dispatch table");
     set_sampler(SamplerState{0.0f, 0, 1.0f, 0.0f, 0, 0, 0, 0});
     // Each step table's attention follows the cache's length: its counts sit in step_dispatch,
@@ -169,7 +190,8 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     table_ = build_table({false, 1, 0, false});
     table_->use_counts(step_counts, 0, step_slot);
     step_ = record({table_.get()});
-    for (int ci = 0; ci < 2; ++ci) {
+    // A split model's chains take the per-step path (split_chain): no chain tables.
+    for (int ci = 0; ci < 2 && b.layers.whole(n_layers); ++ci) {
         auto& cl = chains_[ci];
         cl = std::make_unique<CommandList>(b.device, 0);
         cl->begin();
@@ -210,14 +232,16 @@ std::unique_ptr<Model> Model::fork() {
                 "fork needs " + std::to_string(need >> 20) + " MiB more (its KV cache and scratch) but '" +
                     d.profile().name + "' has " + std::to_string(d.allocated_bytes() >> 20) + " of " +
                     std::to_string(heap >> 20) + " MiB allocated; load with a smaller context or prefill chunk");
-    std::unique_ptr<Model> f(new Model());
-    f->base_ = base_;
-    f->create_runtime({});
+    std::unique_ptr<Model> f = with_runtime(base_);
+    for (const auto& part : front_) f->front_.push_back(with_runtime(part->base_));
     f->restore_state(capture_state());
     return f;
 }
 
-std::unique_ptr<DispatchTable> Model::build_table(const Pass& pass) {
+std::unique_ptr<DispatchTable> Model::build_table(const Pass& given) {
+    Pass pass = given;
+    if (split_in_) pass.split_in = &split_in_;
+    if (split_out_) pass.split_out = &split_out_;
     const DecodePlan plan = plan_for(*base_, *scratch_, *kv_, pass);
     handoffs_ = handoffs_ || plan.handoffs;
     return akunu::build_table(*base_, *scratch_, *kv_, plan, pass);
@@ -237,18 +261,20 @@ void Model::drain() {
     for (int c : in_flight_) chains_[c]->wait();
     in_flight_.clear();
     in_flight_pos_.clear();
+    done_chains_.clear();
 }
 
 void Model::reset() {
     ModelUse::Scope in_use(use_);
     drain();
-    kv_->reset();
+    for (Model* p : all_parts()) p->kv_->reset();
 }
 
 void Model::truncate(int length) {
     ModelUse::Scope in_use(use_);
     drain();
-    kv_->truncate(length);
+    kv_->truncate(length);  // checks first: every part's cache has the same length and window
+    for (const auto& p : front_) p->kv_->truncate(length);
 }
 
 void check_sampler(const SamplerState& st) {
@@ -272,6 +298,11 @@ void Model::decode(int token) {
     const int pos = kv_->current_length();
     AKUNU_CHECK(pos < base_->context, "the context of " + std::to_string(base_->context) +
                                           " tokens is full; reset() or truncate() the cache");
+    step_all(token);
+}
+
+void Model::step(int token) {
+    const int pos = kv_->current_length();
     const uint32_t id = uint32_t(token);
     const StepState st{uint32_t(pos), 0, 1, 0};
     scratch_->get("token_ids").write(&id, 4);
@@ -320,6 +351,7 @@ void Model::start_first_chain(int token) {
     AKUNU_CHECK(pos + base_->chain <= base_->context, "a chain of " + std::to_string(base_->chain) +
                                                           " steps does not fit: " + std::to_string(pos) + " of " +
                                                           std::to_string(base_->context) + " positions are used");
+    if (!front_.empty()) return split_chain(token);
     const uint32_t id = uint32_t(token);
     scratch_->get("token_ids").write(&id, 4);
     submit_chain(0, 0);
@@ -328,11 +360,25 @@ void Model::start_first_chain(int token) {
 void Model::chain_start(int token) {
     ModelUse::Scope in_use(use_);
     start_first_chain(token);
-    if (kv_->current_length() + base_->chain <= base_->context) submit_chain(1, last_slot_);
+    if (kv_->current_length() + base_->chain > base_->context) return;
+    if (front_.empty())
+        submit_chain(1, last_slot_);
+    else
+        split_chain(done_chains_.back().ids.back());
 }
 
 bool Model::chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more) {
     ModelUse::Scope in_use(use_);
+    if (!front_.empty()) {
+        if (done_chains_.empty()) return false;
+        DoneChain done = std::move(done_chains_.front());
+        done_chains_.erase(done_chains_.begin());
+        ids = std::move(done.ids), logprobs = std::move(done.logprobs), first_pos = done.first_pos;
+        // The next chain continues from the newest chain's last id.
+        const int last = done_chains_.empty() ? ids.back() : done_chains_.back().ids.back();
+        if (more && kv_->current_length() + base_->chain <= base_->context) split_chain(last);
+        return true;
+    }
     if (in_flight_.empty()) return false;
     const int c = in_flight_.front();
     first_pos = in_flight_pos_.front();
@@ -415,7 +461,11 @@ std::vector<Model::ProfileRow> Model::profile(int tokens) {
     table.record(cl, &ts);
     cl.end();
     cl.submit_and_wait();
-    std::vector<ProfileRow> rows;
+    std::vector<ProfileRow> rows;  // a split model's parts before this one first, in layer order
+    for (const auto& part : front_) {
+        const std::vector<ProfileRow> front = part->profile(tokens);
+        rows.insert(rows.end(), front.begin(), front.end());
+    }
     for (size_t i = 0; i < table.commands().size(); ++i)
         rows.push_back({&table.commands()[i], cl.elapsed_ms(ts[i], ts[i + 1])});
     return rows;
@@ -480,32 +530,55 @@ void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vect
         return;
     }
     drain();
-    kv_->reserve(pos + int(ids.size()));
+    // Each part runs the chunk in turn (one part unless split), with a tap variant where it
+    // holds tapped layers, and hands the residual stream to the next.
+    const std::vector<Model*> parts = all_parts();
+    std::vector<std::vector<int>> held(parts.size());
+    std::vector<TapVariant*> tapped(parts.size(), nullptr);
+    for (size_t i = 0; i < parts.size(); ++i) {
+        for (int l : layers)
+            if (parts[i]->layers().holds(l, n_layers)) held[i].push_back(l);
+        if (!held[i].empty()) tapped[i] = &parts[i]->tap_variant(held[i], all_logits != nullptr);
+        parts[i]->kv_->reserve(pos + int(ids.size()));
+    }
     // Chunks of up to prefill_chunk tokens (logit_rows with all-position logits), each one
-    // submission of a recorded table; the last chunk is shorter and its table skips the rest.
+    // submission of a recorded table per part; the last chunk is shorter and its tables skip
+    // the rest.
     const size_t chunk = size_t(all_logits ? base_->logit_rows : base_->prefill_chunk);
-    TapVariant* tapped = layers.empty() ? nullptr : &tap_variant(layers, all_logits != nullptr);
-    CommandList& cl = tapped ? *tapped->cl : all_logits ? *prefill_all_cl_ : *prefill_cl_;
-    DispatchTable& table = tapped ? *tapped->table : all_logits ? *prefill_all_table_ : *prefill_table_;
     const size_t vocab = size_t(base_->config.vocab_size), dim = size_t(config().dim);
-    Buffer &batch_ids = scratch_->get("batch_token_ids"), &batch_step = scratch_->get("batch_step");
     for (size_t at = 0; at < ids.size(); at += chunk) {
         const size_t n = std::min(chunk, ids.size() - at);
-        const int first = kv_->current_length();
-        batch_ids.write(ids.data() + at, n * 4);  // ids are checked non-negative: int and u32 agree
-        const StepState st{uint32_t(first), 0, uint32_t(n), 0};
-        batch_step.write(&st, sizeof st);
-        table.set_tokens(uint32_t(n));
-        cl.submit_and_wait();
-        kv_->set_length(first + int(n));
+        try {
+            for (size_t i = 0; i < parts.size(); ++i) {
+                parts[i]->run_chunk(ids.data() + at, n, all_logits != nullptr, tapped[i]);
+                if (i + 1 < parts.size()) parts[i]->hand_to(*parts[i + 1], parts[i]->handed_bytes(true, n));
+            }
+        } catch (...) {
+            align_parts();
+            throw;
+        }
         if (all_logits) scratch_->get("batch_logits").read(all_logits + at * vocab, n * vocab * 4);
-        // tap_out[i, at : at + n, :] = taps[slot of layer taps[i], 0 : n, :]
+        // tap_out[i, at : at + n, :] = taps[slot of layer taps[i], 0 : n, :] of the part holding it
         for (size_t i = 0; i < taps.size(); ++i) {
             const int l = layer_index(taps[i], n_layers);
-            const size_t slot = size_t(std::lower_bound(layers.begin(), layers.end(), l) - layers.begin());
-            tapped->taps.read(tap_out + (i * ids.size() + at) * dim, n * dim * 4, slot * chunk * dim * 4);
+            size_t p = 0;
+            while (!parts[p]->layers().holds(l, n_layers)) ++p;
+            const size_t slot = size_t(std::lower_bound(held[p].begin(), held[p].end(), l) - held[p].begin());
+            tapped[p]->taps.read(tap_out + (i * ids.size() + at) * dim, n * dim * 4, slot * chunk * dim * 4);
         }
     }
+}
+
+void Model::run_chunk(const int* ids, size_t n, bool all_logits, TapVariant* tapped) {
+    CommandList& cl = tapped ? *tapped->cl : all_logits ? *prefill_all_cl_ : *prefill_cl_;
+    DispatchTable& table = tapped ? *tapped->table : all_logits ? *prefill_all_table_ : *prefill_table_;
+    const int first = kv_->current_length();
+    scratch_->get("batch_token_ids").write(ids, n * 4);  // ids are checked non-negative: int and u32 agree
+    const StepState st{uint32_t(first), 0, uint32_t(n), 0};
+    scratch_->get("batch_step").write(&st, sizeof st);
+    table.set_tokens(uint32_t(n));
+    cl.submit_and_wait();
+    kv_->set_length(first + int(n));
 }
 
 }  // namespace akunu

@@ -10,6 +10,10 @@
 // which fork() shares, and what each Model owns (KV cache, scratch, RoPE tables, dispatch
 // tables). Its state (cache contents and length, sampler, last sampled token, its logprob and
 // logits) can be saved to bytes and loaded back (model_state.cpp).
+//
+// A model split by layers across devices (split.h) is a Model for its last part (the head and
+// sampler) holding Models for the parts before it; each call runs the parts in turn and hands
+// the residual stream from one to the next.
 #pragma once
 
 #include <functional>
@@ -33,6 +37,10 @@ namespace akunu {
 struct LoadOptions {
     int context = 4096;  // KV-cache length; clipped to the model's trained context
     std::string device;  // selector, as Device::create
+    // Split by layers (split.h): a selector per part, in layer order, and the layers each takes
+    // (counts or proportions; empty: in proportion to the devices' free memory).
+    std::vector<std::string> devices;
+    std::vector<double> split;
     std::string tuning;  // "key=value,..." over AKUNU_TUNE (core/tuning.h)
     int chain = 0;  // decode steps per submission; 0: from the device profile
     int prefill_chunk = 0;  // prompt tokens per submission; 0: 512 (clipped to the context)
@@ -65,7 +73,19 @@ struct LoadedModel {
     int prefill_chunk = 1;  // prompt tokens per prefill submission
     int logit_rows = 1;  // rows per all-position-logits submission
     int eos_id = -1;  // -1 when the file names none
+    // A part of a split model (split.h): its layers, and whether the residual stream handed in
+    // from the part before (out to the part after) carries a norm handed forward, as it does
+    // where the two parts' devices run the same kernels and the decode plan hands it forward.
+    LayerRange layers;
+    bool norm_in = false, norm_out = false;
 };
+
+// The load steps a model and each part of a split one share: the headers (files, config,
+// validation, context, fingerprint), then a part's place on a device (chain, prefill chunk,
+// memory plan and fit, the weights of its layers). `part` names it in errors ("" when whole).
+std::shared_ptr<LoadedModel> open_loaded(const std::string& path, const LoadOptions& options);
+void place_loaded(LoadedModel& b, const std::shared_ptr<Device>& device, const LoadOptions& options,
+                  const std::string& part);
 
 // A copy of everything decoding continues from (save_state, load_state, fork).
 struct ModelState {
@@ -81,6 +101,7 @@ struct ModelState {
 class Model {
 public:
     static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options);
+    ~Model();
     // A second model on the same device and weights (nothing is read or uploaded again) with
     // its own KV cache, scratch buffers and dispatch tables, holding a copy of this one's state:
     // decoding either leaves the other unchanged. It adds plan().fork_bytes of device memory.
@@ -134,7 +155,7 @@ public:
     // length counts every submitted step; any other call first waits for chains in flight.
     void chain_start(int token);
     bool chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more);
-    int chains_in_flight() const { return int(in_flight_.size()); }
+    int chains_in_flight() const { return int(in_flight_.size() + done_chains_.size()); }
 
     void reset();
     void truncate(int length);  // throws unless 0 <= length <= the cache length
@@ -175,6 +196,12 @@ public:
     // The choices the decode step's (or the prefill chunk's) table is built from (plan.h).
     DecodePlan pass_plan(bool prefill) const;
 
+    // Split by layers (split.h): the parts in layer order (this model alone, or the parts before
+    // it, then it), the layers this one holds, and the cache of the part that holds `layer`.
+    std::vector<const Model*> parts() const;
+    LayerRange layers() const { return base_->layers; }
+    const KVCache& layer_cache(int layer) const;
+
 private:
     using Pass = TablePass;
     // A prefill table with taps, built on first use per (layers, all_logits). At most
@@ -192,6 +219,28 @@ private:
     std::unique_ptr<DispatchTable> build_table(const Pass& pass);
     std::unique_ptr<CommandList> record(std::initializer_list<const DispatchTable*> tables) const;
     TapVariant& tap_variant(const std::vector<int>& layers, bool all_logits);
+    // ---- split by layers (split.cpp) ----
+    static std::unique_ptr<Model> load_split(std::shared_ptr<LoadedModel> headers, const LoadOptions& options);
+    static std::unique_ptr<Model> with_runtime(std::shared_ptr<const LoadedModel> base);
+    std::vector<Model*> all_parts();
+    // One decode step of this part at the cache's next position (checked by the caller), and
+    // one of every part in turn.
+    void step(int token);
+    void step_all(int token);
+    // After a part failed mid-step: every part back to the shortest cache length among them.
+    void align_parts();
+    // One prefill chunk of this part: ids[0 : n] at the cache's next positions, by the table
+    // for all-position logits or not, or a tap variant's.
+    void run_chunk(const int* ids, size_t n, bool all_logits, TapVariant* tapped);
+    // Copies this part's output residual stream (its first `bytes`) into the next part's input.
+    void hand_to(Model& next, size_t bytes) const;
+    size_t handed_bytes(bool prefill, size_t rows) const;  // what a step or chunk hands on
+    // The split's per-step path for chain decode: `chain` steps run at once, kept until read.
+    void split_chain(int token);
+    // The KV rows of every part, in layer order (the saved-state order of the whole cache).
+    size_t kv_rows_bytes(int n, int from) const;
+    std::vector<uint8_t> save_kv_rows(int n) const;
+    void load_kv_rows(const uint8_t* data, size_t size, int n, int from);
     void check_token(int token) const;
     void submit_chain(int c, uint32_t input_slot);
     void start_first_chain(int token);  // checks, feeds `token` to chain 0 and submits it
@@ -218,6 +267,17 @@ private:
     std::unique_ptr<CommandList> prefill_cl_, prefill_all_cl_;
     std::map<std::pair<std::vector<int>, bool>, TapVariant> tap_variants_;
     mutable ModelUse use_;
+    // Split by layers: the parts before this one (layer order), and this part's residual stream
+    // in and out, host-visible: [prefill_chunk, dim] f32 rows, then a handed-forward norm's
+    // residual [dim] f32 and norm_sums.
+    std::vector<std::unique_ptr<Model>> front_;
+    Buffer split_in_, split_out_;
+    struct DoneChain {
+        std::vector<int> ids;
+        std::vector<float> logprobs;
+        int first_pos;
+    };
+    std::vector<DoneChain> done_chains_;  // the per-step path's chains, oldest first
 };
 
 }  // namespace akunu

@@ -75,7 +75,7 @@ ModelState Model::capture_state() {
     st.logits.resize(size_t(config().vocab_size));
     scratch_->get("logits").read(st.logits.data(), st.logits.size() * 4);
     st.kv_from = kv_->sliding_from();
-    st.kv = kv_->save_rows(st.length);
+    st.kv = save_kv_rows(st.length);
     return st;
 }
 
@@ -89,16 +89,17 @@ void Model::restore_state(const ModelState& st) {
                 "the state's logits are not one row of this vocabulary");
     AKUNU_CHECK(st.kv_from >= 0 && st.kv_from <= st.length,
                 "the state's sliding-window rows start outside its positions");
-    AKUNU_CHECK(st.kv.size() == kv_->rows_bytes(st.length, st.kv_from),
-                "the state's KV rows take " + std::to_string(st.kv.size()) + " bytes; " + std::to_string(st.length) +
-                    " positions of this model's cache take " + std::to_string(kv_->rows_bytes(st.length, st.kv_from)));
+    const size_t rows_bytes = kv_rows_bytes(st.length, st.kv_from);
+    AKUNU_CHECK(st.kv.size() == rows_bytes, "the state's KV rows take " + std::to_string(st.kv.size()) + " bytes; " +
+                                                std::to_string(st.length) + " positions of this model's cache take " +
+                                                std::to_string(rows_bytes));
     check_sampler(st.sampler);
     drain();
     set_sampler(st.sampler);
     scratch_->get("token_ids").write(&st.token, 4, 4);
     scratch_->get("sampled_logprobs").write(&st.logprob, 4, 4);
     scratch_->get("logits").write(st.logits.data(), st.logits.size() * 4);
-    kv_->load_rows(st.kv.data(), st.kv.size(), st.length, st.kv_from);
+    load_kv_rows(st.kv.data(), st.kv.size(), st.length, st.kv_from);
 }
 
 std::vector<uint8_t> Model::save_state() {
@@ -180,7 +181,7 @@ void Model::load_state(const uint8_t* data, size_t size) {
     AKUNU_CHECK(h.sliding_from <= h.length, what + "the state's sliding-window rows start at " +
                                                 std::to_string(h.sliding_from) + ", past its " +
                                                 std::to_string(h.length) + " positions");
-    const size_t kv_bytes = kv_->rows_bytes(int(h.length), int(h.sliding_from));
+    const size_t kv_bytes = kv_rows_bytes(int(h.length), int(h.sliding_from));
     AKUNU_CHECK(h.payload_bytes == head_payload_bytes(config().vocab_size) + kv_bytes,
                 what + "the state's payload is " + std::to_string(h.payload_bytes) + " bytes; " +
                     std::to_string(h.length) + " positions of this model take " +

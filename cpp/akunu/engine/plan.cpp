@@ -164,4 +164,16 @@ DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, con
     return p;
 }
 
+void plan_boundaries(DecodePlan& p, int n_layers, LayerRange layers, bool norm_in, bool norm_out) {
+    if (p.prefill) return;
+    // A part of one layer has no layer before its first whose slots its O GEMV could zero (it
+    // would zero its own, as a model of one layer would): no hand-offs there.
+    if (layers.end(n_layers) - layers.first == 1 && n_layers > 1) p.layers[size_t(layers.first)].handoff_slot = {};
+    for (const auto& [l, carries] : {std::pair{layers.first - 1, norm_in}, {layers.end(n_layers) - 1, norm_out}}) {
+        if (l < 0 || l + 1 >= n_layers) continue;  // the model's first or last layer: no boundary
+        p.layers[size_t(l)].handoff_slot[kDownToNextQkv] = 0;
+        p.layers[size_t(l)].down_norm_forward = p.layers[size_t(l)].down_norm_forward && carries;
+    }
+}
+
 }  // namespace akunu

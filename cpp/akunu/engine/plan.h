@@ -16,6 +16,7 @@
 
 #include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/kv_cache.h"
+#include "akunu/engine/layer_range.h"
 #include "akunu/engine/weights.h"
 #include "akunu/model/model_config.h"
 #include "akunu/vulkan/device_profile.h"
@@ -80,5 +81,11 @@ struct PlanScratch {
 
 DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, const DeviceProfile& d, const KvSource& kv,
                      const PassShape& pass, const PlanScratch& scratch);
+
+// A part of a split model holding `layers` (split.h): no hand-off crosses its boundaries (each
+// part has its own counters), and the down GEMV of the layer before a boundary hands the next
+// norm forward across it only where both parts take it (norm_in, norm_out: LoadedModel).
+// Both parts change the row of that layer alike, so they agree on what passes between them.
+void plan_boundaries(DecodePlan& p, int n_layers, LayerRange layers, bool norm_in, bool norm_out);
 
 }  // namespace akunu

@@ -53,6 +53,7 @@ private:
     ProjectionInput gate_up(int l, const ProjectionInput& in);
     ProjectionInput gemm_gated(int l, const ProjectionInput& in);
     void tap(int l);
+    void split_stream(const Buffer& io, int l, bool in);
     void all_logits();
     void tail();
     void sample_rows();
@@ -106,6 +107,7 @@ private:
     const Buffer &h0_, &h1_, &residual_, &qkv_, &attn_out_, &gate_, &up_, &act_;
     const Binding step_, q_, k_, v_;
     const Weight& head_;  // the LM head: output, or the tied embeddings
+    const int first_, last_;  // the layers this table runs (LoadedModel::layers)
     // Prefill: the f16 buffers block-format weights are dequantized into, in turn. Each
     // dequantization goes into the next one and is placed in the table right after the f16
     // GEMM before its projection, or before its group (Q, K and V after the layer before's
@@ -154,7 +156,9 @@ Builder::Builder(const LoadedModel& m, const ScratchBuffers& s, const KvSource& 
       q_(Binding::columns(qkv_, 0, q_dim_ * 4, qkv_row_ * 4)),
       k_(Binding::columns(qkv_, q_dim_ * 4, kv_dim_ * 4, qkv_row_ * 4)),
       v_(Binding::columns(qkv_, (q_dim_ + kv_dim_) * 4, kv_dim_ * 4, qkv_row_ * 4)),
-      head_(m.weights.output ? m.weights.output : m.weights.token_embd) {
+      head_(m.weights.output ? m.weights.output : m.weights.token_embd),
+      first_(m.layers.first),
+      last_(m.layers.end(m.config.n_layers)) {
     if (plan.dequant_bytes)
         for (int i = 0; i < kPrefillF16Weights; ++i) weights_f16_[i] = &s.get(prefill_f16_weights_name(i));
     if (plan.handoffs) handoff_counters_ = Binding(s.get("gemv_handoff"));
@@ -171,15 +175,21 @@ std::unique_ptr<DispatchTable> Builder::build() {
     t_.set_label("token_embd");
     const Buffer& ids = prefill_ ? s_.get("batch_token_ids") : s_.get("token_ids");
     const Weight& embd = m_.weights.token_embd;
-    for (const WeightWindow& win : weight_windows(embd, t_.device().profile(), "token_embd"))
-        kernels::embed(t_, win.w, embd.type, win.rows, ids, step_, h0_, dim_, c_.embed_scale, rows_, win.first_row);
-    for (int l = 0; l < c_.n_layers; ++l) {
+    if (first_ > 0)  // a part of a split model after its first
+        split_stream(*pass_.split_in, first_ - 1, true);
+    else
+        for (const WeightWindow& win : weight_windows(embd, t_.device().profile(), "token_embd"))
+            kernels::embed(t_, win.w, embd.type, win.rows, ids, step_, h0_, dim_, c_.embed_scale, rows_, win.first_row);
+    for (int l = first_; l < last_; ++l) {
         attention(l);
         feed_forward(l);
         tap(l);
     }
-    if (prefill_ && pass_.all_logits) all_logits();
-    if (pass_.batch_sequences)
+    const bool head = last_ == c_.n_layers;  // else a part of a split model before its last
+    if (head && prefill_ && pass_.all_logits) all_logits();
+    if (!head)
+        split_stream(*pass_.split_out, last_ - 1, false);
+    else if (pass_.batch_sequences)
         sample_rows();
     else
         tail();
@@ -252,8 +262,8 @@ void Builder::feed_forward(int l) {
     const LayerWeights& L = layer(l);
     const LayerPlan& lp = plan_.layers[size_t(l)];
     label(l, "attn_output");
-    // The O GEMV also zeroes the layer before's slots (of the last layer, for l = 0).
-    const uint32_t before = 1 + kHandoffSlotsPerLayer * uint32_t((l + c_.n_layers - 1) % c_.n_layers);
+    // The O GEMV also zeroes the layer before's slots (of the table's last layer, for its first).
+    const uint32_t before = 1 + kHandoffSlotsPerLayer * uint32_t(l == first_ ? last_ - 1 : l - 1);
     const auto o_handoff = take_handoff(lp.handoff_slot[kOToGateUp], plan_.o_tiles, plan_.handoffs ? before : 0);
     into_residual(L.o, {Binding(attn_out_), std::nullopt, lp.attn_out_dtype}, q_dim_,
                   a_.post_attn_norm ? &L.post_attn_norm : nullptr, ptr(o_handoff),
@@ -323,6 +333,27 @@ void Builder::tap(int l) {
     label(l, "tap");
     const size_t bytes = rows_ * dim_ * 4;
     kernels::copy(t_, h0_, Binding(*pass_.tap_buffer, size_t(at - pass_.taps.begin()) * bytes, bytes), bytes);
+}
+
+// The residual stream between the parts of a split model after layer l (read `in` by the part
+// after, written by the part before): h0's rows, and where l's down GEMV hands the next norm
+// forward across the boundary, the normed stream and its sums (so layer l + 1 runs as it does in
+// the whole model's table).
+void Builder::split_stream(const Buffer& io, int l, bool in) {
+    t_.set_label(in ? "split_in" : "split_out");
+    const Buffer& sums = s_.get("norm_sums");
+    const size_t bytes = rows_ * dim_ * 4;
+    const bool norm = !prefill_ && plan_.layers[size_t(l)].down_norm_forward;
+    const std::tuple<const Buffer*, size_t, size_t> pieces[] = {
+        {&h0_, 0, bytes}, {&residual_, bytes, dim_ * 4}, {&sums, bytes + dim_ * 4, sums.size()}};
+    for (const auto& [b, at, n] : pieces) {
+        if (b != &h0_ && !norm) break;
+        kernels::copy(t_, in ? Binding(io, at, n) : Binding(*b), in ? Binding(*b) : Binding(io, at, n), n);
+    }
+    if (!in || !norm) return ready_.reset();
+    const uint32_t partials = kernels::gemv_norm_partials(t_.device().profile(), layer(l).down.type, dim_);
+    ready_ =
+        ProjectionInput{Binding(residual_), kernels::GemvInput::rmsnorm_ready(Binding(sums), partials, c_.norm_eps)};
 }
 
 // A chunk's logits at every row, into batch_logits.
@@ -557,8 +588,10 @@ DecodePlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KvSourc
     scratch.handoff_counters = s.all().count("gemv_handoff") > 0;
     if (pass.prefill && s.all().count(prefill_f16_weights_name(0)))
         scratch.dequant_bytes = s.get(prefill_f16_weights_name(0)).size();
-    return plan_pass(m.config, m.weights, m.files->gguf() != nullptr, m.device->profile(), kv,
-                     {pass.prefill, size_t(pass.rows), pass.taps}, scratch);
+    DecodePlan p = plan_pass(m.config, m.weights, m.files->gguf() != nullptr, m.device->profile(), kv,
+                             {pass.prefill, size_t(pass.rows), pass.taps}, scratch);
+    plan_boundaries(p, m.config.n_layers, m.layers, m.norm_in, m.norm_out);
+    return p;
 }
 
 std::unique_ptr<DispatchTable> build_table(const LoadedModel& m, const ScratchBuffers& s, const KvSource& kv,

@@ -6,6 +6,9 @@
 // batch_token_ids[0 : n] at batch_step.pos; its buffers are the batch_* twins of the decode set,
 // its matrix products GEMMs, its attention causal flash attention; it ends with the decode tail
 // on its last row, so the next token is sampled as after a step.
+//
+// A part of a split model records its layers only, between its residual stream in and out
+// (TablePass::split_in, split_out), each layer as the whole model's table records it.
 #pragma once
 
 #include <memory>
@@ -33,6 +36,12 @@ struct TablePass {
     // position in its own blocks of the pool (params.h BatchRow); attention_rows for attention,
     // and every row sampled with its sequence's sampler (sample_batch) instead of the tail.
     int batch_sequences = 0;
+    // A part of a split model (LoadedModel::layers, split.h): a part after the first reads its
+    // residual stream from split_in instead of embedding tokens, and a part before the last
+    // writes it to split_out instead of the head: rows [rows, dim] f32, then, where a norm is
+    // handed forward across the boundary (decode), its residual [dim] f32 and norm_sums.
+    const Buffer* split_in = nullptr;
+    const Buffer* split_out = nullptr;
 };
 
 // The plan of `pass` for a model with this scratch and cache.

@@ -78,6 +78,19 @@ void check_weight_types(const std::vector<UploadItem>& items, const DeviceProfil
                         " not support yet (supported: " + kernels::supported_weight_types() + ")");
 }
 
+bool part_uploads(const std::vector<UploadItem>& items, const UploadItem& item, int n_layers, LayerRange layers) {
+    using R = TensorRole;
+    if (item.layer >= 0)
+        return layers.holds(item.layer, n_layers) || (item.role == R::kAttnNorm && item.layer == layers.end(n_layers));
+    const bool head = layers.heads(n_layers);
+    if (item.role == R::kTokenEmbd) {
+        const bool own_head =
+            std::any_of(items.begin(), items.end(), [](const UploadItem& u) { return u.role == R::kOutput; });
+        return layers.embeds() || (head && !own_head);
+    }
+    return head;  // the output norm and the head
+}
+
 Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item) {
     files.file_of(*item.tensor).check_intact();  // reads below come straight from the map
     Weight w;
@@ -112,7 +125,7 @@ Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& fi
 }
 
 ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFiles& files, const ModelConfig& c,
-                            const std::function<void(size_t, size_t)>& progress) {
+                            const std::function<void(size_t, size_t)>& progress, LayerRange layers) {
     ModelWeights m;
     m.layers.resize(size_t(c.n_layers));
     const auto items = plan_weight_uploads(files, c, device->profile().weight_tiles);
@@ -120,8 +133,14 @@ ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFi
     check_weight_types(items, device->profile(), files.path());
     for (size_t i = 0; i < items.size(); ++i) {
         const UploadItem& it = items[i];
-        Weight w = upload_weight(device, files, it);
-        m.bytes += it.bytes;
+        Weight w;
+        if (part_uploads(items, it, c.n_layers, layers)) {
+            w = upload_weight(device, files, it);
+            m.bytes += it.bytes;
+        } else {
+            w.type = it.device_type;
+            w.shape = it.tensor->shape;
+        }
         LayerWeights* L = it.layer >= 0 ? &m.layers[size_t(it.layer)] : nullptr;
         Weight* slot = nullptr;
         switch (it.role) {

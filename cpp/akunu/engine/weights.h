@@ -12,6 +12,7 @@
 #include "akunu/vulkan/buffer.h"
 #include "akunu/model/model_config.h"
 #include "akunu/formats/model_files.h"
+#include "akunu/engine/layer_range.h"
 
 namespace akunu {
 
@@ -32,7 +33,14 @@ struct UploadItem {
 std::vector<UploadItem> plan_weight_uploads(const ModelFiles& files, const ModelConfig& c,
                                             WeightTiles tiles = WeightTiles::kNone);
 
-// One uploaded tensor.
+// Whether a part of a split model holding `layers` uploads `item` of `items` (split.h): its
+// layers' tensors, the attention norm of the layer after its last (a GEMV may hand that norm
+// forward), the embedding where it starts at layer 0, and the output norm and head where it
+// ends the model (a tied head: the embedding).
+bool part_uploads(const std::vector<UploadItem>& items, const UploadItem& item, int n_layers, LayerRange layers);
+
+// One uploaded tensor (or, for a tensor another part of a split model holds, its type and
+// shape alone, which the decode plan reads).
 struct Weight {
     Buffer buffer;
     TensorType type = TensorType::F32;
@@ -60,9 +68,10 @@ void check_weight_types(const std::vector<UploadItem>& items, const DeviceProfil
 // scales and biases from `files`, 1-D tensors as f32).
 Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item);
 
-// Uploads the weights of a validated model; `progress(done, total)` is called per tensor.
-// Tiles as the device's profile says (plan_weight_uploads).
+// Uploads the weights of a validated model (those of a part holding `layers`: part_uploads);
+// `progress(done, total)` is called per tensor. Tiles as the device's profile says
+// (plan_weight_uploads).
 ModelWeights upload_weights(const std::shared_ptr<Device>& device, const ModelFiles& files, const ModelConfig& c,
-                            const std::function<void(size_t, size_t)>& progress = {});
+                            const std::function<void(size_t, size_t)>& progress = {}, LayerRange layers = {});
 
 }  // namespace akunu
