@@ -101,13 +101,13 @@ class Tokenizer:
         return {self._t.id_to_token(i): i for i in range(self._t.vocab_size)}
 
     def id_to_token(self, i: int) -> str:
-        return self._t.id_to_token(i)
+        return self._t.id_to_token(check_token_ids([i], self._t.vocab_size, "id_to_token")[0])
 
     def token_to_id(self, token: str) -> int | None:
         return self._t.token_to_id(token)
 
     def is_special(self, i: int) -> bool:
-        return self._t.is_special(i)
+        return self._t.is_special(check_token_ids([i], self._t.vocab_size, "is_special")[0])
 
     @property
     def bos_id(self) -> int | None:
