@@ -110,7 +110,7 @@ class KVCacheView:
     def truncate(self, n: int) -> None:
         """Rewinds to the first n positions; n past the current length, or (with rings) before
         what the window of position n needs, raises akunu.Error saying how far one can rewind."""
-        self._e.truncate(int_arg(n, "truncate: n"))
+        self._e.truncate(int_arg(n, "truncate: n", lo=-(2**31)))  # the engine says why a negative n is out
 
 
 class ScratchView:
