@@ -79,6 +79,7 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["timestamp_period_ns"] = p.timestamp_period_ns;
     d["heaps"] = heaps;
     d["device_local_bytes"] = p.device_local_bytes;
+    d["available_bytes"] = p.available_bytes;  // now: VK_EXT_memory_budget, MemAvailable (0: unknown)
     d["host_visible_device_bytes"] = p.host_visible_device_bytes;
     d["unified_memory"] = p.unified_memory;
     d["description"] = p.describe();

@@ -1,5 +1,5 @@
 """The one rule for a context longer than a model knows (what a prompt may be is
-akunu.token_ids.prompt_ids).
+akunu.token_ids.prompt_ids), and the check of integer arguments the engine takes as C ints.
 
 A context longer than the model was trained for is clipped to the trained length with a
 ContextWarning that names it; Model, plan and bench apply the same rule. A file's RoPE scaling
@@ -10,6 +10,20 @@ from __future__ import annotations
 import warnings
 
 DEFAULT_CONTEXT = 4096  # Model's context when none is given, or the trained one if shorter
+
+
+INT_MAX = 2**31 - 1
+
+
+def int_arg(value, name: str, lo: int = 0, hi: int = INT_MAX) -> int:
+    """`value` as an int in [lo, hi], or a ValueError (TypeError for a non-integer) that names
+    `name`: pybind11 would answer a value past a C int with "incompatible function arguments"."""
+    import numbers
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value}")
+    return int(value)
 
 
 class ContextWarning(UserWarning):

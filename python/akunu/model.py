@@ -24,7 +24,7 @@ import numpy as np
 
 from akunu import _akunu, _progress, hub, speculative
 from akunu import batch as _batch
-from akunu._inputs import fit_context
+from akunu._inputs import fit_context, int_arg
 from akunu.controls import LogitControls, host_steps, prompt_logprobs
 from akunu.model_use import ExclusiveSteps, write_atomically
 from akunu.sampling import Generation, Piece, Sampler, Stream, stop_cut
@@ -120,6 +120,7 @@ class Model:
         # The engine validates and plans the model before it allocates anything; the tokenizer
         # comes after (docs/architecture.md, "Loading a model"), so a model that does not fit
         # fails first.
+        chain, prefill_chunk = int_arg(chain, "chain"), int_arg(prefill_chunk, "prefill_chunk")
         self._engine = _akunu.Engine(path, context, device, bar, chain, prefill_chunk, kv_dtype, kv_alloc == "blocks",
                                      bool(kv_ring), tuning, parts, [float(x) for x in split or []])
         bar.close()

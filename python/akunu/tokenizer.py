@@ -100,14 +100,21 @@ class Tokenizer:
         """{token: id} for the whole vocabulary, added tokens included."""
         return {self._t.id_to_token(i): i for i in range(self._t.vocab_size)}
 
+    def _id(self, i, what: str) -> int:
+        """`i` checked as every entry point checks ids (plain ints in range skip the full check:
+        constrained output asks for every id of the vocabulary)."""
+        if type(i) is int and 0 <= i < self._t.vocab_size:
+            return i
+        return check_token_ids([i], self._t.vocab_size, what)[0]
+
     def id_to_token(self, i: int) -> str:
-        return self._t.id_to_token(i)
+        return self._t.id_to_token(self._id(i, "id_to_token"))
 
     def token_to_id(self, token: str) -> int | None:
         return self._t.token_to_id(token)
 
     def is_special(self, i: int) -> bool:
-        return self._t.is_special(i)
+        return self._t.is_special(self._id(i, "is_special"))
 
     @property
     def bos_id(self) -> int | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from akunu._inputs import int_arg
+
 # E2M1 values of the 16 fp4 codes: sign bit 3, exponent bits 2-1, mantissa bit 0.
 _FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
 
@@ -108,7 +110,7 @@ class KVCacheView:
     def truncate(self, n: int) -> None:
         """Rewinds to the first n positions; n past the current length, or (with rings) before
         what the window of position n needs, raises akunu.Error saying how far one can rewind."""
-        self._e.truncate(n)
+        self._e.truncate(int_arg(n, "truncate: n", lo=-(2**31)))  # the engine says why a negative n is out
 
 
 class ScratchView:

@@ -94,3 +94,19 @@ def test_a_stop_token_first_says_so(m, monkeypatch):
     assert got.token_ids == [] and got.stop_reason == "stop_token"
     assert "the first token sampled was a stop token, so nothing was generated" in got.summary()
     assert got.prompt_tokens_per_second > 0 and "0 generated" not in got.summary()
+
+
+def test_integer_arguments_past_a_c_int_are_clear_errors(m):
+    """chain=2**40, prefill_chunk=2**64, truncate(2**40) and id_to_token(2**40) used to reach
+    pybind11 and come back as "incompatible function arguments" with its list of signatures."""
+    calls = {"chain": lambda: akunu.Model(m.path, context=32, chain=2**40, progress=False),
+             "prefill_chunk": lambda: akunu.Model(m.path, context=32, prefill_chunk=2**64, progress=False),
+             "truncate: n": lambda: m.kv_cache.truncate(2**40),
+             "id_to_token: token id": lambda: m.tokenizer.id_to_token(2**40),
+             "is_special: token id": lambda: m.tokenizer.is_special(-1)}
+    for name, call in calls.items():
+        with pytest.raises((ValueError, TypeError), match=name) as e:
+            call()
+        assert "incompatible" not in str(e.value)
+    with pytest.raises(TypeError, match="chain must be an integer, got 1.5"):
+        akunu.Model(m.path, context=32, chain=1.5, progress=False)

@@ -101,3 +101,34 @@ def test_only_regular_files_of_bounded_size_are_read(tmp_path):
     assert len(errors) == len(calls), f"call {len(errors)} blocked"
     for (_, message), error in zip(calls, errors):
         assert error is not None and message in error, (message, error)
+
+
+@requires_fixtures
+def test_side_files_symlinked_to_other_files_are_never_echoed(tmp_path):
+    """config.json, tokenizer.json, the shard index or a shard linked to some other file (not
+    JSON, not safetensors): the error names the model's file and what is wrong, never the
+    bytes of the file the link leads to."""
+    import shutil
+    secret = tmp_path / "secret.txt"
+    secret.write_text("sesame: the password is open-sesame\n" * 4)
+
+    def linked(name, rename=None):
+        d = tmp_path / name.replace(".", "_")
+        shutil.copytree(HF, d)
+        if rename:
+            (d / "model.safetensors").rename(d / rename)
+        (d / name).unlink(missing_ok=True)
+        (d / name).symlink_to(secret)
+        return d
+
+    cases = [(linked("config.json"), "config.json: invalid JSON at byte"),
+             (linked("tokenizer.json"), "tokenizer.json: invalid JSON at byte"),
+             (linked("model.safetensors.index.json", "model-00001-of-00001.safetensors"),
+              "model.safetensors.index.json: invalid JSON at byte"),
+             (linked("model.safetensors"), "model.safetensors: malformed safetensors file: header length")]
+    for d, message in cases:
+        first = akunu.Tokenizer.from_file if "tokenizer" in message else akunu.open
+        for call, args in ((first, {}), (akunu.Model, {"context": 32, "progress": False, "device": "cpu"})):
+            with pytest.raises(akunu.Error, match=message) as e:
+                call(str(d), **args)
+            assert "sesame" not in str(e.value), str(e.value)

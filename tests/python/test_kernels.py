@@ -270,11 +270,15 @@ def test_embed(device, rng, wtype, units):
     np.testing.assert_allclose(out.numpy(), 0.75 * w[ids], rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("on", ["session device", "cpu"])
 @pytest.mark.parametrize("wtype", ["Q8_0", np.float32])
-def test_embed_checks_ids(device, rng, wtype):
+def test_embed_checks_ids(device, rng, wtype, on):
     """An id past the table: ops.embed raises naming it (the CPU backend used to crash on id
     1,000,000 and both backends read zeros for id 4); the kernel itself (called directly) reads
-    nothing past W and leaves that row as it was, on every backend."""
+    nothing past W and leaves that row as it was, on every backend (the session's device, and
+    the CPU backend whatever the session runs on)."""
+    if on == "cpu":
+        device = akunu.Device("cpu")
     vocab, dim = 4, row_length(wtype, 1)
     w_dev, w, wname = random_weights(device, rng, wtype, vocab, dim)
     for bad in (vocab, 1_000_000, 2**32 - 1):

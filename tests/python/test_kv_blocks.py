@@ -6,6 +6,10 @@ truncate, save/load across layouts and fork. On the CPU backend the block tables
 pointers."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -161,3 +165,43 @@ def test_sliding_window_layers_in_blocks():
     np.testing.assert_array_equal(blocks.eval(prompt, all_logits=True), full.eval(prompt, all_logits=True))
     for t in ids_of(3, seed=8):
         np.testing.assert_array_equal(blocks.eval([t], reset=False), full.eval([t], reset=False))
+
+
+_LONG_CONTEXT_RUN = """
+import resource, sys
+import numpy as np
+import akunu
+path, context = sys.argv[1], int(sys.argv[2])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+m = akunu.Model(path, context=context, kv_alloc="blocks", progress=False)
+logits = [m.eval([1, 5, 7, 9])[-1]] + [m.eval([t])[-1] for t in (3, 4, 5)]
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+np.save(sys.argv[3], np.array(logits))
+"""  # run in a fresh process: its peak RSS is the model's
+
+
+def test_a_long_context_in_blocks_costs_memory_only_for_the_positions_used(tmp_path):
+    """kv_alloc="blocks" with a context of 10 million: the block table (every entry written at
+    load) and the RoPE tables (every position's cos/sin) used to take 1.3 GB and seconds for a
+    tiny model before its first token. Both are now written as positions are reserved; the
+    logits equal those of a short pre-allocated context. The CPU backend's memory is mapped
+    pages that cost nothing until written, which the peak RSS of a fresh process shows."""
+
+    from support.gguf_bytes import ARR, F32, I32, STR, U32, kv, tiny_llama_gguf
+    tokens = ["<unk>", "<s>", "</s>"] + [chr(97 + i) for i in range(13)]
+    extra = [kv("llama.context_length", U32, 10_000_000), kv("tokenizer.ggml.model", STR, "llama"),
+             kv("tokenizer.ggml.tokens", ARR, (STR, tokens)), kv("tokenizer.ggml.scores", ARR, (F32, [0.0] * 16)),
+             kv("tokenizer.ggml.token_type", ARR, (I32, [2, 3, 3] + [1] * 13))]
+    path = tmp_path / "long.gguf"
+    path.write_bytes(tiny_llama_gguf(layers=4, extra=extra))
+    # Vulkan devices bind at most so much at once: the RoPE tables of 10 million positions are
+    # refused there with an error that says so.
+    context = 10_000_000 if os.environ["AKUNU_DEVICE"] == "cpu" else 4_000_000
+    run = subprocess.run([sys.executable, "-c", _LONG_CONTEXT_RUN, str(path), str(context), str(tmp_path / "l.npy")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    grown_mib = int(run.stdout.split()[-1])
+    short = akunu.Model(str(path), context=64, progress=False)
+    want = [short.eval([1, 5, 7, 9])[-1]] + [short.eval([t])[-1] for t in (3, 4, 5)]
+    np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), np.array(want))
+    assert grown_mib < 200, f"a model of 4 layers of width 32 grew the peak RSS by {grown_mib} MiB"

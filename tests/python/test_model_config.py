@@ -230,20 +230,31 @@ def test_plan_says_when_it_does_not_fit():
     assert "DOES NOT FIT" in str(p)
 
 
-def test_plan_fits_against_available_memory_not_total_ram():
-    """The CPU backend's plan compared against total RAM: a context that fits in RAM but not in
-    what is available now 'fitted'. Now it says how much is available."""
-    with open("/proc/meminfo") as f:
-        info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
-    total, available = info["MemTotal"], info["MemAvailable"]
-    if total - available < 1 << 30:
-        pytest.skip("less than 1 GiB of this machine's memory is in use: no room between available and total")
-    small, large = (akunu.plan(LLAMA31_8B, context=n, device="cpu").total_bytes for n in (1024, 2048))
+@pytest.mark.parametrize("backend", ["cpu", "vulkan"])
+def test_plan_fits_against_available_memory_not_total_ram(backend):
+    """Plans compared against total memory: a context that fits in RAM (the CPU backend) or the
+    device heap (Vulkan) but not in what is available now 'fitted'. Now the device profile's
+    available_bytes (MemAvailable; VK_EXT_memory_budget's budget minus usage) is what a plan
+    must fit, and the plan says how much is available."""
+    device = next((d for d in akunu.devices() if d["backend"] == backend), None)
+    if device is None:
+        pytest.skip(f"no {backend} device here")
+    total, available = device["device_local_bytes"], device["available_bytes"]
+    if backend == "cpu":
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}
+        assert total == info["MemTotal"] and abs(available - info["MemAvailable"]) < 0.2 * total
+    if available == 0:
+        pytest.skip(f"{device['name']} does not report VK_EXT_memory_budget (lavapipe before Mesa 23 does not)")
+    assert 0 < available <= total
+    if total - available < 256 << 20:
+        pytest.skip(f"less than 256 MiB of {device['name']}'s memory is in use: no room between available and total")
+    small, large = (akunu.plan(LLAMA31_8B, context=n, device=device["index"]).total_bytes for n in (1024, 2048))
     per_token = (large - small) / 1024
     context = int(1024 + ((total + available) / 2 - small) / per_token)
     if context < 1024:
-        pytest.skip("the 8B plan's weights alone need more than this machine's memory")
-    p = akunu.plan(LLAMA31_8B, context=context, device="cpu")
+        pytest.skip("the 8B plan's weights alone need more than this device's memory")
+    p = akunu.plan(LLAMA31_8B, context=context, device=device["index"])
     assert available < p.total_bytes < total
     assert p.fits is False and any("are available now" in n for n in p.notes), p.notes
 

@@ -225,6 +225,30 @@ def test_not_json_is_a_clear_error(tmp_path):
         akunu.Tokenizer.from_file(tmp_path)
 
 
+def test_pre_tokenizer_regex_work_is_linear_or_refused(family_dirs, tokenizers, tmp_path):
+    """A Split pre-tokenizer `a*b|a` on 160,000 a's took 16 s: every position rescanned the rest
+    of the text (quadratic). The regex now matches within windows and counts what retries
+    re-scan (cpp/akunu/tokenizer/regex.cpp): that text is refused with the cap, and the real
+    patterns give HF's ids on runs far longer than a window."""
+    hf_tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is the reference")
+    d = tmp_path / "split"
+    d.mkdir()
+    spec = json.loads((family_dirs["llama3"] / "tokenizer.json").read_text())
+    spec["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "a*b|a"}, "behavior": "Isolated", "invert": False}
+    (d / "tokenizer.json").write_text(json.dumps(spec))
+    tok, ref = akunu.Tokenizer.from_file(d), hf_tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+    with pytest.raises(akunu.Error, match=r"regex 'a\*b\|a': matching re-scanned more than 32 bytes per byte "
+                                          "of a 160000-byte text"):
+        tok.encode("a" * 160_000)
+    for text in ("a" * 3000 + "b", "a" * 200 + "ba" + "b" * 700):
+        assert tok.encode(text) == ref.encode(text).ids
+    long_runs = ("x" + " " * 5000 + "y", "word" * 2000 + " 12345678" * 300, "!?" * 3000 + "\n" * 600,
+                 "\t \n" * 900 + "中" * 1500 + " \r\n" * 400)
+    for fam in FAMILIES:
+        for text in long_runs:
+            assert tokenizers[fam].encode(text) == _hf(hf_tokenizers, family_dirs[fam]).encode(text).ids, fam
+
+
 hypothesis = pytest.importorskip("hypothesis", reason="property tests need hypothesis")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -45,7 +45,7 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
     vocab_ = b.config.vocab_size;
     scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, 1, rows_, b.plan.options.prefill_dequant,
                                                 o.max_sequences);
-    fill_rope_tables(b, *scratch_);
+    fill_rope_tables(b, *scratch_, 0, b.context);
     tables_[0] = record_table(rows_, 0);
     const int short_rows = int(b.device->profile().gemm_short_rows);
     if (short_rows > 0 && short_rows < rows_) {

@@ -90,14 +90,23 @@ KVCache::KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, in
         table_stride_ = align_up(size_t(plan_.max_blocks) * 8, kBlockAlign);
         table_ = Buffer::allocate(device, size_t(plan_.table_bytes));
         reserve(1);
-        // Entries of blocks not yet allocated point at block 0: a stray read stays in memory
-        // (the kernels read no such entry: AKUNU_KV_BLOCK == the attention chunk).
-        std::vector<uint64_t> entries(table_.size() / 8);
-        for (size_t ls = 0; ls < block_offset_.size(); ++ls)
-            for (size_t b = 0; b < table_stride_ / 8; ++b)
-                entries[ls * table_stride_ / 8 + b] = blocks_[0].address() + block_offset_[ls];
-        table_.write(entries.data(), table_.size());
     }
+}
+
+// Entries of blocks not yet allocated point at block 0, so that a stray read stays in memory
+// (the kernels read no such entry: AKUNU_KV_BLOCK == the attention chunk). They are written a
+// page of entries at a time as blocks are allocated: a long context's table costs memory (the
+// CPU backend's pages) and time only for the blocks in use.
+void KVCache::fill_table_to(size_t blocks) {
+    constexpr size_t kPage = 512;  // entries
+    if (blocks <= table_filled_) return;
+    const size_t to = std::min(size_t(plan_.max_blocks), (blocks + kPage - 1) / kPage * kPage);
+    std::vector<uint64_t> entries(to - table_filled_);
+    for (size_t ls = 0; ls < block_offset_.size(); ++ls) {
+        std::fill(entries.begin(), entries.end(), blocks_[0].address() + block_offset_[ls]);
+        table_.write(entries.data(), entries.size() * 8, ls * table_stride_ + table_filled_ * 8);
+    }
+    table_filled_ = to;
 }
 
 void KVCache::reserve(int n) {
@@ -108,6 +117,7 @@ void KVCache::reserve(int n) {
     while (blocks_.size() < want) {
         const size_t b = blocks_.size();
         blocks_.push_back(Buffer::allocate(device_, size_t(plan_.block_bytes), Residency::kAuto, true));
+        fill_table_to(b + 1);
         const uint64_t base = blocks_.back().address();
         for (size_t ls = 0; ls < block_offset_.size(); ++ls) {
             if (rows(int(ls / 2)) != KvRows::kBlocks || !holds(int(ls / 2))) continue;

@@ -119,6 +119,8 @@ private:
     Buffer table_;  // u64 [n_layers, 2, table_stride / 8] block addresses
     std::vector<size_t> block_offset_;  // [layer * 2 + side]: where a side sits in a block
     size_t table_stride_ = 0;  // bytes per (layer, side) table
+    size_t table_filled_ = 0;  // entries per (layer, side) table written so far
+    void fill_table_to(size_t blocks);  // writes block 0's address up to a page past `blocks`
     KvDType dtype_;
     KvLayout layout_[2];  // K, V of a full or ring buffer
     KvLayout block_layout_[2];

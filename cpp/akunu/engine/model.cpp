@@ -21,18 +21,19 @@ namespace akunu {
 
 namespace {
 
-// cos/sin of pos * inv_freq[i], the angle formed in f32 as transformers forms it.
-void fill_rope_tables(Buffer& cos_b, Buffer& sin_b, const std::vector<float>& inv_freq, int context) {
+// cos/sin of pos * inv_freq[i] for positions [from, to), the angle formed in f32 as
+// transformers forms it.
+void fill_rope_rows(Buffer& cos_b, Buffer& sin_b, const std::vector<float>& inv_freq, int from, int to) {
     const size_t half = inv_freq.size();
-    std::vector<float> c(size_t(context) * half), s(c.size());
-    for (int pos = 0; pos < context; ++pos)
+    std::vector<float> c(size_t(to - from) * half), s(c.size());
+    for (int pos = from; pos < to; ++pos)
         for (size_t i = 0; i < half; ++i) {
             const float angle = float(pos) * inv_freq[i];
-            c[size_t(pos) * half + i] = float(std::cos(double(angle)));
-            s[size_t(pos) * half + i] = float(std::sin(double(angle)));
+            c[size_t(pos - from) * half + i] = float(std::cos(double(angle)));
+            s[size_t(pos - from) * half + i] = float(std::sin(double(angle)));
         }
-    cos_b.write(c.data(), c.size() * 4);
-    sin_b.write(s.data(), s.size() * 4);
+    cos_b.write(c.data(), c.size() * 4, size_t(from) * half * 4);
+    sin_b.write(s.data(), s.size() * 4, size_t(from) * half * 4);
 }
 
 // A layer index as Python reads it: negative ones count from the end.
@@ -55,11 +56,23 @@ std::vector<int> tapped_layers(const std::vector<int>& taps, int n_layers) {
 
 }  // namespace
 
-void fill_rope_tables(const LoadedModel& b, ScratchBuffers& s) {
+void fill_rope_tables(const LoadedModel& b, ScratchBuffers& s, int from, int to) {
     const float* divisors = b.weights.rope_divisors.empty() ? nullptr : b.weights.rope_divisors.data();
-    fill_rope_tables(s.get("rope_cos"), s.get("rope_sin"), rope_inv_freq(b.config, false, divisors), b.context);
+    fill_rope_rows(s.get("rope_cos"), s.get("rope_sin"), rope_inv_freq(b.config, false, divisors), from, to);
     if (s.all().count("rope_cos_local"))
-        fill_rope_tables(s.get("rope_cos_local"), s.get("rope_sin_local"), rope_inv_freq(b.config, true), b.context);
+        fill_rope_rows(s.get("rope_cos_local"), s.get("rope_sin_local"), rope_inv_freq(b.config, true), from, to);
+}
+
+// Positions [0, n) become usable: the KV cache's blocks and the RoPE rows they need. RoPE rows
+// are filled kRopeRows at a time as the sequence grows, so that a long context costs memory
+// (the CPU backend's pages) only for the positions used.
+void Model::reserve(int n) {
+    constexpr int kRopeRows = 4096;
+    kv_->reserve(n);
+    if (n <= rope_rows_) return;
+    const int to = std::min(base_->context, (n + kRopeRows - 1) / kRopeRows * kRopeRows);
+    fill_rope_tables(*base_, *scratch_, rope_rows_, to);
+    rope_rows_ = to;
 }
 
 std::shared_ptr<LoadedModel> open_loaded(const std::string& path, const LoadOptions& options) {
@@ -162,9 +175,7 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, b.chain, b.prefill_chunk,
                                                 b.plan.options.prefill_dequant);
 
-    stage("rope");
     const ModelConfig& c = b.config;
-    fill_rope_tables(b, *scratch_);
     // Decode attention's per-head arrival counters start at zero (kernels::attention).
     const std::vector<uint32_t> zeros(size_t(c.n_heads), 0u);
     scratch_->get("attn_partial")
@@ -308,7 +319,7 @@ void Model::step(int token) {
     scratch_->get("token_ids").write(&id, 4);
     scratch_->get("step").write(&st, sizeof st);
     table_->set_position(uint32_t(pos));
-    kv_->reserve(pos + 1);
+    reserve(pos + 1);
     step_->submit_and_wait();
     kv_->set_length(pos + 1);
     check_handoffs();
@@ -336,7 +347,7 @@ void Model::submit_chain(int c, uint32_t input_slot) {
         steps[c * base_->chain + k] = StepState{uint32_t(pos + k), slot, 1, 0};
         chain_tables_[c][size_t(k)]->set_position(uint32_t(pos + k));
     }
-    kv_->reserve(pos + base_->chain);  // blocks exist before the submission writes them
+    reserve(pos + base_->chain);  // blocks exist before the submission writes them
     chains_[c]->submit();
     kv_->set_length(pos + base_->chain);
     in_flight_.push_back(c);
@@ -452,7 +463,7 @@ std::vector<Model::ProfileRow> Model::profile(int tokens) {
     scratch_->get(tokens == 1 ? "token_ids" : "batch_token_ids").write(zeros.data(), zeros.size() * 4);
     const StepState st{uint32_t(pos), 0, uint32_t(tokens), 0};
     scratch_->get(tokens == 1 ? "step" : "batch_step").write(&st, sizeof st);
-    kv_->reserve(pos + tokens);
+    reserve(pos + tokens);
     const int replays = replays_to_warm(base_->device, table);
     CommandList cl(base_->device, uint32_t(table.commands().size() + 1));
     std::vector<int> ts;
@@ -539,7 +550,7 @@ void Model::eval(const std::vector<int>& ids, float* all_logits, const std::vect
         for (int l : layers)
             if (parts[i]->layers().holds(l, n_layers)) held[i].push_back(l);
         if (!held[i].empty()) tapped[i] = &parts[i]->tap_variant(held[i], all_logits != nullptr);
-        parts[i]->kv_->reserve(pos + int(ids.size()));
+        parts[i]->reserve(pos + int(ids.size()));
     }
     // Chunks of up to prefill_chunk tokens (logit_rows with all-position logits), each one
     // submission of a recorded table per part; the last chunk is shorter and its tables skip

@@ -57,8 +57,8 @@ struct LoadOptions {
 void check_sampler(const SamplerState& sampler);
 
 struct LoadedModel;
-// Fills a scratch set's RoPE tables (rope_cos, rope_sin and the local ones) for the model.
-void fill_rope_tables(const LoadedModel& model, ScratchBuffers& scratch);
+// Fills rows [from, to) of a scratch set's RoPE tables (rope_cos, rope_sin and the local ones).
+void fill_rope_tables(const LoadedModel& model, ScratchBuffers& scratch, int from, int to);
 
 // What load() reads, plans and uploads once; a model and its forks share it, read-only.
 struct LoadedModel {
@@ -242,6 +242,8 @@ private:
     std::vector<uint8_t> save_kv_rows(int n) const;
     void load_kv_rows(const uint8_t* data, size_t size, int n, int from);
     void check_token(int token) const;
+    void reserve(int n);  // KV blocks and RoPE rows for positions [0, n)
+    int rope_rows_ = 0;  // RoPE rows filled
     void submit_chain(int c, uint32_t input_slot);
     void start_first_chain(int token);  // checks, feeds `token` to chain 0 and submits it
     void drain();  // waits for chains in flight
