@@ -71,7 +71,7 @@ class Batcher:
         self._cv = threading.Condition()
         self._waiting: collections.deque[_Choice] = collections.deque()
         self._running: dict[int, _Choice] = {}
-        self._batch: Batch | None = None
+        self._batch = Batch(model, max_sequences=max_sequences)  # its pool is allocated now: errors at start
         self._thread: threading.Thread | None = None
         self._stop_ids = set(model.tokenizer.stop_ids)
         self.counts = {"steps": 0, "batched_steps": 0, "most_sequences_in_a_step": 0, "sequences": 0}
@@ -116,8 +116,6 @@ class Batcher:
                 while self._waiting and len(self._running) + len(joining) < self.max_sequences:
                     joining.append(self._waiting.popleft())
             with self.lock:
-                if self._batch is None:
-                    self._batch = Batch(self.model, max_sequences=self.max_sequences)
                 for c in joining:
                     self._join(c)
                 self._drop_cancelled()
@@ -130,7 +128,7 @@ class Batcher:
         s = c.sampler
         try:
             seq = self._batch.add(c.ids, s)
-        except (ValueError, TypeError) as e:
+        except Exception as e:  # a prompt the batch refuses: its request gets the error
             return self._fail(c, e)
         with self._cv:
             self._running[seq] = c
