@@ -90,6 +90,23 @@ class Batch:
         s = sampler or Sampler()
         return self._b.add(ids, s.temperature, s.top_k, s.top_p, s.min_p, s.seed, bool(score))
 
+    def add_empty(self, sampler: Sampler | None = None) -> int:
+        """Adds a sequence with an empty cache and nothing to run; returns its id. Its cache is
+        written through akunu.KVCache (update, advance), and extend() gives it tokens."""
+        s = sampler or Sampler()
+        return self._b.add_empty(s.temperature, s.top_k, s.top_p, s.min_p, s.seed)
+
+    def extend(self, seq: int, ids) -> None:
+        """Appends token ids (or text to tokenize) for `seq` to run after what it has pending."""
+        self._b.extend(seq, prompt_ids(ids, self.model.config.vocab_size, "Batch.extend", self.model.tokenize))
+
+    @property
+    def kv(self):
+        """The batch's KV cache as an akunu.KVCache: arrays [sequence slot, position, head, dim]."""
+        from akunu.kv_cache import KVCache
+
+        return KVCache(self)
+
     def fork(self, seq: int, sampler: Sampler | None = None) -> int:
         """A new sequence with `seq`'s cache (its blocks shared, copied only where either one
         writes into a shared block) and pending token, sampling with `sampler`."""

@@ -228,3 +228,30 @@ def test_fork_shares_blocks_and_copies_on_write():
     assert b.block_table(c) != b.block_table(a)  # the first write into the shared block copied it
     np.testing.assert_array_equal(b.kv_cache(a).k(0)[:, : len(ids)], before)
     np.testing.assert_array_equal(b.kv_cache(c).k(0)[:, : len(ids)], before)
+
+
+def test_score_batch_takes_a_window_of_context_plus_one():
+    """score()'s windows hold context + 1 ids (the last one only a target); score_batch takes
+    them, and greedy=True says whether each target was its row's argmax."""
+    m = load(context=100)
+    seqs = prompts(3, m.config.vocab_size, seed=21, lo=101, hi=102) + prompts(2, m.config.vocab_size, seed=22, lo=2)
+    for ids, (got, greedy) in zip(seqs, m.score_batch(seqs, greedy=True)):
+        want = m.score(ids)
+        np.testing.assert_allclose(got, want, atol=LOGIT_TOL * 10)
+        rows = m.eval(ids[:-1], all_logits=True)
+        np.testing.assert_array_equal(greedy, rows.argmax(axis=1) == np.asarray(ids[1:]))
+    with pytest.raises(ValueError, match="context of 100 and one target"):
+        m.score_batch([list(range(3, 105))])
+
+
+def test_perplexity_batched_equals_perplexity():
+    """perplexity(batch=True) scores the same windows of `context` tokens through score_batch:
+    the same value within PPL_TOL (relative), from log-probabilities within the batch's
+    tolerance."""
+    ppl_tol = 1e-2  # relative: mean |log p| differences of LOGIT_TOL's order, through exp
+    m = load(context=96)
+    ids = prompts(1, m.config.vocab_size, seed=23, lo=301, hi=302)[0]  # 4 windows, the last of 12 tokens
+    want = m.perplexity(ids)
+    got = m.perplexity(ids, batch=True)
+    assert abs(got - want) <= ppl_tol * want
+    assert m.perplexity(ids[:50], batch=True) == pytest.approx(m.perplexity(ids[:50]), rel=ppl_tol)
