@@ -255,3 +255,26 @@ def test_perplexity_batched_equals_perplexity():
     got = m.perplexity(ids, batch=True)
     assert abs(got - want) <= ppl_tol * want
     assert m.perplexity(ids[:50], batch=True) == pytest.approx(m.perplexity(ids[:50]), rel=ppl_tol)
+
+
+def test_stream_batch_pieces_and_stops_are_generates():
+    """stream_batch's pieces carry the texts generate(stream=True)'s do: what may begin a stop
+    string is held back until the next token rules it out, so no piece shows part of one; the
+    Generations (text, stop_reason) equal generate's, stop strings spanning tokens included."""
+    m = load("qwen3")
+    all_ids = prompts(4, m.config.vocab_size, seed=24, lo=5, hi=20)
+    stop = []  # per prompt but the last: a string from the last character of one token into the next
+    for ids in all_ids[:3]:
+        texts = [p.text for p in m.generate(ids, max_tokens=16)]
+        j = next(j for j in range(len(texts) - 1) if len(texts[j]) >= 2 and texts[j + 1])
+        stop.append(texts[j][-1] + texts[j + 1][:2])
+    want = []
+    for ids in all_ids:
+        s = m.generate(ids, max_tokens=16, stop=stop)
+        want.append(([p.text for p in s], s.result.text, s.result.stop_reason))
+    results: list = []
+    pieces: list[list[str]] = [[] for _ in all_ids]
+    for i, p in akunu.batch.stream_batch(m, all_ids, max_tokens=16, stop=stop, results=results):
+        pieces[i].append(p.text)
+    assert [(p, r.text, r.stop_reason) for p, r in zip(pieces, results)] == want
+    assert "stop_string" in {w[2] for w in want}
