@@ -74,6 +74,8 @@ void init_batch(py::module_& m) {
             py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f,
             py::arg("seed") = 0)
         .def("extend", [](PyBatch& b, int seq, const std::vector<int>& ids) { b.batch->extend(seq, ids); })
+        .def("set_pending", [](PyBatch& b, int seq, const std::vector<int>& ids,
+                               bool score) { b.batch->set_pending(seq, ids, score); })
         .def("kv_write",
              [](PyBatch& b, int seq, int layer, bool values, int from,
                 py::array_t<uint16_t, py::array::c_style | py::array::forcecast> rows) {

@@ -12,8 +12,8 @@ tokenization (TemplateLM's context/continuation split, BOS as the tokenizer adds
 rolling windows for loglikelihood_rolling, greedy generate_until cut at the `until` strings and
 at EOS. With batch_size 1 requests run one at a time, and a request whose context starts like
 the one before reuses the KV cache of the common prefix. With batch_size N > 1 (or "auto": 16)
-they run N at a time in an akunu.Batch: loglikelihood requests through Model.score_batch (a
-scored sequence runs all its rows, so it shares no prefix), generate_until requests through
+they run N at a time in an akunu.Batch: loglikelihood requests with each distinct context run
+once and its continuations forked from it (akunu.batch_scoring), generate_until requests through
 Model.generate_batch, grouped by their until strings and max_gen_toks. Greedy generations are
 the same tokens either way; loglikelihoods agree within the batch's tolerance (docs/batch.md).
 
@@ -32,6 +32,7 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 import akunu
+from akunu.batch_scoring import score_continuations
 from akunu.controls import log_softmax
 
 
@@ -128,9 +129,11 @@ class AkunuLM(TemplateLM):
         return out
 
     def _scored(self, items: list[tuple[list[int], int]]) -> list[tuple[float, bool]]:
-        """As _scored_one_by_one, batch_size sequences at a time through score_batch."""
-        runs = self.model.score_batch([ids for ids, _ in items], max_sequences=self.batch_size, greedy=True)
-        return [(float(lp[-k:].sum()), bool(greedy[-k:].all())) for (_, k), (lp, greedy) in zip(items, runs)]
+        """As _scored_one_by_one, batch_size sequences at a time in an akunu.Batch, each distinct
+        context run once and its continuations forked from it (akunu.batch_scoring)."""
+        runs = score_continuations(self.model, [(ids[:-k], ids[-k:]) for ids, k in items],
+                                   max_sequences=self.batch_size)
+        return [(float(lp.sum()), bool(greedy.all())) for lp, greedy in runs]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         strings = [r.args[0] for r in requests]

@@ -98,10 +98,7 @@ int Batch::free_slot() const {
 
 int Batch::add(const std::vector<int>& ids, const SamplerState& sampler, bool score) {
     AKUNU_CHECK(!ids.empty(), "a sequence needs at least one token");
-    for (size_t i = 0; i < ids.size(); ++i)
-        AKUNU_CHECK(ids[i] >= 0 && ids[i] < vocab_, "token id " + std::to_string(ids[i]) + " at index " +
-                                                        std::to_string(i) + " is out of range for a vocabulary of " +
-                                                        std::to_string(vocab_));
+    check_ids(ids);
     AKUNU_CHECK(int(ids.size()) <= pool_->context(), "a prompt of " + std::to_string(ids.size()) +
                                                          " tokens does not fit the context of " +
                                                          std::to_string(pool_->context()));
@@ -168,16 +165,35 @@ int Batch::add_empty(const SamplerState& sampler) {
     return seq;
 }
 
-void Batch::extend(int seq, const std::vector<int>& ids) {
-    Seq& s = checked(seq);
+void Batch::check_ids(const std::vector<int>& ids) const {
     for (size_t i = 0; i < ids.size(); ++i)
         AKUNU_CHECK(ids[i] >= 0 && ids[i] < vocab_, "token id " + std::to_string(ids[i]) + " at index " +
                                                         std::to_string(i) + " is out of range for a vocabulary of " +
                                                         std::to_string(vocab_));
-    AKUNU_CHECK(pool_->length(seq) + int(s.pending.size() + ids.size()) <= pool_->context(),
-                "sequence " + std::to_string(seq) + ": " + std::to_string(ids.size()) +
-                    " more tokens do not fit the context of " + std::to_string(pool_->context()));
-    s.pending.insert(s.pending.end(), ids.begin(), ids.end());
+}
+
+void Batch::extend(int seq, const std::vector<int>& ids) {
+    Seq& s = checked(seq);
+    set_pending(
+        seq,
+        [&] {
+            std::vector<int> all = s.pending;
+            all.insert(all.end(), ids.begin(), ids.end());
+            return all;
+        }(),
+        s.score);
+}
+
+void Batch::set_pending(int seq, const std::vector<int>& ids, bool score) {
+    Seq& s = checked(seq);
+    check_ids(ids);
+    AKUNU_CHECK(pool_->length(seq) + int(ids.size()) <= pool_->context(),
+                "sequence " + std::to_string(seq) + ": " + std::to_string(ids.size()) + " tokens to run after its " +
+                    std::to_string(pool_->length(seq)) + " do not fit the context of " +
+                    std::to_string(pool_->context()));
+    s.pending = ids;
+    if (score && !s.score) s.scores.clear(), s.greedy.clear();
+    s.score = score;
 }
 
 void Batch::write_kv(int seq, int layer, bool values, int from, int n, const uint16_t* data) {

@@ -65,6 +65,10 @@ public:
     int add_empty(const SamplerState& sampler);
     // Appends token ids to run after the sequence's pending tokens.
     void extend(int seq, const std::vector<int>& ids);
+    // Replaces the tokens waiting to run (the token it sampled last, for one); with `score`
+    // their rows record scores, as add(score = true) does (scores() restart if it did not score).
+    // A forked sequence given a continuation this way scores it after the shared prefix.
+    void set_pending(int seq, const std::vector<int>& ids, bool score);
     // Writes f16 rows [n_kv, n, head_dim] into positions [from, from + n) of one side of one
     // layer of the sequence's cache (an f16 pool), taking blocks for them as a step would.
     void write_kv(int seq, int layer, bool values, int from, int n, const uint16_t* data);
@@ -118,6 +122,7 @@ private:
     Seq& checked(int seq);
     const Seq& checked(int seq) const;
     int free_slot() const;
+    void check_ids(const std::vector<int>& ids) const;
     void share_prefix(int seq, const std::vector<int>& ids);
     std::vector<Piece> plan_step() const;
     void finish_piece(const Piece& piece, std::vector<BatchToken>& out);
