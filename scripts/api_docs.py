@@ -53,6 +53,7 @@ SECTIONS = [
     ]),
     ("Many sequences at once: akunu.Batch", akunu.batch, [
         ("akunu.Batch", akunu.Batch),
+        ("akunu.KVCache", akunu.KVCache),
     ]),
     ("Embedding models", akunu.encoder, [
         ("akunu.Encoder", akunu.Encoder),

@@ -67,6 +67,32 @@ void init_batch(py::module_& m) {
             py::arg("min_p") = 0.0f, py::arg("seed") = 0)
         .def("remove", [](PyBatch& b, int seq) { b.batch->remove(seq); })
         .def(
+            "add_empty",
+            [](PyBatch& b, float temperature, uint32_t top_k, float top_p, float min_p, uint64_t seed) {
+                return b.batch->add_empty(sampler_state(temperature, top_k, top_p, min_p, seed));
+            },
+            py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f,
+            py::arg("seed") = 0)
+        .def("extend", [](PyBatch& b, int seq, const std::vector<int>& ids) { b.batch->extend(seq, ids); })
+        .def("set_pending", [](PyBatch& b, int seq, const std::vector<int>& ids,
+                               bool score) { b.batch->set_pending(seq, ids, score); })
+        .def("kv_write",
+             [](PyBatch& b, int seq, int layer, bool values, int from,
+                py::array_t<uint16_t, py::array::c_style | py::array::forcecast> rows) {
+                 // rows: the f16 bits [n_kv, n, head_dim]
+                 const KvPool& p = b.batch->pool();
+                 AKUNU_CHECK(rows.ndim() == 3 && rows.shape(0) == p.n_kv_heads() && rows.shape(2) == p.head_dim(),
+                             "KV rows: expected [" + std::to_string(p.n_kv_heads()) + ", n, " +
+                                 std::to_string(p.head_dim()) + "] f16");
+                 b.batch->write_kv(seq, layer, values, from, int(rows.shape(1)), rows.data());
+             })
+        .def("advance", [](PyBatch& b, int seq, int n) { b.batch->advance(seq, n); })
+        .def("score_greedy",
+             [](const PyBatch& b, int seq) {
+                 const std::vector<uint8_t>& g = b.batch->score_greedy(seq);
+                 return std::vector<bool>(g.begin(), g.end());
+             })
+        .def(
             "step",
             [](PyBatch& b, bool wait) {
                 std::vector<BatchToken> out;
@@ -103,6 +129,8 @@ void init_batch(py::module_& m) {
         .def_property_readonly("kv_dtype", [](const PyBatch& b) { return kv_dtype_name(b.batch->pool().dtype()); })
         .def_property_readonly("n_layers", [](const PyBatch& b) { return b.batch->pool().n_layers(); })
         .def_property_readonly("context", [](const PyBatch& b) { return b.batch->pool().context(); })
+        .def_property_readonly("n_kv_heads", [](const PyBatch& b) { return b.batch->pool().n_kv_heads(); })
+        .def_property_readonly("head_dim", [](const PyBatch& b) { return b.batch->pool().head_dim(); })
         .def("dispatch_table", [](const PyBatch& b) { return dispatch_rows(b.batch->table()); })
         .def("memory_report", [](const PyBatch& b) {
             const KvPool& p = b.batch->pool();

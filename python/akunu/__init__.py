@@ -37,6 +37,7 @@ from akunu._device import upload  # noqa: E402
 from akunu._inputs import ContextWarning  # noqa: E402
 from akunu.batch import Batch  # noqa: E402
 from akunu.encoder import Encoder  # noqa: E402
+from akunu.kv_cache import KVCache  # noqa: E402
 from akunu.model import Model, _is_encoder, dequantize_kv  # noqa: E402
 from akunu.plan import MemoryPlan, SplitPlan, load_config, plan  # noqa: E402
 from akunu.profile_tables import kernel_statistics_table, profile_table  # noqa: E402
@@ -75,6 +76,7 @@ def load(path, gguf_file: str | None = None, revision: str | None = None, **kwar
 __all__ = [
     "Model",
     "Batch",
+    "KVCache",
     "Encoder",
     "Whisper",
     "load",

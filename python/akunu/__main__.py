@@ -251,7 +251,8 @@ def _serve(akunu, args) -> int:
     serve(model, args.model_name or args.model, host=args.host, port=args.port, log_level=args.log_level,
           chat_template=template,
           api_key=args.api_key or os.environ.get("AKUNU_API_KEY") or None, parallel=args.parallel,
-          max_tokens_cap=args.max_tokens_cap, max_request_bytes=args.max_request_bytes, constraints=constraints)
+          max_tokens_cap=args.max_tokens_cap, max_request_bytes=args.max_request_bytes, constraints=constraints,
+          batch=0 if isinstance(model, akunu.Encoder) else args.batch)
     return 0
 
 
@@ -373,6 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", type=int, default=1,
                    help="requests run at once, each on its own fork of the model; the default 1 runs one request "
                         "at a time, and the others wait in a queue")
+    p.add_argument("--batch", type=int, default=0,
+                   help="decode up to N requests' sequences together in one batch (continuous batching: they join "
+                        "and leave between steps); requests with penalties, logit_bias, response_format or echoed "
+                        "prompt logprobs take the solo path (--parallel). 0 (default): every request takes it")
     p.add_argument("--max-tokens-cap", type=int, default=4096, help="the largest max_tokens a request may ask for")
     p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="the largest request body")
     p.add_argument("--chat-template", default=None, help="a Jinja2 chat template file instead of the model's own")

@@ -24,7 +24,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from akunu import _akunu
-from akunu.sampling import Generation, Piece, Sampler
+from akunu.controls import log_softmax
+from akunu.sampling import Generation, Piece, Sampler, stop_cut
 from akunu.token_ids import prompt_ids
 from akunu.views import KVCacheView
 
@@ -89,6 +90,23 @@ class Batch:
         s = sampler or Sampler()
         return self._b.add(ids, s.temperature, s.top_k, s.top_p, s.min_p, s.seed, bool(score))
 
+    def add_empty(self, sampler: Sampler | None = None) -> int:
+        """Adds a sequence with an empty cache and nothing to run; returns its id. Its cache is
+        written through akunu.KVCache (update, advance), and extend() gives it tokens."""
+        s = sampler or Sampler()
+        return self._b.add_empty(s.temperature, s.top_k, s.top_p, s.min_p, s.seed)
+
+    def extend(self, seq: int, ids) -> None:
+        """Appends token ids (or text to tokenize) for `seq` to run after what it has pending."""
+        self._b.extend(seq, prompt_ids(ids, self.model.config.vocab_size, "Batch.extend", self.model.tokenize))
+
+    @property
+    def kv(self):
+        """The batch's KV cache as an akunu.KVCache: arrays [sequence slot, position, head, dim]."""
+        from akunu.kv_cache import KVCache
+
+        return KVCache(self)
+
     def fork(self, seq: int, sampler: Sampler | None = None) -> int:
         """A new sequence with `seq`'s cache (its blocks shared, copied only where either one
         writes into a shared block) and pending token, sampling with `sampler`."""
@@ -146,44 +164,47 @@ def _samplers(sampler, n: int) -> list[Sampler]:
 
 
 class _Running:
-    """One prompt's generation inside stream_batch."""
+    """One prompt's generation inside a batch: what each sampled token adds, decided as
+    Model.generate decides it (stop tokens and strings, max_tokens, the context full)."""
 
     def __init__(self, model, ids, stops):
         self.result = Generation(text="", prompt_tokens=len(ids))
         self.decoder = model.tokenizer.stream(skip_special_tokens=True)
         self.stops = stops
+        self.text, self.shown = "", 0  # shown: the characters of text that pieces carried
         self.start = time.perf_counter()
         self.first_at = None
 
-    def take(self, token: int, logprob: float, stop_ids, max_tokens: int, full: bool) -> tuple[Piece | None, bool]:
-        """The piece this token adds and whether the generation ended (stop token or string,
-        max_tokens, the context full), as Model.generate decides."""
+    def take(self, token: int, logprob: float, stop_ids, max_tokens: int, full: bool,
+             top: list | None = None) -> tuple[Piece | None, bool]:
+        """The piece this token adds (its text holds back what may begin a stop string) and
+        whether the generation ended; `top`: the step's top-N (id, logprob) pairs, if asked."""
         r = self.result
         now = time.perf_counter() - self.start
         if math.isnan(logprob):
             raise _akunu.Error("the forward pass produced NaN logits in a batch")
         if token in stop_ids:
-            r.stop_reason, r.stop_token = "stop_token", (token, logprob, None)
+            r.stop_reason, r.stop_token = "stop_token", (token, logprob, top)
             r.time_to_first_token = r.time_to_first_token or now
+            r.text = self.text
             return None, True
         if self.first_at is None:
             self.first_at = r.time_to_first_token = now
         r.decode_seconds = now - self.first_at
-        chars = self.decoder.put(token)
-        r.text += chars
         r.token_ids.append(token)
         r.logprobs.append(logprob)
-        hit = next((s for s in self.stops if s in r.text), None)
-        if hit is not None:
-            cut = len(r.text) - r.text.index(hit)
-            chars = chars[: max(0, len(chars) - cut)]
-            r.text = r.text[: r.text.index(hit)]
-            r.stop_reason = "stop_string"
-            return Piece(token, chars, logprob, now), True
-        done = len(r.token_ids) >= max_tokens or full
-        if done:
-            r.stop_reason = "max_tokens" if len(r.token_ids) >= max_tokens else "context"
-        return Piece(token, chars, logprob, now), done
+        if top is not None:
+            r.top_logprobs.append(top)
+        self.text += self.decoder.put(token)
+        last = len(r.token_ids) >= max_tokens
+        end, hit = stop_cut(self.text, self.stops, final=last)
+        piece = Piece(token, self.text[self.shown:end], logprob, now, top)
+        self.shown, r.text = end, self.text[:end]
+        if hit or last or full:
+            r.stop_reason = "stop_string" if hit else "max_tokens" if last else "context"
+            if not hit:
+                r.text = self.text
+        return piece, hit or last or full
 
 
 def stream_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
@@ -231,29 +252,43 @@ def generate_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None
     return results
 
 
-def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 64) -> list[np.ndarray]:
+def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 64, rows: int = 0,
+                greedy: bool = False) -> list[np.ndarray] | list[tuple[np.ndarray, np.ndarray]]:
     """For each token list, log p(ids[i] | ids[:i]) for i = 1 .. len(ids) - 1 (float64), run as
-    batched prefill: the rows of many sequences share each step's GEMMs."""
+    batched prefill: the rows of many sequences share each step's GEMMs. A list may hold up to
+    context + 1 ids (the last one is only a target, as in score()'s windows). rows: the batch's
+    rows per step (0: its default). greedy=True gives (scores, bool array: each token was its
+    row's argmax) per list, as lm_eval's loglikelihood needs."""
     vocab = model.config.vocab_size
     all_ids = [prompt_ids(s, vocab, "score_batch", model.tokenize) for s in sequences]
     for n, ids in enumerate(all_ids):
         if len(ids) < 2:
             raise ValueError(f"score_batch: sequence {n} has {len(ids)} token(s); scoring needs at least two")
-        if len(ids) > model.context:
+        if len(ids) > model.context + 1:
             raise ValueError(f"score_batch: sequence {n} has {len(ids)} tokens, more than the context of "
-                             f"{model.context}")
-    out: list[np.ndarray | None] = [None] * len(all_ids)
+                             f"{model.context} and one target")
+    out: list = [None] * len(all_ids)
     if not all_ids:
         return []
-    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(all_ids))), prefix_sharing=False)
+    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(all_ids))), rows=rows, prefix_sharing=False)
     waiting = list(range(len(all_ids)))[::-1]
     index: dict[int, int] = {}
     while waiting or index:
         while waiting and len(index) < batch.max_sequences:
             i = waiting.pop()
-            index[batch.add(all_ids[i], score=True)] = i
+            index[batch.add(all_ids[i][:-1], score=True)] = i  # the last id is the sampling row's target
         for seq, _token, _logprob in batch.step():
             i = index.pop(seq)
-            out[i] = np.asarray(batch._b.scores(seq), dtype=np.float64)
+            out[i] = _scored(batch, seq, all_ids[i][-1], greedy)
             batch.remove(seq)
     return out
+
+
+def _scored(batch: Batch, seq: int, last: int, greedy: bool):
+    """A scored sequence's log-probabilities (the prompt rows' and the last target's, from the
+    row that sampled) and with `greedy` whether each target was its row's argmax."""
+    logits = batch.logits(seq)
+    scores = np.append(np.asarray(batch._b.scores(seq), dtype=np.float64), log_softmax(logits)[last])
+    if not greedy:
+        return scores
+    return scores, np.append(np.asarray(batch._b.score_greedy(seq), dtype=bool), int(np.argmax(logits)) == last)

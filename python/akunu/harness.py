@@ -10,11 +10,16 @@ lm_eval's own command line with the arguments given (every lm_eval option works)
 The model follows lm_eval's `hf` model wherever the results depend on it: the same
 tokenization (TemplateLM's context/continuation split, BOS as the tokenizer adds it), the same
 rolling windows for loglikelihood_rolling, greedy generate_until cut at the `until` strings and
-at EOS. Requests run one at a time (akunu runs one sequence at a time); a request whose
-context starts like the one before reuses the KV cache of the common prefix.
+at EOS. With batch_size 1 requests run one at a time, and a request whose context starts like
+the one before reuses the KV cache of the common prefix. With batch_size N > 1 (or "auto": 16)
+they run N at a time in an akunu.Batch: loglikelihood requests with each distinct context run
+once and its continuations forked from it (akunu.batch_scoring), generate_until requests through
+Model.generate_batch, grouped by their until strings and max_gen_toks. Greedy generations are
+the same tokens either way; loglikelihoods agree within the batch's tolerance (docs/batch.md).
 
 model_args: path (or pretrained: a file, folder or Hugging Face repo id), device, context
-(default 2048: lm_eval's max_length), gguf_file, max_gen_toks (default 256), kv_dtype.
+(default 2048: lm_eval's max_length), gguf_file, max_gen_toks (default 256), kv_dtype,
+batch_size (lm_eval's --batch_size fills it in).
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 import akunu
+from akunu.batch_scoring import score_continuations
 from akunu.controls import log_softmax
 
 
@@ -43,6 +49,7 @@ class AkunuLM(TemplateLM):
                                  kv_dtype=kv_dtype)
         self.tokenizer = self.model.tokenizer
         self.max_gen_toks = int(max_gen_toks)
+        self.batch_size = _batch_size(batch_size)
         self._cached: list[int] = []  # the ids the KV cache holds
 
     @classmethod
@@ -102,30 +109,41 @@ class AkunuLM(TemplateLM):
         return logits[-rows:]
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
-        out = []
-        for key, context_enc, continuation_enc in requests:
-            if not continuation_enc:  # the context's tokens took the continuation in: nothing to score, as hf
-                out.append((0.0, True))
-                continue
-            inp = (context_enc + continuation_enc)[-(self.max_length + 1):][:-1]
-            rows = self._logits(inp, len(continuation_enc))
-            lp = log_softmax(rows)
-            picked = lp[np.arange(len(continuation_enc)), continuation_enc]
-            greedy = bool((lp.argmax(axis=1) == np.asarray(continuation_enc)).all())
-            result = (float(picked.sum()), greedy)
-            out.append(result)
-            if key is not None:
-                self.cache_hook.add_partial("loglikelihood", key, result)
+        scored = self._scored if self.batch_size > 1 else self._scored_one_by_one
+        todo = [(n, (ctx + cont)[-(self.max_length + 1):], len(cont)) for n, (_, ctx, cont) in enumerate(requests)
+                if cont]
+        out = [(0.0, True)] * len(requests)  # the context's tokens took the continuation in: nothing to score, as hf
+        for (n, _, _), result in zip(todo, scored([(ids, k) for _, ids, k in todo])):
+            out[n] = result
+            if requests[n][0] is not None:
+                self.cache_hook.add_partial("loglikelihood", requests[n][0], result)
         return out
 
-    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+    def _scored_one_by_one(self, items: list[tuple[list[int], int]]) -> list[tuple[float, bool]]:
+        """(log p of the last k ids, whether each was the argmax) for each (ids, k), one at a time."""
         out = []
-        for (string,) in [r.args for r in requests]:
-            windows = [make_disjoint_window(w) for w in get_rolling_token_windows(
-                token_list=self.tok_encode(string), prefix_token=self.prefix_token_id, max_seq_len=self.max_length,
-                context_len=1)]
-            scores = self._loglikelihood_tokens([(None, ctx, cont) for ctx, cont in windows])
-            total = sum(s for s, _ in scores)
+        for ids, k in items:
+            lp = log_softmax(self._logits(ids[:-1], k))
+            cont = np.asarray(ids[-k:])
+            out.append((float(lp[np.arange(k), cont].sum()), bool((lp.argmax(axis=1) == cont).all())))
+        return out
+
+    def _scored(self, items: list[tuple[list[int], int]]) -> list[tuple[float, bool]]:
+        """As _scored_one_by_one, batch_size sequences at a time in an akunu.Batch, each distinct
+        context run once and its continuations forked from it (akunu.batch_scoring)."""
+        runs = score_continuations(self.model, [(ids[:-k], ids[-k:]) for ids, k in items],
+                                   max_sequences=self.batch_size)
+        return [(float(lp.sum()), bool(greedy.all())) for lp, greedy in runs]
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        strings = [r.args[0] for r in requests]
+        windows = [[make_disjoint_window(w) for w in get_rolling_token_windows(
+            token_list=self.tok_encode(string), prefix_token=self.prefix_token_id, max_seq_len=self.max_length,
+            context_len=1)] for string in strings]
+        scores = iter(self._loglikelihood_tokens([(None, ctx, cont) for ws in windows for ctx, cont in ws]))
+        out = []
+        for string, ws in zip(strings, windows):
+            total = sum(next(scores)[0] for _ in ws)
             out.append(total)
             self.cache_hook.add_partial("loglikelihood_rolling", (string,), total)
         return out
@@ -133,7 +151,7 @@ class AkunuLM(TemplateLM):
     # ---- generation ----------------------------------------------------------------------------
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         eos = self.tok_decode([self.eot_token_id], skip_special_tokens=False)
-        out = []
+        jobs = []
         for context, gen_kwargs in [r.args for r in requests]:
             kwargs = normalize_gen_kwargs(dict(gen_kwargs), self.max_gen_toks)
             until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
@@ -143,12 +161,42 @@ class AkunuLM(TemplateLM):
             ids = self.tok_encode(context)[-(self.max_length - max_gen):]
             sampler = akunu.Sampler(temperature=float(kwargs.get("temperature", 0.0) or 0.0),
                                     top_p=float(kwargs.get("top_p", 1.0) or 1.0), seed=int(kwargs.get("seed", 0) or 0))
-            g = self.model.generate(ids, max_tokens=max_gen, sampler=sampler, stream=False, stop=until)
-            self._cached = []  # generate resets the cache
-            text = postprocess_generated_text(self.tok_decode(g.token_ids), until, None)
+            jobs.append((ids, tuple(until), max_gen, sampler))
+        out = []
+        for (context, gen_kwargs), (_, until, _, _), g in zip([r.args for r in requests], jobs, self._generated(jobs)):
+            text = postprocess_generated_text(self.tok_decode(g.token_ids), list(until), None)
             out.append(text)
             self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
         return out
+
+    def _generated(self, jobs: list[tuple]) -> list:
+        """The Generation of each (ids, until, max_gen, sampler): one at a time, or with
+        batch_size > 1 through generate_batch, a batch per (until, max_gen)."""
+        if self.batch_size == 1:
+            self._cached = []  # generate resets the cache
+            return [self.model.generate(ids, max_tokens=max_gen, sampler=sampler, stream=False, stop=list(until))
+                    for ids, until, max_gen, sampler in jobs]
+        out: list = [None] * len(jobs)
+        groups: dict[tuple, list[int]] = {}
+        for n, (_, until, max_gen, _) in enumerate(jobs):
+            groups.setdefault((until, max_gen), []).append(n)
+        for (until, max_gen), members in groups.items():
+            gens = self.model.generate_batch([jobs[n][0] for n in members], max_tokens=max_gen,
+                                             sampler=[jobs[n][3] for n in members], stop=list(until),
+                                             max_sequences=self.batch_size)
+            for n, g in zip(members, gens):
+                out[n] = g
+        return out
+
+
+def _batch_size(value) -> int:
+    """lm_eval's batch_size: an int >= 1, or "auto" (16; "auto:N" too)."""
+    text = str(value if value is not None else 1)
+    if text.startswith("auto"):
+        return 16
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"batch_size must be an integer >= 1 or 'auto', got {value!r}")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -429,15 +429,25 @@ class Model:
         """(prompt index, Piece) as generate_batch samples them."""
         return _batch.stream_batch(self, prompts, max_tokens, sampler, stop, max_sequences)
 
-    def score_batch(self, sequences: Sequence[Sequence[int]], max_sequences: int = 64) -> list[np.ndarray]:
-        """score() of each token list, run together as batched prefill (akunu.batch)."""
-        return _batch.score_batch(self, sequences, max_sequences)
+    def score_batch(self, sequences: Sequence[Sequence[int]], max_sequences: int = 64, rows: int = 0,
+                    greedy: bool = False) -> list:
+        """score() of each token list (up to context + 1 ids), run together as batched prefill
+        (akunu.batch); greedy=True: (scores, whether each token was its row's argmax) each."""
+        return _batch.score_batch(self, sequences, max_sequences, rows, greedy)
 
-    def perplexity(self, text: str | bytes | Sequence[int], progress: bool | None = None) -> float:
+    def perplexity(self, text: str | bytes | Sequence[int], progress: bool | None = None, batch: bool = False) -> float:
         """exp(mean negative log-likelihood) of `text` (a str, or bytes as UTF-8, tokenized with
-        the model's special tokens, such as BOS) or of token ids, as score() computes them."""
+        the model's special tokens, such as BOS) or of token ids, as score() computes them.
+        batch=True scores score()'s windows of `context` tokens together through score_batch
+        (the same windows; log-probabilities within the batch's tolerance of score()'s,
+        docs/batch.md), which pays only where a batched step outruns a prefill chunk."""
         ids = prompt_ids(text, self.config.vocab_size, "perplexity", self.tokenize, bytes_text=True)
-        return math.exp(-float(np.mean(self.score(ids, progress))))
+        if not batch:
+            return math.exp(-float(np.mean(self.score(ids, progress))))
+        if len(ids) < 2:
+            raise ValueError("scoring needs at least two tokens")
+        windows = [ids[at: at + self.context + 1] for at in range(0, len(ids) - 1, self.context)]
+        return math.exp(-float(np.mean(np.concatenate(self.score_batch(windows)))))
 
     def reset(self) -> None:
         """Empties the KV cache (waiting for any chains still on the GPU)."""

@@ -12,10 +12,12 @@ rows of logits judge y1 .. yK and give the token after the last one accepted:
   those of plain greedy decoding (up to near-ties, which the multi-row step's GEMM rounding may
   order differently from a decode step's GEMV).
 - sampling (temperature > 0): y_i is accepted with probability min(1, p(y_i) / q(y_i)), with p and
-  q the target's and draft's distributions at temperature T; a rejected y_i is replaced by a draw
-  from max(0, p - q) normalised. This keeps the target's distribution exactly (Leviathan et al.,
-  2023). Draws come from a NumPy generator seeded by Sampler.seed; top_k, top_p and min_p are not
-  applied on this path.
+  q the target's and draft's distributions after the Sampler's filters (temperature, then top_k,
+  top_p and min_p, as the device sampler applies them: filtered_probs); the draft proposes from
+  q, and a rejected y_i is replaced by a draw from max(0, p - q) normalised. So every token is
+  drawn from the target's filtered distribution exactly, as plain sampling draws it (Leviathan
+  et al., 2023; tests/python/test_batch_speculative.py checks it by a chi-square test). Draws
+  come from a NumPy generator seeded by Sampler.seed, so they are not the device sampler's draws.
 
 Both caches are then rewound to the accepted tokens (Model truncate), and the draft catches up
 with any token it did not run.
@@ -30,10 +32,23 @@ from akunu import _akunu
 from akunu.sampling import Generation, Sampler
 
 
-def _probs(logits: np.ndarray, temperature: float) -> np.ndarray:
-    z = logits.astype(np.float64) / temperature
-    z -= z.max()
-    p = np.exp(z)
+def filtered_probs(logits: np.ndarray, sampler: Sampler) -> np.ndarray:
+    """The distribution the device sampler draws from (shaders/sample.comp), float64 [vocab]:
+    logits / temperature, then top_k, top_p and min_p, each keeping the ties at its threshold."""
+    z = logits.astype(np.float64) / sampler.temperature
+    keep = np.ones(z.shape, bool)
+    if 0 < sampler.top_k < z.size:
+        keep &= z >= np.partition(z, z.size - sampler.top_k)[z.size - sampler.top_k]
+    if sampler.top_p < 1.0:
+        w = np.exp(z - z.max()) * keep
+        order = np.argsort(-z, kind="stable")
+        values, mass = z[order], np.cumsum(w[order])
+        last_tie = np.searchsorted(-values, -values, side="right") - 1  # mass of z >= v counts v's ties
+        first = int(np.argmax(mass[last_tie] >= sampler.top_p * mass[-1] * (1 - 1e-6)))
+        keep &= z >= values[first]
+    if sampler.min_p > 0.0:
+        keep &= z >= z.max() + np.log(sampler.min_p)
+    p = np.exp(z - z.max()) * keep
     return p / p.sum()
 
 
@@ -50,7 +65,7 @@ def _judge(rows: np.ndarray, proposals: list[int], draft_dists: list, sampler: S
             if best != y:
                 return i, best
             continue
-        p, q = _probs(rows[i], sampler.temperature), draft_dists[i]
+        p, q = filtered_probs(rows[i], sampler), draft_dists[i]
         if rng.random() < min(1.0, p[y] / max(q[y], 1e-30)):
             continue
         residual = np.maximum(p - q, 0.0)
@@ -58,7 +73,7 @@ def _judge(rows: np.ndarray, proposals: list[int], draft_dists: list, sampler: S
         return i, int(rng.choice(len(p), p=residual / total)) if total > 0 else int(rng.choice(len(p), p=p))
     last = rows[len(proposals)]
     return len(proposals), int(np.argmax(last)) if sampler.greedy else int(
-        rng.choice(len(last), p=_probs(last, sampler.temperature)))
+        rng.choice(len(last), p=filtered_probs(last, sampler)))
 
 
 def generate(model, draft, ids: list[int], draft_tokens: int, max_tokens: int, sampler: Sampler | None,
@@ -90,7 +105,7 @@ def generate(model, draft, ids: list[int], draft_tokens: int, max_tokens: int, s
         proposals, dists, token = [], [], pending
         for _ in range(k):  # the draft, one step at a time
             logits = np.array(draft.eval([token], reset=False), dtype=np.float32)
-            dists.append(None if sampler.greedy else _probs(logits, sampler.temperature))
+            dists.append(None if sampler.greedy else filtered_probs(logits, sampler))
             token = int(np.argmax(logits)) if sampler.greedy else int(rng.choice(len(logits), p=dists[-1]))
             proposals.append(token)
         rows = model.eval([pending] + proposals, all_logits=True, reset=False)  # one multi-row step

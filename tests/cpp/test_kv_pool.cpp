@@ -92,4 +92,22 @@ TEST(KvPool, PublishedBlocksAreFoundByHashAndFreedWithTheirLastHolder) {
     EXPECT_EQ(pool.blocks_free(), 4);
 }
 
+TEST(KvPool, WrittenRowsReadBackAndLeaveThePrefixIndex) {
+    const ModelConfig c = attention_config(4, 2, 16);
+    KvPool pool(cpu_device(), c, 512, KvDType::kF16, 1, 2);
+    const int heads = pool.n_kv_heads(), dim = pool.head_dim(), n = 300;  // across a block boundary
+    std::vector<uint16_t> rows(size_t(heads) * n * size_t(dim));
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = uint16_t(i * 7 + 1);
+    pool.prepare_write(0, 0, n);
+    pool.publish(0, 0, 42);
+    pool.write_side(0, 1, true, 0, n, rows.data());  // layer 1's values
+    pool.set_length(0, n);
+    const std::vector<uint8_t> got = pool.read_side(0, 1, true, false);
+    ASSERT_EQ(got.size(), rows.size() * 2);
+    EXPECT_EQ(std::memcmp(got.data(), rows.data(), got.size()), 0);
+    const std::vector<uint8_t> keys = pool.read_side(0, 1, false, false);  // the other side is untouched
+    EXPECT_NE(std::memcmp(keys.data(), rows.data(), keys.size()), 0);
+    EXPECT_EQ(pool.find_block(42), -1);  // its rows no longer follow the tokens it was published for
+}
+
 }  // namespace akunu::test

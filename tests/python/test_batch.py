@@ -228,3 +228,53 @@ def test_fork_shares_blocks_and_copies_on_write():
     assert b.block_table(c) != b.block_table(a)  # the first write into the shared block copied it
     np.testing.assert_array_equal(b.kv_cache(a).k(0)[:, : len(ids)], before)
     np.testing.assert_array_equal(b.kv_cache(c).k(0)[:, : len(ids)], before)
+
+
+def test_score_batch_takes_a_window_of_context_plus_one():
+    """score()'s windows hold context + 1 ids (the last one only a target); score_batch takes
+    them, and greedy=True says whether each target was its row's argmax."""
+    m = load(context=100)
+    seqs = prompts(3, m.config.vocab_size, seed=21, lo=101, hi=102) + prompts(2, m.config.vocab_size, seed=22, lo=2)
+    for ids, (got, greedy) in zip(seqs, m.score_batch(seqs, greedy=True)):
+        want = m.score(ids)
+        np.testing.assert_allclose(got, want, atol=LOGIT_TOL * 10)
+        rows = m.eval(ids[:-1], all_logits=True)
+        np.testing.assert_array_equal(greedy, rows.argmax(axis=1) == np.asarray(ids[1:]))
+    with pytest.raises(ValueError, match="context of 100 and one target"):
+        m.score_batch([list(range(3, 105))])
+
+
+def test_perplexity_batched_equals_perplexity():
+    """perplexity(batch=True) scores the same windows of `context` tokens through score_batch:
+    the same value within PPL_TOL (relative), from log-probabilities within the batch's
+    tolerance."""
+    ppl_tol = 1e-2  # relative: mean |log p| differences of LOGIT_TOL's order, through exp
+    m = load(context=96)
+    ids = prompts(1, m.config.vocab_size, seed=23, lo=301, hi=302)[0]  # 4 windows, the last of 12 tokens
+    want = m.perplexity(ids)
+    got = m.perplexity(ids, batch=True)
+    assert abs(got - want) <= ppl_tol * want
+    assert m.perplexity(ids[:50], batch=True) == pytest.approx(m.perplexity(ids[:50]), rel=ppl_tol)
+
+
+def test_stream_batch_pieces_and_stops_are_generates():
+    """stream_batch's pieces carry the texts generate(stream=True)'s do: what may begin a stop
+    string is held back until the next token rules it out, so no piece shows part of one; the
+    Generations (text, stop_reason) equal generate's, stop strings spanning tokens included."""
+    m = load("qwen3")
+    all_ids = prompts(4, m.config.vocab_size, seed=24, lo=5, hi=20)
+    stop = []  # per prompt but the last: a string from the last character of one token into the next
+    for ids in all_ids[:3]:
+        texts = [p.text for p in m.generate(ids, max_tokens=16)]
+        j = next(j for j in range(len(texts) - 1) if len(texts[j]) >= 2 and texts[j + 1])
+        stop.append(texts[j][-1] + texts[j + 1][:2])
+    want = []
+    for ids in all_ids:
+        s = m.generate(ids, max_tokens=16, stop=stop)
+        want.append(([p.text for p in s], s.result.text, s.result.stop_reason))
+    results: list = []
+    pieces: list[list[str]] = [[] for _ in all_ids]
+    for i, p in akunu.batch.stream_batch(m, all_ids, max_tokens=16, stop=stop, results=results):
+        pieces[i].append(p.text)
+    assert [(p, r.text, r.stop_reason) for p, r in zip(pieces, results)] == want
+    assert "stop_string" in {w[2] for w in want}

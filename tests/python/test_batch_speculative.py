@@ -2,7 +2,8 @@
 token on every architecture fixture, with a draft that is the same model (every proposal
 accepted) and with a different draft (the target's q8 KV cache loaded again: some proposals
 rejected, the output unchanged); sampling keeps the target's distribution (a rejection scheme),
-checked here as determinism per seed and the acceptance rate of a same-model draft."""
+checked here as determinism per seed, the acceptance rate of a same-model draft, and a chi-square
+test of the first token against the target's filtered distribution."""
 from __future__ import annotations
 
 import numpy as np
@@ -49,3 +50,55 @@ def test_speculative_sampling_is_seeded():
         m.generate(ids, stream=False, draft=d, draft_tokens=0)
     with pytest.raises(ValueError, match="stream=False"):
         m.generate(ids, draft=d)
+
+
+class BiasedDraft:
+    """A draft whose logits are another model's plus a fixed bias, so that its filtered
+    distribution overlaps the target's only in part: some proposals are accepted, some rejected,
+    and some lie outside the target's filtered set."""
+
+    def __init__(self, model, bias):
+        self.model, self.bias = model, bias
+        self.config, self.kv_cache = model.config, model.kv_cache
+
+    def reset(self):
+        self.model.reset()
+
+    def eval(self, ids, reset=True):
+        return np.asarray(self.model.eval(ids, reset=reset), dtype=np.float32) + self.bias
+
+
+def test_speculative_sampling_keeps_the_targets_filtered_distribution(backend):
+    """The first token of speculative sampling over many seeds follows the target's filtered
+    distribution (temperature, top_k, top_p, min_p) at the prompt's end: no filtered-out token is
+    drawn, and a chi-square test over the kept ones passes at p = 0.001. Rejection is exercised:
+    the draft's distribution differs from the target's. The scheme is NumPy on the logits the
+    backend gives, so lavapipe (slow per submission) runs fewer draws."""
+    from dataclasses import replace
+
+    from akunu.speculative import filtered_probs
+    from test_sampling import chi_square_critical
+
+    m = load("llama")
+    bias = np.random.default_rng(3).normal(scale=1.5, size=m.config.vocab_size).astype(np.float32)
+    draft = BiasedDraft(load("llama"), bias)
+    ids = [5, 9, 200, 31]
+    sampler = akunu.Sampler(temperature=1.3, top_k=12, top_p=0.9, min_p=0.02)
+    m.eval(ids[:-1])  # the target's row as speculative decoding computes it: a multi-row step after ids[:-1]
+    row = np.array(m.eval([ids[-1], 1, 2], all_logits=True, reset=False)[0])
+    want = filtered_probs(row, sampler)
+    proposal = filtered_probs(row + bias, sampler)
+    overlap = np.minimum(want, proposal).sum()
+    assert 0.1 < overlap < 0.9, overlap  # the draft is right only some of the time
+    draws, counts, rates = 2000 if backend == "cpu" else 400, np.zeros(m.config.vocab_size), []
+    for seed in range(draws):
+        g = m.generate(ids, max_tokens=1, sampler=replace(sampler, seed=seed), stream=False, draft=draft,
+                       draft_tokens=2)
+        counts[g.token_ids[0]] += 1
+        rates.append(g.acceptance_rate)
+    assert 0.0 < np.mean(rates) < 1.0
+    assert counts[want == 0].sum() == 0, "tokens outside the target's filtered distribution were drawn"
+    live = want > 0
+    expected = want[live] * draws
+    chi2 = ((counts[live] - expected) ** 2 / expected).sum()
+    assert chi2 < chi_square_critical(live.sum() - 1), f"chi2 {chi2:.1f}: {counts[live]} vs {np.round(expected)}"

@@ -86,6 +86,7 @@ int Batch::length(int seq) const {
 }
 int Batch::pending(int seq) const { return int(checked(seq).pending.size()); }
 const std::vector<float>& Batch::scores(int seq) const { return checked(seq).scores; }
+const std::vector<uint8_t>& Batch::score_greedy(int seq) const { return checked(seq).greedy; }
 const std::vector<int>& Batch::block_table(int seq) const {
     checked(seq);
     return pool_->block_table(seq);
@@ -100,10 +101,7 @@ int Batch::free_slot() const {
 
 int Batch::add(const std::vector<int>& ids, const SamplerState& sampler, bool score) {
     AKUNU_CHECK(!ids.empty(), "a sequence needs at least one token");
-    for (size_t i = 0; i < ids.size(); ++i)
-        AKUNU_CHECK(ids[i] >= 0 && ids[i] < vocab_, "token id " + std::to_string(ids[i]) + " at index " +
-                                                        std::to_string(i) + " is out of range for a vocabulary of " +
-                                                        std::to_string(vocab_));
+    check_ids(ids);
     AKUNU_CHECK(int(ids.size()) <= pool_->context(), "a prompt of " + std::to_string(ids.size()) +
                                                          " tokens does not fit the context of " +
                                                          std::to_string(pool_->context()));
@@ -147,6 +145,7 @@ int Batch::fork(int from, const SamplerState& sampler) {
     copy.sampler = sampler;
     copy.score = false;
     copy.scores.clear();
+    copy.greedy.clear();
     copy.last_row = -1;
     pool_->share(seq, from, pool_->length(from));
     seqs_[size_t(seq)] = std::move(copy);
@@ -158,6 +157,70 @@ void Batch::remove(int seq) {
     checked(seq);
     pool_->release(seq);
     seqs_[size_t(seq)] = Seq{};
+}
+
+int Batch::add_empty(const SamplerState& sampler) {
+    check_sampler(sampler);
+    const int seq = free_slot();
+    seqs_[size_t(seq)] = Seq{};
+    seqs_[size_t(seq)].active = true;
+    set_sampler(seq, sampler);
+    return seq;
+}
+
+void Batch::check_ids(const std::vector<int>& ids) const {
+    for (size_t i = 0; i < ids.size(); ++i)
+        AKUNU_CHECK(ids[i] >= 0 && ids[i] < vocab_, "token id " + std::to_string(ids[i]) + " at index " +
+                                                        std::to_string(i) + " is out of range for a vocabulary of " +
+                                                        std::to_string(vocab_));
+}
+
+void Batch::extend(int seq, const std::vector<int>& ids) {
+    Seq& s = checked(seq);
+    set_pending(
+        seq,
+        [&] {
+            std::vector<int> all = s.pending;
+            all.insert(all.end(), ids.begin(), ids.end());
+            return all;
+        }(),
+        s.score);
+}
+
+void Batch::set_pending(int seq, const std::vector<int>& ids, bool score) {
+    Seq& s = checked(seq);
+    check_ids(ids);
+    AKUNU_CHECK(pool_->length(seq) + int(ids.size()) <= pool_->context(),
+                "sequence " + std::to_string(seq) + ": " + std::to_string(ids.size()) + " tokens to run after its " +
+                    std::to_string(pool_->length(seq)) + " do not fit the context of " +
+                    std::to_string(pool_->context()));
+    s.pending = ids;
+    if (score && !s.score) s.scores.clear(), s.greedy.clear();
+    s.score = score;
+}
+
+void Batch::write_kv(int seq, int layer, bool values, int from, int n, const uint16_t* data) {
+    Seq& s = checked(seq);
+    AKUNU_CHECK(layer >= 0 && layer < pool_->n_layers(), "layer " + std::to_string(layer) + " is out of range (0 to " +
+                                                             std::to_string(pool_->n_layers() - 1) + ")");
+    AKUNU_CHECK(from >= 0 && n >= 0, "KV rows from position " + std::to_string(from) + ", " + std::to_string(n) +
+                                         " of them: both must be >= 0");
+    AKUNU_CHECK(pool_->dtype() == KvDType::kF16, "KV rows are written into an f16 cache only; this one is " +
+                                                     std::string(kv_dtype_name(pool_->dtype())) +
+                                                     " (make the model with kv_dtype='f16')");
+    pool_->prepare_write(seq, from, from + n);
+    pool_->write_side(seq, layer, values, from, n, data);
+    s.written = true;
+}
+
+void Batch::advance(int seq, int n) {
+    Seq& s = checked(seq);
+    const int length = pool_->length(seq);
+    AKUNU_CHECK(n >= 0, "advance by " + std::to_string(n) + ": expected n >= 0");
+    pool_->prepare_write(seq, length, length + n);
+    s.tokens.insert(s.tokens.end(), size_t(n), -1);  // positions without a token of their own
+    s.written = true;
+    pool_->set_length(seq, length + n);
 }
 
 void Batch::set_sampler(int seq, const SamplerState& sampler) {
@@ -246,6 +309,7 @@ void Batch::finish_piece(const Piece& p, std::vector<BatchToken>& out) {
             double z = 0;
             for (int v = 0; v < vocab_; ++v) z += std::exp(double(row[v] - m));
             s.scores.push_back(float(double(row[target] - m) - std::log(z)));
+            s.greedy.push_back(std::max_element(row, row + vocab_) - row == target ? 1 : 0);
         }
     if (s.pending.empty()) {
         const int row = p.first_row + p.n - 1;
@@ -255,7 +319,7 @@ void Batch::finish_piece(const Piece& p, std::vector<BatchToken>& out) {
         s.last_row = row;
         out.push_back({p.seq, token, lp});
     }
-    if (prefix_sharing_) publish_blocks(p.seq);
+    if (prefix_sharing_ && !s.written) publish_blocks(p.seq);
 }
 
 // Records the hashes of the sequence's newly full blocks, for prefix sharing.

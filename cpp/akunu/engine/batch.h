@@ -60,6 +60,21 @@ public:
     // tokens, with its own sampler.
     int fork(int seq, const SamplerState& sampler);
     void remove(int seq);  // its blocks go back to the pool
+    // A new sequence with an empty cache and nothing pending: its cache is written with
+    // write_kv() and advance(), and extend() gives it tokens to run.
+    int add_empty(const SamplerState& sampler);
+    // Appends token ids to run after the sequence's pending tokens.
+    void extend(int seq, const std::vector<int>& ids);
+    // Replaces the tokens waiting to run (the token it sampled last, for one); with `score`
+    // their rows record scores, as add(score = true) does (scores() restart if it did not score).
+    // A forked sequence given a continuation this way scores it after the shared prefix.
+    void set_pending(int seq, const std::vector<int>& ids, bool score);
+    // Writes f16 rows [n_kv, n, head_dim] into positions [from, from + n) of one side of one
+    // layer of the sequence's cache (an f16 pool), taking blocks for them as a step would.
+    void write_kv(int seq, int layer, bool values, int from, int n, const uint16_t* data);
+    // Counts n more positions as held by the sequence's cache (rows written with write_kv); its
+    // blocks are then no longer offered for prefix sharing.
+    void advance(int seq, int n);
     void set_sampler(int seq, const SamplerState& sampler);
 
     // Runs one batched step; returns the tokens sampled (one per sequence whose pending tokens
@@ -77,6 +92,8 @@ public:
     std::vector<float> logits(int seq) const;
     // With add(score = true): log p(ids[i + 1] | ids[0..i]) for the prompt rows run so far.
     const std::vector<float>& scores(int seq) const;
+    // With add(score = true): whether each scored token was its row's argmax (as scores()).
+    const std::vector<uint8_t>& score_greedy(int seq) const;
     const KvPool& pool() const { return *pool_; }
     const std::vector<int>& block_table(int seq) const;
     const DispatchTable& table() const { return *tables_[0].table; }
@@ -93,6 +110,8 @@ private:
         SamplerState sampler{};
         bool score = false;
         std::vector<float> scores;
+        std::vector<uint8_t> greedy;  // per score: the token was the row's argmax
+        bool written = false;  // rows came from write_kv: tokens no longer describe the cache
         int last_row = -1;  // its sampling row in the last step
         uint64_t hash = 0;  // chain hash of its full blocks so far
         int hashed = 0;  // its blocks that hash covers
@@ -103,6 +122,7 @@ private:
     Seq& checked(int seq);
     const Seq& checked(int seq) const;
     int free_slot() const;
+    void check_ids(const std::vector<int>& ids) const;
     void share_prefix(int seq, const std::vector<int>& ids);
     std::vector<Piece> plan_step() const;
     void finish_piece(const Piece& piece, std::vector<BatchToken>& out);

@@ -203,4 +203,23 @@ std::vector<uint8_t> KvPool::read_side(int seq, int layer, bool values, bool sca
     return out;
 }
 
+void KvPool::write_side(int seq, int layer, bool values, int from, int n, const uint16_t* data) {
+    const Seq& s = seqs_[size_t(seq)];
+    const size_t row = size_t(head_dim_) * 2, heads = size_t(n_kv_heads_);
+    const size_t at = side_offset_[size_t(layer) * 2 + (values ? 1 : 0)];
+    for (int p = from; p < from + n;) {
+        const size_t j = size_t(p) / AKUNU_KV_BLOCK, in = size_t(p) % AKUNU_KV_BLOCK;
+        AKUNU_CHECK(j < s.blocks.size(), "position " + std::to_string(p) + " has no block (prepare_write first)");
+        const size_t rows = std::min<size_t>(AKUNU_KV_BLOCK - in, size_t(from + n - p));
+        const int b = s.blocks[j];
+        if (hash_of_[size_t(b)]) by_hash_.erase(hash_of_[size_t(b)]);  // its rows no longer follow its tokens
+        hash_of_[size_t(b)] = 0;
+        const auto [chunk, offset] = locate(b);
+        for (size_t h = 0; h < heads; ++h)
+            chunk->write(data + (h * size_t(n) + size_t(p - from)) * size_t(head_dim_), rows * row,
+                         offset + at + (h * AKUNU_KV_BLOCK + in) * row);
+        p += int(rows);
+    }
+}
+
 }  // namespace akunu

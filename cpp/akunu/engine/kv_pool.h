@@ -71,6 +71,10 @@ public:
     // length, row bytes] values or codes, or with `scales` the f16 row scales [n_kv, length].
     // The device must be idle.
     std::vector<uint8_t> read_side(int seq, int layer, bool values, bool scales) const;
+    // Writes f16 rows `data` [n_kv, n, head_dim] into positions [from, from + n) of one side of
+    // one layer of `seq` (an f16 cache only; the positions' blocks must be writable:
+    // prepare_write). The device must be idle.
+    void write_side(int seq, int layer, bool values, int from, int n, const uint16_t* data);
 
 private:
     struct Seq {

@@ -13,6 +13,7 @@ import asyncio
 import base64
 import hmac
 import json
+import threading
 import time
 
 from fastapi import FastAPI, Request  # the handlers' annotations are resolved from this module
@@ -22,6 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from akunu._akunu import Error
 from akunu.sampling import Generation
 from akunu.server import openai_api
+from akunu.server.batcher import Batcher, batchable
 from akunu.server.openai_api import RequestError
 from akunu.server.pool import ModelPool
 from akunu.server.schemas import ChatRequest, CompletionRequest, EmbeddingRequest, message_text
@@ -67,14 +69,18 @@ class Guard:
 
 
 def create_app(model, model_name: str, api_key: str | None = None, parallel: int = 1, max_tokens_cap: int = 4096,
-               max_request_bytes: int = 1 << 20, constraints=None, chat_template: str | None = None):
+               max_request_bytes: int = 1 << 20, constraints=None, chat_template: str | None = None, batch: int = 0):
     """The ASGI app serving `model` (an akunu.Model, or an akunu.Encoder for embeddings only) as
-    `model_name`; parallel: requests run at once (the model and parallel - 1 forks of it);
+    `model_name`; batch: sequences decoded together in one akunu.Batch (continuous batching;
+    0: none, every request takes the solo path); parallel: solo requests run at once (the model
+    and parallel - 1 forks of it);
     chat_template: a Jinja2 template in place of the model's own; constraints: the factory of
     response_format's logits processors (akunu.constrained)."""
     app = FastAPI(title="akunu", docs_url=None, redoc_url=None)
-    pool = ModelPool(model, parallel)
     generates = hasattr(model, "generate")
+    lock = threading.Lock() if batch and generates else None
+    pool = ModelPool(model, parallel, lock)
+    batcher = Batcher(model, batch, lock) if lock is not None else None
     tokens = [0]  # generated since the start, for /health
 
     def count():
@@ -108,10 +114,16 @@ def create_app(model, model_name: str, api_key: str | None = None, parallel: int
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "models": len(pool.models), "idle": pool.idle, "generated_tokens": tokens[0]}
+        out = {"status": "ok", "models": len(pool.models), "idle": pool.idle, "generated_tokens": tokens[0]}
+        if batcher is not None:
+            out["batch"] = batcher.stats()
+        return out
 
     async def run(p: openai_api.Plan, req, request: Request):
-        agen = pool.stream(openai_api.job(p, count))
+        if batcher is not None and batchable(p):
+            agen = batcher.stream(p, count)
+        else:
+            agen = pool.stream(openai_api.job(p, count))
         tokenizer = model.tokenizer
         if not req.stream:
             results = await _collect(agen, request)

@@ -1,9 +1,11 @@
-"""The server's models: one loaded Model and parallel - 1 forks of it, each serving one request
-at a time.
+"""The server's models for the solo path: one loaded Model and parallel - 1 forks of it, each
+serving one request at a time.
 
-akunu has no many-sequence batching: a Model runs one sequence. Requests therefore queue for a
-free model (first come, first served) and run on it to the end; with parallel > 1 that many run
-at once, each on its own fork (same weights, its own KV cache and scratch). The blocking engine
+A Model runs one sequence. Requests that the server's batch does not run (akunu serve --batch,
+server/batcher.py; without it, every request) queue for a free model (first come, first
+served) and run on it to the end; with parallel > 1 that many run at once, each on its own
+fork (same weights, its own KV cache and scratch). With a batch beside them, every token of
+the solo path runs under the lock the batch's steps take, so the two never run at once. The blocking engine
 calls run in worker threads (the engine lets go of the GIL while it runs), so the event loop
 keeps answering. A generation streams its pieces through an asyncio queue; a request whose
 client goes away sets its cancel flag, the worker closes its stream at the next token (which
@@ -12,6 +14,7 @@ rewinds the cache), and the model goes back to the pool.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -20,7 +23,7 @@ _DONE = object()
 
 
 class ModelPool:
-    def __init__(self, model, parallel: int = 1):
+    def __init__(self, model, parallel: int = 1, lock=None):
         if parallel < 1:
             raise ValueError(f"parallel must be >= 1, got {parallel}")
         if parallel > 1 and getattr(getattr(model, "device", None), "backend", "") == "cpu":
@@ -31,6 +34,7 @@ class ModelPool:
         self.model = model
         self.models = [model] + [model.fork() for _ in range(parallel - 1)] if hasattr(model, "fork") else [model]
         self._free: asyncio.Queue | None = None
+        self.lock = lock or contextlib.nullcontext()  # taken around every item a job yields
 
     def _queue(self) -> asyncio.Queue:
         if self._free is None:  # made on the event loop that serves the requests
@@ -63,7 +67,11 @@ class ModelPool:
         def work(model):
             it = iter(job(model, cancel))
             try:
-                for item in it:
+                while True:
+                    with self.lock:
+                        item = next(it, _DONE)
+                    if item is _DONE:
+                        break
                     loop.call_soon_threadsafe(items.put_nowait, item)
                     if cancel.is_set():
                         break
@@ -72,7 +80,8 @@ class ModelPool:
             finally:
                 close = getattr(it, "close", None)
                 if close is not None:
-                    close()
+                    with self.lock:
+                        close()
                 loop.call_soon_threadsafe(items.put_nowait, _DONE)
 
         task = asyncio.ensure_future(self.run(work))
