@@ -1,0 +1,57 @@
+"""Decode and prefill of one model on one device against the same model split by layers
+(docs/devices.md), for the hand-off overhead: a split step runs its parts one after the other
+and passes the residual stream through host memory at each boundary, and runs one step per
+submission (no chains), so the single device is also measured with chain=1.
+
+    python bench/split_bench.py MODEL.gguf --devices vulkan:0,vulkan:1 [--split 16,16]
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+import akunu
+
+
+def decode_rate(m: akunu.Model, prompt: list[int], tokens: int) -> float:
+    m.generate(prompt, max_tokens=4, stream=False)  # warm
+    out = m.generate(prompt, max_tokens=tokens, stream=False)
+    return (len(out.token_ids) - 1) / out.decode_seconds
+
+
+def prefill_rate(m: akunu.Model, prompt: list[int]) -> float:
+    m.eval(prompt)  # warm
+    start = time.perf_counter()
+    m.eval(prompt)
+    return len(prompt) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--devices", required=True, help="comma-separated selectors, in layer order")
+    ap.add_argument("--split", help="comma-separated layer counts or proportions")
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--pp", type=int, default=512)
+    a = ap.parse_args()
+    devices = a.devices.split(",")
+    split = [float(s) if "." in s else int(s) for s in a.split.split(",")] if a.split else None
+    prompt = np.random.default_rng(0).integers(10, 1000, a.pp).tolist()
+    rows = []
+    for name, kwargs in [("one device, chains", {"device": devices[0]}),
+                         ("one device, chain=1", {"device": devices[0], "chain": 1}),
+                         (f"split over {a.devices}", {"devices": devices, "split": split})]:
+        m = akunu.Model(a.model, context=a.pp + a.tokens + 16, progress=False, **kwargs)
+        rows.append((name, prefill_rate(m, prompt), decode_rate(m, prompt[:16], a.tokens)))
+        del m
+    print(f"| {a.model} | prefill tok/s (pp{a.pp}) | decode tok/s ({a.tokens} tokens) |")
+    print("|---|---|---|")
+    for name, pp, tg in rows:
+        print(f"| {name} | {pp:,.0f} | {tg:,.1f} |")
+    base = rows[1][2]
+    print(f"split decode step against chain=1: {100 * (base / rows[2][2] - 1):+.1f} % time")
+
+
+if __name__ == "__main__":
+    main()
