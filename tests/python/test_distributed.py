@@ -233,10 +233,6 @@ def test_a_bad_item_is_recorded_and_the_sweep_goes_on(cluster, model_path, local
 
 
 @pytest.mark.slow  # a second cluster's start / four worker deaths
-@pytest.mark.xfail(strict=False, reason="known bug: a worker holds two batches in flight, so an innocent batch "
-                   "in flight beside the killing item is blamed for the deaths too and its item can be recorded "
-                   "as an error (seen on a loaded 2-core machine); the fix is to run a batch that has killed a "
-                   "worker alone on its worker")
 def test_an_item_that_kills_its_worker_is_recorded_as_an_error(cluster):
     """An item whose call kills the worker process each time: its batch is run again, then split,
     and the item alone is recorded as an error after it killed DEATHS more workers."""

@@ -11,7 +11,8 @@ Faults, from the cheapest remedy up:
 - an actor that is gone for good (restarts spent, ray.kill, its node lost) is replaced by a
   new one, and its unfinished batches go back to the head of the queue;
 - a batch that worker deaths keep stopping is split into single items, and an item that kills
-  its worker again is recorded as an error, like an item whose call raised.
+  its worker again is recorded as an error, like an item whose call raised. A batch that a death
+  stopped runs alone on its worker from then on, so a later death is blamed on it alone.
 """
 from __future__ import annotations
 
@@ -221,12 +222,20 @@ class _Sweep:
             ray.kill(actor)
 
     def _fill(self, queue: collections.deque) -> None:
+        """Hands each worker batches up to IN_FLIGHT. A batch that a worker death stopped runs
+        alone on an idle worker, so that a death while it runs is its own and never counts
+        against an innocent batch beside it."""
         busy = collections.Counter(id(actor) for actor, _ in self._in_flight.values())
+        alone = {id(actor) for actor, batch in self._in_flight.values() if batch.deaths}
         for actor in self.actors:
-            while queue and busy[id(actor)] < IN_FLIGHT:
+            while queue and busy[id(actor)] < IN_FLIGHT and id(actor) not in alone:
+                if queue[0].deaths and busy[id(actor)]:
+                    break  # it waits for a worker with nothing in flight
                 batch = queue.popleft()
                 self._in_flight[actor.run.remote(batch.items)] = (actor, batch)
                 busy[id(actor)] += 1
+                if batch.deaths:
+                    alone.add(id(actor))
         if queue and not self._in_flight:
             raise RuntimeError(f"every sweep worker is gone and none could replace them; {len(queue)} batches are left "
                                "(their items are not in the result file: run the same call again to finish)")
