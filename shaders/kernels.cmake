@@ -41,6 +41,7 @@ set(AKUNU_KERNELS
   "rope_only        rope_kv.comp    ROPE_ONLY"
   "last_row         last_row.comp"
   "softcap          softcap.comp"
+  "hadamard_rows    hadamard_rows.comp"
   "act_gelu         act.comp        ACT_GELU,ACT_UNGATED"
   "sample           sample.comp"
   "layernorm        layernorm.comp"

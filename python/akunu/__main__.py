@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--context", type=int, default=None)
     p.add_argument("--prefill-chunk", type=int, default=512)
-    p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4"])
+    p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"])
     p.add_argument("--kv-alloc", default="full", choices=["full", "blocks"],
                    help="pre-allocate the KV cache, or grow it in blocks of 256 positions")
     p.add_argument("--kv-ring", action="store_true", help="sliding-window layers keep a ring (docs/kv-cache.md)")
@@ -402,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--tokens", type=int, default=50000, help="tokens to score")
     p.add_argument("--text", nargs="*", help="text files (default: this Python's standard library source)")
-    p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4"],
+    p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4", "int4h"],
                    help="formats to compare")
     p.add_argument("--context", type=int, default=None, help="tokens per scoring window (default: the model's)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -84,7 +84,8 @@ class Model:
         prefill_chunk: prompt tokens per prefill submission (0: 512; 128 on the CPU backend).
         kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
         position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1), or keys in q8 and values in
-        4 bits, "q8/int4" or "q8/fp4" (docs/kv-quality.md compares them); see KVCacheView.
+        4 bits, "q8/int4" or "q8/fp4", or "int4h": int4 rows of Hadamard-rotated keys and values,
+        the closest 4-bit format to f16 (docs/kv-quality.md compares them); see KVCacheView.
         kv_alloc: "full" pre-allocates the KV cache for the whole context; "blocks" allocates it
         in blocks of 256 positions as the sequence grows (one allocation per block, never per
         token; the recorded commands read the blocks through a table of device addresses).

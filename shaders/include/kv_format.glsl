@@ -8,7 +8,8 @@
 //   KV_FP4 (3)   E2M1 codes (sign, 2-bit exponent, 1-bit mantissa: 0, 0.5, 1, 1.5, 2, 3, 4, 6),
 //                8 per word,                              scale = max|row| / 6
 //
-// K and V may use different formats (q8 keys, 4-bit values). Value j of a word sits in bits
+// K and V may use different formats (q8 keys, 4-bit values). The int4h cache holds KV_INT4
+// rows of Hadamard-rotated K and V (kv_format.h); its readers are int4's. Value j of a word sits in bits
 // [j * bits, (j + 1) * bits). The scale is rounded to f16 first and the codes are formed with
 // that rounded scale, so code * scale is what was meant. A row of zeros has scale 0 and codes
 // 0. Readers dequantize in registers; nothing ever holds an f16 copy of a quantized cache.

@@ -197,6 +197,19 @@ struct SoftcapParams {
 };
 AKUNU_PARAMS_SIZE(SoftcapParams, 12)
 
+// hadamard_rows: for each row r < min(rows, step.n_tokens) of x (f32, row_stride floats apart),
+// heads blocks of head_dim values from the row's start are each multiplied in place by the
+// orthonormal Walsh-Hadamard matrix of size `block` (block-diagonal where block < head_dim).
+// The matrix is symmetric and its own inverse. One workgroup per (row, head), row-major.
+struct HadamardRowsParams {
+    uint heads;
+    uint head_dim;
+    uint block;       // a power of two dividing head_dim, at most 256
+    uint rows;
+    uint row_stride;
+};
+AKUNU_PARAMS_SIZE(HadamardRowsParams, 20)
+
 // rope_kv: for each token row r < min(rows, step.n_tokens) of qkv (rows of [q | k | v], f32,
 // row_stride floats apart), rotates Q and K in place by the cos/sin table row of position
 // step.pos + r, and writes K and V into the f16 caches at that position.

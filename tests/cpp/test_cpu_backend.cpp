@@ -454,7 +454,7 @@ TEST(CpuBackend, CacheKernelsInBlocksMatchThePreallocatedCache) {
     const std::vector<float> cos = random_floats(max_len * 8, 13), sin = random_floats(max_len * 8, 14);
     const StepState prefill{pos, 0, rows, 0}, decode{pos + rows - 1, 0, 1, 0};
     Buffer cos_b = d->allocate(cos.data(), cos.size() * 4), sin_b = d->allocate(sin.data(), sin.size() * 4);
-    for (const KvDType dtype : {KvDType::kF16, KvDType::kQ8Int4}) {
+    for (const KvDType dtype : {KvDType::kF16, KvDType::kQ8Int4, KvDType::kInt4H}) {
         KVCache full(d, c, int(max_len), dtype), blocks(d, c, int(max_len), dtype, true);
         blocks.reserve(int(pos + rows));
         ASSERT_EQ(blocks.blocks_allocated(), 2);

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("backend")
 
 LLAMA = ("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf")
 GEMMA = ("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf")
-KV_DTYPES = ["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4"]
+KV_DTYPES = ["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"]
 BLOCK = 256
 
 

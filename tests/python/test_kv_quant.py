@@ -1,4 +1,4 @@
-"""Quantized KV caches (kv_dtype q8, int4, fp4).
+"""Quantized KV caches (kv_dtype q8, int4, fp4, int4h).
 
 - The cache write against an independent NumPy quantizer (support/kv_reference.py) applied to the K and
   V of a float64 forward pass and to transformers' K/V of the reference fixtures.
@@ -23,7 +23,7 @@ from support.int8_x import INT8_X_ALLOWANCE_RANDOM, decode_rounds_x
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
 
-FORMATS = ["q8", "int4", "fp4", "q8/int4", "q8/fp4"]
+FORMATS = ["q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"]
 # 13 ids of the trained model's 4096 (odd count, BOS first).
 IDS = [4092, 475, 1234, 99, 17, 300, 5, 12, 77, 8, 901, 33, 2047]
 
@@ -51,8 +51,8 @@ def cache_contents(m: akunu.Model, fmt: str) -> list[tuple[np.ndarray, np.ndarra
     kf, vf = sides(fmt)
     out = []
     for layer in range(m.config.n_layers):
-        k = ref.dequantize(ref.unpack(kv.k(layer), kf), kv.k_scales(layer))
-        v = ref.dequantize(ref.unpack(kv.v(layer), vf), kv.v_scales(layer))
+        k = ref.unrotate(ref.dequantize(ref.unpack(kv.k(layer), kf), kv.k_scales(layer)), kf)
+        v = ref.unrotate(ref.dequantize(ref.unpack(kv.v(layer), vf), kv.v_scales(layer)), vf)
         out.append((k.transpose(1, 0, 2), v.transpose(1, 0, 2)))
     return out
 
@@ -143,7 +143,7 @@ def test_cache_write_matches_transformers_kv(model, fmt):
             # the row's largest value (twice that: either side of a boundary).
             got = ref.dequantize(ref.unpack(words, f), scales_got)
             step = scales.astype(np.float64)[..., None] * (2.0 if f == "fp4" else 1.0)
-            slack = 4e-3 * np.abs(x).max(axis=-1, keepdims=True)
+            slack = 4e-3 * np.abs(ref.unrotate(x, f)).max(axis=-1, keepdims=True)  # the stored (rotated) row's
             err = np.abs(got - ref.dequantize(codes, scales)) - step * 1.01 - slack
             assert (err <= 0).all(), f"{model} {fmt} {name}{layer}: {err.max():.5f} beyond one step"
 
@@ -186,7 +186,8 @@ def test_dequantize_view_agrees_with_reference_decoder():
 
 
 @pytest.mark.parametrize("fmt, row_bytes", [("f16", 128 + 128), ("q8", 66 + 66), ("int4", 34 + 34), ("fp4", 34 + 34),
-                                            ("q8/int4", 66 + 34), ("q8/fp4", 66 + 34)])
+                                            ("q8/int4", 66 + 34), ("q8/fp4", 66 + 34),
+                                            ("int4h", 34 + 34)])
 def test_memory_report_counts_each_format_exactly(fmt, row_bytes):
     m = akunu.Model(trained_gguf(), context=40, progress=False, kv_dtype=fmt)
     planned, allocated = m.memory_report()["kv_cache"]
@@ -207,7 +208,7 @@ def test_rewind_and_continue_is_exact_on_a_quantized_cache():
 
 
 def test_unknown_kv_dtype_is_refused():
-    with pytest.raises(akunu.Error, match="unknown kv_dtype 'int3'; expected f16, q8, int4, fp4, q8/int4 or q8/fp4"):
+    with pytest.raises(akunu.Error, match="unknown kv_dtype 'int3'; expected f16, q8, int4, fp4, q8/int4, .* int4h"):
         akunu.Model(trained_gguf(), context=32, progress=False, kv_dtype="int3")
 
 
@@ -226,3 +227,43 @@ def test_state_round_trip_and_fork_on_a_quantized_cache():
     other = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4")
     with pytest.raises(akunu.Error, match="'fp4' KV cache, this model's is 'int4'"):
         other.load_state(saved)
+
+
+def test_int4h_view_rotates_back_and_the_state_keeps_its_format():
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4h")
+    m.eval(IDS)
+    kv = m.kv_cache
+    for layer, values in ((1, False), (4, True)):
+        words, scales = (kv.v(layer), kv.v_scales(layer)) if values else (kv.k(layer), kv.k_scales(layer))
+        want = ref.unrotate(ref.dequantize(ref.unpack(words, "int4h"), scales), "int4h")
+        got = kv.v(layer, dequantize=True) if values else kv.k(layer, dequantize=True)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    # The rotated codes are not int4's view of the same rows: the view must rotate back.
+    assert np.abs(akunu.dequantize_kv(kv.k(1), kv.k_scales(1), "int4") - kv.k(1, dequantize=True)).max() > 0.1
+    saved = m.save_state()
+    want = m.eval([42], reset=False).copy()
+    m.reset()
+    m.load_state(saved)
+    np.testing.assert_array_equal(m.eval([42], reset=False), want)
+    other = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4")
+    with pytest.raises(akunu.Error, match="'int4h' KV cache, this model's is 'int4'"):
+        other.load_state(saved)
+
+
+# int4h's perplexity cost on the corpus below: room over what both backends give (bench/NOTES.md).
+INT4H_PERPLEXITY_COST = 0.015
+
+
+def test_int4h_perplexity_is_closer_to_f16_than_int4():
+    """The trained code model over 4 windows of 256 tokens of this Python's standard library
+    (akunu kv-quality's corpus): int4 costs several percent of perplexity, int4h under half of
+    that, with about half of int4's KL (docs/kv-quality.md)."""
+    from akunu import kv_quality
+    gguf = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
+    tok = akunu.Tokenizer.from_file(str(gguf))
+    ids = kv_quality.python_corpus(tok, 1025, tok.bos_id, tok.eos_id)
+    rows = {r.kv_dtype: r for r in kv_quality.measure(gguf, ids, ["int4", "int4h"], context=256, progress=False)}
+    cost = {f: rows[f].perplexity / rows["f16"].perplexity - 1 for f in ("int4", "int4h")}
+    assert cost["int4h"] <= INT4H_PERPLEXITY_COST, cost
+    assert cost["int4h"] < 0.5 * cost["int4"] and rows["int4h"].kl_mean < 0.6 * rows["int4"].kl_mean, cost
+    assert rows["int4h"].kv_bytes <= 0.30 * rows["f16"].kv_bytes

@@ -1,6 +1,7 @@
 // CPU attention kernels: RoPE with the KV-cache write (rope_kv, rope_only + kv_store for the
-// quantized formats), decode attention (attention_split, which merges its chunks) and prefill
-// attention (flash_attention), each with its .comp file's semantics and workgroup geometry.
+// quantized formats, hadamard_rows for the rotated one), decode attention (attention_split,
+// which merges its chunks) and prefill attention (flash_attention), each with its .comp file's
+// semantics and workgroup geometry.
 // Every cache kernel serves the three cache layouts (full, ring, blocks) through one row map
 // (kv_rows.h), as the GLSL kernels do through kv_rows.glsl.
 #include <algorithm>
@@ -90,6 +91,27 @@ void kv_store(const CpuArgs& a, size_t begin, size_t end) {
         const KvRowMap::Row out = (is_v ? v_rows : k_rows).from_block(place.first_block).at(head, place.pos);
         reinterpret_cast<uint32_t*>(out.data)[w] = packed;
         if (w == 0) *out.scale = scale;
+    }
+}
+
+// hadamard_rows.comp: workgroup (row, head) multiplies the head's head_dim values in place by
+// the orthonormal Walsh-Hadamard matrix of size p.block (block-diagonal over the head).
+void hadamard_rows(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& p = a.p<HadamardRowsParams>();
+    const auto& step = *a.at<const StepState>(1);
+    float* x = a.at<float>(0);
+    const size_t rows = std::min(p.rows, step.n_tokens);
+    const float norm = 1.0f / std::sqrt(float(p.block));
+    for (size_t g = begin; g < end && g / p.heads < rows; ++g) {
+        float* v = x + (g / p.heads) * p.row_stride + (g % p.heads) * p.head_dim;
+        for (size_t h = 1; h < p.block; h *= 2)
+            for (size_t i = 0; i < p.head_dim / 2; ++i) {
+                const size_t at = (i / h) * 2 * h + i % h;
+                const float u = v[at], w = v[at + h];
+                v[at] = u + w;
+                v[at + h] = u - w;
+            }
+        for (size_t i = 0; i < p.head_dim; ++i) v[i] *= norm;
     }
 }
 
@@ -334,6 +356,7 @@ void register_attention(void (*add_row)(const KernelRow&)) {
         add_row({("rope_kv" + std::string(l.suffix)).c_str(), {rope_kv, at, 16}});
     }
     add_row({"rope_only", {rope_kv, kRopeOnly, 16}});
+    add_row({"hadamard_rows", {hadamard_rows, 0, 16}});
     // A batched step's cache: blocks of a pool, each row in its own sequence's (kv_rows.h).
     const uint32_t batch = uint32_t(CacheLayout::kBatch) << kCacheLayoutShift;
     for (const Fmt& f : formats) {

@@ -271,6 +271,20 @@ void softcap(DispatchSink& s, const Binding& x, const Binding& step, size_t rows
     emit(s, "softcap", {}, {x, step}, p, grid_for(s, (total + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
+void hadamard_rows(DispatchSink& s, const Binding& x, const Binding& step, size_t rows, size_t heads, size_t head_dim,
+                   size_t row_stride) {
+    const int block = kv_rotation_block(int(head_dim));
+    AKUNU_CHECK(head_dim > 0 && head_dim <= 256 && block >= 2,
+                "hadamard_rows: head_dim " + std::to_string(head_dim) + " must be even and at most 256");
+    AKUNU_CHECK(row_stride >= heads * head_dim, "hadamard_rows: row_stride is shorter than the heads of a row");
+    check_fits(x, (rows - 1) * row_stride + heads * head_dim, DType::kF32, "hadamard_rows", "x");
+    check_bytes(step, sizeof(StepState), "hadamard_rows", "step");
+    HadamardRowsParams p{checked_u32(heads, "hadamard_rows: heads"), checked_u32(head_dim, "hadamard_rows: head_dim"),
+                         uint32_t(block), checked_u32(rows, "hadamard_rows: rows"),
+                         checked_u32(row_stride, "hadamard_rows: row_stride")};
+    emit(s, "hadamard_rows", {}, {x, step}, p, grid_for(s, rows * heads));
+}
+
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
              const Binding& step, const RopeKvShape& sh) {
     const size_t half = sh.head_dim / 2, q_dim = size_t(sh.n_heads) * sh.head_dim,
@@ -302,6 +316,8 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     emit(s, f16 ? cache_variant("rope_kv", cache) : rope_only, {per}, {qkv, cos, sin, cache.k, cache.v, step}, p,
          grid_for(s, (items + 63) / 64));
     if (f16) return;
+    if (kv_rotated(cache.dtype))  // Q, K and V heads, side by side in each row
+        hadamard_rows(s, qkv, step, sh.rows, size_t(sh.n_heads) + 2 * size_t(sh.n_kv_heads), sh.head_dim, stride);
     // kv_store: one invocation per packed word of each token's K and V rows.
     const size_t words =
         size_t(sh.rows) * kv_dim *

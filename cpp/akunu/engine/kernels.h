@@ -170,6 +170,13 @@ void last_row(DispatchSink& s, const Binding& src, const Binding& dst, const Bin
 // final-logit soft-capping (gemma2). cap must be positive; callers skip it when there is none.
 void softcap(DispatchSink& s, const Binding& x, const Binding& step, size_t rows, size_t n, float cap);
 
+// x[r, h * head_dim : (h + 1) * head_dim] = H x[r, ...] in place for heads h < heads and rows
+// r < min(rows, step.n_tokens), rows row_stride floats apart: H the orthonormal Walsh-Hadamard
+// matrix of kv_rotation_block(head_dim), block-diagonal over the head (int4h, kv_format.h).
+// H is its own inverse.
+void hadamard_rows(DispatchSink& s, const Binding& x, const Binding& step, size_t rows, size_t heads, size_t head_dim,
+                   size_t row_stride);
+
 struct RopeKvShape {
     uint32_t n_heads, n_kv_heads, head_dim, max_len;
     bool interleaved, rotate;
@@ -177,7 +184,8 @@ struct RopeKvShape {
     uint32_t row_stride = 0;  // floats between rows; 0: q_dim + 2 kv_dim
 };
 // RoPE on Q and K of qkv (in place) for rows r < min(rows, step.n_tokens) at step.pos + r,
-// and the K/V cache write (for a quantized cache, a second dispatch packs the rows).
+// and the K/V cache write (for a quantized cache, a second dispatch packs the rows; for a
+// rotated one, hadamard_rows on Q, K and V comes between).
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
              const Binding& step, const RopeKvShape& shape);
 

@@ -14,7 +14,9 @@ KvDType parse_kv_dtype(const std::string& name) {
     if (name == "fp4") return KvDType::kFp4;
     if (name == "q8/int4") return KvDType::kQ8Int4;
     if (name == "q8/fp4") return KvDType::kQ8Fp4;
-    throw Error("unknown kv_dtype '" + name + "'; expected f16, q8, int4, fp4, q8/int4 or q8/fp4 (keys/values)");
+    if (name == "int4h") return KvDType::kInt4H;
+    throw Error("unknown kv_dtype '" + name +
+                "'; expected f16, q8, int4, fp4, q8/int4, q8/fp4 (keys/values) or int4h (Hadamard-rotated int4)");
 }
 
 const char* kv_dtype_name(KvDType t) {
@@ -25,12 +27,13 @@ const char* kv_dtype_name(KvDType t) {
         case KvDType::kFp4: return "fp4";
         case KvDType::kQ8Int4: return "q8/int4";
         case KvDType::kQ8Fp4: return "q8/fp4";
+        case KvDType::kInt4H: return "int4h";
     }
     return "?";
 }
 
 std::string kv_variant_suffix(KvDType t) {
-    std::string s = kv_dtype_name(t);
+    std::string s = kv_dtype_name(t == KvDType::kInt4H ? KvDType::kInt4 : t);
     for (char& ch : s)
         if (ch == '/') ch = '_';
     return s;
@@ -39,7 +42,16 @@ std::string kv_variant_suffix(KvDType t) {
 KvDType kv_side(KvDType t, bool values) {
     if (t == KvDType::kQ8Int4) return values ? KvDType::kInt4 : KvDType::kQ8;
     if (t == KvDType::kQ8Fp4) return values ? KvDType::kFp4 : KvDType::kQ8;
+    if (t == KvDType::kInt4H) return KvDType::kInt4;
     return t;
+}
+
+bool kv_rotated(KvDType t) { return t == KvDType::kInt4H; }
+
+int kv_rotation_block(int head_dim) {
+    int block = 1;
+    while (block < 256 && head_dim % (block * 2) == 0) block *= 2;
+    return block;
 }
 
 int kv_value_bits(KvDType side) { return side == KvDType::kF16 ? 16 : side == KvDType::kQ8 ? 8 : 4; }

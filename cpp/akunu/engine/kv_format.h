@@ -10,6 +10,11 @@
 //
 // K and V may differ: q8/int4 and q8/fp4 keep keys, which attention is more sensitive to, in
 // 8 bits and values in 4 (docs/kv-quality.md has the measurements).
+//
+// int4h stores int4 rows of Hadamard-rotated K and V: each head's K (after RoPE), V and Q are
+// multiplied by the orthonormal, symmetric Walsh-Hadamard matrix H (hadamard_rows), which spreads
+// a row's outlier channels over all of them before the row scale is taken. Scores need no
+// change, (Hq)·(Hk) = q·k; the attention output sum p (Hv) is rotated back once, H H = I.
 #pragma once
 
 #include <cstdint>
@@ -19,13 +24,20 @@
 
 namespace akunu {
 
-enum class KvDType { kF16, kQ8, kInt4, kFp4, kQ8Int4, kQ8Fp4 };
-KvDType parse_kv_dtype(const std::string& name);  // "f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4"
+enum class KvDType { kF16, kQ8, kInt4, kFp4, kQ8Int4, kQ8Fp4, kInt4H };
+// "f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"
+KvDType parse_kv_dtype(const std::string& name);
 const char* kv_dtype_name(KvDType t);
-// Shader-variant suffix: "q8", "q8_int4", ...
+// Shader-variant suffix of the stored codes: "q8", "q8_int4", ... ("int4" for int4h).
 std::string kv_variant_suffix(KvDType t);
-// The format of the keys (values = false) or the values: one of f16, q8, int4, fp4.
+// The storage format of the keys (values = false) or the values: one of f16, q8, int4, fp4.
 KvDType kv_side(KvDType t, bool values);
+// Whether the cache holds Hadamard-rotated rows (int4h): Q, K and V are rotated before the
+// cache write, and the attention output after attention.
+bool kv_rotated(KvDType t);
+// The power-of-two block the rotation runs over: the largest that divides head_dim, at most 256
+// (a block-diagonal H where head_dim is not a power of two).
+int kv_rotation_block(int head_dim);
 // Bits per stored value of a side format: 16, 8 or 4.
 int kv_value_bits(KvDType side);
 // Bytes of one (head, position) row of a side: values plus, when quantized, one f16 scale.

@@ -69,7 +69,8 @@ void plan_prefill_layer(const Inputs& in, const DecodePlan& p, int l, LayerPlan&
 // attention_hands_off); a float O GEMV waits for attention too (gemv_waits_for_attention).
 // Layer l's O GEMV zeroes the slots of layer l - 1 (of the last layer, for l = 0): every wait on
 // them ended before the barrier ahead of layer l's attention. So every O must take part, and
-// there must be two layers at least (one layer's O would zero its own).
+// there must be two layers at least (one layer's O would zero its own). A rotated cache
+// (int4h) puts hadamard_rows between attention and O: no hand-off there.
 void plan_handoffs(const Inputs& in, DecodePlan& p) {
     const ModelConfig& c = in.c;
     const ArchDescriptor& a = c.arch();
@@ -92,7 +93,7 @@ void plan_handoffs(const Inputs& in, DecodePlan& p) {
         const bool gate_up_few = !lp.gate_up_fused && hand_off({&L.gate, &L.up}, p.gate_up_tiles);
         const bool on[kHandoffSlotsPerLayer] = {
             (o_few || kernels::gemv_waits_for_attention(d, L.o.type)) &&
-                kernels::attention_hands_off(d, uint32_t(c.n_heads)),
+                kernels::attention_hands_off(d, uint32_t(c.n_heads)) && !kv_rotated(in.kv.bindings(l).dtype),
             !a.post_attn_norm && o_few && gate_up_few,
             gate_up_few && down_few,
             next && !tapped && !a.post_ffn_norm && down_few && hand_off({&next->q, &next->k, &next->v}, qkv_tiles),

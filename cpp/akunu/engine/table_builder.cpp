@@ -255,6 +255,10 @@ void Builder::attention(int l) {
     else
         kernels::attention(t_, q_, cache, s_.get("attn_partial"), attn_out_, step_, shape,
                            ptr(take_handoff(lp.handoff_slot[kAttentionToO], heads)));
+    if (kv_rotated(cache.dtype)) {  // sum p (Hv) back to sum p v (no hand-off to O: plan_handoffs)
+        label(l, "attn_unrotate");
+        kernels::hadamard_rows(t_, attn_out_, step_, rows_, heads, head_dim, q_dim_);
+    }
 }
 
 // h0 += O·attn_out, then h0 += down·act(gate·x) * (up·x) with x the normed h0.

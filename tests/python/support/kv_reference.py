@@ -7,19 +7,25 @@ kernels and of akunu.dequantize_kv): per (head, position) row of head_dim values
           magnitude): 0, 0.5, 1, 1.5, 2, 3, 4, 6 with a sign bit
 
 with the scale rounded to f16 before the codes are formed. Packing: 32 / bits codes per u32
-word, code j in bits [j * bits, (j + 1) * bits)."""
+word, code j in bits [j * bits, (j + 1) * bits).
+
+    int4h  int4 codes of H x, with H the orthonormal Sylvester-Hadamard matrix of the largest
+           power of two (at most 256) dividing d, block-diagonal over the row; H = H^T = H^-1,
+           so unrotate() takes a dequantized row back to x."""
 from __future__ import annotations
 
 import numpy as np
 
-QMAX = {"q8": 127.0, "int4": 7.0, "fp4": 6.0}
-BITS = {"q8": 8, "int4": 4, "fp4": 4}
+QMAX = {"q8": 127.0, "int4": 7.0, "fp4": 6.0, "int4h": 7.0}
+BITS = {"q8": 8, "int4": 4, "fp4": 4, "int4h": 4}
 E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
 
 def quantize(x: np.ndarray, fmt: str, scale: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(signed codes as values before scaling [..., d] float64, f16 scales [...]) of rows x[..., d];
     `scale` imposes the rows' f16 scales instead of forming them."""
+    if fmt == "int4h":
+        return quantize(unrotate(x, fmt), "int4", scale)
     x = np.asarray(x, dtype=np.float32)
     if scale is None:
         scale = (np.abs(x).max(axis=-1) / np.float32(QMAX[fmt])).astype(np.float16)
@@ -34,6 +40,25 @@ def quantize(x: np.ndarray, fmt: str, scale: np.ndarray | None = None) -> tuple[
         lo = -127.0 if fmt == "q8" else -8.0
         codes = np.clip(np.rint(y), lo, QMAX[fmt])
     return codes.astype(np.float64), scale
+
+
+def hadamard(d: int) -> np.ndarray:
+    """The int4h rotation of rows of d values: [d, d] float64, block-diagonal Sylvester blocks."""
+    n = 1
+    while n < 256 and d % (2 * n) == 0:
+        n *= 2
+    h = np.ones((1, 1))
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    return np.kron(np.eye(d // n), h / np.sqrt(n))
+
+
+def unrotate(x: np.ndarray, fmt: str) -> np.ndarray:
+    """Rows x [..., d] of the format's rotated space back in the model's (int4h; else x). The
+    same matrix rotates into that space."""
+    if fmt != "int4h":
+        return x
+    return np.asarray(x, dtype=np.float64) @ hadamard(x.shape[-1])
 
 
 def dequantize(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
