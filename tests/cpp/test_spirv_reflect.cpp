@@ -89,6 +89,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"flash_cm_d", sizeof(FlashAttentionParams), 5},
         {"last_row", sizeof(LastRowParams), 3},
         {"softcap", sizeof(SoftcapParams), 2},
+        {"hadamard_rows", sizeof(HadamardRowsParams), 2},
         {"layernorm", sizeof(LayerNormParams), 5},
         {"encoder_attention_weights", sizeof(EncoderAttentionParams), 6},  // binding 5: the weights
         {"encoder_attention", sizeof(EncoderAttentionParams), 5},
