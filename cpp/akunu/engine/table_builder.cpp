@@ -256,6 +256,7 @@ void Builder::attention(int l) {
         kernels::attention(t_, q_, cache, s_.get("attn_partial"), attn_out_, step_, shape,
                            ptr(take_handoff(lp.handoff_slot[kAttentionToO], heads)));
     if (kv_rotated(cache.dtype)) {  // sum p (Hv) back to sum p v (no hand-off to O: plan_handoffs)
+        AKUNU_CHECK(lp.attn_out_dtype == DType::kF32, "attention over a rotated KV cache must write f32 rows");
         label(l, "attn_unrotate");
         kernels::hadamard_rows(t_, attn_out_, step_, rows_, heads, head_dim, q_dim_);
     }
