@@ -97,7 +97,7 @@ def _decode(e, tokens: int, chained: bool) -> None:
 
 def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int = 128, deep: int = 4096,
         runs: int = 3, device=None, chain: int = 0, kv_alloc: str = "full", kv_ring: bool = False,
-        step=lambda what: None) -> Result:
+        kv_dtype: str = "f16", step=lambda what: None) -> Result:
     """Measures one file; step(what) is called as each of STEPS begins."""
     rng = np.random.default_rng(0)
     # The prompts fit the context the model was trained for (4096 for llama2), and the deep run
@@ -116,7 +116,7 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
 
     def load():
         return Model(path, context=context, device=device, progress=False, chain=chain, kv_alloc=kv_alloc,
-                     kv_ring=kv_ring)
+                     kv_ring=kv_ring, kv_dtype=kv_dtype)
     step("load")
     t0 = time.perf_counter()
     m = load()
@@ -151,8 +151,9 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
     e.eval(ids(deep))
     deep_s = _median(lambda: _timed(lambda: _decode(e, tokens, True)), runs)
 
-    weights = m.memory_report()["weights"][1]
-    kv_row = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 2  # K and V, f16, all layers, one position
+    report = m.memory_report()
+    weights = report["weights"][1]
+    kv_row = report["kv_cache_max"] / context  # K and V of every layer for one position, in kv_dtype
     device_name, model_chain = m.device.name, e.chain
     # The warm load, with the first model's memory released before it.
     m = e = None  # the first model is released before the warm load
