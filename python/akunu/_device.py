@@ -14,6 +14,27 @@ _AKUNU_DTYPES = {
 }
 
 
+def selector(device) -> str:
+    """A device selector as Device::create takes it: an entry of akunu.devices(), its index or a name."""
+    if isinstance(device, dict):  # an entry of akunu.devices()
+        device = device["index"]
+    return "" if device is None else str(device)
+
+
+def split_selectors(devices, device: str, split) -> list[str]:
+    """The selectors of a split over `devices` (docs/devices.md); [] when the model is not split.
+    `device` (a selector, "" for none) may not be given beside them."""
+    if devices is None:
+        if split is not None:
+            raise ValueError("split=[...] needs devices=[...]: the devices the layers are split across")
+        return []
+    if isinstance(devices, (str, int, dict)) or len(devices) == 0:
+        raise ValueError(f"devices must be a non-empty list of device selectors, not {devices!r}")
+    if device:
+        raise ValueError("give either device= or devices= (a split across devices), not both")
+    return [selector(d) for d in devices]
+
+
 def akunu_dtype(dtype) -> str:
     """The akunu name of a NumPy dtype; raises ValueError for types akunu buffers do not hold."""
     try:

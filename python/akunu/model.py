@@ -24,6 +24,7 @@ import numpy as np
 
 from akunu import _akunu, _progress, hub, speculative
 from akunu import batch as _batch
+from akunu._device import selector, split_selectors
 from akunu._inputs import fit_context, int_arg
 from akunu.controls import LogitControls, host_steps, prompt_logprobs
 from akunu.model_use import ExclusiveSteps, write_atomically
@@ -38,26 +39,6 @@ def _is_encoder(path: str, config=None) -> tuple[bool, str]:
     arch = (config or _akunu.load_config(_akunu.open_model(path))).architecture
     row = next((a for a in _akunu.arch_table() if a["name"] == arch), None)
     return row is not None and not row["causal"], arch
-
-
-def _selector(device) -> str:
-    """A device selector as Device::create takes it: an entry of akunu.devices(), its index or a name."""
-    if isinstance(device, dict):  # an entry of akunu.devices()
-        device = device["index"]
-    return "" if device is None else str(device)
-
-
-def _split_devices(devices, device: str, split) -> list[str]:
-    """The selectors of a split over `devices` (docs/devices.md); [] when the model is not split."""
-    if devices is None:
-        if split is not None:
-            raise ValueError("split=[...] needs devices=[...]: the devices the layers are split across")
-        return []
-    if isinstance(devices, (str, int, dict)) or len(devices) == 0:
-        raise ValueError(f"devices must be a non-empty list of device selectors, not {devices!r}")
-    if device:
-        raise ValueError("give either device= or devices= (a split across devices), not both")
-    return [_selector(d) for d in devices]
 
 
 class Model:
@@ -116,8 +97,8 @@ class Model:
         self.path = path
         context = fit_context(context, config.max_context, path, config.as_dict()["rope_scaling"])
         bar = _LoadBar(progress)
-        device = _selector(device)
-        parts = _split_devices(devices, device, split)
+        device = selector(device)
+        parts = split_selectors(devices, device, split)
         # The engine validates and plans the model before it allocates anything; the tokenizer
         # comes after (docs/architecture.md, "Loading a model"), so a model that does not fit
         # fails first.

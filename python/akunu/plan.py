@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from akunu import _akunu
+from akunu._device import split_selectors
 from akunu._inputs import fit_context
 
 
@@ -134,14 +135,13 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
     selector = None if not check_device else ("" if device is None else str(device))
     if kv_alloc not in ("full", "blocks"):
         raise ValueError(f"kv_alloc must be 'full' or 'blocks', not {kv_alloc!r}")
-    if devices is not None:
+    selectors = split_selectors(devices, "", split)
+    if selectors:
         if not check_device:
             raise ValueError("a split plan (devices=[...]) is checked against its devices: check_device must be True")
-        return _plan_split(config, files, devices, split, tuning, context=context, prefill_chunk=prefill_chunk,
+        return _plan_split(config, files, selectors, split, tuning, context=context, prefill_chunk=prefill_chunk,
                            max_chain=max_chain, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
                            kv_blocks=kv_alloc == "blocks", kv_ring=bool(kv_ring))
-    if split is not None:
-        raise ValueError("split=[...] needs devices=[...]: the devices the layers are split across")
     d = _akunu.plan_memory(config, files, context, prefill_chunk, max_chain, kv_dtype, weights_dtype, selector,
                            kv_alloc == "blocks", bool(kv_ring), tuning, max_sequences)
     return MemoryPlan(config=config, **d)
@@ -171,11 +171,8 @@ class SplitPlan:
         return "\n".join(rows)
 
 
-def _plan_split(config, files, devices, split, tuning, **options) -> SplitPlan:
-    """The plan of a model split by layers across `devices` (docs/devices.md)."""
-    if isinstance(devices, (str, int, dict)) or len(devices) == 0:
-        raise ValueError(f"devices must be a non-empty list of device selectors, not {devices!r}")
-    selectors = [str(d["index"]) if isinstance(d, dict) else str(d) for d in devices]
+def _plan_split(config, files, selectors: list[str], split, tuning, **options) -> SplitPlan:
+    """The plan of a model split by layers across the devices of `selectors` (docs/devices.md)."""
     split = [float(x) for x in split or []]
     layers = [tuple(r) for r in _akunu.split_layers(config.n_layers, selectors, split, tuning)]
     parts = []
