@@ -126,6 +126,28 @@ def test_greedy_generate_over_a_split_is_the_single_device_one(pair):
             single.generate(ids, 12, sampler=seeded, stream=False).token_ids)
 
 
+def test_a_split_runs_each_chain_only_when_it_is_asked_for(pair):
+    """A split's steps are one submission each, so it does not run ahead: chain_start runs one
+    chain and owes the next, chain_next runs an owed chain only when it is called, and the ids
+    equal the single device's pipelined chains (two in flight, the same count of chains)."""
+    ids = prompt("trained-code-llama", 8)
+    runs = []
+    for m in pair:
+        e = m._engine
+        m.eval(ids)
+        start = e.kv_length
+        e.chain_start(ids[-1])
+        lengths, got = [e.kv_length - start], []
+        for more in (True, False, False):
+            got += e.chain_next(more)[0]
+            lengths.append(e.kv_length - start)
+        assert e.chain_next(True) is None
+        runs.append((got, lengths, e.chain))
+    (want, _, chain), (got, lengths, _) = runs
+    assert got == want and len(got) == 3 * chain
+    assert lengths == [chain, chain, 2 * chain, 3 * chain]
+
+
 def test_hidden_states_and_kv_views_come_from_the_device_that_holds_the_layer(pair):
     single, split = pair
     ids = prompt("trained-code-llama", 13)

@@ -273,6 +273,7 @@ void Model::drain() {
     in_flight_.clear();
     in_flight_pos_.clear();
     done_chains_.clear();
+    owed_chains_ = 0;
 }
 
 void Model::reset() {
@@ -372,24 +373,17 @@ void Model::chain_start(int token) {
     ModelUse::Scope in_use(use_);
     start_first_chain(token);
     if (kv_->current_length() + base_->chain > base_->context) return;
-    if (front_.empty())
-        submit_chain(1, last_slot_);
-    else
-        split_chain(done_chains_.back().ids.back());
+    if (!front_.empty()) {
+        owed_chains_ = 1;
+        owed_from_ = done_chains_.back().ids.back();
+        return;
+    }
+    submit_chain(1, last_slot_);
 }
 
 bool Model::chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more) {
     ModelUse::Scope in_use(use_);
-    if (!front_.empty()) {
-        if (done_chains_.empty()) return false;
-        DoneChain done = std::move(done_chains_.front());
-        done_chains_.erase(done_chains_.begin());
-        ids = std::move(done.ids), logprobs = std::move(done.logprobs), first_pos = done.first_pos;
-        // The next chain continues from the newest chain's last id.
-        const int last = done_chains_.empty() ? ids.back() : done_chains_.back().ids.back();
-        if (more && kv_->current_length() + base_->chain <= base_->context) split_chain(last);
-        return true;
-    }
+    if (!front_.empty()) return split_chain_next(ids, logprobs, first_pos, more);
     if (in_flight_.empty()) return false;
     const int c = in_flight_.front();
     first_pos = in_flight_pos_.front();

@@ -153,9 +153,11 @@ public:
     // then submits one more chain if `more` and the context has room; it returns false when
     // nothing is in flight. The next chain continues from the last id on the GPU. The cache
     // length counts every submitted step; any other call first waits for chains in flight.
+    // A split model runs its steps one submission each, so it gains nothing by running ahead:
+    // it counts the chains it owes and runs each only when chain_next is asked for it.
     void chain_start(int token);
     bool chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more);
-    int chains_in_flight() const { return int(in_flight_.size() + done_chains_.size()); }
+    int chains_in_flight() const { return int(in_flight_.size() + done_chains_.size() + owed_chains_); }
 
     void reset();
     void truncate(int length);  // throws unless 0 <= length <= the cache length
@@ -235,8 +237,10 @@ private:
     // Copies this part's output residual stream (its first `bytes`) into the next part's input.
     void hand_to(Model& next, size_t bytes) const;
     size_t handed_bytes(bool prefill, size_t rows) const;  // what a step or chunk hands on
-    // The split's per-step path for chain decode: `chain` steps run at once, kept until read.
+    // The split's per-step path for chain decode: `chain` steps run at once, kept until read;
+    // split_chain_next is chain_next's split form.
     void split_chain(int token);
+    bool split_chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more);
     // The KV rows of every part, in layer order (the saved-state order of the whole cache).
     size_t kv_rows_bytes(int n, int from) const;
     std::vector<uint8_t> save_kv_rows(int n) const;
@@ -280,6 +284,8 @@ private:
         int first_pos;
     };
     std::vector<DoneChain> done_chains_;  // the per-step path's chains, oldest first
+    int owed_chains_ = 0;  // a split's chains started but not yet run (split_chain_next)
+    int owed_from_ = 0;  // the id the first of them starts from
 };
 
 }  // namespace akunu

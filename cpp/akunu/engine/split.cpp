@@ -112,7 +112,9 @@ std::unique_ptr<Model> Model::load_split(std::shared_ptr<LoadedModel> headers, c
         for (const auto& d : devices)
             if (d->profile().cpu_backend) o.prefill_chunk = 128;
     }
-    if (o.chain == 0) o.chain = devices.back()->profile().type == DeviceType::kCpu ? 4 : 16;
+    // Every step of a split is its own submission, so a chain only saves the caller's calls;
+    // a short one wastes fewer steps where generation stops inside it.
+    if (o.chain == 0) o.chain = 4;
     std::vector<std::unique_ptr<Model>> parts;
     for (size_t i = 0; i < devices.size(); ++i) {
         auto b = std::make_shared<LoadedModel>();
@@ -204,6 +206,20 @@ void Model::split_chain(int token) {
         done.logprobs.push_back(lp);
     }
     done_chains_.push_back(std::move(done));
+}
+
+bool Model::split_chain_next(std::vector<int>& ids, std::vector<float>& logprobs, int& first_pos, bool more) {
+    if (done_chains_.empty() && owed_chains_ > 0) {
+        --owed_chains_;
+        split_chain(owed_from_);
+    }
+    if (done_chains_.empty()) return false;
+    DoneChain done = std::move(done_chains_.front());
+    done_chains_.erase(done_chains_.begin());
+    ids = std::move(done.ids), logprobs = std::move(done.logprobs), first_pos = done.first_pos;
+    owed_from_ = ids.back();  // the newest chain run: the next continues from its last id
+    if (more && kv_->current_length() + (owed_chains_ + 1) * base_->chain <= base_->context) ++owed_chains_;
+    return true;
 }
 
 // ---- the KV rows of every part -----------------------------------------------------------------
