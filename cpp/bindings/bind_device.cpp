@@ -69,6 +69,7 @@ static py::dict profile_dict(const DeviceProfile& p) {
                                                                    : "none";
     d["gemv_handoff"] = p.gemv_handoff;
     d["norm_forward"] = p.norm_forward;
+    d["spin_wait"] = p.spin_wait;
     d["bfloat16"] = p.bfloat16;
     d["push_descriptors"] = p.push_descriptors;
     d["kernel_statistics"] = p.kernel_statistics;

@@ -10,10 +10,12 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import akunu
 from akunu import _akunu
+from support.fixture_paths import require
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "configuration.md"
@@ -84,6 +86,25 @@ def test_tuning_changes_the_vulkan_profile():
     assert tuned.profile["prefill_dequant_rows"] == 7 and tuned.profile["weight_tiles"] == "none"
     assert akunu.Device("vulkan", tuning="gemv_handoff=0").profile["gemv_handoff"] is False
     assert base.profile["norm_forward"]
+    # Polled waits: auto leaves them to GPUs (a CPU-type device's threads need the core).
+    assert base.profile["spin_wait"] == (base.profile["type"] != "cpu")
+    assert akunu.Device("vulkan", tuning="spin_wait=1").profile["spin_wait"] is True
+
+
+def test_polled_waits_give_the_same_steps():
+    """spin_wait=1 on lavapipe (a CPU-type device, off by default) only changes how the host
+    waits: the same logits, step by step and through generate."""
+    if not any(d["backend"] == "vulkan" for d in akunu.devices()):
+        pytest.skip("no Vulkan device here: the CPU backend's submissions finish before they return")
+    path = require("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf")
+    runs = []
+    for tuning in ("spin_wait=0", "spin_wait=1"):
+        m = akunu.Model(path, device="vulkan", context=64, tuning=tuning, progress=False)
+        assert m.device.profile["spin_wait"] is tuning.endswith("1")
+        steps = [m.eval([t], reset=False).copy() for t in (1, 5, 9, 13)]
+        runs.append((np.stack(steps), m.generate([1, 5, 9], max_tokens=12, stream=False).token_ids))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1]
 
 
 @pytest.mark.parametrize("settings, message", [

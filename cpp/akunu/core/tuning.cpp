@@ -48,6 +48,11 @@ const std::vector<Row>& rows() {
         {{"norm_forward", "bool",
           "A decode step's GEMVs that add into the residual stream hand the next pre-norm forward."},
          &Tuning::norm_forward},
+        {{"spin_wait", "choice",
+          "A submission that the caller waits on at once (a decode step, a prefill chunk, each part of a split "
+          "model's step) is waited for by polling its fence instead of sleeping in the driver (auto: on GPUs, off on "
+          "CPU-type devices, whose threads need the core)."},
+         &Tuning::spin_wait},
         {{"gemm_short_rows", "int",
           "Chunks of up to this many tokens run short GEMM tiles (auto: lavapipe and cooperative-matrix devices; 0: "
           "none)."},

@@ -29,6 +29,7 @@ struct Tuning {
     bool float_x = false;  // tile GEMVs keep x in fp32 instead of rounding it to int16
     Choice gemv_handoff = Choice::kAuto;  // GEMVs hand x off through counters (auto: NVIDIA)
     bool norm_forward = true;  // a decode step's residual GEMVs hand the next pre-norm forward
+    Choice spin_wait = Choice::kAuto;  // single-step submissions are waited for by polling (auto: GPUs)
     int gemm_short_rows = -1;  // chunks of up to N tokens run short GEMM tiles (-1 auto, 0 none)
     int prefill_dequant_rows = -1;  // chunks of N+ tokens dequantize block weights to f16 (-1 auto, 0 never)
     // ---- recording ----

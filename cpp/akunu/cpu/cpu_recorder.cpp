@@ -29,7 +29,7 @@ public:
     void timestamp(uint32_t index) override { commands_.push_back(timestamp_command(&times_[index])); }
     void end() override {}
     void submit() override { replay(*device_.threads(), commands_); }  // synchronous: done when it returns
-    void wait() override {}
+    void wait(bool) override {}
     double elapsed_ms(uint32_t from, uint32_t to) const override {
         return double(int64_t(times_[to] - times_[from])) * 1e-6;
     }

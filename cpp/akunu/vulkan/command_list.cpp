@@ -188,7 +188,12 @@ void CommandList::submit() {
     recorder_->submit();
 }
 
-void CommandList::wait() { recorder_->wait(); }
+void CommandList::wait() { recorder_->wait(false); }
+
+void CommandList::submit_and_wait() {
+    submit();
+    recorder_->wait(device_->profile().spin_wait);
+}
 
 double CommandList::elapsed_ms(int from, int to) const {
     if (from < 0 || to < 0 || uint32_t(std::max(from, to)) >= timestamps_used_) return std::nan("");

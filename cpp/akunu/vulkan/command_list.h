@@ -58,10 +58,8 @@ public:
     void end();
     void submit();  // asynchronous; the list must be ended
     void wait();  // waits for the last submit
-    void submit_and_wait() {
-        submit();
-        wait();
-    }
+    // Submits and waits at once: polling the fence where the device profile says (spin_wait).
+    void submit_and_wait();
 
     // Milliseconds between two timestamps of the last completed submission; NaN when unavailable.
     double elapsed_ms(int from, int to) const;

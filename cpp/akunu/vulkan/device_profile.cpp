@@ -160,6 +160,7 @@ DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning
     p.weight_tiles = !tuning.weight_tiles || !tiles_fit ? WeightTiles::kNone : WeightTiles::kBlocks32;
     p.gemv_handoff = tuning.gemv_handoff == Choice::kAuto ? p.vendor_id == 0x10DE : tuning.gemv_handoff == Choice::kOn;
     p.norm_forward = tuning.norm_forward;
+    p.spin_wait = tuning.spin_wait == Choice::kAuto ? p.type != DeviceType::kCpu : tuning.spin_wait == Choice::kOn;
     p.push_descriptors = has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     if (has(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
         VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{
@@ -253,6 +254,7 @@ std::string DeviceProfile::describe() const {
             yn(cooperative_matrix2), yn(gemm_coopmat));
     if (gemv_handoff) appendf(s, "  decode            GEMVs hand x off through counters, not barriers\n");
     if (norm_forward && !cpu_backend) appendf(s, "  decode            float GEMVs hand the next norm forward\n");
+    if (spin_wait && !cpu_backend) appendf(s, "  decode            steps waited for by polling, not sleeping\n");
     if (gemm_coopmat2) appendf(s, "  prefill           f16 GEMMs on workgroup-scope cooperative matrices (coopmat2)\n");
     if (gemm_short_rows)
         appendf(s, "  prefill           chunks of up to %u tokens in short GEMM tiles\n", gemm_short_rows);

@@ -107,6 +107,11 @@ struct DeviceProfile {
     // A decode step's float GEMVs that add into the residual stream hand the next pre-norm
     // forward (kernels::GemvNormOut): on Vulkan devices; tuning norm_forward=0 off (A/B).
     bool norm_forward = false;
+    // CommandList::submit_and_wait polls the fence instead of sleeping in vkWaitForFences, which
+    // wakes the caller late after a short submission; a split model waits on each part of every
+    // step (bench/NOTES.md, the split's hand-off). On GPUs; never on CPU-type devices, whose
+    // threads run on the cores a poll would take. Tuning spin_wait=0/1 decides instead.
+    bool spin_wait = false;
     bool bfloat16 = false;  // VK_KHR_shader_bfloat16
     bool push_descriptors = false;
     // VK_KHR_pipeline_executable_properties: the driver reports what it compiled each kernel to

@@ -35,7 +35,7 @@ public:
     virtual void timestamp(uint32_t index) = 0;
     virtual void end() = 0;
     virtual void submit() = 0;  // asynchronous where the backend is; the recording must be ended
-    virtual void wait() = 0;  // waits for the last submit
+    virtual void wait(bool poll) = 0;  // waits for the last submit; `poll`: spinning, not sleeping
     // Milliseconds between two written slots of the last completed submission; NaN when
     // unavailable (still running, or the driver does not say).
     virtual double elapsed_ms(uint32_t from, uint32_t to) const = 0;

@@ -43,7 +43,7 @@ public:
     }
     void end() override;
     void submit() override;
-    void wait() override;
+    void wait(bool poll) override;
     double elapsed_ms(uint32_t from, uint32_t to) const override;
 
 private:
@@ -146,8 +146,9 @@ void VulkanRecorder::submit() {
     in_flight_ = true;
 }
 
-void VulkanRecorder::wait() {
+void VulkanRecorder::wait(bool poll) {
     if (!in_flight_) return;
+    while (poll && vkGetFenceStatus(device_->handle(), fence_) == VK_NOT_READY) {}
     AKUNU_VK_CHECK(vkWaitForFences(device_->handle(), 1, &fence_, VK_TRUE, UINT64_MAX));
     in_flight_ = false;
 }
