@@ -182,6 +182,79 @@ TEST_F(CApiTest, MemoryUsage) {
     EXPECT_EQ(akunu_model_memory(m.get(), nullptr), AKUNU_INVALID_ARGUMENT);
 }
 
+// Options: a split by layers over two CPU-backend devices gives the single device's logits and
+// greedy tokens bit for bit (as the Python split tests check for every fixture), a KV format
+// and tuning pass through, and bad options fail with statuses and messages.
+TEST_F(CApiTest, CreateWithOptionsSplitsAcrossDevices) {
+    AKUNU_REQUIRE_FIXTURES(kFixtures);
+    const std::string path = kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf";
+    const int32_t ids[] = {4092, 873, 1477, 364, 492, 625, 322, 220};
+    auto run = [&](const akunu_model_options& o, std::vector<float>& logits, std::vector<int32_t>& out) {
+        akunu_model* raw = nullptr;
+        ASSERT_EQ(akunu_model_create_with(path.c_str(), &o, &raw), AKUNU_OK) << akunu_last_error();
+        UniqueModel m(raw);
+        ASSERT_EQ(akunu_model_eval(m.get(), ids, 8), AKUNU_OK) << akunu_last_error();
+        const float* l = akunu_model_logits(m.get());
+        ASSERT_NE(l, nullptr);
+        logits.assign(l, l + akunu_model_vocab_size(m.get()));
+        out.resize(6);
+        size_t n = 0;
+        ASSERT_EQ(akunu_model_generate(m.get(), out.data(), out.size(), &n), AKUNU_OK) << akunu_last_error();
+        out.resize(n);
+    };
+    akunu_model_options one = akunu_model_options_default();
+    EXPECT_EQ(one.context, 4096);
+    one.context = 64;
+    one.device = "cpu";
+    akunu_model_options two = one;
+    const char* const devices[] = {"cpu", "cpu"};
+    const double split[] = {4, 2};
+    two.device = nullptr;
+    two.devices = devices;
+    two.n_devices = 2;
+    two.split = split;
+    two.n_split = 2;
+    std::vector<float> want, got;
+    std::vector<int32_t> want_ids, got_ids;
+    run(one, want, want_ids);
+    run(two, got, got_ids);
+    EXPECT_EQ(want, got);
+    EXPECT_EQ(want_ids, got_ids);
+    EXPECT_EQ(want_ids.size(), 6u);
+
+    akunu_model_options q8 = one;
+    q8.kv_dtype = "q8";
+    q8.tuning = "float_x=1";
+    run(q8, got, got_ids);
+    EXPECT_EQ(got_ids.front(), want_ids.front());
+
+    akunu_model* m = nullptr;
+    auto fails = [&](const akunu_model_options& o, akunu_status status, const char* message) {
+        EXPECT_EQ(akunu_model_create_with(path.c_str(), &o, &m), status);
+        EXPECT_EQ(m, nullptr);
+        EXPECT_NE(std::string(akunu_last_error()).find(message), std::string::npos) << akunu_last_error();
+    };
+    akunu_model_options bad = two;
+    bad.device = "cpu";
+    fails(bad, AKUNU_ERROR, "not both");
+    bad = two;
+    bad.n_split = 1;
+    fails(bad, AKUNU_ERROR, "split has 1 entries for 2 devices");
+    bad = two;
+    bad.devices = nullptr;
+    fails(bad, AKUNU_INVALID_ARGUMENT, "devices (split) is NULL");
+    const char* const holes[] = {"cpu", nullptr};
+    bad.devices = holes;
+    fails(bad, AKUNU_INVALID_ARGUMENT, "devices[1] is NULL");
+    bad = one;
+    bad.kv_dtype = "int3";
+    fails(bad, AKUNU_ERROR, "int3");
+    bad = one;
+    bad.tuning = "warp_speed=1";
+    fails(bad, AKUNU_ERROR, "warp_speed");
+    EXPECT_EQ(akunu_model_create_with(path.c_str(), nullptr, &m), AKUNU_INVALID_ARGUMENT);
+}
+
 namespace {
 
 // A tiny random BERT as an HF directory: safetensors (f32), config.json and a WordPiece

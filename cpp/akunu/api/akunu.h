@@ -32,6 +32,29 @@ typedef struct akunu_model akunu_model;
 const char* akunu_last_error(void);
 
 akunu_status akunu_model_create(const char* path, int context, akunu_model** out);
+
+/* Where and how akunu_model_create_with loads a model; akunu_model_options_default() gives
+ * what akunu_model_create(path, 4096, ...) does. Strings and arrays are read during the call.
+ *   context   KV-cache positions (clipped to the model's trained context)
+ *   device    a selector as Python's Model(device=...) takes it: "vulkan", "vulkan:1", "cpu";
+ *             NULL or "": the default device
+ *   devices   n_devices selectors, in layer order: the model split by layers across them
+ *             (docs/devices.md); give device or devices, not both
+ *   split     n_split layer counts or shares, one per device (NULL: by free memory)
+ *   kv_dtype  the KV cache's format: "f16", "q8", "int4", "int4h", "q8/int4", ... (NULL: f16)
+ *   tuning    "key=value,..." over AKUNU_TUNE (docs/configuration.md; NULL: none) */
+typedef struct {
+    int context;
+    const char* device;
+    const char* const* devices;
+    size_t n_devices;
+    const double* split;
+    size_t n_split;
+    const char* kv_dtype;
+    const char* tuning;
+} akunu_model_options;
+akunu_model_options akunu_model_options_default(void);
+akunu_status akunu_model_create_with(const char* path, const akunu_model_options* options, akunu_model** out);
 void akunu_model_free(akunu_model* model);
 
 akunu_status akunu_model_eval(akunu_model* model, const int32_t* ids, size_t n_ids);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "akunu/api/c_api_guard.h"
+#include "akunu/engine/kv_format.h"
 #include "akunu/engine/model.h"
 #include "akunu/engine/model_use.h"
 #include "akunu/tokenizer/tokenizer.h"
@@ -52,11 +53,31 @@ extern "C" {
 const char* akunu_last_error(void) { return akunu::c_api::last_error().c_str(); }
 
 akunu_status akunu_model_create(const char* path, int context, akunu_model** out) {
-    if (!path || !out) return invalid("akunu_model_create: path and out must not be NULL");
+    akunu_model_options options = akunu_model_options_default();
+    options.context = context;
+    return akunu_model_create_with(path, &options, out);
+}
+
+akunu_model_options akunu_model_options_default(void) {
+    return {akunu::LoadOptions().context, nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr};
+}
+
+akunu_status akunu_model_create_with(const char* path, const akunu_model_options* options, akunu_model** out) {
+    if (!path || !options || !out) return invalid("akunu_model_create_with: path, options and out must not be NULL");
     *out = nullptr;
+    if ((options->n_devices && !options->devices) || (options->n_split && !options->split))
+        return invalid("akunu_model_create_with: devices (split) is NULL with n_devices (n_split) > 0");
+    for (size_t i = 0; i < options->n_devices; ++i)
+        if (!options->devices[i])
+            return invalid(("akunu_model_create_with: devices[" + std::to_string(i) + "] is NULL").c_str());
     return guarded([&] {
         akunu::LoadOptions o;
-        o.context = context;
+        o.context = options->context;
+        if (options->device) o.device = options->device;
+        o.devices.assign(options->devices, options->devices + options->n_devices);
+        o.split.assign(options->split, options->split + options->n_split);
+        if (options->kv_dtype) o.kv_dtype = akunu::parse_kv_dtype(options->kv_dtype);
+        if (options->tuning) o.tuning = options->tuning;
         auto h = std::make_unique<akunu_model>();
         h->model = akunu::Model::load(path, o);
         h->model->reset();  // the load's warm-up step leaves nothing behind
