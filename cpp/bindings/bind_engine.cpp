@@ -22,6 +22,29 @@ struct HeldUse {
     std::unique_ptr<ModelUse::Scope> scope;
 };
 
+py::list profile_rows(const std::vector<ProfileRow>& rows) {
+    py::list out;
+    for (const auto& r : rows) {
+        // Each distinct range once: a GEMV of one matrix binds its W and y again in the slots of
+        // a fused GEMV's second and third.
+        size_t bytes = 0;
+        const auto& bs = r.cmd->bindings;
+        for (size_t i = 0; i < bs.size(); ++i) {
+            bool again = false;
+            for (size_t j = 0; j < i && !again; ++j)
+                again = bs[j].buffer == bs[i].buffer && bs[j].offset == bs[i].offset && bs[j].bytes() == bs[i].bytes();
+            if (!again) bytes += bs[i].bytes();
+        }
+        py::dict d;
+        d["label"] = r.cmd->label;
+        d["kernel"] = r.cmd->pipeline->name();
+        d["ms"] = r.ms;
+        d["bytes_bound"] = bytes;
+        out.append(d);
+    }
+    return out;
+}
+
 void init_engine(py::module_& m) {
     py::class_<HeldUse>(m, "HeldUse")
         .def("__enter__", [](HeldUse& h) { h.scope = std::make_unique<ModelUse::Scope>(h.model->use()); })
@@ -234,27 +257,7 @@ void init_engine(py::module_& m) {
                     py::gil_scoped_release release;
                     rows = mo.profile(tokens);
                 }
-                py::list out;
-                for (const auto& r : rows) {
-                    // Each distinct range once: a GEMV of one matrix binds its W and y again
-                    // in the slots of a fused GEMV's second and third.
-                    size_t bytes = 0;
-                    const auto& bs = r.cmd->bindings;
-                    for (size_t i = 0; i < bs.size(); ++i) {
-                        bool again = false;
-                        for (size_t j = 0; j < i && !again; ++j)
-                            again = bs[j].buffer == bs[i].buffer && bs[j].offset == bs[i].offset &&
-                                    bs[j].bytes() == bs[i].bytes();
-                        if (!again) bytes += bs[i].bytes();
-                    }
-                    py::dict d;
-                    d["label"] = r.cmd->label;
-                    d["kernel"] = r.cmd->pipeline->name();
-                    d["ms"] = r.ms;
-                    d["bytes_bound"] = bytes;
-                    out.append(d);
-                }
-                return out;
+                return profile_rows(rows);
             },
             py::arg("tokens") = 1)
         .def(

@@ -129,6 +129,17 @@ void init_whisper(py::module_& m) {
             py::arg("layer"))
         .def("kv", &kv, py::arg("seq"), py::arg("layer"))
         .def(
+            "profile",
+            [](WhisperModel& w, const std::string& what) {
+                std::vector<ProfileRow> rows;
+                {
+                    py::gil_scoped_release release;
+                    rows = w.profile(what);
+                }
+                return profile_rows(rows);
+            },
+            py::arg("what"))
+        .def(
             "dispatch_table",
             [](const WhisperModel& w, const std::string& which) {
                 AKUNU_CHECK(which == "decoder" || which == "encoder",

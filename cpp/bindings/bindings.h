@@ -18,6 +18,7 @@
 #include "akunu/formats/dtype.h"
 #include "akunu/engine/memory_plan.h"
 #include "akunu/engine/plan.h"
+#include "akunu/engine/profile.h"
 
 namespace akunu::py_bindings {
 
@@ -75,6 +76,9 @@ py::dict plan_dict(const DecodePlan& plan);
 
 // A dispatch table as Python rows: {label, kernel, groups, bindings: [(size, offset, range)]}.
 py::list dispatch_rows(const DispatchTable& table);
+// A profile as Python gets it: [{label, kernel, ms, bytes_bound}], bytes_bound counting each
+// distinct bound range once.
+py::list profile_rows(const std::vector<ProfileRow>& rows);
 
 // Device::kernel_statistics() as Python rows: {kernel, spec, statistics: {name: value}}.
 py::list kernel_statistics_rows(const Device& device);

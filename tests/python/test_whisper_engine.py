@@ -186,6 +186,37 @@ def test_cross_attention_and_kv_views(model, ref, audio):
         model.cross_attention(2)
 
 
+def test_profiles_replay_the_last_calls_and_change_nothing(model, ref, audio, fixture_dir):
+    """profile("encoder") / profile("decoder") time each command of the last encoder pass and
+    decoder step by replaying them: the cache, the views and the next step are as without it."""
+    ids = ref["jfk"]["ids"]
+    model.decode([0, 1], [ids[:3], ids[:3]])
+    model.decode([0], [[ids[3]]])
+    k, v = (x.copy() for x in model.kv(0, 1))
+    weights = model.cross_attention(1).copy()
+    profiles = {what: model.profile(what) for what in ("encoder", "decoder")}
+    for what, rows in profiles.items():
+        assert rows and {"label", "kernel", "ms", "bytes_bound"} <= set(rows[0])
+        assert all(np.isfinite(r["ms"]) and r["ms"] >= 0 for r in rows), what
+        assert len(rows) == len(model.dispatch_table(what))
+    labels = {r["label"] for r in profiles["decoder"]}
+    assert any("cross" in label for label in labels) and any("self" in label for label in labels)
+    np.testing.assert_array_equal(model.cross_attention(1), weights)
+    np.testing.assert_array_equal(model.kv(0, 1)[0], k)
+    np.testing.assert_array_equal(model.kv(0, 1)[1], v)
+    assert model.length(0) == 4
+    after = model.decode([0], [[ids[4]]])
+    model.truncate(0, 4)
+    np.testing.assert_array_equal(model.decode([0], [[ids[4]]]), after)
+    fresh = _akunu.WhisperModel.load(str(fixture_dir / "tiny-whisper-random" / "hf"), max_sequences=1)
+    with pytest.raises(akunu.Error, match="encode a window first"):
+        fresh.profile("encoder")
+    with pytest.raises(akunu.Error, match="decode a token first"):
+        fresh.profile("decoder")
+    with pytest.raises(akunu.Error, match='takes "encoder" or "decoder", not "mel"'):
+        fresh.profile("mel")
+
+
 def test_decode_allocates_nothing(model, ref, audio):
     model.decode([0], [ref["jfk"]["ids"][:2]])
     before = model.device_allocations

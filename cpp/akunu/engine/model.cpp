@@ -412,31 +412,6 @@ std::vector<int> Model::decode_chain(int token, std::vector<float>* logprobs) {
     return ids;
 }
 
-// How many untimed replays of `table` a profile runs before its timed one, in the same
-// submission: enough to keep the GPU busy for kProfileWarmMs by one run's time. A GPU left idle
-// for a moment clocks down within seconds, and a lone step does not bring it back: timed alone,
-// a decode step reads far longer than it takes inside decode, and replays first bring it back
-// to decode's time (bench/NOTES.md, "Profiles timed at idle clocks, and the fix"). CPUs
-// (lavapipe, the CPU backend) replay none; tuning profile_warm_ms sets the time anywhere (0:
-// none).
-namespace {
-int replays_to_warm(const std::shared_ptr<Device>& device, const DispatchTable& table) {
-    constexpr double kProfileWarmMs = 400.0;
-    const bool gpu = device->profile().type != DeviceType::kCpu;  // lavapipe and the CPU backend are CPUs
-    const int tuned = device->profile().tuning.profile_warm_ms;
-    const double warm_ms = tuned >= 0 ? double(tuned) : gpu ? kProfileWarmMs : 0.0;
-    if (warm_ms <= 0) return 0;
-    CommandList once(device);
-    once.begin();
-    table.record(once);
-    once.end();
-    const auto t0 = std::chrono::steady_clock::now();
-    once.submit_and_wait();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return int(std::clamp(std::ceil(warm_ms / std::max(ms, 1e-3)), 1.0, 256.0));
-}
-}  // namespace
-
 std::vector<Model::ProfileRow> Model::profile(int tokens) {
     ModelUse::Scope in_use(use_);
     drain();
@@ -458,21 +433,13 @@ std::vector<Model::ProfileRow> Model::profile(int tokens) {
     const StepState st{uint32_t(pos), 0, uint32_t(tokens), 0};
     scratch_->get(tokens == 1 ? "step" : "batch_step").write(&st, sizeof st);
     reserve(pos + tokens);
-    const int replays = replays_to_warm(base_->device, table);
-    CommandList cl(base_->device, uint32_t(table.commands().size() + 1));
-    std::vector<int> ts;
-    cl.begin();
-    for (int i = 0; i < replays; ++i) table.record(cl);
-    table.record(cl, &ts);
-    cl.end();
-    cl.submit_and_wait();
     std::vector<ProfileRow> rows;  // a split model's parts before this one first, in layer order
     for (const auto& part : front_) {
         const std::vector<ProfileRow> front = part->profile(tokens);
         rows.insert(rows.end(), front.begin(), front.end());
     }
-    for (size_t i = 0; i < table.commands().size(); ++i)
-        rows.push_back({&table.commands()[i], cl.elapsed_ms(ts[i], ts[i + 1])});
+    const std::vector<ProfileRow> own = profile_table(base_->device, table);
+    rows.insert(rows.end(), own.begin(), own.end());
     return rows;
 }
 

@@ -24,6 +24,7 @@
 
 #include "akunu/vulkan/command_list.h"
 #include "akunu/engine/model_use.h"
+#include "akunu/engine/profile.h"
 #include "akunu/engine/kv_cache.h"
 #include "akunu/engine/memory_plan.h"
 #include "akunu/formats/model_files.h"
@@ -173,10 +174,7 @@ public:
 
     // GPU time of every command of a decode step (tokens = 1) or of a prefill chunk of
     // `tokens` tokens, run once at the next positions (the cache length does not change).
-    struct ProfileRow {
-        const DispatchCmd* cmd;
-        double ms;
-    };
+    using ProfileRow = akunu::ProfileRow;
     std::vector<ProfileRow> profile(int tokens);
     // Runs `ids` at the next positions in prefill chunks (GEMMs and flash attention); the last
     // position's logits land in scratch "logits" and its argmax in token_ids[1], as after

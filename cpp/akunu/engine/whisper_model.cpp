@@ -249,6 +249,17 @@ nlohmann::json WhisperModel::config_json() const {
     return j;
 }
 
+std::vector<ProfileRow> WhisperModel::profile(const std::string& what) {
+    AKUNU_CHECK(what == "encoder" || what == "decoder",
+                "profile takes \"encoder\" or \"decoder\", not \"" + what + "\"");
+    if (what == "encoder") {
+        AKUNU_CHECK(encoded_ > 0, "profile(\"encoder\") replays the last encode(): encode a window first");
+        return profile_table(device_, encoded_ == 1 ? *enc_one_table_ : *enc_table_);
+    }
+    AKUNU_CHECK(last_rows_ > 0, "profile(\"decoder\") replays the last decoder step: decode a token first");
+    return profile_table(device_, last_short_ ? *dec_short_table_ : *dec_table_);
+}
+
 void WhisperModel::encode(const float* mel, int windows, float* out) {
     AKUNU_CHECK(windows >= 1 && windows <= slots_, "encode takes 1 to " + std::to_string(slots_) +
                                                        " windows (max_sequences), not " + std::to_string(windows));

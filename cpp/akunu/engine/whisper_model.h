@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "akunu/engine/profile.h"
 #include "akunu/engine/weights.h"
 #include "akunu/engine/whisper_mel.h"
 #include "akunu/formats/model_files.h"
@@ -89,6 +90,12 @@ public:
     void mel(const float* samples, size_t n, float* out);
     const std::vector<float>& mel_filters() const { return filters_; }  // [n_mels, 201] f32
 
+    // Device time of each command of the last encode() ("encoder") or of the last decoder
+    // submission ("decoder"), replayed with timestamps after untimed replays that keep a GPU at
+    // its clocks (profile_table): the replay computes what that call computed, into the same
+    // rows, so no state changes. Throws before the first such call.
+    std::vector<ProfileRow> profile(const std::string& what);
+
     // Rows of the last decoder submission (the last decode(), or its last part when it took
     // more than decode_rows() rows).
     int last_rows() const { return last_rows_; }
@@ -119,6 +126,7 @@ private:
     int short_rows_ = 0;  // rows of the short decoder table, which a step of every slot takes
     int encoded_ = 0;  // windows of the last encode()
     int last_rows_ = 0;
+    bool last_short_ = false;  // the last decoder submission ran the short table
     std::vector<int> lengths_;  // [slots] cached positions
     std::vector<bool> has_audio_;  // [slots]
 

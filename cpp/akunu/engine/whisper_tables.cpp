@@ -265,6 +265,7 @@ void WhisperModel::run_rows(size_t first, size_t n, const std::vector<size_t>& h
     (short_step ? dec_short_table_ : dec_table_)->set_tokens(uint32_t(n));
     (short_step ? dec_short_cl_ : dec_cl_)->submit_and_wait();
     last_rows_ = int(n);
+    last_short_ = short_step;
 }
 
 }  // namespace akunu

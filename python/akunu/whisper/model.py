@@ -98,6 +98,15 @@ class Whisper:
         """(k, v) [heads, length, head_dim] of sequence slot `seq`'s self-attention."""
         return self.engine.kv(seq, layer)
 
+    def profile(self, what: str = "decoder") -> list[dict]:
+        """Device time of each command of the last encoder pass (what="encoder") or the last
+        decoder step ("decoder"), replayed with GPU timestamps (on the CPU backend, the host
+        clock between commands): [{label, kernel, ms, bytes_bound}], as Model.profile gives.
+        The replay recomputes what that call computed, so nothing changes; on a GPU untimed
+        replays first keep it at its clocks. akunu.profile_table() sums the rows by kernel
+        class."""
+        return self.engine.profile(what)
+
     def alignment(self, mel: np.ndarray, text_tokens: list[int]) -> dict:
         """For a window's mel and its text tokens: the alignment heads' matrix [tokens + 1,
         frames // 2], the DTW path through it and each text token's probability."""
