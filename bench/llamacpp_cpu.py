@@ -2,13 +2,15 @@
 prefill of a random prompt (pp) and greedy decode of N tokens after it (tg), in tok/s.
 
     python bench/llamacpp_cpu.py FILE... [--pp 512] [--tokens 128] [--rounds 5] [--threads 2]
-                                 [--variant NAME=KEY=VALUE[,KEY=VALUE...]] [--no-llama]
+                                 [--variant NAME=KEY=VALUE[,KEY=VALUE...]] [--no-llama] [--cpu-time]
 
 Every engine stays loaded; each round measures pp then tg once per engine, the engines
 interleaved, so that a noisy machine's load falls on all of them alike; the table gives each
 engine's median over the rounds and its ratio to llama.cpp. `--variant` adds akunu models
 created with those tuning keys (docs/configuration.md), e.g. `--variant before=cpu_q5_tiles=0`,
 for before/after comparisons with one binary. The load average is printed with the results.
+On a machine shared with other work, `AKUNU_THREADS=1 ... --threads 1 --cpu-time` rates each
+engine by the process's CPU time rather than the wall clock, which the others' load moves less.
 
 llama-cpp-python is optional (scripts/install.sh notes how to build its wheel once); without
 it only akunu's rows are printed.
@@ -59,10 +61,13 @@ class LlamaCpp:
             self.m.eval([int(np.argmax(self.m.scores[self.m.n_tokens - 1]))])
 
 
+CLOCK = time.perf_counter
+
+
 def _timed(f, *args) -> float:
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     f(*args)
-    return time.perf_counter() - t0
+    return CLOCK() - t0
 
 
 def bench_file(path: str, args, variants: list[tuple[str, dict]]) -> None:
@@ -104,7 +109,11 @@ def main() -> None:
                     help="llama.cpp's threads (akunu's: AKUNU_THREADS)")
     ap.add_argument("--variant", action="append", default=[], help="NAME=KEY=VALUE[,KEY=VALUE...]: akunu tuning")
     ap.add_argument("--no-llama", action="store_true", help="akunu only")
+    ap.add_argument("--cpu-time", action="store_true", help="rate by the process's CPU time (one thread each)")
     args = ap.parse_args()
+    if args.cpu_time:
+        global CLOCK
+        CLOCK = time.process_time
     if llama_cpp is None and not args.no_llama:
         print("llama-cpp-python is not installed: akunu only (scripts/install.sh)", file=sys.stderr)
     variants = [("akunu", {})] + [parse_variant(v) for v in args.variant]
