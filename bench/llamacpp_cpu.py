@@ -57,8 +57,12 @@ class LlamaCpp:
         self.m.eval(prompt)
 
     def decode(self, tokens: int) -> None:
+        # Greedy: the argmax of the last token's logits (Llama.scores is filled only with
+        # logits_all, which would make every prompt position compute logits).
+        vocab = self.m.n_vocab()
         for _ in range(tokens):
-            self.m.eval([int(np.argmax(self.m.scores[self.m.n_tokens - 1]))])
+            logits = np.ctypeslib.as_array(self.m._ctx.get_logits(), shape=(vocab,))
+            self.m.eval([int(np.argmax(logits))])
 
 
 CLOCK = time.perf_counter
