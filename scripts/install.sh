@@ -60,6 +60,14 @@ fi
 .venv/bin/python -m pip install -q faster-whisper || echo "akunu: faster-whisper not installed; the comparisons with it will skip"
 # akunu.distributed runs evaluation sweeps on Ray; without it those tests skip.
 .venv/bin/python -m pip install -q "ray>=2.9" || echo "akunu: ray not installed; akunu.distributed is unavailable"
+# bench/llamacpp_cpu.py compares the CPU backend with llama.cpp through llama-cpp-python, which
+# builds llama.cpp from source (20-30 min on 2 cores): only a wheel built once into
+# ~/.cache/akunu-build/wheels (`pip wheel --no-deps llama-cpp-python -w DIR`) is
+# installed; without one the benchmark measures akunu alone.
+wheels=$HOME/.cache/akunu-build/wheels
+if ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    .venv/bin/python -m pip install -q --find-links "$wheels" --only-binary llama-cpp-python llama-cpp-python || echo "akunu: llama-cpp-python not installed"
+fi
 
 # 3. The glslang inside PyPI's slangpy wheel, which compiles the cooperative-matrix-2 kernels
 #    that Debian 12's glslang cannot (shaders/kernels.cmake, AKUNU_SLANG_GLSLANG); only that

@@ -63,8 +63,10 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["indirect_counts"] = p.indirect_counts;
     d["prefill_dequant_rows"] = p.prefill_dequant_rows;
     d["gemv_int_dot"] = p.gemv_int_dot;
-    // Which matrices load in tiles: "none", "blocks32" (Q8_0/Q4_0/Q4_1 as *_T32V) or "all" (*_T32).
+    // Which matrices load in tiles: "none", "blocks32" (Q8_0/Q4_0/Q4_1 as *_T32V), "all" (*_T32)
+    // or "all_but_q5" (*_T32, Q5_0/Q5_1 in rows: tuning q5_tiles=0).
     d["weight_tiles"] = p.weight_tiles == WeightTiles::kAll        ? "all"
+                        : p.weight_tiles == WeightTiles::kAllButQ5 ? "all_but_q5"
                         : p.weight_tiles == WeightTiles::kBlocks32 ? "blocks32"
                                                                    : "none";
     d["gemv_handoff"] = p.gemv_handoff;

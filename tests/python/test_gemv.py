@@ -171,14 +171,14 @@ def test_gemv_folds_one_input_op(device):
 # The ggml block formats the kernels read in place.
 
 
-@pytest.mark.parametrize("base, head, chunk", [("Q8_0", 2, 4), ("Q4_0", 2, 4), ("Q4_1", 4, 4), ("Q8_0", 2, 16),
-                                               ("Q4_0", 2, 16), ("Q4_1", 4, 16)])
+@pytest.mark.parametrize("base, head, chunk", [("Q8_0", 2, 4), ("Q4_0", 2, 4), ("Q4_1", 4, 4), ("Q5_0", 2, 4),
+                                               ("Q5_1", 4, 4), ("Q8_0", 2, 16), ("Q4_0", 2, 16), ("Q4_1", 4, 16)])
 def test_tile_layout_bytes(rng, base, head, chunk):
     """Where pack_tiles puts each byte (formats/tiles.h, weights.glsl's w_tile_* addressing): in
     block column b of a tile, row r's head field f at 64 f + 2 r, then its codes in chunks of
-    4 bytes (*_T32) or 16 (*_T32V), chunk c of row r at 32 * head + (32 c + r) * chunk. Rows past
-    the matrix are zero."""
-    rows, k, block = 37, 96, {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}[base]
+    4 bytes (*_T32) or 16 (*_T32V), chunk c of row r at 32 * head + (32 c + r) * chunk (Q5's 4
+    bytes of fifth bits are chunk 0). Rows past the matrix are zero."""
+    rows, k, block = 37, 96, {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20, "Q5_0": 22, "Q5_1": 24}[base]
     raw = rng.integers(0, 256, (rows, k // 32, block), dtype=np.uint8)
     tiled = _akunu.pack_tiles(raw.reshape(-1), base + ("_T32" if chunk == 4 else "_T32V"), rows, k)
     want = np.zeros((2, k // 32, 32 * block), np.uint8)  # rows 37..63 stay zero

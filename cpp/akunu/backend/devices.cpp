@@ -200,11 +200,14 @@ uint64_t Device::address_of(const Allocation& a) const {
 }
 
 // On the CPU backend a kernel name resolves to a C++ kernel; in int8 mode a kernel with an
-// integer-dot form ("gemv_q4_0_t32_i8") runs that form.
+// integer-dot form ("gemv_q4_0_t32_i8") runs that form, else one with a 16-bit integer form
+// ("gemm_q4_0_t32_i16", registered where the processor has it) runs that unless tuning
+// int_gemm=0.
 std::unique_ptr<Pipeline> Device::make_pipeline(const std::string& kernel, const std::vector<uint32_t>& spec) {
     if (!is_cpu()) return std::make_unique<Pipeline>(*this, pipeline_cache_, kernel, spec);
     const bool int8 = profile_.int8_activations && cpu::has_kernel(kernel + "_i8");
-    return std::make_unique<Pipeline>(cpu::find_kernel(int8 ? kernel + "_i8" : kernel), kernel, spec);
+    const bool int16 = !int8 && profile_.tuning.int_gemm && cpu::has_kernel(kernel + "_i16");
+    return std::make_unique<Pipeline>(cpu::find_kernel(kernel + (int8 ? "_i8" : int16 ? "_i16" : "")), kernel, spec);
 }
 
 std::unique_ptr<Recorder> Device::recorder(uint32_t max_timestamps) {

@@ -42,6 +42,13 @@ const std::vector<Row>& rows() {
         {{"float_x", "bool",
           "Tile GEMVs keep x in fp32 instead of rounding it to int16 (exact products, slower decode)."},
          &Tuning::float_x},
+        {{"q5_tiles", "bool",
+          "The CPU backend keeps Q5_0/Q5_1 projection matrices tile-major (0: in the file's rows, read row by row)."},
+         &Tuning::q5_tiles},
+        {{"int_gemm", "bool",
+          "The CPU backend's prefill GEMMs on quantized tiles round x to 16 bits and sum integer products where the "
+          "processor has AVX-512 VNNI (0: fp32 products on dequantized weights)."},
+         &Tuning::int_gemm},
         {{"gemv_handoff", "choice",
           "Consecutive decode GEMVs hand x off through counters instead of barriers (auto: on NVIDIA)."},
          &Tuning::gemv_handoff},

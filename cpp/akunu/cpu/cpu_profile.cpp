@@ -43,6 +43,10 @@ CpuIsa cpu_isa() {
 
 bool use_avx2() { return cpu_isa() >= CpuIsa::kAvx2; }
 bool use_avx512() { return cpu_isa() >= CpuIsa::kAvx512; }
+bool use_avx512_vnni() {
+    static const bool vnni = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+    return use_avx512() && vnni;
+}
 
 const char* cpu_isa_name(CpuIsa isa) {
     switch (isa) {
@@ -77,7 +81,7 @@ DeviceProfile cpu_profile(const Tuning& tuning) {
     p.type = DeviceType::kCpu;
     p.cpu_backend = true;
     p.indirect_dispatch = false;  // commands run with their recorded counts (cpu_recorder.h)
-    p.weight_tiles = WeightTiles::kAll;
+    p.weight_tiles = tuning.q5_tiles ? WeightTiles::kAll : WeightTiles::kAllButQ5;
     p.vendor = "akunu";
     p.driver = "akunu native CPU backend";
     p.api_version = 0;

@@ -26,5 +26,7 @@ const char* cpu_isa_name(CpuIsa isa);
 bool use_avx2();
 // AVX-512F as well: the GEMM's wider register block (gemm_avx512.cpp).
 bool use_avx512();
+// AVX-512BW and VNNI as well: the integer prefill GEMM (gemm_vnni.h).
+bool use_avx512_vnni();
 
 }  // namespace akunu::cpu

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "akunu/vulkan/cpu_kernel.h"
+#include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/gemm_vnni.h"
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/tile_dot.h"
@@ -131,9 +133,9 @@ void gemm_i8(const CpuArgs& a, size_t begin, size_t end) {
 void register_tiles(void (*add_row)(const KernelRow&)) {
     // Names and the interfaces they borrow live as long as the registry (a deque keeps them put).
     static std::deque<std::string> names;
-    const TensorType types[] = {TensorType::F32_T32,  TensorType::F16_T32,  TensorType::BF16_T32,
-                                TensorType::Q8_0_T32, TensorType::Q4_0_T32, TensorType::Q4_1_T32,
-                                TensorType::Q4_K_T32, TensorType::Q5_K_T32, TensorType::Q6_K_T32};
+    const TensorType types[] = {TensorType::F32_T32,  TensorType::F16_T32,  TensorType::BF16_T32, TensorType::Q8_0_T32,
+                                TensorType::Q4_0_T32, TensorType::Q4_1_T32, TensorType::Q4_K_T32, TensorType::Q5_K_T32,
+                                TensorType::Q6_K_T32, TensorType::Q5_0_T32, TensorType::Q5_1_T32};
     for (TensorType t : types) {
         for (const bool is_gemv : {true, false}) {
             const char* kernel = is_gemv ? "gemv" : "gemm";
@@ -147,6 +149,9 @@ void register_tiles(void (*add_row)(const KernelRow&)) {
             if (tile_gemv(t, XForm::kInt8) && t != TensorType::Q8_0_T32)
                 add_row({names.emplace_back(name + "_i8").c_str(),
                          {is_gemv ? gemv_i8 : gemm_i8, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
+            // The integer GEMM of the quantized tiles (x in 16 bits, gemm_vnni.h).
+            if (!is_gemv && type_traits(t).block_size > 1 && use_avx512_vnni())
+                add_row({names.emplace_back(name + "_i16").c_str(), {gemm_vnni, uint32_t(t), 1u, interface.c_str()}});
         }
     }
 }

@@ -53,13 +53,8 @@ void gemm_workgroups(const CpuArgs& a, size_t begin, size_t end, GemmFillFn fill
     // 128-token chunk paid for every dequantization twice.
     const size_t row_blocks = a.groups[1];
     thread_local std::vector<float> acc;
-    for (size_t g = begin; g < end;) {
-        const size_t nb = g / row_blocks, run_end = std::min(end, (nb + 1) * row_blocks);
-        const size_t n0 = nb * kGemmTile, m0 = (g % row_blocks) * kGemmTile;
-        const size_t m1 = std::min((run_end - nb * row_blocks) * kGemmTile, m_end);
-        g = run_end;
-        if (m0 >= m1) continue;
-        const size_t nt = std::min<size_t>(kGemmTile, p.n - n0), mt = m1 - m0;
+    for_each_gemm_run(begin, end, row_blocks, p.n, m_end, [&](size_t n0, size_t nt, size_t m0, size_t m1) {
+        const size_t mt = m1 - m0;
         if (acc.size() < mt * kGemmTile) acc.resize(mt * kGemmTile);  // once: the largest chunk
         std::fill(acc.begin(), acc.begin() + mt * kGemmTile, 0.0f);
         for (size_t k0 = 0; k0 < p.k; k0 += kGemmChunk) {
@@ -68,7 +63,7 @@ void gemm_workgroups(const CpuArgs& a, size_t begin, size_t end, GemmFillFn fill
             tile(&wt[0][0], nt, X + m0 * p.ldx + k0, p.ldx, mt, kc, acc.data());
         }
         store_tile(acc.data(), kGemmTile, mt, nt, p.accumulate, Y + m0 * p.ldy + n0, p.ldy);
-    }
+    });
 }
 
 }  // namespace akunu::cpu

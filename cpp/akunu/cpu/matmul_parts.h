@@ -24,6 +24,22 @@ void store_tile(const float* acc, size_t acc_stride, size_t m, size_t n, bool ac
 // neighbouring items share weights). Per chunk of k, `fill` writes the weight tile of rows
 // [n0, n0 + nt), elements [k0, k0 + kc), k-major as floats (wt[kk][j], zero for j >= nt), once
 // for all the token rows of a run; gemm_tile() multiplies it in.
+// The runs of a GEMM's items [begin, end), numbered column-major (item g: columns
+// 64 (g / row_blocks), rows 64 (g % row_blocks)): f(n0, nt, m0, m1) for each run of row blocks
+// under one column block, its columns [n0, n0 + nt) of n and rows [m0, m1) below m_end, in
+// order; runs with no rows are skipped.
+template <class F>
+void for_each_gemm_run(size_t begin, size_t end, size_t row_blocks, size_t n, size_t m_end, F f) {
+    for (size_t g = begin; g < end;) {
+        const size_t nb = g / row_blocks, run_end = end < (nb + 1) * row_blocks ? end : (nb + 1) * row_blocks;
+        const size_t n0 = nb * kGemmTile, m0 = (g % row_blocks) * kGemmTile;
+        const size_t m1 =
+            (run_end - nb * row_blocks) * kGemmTile < m_end ? (run_end - nb * row_blocks) * kGemmTile : m_end;
+        g = run_end;
+        if (m0 < m1) f(n0, n - n0 < kGemmTile ? n - n0 : kGemmTile, m0, m1);
+    }
+}
+
 using GemmFillFn = void (*)(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, float (*wt)[kGemmTile]);
 void gemm_workgroups(const CpuArgs& a, size_t begin, size_t end, GemmFillFn fill);
 

@@ -56,16 +56,24 @@ void gemv_float(const uint8_t* tile, const TileX& x, size_t k, float* out) {
         for (size_t r = 0; r < kTileRows; ++r) out[r] += tile_element<T>(tile, i, r) * x.f[i];
 }
 
-// q8_0, q4_0, q4_1: integer block sums, scaled as tile_dot.h states; x in 8 bits (x.q) or in
-// 16 bits (x.q16, its groups of 4 in kX16Order).
+// Row r's fifth bits of block column `column` (q5 types; 0 for the others).
+template <TensorType T>
+uint32_t fifth_bits(const uint8_t* column, size_t r) {
+    uint32_t qh = 0;
+    if constexpr (Block32<T>::fifth) std::memcpy(&qh, column + Block32<T>::header + r * 4, 4);
+    return qh;
+}
+
+// The 32-element block types: integer block sums, scaled as tile_dot.h states; x in 8 bits
+// (x.q) or in 16 bits (x.q16, its groups of 4 in kX16Order). A q5 code is its nibble plus 16
+// times its bit of qh.
 template <TensorType T, XForm Form>
 void gemv_int(const uint8_t* tile, const TileX& x, size_t k, float* out) {
-    constexpr bool q8 = T == TensorType::Q8_0_T32, q4_1 = T == TensorType::Q4_1_T32;
-    constexpr size_t bb = q8 ? 34 : q4_1 ? 20 : 18, header = q4_1 ? 128 : 64;
+    using B = Block32<T>;
     for (size_t r = 0; r < kTileRows; ++r) out[r] = 0.0f;
     for (size_t b = 0; b < k / 32; ++b) {
-        const uint8_t* column = tile + b * kTileRows * bb;
-        const uint8_t* codes = column + header;
+        const uint8_t* column = tile + b * kTileRows * B::bytes;
+        const uint8_t* codes = column + B::qs;
         auto xq = [&](size_t i) -> int32_t {  // element i of the block
             if constexpr (Form == XForm::kInt8)
                 return x.q[b * 32 + i];
@@ -74,59 +82,64 @@ void gemv_int(const uint8_t* tile, const TileX& x, size_t k, float* out) {
         };
         for (size_t r = 0; r < kTileRows; ++r) {
             int32_t s = 0;
-            if constexpr (q8) {
+            if constexpr (B::q8) {
                 for (size_t c = 0; c < 8; ++c)
                     for (size_t e = 0; e < 4; ++e) s += int8_t(codes[(c * kTileRows + r) * 4 + e]) * xq(c * 4 + e);
             } else {
+                const uint32_t qh = fifth_bits<T>(column, r);
                 for (size_t j = 0; j < 4; ++j)
                     for (size_t e = 0; e < 4; ++e) {
+                        const size_t i = j * 4 + e;
                         const uint8_t byte = codes[(j * kTileRows + r) * 4 + e];
-                        s += (byte & 15) * xq(j * 4 + e) + (byte >> 4) * xq(16 + j * 4 + e);
+                        const int32_t lo = (byte & 15) | ((qh >> i & 1) << 4),
+                                      hi = (byte >> 4) | ((qh >> (16 + i) & 1) << 4);
+                        s += lo * xq(i) + hi * xq(16 + i);
                     }
-                if constexpr (!q4_1) s -= 8 * x.sum[b];
+                s -= B::offset * x.sum[b];
             }
             out[r] = std::fma(float(s), half_at(column + r * 2) * x.d[b], out[r]);
-            // q4_1's minimum: through x's rounded sum in 8 bits (tile_dot.h says why), its exact
+            // The minimum: through x's rounded sum in 8 bits (tile_dot.h says why), its exact
             // sum in 16 bits (x's rounding is then too small to matter either way).
-            if constexpr (q4_1)
+            if constexpr (B::minimum)
                 out[r] = std::fma(half_at(column + 64 + r * 2),
                                   Form == XForm::kInt8 ? x.d[b] * float(x.sum[b]) : x.fsum[b], out[r]);
         }
     }
 }
 
-// q8_0, q4_0, q4_1 in fp32: per block, sum_j code * x_j, then the scale (tile_dot.h). Two
-// partial sums per row (q4: low and high nibbles; q8: bytes 0-1 and 2-3 of each chunk), added
-// at the end of the block: the AVX2 version's order exactly.
+// The 32-element block types in fp32: per block, sum_j code * x_j, then the scale
+// (tile_dot.h). Two partial sums per row (q4, q5: low and high nibbles; q8: bytes 0-1 and 2-3
+// of each chunk), added at the end of the block: the AVX2 version's order exactly.
 template <TensorType T>
 void gemv_quant(const uint8_t* tile, const TileX& x, size_t k, float* out) {
-    constexpr bool q8 = T == TensorType::Q8_0_T32, q4_1 = T == TensorType::Q4_1_T32;
-    constexpr size_t bb = q8 ? 34 : q4_1 ? 20 : 18, header = q4_1 ? 128 : 64;
+    using B = Block32<T>;
     for (size_t r = 0; r < kTileRows; ++r) out[r] = 0.0f;
     for (size_t b = 0; b < k / 32; ++b) {
-        const uint8_t* column = tile + b * kTileRows * bb;
-        const uint8_t* codes = column + header;
+        const uint8_t* column = tile + b * kTileRows * B::bytes;
+        const uint8_t* codes = column + B::qs;
         const float* xb = x.f + b * 32;
         for (size_t r = 0; r < kTileRows; ++r) {
+            [[maybe_unused]] const uint32_t qh = fifth_bits<T>(column, r);
             float sa = 0.0f, sb = 0.0f;
-            for (size_t c = 0; c < (q8 ? 8 : 4); ++c) {
+            for (size_t c = 0; c < (B::q8 ? 8 : 4); ++c) {
                 const uint8_t* v = codes + (c * kTileRows + r) * 4;
-                if constexpr (q8) {
+                if constexpr (B::q8) {
                     sa = std::fma(float(int8_t(v[0])), xb[c * 4], sa);
                     sb = std::fma(float(int8_t(v[2])), xb[c * 4 + 2], sb);
                     sa = std::fma(float(int8_t(v[1])), xb[c * 4 + 1], sa);
                     sb = std::fma(float(int8_t(v[3])), xb[c * 4 + 3], sb);
                 } else {
                     for (size_t e = 0; e < 4; ++e) {
-                        sa = std::fma(float(v[e] & 15), xb[c * 4 + e], sa);
-                        sb = std::fma(float(v[e] >> 4), xb[16 + c * 4 + e], sb);
+                        const size_t i = c * 4 + e;
+                        sa = std::fma(float((v[e] & 15) | ((qh >> i & 1) << 4)), xb[i], sa);
+                        sb = std::fma(float((v[e] >> 4) | ((qh >> (16 + i) & 1) << 4)), xb[16 + i], sb);
                     }
                 }
             }
             float s = sa + sb;
-            if constexpr (!q8 && !q4_1) s = std::fma(-8.0f, x.fsum[b], s);
+            if constexpr (B::offset != 0) s = std::fma(-float(B::offset), x.fsum[b], s);
             out[r] = std::fma(s, half_at(column + r * 2), out[r]);
-            if constexpr (q4_1) out[r] = std::fma(half_at(column + 64 + r * 2), x.fsum[b], out[r]);
+            if constexpr (B::minimum) out[r] = std::fma(half_at(column + 64 + r * 2), x.fsum[b], out[r]);
         }
     }
 }
@@ -180,6 +193,10 @@ TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form) {
             return int8    ? gemv_int<T::Q4_1_T32, XForm::kInt8>
                    : int16 ? gemv_int<T::Q4_1_T32, XForm::kInt16>
                            : gemv_quant<T::Q4_1_T32>;
+        case T::Q5_0_T32:
+            return int8 ? nullptr : int16 ? gemv_int<T::Q5_0_T32, XForm::kInt16> : gemv_quant<T::Q5_0_T32>;
+        case T::Q5_1_T32:
+            return int8 ? nullptr : int16 ? gemv_int<T::Q5_1_T32, XForm::kInt16> : gemv_quant<T::Q5_1_T32>;
         case T::Q4_K_T32: return int8 ? nullptr : int16 ? gemv_kquant16<T::Q4_K> : gemv_superblocks<T::Q4_K>;
         case T::Q5_K_T32: return int8 ? nullptr : int16 ? gemv_kquant16<T::Q5_K> : gemv_superblocks<T::Q5_K>;
         case T::Q6_K_T32: return int8 ? nullptr : int16 ? gemv_kquant16<T::Q6_K> : gemv_superblocks<T::Q6_K>;
@@ -190,7 +207,9 @@ TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form) {
 bool tile_wants_block_sums(TensorType tiled, XForm form) {
     if (form == XForm::kInt8) return false;
     if (form == XForm::kInt16 && tile_sum_block(tiled) == 16) return true;  // k-quants
-    return tiled == TensorType::Q4_1_T32 || (tiled == TensorType::Q4_0_T32 && form == XForm::kFloat);
+    // The minimums; in fp32 also q4_0's and q5_0's offsets.
+    const bool minimum = tiled == TensorType::Q4_1_T32 || tiled == TensorType::Q5_1_T32;
+    return minimum || (form == XForm::kFloat && (tiled == TensorType::Q4_0_T32 || tiled == TensorType::Q5_0_T32));
 }
 
 TileGemvFn tile_gemv(TensorType tiled, XForm form) {
@@ -235,8 +254,7 @@ void quantize_x(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
 }
 
 void quantize_x16(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave) {
-    vec_math().quantize16(x, k, q16, d, sum, interleave);
-    keep_nonfinite(x, k, d);
+    vec_math().quantize16(x, k, q16, d, sum, interleave);  // a non-finite block's scale is NaN already
 }
 
 }  // namespace akunu::cpu

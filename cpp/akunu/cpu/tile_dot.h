@@ -55,6 +55,20 @@ void quantize_x(const float* x, size_t k, int8_t* q, float* d, int32_t* sum);
 void quantize_x16(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave);
 constexpr size_t kX16Order[4] = {0, 2, 1, 3};  // q16[4 c + kX16Order[e]] = x[4 c + e]
 
+// Where a block column of a 32-element block tile keeps what (tiles.h), per type: q8_0, q4_0,
+// q4_1, q5_0 and q5_1. Q5 blocks keep their 32 fifth bits (qh, bit i for element i) as the
+// first 4-byte chunk, then their nibbles as q4's.
+template <TensorType T>
+struct Block32 {
+    static constexpr bool q8 = T == TensorType::Q8_0_T32;
+    static constexpr bool minimum = T == TensorType::Q4_1_T32 || T == TensorType::Q5_1_T32;  // w = d q + m
+    static constexpr bool fifth = T == TensorType::Q5_0_T32 || T == TensorType::Q5_1_T32;
+    static constexpr size_t header = minimum ? 128 : 64;  // the f16 fields of the 32 rows
+    static constexpr size_t bytes = q8 ? 34 : 18 + (minimum ? 2 : 0) + (fifth ? 4 : 0);  // per row and block
+    static constexpr size_t qs = header + (fifth ? 128 : 0);  // the codes after the qh chunk
+    static constexpr int offset = q8 || minimum ? 0 : fifth ? 16 : 8;  // w = d (q - offset)
+};
+
 // out[0:32] = tile . x over k elements (k a whole number of the type's blocks).
 using TileGemvFn = void (*)(const uint8_t* tile, const TileX& x, size_t k, float* out);
 
@@ -63,10 +77,10 @@ using TileGemvFn = void (*)(const uint8_t* tile, const TileX& x, size_t k, float
 enum class XForm { kFloat, kInt16, kInt8 };
 
 // The product for a *_T32 type with x in `form`, or null where the type has none (the integer
-// forms exist for q8_0, q4_0 and q4_1).
+// forms exist for q8_0, q4_0 and q4_1; the 16-bit one for q5_0, q5_1 and the k-quants too).
 TileGemvFn tile_gemv(TensorType tiled, XForm form = XForm::kFloat);
-// Whether the product reads TileX::fsum (fp32: q4_0's offset of 8 and q4_1's minimum; 16-bit:
-// q4_1's and the k-quants' minimums).
+// Whether the product reads TileX::fsum (fp32: the offsets of q4_0 and q5_0 and the minimums of
+// q4_1 and q5_1; 16-bit: the minimums of q4_1, q5_1 and the k-quants).
 bool tile_wants_block_sums(TensorType tiled, XForm form);
 
 // Scalar and AVX2 versions (tests compare them); the AVX2 ones are null where none exists.

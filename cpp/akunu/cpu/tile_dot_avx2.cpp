@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "akunu/cpu/fifth_bits_avx2.h"
 #include "akunu/cpu/kquant_gemv.h"
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/formats/tiles.h"
@@ -108,45 +109,55 @@ void gemv_int8(const uint8_t* tile, const TileX& x, size_t k, float* out) {
 // x in 16 bits (tile_dot.h quantize_x16): per 4-byte chunk, the codes become int16 pairs
 // (2i, 2i + 2) and (2i + 1, 2i + 3) within each row's 32-bit lane (no lane crossing), and one
 // madd against the matching pair of x words sums two products per row. Block sums stay exact
-// in int32 (32 codes x 32767 x 15 < 2^31).
+// in int32 (32 codes x 32767 x 31 < 2^31).
 template <TensorType T>
 void gemv_int16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
-    constexpr bool q8 = T == TensorType::Q8_0_T32, q4_1 = T == TensorType::Q4_1_T32;
-    constexpr size_t bb = q8 ? 34 : q4_1 ? 20 : 18, header = q4_1 ? 128 : 64;
-    const __m256i low4 = _mm256_set1_epi16(0x000F);
+    using B = Block32<T>;
+    const __m256i low4 = _mm256_set1_epi16(0x000F), nibbles = _mm256_set1_epi8(0x0F), even = _mm256_set1_epi16(0x00FF);
     const int32_t* words = reinterpret_cast<const int32_t*>(x.q16);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (size_t b = 0; b < k / 32; ++b) {
-        const uint8_t* column = tile + b * kTileRows * bb;
-        const uint8_t* codes = column + header;
+        const uint8_t* column = tile + b * kTileRows * B::bytes;
+        const uint8_t* codes = column + B::qs;
         const int32_t* xw = words + b * 16;  // word 2c: x(4c), x(4c + 2); word 2c + 1: x(4c + 1), x(4c + 3)
         __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int c = 0; c < (q8 ? 8 : 4); ++c) {
+        for (int c = 0; c < (B::q8 ? 8 : 4); ++c) {
             const __m256i xe = _mm256_set1_epi32(xw[2 * c]), xo = _mm256_set1_epi32(xw[2 * c + 1]);
             for (int g = 0; g < 4; ++g) {
                 const __m256i v = load32(codes + (c * kTileRows + g * 8) * 4);
                 __m256i p;
-                if constexpr (q8) {  // signed bytes 0 and 2, then 1 and 3, sign-extended to 16 bits
+                if constexpr (B::q8) {  // signed bytes 0 and 2, then 1 and 3, sign-extended to 16 bits
                     p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8), xe),
                                          _mm256_madd_epi16(_mm256_srai_epi16(v, 8), xo));
                 } else {  // the high nibbles are elements 16 + 4c + e: words 2 (4 + c) and 2 (4 + c) + 1
                     const __m256i he = _mm256_set1_epi32(xw[2 * (4 + c)]), ho = _mm256_set1_epi32(xw[2 * (4 + c) + 1]);
-                    const __m256i lo =
-                        _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, low4), xe),
-                                         _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 8), low4), xo));
-                    const __m256i hi =
-                        _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), he),
-                                         _mm256_madd_epi16(_mm256_srli_epi16(v, 12), ho));
-                    p = _mm256_add_epi32(lo, hi);
+                    if constexpr (B::fifth) {  // 5-bit codes as bytes, then bytes 0 and 2, 1 and 3
+                        const __m256i m = _mm256_srli_epi32(load32(column + B::header + g * 32), 4 * c);
+                        const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, nibbles), fifth_bits(m, 0));
+                        const __m256i hi =
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nibbles), fifth_bits(m, 2));
+                        p = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(lo, even), xe),
+                                                              _mm256_madd_epi16(_mm256_srli_epi16(lo, 8), xo)),
+                                             _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(hi, even), he),
+                                                              _mm256_madd_epi16(_mm256_srli_epi16(hi, 8), ho)));
+                    } else {
+                        const __m256i lo =
+                            _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, low4), xe),
+                                             _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 8), low4), xo));
+                        const __m256i hi =
+                            _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), he),
+                                             _mm256_madd_epi16(_mm256_srli_epi16(v, 12), ho));
+                        p = _mm256_add_epi32(lo, hi);
+                    }
                 }
                 s[g] = _mm256_add_epi32(s[g], p);
             }
         }
         const __m256 dx = _mm256_set1_ps(x.d[b]);
         for (int g = 0; g < 4; ++g) {
-            if constexpr (!q8 && !q4_1) s[g] = _mm256_sub_epi32(s[g], _mm256_set1_epi32(8 * x.sum[b]));
+            if constexpr (B::offset != 0) s[g] = _mm256_sub_epi32(s[g], _mm256_set1_epi32(B::offset * x.sum[b]));
             acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[g]), _mm256_mul_ps(scales8(column + g * 16), dx), acc[g]);
-            if constexpr (q4_1)
+            if constexpr (B::minimum)
                 acc[g] = _mm256_fmadd_ps(scales8(column + 64 + g * 16), _mm256_set1_ps(x.fsum[b]), acc[g]);
         }
     }
@@ -289,6 +300,8 @@ TileGemvFn tile_gemv_avx2(TensorType tiled, XForm form) {
             case T::F32_T32: return {gemv_float<T::F32_T32>, nullptr, nullptr};
             case T::F16_T32: return {gemv_float<T::F16_T32>, nullptr, nullptr};
             case T::BF16_T32: return {gemv_float<T::BF16_T32>, nullptr, nullptr};
+            case T::Q5_0_T32: return {nullptr, gemv_int16<T::Q5_0_T32>, nullptr};
+            case T::Q5_1_T32: return {nullptr, gemv_int16<T::Q5_1_T32>, nullptr};
             case T::Q4_K_T32: return {nullptr, gemv_kquant16<T::Q4_K>, nullptr};
             case T::Q5_K_T32: return {nullptr, gemv_kquant16<T::Q5_K>, nullptr};
             case T::Q6_K_T32: return {nullptr, gemv_kquant16<T::Q6_K>, nullptr};

@@ -27,19 +27,25 @@ void unpack_scalar(TensorType type, const uint8_t* tile, size_t b0, size_t nb, f
                 base.dequant(column + r * bb, e, 1);
                 for (size_t i = 0; i < base.block_size; ++i) w[i][c0 + r] = e[i];
             }
-        } else {
-            const uint8_t* codes = column + l.header_fields * 64;
+        } else {  // 32-element blocks: q8_0, q4_0, q4_1, q5_0, q5_1 (tile_dot.h Block32)
+            const bool q5 = type == T::Q5_0_T32 || type == T::Q5_1_T32;
+            const uint8_t* codes = column + l.header_fields * 64 + (q5 ? 128 : 0);
+            const int off = type == T::Q4_0_T32 ? 8 : type == T::Q5_0_T32 ? 16 : 0;
             for (size_t r = 0; r < kTileRows; ++r) {
                 const float d = half_at(column + r * 2), m = l.header_fields > 1 ? half_at(column + 64 + r * 2) : 0.0f;
+                uint32_t qh = 0;
+                if (q5) std::memcpy(&qh, column + l.header_fields * 64 + r * 4, 4);
                 for (size_t c = 0; c < 8 && type == T::Q8_0_T32; ++c)
                     for (size_t e = 0; e < 4; ++e)
                         w[c * 4 + e][c0 + r] = d * float(int8_t(codes[(c * kTileRows + r) * 4 + e]));
                 for (size_t j = 0; j < 4 && type != T::Q8_0_T32; ++j)
                     for (size_t e = 0; e < 4; ++e) {
+                        const size_t i = j * 4 + e;
                         const uint8_t byte = codes[(j * kTileRows + r) * 4 + e];
-                        const int lo = byte & 15, hi = byte >> 4, off = type == T::Q4_0_T32 ? 8 : 0;
-                        w[j * 4 + e][c0 + r] = d * float(lo - off) + m;
-                        w[16 + j * 4 + e][c0 + r] = d * float(hi - off) + m;
+                        const int lo = (byte & 15) | int(qh >> i & 1) << 4, hi = (byte >> 4) | int(qh >> (16 + i) & 1)
+                                                                                                   << 4;
+                        w[i][c0 + r] = d * float(lo - off) + m;
+                        w[16 + i][c0 + r] = d * float(hi - off) + m;
                     }
             }
         }

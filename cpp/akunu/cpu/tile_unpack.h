@@ -1,6 +1,6 @@
 // Tiles (tiles.h) back to floats: the CPU GEMM's weight panels (matmul_parts.h), dequantized
 // once per chunk of k and reused by every token row. Scalar for every tile type, AVX2 for the
-// types prefill spends its time on (f16, q8_0, q4_0, q4_1), chosen at run time.
+// types prefill spends its time on (f16, q8_0, q4_0, q4_1, q5_0, q5_1), chosen at run time.
 #pragma once
 
 #include <cstddef>

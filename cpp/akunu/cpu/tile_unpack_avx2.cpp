@@ -3,6 +3,8 @@
 // formed as fma(q, d, -8 d), which rounds the same exact value once.
 #include <immintrin.h>
 
+#include "akunu/cpu/fifth_bits_avx2.h"
+#include "akunu/cpu/tile_dot.h"
 #include "akunu/cpu/tile_unpack.h"
 #include "akunu/formats/tiles.h"
 
@@ -35,21 +37,21 @@ __m256 lane(__m256i v, int e) {
 
 __m256 halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-// q8_0, q4_0, q4_1 tiles: a block column holds the rows' f16 scales (and minimums), then
-// chunks of 4 codes per row (tiles.h). Each pass handles 8 rows.
+// The 32-element block tiles (tile_dot.h Block32): a block column holds the rows' f16 scales
+// (and minimums), q5's fifth bits, then chunks of 4 codes per row (tiles.h). Each pass handles
+// 8 rows.
 template <TensorType T>
 void unpack_blocks(TensorType, const uint8_t* tile, size_t b0, size_t nb, float (*wt)[kGemmTile], size_t c0) {
-    constexpr bool q8 = T == TensorType::Q8_0_T32;
-    constexpr size_t fields = T == TensorType::Q4_1_T32 ? 2 : 1, block_bytes = q8 ? 34 : fields * 2 + 16;
+    using B = Block32<T>;
     const __m256i nibble = _mm256_set1_epi8(0x0F);
     for (size_t b = 0; b < nb; ++b) {
-        const uint8_t* column = tile + (b0 + b) * kTileRows * block_bytes;
-        const uint8_t* codes = column + fields * 64;
+        const uint8_t* column = tile + (b0 + b) * kTileRows * B::bytes;
+        const uint8_t* codes = column + B::qs;
         float (*w)[kGemmTile] = wt + b * 32;
         for (size_t r0 = 0; r0 < kTileRows; r0 += 8) {
             const __m256 d = halves(column + 2 * r0);
             float* out = &w[0][c0 + r0];
-            if constexpr (q8) {
+            if constexpr (B::q8) {
                 for (size_t c = 0; c < 8; ++c) {
                     const __m256i v = rows_by_byte(
                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (c * kTileRows + r0) * 4)));
@@ -57,13 +59,22 @@ void unpack_blocks(TensorType, const uint8_t* tile, size_t b0, size_t nb, float 
                         _mm256_storeu_ps(out + (c * 4 + e) * kGemmTile, _mm256_mul_ps(d, lane<true>(v, e)));
                 }
             } else {
-                // d q + m with m = -8 d for q4_0 (exact) or the stored minimum for q4_1.
-                const __m256 m = fields > 1 ? halves(column + 64 + 2 * r0) : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
+                // d q + m with m = -offset d (exact) or the stored minimum.
+                const __m256 m =
+                    B::minimum ? halves(column + 64 + 2 * r0) : _mm256_mul_ps(d, _mm256_set1_ps(-float(B::offset)));
+                const __m256i qh =
+                    B::fifth ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(column + B::header + 4 * r0))
+                             : _mm256_setzero_si256();
                 for (size_t j = 0; j < 4; ++j) {
                     const __m256i v =
                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (j * kTileRows + r0) * 4));
-                    const __m256i lo = rows_by_byte(_mm256_and_si256(v, nibble));
-                    const __m256i hi = rows_by_byte(_mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
+                    __m256i lo = _mm256_and_si256(v, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+                    if constexpr (B::fifth) {
+                        const __m256i mq = _mm256_srli_epi32(qh, int(4 * j));
+                        lo = _mm256_or_si256(lo, fifth_bits(mq, 0));
+                        hi = _mm256_or_si256(hi, fifth_bits(mq, 2));
+                    }
+                    lo = rows_by_byte(lo), hi = rows_by_byte(hi);
                     for (int e = 0; e < 4; ++e) {
                         _mm256_storeu_ps(out + (j * 4 + e) * kGemmTile, _mm256_fmadd_ps(lane<false>(lo, e), d, m));
                         _mm256_storeu_ps(out + (16 + j * 4 + e) * kGemmTile, _mm256_fmadd_ps(lane<false>(hi, e), d, m));
@@ -82,6 +93,8 @@ TileUnpackFn tile_unpack_avx2(TensorType tiled) {
         case TensorType::Q8_0_T32: return unpack_blocks<TensorType::Q8_0_T32>;
         case TensorType::Q4_0_T32: return unpack_blocks<TensorType::Q4_0_T32>;
         case TensorType::Q4_1_T32: return unpack_blocks<TensorType::Q4_1_T32>;
+        case TensorType::Q5_0_T32: return unpack_blocks<TensorType::Q5_0_T32>;
+        case TensorType::Q5_1_T32: return unpack_blocks<TensorType::Q5_1_T32>;
         default: return nullptr;
     }
 }

@@ -53,7 +53,16 @@ AKUNU_INLINE void gelu_tanh_mul_body(const float* gate, const float* up, float* 
 
 AKUNU_INLINE void scores_body(const float* q, const float* kt, size_t kt_stride, size_t d, size_t n, float* s) {
     for (size_t j = 0; j < n; ++j) s[j] = 0.0f;
-    for (size_t i = 0; i < d; ++i) {
+    // Four rows of kt per pass over s (a quarter of s's loads and stores), each score's products
+    // still added in the order of i.
+    size_t i = 0;
+    for (; i + 4 <= d; i += 4) {
+        const float q0 = q[i], q1 = q[i + 1], q2 = q[i + 2], q3 = q[i + 3];
+        const float* k0 = kt + i * kt_stride;
+        const float *k1 = k0 + kt_stride, *k2 = k1 + kt_stride, *k3 = k2 + kt_stride;
+        for (size_t j = 0; j < n; ++j) s[j] = s[j] + q0 * k0[j] + q1 * k1[j] + q2 * k2[j] + q3 * k3[j];
+    }
+    for (; i < d; ++i) {
         const float qi = q[i];
         const float* k = kt + i * kt_stride;
         for (size_t j = 0; j < n; ++j) s[j] += qi * k[j];
@@ -71,7 +80,16 @@ AKUNU_INLINE float exp_shifted_body(float* s, size_t n, float m) {
 
 AKUNU_INLINE void mix_body(float* o, float keep, const float* w, const float* v, size_t v_stride, size_t n, size_t d) {
     for (size_t i = 0; i < d; ++i) o[i] *= keep;
-    for (size_t j = 0; j < n; ++j) {
+    // Four rows of v per pass over o (a quarter of o's loads and stores), each element's
+    // products still added in the order of j.
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
+        const float* v0 = v + j * v_stride;
+        const float *v1 = v0 + v_stride, *v2 = v1 + v_stride, *v3 = v2 + v_stride;
+        for (size_t i = 0; i < d; ++i) o[i] = o[i] + w0 * v0[i] + w1 * v1[i] + w2 * v2[i] + w3 * v3[i];
+    }
+    for (; j < n; ++j) {
         const float wj = w[j];
         const float* vj = v + j * v_stride;
         for (size_t i = 0; i < d; ++i) o[i] += wj * vj[i];
@@ -100,9 +118,18 @@ AKUNU_INLINE void rope_body(float* x, const float* cos, const float* sin, size_t
 // and no non-finite value is converted to an integer (undefined in C++).
 AKUNU_INLINE void quantize16_body(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave) {
     for (size_t b = 0; b < k / 32; ++b, x += 32, q16 += 32) {
-        float amax = 0.0f, probe = 0.0f;  // probe: x * 0 is NaN exactly for a NaN or infinite x
-        for (size_t j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j])), probe += x[j] * 0.0f;
-        if (probe != 0.0f) {
+        // The largest |x| through its bits: for non-negative floats the bits order as the values
+        // do, and an integer maximum vectorizes (a float one would not, for NaN's sake); bits at
+        // or past infinity's are a NaN or an infinity.
+        uint32_t top = 0;
+        for (size_t j = 0; j < 32; ++j) {
+            uint32_t u;
+            std::memcpy(&u, x + j, 4);
+            top = std::max(top, u & 0x7FFFFFFFu);
+        }
+        float amax;
+        std::memcpy(&amax, &top, 4);
+        if (top >= 0x7F800000u) {
             d[b] = std::numeric_limits<float>::quiet_NaN(), sum[b] = 0;
             std::fill_n(q16, 32, int16_t(0));
             continue;

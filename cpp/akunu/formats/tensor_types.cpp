@@ -72,6 +72,8 @@ const TensorTypeTraits kTypes[] = {
     {T::Q8_0_T32V, "Q8_0_T32V", 32, 34, "uint8", nullptr},
     {T::Q4_0_T32V, "Q4_0_T32V", 32, 18, "uint8", nullptr},
     {T::Q4_1_T32V, "Q4_1_T32V", 32, 20, "uint8", nullptr},
+    {T::Q5_0_T32, "Q5_0_T32", 32, 22, "uint8", nullptr},
+    {T::Q5_1_T32, "Q5_1_T32", 32, 24, "uint8", nullptr},
 };
 
 }  // namespace

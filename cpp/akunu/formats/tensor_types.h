@@ -74,6 +74,9 @@ enum class TensorType : uint32_t {
     Q8_0_T32V = 119,
     Q4_0_T32V = 120,
     Q4_1_T32V = 121,
+    // The CPU backend's tiles of Q5_0 and Q5_1 (after the others: ids are never reused).
+    Q5_0_T32 = 122,
+    Q5_1_T32 = 123,
 };
 
 // Writes n = blocks * block_size floats from `src`.

@@ -17,11 +17,18 @@ using T = TensorType;
 
 // The CPU backend's (WeightTiles::kAll), then Vulkan devices' (kBlocks32).
 const TileLayout kLayouts[] = {
-    {T::F32_T32, T::F32, 0, 4, "_t32"},     {T::F16_T32, T::F16, 0, 2, "_t32"},
-    {T::BF16_T32, T::BF16, 0, 2, "_t32"},   {T::Q8_0_T32, T::Q8_0, 1, 4, "_t32"},
-    {T::Q4_0_T32, T::Q4_0, 1, 4, "_t32"},   {T::Q4_1_T32, T::Q4_1, 2, 4, "_t32"},
-    {T::Q4_K_T32, T::Q4_K, 0, 144, "_t32"}, {T::Q5_K_T32, T::Q5_K, 0, 176, "_t32"},
+    {T::F32_T32, T::F32, 0, 4, "_t32"},
+    {T::F16_T32, T::F16, 0, 2, "_t32"},
+    {T::BF16_T32, T::BF16, 0, 2, "_t32"},
+    {T::Q8_0_T32, T::Q8_0, 1, 4, "_t32"},
+    {T::Q4_0_T32, T::Q4_0, 1, 4, "_t32"},
+    {T::Q4_1_T32, T::Q4_1, 2, 4, "_t32"},
+    {T::Q4_K_T32, T::Q4_K, 0, 144, "_t32"},
+    {T::Q5_K_T32, T::Q5_K, 0, 176, "_t32"},
     {T::Q6_K_T32, T::Q6_K, 0, 210, "_t32"},
+    // Q5_0/Q5_1: the 4 bytes of fifth bits (qh) are chunk 0, the nibbles chunks 1-4.
+    {T::Q5_0_T32, T::Q5_0, 1, 4, "_t32"},
+    {T::Q5_1_T32, T::Q5_1, 2, 4, "_t32"},
 };
 const TileLayout kVectorLayouts[] = {
     {T::Q8_0_T32V, T::Q8_0, 1, 16, "_t32v"},
@@ -48,6 +55,7 @@ const TileLayout* tile_layout_for(TensorType base, WeightTiles which) {
             if (l.base == base) return &l;
         return nullptr;
     }
+    if (which == WeightTiles::kAllButQ5 && (base == T::Q5_0 || base == T::Q5_1)) return nullptr;
     for (const TileLayout& l : kLayouts)
         if (l.base == base) return &l;
     return nullptr;

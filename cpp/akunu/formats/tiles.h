@@ -34,8 +34,9 @@
 
 namespace akunu {
 // Which projection matrices a device keeps tile-major rather than in the file's row layout:
-// none, the 32-element block formats (Q8_0, Q4_0, Q4_1), or every type the tile table covers.
-enum class WeightTiles { kNone, kBlocks32, kAll };
+// none, the 32-element block formats (Q8_0, Q4_0, Q4_1), every type the tile table covers, or
+// all of those but Q5_0 and Q5_1 (the CPU backend with tuning q5_tiles=0).
+enum class WeightTiles { kNone, kBlocks32, kAll, kAllButQ5 };
 }  // namespace akunu
 
 namespace akunu::cpu {
