@@ -28,6 +28,9 @@ layout(std430, binding = 7) writeonly buffer O { float out_data[]; };     // [n_
 #define HANDOFF_BINDING 8  // p.handoff_signal's counters
 #include "handoff.glsl"
 layout(push_constant) uniform Push { AttentionParams p; };
+#define KV_PARAMS p
+#define KV_STEP_POS step.pos
+#include "kv_recent.glsl"
 
 shared float weight[AKUNU_ATTENTION_CHUNK];
 shared bool merging;
@@ -53,7 +56,9 @@ void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos,
     for (uint r = team; r < AKUNU_ATTENTION_CHUNK; r += gl_WorkGroupSize.x / 8) {
         const uint t = begin + r;
         float d = 0.0;
-        if (t <= pos && t < p.max_len) {
+        if (t <= pos && t < p.max_len && KV_IS_RECENT(t, pos)) {
+            for (uint i = lane; i < p.head_dim; i += 8) d += q[qb + i] * K_RECENT(kvh, t, i);
+        } else if (t <= pos && t < p.max_len) {
             const kv_row_t kr = KV_ROW(kvh, t);
             for (uint i = lane; i < p.head_dim; i += 8) d += q[qb + i] * K_AT(kr, i);
             d *= K_SCALE(kr);
@@ -75,7 +80,9 @@ void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos,
     const float l = workgroup_sum(e);
     // The V rows' scales ride on the weights (1 for an f16 cache). Rows past pos are read but
     // masked: in a cache of blocks they lie in the block of an attended row (chunk = block).
-    weight[tid] = valid ? e * V_SCALE(KV_ROW(kvh, begin + tid)) : 0.0;
+    // A recent row's f16 copy has no scale.
+    const bool recent = KV_IS_RECENT(begin + tid, pos);
+    weight[tid] = valid ? e * (recent ? 1.0 : V_SCALE(KV_ROW(kvh, begin + tid))) : 0.0;
     barrier();
 
     // Weighted V: invocation tid takes dim tid % head_dim of every (256 / head_dim)-th row,
@@ -85,7 +92,9 @@ void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos,
     const uint groups = gl_WorkGroupSize.x / p.head_dim, dim = tid % p.head_dim, group = tid / p.head_dim;
     float acc = 0.0;
     if (group < groups)
-        for (uint j = group; j < rows; j += groups) acc += weight[j] * V_AT(KV_ROW(kvh, begin + j), dim);
+        for (uint j = group; j < rows; j += groups)
+            acc += weight[j] * (KV_IS_RECENT(begin + j, pos) ? V_RECENT(kvh, begin + j, dim)
+                                                              : V_AT(KV_ROW(kvh, begin + j), dim));
     barrier();  // every weight has been read
     weight[tid] = acc;
     barrier();

@@ -32,6 +32,9 @@ layout(std430, binding = 0) readonly buffer Q { float q[]; };            // [row
 layout(std430, binding = 3) writeonly buffer O { float out_data[]; };    // [rows, out_stride]
 layout(std430, binding = 4) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { FlashAttentionParams p; };
+#define KV_PARAMS p.a
+#define KV_STEP_POS step.pos
+#include "kv_recent.glsl"
 #if !defined(KV_QUANTIZED) && !defined(KV_RING) && !defined(KV_BLOCKS)
 layout(std430, binding = 1) readonly buffer K8 { uvec4 k_cache8[]; };   // the f16 cache, 8 halves at a time
 layout(std430, binding = 2) readonly buffer V8 { uvec4 v_cache8[]; };
@@ -143,7 +146,7 @@ void main() {
             const uint j = j0 + lane, key = t0 + j;
             float s = part[0] * p.a.scale * (j < tile ? K_TILE_SCALE(j) : 1.0);
             if (p.a.softcap > 0.0) s = p.a.softcap * tanh(s / p.a.softcap);
-            s = live && j < tile && key >= my_first && key <= pos ? s : -1.0 / 0.0;
+            s = live && j < tile && key >= my_first && key <= pos && !KV_IS_RECENT(key, pos) ? s : -1.0 / 0.0;
             float group_max = max(s, subgroupShuffleXor(s, 4));
             group_max = max(group_max, subgroupShuffleXor(group_max, 2));
             group_max = max(group_max, subgroupShuffleXor(group_max, 1));
@@ -176,6 +179,29 @@ void main() {
         barrier();
     }
 
+#ifdef KV_RECENT
+    // The window's keys, pos + 1 - recent .. pos, from their f16 copies, one key at a time for
+    // the whole team (the same trip count for every row, so the shuffles stay uniform); lane 0
+    // counts each key's weight in the team's sum.
+    for (uint j = 0; j < p.a.recent; ++j) {
+        const bool see = live && pos + j + 1 >= p.a.recent && pos + j + 1 - p.a.recent >= my_first;
+        const uint key = see ? pos + j + 1 - p.a.recent : step.pos;  // a row the step holds
+        float d = 0.0;
+        [[unroll]] for (uint i = 0; i < SLICE; ++i) d += qv[i] * K_RECENT(kvh, key, lane * SLICE + i);
+        d += subgroupShuffleXor(d, 4);
+        d += subgroupShuffleXor(d, 2);
+        d += subgroupShuffleXor(d, 1);
+        float s = d * p.a.scale;
+        if (p.a.softcap > 0.0) s = p.a.softcap * tanh(s / p.a.softcap);
+        s = see ? s : -1.0 / 0.0;
+        const float m_new = max(m, s), m_ref = m_new > -1.0 / 0.0 ? m_new : 0.0;
+        const float correction = exp(m - m_ref), w = exp(s - m_ref);
+        m = m_new;
+        l = l * correction + (lane == 0 ? w : 0.0);
+        [[unroll]] for (uint i = 0; i < SLICE; ++i)
+            o[i] = o[i] * correction + (see ? w * V_RECENT(kvh, key, lane * SLICE + i) : 0.0);
+    }
+#endif
     l += subgroupShuffleXor(l, 4);
     l += subgroupShuffleXor(l, 2);
     l += subgroupShuffleXor(l, 1);

@@ -155,9 +155,13 @@ foreach(layout full ring blocks)
     akunu_kernel(${attention}${suffix} ${attention}.comp ${kv_layout_${layout}})
     foreach(format IN LISTS kv_formats)
       akunu_kernel(${attention}_${format}${suffix} ${attention}.comp ${kv_${format}} ${kv_layout_${layout}})
+      # _recent: the format with its recent window in f16 (kv_recent.glsl).
+      akunu_kernel(${attention}_${format}${suffix}_recent ${attention}.comp
+                   ${kv_${format}},KV_RECENT ${kv_layout_${layout}})
     endforeach()
   endforeach()
 endforeach()
+akunu_kernel(kv_recent_store kv_recent_store.comp)
 
 # A batched step's cache (_batch: KV_BLOCKS,KV_BATCH, kv_rows.glsl): blocks of a pool shared by
 # many sequences, each row of the step in its own sequence's blocks; attention_rows attends them.

@@ -130,7 +130,9 @@ void init_config(py::module_& m) {
             o.context = context;
             o.prefill_chunk = prefill_chunk;
             o.max_chain = max_chain;
-            o.kv_dtype = parse_kv_dtype(kv_dtype);
+            const KvFormat f = parse_kv_format(kv_dtype);
+            o.kv_dtype = f.dtype;
+            o.kv_recent = f.recent;
             o.kv_blocks = kv_blocks;
             o.kv_ring = kv_ring;
             o.weights_dtype = weights_dtype;
@@ -143,7 +145,9 @@ void init_config(py::module_& m) {
             py::dict d;
             d["context"] = p.options.context;
             d["prefill_chunk"] = p.options.prefill_chunk;
-            d["kv_dtype"] = kv_dtype_name(p.options.kv_dtype);
+            d["kv_dtype"] = kv_format_name({p.options.kv_dtype, p.options.kv_recent});
+            d["kv_recent_rows"] = p.kv.recent.rows;
+            d["kv_recent_bytes"] = p.kv.recent.bytes;
             d["weights_by_dtype"] = sizes(p.weights_by_dtype);
             d["weights_bytes"] = p.weights_bytes;
             d["weights_estimated"] = p.weights_estimated;

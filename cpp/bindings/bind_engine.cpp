@@ -58,7 +58,9 @@ void init_engine(py::module_& m) {
                  o.devices = devices;
                  o.split = split;
                  o.tuning = tuning_text(tuning);
-                 o.kv_dtype = parse_kv_dtype(kv_dtype);
+                 const KvFormat f = parse_kv_format(kv_dtype);
+                 o.kv_dtype = f.dtype;
+                 o.kv_recent = f.recent;
                  o.kv_blocks = kv_blocks;
                  o.kv_ring = kv_ring;
                  o.context = context;
@@ -217,7 +219,22 @@ void init_engine(py::module_& m) {
                                    }
                                    return out;
                                })
-        .def_property_readonly("kv_dtype", [](const Model& mo) { return kv_dtype_name(mo.kv_cache().dtype()); })
+        .def_property_readonly("kv_dtype",
+                               [](const Model& mo) {
+                                   return kv_format_name({mo.kv_cache().dtype(), mo.kv_cache().recent().plan().window});
+                               })
+        .def(
+            "kv_recent_view",
+            [](const std::shared_ptr<Model>& self, int layer, bool values) {
+                // The recent window's ring of a layer: f16 [n_kv, ring rows, head_dim], position t
+                // in row t % ring rows (kv_recent.h).
+                const KVCache& kv = self->layer_cache(layer);
+                const KvRecentPlan& rp = kv.recent().plan();
+                AKUNU_CHECK(rp.window > 0, "the KV cache has no recent window (kv_dtype '<format>+w<n>' keeps one)");
+                return buffer_view(values ? kv.recent().v(layer) : kv.recent().k(layer), DType::kF16,
+                                   {size_t(kv.n_kv_heads()), size_t(rp.rows), size_t(kv.head_dim())}, py::cast(self));
+            },
+            py::arg("layer"), py::arg("values"))
         .def_property_readonly("kv_layers", [](const Model& mo) { return kv_layer_rows(mo.plan()); })
         .def_property_readonly("kv_sliding_from", [](const Model& mo) { return mo.kv_cache().sliding_from(); })
         .def_property_readonly("scratch_names",
@@ -240,6 +257,7 @@ void init_engine(py::module_& m) {
                  d["kv_block"] = p.kv.block_bytes;
                  d["kv_blocks"] = mo.kv_cache().blocks_allocated();
                  d["kv_ring_rows"] = p.kv.ring_rows;
+                 d["kv_recent"] = py::make_tuple(p.kv.recent.window, p.kv.recent.rows, p.kv.recent.bytes);
                  d["kv_layers"] = kv_layer_rows(p);
                  d["decode_scratch"] = py::make_tuple(p.decode_scratch_bytes, mo.scratch().bytes());
                  d["prefill_scratch"] = py::make_tuple(p.prefill_scratch_bytes, mo.scratch().prefill_bytes());

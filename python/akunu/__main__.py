@@ -402,8 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--tokens", type=int, default=50000, help="tokens to score")
     p.add_argument("--text", nargs="*", help="text files (default: this Python's standard library source)")
-    p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4", "int4h"],
-                   help="formats to compare")
+    p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4", "int4h",
+                                                     "int4h+w8"],
+                   help="formats to compare (\"int4h+w8\": int4h with each query's 8 latest keys and values in f16)")
     p.add_argument("--context", type=int, default=None, help="tokens per scoring window (default: the model's)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a progress bar (default: on a terminal)")

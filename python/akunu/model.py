@@ -67,6 +67,11 @@ class Model:
         position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1), or keys in q8 and values in
         4 bits, "q8/int4" or "q8/fp4", or "int4h": int4 rows of Hadamard-rotated keys and values,
         the closest 4-bit format to f16 (docs/kv-quality.md compares them); see KVCacheView.
+        A quantized format spelled "<format>+w<n>" ("int4h+w8") also keeps a recent window:
+        each query reads its n latest keys and values in f16 (the current rows from the step,
+        older ones from a ring of n + 2 * chain f16 rows per layer and KV head that rewinds of
+        up to 2 * chain positions find intact; a deeper rewind rebuilds the ring's lost rows
+        from the cache's codes). "<format>+w" takes the default window of 8.
         kv_alloc: "full" pre-allocates the KV cache for the whole context; "blocks" allocates it
         in blocks of 256 positions as the sequence grows (one allocation per block, never per
         token; the recorded commands read the blocks through a table of device addresses).

@@ -45,6 +45,8 @@ class MemoryPlan:
     kv_full_bytes: int = 0   # every layer pre-allocated for the whole context
     kv_block_bytes: int = 0  # one block of 256 positions (0: nothing in blocks)
     kv_ring_rows: int = 0    # rows per head of each sliding-window ring (0: no rings)
+    kv_recent_rows: int = 0  # rows per KV head of a recent window's f16 rings ("int4h+w8"; 0: none)
+    kv_recent_bytes: int = 0  # those rings, K and V of every layer (in kv_bytes)
     kv_layers: list[str] = field(default_factory=list)  # each layer's layout: full, blocks, ring
     device: str | None = None
     device_bytes: int = 0
@@ -68,6 +70,8 @@ class MemoryPlan:
             rows.append(f"    {'at the full context':<42}{_mib(self.kv_max_bytes):>16}")
         if self.kv_ring_rows:
             rows.append(f"    {'ring rows per sliding layer':<42}{self.kv_ring_rows:>16,}")
+        if self.kv_recent_rows:
+            rows.append(f"    {f'recent window, {self.kv_recent_rows} f16 rows':<42}{_mib(self.kv_recent_bytes):>16}")
         if self.kv_full_bytes != self.kv_bytes:
             rows.append(f"    {'pre-allocated, without rings':<42}{_mib(self.kv_full_bytes):>16}")
         rows.append(f"  {'decode scratch':<44}{_mib(self.decode_scratch_bytes):>16}")

@@ -80,9 +80,25 @@ class KVCacheView:
         return self._e.kv_dtype
 
     def side_dtype(self, values: bool) -> str:
-        """The format of the keys (values=False) or of the values."""
-        sides = self.dtype.split("/")
+        """The format of the keys (values=False) or of the values (as the cache stores them; a
+        recent window's f16 copies are recent_k/recent_v)."""
+        sides = self.dtype.split("+")[0].split("/")
         return sides[-1] if values else sides[0]
+
+    @property
+    def recent(self) -> int:
+        """The recent window: positions each query reads in f16 ("<format>+w<n>"; 0: none)."""
+        _, _, window = self.dtype.partition("+w")
+        return int(window) if window else 0
+
+    def recent_k(self, layer: int) -> np.ndarray:
+        """The recent window's ring of keys of `layer`: f16 [n_kv_heads, ring rows, head_dim],
+        position t in row t % ring rows (rotated for int4h, as the cache's rows)."""
+        return self._e.kv_recent_view(layer, False)
+
+    def recent_v(self, layer: int) -> np.ndarray:
+        """The recent window's ring of values of `layer`, as recent_k."""
+        return self._e.kv_recent_view(layer, True)
 
     @property
     def layers(self) -> list[str]:

@@ -245,8 +245,14 @@ struct AttentionParams {
     // attention_split: a slot of binding 8's GEMV hand-off counters (kernels::GemvHandoff) that
     // gains one as each head's output is written, for the O GEMV that waits on it; 0: none.
     uint handoff_signal;
+    // A windowed cache (kv_recent.glsl): keys and values at positions > pos - recent are read
+    // from f16 copies, the step's own from its f32 [q | k | v] rows kv_stride floats apart, older
+    // ones from a ring of recent_rows rows per KV head. recent 0: none.
+    uint recent;
+    uint recent_rows;
+    uint kv_stride;
 };
-AKUNU_PARAMS_SIZE(AttentionParams, 40)
+AKUNU_PARAMS_SIZE(AttentionParams, 52)
 
 // A KV cache allocated as the sequence grows takes blocks of this many positions
 // (shaders/include/kv_rows.glsl). It equals the attention chunk, so a decode workgroup's rows,
@@ -268,7 +274,7 @@ struct FlashAttentionParams {
     uint q_stride;
     uint out_stride;
 };
-AKUNU_PARAMS_SIZE(FlashAttentionParams, 52)
+AKUNU_PARAMS_SIZE(FlashAttentionParams, 64)
 
 // act_*: out[i] = act(gate[i]) * up[i] (SiLU or GELU-tanh).
 struct ActParams {

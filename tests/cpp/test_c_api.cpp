@@ -227,6 +227,13 @@ TEST_F(CApiTest, CreateWithOptionsSplitsAcrossDevices) {
     q8.tuning = "float_x=1";
     run(q8, got, got_ids);
     EXPECT_EQ(got_ids.front(), want_ids.front());
+    // A recent window (kv_format.h KvFormat): each part keeps its layers' rings.
+    akunu_model_options window_one = one, window_two = two;
+    window_one.kv_dtype = window_two.kv_dtype = "int4h+w4";
+    run(window_one, want, want_ids);
+    run(window_two, got, got_ids);
+    EXPECT_EQ(want, got);
+    EXPECT_EQ(want_ids, got_ids);
 
     akunu_model* m = nullptr;
     auto fails = [&](const akunu_model_options& o, akunu_status status, const char* message) {
@@ -249,6 +256,8 @@ TEST_F(CApiTest, CreateWithOptionsSplitsAcrossDevices) {
     bad = one;
     bad.kv_dtype = "int3";
     fails(bad, AKUNU_ERROR, "int3");
+    bad.kv_dtype = "f16+w4";
+    fails(bad, AKUNU_ERROR, "an f16 cache has none");
     bad = one;
     bad.tuning = "warp_speed=1";
     fails(bad, AKUNU_ERROR, "warp_speed");

@@ -54,6 +54,12 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         size_t bindings;
         const char* suffix = "";
     } expected[] = {
+        // A recent window's variants: the step's [q | k | v] rows and the two rings after the rest.
+        {"attention_split_", sizeof(AttentionParams), 10, "_blocks_recent"},
+        {"flash_attention_", sizeof(FlashAttentionParams), 8, "_blocks_recent"},
+        {"attention_split_", sizeof(AttentionParams), 12, "_recent"},
+        {"flash_attention_", sizeof(FlashAttentionParams), 10, "_recent"},
+        {"kv_recent_store", sizeof(RopeKvParams), 4},
         {"kv_store_", sizeof(RopeKvParams), 4, "_blocks"},
         {"kv_store_", sizeof(RopeKvParams), 4, "_batch"},  // a batch's blocks: block tables, as _blocks
         {"attention_rows_", sizeof(FlashAttentionParams), 5, "_batch"},  // Q, the K and V block tables, out, step

@@ -1,9 +1,10 @@
 """Speculative decoding (akunu.speculative): greedy output equals plain greedy decoding token for
 token on every architecture fixture, with a draft that is the same model (every proposal
-accepted) and with a different draft (the target's q8 KV cache loaded again: some proposals
-rejected, the output unchanged); sampling keeps the target's distribution (a rejection scheme),
-checked here as determinism per seed, the acceptance rate of a same-model draft, and a chi-square
-test of the first token against the target's filtered distribution."""
+accepted) and with a different draft (the target loaded again with a 4-bit KV cache, with and
+without a recent window: some proposals rejected, the output unchanged); sampling keeps the
+target's distribution (a rejection scheme), checked here as determinism per seed, the acceptance
+rate of a same-model draft, and a chi-square test of the first token against the target's
+filtered distribution."""
 from __future__ import annotations
 
 import numpy as np
@@ -33,9 +34,12 @@ def test_speculative_greedy_equals_plain_greedy(arch):
     same = m.generate(ids, max_tokens=20, stream=False, draft=load(arch), draft_tokens=4)
     assert same.token_ids == want
     assert same.acceptance_rate == 1.0
-    other = m.generate(ids, max_tokens=20, stream=False, draft=load(arch, kv_dtype="int4"), draft_tokens=3)
-    assert other.token_ids == want
-    assert 0.0 <= other.acceptance_rate <= 1.0
+    # Drafts with a quantized cache, one with a recent window (its rings rewound after each
+    # rejection): proposals differ, the output does not.
+    for kv_dtype in ("int4", "int4h+w4"):
+        other = m.generate(ids, max_tokens=20, stream=False, draft=load(arch, kv_dtype=kv_dtype), draft_tokens=3)
+        assert other.token_ids == want, kv_dtype
+        assert 0.0 <= other.acceptance_rate <= 1.0
 
 
 def test_speculative_sampling_is_seeded():

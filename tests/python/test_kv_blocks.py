@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("backend")
 
 LLAMA = ("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf")
 GEMMA = ("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf")
-KV_DTYPES = ["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"]
+KV_DTYPES = ["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h", "int4h+w4"]
 BLOCK = 256
 
 
@@ -129,7 +129,7 @@ def test_the_plan_shows_both_layouts():
         akunu.Model(require(*LLAMA), kv_alloc="paged", progress=False)
 
 
-@pytest.mark.parametrize("kv_dtype", ["f16", "q8/fp4"])
+@pytest.mark.parametrize("kv_dtype", ["f16", "q8/fp4", "int4h+w4"])
 def test_state_truncate_and_fork_in_blocks(kv_dtype):
     """States move between the layouts (their rows are in one order), forks continue alike,
     and truncate rewinds across a block boundary."""

@@ -1,4 +1,4 @@
-"""Quantized KV caches (kv_dtype q8, int4, fp4, int4h).
+"""Quantized KV caches (kv_dtype q8, int4, fp4, int4h), and with a recent window ("int4h+w8").
 
 - The cache write against an independent NumPy quantizer (support/kv_reference.py) applied to the K and
   V of a float64 forward pass and to transformers' K/V of the reference fixtures.
@@ -24,6 +24,9 @@ from support.int8_x import INT8_X_ALLOWANCE_RANDOM, decode_rounds_x
 pytestmark = pytest.mark.usefixtures("backend")
 
 FORMATS = ["q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"]
+# With a recent window in f16 (odd windows; chain=1 keeps the rings at window + 2 rows, so that
+# they wrap over IDS).
+RECENT = ["int4+w5", "int4h+w8", "q8/fp4+w3", "fp4+w1"]
 # 13 ids of the trained model's 4096 (odd count, BOS first).
 IDS = [4092, 475, 1234, 99, 17, 300, 5, 12, 77, 8, 901, 33, 2047]
 
@@ -41,8 +44,13 @@ def numpy_model():
 
 def sides(fmt: str) -> tuple[str, str]:
     """The formats of K and V ("q8/int4": q8 keys, int4 values)."""
-    k, _, v = fmt.partition("/")
+    k, _, v = fmt.partition("+")[0].partition("/")
     return k, v or k
+
+
+def window(fmt: str) -> int:
+    """The recent window of a format ("int4h+w8": 8; 0 without one)."""
+    return int(fmt.partition("+w")[2] or 0)
 
 
 def cache_contents(m: akunu.Model, fmt: str) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -67,7 +75,7 @@ def within_one_code(got: np.ndarray, want: np.ndarray, scale: np.ndarray, fmt: s
     assert exact >= 0.99, f"{fmt} {what}: only {exact:.4f} of the codes agree with the reference quantizer"
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FORMATS + RECENT[:1])
 def test_cache_write_matches_numpy_quantizer(numpy_model, fmt):
     m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt)
     m.kv_cache.k(0)[...] = 0x5A5A5A5A  # poison: the write must replace every word it owns
@@ -82,7 +90,7 @@ def test_cache_write_matches_numpy_quantizer(numpy_model, fmt):
         captured.append((k, v))
         return stored[layer]
 
-    numpy_model.logits(IDS, kv_hook=read_then_use_akunus)
+    numpy_model.logits(IDS, kv_hook=read_then_use_akunus, recent=window(fmt))
     for layer, (k_ref, v_ref) in enumerate(captured):
         for name, got_words, got_scales, x, f in (
                 ("K", m.kv_cache.k(layer), m.kv_cache.k_scales(layer), k_ref, sides(fmt)[0]),
@@ -103,22 +111,28 @@ def test_cache_write_matches_numpy_quantizer(numpy_model, fmt):
                             scales, f, f"{fmt} layer {layer} {name}")
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FORMATS + RECENT)
 @pytest.mark.parametrize("path", ["prefill", "decode"])
 def test_attention_over_quantized_cache_matches_float64(numpy_model, fmt, path):
-    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt, prefill_chunk=8)
+    """A recent window's queries read their latest keys and values as the layer computed them
+    (f16) and older ones from the same codes: the reference's attention does the same."""
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt, prefill_chunk=8, chain=1)
     if path == "prefill":  # two chunks: 8 tokens, then 5 that attend across the chunk boundary
         got = m._engine.eval(IDS, True)
     else:
         got = np.stack([m.eval([i], reset=False).copy() for i in IDS])
     stored = cache_contents(m, fmt)
-    want = numpy_model.logits(IDS, kv_hook=lambda layer, k, v: stored[layer])
+    want = numpy_model.logits(IDS, kv_hook=lambda layer, k, v: stored[layer], recent=window(fmt))
     unquantized = numpy_model.logits(IDS)
     err = np.abs(got - want).max()
     assert err <= 0.05, f"{fmt} {path}: max |dlogit| {err:.4f} against float64 attention over the same cache"
-    # The comparison can tell: the quantization moves the logits by more than the tolerance.
+    # The comparison can tell: the quantization moves the logits by more than the tolerance, and
+    # so does the window (against the same cache read without one).
     if fmt != "q8":
         assert np.abs(got - unquantized).max() > 0.2, f"{fmt}: logits look unquantized"
+    if window(fmt):
+        without = numpy_model.logits(IDS, kv_hook=lambda layer, k, v: stored[layer])
+        assert np.abs(got - without).max() > 0.2, f"{fmt}: logits look as if the window were not read"
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -187,13 +201,18 @@ def test_dequantize_view_agrees_with_reference_decoder():
 
 @pytest.mark.parametrize("fmt, row_bytes", [("f16", 128 + 128), ("q8", 66 + 66), ("int4", 34 + 34), ("fp4", 34 + 34),
                                             ("q8/int4", 66 + 34), ("q8/fp4", 66 + 34),
-                                            ("int4h", 34 + 34)])
+                                            ("int4h", 34 + 34), ("int4h+w8", 34 + 34), ("q8/int4+w", 66 + 34)])
 def test_memory_report_counts_each_format_exactly(fmt, row_bytes):
-    m = akunu.Model(trained_gguf(), context=40, progress=False, kv_dtype=fmt)
+    m = akunu.Model(trained_gguf(), context=40, progress=False, kv_dtype=fmt, chain=3)
     planned, allocated = m.memory_report()["kv_cache"]
+    # A recent window's rings: window + 2 chains of f16 K and V rows per layer and KV head.
+    recent = window(fmt.replace("+w", "+w8")) if fmt.endswith("+w") else window(fmt)
+    ring_rows = recent + 2 * 3 if recent else 0
+    assert m.memory_report()["kv_recent"] == (recent, ring_rows, 6 * 2 * 2 * ring_rows * 128)
     # 6 layers x 2 kv heads x 40 positions x (K row + V row bytes: codes + f16 scale)
-    assert planned == allocated == 6 * 2 * 40 * row_bytes
-    assert akunu.plan(trained_gguf(), context=40, kv_dtype=fmt, check_device=False).kv_bytes == planned
+    assert planned == allocated == 6 * 2 * 40 * row_bytes + 6 * 2 * 2 * ring_rows * 128
+    plan = akunu.plan(trained_gguf(), context=40, kv_dtype=fmt, max_chain=3, check_device=False)
+    assert plan.kv_bytes == planned
 
 
 def test_rewind_and_continue_is_exact_on_a_quantized_cache():
@@ -257,13 +276,127 @@ INT4H_PERPLEXITY_COST = 0.015
 def test_int4h_perplexity_is_closer_to_f16_than_int4():
     """The trained code model over 4 windows of 256 tokens of this Python's standard library
     (akunu kv-quality's corpus): int4 costs several percent of perplexity, int4h under half of
-    that, with about half of int4's KL (docs/kv-quality.md)."""
+    that, with about half of int4's KL, and int4h with its 8 latest keys and values in f16 under
+    1 % (docs/kv-quality.md)."""
     from akunu import kv_quality
     gguf = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
     tok = akunu.Tokenizer.from_file(str(gguf))
     ids = kv_quality.python_corpus(tok, 1025, tok.bos_id, tok.eos_id)
-    rows = {r.kv_dtype: r for r in kv_quality.measure(gguf, ids, ["int4", "int4h"], context=256, progress=False)}
-    cost = {f: rows[f].perplexity / rows["f16"].perplexity - 1 for f in ("int4", "int4h")}
+    formats = ["int4", "int4h", "int4h+w8"]
+    rows = {r.kv_dtype: r for r in kv_quality.measure(gguf, ids, formats, context=256, progress=False)}
+    cost = {f: rows[f].perplexity / rows["f16"].perplexity - 1 for f in formats}
     assert cost["int4h"] <= INT4H_PERPLEXITY_COST, cost
     assert cost["int4h"] < 0.5 * cost["int4"] and rows["int4h"].kl_mean < 0.6 * rows["int4"].kl_mean, cost
     assert rows["int4h"].kv_bytes <= 0.30 * rows["f16"].kv_bytes
+    # The recent window takes most of int4h's KL away (a third of it is left on the 50,000-token
+    # corpus: bench/NOTES.md), for rings of 8 + 2 chain f16 rows.
+    assert cost["int4h+w8"] <= 0.01 and rows["int4h+w8"].kl_mean < 0.5 * rows["int4h"].kl_mean, cost
+    m = akunu.Model(gguf, context=256, progress=False)
+    ring_bytes = 6 * 2 * 2 * (8 + 2 * m.chain) * 64 * 2
+    assert rows["int4h+w8"].kv_bytes == rows["int4h"].kv_bytes + ring_bytes
+
+
+def ring_rows_at(kv, layer: int, values: bool, positions) -> np.ndarray:
+    """The recent window's f16 rows of `positions` [n_kv, len(positions), head_dim] (position t
+    in ring row t % ring rows)."""
+    ring = kv.recent_v(layer) if values else kv.recent_k(layer)
+    return ring[:, [t % ring.shape[1] for t in positions]]
+
+
+def test_recent_window_prefill_logits_equal_decode_logits_across_rewinds():
+    """int4h+w4 with chain 2: rings of 4 + 4 rows. Prefill's logits at every position against
+    decoding the prompt, and against a decode step after rewinding to it: within 4 positions the
+    rings still hold the window's rows (the kernels' arithmetic apart, the same logits); deeper,
+    the rows the rings lost are rebuilt from the codes: the ring then holds exactly what the cache
+    decodes to."""
+    ids = IDS + [11, 22, 33, 44, 55, 66, 77, 88, 99, 100, 200, 300, 400, 500, 600, 700]
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4h+w4", chain=2, prefill_chunk=8)
+    prefill = m._engine.eval(ids, True)
+    n = len(ids)
+    # Every position decoded from an empty cache: the window reads the same f16 rows; older rows'
+    # 4-bit codes may flip by a step where the decode GEMVs' K and V differ from the GEMM's in f32.
+    decoded = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4h+w4", chain=2)
+    steps = np.stack([decoded.eval([i], reset=False).copy() for i in ids])
+    assert np.abs(steps - prefill).max() <= 0.25 and np.abs(steps[:4] - prefill[:4]).max() <= 0.05
+    for t in range(n - 4, n):  # rewinds of 1 to 4 positions
+        m.kv_cache.truncate(t)
+        err = np.abs(m.eval([ids[t]], reset=False) - prefill[t]).max()
+        assert err <= 0.05, f"position {t}: max |dlogit| {err:.4f} after a rewind of {n - t}"
+        m.eval(ids[t + 1:], reset=False) if t + 1 < n else None
+    kv = m.kv_cache
+    t = n - 11
+    m.kv_cache.truncate(t)  # the rings have overwritten positions t - 3 .. t - 1
+    lost = list(range(t - 3, t))
+    for layer, values in ((0, False), (3, True), (5, False)):
+        words, scales = (kv.v(layer), kv.v_scales(layer)) if values else (kv.k(layer), kv.k_scales(layer))
+        decoded = ref.dequantize(ref.unpack(words, "int4"), scales)[:, lost]  # rotated, as the rings hold rows
+        np.testing.assert_allclose(ring_rows_at(kv, layer, values, lost), decoded.astype(np.float16),
+                                   rtol=0, atol=0, err_msg=f"layer {layer}: a rebuilt ring row")
+    rebuilt = m.eval([ids[t]], reset=False)
+    # The window's three older rows at 4 bits: the logits move (by about what int4h's cache moves
+    # them), but far less than rows of other positions would.
+    assert 0.01 < np.abs(rebuilt - prefill[t]).max() <= 3.0
+
+
+
+def test_recent_window_state_and_fork_continue_exactly():
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="q8/int4+w3", chain=1)
+    m.eval(IDS)
+    window_rows = range(len(IDS) - 2, len(IDS))  # what the window of the next query reads
+    held = ring_rows_at(m.kv_cache, 2, False, window_rows).copy()
+    saved = m.save_state()
+    child = m.fork()
+    np.testing.assert_array_equal(ring_rows_at(child.kv_cache, 2, False, window_rows), held)
+    want = np.stack([m.eval([t], reset=False).copy() for t in (5, 6, 7, 8)])
+    np.testing.assert_array_equal(np.stack([child.eval([t], reset=False).copy() for t in (5, 6, 7, 8)]), want)
+    m.eval([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])  # fills the rings with another sequence's positions 6 to 10
+    m.load_state(saved)
+    np.testing.assert_array_equal(ring_rows_at(m.kv_cache, 2, False, window_rows), held)
+    # Rewound by one, the window reads position 10, which the state does not carry: it is rebuilt
+    # from the codes, and the row the other sequence left in the ring must not pass for it.
+    m.kv_cache.truncate(len(IDS) - 1)
+    kv = m.kv_cache
+    decoded = ref.dequantize(ref.unpack(kv.k(2), "q8"), kv.k_scales(2))[:, [10]]
+    np.testing.assert_array_equal(ring_rows_at(kv, 2, False, [10]), decoded.astype(np.float16))
+    m.load_state(saved)
+    np.testing.assert_array_equal(np.stack([m.eval([t], reset=False).copy() for t in (5, 6, 7, 8)]), want)
+    without = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="q8/int4", chain=1)
+    with pytest.raises(akunu.Error, match="bytes"):
+        without.load_state(saved)
+
+
+@pytest.mark.parametrize("name, error", [("f16+w4", "an f16 cache has none"), ("int4h+x4", "expected '<format>"),
+                                         ("int4+w0", "1 to 256"), ("int4+w1000", "expected '<format>")])
+def test_recent_window_spelling_errors(name, error):
+    with pytest.raises(akunu.Error, match=error):
+        akunu.Model(trained_gguf(), context=32, progress=False, kv_dtype=name)
+
+
+def test_recent_window_names_and_batches():
+    m = akunu.Model(trained_gguf(), context=32, progress=False, kv_dtype="fp4+w")
+    assert m.kv_cache.dtype == "fp4+w8" and m.kv_cache.recent == 8 and m.kv_cache.side_dtype(True) == "fp4"
+    assert akunu.plan(trained_gguf(), context=32, kv_dtype="int4h+w16", check_device=False).kv_recent_rows > 16
+    with pytest.raises(akunu.Error, match="a batch keeps no recent window"):
+        akunu.Batch(m)
+
+
+@pytest.mark.parametrize("fmt", ["int4h+w8", "q8/fp4+w3"])
+def test_recent_window_backends_agree(fmt, backend):
+    """This module's backend against the other one on the same prompt: a chunked prefill and
+    three decode steps. The rings hold f16 rows of each backend's own f32 K and V (the same to
+    the last f16 bit or two); logits may differ where a 4-bit code of an older row flips
+    between the backends' f32 arithmetic (one code step), as test_long_prompt_... allows."""
+    if backend == "cpu":
+        pytest.skip("compared once, from the Vulkan run")
+    got = {}
+    for device in ("vulkan", "cpu"):
+        m = akunu.Model(trained_gguf(), context=64, device=device, kv_dtype=fmt, prefill_chunk=8, chain=1,
+                        progress=False)
+        prefill = m._engine.eval(IDS, True)
+        logits = np.concatenate([prefill, np.stack([m.eval([t], reset=False).copy() for t in (5, 6)])])
+        got[device] = logits, m.kv_cache.recent_k(2).copy(), m.kv_cache.recent_v(5).copy()
+    (lv, kv_, vv), (lc, kc, vc) = got["vulkan"], got["cpu"]
+    for a, b in ((kv_, kc), (vv, vc)):
+        np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), rtol=0,
+                                   atol=2e-3 * float(np.abs(b.astype(np.float32)).max()))
+    assert np.abs(lv - lc).max() <= 0.25, f"{fmt}: max |dlogit| {np.abs(lv - lc).max():.4f} between the backends"

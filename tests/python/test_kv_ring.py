@@ -69,7 +69,7 @@ def test_appends_across_the_wrap(prefill_chunk):
     assert not ring.kv_cache.k(0)[:, :first].any()  # overwritten rows read as zeros
 
 
-@pytest.mark.parametrize("kv_dtype", ["q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"])
+@pytest.mark.parametrize("kv_dtype", ["q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h", "int4h+w4"])
 def test_quantized_rings(kv_dtype):
     """The ring variants of kv_store and of both attention kernels, in every quantized format."""
     full, ring = pair(prefill_chunk=11, kv_dtype=kv_dtype)

@@ -76,7 +76,11 @@ akunu_status akunu_model_create_with(const char* path, const akunu_model_options
         if (options->device) o.device = options->device;
         o.devices.assign(options->devices, options->devices + options->n_devices);
         o.split.assign(options->split, options->split + options->n_split);
-        if (options->kv_dtype) o.kv_dtype = akunu::parse_kv_dtype(options->kv_dtype);
+        if (options->kv_dtype) {
+            const akunu::KvFormat f = akunu::parse_kv_format(options->kv_dtype);
+            o.kv_dtype = f.dtype;
+            o.kv_recent = f.recent;
+        }
         if (options->tuning) o.tuning = options->tuning;
         auto h = std::make_unique<akunu_model>();
         h->model = akunu::Model::load(path, o);

@@ -13,6 +13,7 @@
 
 #include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/kv_codes.h"
+#include "akunu/cpu/kv_recent.h"
 #include "akunu/cpu/vec_math.h"
 #include "params.h"
 
@@ -94,6 +95,24 @@ void kv_store(const CpuArgs& a, size_t begin, size_t end) {
     }
 }
 
+// kv_recent_store.comp: one item per (token row, element of its [k | v]), 64 items a
+// workgroup; a row whose ring row a later row of the step takes is skipped.
+void kv_recent_store(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& p = a.p<RopeKvParams>();  // max_len: the ring's rows per head
+    const auto& step = *a.at<const StepState>(3);
+    const float* qkv = a.at<const float>(0);
+    uint16_t* rings[2] = {a.at<uint16_t>(1), a.at<uint16_t>(2)};
+    const size_t hd = p.head_dim, kv_dim = p.n_kv_heads * hd, q_dim = p.n_heads * hd;
+    const size_t n = std::min(p.rows, step.n_tokens);
+    for (size_t gid = begin * 64, e_end = std::min(end * 64, n * 2 * kv_dim); gid < e_end; ++gid) {
+        const size_t row = gid / (2 * kv_dim), e = gid % (2 * kv_dim), i = e % kv_dim;
+        if (row + p.max_len < n) continue;
+        const size_t pos = step.pos + row;
+        rings[e >= kv_dim][((i / hd) * p.max_len + pos % p.max_len) * hd + i % hd] =
+            float_to_half(qkv[row * p.row_stride + q_dim + e]);
+    }
+}
+
 // hadamard_rows.comp: workgroup (row, head) multiplies the head's head_dim values in place by
 // the orthonormal Walsh-Hadamard matrix of size p.block (block-diagonal over the head).
 void hadamard_rows(const CpuArgs& a, size_t begin, size_t end) {
@@ -158,6 +177,7 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     uint32_t* arrivals = reinterpret_cast<uint32_t*>(partial + size_t(p.n_heads) * p.n_chunks * (p.head_dim + 2));
     const KvSide K = side(a, false, p), V = side(a, true, p);
     const size_t pos = step.pos;
+    const RecentRows W = recent_rows(a, p, scale_bindings ? 9 : 7, pos);
     const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
     const size_t c_begin = first / AKUNU_ATTENTION_CHUNK, c_end = pos / AKUNU_ATTENTION_CHUNK + 1;
     const bool alone = c_end - c_begin == 1;
@@ -175,11 +195,15 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
                 weight[r] = kNegInf;
                 continue;
             }
+            const bool recent = W.holds(t, pos);
             const KvRowMap::Row kr = K.rows.at(kvh, t);
-            K.values(kr, kv_row, to_float);
+            if (recent)
+                W.row(false, kvh, t, kv_row);
+            else
+                K.values(kr, kv_row, to_float);
             float d = 0.0f;
             for (uint32_t i = 0; i < p.head_dim; ++i) d += qh[i] * kv_row[i];
-            d *= K.scale(kr);
+            if (!recent) d *= K.scale(kr);
             d *= p.scale;
             if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
             weight[r] = d;
@@ -190,13 +214,16 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
             const bool valid = weight[r] > kNegInf;
             const float e = valid ? std::exp(weight[r] - m) : 0.0f;
             l += e;
-            weight[r] = valid ? e * V.scale(V.rows.at(kvh, cb + r)) : 0.0f;
+            weight[r] = valid ? e * (W.holds(cb + r, pos) ? 1.0f : V.scale(V.rows.at(kvh, cb + r))) : 0.0f;
         }
         const size_t rows = std::min<size_t>(AKUNU_ATTENTION_CHUNK, pos + 1 - cb);
         std::fill(acc, acc + p.head_dim, 0.0f);
         for (size_t j = 0; j < rows; ++j) {
             if (weight[j] == 0.0f) continue;
-            V.values(V.rows.at(kvh, cb + j), kv_row, to_float);
+            if (W.holds(cb + j, pos))
+                W.row(true, kvh, cb + j, kv_row);
+            else
+                V.values(V.rows.at(kvh, cb + j), kv_row, to_float);
             for (uint32_t i = 0; i < p.head_dim; ++i) acc[i] += weight[j] * kv_row[i];
         }
         if (alone) {
@@ -230,6 +257,10 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     float* out_data = a.at<float>(3);
     const KvSide K = side(a, false, p), V = side(a, true, p);
     const size_t n = std::min(fp.rows, step.n_tokens), hd = p.head_dim;
+    const bool scale_bindings = k_format(a) != kKvF16 && !in_blocks(a.variant);
+    const RecentRows W = recent_rows(a, p, scale_bindings ? 7 : 5, step.pos);
+    // The end of the keys a row at pos reads from the cache: the window's come from f16 copies.
+    auto cache_end = [&](size_t pos) -> size_t { return pos + 1 > W.recent ? pos + 1 - W.recent : 0; };
     auto first_key = [&](size_t pos) -> size_t { return p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0; };
     constexpr size_t R = AKUNU_FLASH_ROWS, D = AKUNU_FLASH_MAX_HEAD_DIM;
     // The block's state and tiles: ~170 KB, so per thread and sized once, not on the stack.
@@ -261,10 +292,10 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
                 t.v_scale[j] = V.scale(vr);
             }
             for (size_t r = 0; r < rows; ++r) {
-                const size_t pos = step.pos + r0 + r;
-                if (pos < t0 || first_key(pos) >= t0 + tile)
+                const size_t pos = step.pos + r0 + r, end_key = cache_end(pos);
+                if (end_key <= t0 || first_key(pos) >= t0 + tile || first_key(pos) >= end_key)
                     continue;  // none of this tile's keys is visible to the row
-                const size_t j0 = std::max(first_key(pos), t0) - t0, j1 = std::min(pos + 1, t0 + tile) - t0;
+                const size_t j0 = std::max(first_key(pos), t0) - t0, j1 = std::min(end_key, t0 + tile) - t0;
                 vm.scores(q + (r0 + r) * fp.q_stride + h * hd, &t.kt[0][j0], kFlashKeys, hd, j1 - j0, t.s);
                 float tile_max = kNegInf;
                 for (size_t j = 0; j < j1 - j0; ++j) {
@@ -277,6 +308,22 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
                 t.l[r] = t.l[r] * correction + vm.exp_shifted(t.s, j1 - j0, m_new);
                 for (size_t j = 0; j < j1 - j0; ++j) t.s[j] *= t.v_scale[j0 + j];
                 vm.mix(t.o[r], correction, t.s, t.v[j0], D, j1 - j0, hd);
+                t.m[r] = m_new;
+            }
+        }
+        for (size_t r = 0; r < rows && W.recent > 0; ++r) {  // the window's keys, from their f16 copies
+            const size_t pos = step.pos + r0 + r;
+            const float* qr = q + (r0 + r) * fp.q_stride + h * hd;
+            for (size_t key = std::max(first_key(pos), cache_end(pos)); key <= pos; ++key) {
+                W.row(false, kvh, key, t.row);
+                float d = 0.0f;
+                for (size_t i = 0; i < hd; ++i) d += qr[i] * t.row[i];
+                d *= p.scale;
+                if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
+                const float m_new = std::max(t.m[r], d), correction = std::exp(t.m[r] - m_new), w = std::exp(d - m_new);
+                W.row(true, kvh, key, t.row);
+                for (size_t i = 0; i < hd; ++i) t.o[r][i] = t.o[r][i] * correction + w * t.row[i];
+                t.l[r] = t.l[r] * correction + w;
                 t.m[r] = m_new;
             }
         }
@@ -351,10 +398,14 @@ void register_attention(void (*add_row)(const KernelRow&)) {
             const std::string name = std::string(f.suffix) + l.suffix;  // "_q8_int4_blocks"
             add_row({("attention_split" + name).c_str(), {attention_split, variant, 1}});
             add_row({("flash_attention" + name).c_str(), {flash_attention, variant, 1}});
-            if (f.k != kKvF16) add_row({("kv_store" + name).c_str(), {kv_store, variant, 16}});
+            if (f.k == kKvF16) continue;
+            add_row({("kv_store" + name).c_str(), {kv_store, variant, 16}});
+            add_row({("attention_split" + name + "_recent").c_str(), {attention_split, variant | kRecent, 1}});
+            add_row({("flash_attention" + name + "_recent").c_str(), {flash_attention, variant | kRecent, 1}});
         }
         add_row({("rope_kv" + std::string(l.suffix)).c_str(), {rope_kv, at, 16}});
     }
+    add_row({"kv_recent_store", {kv_recent_store, 0, 16}});
     add_row({"rope_only", {rope_kv, kRopeOnly, 16}});
     add_row({"hadamard_rows", {hadamard_rows, 0, 16}});
     // A batched step's cache: blocks of a pool, each row in its own sequence's (kv_rows.h).

@@ -36,6 +36,10 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
     AKUNU_CHECK(o.max_sequences >= 1 && o.max_sequences <= 4096,
                 "max_sequences must be in [1, 4096], not " + std::to_string(o.max_sequences));
     AKUNU_CHECK(o.rows >= 0 && o.blocks >= 0, "a batch's rows and blocks must not be negative");
+    AKUNU_CHECK(b.plan.options.kv_recent == 0, "a batch keeps no recent window: load the model with kv_dtype '" +
+                                                   std::string(kv_dtype_name(b.plan.options.kv_dtype)) +
+                                                   "' (without '+w" + std::to_string(b.plan.options.kv_recent) +
+                                                   "') to batch it");
     const int per_seq = (b.context + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK;
     pool_ = std::make_unique<KvPool>(b.device, b.config, b.context, b.plan.options.kv_dtype, o.max_sequences,
                                      o.blocks > 0 ? o.blocks : o.max_sequences * per_seq);

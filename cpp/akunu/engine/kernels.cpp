@@ -80,6 +80,29 @@ std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings
     return first;
 }
 
+// An attention kernel over a cache with a recent window (kv_recent.glsl): the "_recent"
+// variant, the step's [q | k | v] rows and the two rings as bindings 9 to 11 (after the others),
+// and the window's fields of its parameters.
+std::string attention_variant(const char* kernel, const KvBindings& c) {
+    return cache_variant(kernel, c) + (c.recent > 0 ? "_recent" : "");
+}
+std::vector<Binding> with_recent(std::vector<Binding> b, const KvBindings& c, const char* kernel) {
+    if (c.recent == 0) return b;
+    AKUNU_CHECK(c.dtype != KvDType::kF16 && c.recent_rows >= c.recent && c.step_kv.buffer && c.k_recent.buffer &&
+                    c.v_recent.buffer && c.step_kv_stride > 0,
+                std::string(kernel) + ": a recent window needs a quantized cache, its rings (at least " +
+                    std::to_string(c.recent) + " rows) and the step's Q/K/V rows");
+    b.push_back(c.step_kv);
+    b.push_back(c.k_recent);
+    b.push_back(c.v_recent);
+    return b;
+}
+void set_recent(AttentionParams& p, const KvBindings& c) {
+    p.recent = c.recent;
+    p.recent_rows = c.recent_rows;
+    p.kv_stride = c.step_kv_stride;
+}
+
 uint32_t reduce_group(const DispatchSink& s) {
     return std::min<uint32_t>(256, s.device().profile().max_workgroup_invocations);
 }
@@ -362,13 +385,15 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     AKUNU_CHECK(!handoff || (!handoff->wait && !handoff->clear_count && handoff->signal),
                 "attention: a hand-off only signals (the O GEMV waits for it)");
     check_handoff(handoff, attention_hands_off(s.device().profile(), 0), "attention");
+    set_recent(p, cache);
     std::vector<Binding> bindings = cache_bindings({q, cache.k, cache.v, partial, step}, cache);
     bindings.push_back(out);  // binding 7
     bindings.push_back(handoff ? handoff->counters : out);  // binding 8 (out stands in: written anyway)
+    bindings = with_recent(std::move(bindings), cache, "attention");
     const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim);
     // Chunks along y: a step at position pos needs pos / CHUNK + 1 of them (attention_split.comp
     // counts its arrivals from pos, not from the grid), where the table follows the position.
-    emit(s, cache_variant("attention_split", cache), {a.team, a.lane_vecs}, bindings, p,
+    emit(s, attention_variant("attention_split", cache), {a.team, a.lane_vecs}, bindings, p,
          {sh.n_heads, chunks, ChunkRows::Axis::kNone, 0, 0, AKUNU_ATTENTION_CHUNK});
 }
 
@@ -396,6 +421,7 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
         checked_u32(f.rows, "flash_attention: rows"),
         f.q_stride,
         f.out_stride};
+    set_recent(p.a, cache);
     const bool coopmat = flash_attention_coopmat(d, cache, sh.head_dim);
     const bool half_out = f.out_dtype == DType::kF16;
     AKUNU_CHECK(coopmat || !half_out,
@@ -410,8 +436,8 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
              {q, cache.k, cache.v, out, step}, p, grid);
         return;
     }
-    emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8},
-         cache_bindings({q, cache.k, cache.v, out, step}, cache), p, grid);
+    emit(s, attention_variant("flash_attention", cache), {sh.head_dim / 8},
+         with_recent(cache_bindings({q, cache.k, cache.v, out, step}, cache), cache, "flash_attention"), p, grid);
 }
 
 void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
@@ -437,6 +463,29 @@ void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, 
         f.out_stride};
     emit(s, cache_variant("attention_rows", cache), {}, {q, cache.k, cache.v, out, step}, p,
          grid_for(s, size_t(f.rows) * sh.n_heads));
+}
+
+void kv_recent_store(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
+                     const RopeKvShape& sh) {
+    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
+    AKUNU_CHECK(cache.recent > 0 && cache.recent_rows >= cache.recent,
+                "kv_recent_store: the cache has no recent window");
+    AKUNU_CHECK(sh.row_stride >= q_dim + 2 * kv_dim, "kv_recent_store: row_stride is shorter than a [q | k | v] row");
+    check_fits(qkv, (sh.rows - 1) * size_t(sh.row_stride) + q_dim + 2 * kv_dim, DType::kF32, "kv_recent_store", "qkv");
+    const size_t ring = size_t(sh.n_kv_heads) * cache.recent_rows * sh.head_dim;
+    check_fits(cache.k_recent, ring, DType::kF16, "kv_recent_store", "k_recent");
+    check_fits(cache.v_recent, ring, DType::kF16, "kv_recent_store", "v_recent");
+    check_bytes(step, sizeof(StepState), "kv_recent_store", "step");
+    const RopeKvParams p{sh.n_heads,
+                         sh.n_kv_heads,
+                         sh.head_dim,
+                         cache.recent_rows,
+                         0,
+                         0,
+                         checked_u32(sh.rows, "kv_recent_store: rows"),
+                         sh.row_stride};
+    emit(s, "kv_recent_store", {}, {qkv, cache.k_recent, cache.v_recent, step}, p,
+         grid_for(s, (size_t(sh.rows) * 2 * kv_dim + 63) / 64));
 }
 
 bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {

@@ -189,6 +189,12 @@ struct RopeKvShape {
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
              const Binding& step, const RopeKvShape& shape);
 
+// The recent window's ring write (kv_recent_store.comp): rows r < min(rows, step.n_tokens) of
+// qkv give their K and V heads as f16 to the cache's rings (KvBindings::k_recent, v_recent), at
+// row (step.pos + r) % recent_rows; dispatched after the step's attention has read the rings.
+void kv_recent_store(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
+                     const RopeKvShape& shape);
+
 struct AttentionShape {
     uint32_t n_heads, n_kv_heads, head_dim, max_len, window;
     float scale, softcap;

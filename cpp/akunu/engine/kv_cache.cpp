@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "akunu/core/error.h"
+#include "akunu/core/half.h"
+#include "akunu/core/kv_codes.h"
 #include "params.h"
 
 namespace akunu {
@@ -21,8 +23,8 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 // The plan
 // ---------------------------------------------------------------------------------------------
 
-KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool blocks, int ring_rows,
-                          LayerRange held) {
+KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool blocks, int ring_rows, LayerRange held,
+                          int recent, int recent_reserve) {
     AKUNU_CHECK(max_len > 0, "the KV cache needs a positive length");
     KvCachePlan p;
     p.held = held;
@@ -41,6 +43,8 @@ KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool
                     kv_layout(side, c.n_kv_heads, r == KvRows::kRing ? ring_rows : max_len, c.head_dim).bytes;
         }
     }
+    AKUNU_CHECK(recent == 0 || dtype != KvDType::kF16, "an f16 KV cache has no recent window");
+    p.recent = plan_kv_recent(recent, recent_reserve, held.end(c.n_layers) - held.first, c.n_kv_heads, c.head_dim);
     if (p.block_bytes > 0) {
         p.max_blocks = (max_len + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK;
         p.table_bytes = uint64_t(c.n_layers) * 2 * align_up(size_t(p.max_blocks) * 8, kBlockAlign);
@@ -53,14 +57,15 @@ KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool
 // ---------------------------------------------------------------------------------------------
 
 KVCache::KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, int max_len, KvDType dtype, bool blocks,
-                 int ring_rows, LayerRange held)
+                 int ring_rows, LayerRange held, int recent, int recent_reserve)
     : device_(device),
-      plan_(plan_kv_cache(c, max_len, dtype, blocks, ring_rows, held)),
+      plan_(plan_kv_cache(c, max_len, dtype, blocks, ring_rows, held, recent, recent_reserve)),
       dtype_(dtype),
       n_kv_heads_(c.n_kv_heads),
       head_dim_(c.head_dim),
       max_len_(max_len),
-      window_(c.sliding_window) {
+      window_(c.sliding_window),
+      recent_(device, plan_.recent, c.n_layers, held, c.n_kv_heads, c.head_dim) {
     static_assert(AKUNU_KV_BLOCK == AKUNU_ATTENTION_CHUNK, "attention_split reads masked rows up to its chunk's end");
     for (const bool values : {false, true}) {
         layout_[values] = kv_layout(kv_side(dtype, values), c.n_kv_heads, max_len, c.head_dim);
@@ -131,10 +136,20 @@ size_t KVCache::bytes() const {
     size_t total = table_ ? table_.size() : 0;
     for (size_t l = 0; l < k_.size(); ++l) total += (k_[l] ? k_[l].size() : 0) + (v_[l] ? v_[l].size() : 0);
     for (const Buffer& b : blocks_) total += b.size();
-    return total;
+    return total + recent_.bytes();
 }
 
 KvBindings KVCache::bindings(int layer) const {
+    KvBindings b = side_bindings(layer);
+    const KvRecentPlan& rp = recent_.plan();
+    if (rp.window == 0) return b;
+    b.recent = uint32_t(rp.window);
+    b.recent_rows = uint32_t(rp.rows);
+    if (holds(layer)) b.k_recent = Binding(recent_.k(layer)), b.v_recent = Binding(recent_.v(layer));
+    return b;
+}
+
+KvBindings KVCache::side_bindings(int layer) const {
     const KvRows r = rows(layer);
     if (!holds(layer))  // planned only (the decode plan reads its layout): another part holds it
         return {dtype_,
@@ -175,6 +190,7 @@ KvBindings KVCache::bindings(int layer) const {
 void KVCache::reset() {
     length_ = 0;
     sliding_from_ = 0;
+    recent_.forget();
 }
 
 void KVCache::truncate(int n) {
@@ -192,11 +208,46 @@ void KVCache::truncate(int n) {
                                    std::to_string(earliest) + " to " + std::to_string(length_) +
                                    ", or to 0, or load the model with kv_ring=False to rewind anywhere");
     length_ = n;
+    rebuild_recent(n);
+}
+
+void KVCache::rebuild_recent(int n) {
+    const std::vector<int> missing = recent_.plan().window > 0 ? recent_.missing(n) : std::vector<int>{};
+    std::vector<uint8_t> codes;
+    std::vector<uint16_t> scales;
+    std::vector<uint16_t> row(static_cast<size_t>(head_dim_));
+    for (const int t : missing)
+        for (int l = plan_.held.first; l < plan_.held.end(n_layers()); ++l)
+            for (const bool values : {false, true}) {
+                // Row t of every head: the codes, then the scales (walk_side's order).
+                codes.clear();
+                scales.clear();
+                walk_side(l, values, t, t + 1, [&](const Buffer* b, size_t off, size_t bytes, bool is_scale) {
+                    std::vector<uint8_t> piece(bytes);
+                    b->read(piece.data(), bytes, off);
+                    if (is_scale)
+                        scales.push_back(uint16_t(piece[0] | piece[1] << 8));
+                    else
+                        codes.insert(codes.end(), piece.begin(), piece.end());
+                });
+                const uint32_t f = kv_code_id(kv_side(dtype_, values));
+                const size_t words = size_t(head_dim_) / kv_per_word(f);
+                for (int h = 0; h < n_kv_heads_; ++h) {
+                    const float scale = half_to_float(scales[size_t(h)]);
+                    for (int i = 0; i < head_dim_; ++i) {
+                        uint32_t w;
+                        std::memcpy(&w, codes.data() + (size_t(h) * words + size_t(i) / kv_per_word(f)) * 4, 4);
+                        row[size_t(i)] = float_to_half(kv_code(w, uint32_t(i) % kv_per_word(f), f) * scale);
+                    }
+                    recent_.put(l, values, h, t, row.data());
+                }
+            }
 }
 
 void KVCache::set_length(int n) {
     AKUNU_CHECK(n >= 0 && n <= max_len_,
                 "KV cache length " + std::to_string(n) + " is outside [0, " + std::to_string(max_len_) + "]");
+    if (n > length_) recent_.wrote(length_, n);
     length_ = n;
     // Writing position t overwrote t - ring_rows in every ring.
     if (plan_.ring_rows > 0) sliding_from_ = std::max(sliding_from_, n - plan_.ring_rows);
@@ -285,7 +336,7 @@ std::vector<uint8_t> KVCache::read_side(int layer, bool values, bool scales, int
 size_t KVCache::rows_bytes(int n, int from) const {
     size_t total = 0;
     walk_rows(n, from, [&](const Buffer*, size_t, size_t bytes) { total += bytes; });
-    return total;
+    return total + recent_.saved_bytes(n);
 }
 
 std::vector<uint8_t> KVCache::save_rows(int n) const {
@@ -295,6 +346,8 @@ std::vector<uint8_t> KVCache::save_rows(int n) const {
         b->read(out.data() + at, bytes, offset);  // a ring holds all of [sliding_from, n)
         at += bytes;
     });
+    const std::vector<uint8_t> recent = recent_.save(n);
+    std::copy(recent.begin(), recent.end(), out.begin() + ptrdiff_t(at));
     return out;
 }
 
@@ -308,6 +361,7 @@ void KVCache::load_rows(const uint8_t* data, size_t size, int n, int from) {
         if (b) const_cast<Buffer*>(b)->write(data + at, bytes, offset);  // one of this cache's own buffers
         at += bytes;
     });
+    recent_.load(data + at, n);
     length_ = n;
     sliding_from_ = plan_.ring_rows > 0 ? std::max(from, n - plan_.ring_rows) : from;
 }

@@ -20,7 +20,8 @@
 // rows of positions below sliding_from(); truncate refuses a length whose window reaches them.
 // save_rows/load_rows copy rows out and in (saved model states, forks), in one order that the
 // layout does not change: per layer, K then V, per KV head, the rows, then (quantized) the row
-// scales; sliding-window layers hold rows [sliding_from, n), the others [0, n).
+// scales; sliding-window layers hold rows [sliding_from, n), the others [0, n). A format with a
+// recent window appends its rings' rows (KvRecent::save).
 //
 // A part of a model split across devices (split.h) holds the layers of its LayerRange only:
 // the others are planned (their layout, for the decode plan) but take no memory, and the saved
@@ -35,6 +36,7 @@
 
 #include "akunu/vulkan/buffer.h"
 #include "akunu/engine/kv_format.h"
+#include "akunu/engine/kv_recent.h"
 #include "akunu/engine/layer_range.h"
 #include "akunu/model/model_config.h"
 
@@ -50,20 +52,24 @@ struct KvCachePlan {
     uint64_t block_bytes = 0;  // one block: AKUNU_KV_BLOCK positions of every block layer
     uint64_t table_bytes = 0;  // the block tables
     int max_blocks = 0;  // blocks that hold the whole context
-    uint64_t initial_bytes() const { return full_bytes + table_bytes + (max_blocks > 0 ? block_bytes : 0); }
-    uint64_t max_bytes() const { return full_bytes + table_bytes + uint64_t(max_blocks) * block_bytes; }
+    KvRecentPlan recent;  // the recent window's rings (kv_recent.h), allocated up front
+    uint64_t initial_bytes() const {
+        return full_bytes + table_bytes + recent.bytes + (max_blocks > 0 ? block_bytes : 0);
+    }
+    uint64_t max_bytes() const { return full_bytes + table_bytes + recent.bytes + uint64_t(max_blocks) * block_bytes; }
 };
 // blocks: allocate non-ring layers in blocks; ring_rows > 0: sliding-window layers keep a ring
-// of that many rows when it is shorter than max_len.
+// of that many rows when it is shorter than max_len; recent > 0: the format's recent window,
+// with rings of recent + recent_reserve rows.
 KvCachePlan plan_kv_cache(const ModelConfig& c, int max_len, KvDType dtype, bool blocks, int ring_rows,
-                          LayerRange held = {});
+                          LayerRange held = {}, int recent = 0, int recent_reserve = 0);
 
 class KVCache : public KvSource {
 public:
     KVCache(const std::shared_ptr<Device>& device, const ModelConfig& c, int max_len, KvDType dtype = KvDType::kF16,
-            bool blocks = false, int ring_rows = 0, LayerRange held = {});
+            bool blocks = false, int ring_rows = 0, LayerRange held = {}, int recent = 0, int recent_reserve = 0);
 
-    KvBindings bindings(int layer) const override;
+    KvBindings bindings(int layer) const override;  // with the recent window's rings
     // A full or ring layer's K and V buffers (empty for a layer in blocks).
     const Buffer& k(int layer) const { return k_[size_t(layer)]; }
     const Buffer& v(int layer) const { return v_[size_t(layer)]; }
@@ -98,6 +104,7 @@ public:
     // writing nothing, when the size is wrong. A ring keeps the newest rows it has room for.
     void load_rows(const uint8_t* data, size_t size, int n, int from = 0);
 
+    const KvRecent& recent() const { return recent_; }
     int sliding_from() const { return sliding_from_; }
     void reset();
     void truncate(int n);  // throws unless 0 <= n <= current_length and the window holds
@@ -110,6 +117,9 @@ private:
                    const std::function<void(const Buffer*, size_t, size_t, bool scales)>& visit) const;
     void walk_rows(int n, int from, const std::function<void(const Buffer*, size_t, size_t)>& visit) const;
     int rows_from(int layer, int from) const { return sliding_[size_t(layer)] ? from : 0; }
+    // Fills the rings' rows a query at n reads that a deep rewind overwrote, from the codes.
+    void rebuild_recent(int n);
+    KvBindings side_bindings(int layer) const;  // the K and V sides alone
 
     std::shared_ptr<Device> device_;
     KvCachePlan plan_;
@@ -127,6 +137,7 @@ private:
     int n_kv_heads_, head_dim_, max_len_, window_;
     int length_ = 0;
     int sliding_from_ = 0;
+    KvRecent recent_;
 };
 
 }  // namespace akunu

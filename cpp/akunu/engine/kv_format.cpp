@@ -3,6 +3,7 @@
 #include "akunu/engine/kv_format.h"
 
 #include "akunu/core/error.h"
+#include "akunu/core/kv_codes.h"
 #include "params.h"
 
 namespace akunu {
@@ -17,6 +18,31 @@ KvDType parse_kv_dtype(const std::string& name) {
     if (name == "int4h") return KvDType::kInt4H;
     throw Error("unknown kv_dtype '" + name +
                 "'; expected f16, q8, int4, fp4, q8/int4, q8/fp4 (keys/values) or int4h (Hadamard-rotated int4)");
+}
+
+KvFormat parse_kv_format(const std::string& name) {
+    const size_t plus = name.find('+');
+    KvFormat f{parse_kv_dtype(name.substr(0, plus)), 0};
+    if (plus == std::string::npos) return f;
+    const std::string window = name.substr(plus + 1);
+    const std::string digits = window.size() > 1 ? window.substr(1) : "";
+    AKUNU_CHECK(!window.empty() && window[0] == 'w' && digits.find_first_not_of("0123456789") == std::string::npos &&
+                    digits.size() <= 3,
+                "kv_dtype '" + name + "': expected '<format>+w<recent>' (\"int4h+w8\": the 8 latest keys and " +
+                    "values of each query in f16) or '<format>+w' (a window of " + std::to_string(kKvRecentDefault) +
+                    ")");
+    f.recent = digits.empty() ? kKvRecentDefault : std::stoi(digits);
+    AKUNU_CHECK(f.dtype != KvDType::kF16, "kv_dtype '" + name +
+                                              "': the recent window keeps f16 copies beside a quantized cache; an "
+                                              "f16 cache has none (use q8, int4, fp4, q8/int4, q8/fp4 or int4h)");
+    AKUNU_CHECK(f.recent >= 1 && f.recent <= kKvRecentMax,
+                "kv_dtype '" + name + "': the window must hold 1 to " + std::to_string(kKvRecentMax) + " positions");
+    return f;
+}
+
+std::string kv_format_name(const KvFormat& f) {
+    std::string s = kv_dtype_name(f.dtype);
+    return f.recent > 0 ? s + "+w" + std::to_string(f.recent) : s;
 }
 
 const char* kv_dtype_name(KvDType t) {
@@ -44,6 +70,10 @@ KvDType kv_side(KvDType t, bool values) {
     if (t == KvDType::kQ8Fp4) return values ? KvDType::kFp4 : KvDType::kQ8;
     if (t == KvDType::kInt4H) return KvDType::kInt4;
     return t;
+}
+
+uint32_t kv_code_id(KvDType side) {
+    return side == KvDType::kQ8 ? kKvQ8 : side == KvDType::kInt4 ? kKvInt4 : side == KvDType::kFp4 ? kKvFp4 : kKvF16;
 }
 
 bool kv_rotated(KvDType t) { return t == KvDType::kInt4H; }

@@ -28,6 +28,24 @@ enum class KvDType { kF16, kQ8, kInt4, kFp4, kQ8Int4, kQ8Fp4, kInt4H };
 // "f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"
 KvDType parse_kv_dtype(const std::string& name);
 const char* kv_dtype_name(KvDType t);
+
+// The recent window of a quantized format: a query at position p reads the keys and values at
+// positions > p - recent from f16 copies (the step's own rows from its Q/K/V rows, older ones
+// from a ring of f16 rows per layer and KV head, kv_recent.h) and older ones from the cache's
+// codes. Most of a quantized cache's error sits in the few latest keys a query attends most.
+// Spelled "<format>+w<recent>" ("int4h+w8"), or "<format>+w" for kKvRecentDefault.
+struct KvFormat {
+    KvDType dtype = KvDType::kF16;
+    int recent = 0;  // 0: no window
+};
+// The window "+w" alone gives: the size at which the window's error gain levels off on
+// akunu's kv-quality corpus (docs/kv-quality.md).
+constexpr int kKvRecentDefault = 8;
+constexpr int kKvRecentMax = 256;
+// "int4h", "q8/int4+w16", "fp4+w"; throws for an unknown format, a window on f16 or out of
+// range (1 to kKvRecentMax).
+KvFormat parse_kv_format(const std::string& name);
+std::string kv_format_name(const KvFormat& f);  // "int4h+w8", or the dtype's name without a window
 // Shader-variant suffix of the stored codes: "q8", "q8_int4", ... ("int4" for int4h).
 std::string kv_variant_suffix(KvDType t);
 // The storage format of the keys (values = false) or the values: one of f16, q8, int4, fp4.
@@ -38,6 +56,8 @@ bool kv_rotated(KvDType t);
 // The power-of-two block the rotation runs over: the largest that divides head_dim, at most 256
 // (a block-diagonal H where head_dim is not a power of two).
 int kv_rotation_block(int head_dim);
+// The code id of a side format (core/kv_codes.h): kKvF16, kKvQ8, kKvInt4 or kKvFp4.
+uint32_t kv_code_id(KvDType side);
 // Bits per stored value of a side format: 16, 8 or 4.
 int kv_value_bits(KvDType side);
 // Bytes of one (head, position) row of a side: values plus, when quantized, one f16 scale.
@@ -68,6 +88,13 @@ struct KvBindings {
     KvRows rows = KvRows::kFull;
     uint32_t cache_rows = 0;  // rows per head: the context (full), the ring's length; 0 for blocks
     uint32_t sequences = 1;  // kBatch: the block tables side by side in k and v
+    // The recent window (KvFormat): its size, the ring's rows per head and the rings, f16
+    // [n_kv, recent_rows, head_dim] each; the table builder adds the step's own [q | k | v]
+    // rows (f32, step_kv_stride floats apart) that the attention reads the current rows from.
+    uint32_t recent = 0, recent_rows = 0;
+    Binding k_recent, v_recent;
+    Binding step_kv;
+    uint32_t step_kv_stride = 0;
     bool in_blocks() const { return rows == KvRows::kBlocks || rows == KvRows::kBatch; }
 };
 

@@ -186,7 +186,11 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     // A ring of window + max(chunk, two chains) rows: see kv_cache.h.
     const int ring_rows =
         p.options.kv_ring ? c.sliding_window + std::max(p.options.prefill_chunk, 2 * p.options.max_chain) : 0;
-    p.kv = plan_kv_cache(c, p.options.context, p.options.kv_dtype, p.options.kv_blocks, ring_rows, held);
+    // The recent window's rings keep two chains more than the window: the rewind generate()
+    // may take back (kv_recent.h).
+    p.kv = plan_kv_cache(c, p.options.context, p.options.kv_dtype, p.options.kv_blocks, ring_rows, held,
+                         p.options.kv_recent, 2 * p.options.max_chain);
+    p.kv_full_bytes += p.kv.recent.bytes;  // a recent window's rings are allocated up front in every layout
     p.kv_bytes = p.kv.initial_bytes();
     p.kv_max_bytes = p.kv.max_bytes();
     p.decode_scratch = decode_scratch_layout(c, p.options.max_chain, p.options.context);

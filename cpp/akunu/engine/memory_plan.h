@@ -49,6 +49,7 @@ struct PlanOptions {
     int max_chain = 64;  // tokens per chain-decode submission
     int max_sequences = 8;  // encoder-decoders (whisper): sequence slots and windows per encode
     KvDType kv_dtype = KvDType::kF16;
+    int kv_recent = 0;  // the format's recent window (kv_format.h KvFormat); rings of it + 2 max_chain rows
     bool kv_blocks = false;  // the KV cache grows in blocks of 256 positions (kv_cache.h)
     bool kv_ring = false;  // sliding-window layers keep a ring of window + max(prefill_chunk, 2 max_chain) rows
     std::string weights_dtype = "F16";  // for config-only plans: the type of the 2-D weights

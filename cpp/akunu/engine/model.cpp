@@ -113,6 +113,7 @@ void place_loaded(LoadedModel& b, const std::shared_ptr<Device>& device, const L
     po.max_chain = b.chain;
     po.prefill_chunk = b.prefill_chunk;
     po.kv_dtype = options.kv_dtype;
+    po.kv_recent = options.kv_recent;
     po.kv_blocks = options.kv_blocks;
     po.kv_ring = options.kv_ring;
     po.weight_tiles = b.device->profile().weight_tiles;
@@ -170,7 +171,8 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     const LoadedModel& b = *base_;
     stage("kv cache");
     kv_ = std::make_unique<KVCache>(b.device, b.config, b.context, b.plan.options.kv_dtype, b.plan.options.kv_blocks,
-                                    b.plan.kv.ring_rows, b.layers);
+                                    b.plan.kv.ring_rows, b.layers, b.plan.kv.recent.window,
+                                    b.plan.kv.recent.rows - b.plan.kv.recent.window);
     stage("scratch");
     scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, b.chain, b.prefill_chunk,
                                                 b.plan.options.prefill_dequant);

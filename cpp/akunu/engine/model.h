@@ -46,6 +46,7 @@ struct LoadOptions {
     int chain = 0;  // decode steps per submission; 0: from the device profile
     int prefill_chunk = 0;  // prompt tokens per submission; 0: 512 (clipped to the context)
     KvDType kv_dtype = KvDType::kF16;  // the KV cache's storage format (kv_format.h)
+    int kv_recent = 0;  // its recent window (kv_format.h KvFormat): positions read in f16
     // The KV cache's layout (kv_cache.h): kv_blocks grows it in blocks of 256 positions instead
     // of pre-allocating the context; kv_ring keeps sliding-window layers in a ring of
     // window + max(prefill_chunk, 2 chain) positions (then truncate rewinds only so far).

@@ -208,7 +208,9 @@ void Builder::attention(int l) {
     const Buffer &rope_cos = s_.get(local ? "rope_cos_local" : "rope_cos"),
                  &rope_sin = s_.get(local ? "rope_sin_local" : "rope_sin");
     const RopeStyle style = gguf_ ? a_.rope_gguf : a_.rope_hf;
-    const KvBindings cache = kv_.bindings(l);
+    KvBindings cache = kv_.bindings(l);
+    cache.step_kv = Binding(qkv_);  // a recent window's current rows (kv_recent.glsl)
+    cache.step_kv_stride = uint32_t(qkv_row_);
     std::optional<kernels::GemvRopeKv> rope;
     if (lp.rope_folded)
         rope = kernels::GemvRopeKv{Binding(rope_cos),
@@ -255,6 +257,12 @@ void Builder::attention(int l) {
     else
         kernels::attention(t_, q_, cache, s_.get("attn_partial"), attn_out_, step_, shape,
                            ptr(take_handoff(lp.handoff_slot[kAttentionToO], heads)));
+    if (cache.recent > 0) {  // after attention has read the ring's older rows
+        label(l, "kv_recent_store");
+        kernels::kv_recent_store(
+            t_, qkv_, cache, step_,
+            {heads, kv_heads, head_dim, uint32_t(m_.context), false, false, uint32_t(rows_), uint32_t(qkv_row_)});
+    }
     if (kv_rotated(cache.dtype)) {  // sum p (Hv) back to sum p v (no hand-off to O: plan_handoffs)
         AKUNU_CHECK(lp.attn_out_dtype == DType::kF32, "attention over a rotated KV cache must write f32 rows");
         label(l, "attn_unrotate");

@@ -46,19 +46,22 @@ class NumpyLlama:
         out[..., 1::2] = a * s + b * c
         return out
 
-    def logits(self, ids: list[int], kv_hook=None, x_rounding=None) -> np.ndarray:
+    def logits(self, ids: list[int], kv_hook=None, x_rounding=None, recent: int = 0) -> np.ndarray:
         """[len(ids), vocab] logits of a causal forward pass over `ids` (kv_hook, x_rounding:
         see forward)."""
-        return self.forward(ids, kv_hook, x_rounding)[0]
+        return self.forward(ids, kv_hook, x_rounding, recent)[0]
 
-    def forward(self, ids: list[int], kv_hook=None, x_rounding=None) -> tuple[np.ndarray, list[np.ndarray]]:
+    def forward(self, ids: list[int], kv_hook=None, x_rounding=None,
+                recent: int = 0) -> tuple[np.ndarray, list[np.ndarray]]:
         """The logits and the residual stream after each layer ([len(ids), dim] each, the last
         one before the output norm) of a causal forward pass over `ids`. With `kv_hook`, each
         layer's attention uses kv_hook(layer, k, v) -> (k, v) in place of its K and V
         ([T, n_kv, head_dim], after RoPE): a hook to read them, or to put another cache's
         contents in their place. With `x_rounding`, each projection multiplies
         x_rounding(x, weight name) in place of its input x [T, k]: the rounding of the
-        activations that an engine applies before some matrix products."""
+        activations that an engine applies before some matrix products. With `recent` (a KV
+        format's recent window, kv_format.h), query i reads the keys and values j > i - recent
+        as the layer computed them rounded to f16, and only older ones through kv_hook."""
         def proj(x, name):
             return (x if x_rounding is None else x_rounding(x, name)) @ self.w[name].T
 
@@ -68,6 +71,8 @@ class NumpyLlama:
         x = self.w["token_embd.weight"][ids]
         group = self.n_heads // self.n_kv
         mask = np.triu(np.full((T, T), -np.inf), 1)
+        ages = np.arange(T)[:, None] - np.arange(T)[None, :]
+        near = (ages >= 0) & (ages < recent)  # [query, key]: read from the f16 copy
         for layer in range(self.n_layers):
             p = f"blk.{layer}."
             h = self._rms(x, self.w[p + "attn_norm.weight"])
@@ -75,14 +80,16 @@ class NumpyLlama:
             k = proj(h, p + "attn_k.weight").reshape(T, self.n_kv, self.head_dim)
             v = proj(h, p + "attn_v.weight").reshape(T, self.n_kv, self.head_dim)
             q, k = self._rope(q, pos), self._rope(k, pos)
+            k16, v16 = (a.astype(np.float16).astype(np.float64) for a in (k, v))
             if kv_hook is not None:
                 k, v = kv_hook(layer, k, v)
             out = np.empty_like(q)
             for hh in range(self.n_heads):
                 kv = hh // group
-                s = q[:, hh] @ k[:, kv].T / np.sqrt(self.head_dim) + mask
+                s = np.where(near, q[:, hh] @ k16[:, kv].T, q[:, hh] @ k[:, kv].T) / np.sqrt(self.head_dim) + mask
                 s = np.exp(s - s.max(axis=1, keepdims=True))
-                out[:, hh] = (s / s.sum(axis=1, keepdims=True)) @ v[:, kv]
+                p_ = s / s.sum(axis=1, keepdims=True)
+                out[:, hh] = np.where(near, p_, 0) @ v16[:, kv] + np.where(near, 0, p_) @ v[:, kv]
             x = x + proj(out.reshape(T, -1), p + "attn_output.weight")
             h = self._rms(x, self.w[p + "ffn_norm.weight"])
             gate, up = proj(h, p + "ffn_gate.weight"), proj(h, p + "ffn_up.weight")
