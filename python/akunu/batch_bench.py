@@ -78,20 +78,27 @@ def markdown(results: list[BatchResult]) -> str:
 
 
 def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int = 128, shared_prefix: int = 0,
-         json_path: str | None = None, markdown_path: str | None = None, kv_dtype: str = "f16") -> list[BatchResult]:
+         json_path: str | None = None, markdown_path: str | None = None, kv_dtype: str = "f16",
+         progress: bool | None = None) -> list[BatchResult]:
+    """Runs each file at each batch size and prints the table; progress: a bar over the runs
+    (None: on a terminal or in a notebook)."""
     if tg < 2:
         raise ValueError("--tokens must be at least 2 for a decode rate")
     results = []
+    bar = _progress.bar(len(files) * len(sizes), "bench --batch", "run", _progress.shown(progress))
     for f in files:
         m = Model(f, context=shared_prefix + pp + tg + 8, device=device, progress=False, kv_dtype=kv_dtype)
         for n in sizes:
+            bar.set_description(f"{f.rsplit('/', 1)[-1]}: {n} sequences")
             results.append(run_one(m, n, pp, tg, shared_prefix))
+            bar.update(1)
             if json_path:
                 with open(json_path, "w") as out:
                     json.dump([asdict(r) for r in results], out, indent=1)
             if markdown_path:
                 with open(markdown_path, "w") as out:
                     out.write(markdown(results) + "\n")
+    bar.close()
     header = ["file", "seqs", "prompt tok/s", "decode tok/s", "blocks (shared)"]
     rows = [[r.file.rsplit("/", 1)[-1], str(r.sequences), f"{r.prompt_tok_s:,.0f}", f"{r.decode_tok_s:,.1f}",
              f"{r.blocks_used} ({r.blocks_shared})"] for r in results]
