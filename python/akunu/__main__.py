@@ -132,7 +132,8 @@ def _generate(akunu, args) -> int:
 
 
 def _profile(akunu, args) -> int:
-    context = args.context or max(1024, args.after + args.tokens)
+    # Without --context: 1024 positions or what --after and --tokens need, within the trained length.
+    context = args.context or min(max(1024, args.after + args.tokens), akunu.load_config(args.model).max_context)
     m = akunu.Model(args.model, context=context, **_placement(args), progress=args.progress)
     if args.after and args.after + args.tokens > m.context:
         raise ValueError(f"--after {args.after} and --tokens {args.tokens} need {args.after + args.tokens} positions; "
@@ -146,7 +147,7 @@ def _profile(akunu, args) -> int:
     if args.after:
         what += f" after {args.after} tokens"
     what += f" (median of {args.runs} runs)" if args.runs > 1 else ""
-    print(f"{m.path}: device time of {what} on {m.device}")
+    print(f"{m.path} on {m.device}\ndevice time of {what}")
     print(akunu.profile_table(rows, by=args.by))
     stats = m.kernel_statistics()
     if stats:
