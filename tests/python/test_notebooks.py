@@ -71,6 +71,8 @@ def test_notebook_is_stored_with_its_outputs_and_uses_the_public_api(path):
     assert not any(o.get("output_type") == "error" for cell in code for o in cell.outputs), path.name
     for i, cell in enumerate(code):
         assert "._" not in cell.source.replace("._repr", ""), f"{path.name}: code cell {i} reaches a private name"
+    # Figures at a modest dpi keep the stored file small enough to read and to diff.
+    assert path.stat().st_size < 800_000, f"{path.name}: {path.stat().st_size:,} bytes; lower its figures' dpi"
 
 
 # The figures a reader would rather look at than read: per notebook, a piece of the code that
