@@ -227,7 +227,7 @@ def main(files: list[str], device=None, json_path: str | None = None, markdown_p
         results.append(run(f, bandwidth, device=device, step=step, **kwargs))
         write(results, json_path, markdown_path)  # after each file: a run cut off keeps what it measured
         if not show:  # a log line per file where no bar shows progress
-            print(text_table(results[-1:]).splitlines()[-1], flush=True)
+            print("\n".join(text_table(results[-1:]).splitlines()[2:]), flush=True)  # its row, wrapped or not
     bar.close()
     print(text_table(results))
     return results
