@@ -47,7 +47,9 @@ from akunu.whisper import Whisper  # noqa: E402
 from akunu.whisper.files import whisper_format as _whisper_format  # noqa: E402
 
 Device.upload = upload  # type: ignore[attr-defined]
-Error.__module__ = "akunu"  # tracebacks say akunu.Error, the name users catch
+for _public in (Error, ContextWarning):  # tracebacks and warnings name akunu.X, the name users catch
+    _public.__module__ = "akunu"
+del _public
 open = open_model  # akunu.open(path): inspect a model file without loading it  # noqa: A001
 
 

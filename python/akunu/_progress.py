@@ -2,7 +2,8 @@
 
 Bars come from tqdm.auto (widgets in a notebook, text on a terminal) and are shown on a
 terminal or in a notebook unless turned off; piped output gets none, and the caller prints a
-summary line instead. Where tqdm is missing, nothing is shown. Tables fit a width (100
+summary line instead. Where nobody asked for a bar, it appears only once its work has run for
+DELAY seconds, so that quick calls stay quiet. Where tqdm is missing, nothing is shown. Tables fit a width (100
 columns by default): the widest text column wraps.
 """
 from __future__ import annotations
@@ -11,12 +12,15 @@ import sys
 import textwrap
 
 WIDTH = 100
+DELAY = 2.0  # seconds before a bar nobody asked for appears
+ASKED: bool | None = None  # the command line's --progress / --no-progress, for every bar
 
 
 class _NoBar:
     """What bar() returns where no bar is shown: the same calls, doing nothing."""
 
     n = 0
+    total = None
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -48,15 +52,25 @@ def interactive() -> bool:
     return type(shell).__name__ == "ZMQInteractiveShell"
 
 
+def shown(show: bool | None) -> bool:
+    """Whether a bar is shown: `show` as given, else ASKED, else interactive()."""
+    for choice in (show, ASKED):
+        if choice is not None:
+            return choice
+    return interactive()
+
+
 def bar(total: int | None, desc: str, unit: str = "it", show: bool | None = None, **kwargs):
     """A tqdm.auto bar, or a stand-in that shows nothing: when `show` is False, or when it is
-    None and the output is not interactive(), or without tqdm."""
-    if not (show if show is not None else interactive()):
+    None and shown() says no, or without tqdm. A bar nobody asked for waits DELAY seconds before
+    it appears."""
+    if not shown(show):
         return _NoBar()
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return _NoBar()
+    kwargs.setdefault("delay", DELAY if show is None and ASKED is None else 0.0)
     return tqdm(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr, **kwargs)
 
 

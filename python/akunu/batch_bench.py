@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from akunu import _progress
+from akunu._inputs import ContextWarning
 from akunu.batch import Batch
 from akunu.model import Model
+from akunu.plan import load_config
 
 
 @dataclass
@@ -57,12 +60,28 @@ def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, 
     prompt_s = time.perf_counter() - start
     report = b.memory_report()
     start = time.perf_counter()
-    for _ in range(tg - 1):
-        b.step()
+    sampled = sum(len(b.step()) for _ in range(tg - 1))  # counted: a sequence at the context's end samples none
     decode_s = time.perf_counter() - start
+    if sampled != sequences * (tg - 1):
+        raise ValueError(f"{m.path}: {sequences} sequences sampled {sampled} of {sequences * (tg - 1)} decode tokens "
+                         f"in a context of {m.context}")
     return BatchResult(m.path, str(m.device), sequences, pp, tg, shared_prefix,
-                       sequences * (pp + shared_prefix) / prompt_s, sequences * (tg - 1) / max(decode_s, 1e-9),
+                       sequences * (pp + shared_prefix) / prompt_s, sampled / max(decode_s, 1e-9),
                        report["blocks_used"], report["blocks_shared"])
+
+
+def fit_prompt(path: str, pp: int, tg: int, shared_prefix: int) -> tuple[int, int]:
+    """(context, pp): the positions a run needs, and a prompt cut, with a ContextWarning, to what
+    the model was trained for once the shared prefix and the generated tokens have their room."""
+    trained = load_config(path).max_context
+    room = trained - shared_prefix - tg - 8
+    if room < 1:
+        raise ValueError(f"{path}: {trained} positions leave no room for a prompt after --shared-prefix "
+                         f"{shared_prefix} and --tokens {tg}; ask for fewer")
+    if pp > room:
+        warnings.warn(f"{path} was trained for {trained} positions: --pp {pp} -> {room}", ContextWarning, stacklevel=3)
+        pp = room
+    return shared_prefix + pp + tg + 8, pp
 
 
 def markdown(results: list[BatchResult]) -> str:
@@ -78,22 +97,31 @@ def markdown(results: list[BatchResult]) -> str:
 
 
 def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int = 128, shared_prefix: int = 0,
-         json_path: str | None = None, markdown_path: str | None = None, kv_dtype: str = "f16") -> list[BatchResult]:
+         json_path: str | None = None, markdown_path: str | None = None, kv_dtype: str = "f16",
+         progress: bool | None = None) -> list[BatchResult]:
+    """Runs each file at each batch size and prints the table; progress: a bar over the runs
+    (None: on a terminal or in a notebook)."""
     if tg < 2:
         raise ValueError("--tokens must be at least 2 for a decode rate")
     results = []
+    bar = _progress.bar(len(files) * len(sizes), "bench --batch", "run", _progress.shown(progress))
     for f in files:
-        m = Model(f, context=shared_prefix + pp + tg + 8, device=device, progress=False, kv_dtype=kv_dtype)
+        context, prompt = fit_prompt(f, pp, tg, shared_prefix)
+        m = Model(f, context=context, device=device, progress=False, kv_dtype=kv_dtype)
         for n in sizes:
-            results.append(run_one(m, n, pp, tg, shared_prefix))
+            bar.set_description(f"{f.rsplit('/', 1)[-1]}: {n} sequences")
+            results.append(run_one(m, n, prompt, tg, shared_prefix))
+            bar.update(1)
             if json_path:
                 with open(json_path, "w") as out:
                     json.dump([asdict(r) for r in results], out, indent=1)
             if markdown_path:
                 with open(markdown_path, "w") as out:
                     out.write(markdown(results) + "\n")
-    header = ["file", "seqs", "prompt tok/s", "decode tok/s", "blocks (shared)"]
-    rows = [[r.file.rsplit("/", 1)[-1], str(r.sequences), f"{r.prompt_tok_s:,.0f}", f"{r.decode_tok_s:,.1f}",
-             f"{r.blocks_used} ({r.blocks_shared})"] for r in results]
+    bar.close()
+    header = ["file", "seqs", "prompt", "generated", "prompt tok/s", "decode tok/s", "blocks (shared)"]
+    rows = [[r.file.rsplit("/", 1)[-1], str(r.sequences), str(r.pp + r.shared_prefix), str(r.tg),
+             f"{r.prompt_tok_s:,.0f}", f"{r.decode_tok_s:,.1f}", f"{r.blocks_used} ({r.blocks_shared})"]
+            for r in results]
     print(_progress.table(header, rows))
     return results

@@ -210,11 +210,14 @@ def markdown(results: list[Result]) -> str:
 
 
 def main(files: list[str], device=None, json_path: str | None = None, markdown_path: str | None = None,
-         **kwargs) -> list[Result]:
+         progress: bool | None = None, **kwargs) -> list[Result]:
+    """Benches each file and prints the table. progress: a bar over the steps (None: on a terminal
+    or in a notebook); where none is shown, each file's row is printed as it finishes."""
     from akunu import Device
     bandwidth = copy_bandwidth(Device(device) if device is not None else Device())
     results = []
-    bar = _progress.bar(len(files) * STEPS, "bench", "step")
+    show = _progress.shown(progress)
+    bar = _progress.bar(len(files) * STEPS, "bench", "step", show)
     for f in files:
         name = f.rsplit("/", 1)[-1]
 
@@ -223,8 +226,8 @@ def main(files: list[str], device=None, json_path: str | None = None, markdown_p
             bar.update(1)
         results.append(run(f, bandwidth, device=device, step=step, **kwargs))
         write(results, json_path, markdown_path)  # after each file: a run cut off keeps what it measured
-        if not _progress.interactive():  # a log line per file where no bar shows progress
-            print(text_table(results[-1:]).splitlines()[-1], flush=True)
+        if not show:  # a log line per file where no bar shows progress
+            print("\n".join(text_table(results[-1:]).splitlines()[2:]), flush=True)  # its row, wrapped or not
     bar.close()
     print(text_table(results))
     return results

@@ -6,14 +6,29 @@ Times come from GPU timestamps around many back-to-back dispatches in one submis
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from akunu import _akunu
+from akunu import _akunu, _progress
 from akunu._akunu import CommandList, kernels
+
+_bar = _progress.bar(None, "", show=False)  # what measuring() shows: one tick per measurement
+
+
+@contextlib.contextmanager
+def measuring(show: bool | None = None):
+    """A bar counting the measurements taken inside the block (`show` as _progress.bar takes it)."""
+    global _bar
+    _bar = _progress.bar(None, "kernel-bench", "measurement", show)
+    try:
+        yield
+    finally:
+        _bar.close()
+        _bar = _progress.bar(None, "", show=False)
 
 
 @dataclass
@@ -46,6 +61,7 @@ def _time(device, record, reps: int, trials: int = 5) -> float:
         ms = cl.elapsed_ms(t0, t1)
         # Without GPU timestamps (the CPU backend, whose submit runs the work) the wall time is the measure.
         times.append((wall_ms if math.isnan(ms) else ms) / reps)
+    _bar.update(1)
     return float(np.median(times[1:]))
 
 

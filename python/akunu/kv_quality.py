@@ -64,7 +64,7 @@ def measure(path, ids: Sequence[int], formats: Sequence[str] = FORMATS, context:
     from akunu.model import Model
 
     formats = ["f16"] + [f for f in formats if f != "f16"]
-    models = {f: Model(path, context=context or 4096, progress=False, kv_dtype=f, device=device) for f in formats}
+    models = {f: Model(path, context=context, progress=False, kv_dtype=f, device=device) for f in formats}
     window = models["f16"].context
     nll = {f: [] for f in formats}
     kl = {f: [] for f in formats}

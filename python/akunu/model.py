@@ -386,12 +386,12 @@ class Model:
     def score(self, ids: Sequence[int], progress: bool | None = None) -> np.ndarray:
         """log p(ids[i] | ids[:i]) for i = 1 .. len(ids) - 1, from all-position logits of the
         batched prefill. Sequences longer than the context are scored in consecutive windows of
-        `context` tokens, each starting from an empty cache. The cache is reset."""
+        `context` tokens, each starting from an empty cache. The cache is reset. `progress`: a
+        bar over the tokens (None: on a terminal or in a notebook, once scoring has run a while)."""
         ids = prompt_ids(ids, self.config.vocab_size, "score", self.tokenize)
         if len(ids) < 2:
             raise ValueError("scoring needs at least two tokens")
-        long = progress if progress is not None else (_progress.interactive() and len(ids) > 4096)
-        bar = _progress.bar(len(ids) - 1, "scoring", "tok", long)
+        bar = _progress.bar(len(ids) - 1, "scoring", "tok", progress)
         out = []
         for at in range(0, len(ids) - 1, self.context):
             window = ids[at: at + self.context + 1]  # the last id is only a target

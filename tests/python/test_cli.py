@@ -114,8 +114,12 @@ def test_profile_sums_the_dispatch_table_by_kernel_class():
     # The table's rows: after the title and the header, up to its total (devices that report
     # kernel statistics print them below it).
     lines = r.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if " calls " in line)
     end = next(i for i, line in enumerate(lines) if line.startswith("total"))
-    calls = {line.split()[0]: int(line.split()[1]) for line in lines[2:end + 1]}
+    calls = {line.split()[0]: int(line.split()[1]) for line in lines[head + 1:end + 1]}
+    assert max(len(line) for line in lines[1:]) <= 100, r.stdout  # under the line with the file's path
+    r = akunu_cli("profile", gguf, "--runs", "1")  # the default context: within the trained 512 positions
+    assert "akunu: warning" not in r.stderr and "gemv" in r.stdout
     n_layers = int(akunu.open(gguf).metadata["llama.block_count"])
     qkv = "attn_qkv" if "attn_qkv" in calls else "attn_q"  # one dispatch for Q, K and V where weights are in tiles
     assert calls[qkv] == calls["ffn_down"] == calls["attention"] == n_layers, r.stdout

@@ -68,6 +68,7 @@ def test_the_default_is_a_gpu_else_the_cpu_backend_never_lavapipe():
 
 def test_errors_are_akunu_error():
     assert akunu.Error.__module__ == "akunu" and repr(akunu.Error) == "<class 'akunu.Error'>"
+    assert repr(akunu.ContextWarning) == "<class 'akunu.ContextWarning'>"
     r = _run_python("import akunu; akunu.Device('no-such-device-qq')")
     assert "akunu.Error: device 'no-such-device-qq'" in r.stderr and "_akunu" not in r.stderr, r.stderr
 

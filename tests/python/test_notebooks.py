@@ -71,6 +71,28 @@ def test_notebook_is_stored_with_its_outputs_and_uses_the_public_api(path):
     assert not any(o.get("output_type") == "error" for cell in code for o in cell.outputs), path.name
     for i, cell in enumerate(code):
         assert "._" not in cell.source.replace("._repr", ""), f"{path.name}: code cell {i} reaches a private name"
+    # Figures at a modest dpi keep the stored file small enough to read and to diff.
+    assert path.stat().st_size < 800_000, f"{path.name}: {path.stat().st_size:,} bytes; lower its figures' dpi"
+
+
+# The figures a reader would rather look at than read: per notebook, a piece of the code that
+# draws each one; the cell holding it must be stored with its image.
+FIGURES = {
+    "kv_cache_inspector.ipynb": {"perplexity and KL per kv_dtype": "kv_quality.measure",
+                                 "K and V error per kv_dtype and layer": "dequantize=True"},
+    "attention_maps.ipynb": {"every layer's and head's attention map": "np.ndenumerate(axes)"},
+    "logits_explorer.ipynb": {"top-k bars per greedy step": "steps_top"},
+    "memory_budget.ipynb": {"the memory plan by context": "contexts"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_notebook_shows_its_figures(name):
+    code = [c for c in nbformat.read(NOTEBOOKS / name, as_version=4).cells if c.cell_type == "code"]
+    for figure, marker in FIGURES[name].items():
+        cells = [c for c in code if marker in c.source]
+        assert cells, f"{name}: no cell draws {figure} ({marker!r})"
+        assert any("image/png" in o.get("data", {}) for c in cells for o in c.outputs), f"{name}: {figure} unsaved"
 
 
 @pytest.mark.parametrize("path", ALL, ids=[p.stem for p in ALL])

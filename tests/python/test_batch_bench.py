@@ -1,0 +1,41 @@
+"""`akunu bench --batch` (akunu/batch_bench.py): the prompt is cut, loudly, to what the model was
+trained for, and a decode rate counts only the tokens the sequences sampled."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+import akunu
+from akunu import batch_bench
+from support.fixture_paths import require
+
+
+@pytest.fixture(scope="module")
+def path():
+    return str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))  # trained for 512 positions
+
+
+def test_a_prompt_past_the_trained_length_is_cut_with_a_warning(path, tmp_path, capsys):
+    with pytest.warns(akunu.ContextWarning, match="trained for 512 positions: --pp 512 -> 488"):
+        batch_bench.main([path], [1, 2], device="cpu", pp=512, tg=16, shared_prefix=0, json_path=str(tmp_path / "b"),
+                         progress=False)
+    rows = json.loads((tmp_path / "b").read_text())
+    assert [(r["sequences"], r["pp"], r["tg"]) for r in rows] == [(1, 488, 16), (2, 488, 16)]
+    assert "488" in capsys.readouterr().out  # the table shows the prompt measured
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert batch_bench.fit_prompt(path, 100, 16, 20) == (144, 100)
+    with pytest.raises(ValueError, match="leave no room for a prompt after --shared-prefix 400 and --tokens 200"):
+        batch_bench.fit_prompt(path, 8, 200, 400)
+
+
+def test_a_decode_rate_counts_the_tokens_sampled(path):
+    """A context that ends before the last decode step: the sequences stop sampling, and the
+    run says so instead of dividing tokens never made by a short time."""
+    m = akunu.Model(path, context=40, device="cpu", progress=False)
+    with pytest.raises(ValueError, match=r"2 sequences sampled \d+ of 38 decode tokens in a context of 40"):
+        batch_bench.run_one(m, 2, pp=30, tg=20)
+    r = batch_bench.run_one(m, 2, pp=20, tg=12)
+    assert r.decode_tok_s > 0 and r.prompt_tok_s > 0
