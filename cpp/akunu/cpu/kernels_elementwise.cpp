@@ -57,13 +57,22 @@ void read(const CpuArgs& a, size_t begin, size_t end) {
             a.at<uint32_t>(1)[0] = uint32_t(v);
 }
 
+// A run of elements at a time, each within one row (a plain loop for fp32, which vectorizes).
 void add(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<AddParams>();
     const size_t total = size_t(p.n) * p.rows;
-    for (size_t g = begin * kGroup, e = std::min(end * kGroup, total); g < e; ++g) {
-        const size_t r = g / p.n, i = g % p.n;
-        store(a.b[2], r * p.c_stride + i, a.variant,
-              load(a.b[0], r * p.a_stride + i, a.variant) + load(a.b[1], r * p.b_stride + i, a.variant));
+    for (size_t g = begin * kGroup, e = std::min(end * kGroup, total); g < e;) {
+        const size_t r = g / p.n, i0 = g % p.n, i1 = std::min<size_t>(p.n, i0 + (e - g));
+        if (a.variant == kF32) {
+            const float *x = a.at<const float>(0) + r * p.a_stride, *y = a.at<const float>(1) + r * p.b_stride;
+            float* z = a.at<float>(2) + r * p.c_stride;
+            for (size_t i = i0; i < i1; ++i) z[i] = x[i] + y[i];
+        } else {
+            for (size_t i = i0; i < i1; ++i)
+                store(a.b[2], r * p.c_stride + i, a.variant,
+                      load(a.b[0], r * p.a_stride + i, a.variant) + load(a.b[1], r * p.b_stride + i, a.variant));
+        }
+        g += i1 - i0;
     }
 }
 
@@ -92,11 +101,8 @@ void act(const CpuArgs& a, size_t begin, size_t end) {
     float* out = a.at<float>(2);
     const size_t i0 = begin * kGroup, i1 = std::min<size_t>(end * kGroup, p.n);
     if (i1 <= i0) return;
-    if (a.variant == kGeluErf) {
-        for (size_t i = i0; i < i1; ++i) out[i] = 0.5f * gate[i] * (1.0f + std::erf(gate[i] * 0.7071067811865476f));
-        return;
-    }
     const VecMath& vm = vec_math();
+    if (a.variant == kGeluErf) return vm.gelu(gate + i0, out + i0, i1 - i0);
     (a.variant == kSilu ? vm.silu_mul : vm.gelu_tanh_mul)(gate + i0, up + i0, out + i0, i1 - i0);
 }
 

@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "akunu/cpu/matmul_parts.h"
+#include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/vec_math.h"
 #include "akunu/vulkan/cpu_kernel.h"
 #include "params.h"
@@ -33,48 +35,131 @@ void layernorm(const CpuArgs& a, size_t begin, size_t end) {
     }
 }
 
-// One workgroup per (query row, head): softmax over the row's span of key rows; with
-// kWeights (encoder_attention_weights) the normalized scores are stored too. The workgroups of
-// a range go head by head, so that the rows of one span (an encoder window, a packed text)
-// share its keys transposed once, which the vectorized scores loop reads.
+// ---- encoder_attention ---------------------------------------------------------------------
+// One workgroup per (query row, head): softmax over the row's span of key rows; with kWeights
+// (encoder_attention_weights) the normalized scores are stored too. The workgroups of a range
+// go head by head. Consecutive rows that share a span (an encoder window, a packed text) go in
+// blocks through the GEMM's register-blocked tile (row_dot.h gemm_tile): S = Q K^T over panels
+// of 64 keys, a softmax per row, O = P V. A row alone on its span (a decoder step) takes dot
+// products against the key rows as they lie.
+
+constexpr size_t kSpanBlockRows = 24;  // query rows per block (a multiple of the tile's 6)
+constexpr size_t kMinBlockRows = 8;  // fewer rows on a span: the per-row path
+
+// A thread's buffers, 64-byte aligned (the AVX-512 tile loads whole lines), sized once.
+float* aligned_buffer(std::vector<float>& v, size_t n) {
+    if (v.size() < n + 16) v.resize(n + 16);
+    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
+}
+
+struct SpanArgs {
+    const EncoderAttentionParams& p;
+    const float *q, *kv;
+    float *out, *weights;
+    size_t head, start, len;
+};
+
+// Rows [r0, r1) of one head over one span, in blocks of kSpanBlockRows (head_dim <= 64).
+template <bool kWeights>
+void span_block(const SpanArgs& s, size_t r0, size_t r1) {
+    const auto& p = s.p;
+    const size_t hd = p.head_dim, panels = (s.len + kGemmTile - 1) / kGemmTile, ls = panels * kGemmTile;
+    const GemmTileFn tile = gemm_tile();
+    const VecMath& vm = vec_math();
+    thread_local std::vector<float> kbuf, vbuf, sbuf, abuf;
+    float* kp = aligned_buffer(kbuf, panels * hd * kGemmTile);  // [panel][hd][64] keys transposed
+    float* vp = aligned_buffer(vbuf, s.len * kGemmTile);  // [len][64] values, zero past hd
+    float* sc = aligned_buffer(sbuf, kSpanBlockRows * ls);  // [rows][ls] scores, then weights
+    float* acc = aligned_buffer(abuf, kSpanBlockRows * kGemmTile);  // [rows][64]
+    std::fill(kp, kp + panels * hd * kGemmTile, 0.0f);
+    for (size_t j = 0; j < s.len; ++j) {
+        const float* row = s.kv + (s.start + j) * p.kv_stride + s.head * hd;
+        float* kcol = kp + (j / kGemmTile) * hd * kGemmTile + j % kGemmTile;
+        for (size_t d = 0; d < hd; ++d) kcol[d * kGemmTile] = row[p.k_offset + d];
+        std::copy(row + p.v_offset, row + p.v_offset + hd, vp + j * kGemmTile);
+        std::fill(vp + j * kGemmTile + hd, vp + (j + 1) * kGemmTile, 0.0f);
+    }
+    for (size_t b0 = r0; b0 < r1; b0 += kSpanBlockRows) {
+        const size_t m = std::min(kSpanBlockRows, r1 - b0);
+        const float* q = s.q + b0 * p.q_stride + s.head * hd;
+        for (size_t pb = 0; pb < panels; ++pb) {
+            std::fill(acc, acc + m * kGemmTile, 0.0f);
+            tile(kp + pb * hd * kGemmTile, kGemmTile, q, p.q_stride, m, hd, acc);
+            const size_t n = std::min(kGemmTile, s.len - pb * kGemmTile);
+            for (size_t i = 0; i < m; ++i)
+                for (size_t j = 0; j < n; ++j) sc[i * ls + pb * kGemmTile + j] = acc[i * kGemmTile + j] * p.scale;
+        }
+        float inv[kSpanBlockRows];
+        for (size_t i = 0; i < m; ++i) {
+            float* si = sc + i * ls;
+            const float mx = *std::max_element(si, si + s.len);
+            inv[i] = 1.0f / vm.exp_shifted(si, s.len, mx);
+            if constexpr (kWeights) {
+                float* w = s.weights + ((b0 + i) * p.n_heads + s.head) * p.weights_stride;
+                for (size_t j = 0; j < s.len; ++j) w[j] = si[j] * inv[i];
+            }
+        }
+        std::fill(acc, acc + m * kGemmTile, 0.0f);
+        tile(vp, hd, sc, ls, m, s.len, acc);
+        for (size_t i = 0; i < m; ++i) {
+            float* o = s.out + (b0 + i) * p.out_stride + s.head * hd;
+            for (size_t d = 0; d < hd; ++d) o[d] = acc[i * kGemmTile + d] * inv[i];
+        }
+    }
+}
+
+// One row over its span: scores as dot products with the key rows, softmax, the mix of values.
+template <bool kWeights>
+void span_row(const SpanArgs& s, size_t row) {
+    const auto& p = s.p;
+    const size_t hd = p.head_dim;
+    const VecMath& vm = vec_math();
+    thread_local std::vector<float> scores;
+    scores.resize(AKUNU_ENCODER_MAX_KEYS);
+    float* sc = scores.data();
+    vm.dots(s.q + row * p.q_stride + s.head * hd, s.kv + s.start * p.kv_stride + p.k_offset + s.head * hd, p.kv_stride,
+            hd, s.len, sc);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (size_t j = 0; j < s.len; ++j) mx = std::max(mx, sc[j] *= p.scale);
+    const float inv_total = 1.0f / vm.exp_shifted(sc, s.len, mx);
+    if constexpr (kWeights) {
+        float* w = s.weights + (row * p.n_heads + s.head) * p.weights_stride;
+        for (size_t j = 0; j < s.len; ++j) w[j] = sc[j] * inv_total;
+    }
+    float* o = s.out + row * p.out_stride + s.head * hd;
+    std::fill(o, o + hd, 0.0f);
+    vm.mix(o, 1.0f, sc, s.kv + s.start * p.kv_stride + p.v_offset + s.head * hd, p.kv_stride, s.len, hd);
+    for (size_t d = 0; d < hd; ++d) o[d] *= inv_total;
+}
+
 template <bool kWeights>
 void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<EncoderAttentionParams>();
     const auto& step = *a.at<const StepState>(3);
-    const float *q_all = a.at<const float>(0), *kv = a.at<const float>(1);
     const uint32_t* seq = a.at<const uint32_t>(2);
-    float* out = a.at<float>(4);
-    const size_t rows = std::min(p.rows, step.n_tokens), heads = p.n_heads, hd = p.head_dim;
-    const VecMath& vm = vec_math();
-    thread_local std::vector<float> scores, kt;  // [keys], [head_dim, keys]
-    scores.resize(AKUNU_ENCODER_MAX_KEYS);
-    kt.resize(size_t(AKUNU_ENCODER_MAX_KEYS) * hd);
+    const size_t rows = std::min(p.rows, step.n_tokens), heads = p.n_heads;
+    float* weights = kWeights ? a.at<float>(5) : nullptr;
     for (size_t head = 0; head < heads; ++head) {
-        size_t kt_start = SIZE_MAX, kt_len = 0;
-        for (size_t g = begin + (head + heads - begin % heads) % heads; g < end; g += heads) {
-            const size_t row = g / heads;
-            if (row >= rows) break;
-            const size_t start = seq[2 * row], len = std::min<size_t>(seq[2 * row + 1], AKUNU_ENCODER_MAX_KEYS);
-            if (start != kt_start || len != kt_len) {
-                for (size_t j = 0; j < len; ++j) {
-                    const float* k = kv + (start + j) * p.kv_stride + p.k_offset + head * hd;
-                    for (size_t d = 0; d < hd; ++d) kt[d * len + j] = k[d];
-                }
-                kt_start = start, kt_len = len;
-            }
-            float* s = scores.data();
-            vm.scores(q_all + row * p.q_stride + head * hd, kt.data(), len, hd, len, s);
-            float m = -std::numeric_limits<float>::infinity();
-            for (size_t j = 0; j < len; ++j) m = std::max(m, s[j] *= p.scale);
-            const float inv_total = 1.0f / vm.exp_shifted(s, len, m);
-            if constexpr (kWeights) {
-                float* w = a.at<float>(5) + g * p.weights_stride;
-                for (size_t j = 0; j < len; ++j) w[j] = s[j] * inv_total;
-            }
-            float* o = out + row * p.out_stride + head * hd;
-            std::fill(o, o + hd, 0.0f);
-            vm.mix(o, 1.0f, s, kv + start * p.kv_stride + p.v_offset + head * hd, p.kv_stride, len, hd);
-            for (size_t d = 0; d < hd; ++d) o[d] *= inv_total;
+        // The rows whose workgroup (row * heads + head) lies in [begin, end).
+        const size_t lo = begin > head ? (begin - head + heads - 1) / heads : 0;
+        const size_t hi = std::min(rows, end > head ? (end - head + heads - 1) / heads : 0);
+        for (size_t row = lo; row < hi;) {
+            const uint32_t start = seq[2 * row], span = seq[2 * row + 1];
+            size_t next = row + 1;  // the run of rows on this span
+            while (next < hi && seq[2 * next] == start && seq[2 * next + 1] == span) ++next;
+            const SpanArgs s{p,
+                             a.at<const float>(0),
+                             a.at<const float>(1),
+                             a.at<float>(4),
+                             weights,
+                             head,
+                             start,
+                             std::min<size_t>(span, AKUNU_ENCODER_MAX_KEYS)};
+            if (next - row >= kMinBlockRows && p.head_dim <= kGemmTile && s.len > 0)
+                span_block<kWeights>(s, row, next);
+            else
+                for (size_t r = row; r < next; ++r) span_row<kWeights>(s, r);
+            row = next;
         }
     }
 }

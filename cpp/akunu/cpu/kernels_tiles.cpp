@@ -94,7 +94,47 @@ void fill_tiles(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, fl
     }
 }
 
-void gemm(const CpuArgs& a, size_t begin, size_t end) { gemm_workgroups(a, begin, end, fill_tiles); }
+// A step of at most this many rows runs each row as the GEMV's fp32 products, reading each
+// tile once for all the rows (it stays in L1): unpacking the weights to fp32 panels, which a
+// longer GEMM shares among its rows, costs more than the products of a few.
+constexpr size_t kGemvRows = 8;
+
+// gemm_workgroups' items (column block g / row_blocks), for rows [0, m) with m <= kGemvRows.
+void gemm_rows(const CpuArgs& a, size_t begin, size_t end, size_t m, TileGemvFn dot) {
+    const auto& p = a.p<GemmParams>();
+    const TensorType type = TensorType(a.variant);
+    const size_t bytes = tile_bytes(layout_of(a), p.k), row_blocks = a.groups[1];
+    const bool sums = tile_wants_block_sums(type, XForm::kFloat);
+    const size_t sum_block = tile_sum_block(type);
+    thread_local std::vector<float> fsum;
+    if (sums && fsum.size() < kGemvRows * (p.k / sum_block)) fsum.resize(kGemvRows * (p.k / sum_block));
+    TileX x[kGemvRows];
+    for (size_t i = 0; i < m; ++i) {
+        x[i].f = a.at<const float>(1) + i * p.ldx;
+        if (sums) block_sums(x[i].f, p.k, sum_block, fsum.data() + i * (p.k / sum_block));
+        x[i].fsum = sums ? fsum.data() + i * (p.k / sum_block) : nullptr;
+    }
+    alignas(32) float out[kTileRows];
+    for (size_t g = begin; g < end; ++g) {
+        if (g % row_blocks != 0) continue;  // rows past the first block: none in so short a step
+        const size_t n0 = g / row_blocks * kGemmTile;
+        for (size_t c0 = n0; c0 < std::min(n0 + kGemmTile, size_t(p.n)); c0 += kTileRows)
+            for (size_t i = 0; i < m; ++i) {
+                dot(a.b[0] + c0 / kTileRows * bytes, x[i], p.k, out);
+                store_tile(out, 0, 1, std::min<size_t>(kTileRows, p.n - c0), p.accumulate,
+                           a.at<float>(2) + i * p.ldy + c0, 0);
+            }
+    }
+}
+
+void gemm(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& p = a.p<GemmParams>();
+    const auto& step = *a.at<const StepState>(3);
+    const size_t m = std::min<size_t>(p.m, step.n_tokens);
+    const TileGemvFn dot = tile_gemv(TensorType(a.variant), XForm::kFloat);
+    if (m > kGemvRows || !dot) return gemm_workgroups(a, begin, end, fill_tiles);
+    if (AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) gemm_rows(a, begin, end, m, dot);
+}
 
 // The int8 mode's GEMM: each token row is the GEMV's integer-dot product over the workgroup's
 // two tiles, x rounded the same way, so prefill and decode carry the same rounding. A tile

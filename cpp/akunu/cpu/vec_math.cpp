@@ -51,6 +51,22 @@ AKUNU_INLINE void gelu_tanh_mul_body(const float* gate, const float* up, float* 
     }
 }
 
+// gelu(x) = 0.5 x (1 + erf(x / sqrt 2)), erf by Abramowitz and Stegun 7.1.26 (absolute error
+// under 1.5e-7): erf(z) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-z^2), t = 1 / (1 + p z)
+// for z >= 0, odd in z.
+AKUNU_INLINE void gelu_body(const float* x, float* out, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const float z = std::fabs(x[i]) * 0.7071067811865476f, t = 1.0f / (1.0f + 0.3275911f * z);
+        float p = 1.061405429f;
+        p = p * t - 1.453152027f;
+        p = p * t + 1.421413741f;
+        p = p * t - 0.284496736f;
+        p = p * t + 0.254829592f;
+        const float e = 1.0f - p * t * exp_approx(-z * z);
+        out[i] = 0.5f * x[i] * (1.0f + (x[i] < 0.0f ? -e : e));
+    }
+}
+
 AKUNU_INLINE void scores_body(const float* q, const float* kt, size_t kt_stride, size_t d, size_t n, float* s) {
     for (size_t j = 0; j < n; ++j) s[j] = 0.0f;
     // Four rows of kt per pass over s (a quarter of s's loads and stores), each score's products
@@ -66,6 +82,36 @@ AKUNU_INLINE void scores_body(const float* q, const float* kt, size_t kt_stride,
         const float qi = q[i];
         const float* k = kt + i * kt_stride;
         for (size_t j = 0; j < n; ++j) s[j] += qi * k[j];
+    }
+}
+
+// Eight floats as one value: the compiler keeps these in vector registers (an array of
+// partial sums it left in memory).
+typedef float V8 __attribute__((vector_size(32)));
+AKUNU_INLINE V8 load8(const float* p) {
+    V8 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+AKUNU_INLINE float sum8(V8 v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+
+// Four keys at a time: four independent chains of multiply-adds.
+AKUNU_INLINE void dots_body(const float* q, const float* k, size_t k_stride, size_t d, size_t n, float* s) {
+    size_t j = 0;
+    for (; j + 4 <= n && d % 8 == 0; j += 4) {
+        const float *k0 = k + j * k_stride, *k1 = k0 + k_stride, *k2 = k1 + k_stride, *k3 = k2 + k_stride;
+        V8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+        for (size_t i = 0; i < d; i += 8) {
+            const V8 qv = load8(q + i);
+            a0 += qv * load8(k0 + i), a1 += qv * load8(k1 + i), a2 += qv * load8(k2 + i), a3 += qv * load8(k3 + i);
+        }
+        s[j] = sum8(a0), s[j + 1] = sum8(a1), s[j + 2] = sum8(a2), s[j + 3] = sum8(a3);
+    }
+    for (; j < n; ++j) {
+        const float* kj = k + j * k_stride;
+        float sum = 0.0f;
+        for (size_t i = 0; i < d; ++i) sum += q[i] * kj[i];
+        s[j] = sum;
     }
 }
 
@@ -149,8 +195,11 @@ AKUNU_INLINE void quantize16_body(const float* x, size_t k, int16_t* q16, float*
 
 AKUNU_VEC_TIERS(silu_mul, void, (const float* g, const float* u, float* o, size_t n), (g, u, o, n))
 AKUNU_VEC_TIERS(gelu_tanh_mul, void, (const float* g, const float* u, float* o, size_t n), (g, u, o, n))
+AKUNU_VEC_TIERS(gelu, void, (const float* x, float* o, size_t n), (x, o, n))
 AKUNU_VEC_TIERS(scores, void, (const float* q, const float* kt, size_t ks, size_t d, size_t n, float* s),
                 (q, kt, ks, d, n, s))
+AKUNU_VEC_TIERS(dots, void, (const float* q, const float* k, size_t ks, size_t d, size_t n, float* s),
+                (q, k, ks, d, n, s))
 AKUNU_VEC_TIERS(exp_shifted, float, (float* s, size_t n, float m), (s, n, m))
 AKUNU_VEC_TIERS(mix, void, (float* o, float keep, const float* w, const float* v, size_t vs, size_t n, size_t d),
                 (o, keep, w, v, vs, n, d))
@@ -172,9 +221,10 @@ AKUNU_V3 void to_half_v3(const float* x, uint16_t* out, size_t n) {
     for (; i < n; ++i) out[i] = float_to_half(x[i]);
 }
 
-const VecMath kBase{silu_mul_base, gelu_tanh_mul_base, scores_base,     exp_shifted_base,
-                    mix_base,      rope_base,          quantize16_base, to_half_base};
-const VecMath kV3{silu_mul_v3, gelu_tanh_mul_v3, scores_v3, exp_shifted_v3, mix_v3, rope_v3, quantize16_v3, to_half_v3};
+const VecMath kBase{silu_mul_base,    gelu_tanh_mul_base, gelu_base, scores_base,     dots_base,
+                    exp_shifted_base, mix_base,           rope_base, quantize16_base, to_half_base};
+const VecMath kV3{silu_mul_v3,    gelu_tanh_mul_v3, gelu_v3, scores_v3,     dots_v3,
+                  exp_shifted_v3, mix_v3,           rope_v3, quantize16_v3, to_half_v3};
 
 }  // namespace
 

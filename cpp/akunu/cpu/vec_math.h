@@ -15,8 +15,12 @@ struct VecMath {
     // out[i] = silu(gate[i]) * up[i], or gelu_tanh(gate[i]) * up[i].
     void (*silu_mul)(const float* gate, const float* up, float* out, size_t n);
     void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, size_t n);
+    // out[i] = gelu(x[i]) with erf (absolute error under 1e-7 of x); out may be x.
+    void (*gelu)(const float* x, float* out, size_t n);
     // s[j] = sum_i q[i] * kt[i * kt_stride + j] for j < n, i < d (keys stored transposed).
     void (*scores)(const float* q, const float* kt, size_t kt_stride, size_t d, size_t n, float* s);
+    // s[j] = sum_i q[i] * k[j * k_stride + i] for j < n, i < d (keys as rows).
+    void (*dots)(const float* q, const float* k, size_t k_stride, size_t d, size_t n, float* s);
     // s[j] = exp(s[j] - m) for j < n (exactly 0 where s[j] is -inf); returns their sum.
     float (*exp_shifted)(float* s, size_t n, float m);
     // o[i] = o[i] * keep + sum_j w[j] * v[j * v_stride + i] for i < d, j < n.

@@ -96,7 +96,7 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     m->rows_ = std::max(c.max_context, m->slots_);
     m->short_rows_ = std::min(m->rows_, std::max(16, m->slots_));
     m->lengths_.assign(size_t(m->slots_), 0);
-    m->has_audio_.assign(size_t(m->slots_), false);
+    m->audio_.assign(size_t(m->slots_), -1);
 
     stage("device");
     m->device_ = Device::create(options.device, options.tuning);
@@ -271,6 +271,7 @@ void WhisperModel::encode(const float* mel, int windows, float* out) {
     (windows == 1 ? enc_one_table_ : enc_table_)->set_tokens(uint32_t(windows));
     (windows == 1 ? enc_one_cl_ : enc_cl_)->submit_and_wait();
     encoded_ = windows;
+    ++encodes_;
     enc_out_.read(out, size_t(windows) * t * d * 4);
 }
 
@@ -322,7 +323,7 @@ void WhisperModel::set_audio(int seq, int window) {
     cross_src_.write(src, t * 4);
     cross_dst_.write(dst, t * 4);
     run_copies(0, 0, t);
-    has_audio_[size_t(seq)] = true;
+    audio_[size_t(seq)] = encodes_ * slots_ + window;
 }
 
 void WhisperModel::copy_sequence(int src_seq, int dst_seq) {
@@ -340,7 +341,7 @@ void WhisperModel::copy_sequence(int src_seq, int dst_seq) {
         self_src_.write(p, n * 4);
         self_dst_.write(p + n, n * 4);
     }
-    const bool audio = has_audio_[size_t(src_seq)];
+    const bool audio = audio_[size_t(src_seq)] >= 0;
     for (uint32_t i = 0; i < t; ++i) {
         p[i] = uint32_t(src_seq) * t + i;
         p[t + i] = uint32_t(dst_seq) * t + i;
@@ -349,7 +350,7 @@ void WhisperModel::copy_sequence(int src_seq, int dst_seq) {
     cross_dst_.write(p + t, t * 4);
     run_copies(n, audio ? t : 0, 0);
     lengths_[size_t(dst_seq)] = int(n);
-    has_audio_[size_t(dst_seq)] = audio;
+    audio_[size_t(dst_seq)] = audio_[size_t(src_seq)];
 }
 
 void WhisperModel::cross_attention(int layer, float* out) const {

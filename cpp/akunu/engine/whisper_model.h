@@ -128,7 +128,10 @@ private:
     int last_rows_ = 0;
     bool last_short_ = false;  // the last decoder submission ran the short table
     std::vector<int> lengths_;  // [slots] cached positions
-    std::vector<bool> has_audio_;  // [slots]
+    // [slots] the audio each slot attends to: -1 none, else encodes_ * slots_ + window at its
+    // set_audio (slots with equal ids hold equal cross K/V).
+    std::vector<int64_t> audio_;
+    int64_t encodes_ = 0;  // encode() calls so far
 
     // Encoder (E = slots windows, F = n_frames, T = audio_ctx, d = dim).
     Buffer mel_;  // [E, n_mels, F] f32

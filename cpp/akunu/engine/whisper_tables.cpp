@@ -200,8 +200,8 @@ void WhisperModel::decode(const std::vector<int>& seqs, const std::vector<std::v
         check_slot(s, "decode");
         AKUNU_CHECK(!seen[size_t(s)], "decode: sequence " + std::to_string(s) + " is listed twice");
         seen[size_t(s)] = true;
-        AKUNU_CHECK(has_audio_[size_t(s)], "decode: sequence " + std::to_string(s) +
-                                               " has no audio; call set_audio(seq, window) after encode() first");
+        AKUNU_CHECK(audio_[size_t(s)] >= 0, "decode: sequence " + std::to_string(s) +
+                                                " has no audio; call set_audio(seq, window) after encode() first");
         AKUNU_CHECK(!tokens[i].empty(), "decode: the token list of sequence " + std::to_string(s) + " is empty");
         AKUNU_CHECK(lengths_[size_t(s)] + int(tokens[i].size()) <= config_.max_context,
                     "decode: sequence " + std::to_string(s) + " would hold " +
@@ -228,6 +228,10 @@ void WhisperModel::decode(const std::vector<int>& seqs, const std::vector<std::v
     uint32_t *pos = ids + rows_, *kv = pos + rows_, *self = kv + rows_, *cross = self + 2 * rows_;
     for (size_t i = 0; i < seqs.size(); ++i) {
         const uint32_t s = uint32_t(seqs[i]);
+        // The first slot that holds the same audio (beams of one window hold copies): rows of
+        // one window then read one span, which the attention kernels read once for them all.
+        uint32_t audio = 0;
+        while (audio_[audio] != audio_[s]) ++audio;
         for (size_t j = 0; j < tokens[i].size(); ++j) {
             if (used == size_t(rows_)) flush();
             const uint32_t p = uint32_t(lengths_[s]++);
@@ -236,7 +240,7 @@ void WhisperModel::decode(const std::vector<int>& seqs, const std::vector<std::v
             kv[used] = s * uint32_t(config_.max_context) + p;
             self[2 * used] = s * uint32_t(config_.max_context);
             self[2 * used + 1] = p + 1;
-            cross[2 * used] = s * uint32_t(config_.audio_ctx);
+            cross[2 * used] = audio * uint32_t(config_.audio_ctx);
             cross[2 * used + 1] = uint32_t(config_.audio_ctx);
             if (all_logits || j + 1 == tokens[i].size()) heads.push_back(used);
             ++used;

@@ -1,10 +1,12 @@
 // A CTranslate2 Whisper model directory (model.bin, config.json, vocabulary.txt or
 // tokenizer.json) presented with HF names and an HF config (whisper_files.h).
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 
 #include "akunu/core/error.h"
+#include "akunu/core/half.h"
 #include "akunu/formats/ct2_file.h"
 #include "akunu/formats/json_file.h"
 #include "akunu/formats/whisper_files.h"
@@ -59,6 +61,69 @@ std::vector<WhisperRename> ct2_rules() {
     return r;
 }
 
+// The float type quantized weights become: float32 where the file's float variables are all
+// float32 (CTranslate2's int8_float32), else f16 (int8_float16, int8_bfloat16, or int8 of a
+// half-precision checkpoint).
+TensorType dequantized_type(const Ct2File& ct2) {
+    for (const TensorInfo& t : ct2.variables())
+        if (!t.shape.empty() && (t.type->type == TensorType::F16 || t.type->type == TensorType::BF16))
+            return TensorType::F16;
+    return TensorType::F32;
+}
+
+// CTranslate2's quantized weights (int8 with a float scale per output row, int16 with one scale
+// for the tensor; `name_scale` beside `name`: w = q / scale) as float tensors (dequantized_type)
+// whose values live in `store`; the scales are consumed. Every other integer variable is a
+// rank-0 setting.
+std::vector<TensorInfo> dequantize_ct2(const Ct2File& ct2, const std::string& path,
+                                       std::vector<std::vector<uint32_t>>& store) {
+    const TensorType to = dequantized_type(ct2);
+    std::vector<TensorInfo> out;
+    for (const TensorInfo& t : ct2.variables()) {
+        const TensorType ty = t.type->type;
+        const bool scale_of_weight = t.name.size() > 6 && t.name.compare(t.name.size() - 6, 6, "_scale") == 0 &&
+                                     ct2.find(t.name.substr(0, t.name.size() - 6)) != nullptr;
+        if (scale_of_weight) continue;
+        if ((ty != TensorType::I8 && ty != TensorType::I16) || t.shape.empty()) {
+            out.push_back(t);
+            continue;
+        }
+        const TensorInfo* scale = ct2.find(t.name + "_scale");
+        const uint64_t rows = t.shape[0], cols = t.n_elements / rows;
+        AKUNU_CHECK(scale != nullptr, path + ": tensor " + t.name + " is " + t.type->name + " without " + t.name +
+                                          "_scale; akunu reads CTranslate2's quantized "
+                                          "weights (int8, int16) with their scales, and float32, float16 and "
+                                          "bfloat16 ones");
+        AKUNU_CHECK(scale->type->type == TensorType::F32 && (scale->n_elements == rows || scale->n_elements == 1),
+                    path + ": " + scale->name + " is " + scale->type->name + " " + shape_string(scale->shape) +
+                        "; expected float32 [" + std::to_string(rows) + "] (int8) or a float32 scalar (int16)");
+        std::vector<float> scales(scale->n_elements);
+        std::memcpy(scales.data(), scale->data, scales.size() * 4);
+        const size_t width = to == TensorType::F32 ? 4 : 2;
+        std::vector<uint32_t>& v = store.emplace_back((t.n_elements * width + 3) / 4);
+        float* f32 = reinterpret_cast<float*>(v.data());
+        uint16_t* f16 = reinterpret_cast<uint16_t*>(v.data());
+        for (uint64_t r = 0; r < rows; ++r) {
+            const float s = scales[scales.size() == 1 ? 0 : r];
+            for (uint64_t c = 0; c < cols; ++c) {
+                const uint64_t i = r * cols + c;
+                const float q = ty == TensorType::I8 ? float(reinterpret_cast<const int8_t*>(t.data)[i])
+                                                     : float(reinterpret_cast<const int16_t*>(t.data)[i]);
+                if (width == 4)
+                    f32[i] = q / s;
+                else
+                    f16[i] = float_to_half(q / s);
+            }
+        }
+        TensorInfo f = t;
+        f.type = &type_traits(to);
+        f.bytes = t.n_elements * width;
+        f.data = reinterpret_cast<const uint8_t*>(v.data());
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
 // Token ids by name, from vocabulary.txt (one token a line) or tokenizer.json's added tokens.
 std::map<std::string, int> special_ids(const std::string& dir) {
     std::map<std::string, int> ids;
@@ -89,12 +154,13 @@ WhisperFiles read_ct2_whisper(const std::string& model_bin) {
                 model_bin + ": a CTranslate2 " + ct2->spec() + " model; akunu reads CTranslate2 Whisper models only");
     WhisperFiles w;
     w.file = ct2->file();
-    w.tensors = rename_whisper_tensors(ct2->variables(), ct2_rules(), model_bin, true);
+    w.tensors = rename_whisper_tensors(dequantize_ct2(*ct2, model_bin, w.dequantized), ct2_rules(), model_bin, true);
     for (const TensorInfo& t : w.tensors) {
         const TensorType ty = t.type->type;
         AKUNU_CHECK(ty == TensorType::F32 || ty == TensorType::F16 || ty == TensorType::BF16,
                     model_bin + ": tensor " + t.name + " is " + t.type->name +
-                        "; akunu reads float32, float16 and bfloat16 CTranslate2 weights (not int8-quantized ones)");
+                        "; akunu reads CTranslate2 weights in float32, float16, bfloat16, and int8 or int16 "
+                        "with their scales");
     }
     w.config = whisper_config(w.tensors, int(ct2->scalar("encoder/num_heads")), int(ct2->scalar("decoder/num_heads")),
                               model_bin);

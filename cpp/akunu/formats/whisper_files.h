@@ -31,6 +31,9 @@ struct WhisperFiles {
     nlohmann::json config;  // HF WhisperConfig keys
     std::vector<float> mel_filters;  // [n_mels, 201] when the file embeds them, else empty
     std::shared_ptr<const ByteVocab> vocab;  // GGML only
+    // Weights dequantized at load (CTranslate2's int8 and int16): the f32 or f16 values the
+    // tensors of those names point into (u32 words: aligned for either).
+    std::vector<std::vector<uint32_t>> dequantized;
 };
 
 // `model_bin`: a CTranslate2 Whisper model.bin, with config.json and vocabulary.txt (or

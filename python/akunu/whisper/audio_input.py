@@ -1,5 +1,6 @@
 """Audio given to Whisper, as 16 kHz mono float32 samples: a file path or an array. Files and
-other rates go through akunu.audio.load_audio (decoding and resampling) where it is present."""
+other rates go through akunu.audio.load_audio (decoding and resampling) where it is present;
+`stream` decodes a long file block by block instead, so that it is never held whole."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,7 @@ import os
 import numpy as np
 
 SAMPLE_RATE = 16000
+STREAM_BLOCK = 10 * SAMPLE_RATE  # frames a file stream decodes at a time
 
 
 def _load_audio():
@@ -52,3 +54,47 @@ def _check(x: np.ndarray, what) -> np.ndarray:
     if bad:
         raise ValueError(f"{what}: {bad} of {x.size} samples are NaN or infinite")
     return np.ascontiguousarray(x, np.float32)
+
+
+def duration(audio) -> float | None:
+    """Seconds of audio in a file that soundfile opens; None for anything else."""
+    if not isinstance(audio, (str, os.PathLike)):
+        return None
+    try:
+        import soundfile
+
+        info = soundfile.info(os.fspath(audio))
+    except Exception:  # not a file soundfile reads: samples() gives the error
+        return None
+    return info.frames / info.samplerate if info.samplerate > 0 else None
+
+
+def stream(path, block: int = STREAM_BLOCK):
+    """A file's samples as float32 blocks at 16 kHz: decoded block by block, channels averaged,
+    resampled with soxr's streaming resampler (which gives what resampling the whole does)."""
+    import soundfile
+
+    with soundfile.SoundFile(os.fspath(path)) as f:
+        resampler = None
+        if f.samplerate != SAMPLE_RATE:
+            try:
+                import soxr
+            except ImportError:
+                raise ValueError(f"{path}: audio at {f.samplerate} Hz needs resampling to {SAMPLE_RATE} Hz, which "
+                                 "uses the soxr package (pip install soxr)") from None
+            resampler = soxr.ResampleStream(f.samplerate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
+        done = 0
+        while True:
+            data = f.read(block, dtype="float32", always_2d=True)
+            last = data.shape[0] < block
+            x = np.ascontiguousarray(data.mean(axis=1), np.float32)
+            bad = np.flatnonzero(~np.isfinite(x))
+            if bad.size:
+                raise ValueError(f"{path}: sample {done + int(bad[0])} is NaN or infinite")
+            done += x.size
+            if resampler is not None:
+                x = resampler.resample_chunk(x, last=last)
+            if x.size:
+                yield x
+            if last:
+                return

@@ -24,10 +24,11 @@ def pad_or_trim(mel: np.ndarray, frames: int = N_FRAMES) -> np.ndarray:
 
 
 class Clip:
-    """One clip's progress: its mel, the next window's first frame, the text so far."""
+    """One clip's progress: its mel (mel_frames.WholeMel or WindowedMel), the next window's
+    first frame, the text so far."""
 
-    def __init__(self, mel, content_frames, tokens, initial_tokens):
-        self.mel, self.content_frames, self.tokens = mel, content_frames, tokens
+    def __init__(self, mel, tokens, initial_tokens):
+        self.mel, self.content_frames, self.tokens = mel, mel.content_frames, tokens
         self.seek, self.all_tokens, self.reset_since = 0, list(initial_tokens), 0
         self.segments: list[Segment] = []
         self.last_speech = 0.0
@@ -38,7 +39,7 @@ class Clip:
 
     def window(self):
         size = min(N_FRAMES, self.content_frames - self.seek)
-        return pad_or_trim(self.mel[:, self.seek:self.seek + size]), size
+        return pad_or_trim(self.mel.frames(self.seek, size)), size
 
 
 def make_rules(tokens, opts, begin_suppress) -> LogitRules:

@@ -18,6 +18,7 @@ from akunu.whisper import audio_input
 from akunu.whisper.alignment import attention_matrix, default_heads, dtw
 from akunu.whisper.language import detect_languages
 from akunu.whisper.longform import Clip, make_rules, pad_or_trim, run_round
+from akunu.whisper.mel_frames import WholeMel, WindowedMel
 from akunu.whisper.options import TranscribeOptions
 from akunu.whisper.result import Transcription
 from akunu.whisper.rules import log_softmax
@@ -25,6 +26,8 @@ from akunu.whisper.tokens import WhisperTokens
 
 NOT_BUILT = "the Whisper engine is not built in this checkout (akunu._akunu has no WhisperModel)"
 MIN_SAMPLES = 400  # the STFT's reflect padding needs more samples than half a frame
+WHOLE_MEL_SECONDS = 30.0  # longer clips: the spectrogram window by window (mel_frames.py)
+BLOCK = 10 * 16000  # samples per block of an array's stream
 
 
 def engine_available() -> bool:
@@ -135,18 +138,27 @@ class Whisper:
         word_timestamps, language, condition_on_previous_text, ...)."""
         opts = TranscribeOptions.from_kwargs(**options)
         many = isinstance(audio, (list, tuple))
-        clips = [audio_input.samples(a, sample_rate) for a in (audio if many else [audio])]
+        clips = [self._clip_mel(a, sample_rate) for a in (audio if many else [audio])]
         results = self._transcribe(clips, opts)
         return results if many else results[0]
 
-    def _transcribe(self, clips: list[np.ndarray], opts: TranscribeOptions) -> list[Transcription]:
+    def _clip_mel(self, audio, sample_rate):
+        """The clip's spectrogram as the windows read it: whole for a clip of up to
+        WHOLE_MEL_SECONDS, else window by window from a stream (mel_frames.py), so that memory
+        does not grow with the clip's length."""
+        seconds = audio_input.duration(audio)
+        if seconds is not None and seconds > WHOLE_MEL_SECONDS:
+            return WindowedMel(self.engine, lambda: audio_input.stream(audio))
+        x = audio_input.samples(audio, sample_rate)
+        if x.size > WHOLE_MEL_SECONDS * audio_input.SAMPLE_RATE:
+            return WindowedMel(self.engine, lambda: iter(np.split(x, range(BLOCK, x.size, BLOCK))))
+        return WholeMel(self.engine.mel(np.pad(x, (0, 160 + max(0, MIN_SAMPLES - x.size)))), x.size)
+
+    def _transcribe(self, clips: list, opts: TranscribeOptions) -> list[Transcription]:
         base = self.tokens.with_language(opts.language, opts.task)
         initial = opts.initial_prompt
         initial = base.encode(" " + initial.strip()) if isinstance(initial, str) else list(initial or [])
-        states = []
-        for x in clips:
-            mel = self.engine.mel(np.pad(x, (0, 160 + max(0, MIN_SAMPLES - x.size))))
-            states.append(Clip(mel, x.size // 160, base, initial))
+        states = [Clip(mel, base, initial) for mel in clips]
         languages = self._languages(states, opts)
         for clip, (code, _) in zip(states, languages):
             clip.tokens = base.with_language(code, opts.task)
@@ -158,8 +170,8 @@ class Whisper:
             for start in range(0, len(running), per_round):
                 run_round(self.engine, base, running[start:start + per_round], opts, rules, rng, self.max_sequences,
                           self.n_text_ctx, self.alignment_heads)
-        return [Transcription("".join(s.text for s in c.segments), c.segments, code, prob, x.size / 16000)
-                for c, (code, prob), x in zip(states, languages, clips)]
+        return [Transcription("".join(s.text for s in c.segments), c.segments, code, prob, c.mel.n_samples / 16000)
+                for c, (code, prob) in zip(states, languages)]
 
     def _languages(self, states, opts) -> list[tuple[str, float]]:
         if opts.language is not None or not self.tokens.multilingual:

@@ -13,11 +13,20 @@ import numpy as np
 NEG_INF = -np.inf
 
 
-def log_softmax(x: np.ndarray) -> np.ndarray:
+def logsumexp(x: np.ndarray) -> np.ndarray:
+    """log(sum(exp(x))) over the last axis (keeping it): the exponentials in float32, the
+    engine's precision and several times faster than float64's, summed in float64."""
     x = np.asarray(x, np.float64)
     m = np.max(x, axis=-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    return x - m - np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True))
+    total = np.sum(np.exp((x - m).astype(np.float32)), axis=-1, keepdims=True, dtype=np.float64)
+    with np.errstate(divide="ignore"):  # nothing left: -inf
+        return m + np.log(total)
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    return x - logsumexp(x)
 
 
 class LogitRules:
@@ -66,7 +75,7 @@ class LogitRules:
             x[:tb] = NEG_INF
             if self.max_initial is not None:
                 x[tb + self.max_initial + 1:] = NEG_INF
-        lp = log_softmax(x)
-        ts_mass = np.logaddexp.reduce(lp[tb:]) if np.isfinite(lp[tb:]).any() else NEG_INF
-        if ts_mass > np.max(lp[:tb]):
+        # the timestamps' total probability against the likeliest text token's, both as
+        # log-probabilities less the same log-sum: compared on the logits themselves
+        if logsumexp(x[tb:])[0] > np.max(x[:tb]):
             x[:tb] = NEG_INF
