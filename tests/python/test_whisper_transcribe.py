@@ -227,7 +227,7 @@ def test_cli_writes_each_format_for_a_batch_of_files(capsys, tmp_path, monkeypat
 
     model = require("whisper", "tiny-whisper-random", "hf")
     engine = open_engine("reference", model)
-    monkeypatch.setattr(akunu, "Whisper", lambda path, device=None: Whisper(path, engine=engine))
+    monkeypatch.setattr(akunu, "Whisper", lambda path, device=None, progress=None: Whisper(path, engine=engine))
     files = [audio("quick"), audio("weather")]
     # (txt without timestamps: the random model's timestamps would step through many windows)
     assert main(["transcribe", "--model", str(model), "--beam", "2", "--format", "txt", *files]) == 0
