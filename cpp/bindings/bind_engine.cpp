@@ -257,7 +257,9 @@ void init_engine(py::module_& m) {
                  d["kv_block"] = p.kv.block_bytes;
                  d["kv_blocks"] = mo.kv_cache().blocks_allocated();
                  d["kv_ring_rows"] = p.kv.ring_rows;
-                 d["kv_recent"] = py::make_tuple(p.kv.recent.window, p.kv.recent.rows, p.kv.recent.bytes);
+                 // A dict, not a tuple: the report's tuples are (planned, allocated) pairs.
+                 d["kv_recent"] = py::dict(py::arg("window") = p.kv.recent.window, py::arg("rows") = p.kv.recent.rows,
+                                           py::arg("bytes") = p.kv.recent.bytes);
                  d["kv_layers"] = kv_layer_rows(p);
                  d["decode_scratch"] = py::make_tuple(p.decode_scratch_bytes, mo.scratch().bytes());
                  d["prefill_scratch"] = py::make_tuple(p.prefill_scratch_bytes, mo.scratch().prefill_bytes());

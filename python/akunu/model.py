@@ -488,9 +488,9 @@ class Model:
         plus plain numbers: fork (the bytes each fork() adds: KV cache and scratch),
         kv_cache_max (the KV cache at the full context: it grows to that in blocks), kv_block
         (bytes per block of 256 positions, 0 when pre-allocated), kv_blocks (blocks allocated
-        now), kv_ring_rows (rows of each sliding-window ring, 0 without), kv_layers (each
-        layer's layout),
-        weight_sharers (this model and its forks, which share one copy of the weights),
+        now), kv_ring_rows (rows of each sliding-window ring, 0 without), kv_recent ({window,
+        rows, bytes} of a recent window's f16 rings, "int4h+w8"), kv_layers (each layer's
+        layout), weight_sharers (this model and its forks, which share one copy of the weights),
         device_allocated and device_allocations (over the device, forks included)."""
         return self._engine.memory_report()
 

@@ -81,7 +81,10 @@ def test_loglikelihood_is_model_score(ours):
             whole = m.tokenize(context + choice)
             cont = whole[len(ctx):]
             want = float(np.sum(m.score(ctx + cont)[len(ctx) - 1:])) if cont else 0.0
-            assert ll == pytest.approx(want, abs=1e-4), (context, choice)
+            # The harness runs the continuation after the cached context (decode steps, whose
+            # attention sums products in eight lanes) and score() runs it in one prefill chunk
+            # (row by row): the same float32 values added in another order.
+            assert ll == pytest.approx(want, abs=5e-4), (context, choice)
     assert ours["results"]["akunu_code_mc"]["acc,none"] > 0.5  # a trained code model knows `import numpy as np`
 
 

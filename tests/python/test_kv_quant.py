@@ -208,7 +208,7 @@ def test_memory_report_counts_each_format_exactly(fmt, row_bytes):
     # A recent window's rings: window + 2 chains of f16 K and V rows per layer and KV head.
     recent = window(fmt.replace("+w", "+w8")) if fmt.endswith("+w") else window(fmt)
     ring_rows = recent + 2 * 3 if recent else 0
-    assert m.memory_report()["kv_recent"] == (recent, ring_rows, 6 * 2 * 2 * ring_rows * 128)
+    assert m.memory_report()["kv_recent"] == {"window": recent, "rows": ring_rows, "bytes": 6 * 2 * 2 * ring_rows * 128}
     # 6 layers x 2 kv heads x 40 positions x (K row + V row bytes: codes + f16 scale)
     assert planned == allocated == 6 * 2 * 40 * row_bytes + 6 * 2 * 2 * ring_rows * 128
     plan = akunu.plan(trained_gguf(), context=40, kv_dtype=fmt, max_chain=3, check_device=False)
