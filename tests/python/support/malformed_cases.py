@@ -53,7 +53,8 @@ def _whisper_cases() -> list[tuple[str, object, str]]:
                 "ct2_unknown_dtype": "unknown dtype 9", "ct2_fused_rows": "do not split into 3 equal blocks",
                 "ct2_not_whisper": "TransformerSpec model; akunu reads CTranslate2 Whisper models only",
                 "ct2_unknown_variable": "encoder/mystery .* not part of a Whisper model",
-                "ct2_bad_alias": "alias x names missing/target", "ct2_int8_weights": "is I8 without encoder/conv1/weight_scale"}
+                "ct2_bad_alias": "alias x names missing/target",
+                "ct2_int8_weights": "is I8 without encoder/conv1/weight_scale"}
     out = [(name, {"model.bin": data}, expected[name]) for name, data in ct2.items()]
     hp = [51864, 1500, 4, 1, 1, 448, 4, 1, 1, 2, 1]
     mel = np.zeros((2, 201), np.float32)
