@@ -253,7 +253,10 @@ void gemm_vnni(const CpuArgs& a, size_t begin, size_t end) {
     // unpacks each panel once for all its rows and rounds its rows of X once.
     const size_t row_blocks = a.groups[1];
     if (begin >= end) return;
-    const auto [x0, x1] = rows_of(begin, end, row_blocks, m_end);  // X rounded once per call
+    // X rounded once per call; plain variables, not a structured binding, for the lambda below
+    // (which clang before C++20's P2036 cannot capture).
+    const auto x_rows = rows_of(begin, end, row_blocks, m_end);
+    const size_t x0 = x_rows.first, x1 = x_rows.second;
     if (x0 >= x1) return;
     const IntRows x = quantize_rows(a, x0, x1);
     const bool minimum = has_minimum(type);
