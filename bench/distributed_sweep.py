@@ -58,8 +58,18 @@ def main() -> None:
     p.add_argument("--cpus", type=int, default=1, help="CPUs per worker without --gpu")
     p.add_argument("--device", default=None, help="model_kwargs device (cpu for the CPU backend)")
     p.add_argument("--address", default=None, help="ray.init(address=...); default: a local cluster")
+    p.add_argument("--num-gpus", type=int, default=None,
+                   help="GPUs of a local cluster (default with --gpu: the Vulkan GPUs akunu lists; Ray's own "
+                        "detection needs NVML)")
+    p.add_argument("--log", action="store_true", help="show the workers' output")
     args = p.parse_args()
-    ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+    gpus = args.num_gpus
+    if gpus is None and args.gpu and args.address is None:
+        import akunu
+        gpus = sum(d["type"] != "cpu" for d in akunu.devices())
+    ray.init(address=args.address, num_gpus=gpus if args.address is None else None, include_dashboard=False,
+             log_to_driver=args.log)
+    print("cluster:", {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}, flush=True)
     rows = []
     for n in [int(w) for w in args.workers.split(",")]:
         whole, sweep = run(args, n)

@@ -232,6 +232,14 @@ def test_a_bad_item_is_recorded_and_the_sweep_goes_on(cluster, model_path, local
     np.testing.assert_array_equal(vectors[2], local.embed(["c d"])[0])
 
 
+def test_workers_that_no_node_can_hold_are_refused_at_once(cluster, model_path):
+    """A GPU sweep on a cluster without GPUs would otherwise wait for ever."""
+    with pytest.raises(ValueError, match=r"each worker needs 1 GPU, but the Ray cluster has 0 in all .*num-gpus"):
+        ad.map(model_path, TEXTS[:4], workers=1, resources={"GPU": 1}, model_kwargs=KWARGS)
+    with pytest.raises(ValueError, match=r"needs 64 CPU"):
+        ad.map(model_path, TEXTS[:4], workers=1, resources={"CPU": 64}, model_kwargs=KWARGS)
+
+
 @pytest.mark.slow  # a second cluster's start / four worker deaths
 def test_an_item_that_kills_its_worker_is_recorded_as_an_error(cluster):
     """An item whose call kills the worker process each time: its batch is run again, then split,

@@ -79,7 +79,8 @@ def map(model_path, items: Iterable, task: str | Task = "score", workers: int = 
     device, a worker holding a GPU resource runs on that GPU.
 
     resources: the Ray resources each worker holds (default {"CPU": 1}; {"GPU": 1} puts each
-    worker on its own GPU); workers that do not fit the cluster wait for room. batch_size:
+    worker on its own GPU); workers that do not fit the cluster now wait for room, and workers
+    that would not fit even an idle cluster are refused with a ValueError. batch_size:
     items per batch handed to a worker. Ray must be initialized (ray.init(), or
     ray.init(address=...) for a cluster); if not, map calls ray.init().
 
@@ -110,6 +111,7 @@ def map(model_path, items: Iterable, task: str | Task = "score", workers: int = 
         if todo:
             if not ray.is_initialized():
                 ray.init()
+            _check_fits(resources)
             queue = collections.deque(_Batch([(i, items[i]) for i in todo[at:at + batch_size]])
                                       for at in range(0, len(todo), batch_size))
             sweep = _Sweep(path, task, model_kwargs, task_kwargs, workers, resources, max_restarts)
@@ -164,6 +166,21 @@ class _Sink:
         if self.failed:
             self.bar.set_postfix_str(f"{self.failed} failed")
         self.bar.update(len(new))
+
+
+def _check_fits(resources: dict | None) -> None:
+    """Refuses workers that no amount of waiting would place: a resource the whole cluster has
+    less of than one worker needs (a GPU sweep on a Ray started without GPUs) would leave the
+    sweep waiting for ever. An autoscaling cluster's nodes to come are not counted."""
+    import ray
+
+    have = ray.cluster_resources()
+    listed = ", ".join(f"{k} {v:g}" for k, v in sorted(have.items()) if "/" not in k and ":" not in k)
+    for key, need in (resources or {"CPU": 1}).items():
+        if have.get(key, 0) < need:
+            raise ValueError(f"each worker needs {need} {key}, but the Ray cluster has {have.get(key, 0):g} in all "
+                             f"({listed}): start Ray with them (ray.init(num_gpus=N), `ray start --num-gpus N`) or ask "
+                             "for fewer")
 
 
 def _actor_options(resources: dict | None, max_restarts: int) -> dict:
