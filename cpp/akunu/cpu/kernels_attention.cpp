@@ -162,11 +162,38 @@ void merge_chunks(const AttentionParams& p, const float* partial, size_t h, size
     }
 }
 
+// A decode step's keys or values t in [lo, hi) of KV head kvh, a sub-block of kSplitRows
+// at a time decoded to f32 rows (the window's from their f16 copies) with each row's scale:
+// fn(offset of the sub-block from lo, its rows, [rows, head_dim] values, [rows] scales).
+constexpr size_t kSplitRows = 16;
+
+template <typename Fn>
+void for_row_blocks(const KvSide& S, const RecentRows& W, bool values, size_t kvh, size_t lo, size_t hi, size_t pos,
+                    HalfRowFn to_float, Fn fn) {
+    float rows[kSplitRows * AKUNU_FLASH_MAX_HEAD_DIM], scales[kSplitRows];
+    for (size_t t0 = lo; t0 < hi; t0 += kSplitRows) {
+        const size_t n = std::min(kSplitRows, hi - t0);
+        for (size_t j = 0; j < n; ++j) {
+            float* row = rows + j * S.head_dim;
+            if (W.holds(t0 + j, pos)) {
+                W.row(values, kvh, t0 + j, row);
+                scales[j] = 1.0f;
+            } else {
+                const KvRowMap::Row r = S.rows.at(kvh, t0 + j);
+                S.values(r, row, to_float);
+                scales[j] = S.scale(r);
+            }
+        }
+        fn(t0 - lo, n, rows, scales);
+    }
+}
+
 // attention_split: workgroup (query head, chunk of AKUNU_ATTENTION_CHUNK cache rows) writes the
 // partial [head_dim values | max | sum of exps]; the last of a head's chunks to finish (an
 // atomic counter per head after the partials) merges them into out, and a head whose rows fit
 // one chunk writes out directly, as attention_split.comp does. out is binding 7, after a
-// quantized cache's scales, else binding 5.
+// quantized cache's scales, else binding 5. The chunk's scores, softmax and mix run through
+// vec_math's loops over sub-blocks of decoded rows.
 void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<AttentionParams>();
     const auto& step = *a.at<const StepState>(4);
@@ -176,64 +203,45 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     float* out = a.at<float>(scale_bindings ? 7 : 5);
     uint32_t* arrivals = reinterpret_cast<uint32_t*>(partial + size_t(p.n_heads) * p.n_chunks * (p.head_dim + 2));
     const KvSide K = side(a, false, p), V = side(a, true, p);
-    const size_t pos = step.pos;
+    const size_t pos = step.pos, hd = p.head_dim;
     const RecentRows W = recent_rows(a, p, scale_bindings ? 9 : 7, pos);
     const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
     const size_t c_begin = first / AKUNU_ATTENTION_CHUNK, c_end = pos / AKUNU_ATTENTION_CHUNK + 1;
     const bool alone = c_end - c_begin == 1;
-    float weight[AKUNU_ATTENTION_CHUNK], acc[AKUNU_ATTENTION_CHUNK], kv_row[AKUNU_ATTENTION_CHUNK];
+    float s[AKUNU_ATTENTION_CHUNK], acc[AKUNU_FLASH_MAX_HEAD_DIM];
     const HalfRowFn to_float = half_row();
+    const VecMath& vm = vec_math();
     for (size_t g = begin; g < end; ++g) {
         const size_t h = g % a.groups[0], chunk = g / a.groups[0];
         const size_t kvh = h / (p.n_heads / p.n_kv_heads), cb = chunk * AKUNU_ATTENTION_CHUNK;
         if (chunk < c_begin || chunk >= c_end) continue;
-        const float* qh = q + h * p.head_dim;
-        float m = kNegInf;
-        for (size_t r = 0; r < AKUNU_ATTENTION_CHUNK; ++r) {
-            const size_t t = cb + r;
-            if (t < first || t > pos || t >= p.max_len) {
-                weight[r] = kNegInf;
-                continue;
-            }
-            const bool recent = W.holds(t, pos);
-            const KvRowMap::Row kr = K.rows.at(kvh, t);
-            if (recent)
-                W.row(false, kvh, t, kv_row);
-            else
-                K.values(kr, kv_row, to_float);
-            float d = 0.0f;
-            for (uint32_t i = 0; i < p.head_dim; ++i) d += qh[i] * kv_row[i];
-            if (!recent) d *= K.scale(kr);
-            d *= p.scale;
-            if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
-            weight[r] = d;
-            m = std::max(m, d);
-        }
-        float l = 0.0f;
-        for (size_t r = 0; r < AKUNU_ATTENTION_CHUNK; ++r) {
-            const bool valid = weight[r] > kNegInf;
-            const float e = valid ? std::exp(weight[r] - m) : 0.0f;
-            l += e;
-            weight[r] = valid ? e * (W.holds(cb + r, pos) ? 1.0f : V.scale(V.rows.at(kvh, cb + r))) : 0.0f;
-        }
-        const size_t rows = std::min<size_t>(AKUNU_ATTENTION_CHUNK, pos + 1 - cb);
-        std::fill(acc, acc + p.head_dim, 0.0f);
-        for (size_t j = 0; j < rows; ++j) {
-            if (weight[j] == 0.0f) continue;
-            if (W.holds(cb + j, pos))
-                W.row(true, kvh, cb + j, kv_row);
-            else
-                V.values(V.rows.at(kvh, cb + j), kv_row, to_float);
-            for (uint32_t i = 0; i < p.head_dim; ++i) acc[i] += weight[j] * kv_row[i];
-        }
+        const size_t lo = std::max(first, cb), hi = std::min({pos + 1, cb + AKUNU_ATTENTION_CHUNK, size_t(p.max_len)});
+        const float* qh = q + h * hd;
+        for_row_blocks(K, W, false, kvh, lo, hi, pos, to_float,
+                       [&](size_t at, size_t n, const float* k, const float* sc) {
+                           vm.dots(qh, k, hd, hd, n, s + at);
+                           for (size_t j = 0; j < n; ++j) {
+                               float d = s[at + j] * sc[j] * p.scale;
+                               if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
+                               s[at + j] = d;
+                           }
+                       });
+        const float m = hi > lo ? *std::max_element(s, s + (hi - lo)) : kNegInf;
+        const float l = hi > lo ? vm.exp_shifted(s, hi - lo, m) : 0.0f;
+        std::fill(acc, acc + hd, 0.0f);
+        for_row_blocks(V, W, true, kvh, lo, hi, pos, to_float,
+                       [&](size_t at, size_t n, const float* v, const float* sc) {
+                           for (size_t j = 0; j < n; ++j) s[at + j] *= sc[j];
+                           vm.mix(acc, 1.0f, s + at, v, hd, n, hd);
+                       });
         if (alone) {
-            for (uint32_t i = 0; i < p.head_dim; ++i) out[h * p.head_dim + i] = acc[i] / l;
+            for (uint32_t i = 0; i < hd; ++i) out[h * hd + i] = acc[i] / l;
             continue;
         }
-        float* part = partial + (h * p.n_chunks + chunk) * (p.head_dim + 2);
-        std::copy(acc, acc + p.head_dim, part);
-        part[p.head_dim] = m;
-        part[p.head_dim + 1] = l;
+        float* part = partial + (h * p.n_chunks + chunk) * (hd + 2);
+        std::copy(acc, acc + hd, part);
+        part[hd] = m;
+        part[hd + 1] = l;
         // Release this partial; the head's last chunk to finish acquires the others' and merges.
         std::atomic_ref<uint32_t> arrived(arrivals[h]);
         if (arrived.fetch_add(1, std::memory_order_acq_rel) == c_end - c_begin - 1) {
