@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "akunu/cpu/vec_math.h"
 #include "akunu/vulkan/cpu_kernel.h"
 #include "params.h"
 
@@ -75,13 +76,12 @@ void sample(const CpuArgs& a, size_t begin, size_t end) {
         if (batch && row >= step.n_tokens) break;
         const auto& cfg = a.at<const SamplerState>(4)[batch ? batch_rows[row].seq : 0];
         const Row r{a.at<const float>(0) + row * p.n, p.n, cfg.temperature};
-        float best = -std::numeric_limits<float>::infinity();
-        uint32_t best_i = 0xFFFFFFFFu;
-        for (uint32_t i = 0; i < p.n; ++i)
-            if (r.logits[i] > best) best = r.logits[i], best_i = i;
-        const float lmax = best;
+        // The argmax (its first index) and the log-softmax normalizer, through vectorized passes.
         float sum = 0.0f;
-        for (uint32_t i = 0; i < p.n; ++i) sum += std::exp(r.logits[i] - lmax);
+        const float lmax = vec_math().max_sum_exp(r.logits, p.n, &sum);
+        uint32_t best_i = 0xFFFFFFFFu;  // no finite or +inf logit: the last token, as sample.comp
+        if (lmax > -std::numeric_limits<float>::infinity())
+            best_i = uint32_t(std::find(r.logits, r.logits + p.n, lmax) - r.logits);
         const float log_z = lmax + std::log(sum);
 
         uint32_t chosen = best_i;

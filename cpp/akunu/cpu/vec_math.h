@@ -23,6 +23,8 @@ struct VecMath {
     void (*dots)(const float* q, const float* k, size_t k_stride, size_t d, size_t n, float* s);
     // s[j] = exp(s[j] - m) for j < n (exactly 0 where s[j] is -inf); returns their sum.
     float (*exp_shifted)(float* s, size_t n, float m);
+    // The largest of x[0:n] (NaNs passed over; -inf if none) and, in *sum, sum_j exp(x[j] - it).
+    float (*max_sum_exp)(const float* x, size_t n, float* sum);
     // o[i] = o[i] * keep + sum_j w[j] * v[j * v_stride + i] for i < d, j < n.
     void (*mix)(float* o, float keep, const float* w, const float* v, size_t v_stride, size_t n, size_t d);
     // RoPE on one head: pairs (x[2f], x[2f + 1]) when interleaved, else (x[f], x[f + half]),
