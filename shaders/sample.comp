@@ -25,6 +25,12 @@ layout(std430, binding = 2) buffer Lp { float logprobs[]; };             // besi
 // row's position + 1, the position of the token it draws, as a single sequence's step does.
 layout(std430, binding = 3) readonly buffer Step { StepState step; BatchRow batch_rows[]; };
 layout(std430, binding = 4) readonly buffer S { SamplerState samplers[]; };  // [sequences]
+// Rows with a target (targets[r] < n, else AKUNU_NO_TARGET) also score it: its log-probability
+// under the raw logits and whether it is the row's argmax, so that scoring reads no logits on
+// the host.
+layout(std430, binding = 5) buffer Sc { float target_logprobs[]; };    // [rows]
+layout(std430, binding = 6) buffer Gr { uint target_is_argmax[]; };    // [rows]
+layout(std430, binding = 7) readonly buffer Tg { uint targets[]; };    // [rows]
 #define cfg samplers[batch_rows[gl_WorkGroupID.x].seq]
 #define DRAW_POSITION(row) (batch_rows[row].pos + 1u)
 #else
@@ -184,5 +190,12 @@ void main() {
         chosen = min(chosen, p.n - 1);  // only when every logit is -inf or NaN
         token_ids[slot] = chosen;
         logprobs[slot] = logits[row_base + chosen] - log_z;
+#ifdef SAMPLE_BATCH
+        const uint target = targets[row];
+        if (target < p.n) {
+            target_logprobs[row] = logits[row_base + target] - log_z;
+            target_is_argmax[row] = best_i == target ? 1u : 0u;
+        }
+#endif
     }
 }

@@ -139,6 +139,9 @@ struct BatchRow {
     uint pad0;
     uint pad1;
 };
+
+// A batched step's row with no token to score (sample_batch's targets).
+#define AKUNU_NO_TARGET 0xFFFFFFFFu
 AKUNU_PARAMS_SIZE(BatchRow, 16)
 
 // embed_*: out[r, 0:dim] = scale * W[token_ids[step.token_slot + r], :] for r < min(rows, step.n_tokens)

@@ -114,6 +114,11 @@ void sample(const CpuArgs& a, size_t begin, size_t end) {
         chosen = std::min(chosen, p.n - 1);
         a.at<uint32_t>(1)[p.out_slot + row] = chosen;
         a.at<float>(2)[p.out_slot + row] = r.logits[chosen] - log_z;
+        const uint32_t target = batch ? a.at<const uint32_t>(7)[row] : AKUNU_NO_TARGET;
+        if (target < p.n) {  // a scored row (sample.comp)
+            a.at<float>(5)[row] = r.logits[target] - log_z;
+            a.at<uint32_t>(6)[row] = best_i == target ? 1u : 0u;
+        }
     }
 }
 

@@ -274,6 +274,7 @@ std::vector<BatchToken> Batch::step(bool wait) {
     auto* ids = static_cast<uint32_t*>(scratch_->get("batch_token_ids").contents());
     auto* step = static_cast<StepState*>(scratch_->get("batch_step").contents());
     auto* rows = reinterpret_cast<BatchRow*>(step + 1);
+    auto* targets = static_cast<uint32_t*>(scratch_->get("batch_targets").contents());
     int total = 0;
     for (const Piece& p : pieces) {
         const int first = pool_->length(p.seq);
@@ -281,6 +282,7 @@ std::vector<BatchToken> Batch::step(bool wait) {
         for (int i = 0; i < p.n; ++i) {
             ids[p.first_row + i] = uint32_t(seqs_[size_t(p.seq)].pending[size_t(i)]);
             rows[p.first_row + i] = BatchRow{uint32_t(p.seq), uint32_t(first + i), 0, 0};
+            targets[p.first_row + i] = score_target(p.seq, first + i);
         }
         total += p.n;
     }
@@ -294,6 +296,15 @@ std::vector<BatchToken> Batch::step(bool wait) {
     return out;
 }
 
+// The token a scored sequence's row at `pos` scores: the one after it, when the sequence has it
+// (its prompt's tokens, written or pending); else none.
+uint32_t Batch::score_target(int seq, int pos) const {
+    const Seq& s = seqs_[size_t(seq)];
+    const size_t next = size_t(pos) + 1;
+    if (!s.score || next >= s.tokens.size() + s.pending.size()) return AKUNU_NO_TARGET;
+    return uint32_t(next < s.tokens.size() ? s.tokens[next] : s.pending[next - s.tokens.size()]);
+}
+
 // After the step: the piece's tokens are in the cache; a prompt's rows score the tokens after
 // them; a sequence with nothing pending takes the token its last row sampled.
 void Batch::finish_piece(const Piece& p, std::vector<BatchToken>& out) {
@@ -302,18 +313,14 @@ void Batch::finish_piece(const Piece& p, std::vector<BatchToken>& out) {
     s.tokens.insert(s.tokens.end(), s.pending.begin(), s.pending.begin() + p.n);
     s.pending.erase(s.pending.begin(), s.pending.begin() + p.n);
     pool_->set_length(p.seq, first + p.n);
-    const auto* logits = static_cast<const float*>(scratch_->get("batch_logits").contents());
+    // The sampler scored each prompt row's target (score_target) on the device.
+    const auto* target_lp = static_cast<const float*>(scratch_->get("batch_target_logprobs").contents());
+    const auto* target_max = static_cast<const uint32_t*>(scratch_->get("batch_target_argmax").contents());
     if (s.score)
         for (int i = 0; i < p.n; ++i) {
-            const size_t next = size_t(first + i + 1);
-            if (next >= s.tokens.size() + (s.pending.empty() ? 0 : s.pending.size())) break;
-            const int target = next < s.tokens.size() ? s.tokens[next] : s.pending[next - s.tokens.size()];
-            const float* row = logits + size_t(p.first_row + i) * size_t(vocab_);
-            const float m = *std::max_element(row, row + vocab_);
-            double z = 0;
-            for (int v = 0; v < vocab_; ++v) z += std::exp(double(row[v] - m));
-            s.scores.push_back(float(double(row[target] - m) - std::log(z)));
-            s.greedy.push_back(std::max_element(row, row + vocab_) - row == target ? 1 : 0);
+            if (size_t(first + i + 1) >= s.tokens.size() + s.pending.size()) break;
+            s.scores.push_back(target_lp[p.first_row + i]);
+            s.greedy.push_back(uint8_t(target_max[p.first_row + i]));
         }
     if (s.pending.empty()) {
         const int row = p.first_row + p.n - 1;

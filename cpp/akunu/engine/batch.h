@@ -126,6 +126,7 @@ private:
     void share_prefix(int seq, const std::vector<int>& ids);
     std::vector<Piece> plan_step() const;
     void finish_piece(const Piece& piece, std::vector<BatchToken>& out);
+    uint32_t score_target(int seq, int pos) const;
     void publish_blocks(int seq);
 
     std::shared_ptr<const LoadedModel> base_;

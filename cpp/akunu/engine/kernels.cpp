@@ -513,7 +513,8 @@ void gated_activation(DispatchSink& s, Activation act, const Binding& gate, cons
 }
 
 void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs,
-            const Binding& step, const Binding& sampler, size_t n, uint32_t out_slot, size_t rows, size_t sequences) {
+            const Binding& step, const Binding& sampler, size_t n, uint32_t out_slot, size_t rows, size_t sequences,
+            const ScoredTargets* scored) {
     check_fits(logits, rows * n, DType::kF32, "sample", "logits");
     check_fits(token_ids, out_slot + rows, DType::kU32, "sample", "token_ids");
     check_fits(logprobs, out_slot + rows, DType::kF32, "sample", "logprobs");
@@ -526,7 +527,13 @@ void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, co
     SampleParams p{checked_u32(n, "sample: n"), out_slot};
     // A batched step's rows follow its row count (the kernel skips rows past it).
     const Grid grid{uint32_t(rows), 1, sequences ? ChunkRows::Axis::kX : ChunkRows::Axis::kNone};
-    emit(s, sequences ? "sample_batch" : "sample", {group}, {logits, token_ids, logprobs, step, sampler}, p, grid);
+    if (!sequences) return emit(s, "sample", {group}, {logits, token_ids, logprobs, step, sampler}, p, grid);
+    AKUNU_CHECK(scored, "sample: a batched step's sampler needs its scored targets");
+    check_fits(scored->targets, rows, DType::kU32, "sample", "targets");
+    check_fits(scored->logprobs, rows, DType::kF32, "sample", "target_logprobs");
+    check_fits(scored->is_argmax, rows, DType::kU32, "sample", "target_is_argmax");
+    emit(s, "sample_batch", {group},
+         {logits, token_ids, logprobs, step, sampler, scored->logprobs, scored->is_argmax, scored->targets}, p, grid);
 }
 
 // ---- Encoders (bert) --------------------------------------------------------------------------

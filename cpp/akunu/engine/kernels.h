@@ -238,10 +238,15 @@ void gated_activation(DispatchSink& s, Activation act, const Binding& gate, cons
 // or temperature with top-k, top-p and min-p; see shaders/sample.comp): token_ids[out_slot + r]
 // and logprobs[out_slot + r].
 // With `sequences` (a batched step, sample_batch): row r samples with sampler[BatchRow r's seq]
-// of `sequences` SamplerStates, keyed by its position + 1; rows past step.n_tokens are skipped.
+// of `sequences` SamplerStates, keyed by its position + 1; rows past step.n_tokens are skipped;
+// a row with a target (targets[r] < n; AKUNU_NO_TARGET for none) writes target_logprobs[r] (its
+// log-probability under the raw logits) and target_is_argmax[r] (1 when it is the row's argmax).
+struct ScoredTargets {
+    Binding targets, logprobs, is_argmax;  // [rows] u32, f32, u32
+};
 void sample(DispatchSink& s, const Binding& logits, const Binding& token_ids, const Binding& logprobs,
             const Binding& step, const Binding& sampler, size_t n, uint32_t out_slot, size_t rows = 1,
-            size_t sequences = 0);
+            size_t sequences = 0, const ScoredTargets* scored = nullptr);
 
 // ---- Encoders (bert) --------------------------------------------------------------------------
 

@@ -6,6 +6,18 @@
 
 namespace akunu {
 
+namespace {
+
+// The batch buffers the CPU writes before each submit or reads after it: host memory.
+bool batch_host(const std::string& name) {
+    for (const char* n : {"batch_step", "batch_token_ids", "batch_samplers", "batch_sampled", "batch_logprobs",
+                          "batch_targets", "batch_target_logprobs", "batch_target_argmax"})
+        if (name == n) return true;
+    return false;
+}
+
+}  // namespace
+
 ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain,
                                int prefill_chunk, bool dequant_weights, int batch_sequences)
     : q_dim_(size_t(c.q_dim)), kv_dim_(size_t(c.kv_dim)) {
@@ -14,8 +26,7 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
             // The CPU writes step states and token ids before each submit and reads the
             // sampled ids after it: host memory, whatever the device.
             const bool host = s.name == "step" || s.name == "token_ids" || s.name == "sampled_logprobs" ||
-                              s.name == "sampler" || s.name == "batch_step" || s.name == "batch_token_ids" ||
-                              s.name == "batch_samplers" || s.name == "batch_sampled" || s.name == "batch_logprobs";
+                              s.name == "sampler" || s.name.rfind("batch_", 0) == 0 && batch_host(s.name);
             Buffer b = Buffer::allocate(device, s.bytes, host ? Residency::kHost : Residency::kAuto);
             // The chunk tables' workgroup counts, which the GPU's command processor reads before
             // each dispatch, and the CPU writes: device memory where the CPU maps it (ReBAR),
@@ -35,6 +46,9 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
         prefill.push_back({"batch_samplers", uint64_t(batch_sequences) * sizeof(SamplerState)});
         prefill.push_back({"batch_sampled", rows * 4});
         prefill.push_back({"batch_logprobs", rows * 4});
+        prefill.push_back({"batch_targets", rows * 4});
+        prefill.push_back({"batch_target_logprobs", rows * 4});
+        prefill.push_back({"batch_target_argmax", rows * 4});
     }
     allocate(prefill, prefill_bytes_);
 }

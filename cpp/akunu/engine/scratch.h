@@ -19,7 +19,9 @@ public:
     // With batch_sequences > 0 (a batch's scratch, batch.h), batch_step also holds a BatchRow per
     // row of the chunk, and batch_samplers [batch_sequences] SamplerState, batch_sampled u32
     // [prefill_chunk] and batch_logprobs f32 [prefill_chunk] hold each sequence's sampler and
-    // each row's sampled id and its logprob.
+    // each row's sampled id and its logprob; batch_target_logprobs f32 and batch_target_argmax
+    // u32 [prefill_chunk] the log-probability of each row's batch_targets u32 entry (a token id, or
+    // AKUNU_NO_TARGET).
     ScratchBuffers(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, int max_chain,
                    int prefill_chunk, bool dequant_weights = false, int batch_sequences = 0);
 

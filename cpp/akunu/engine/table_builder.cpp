@@ -401,8 +401,10 @@ void Builder::tail() {
 // A batched step's tail: every row's logits (all_logits) sampled with its sequence's sampler.
 void Builder::sample_rows() {
     t_.set_label("sample");
+    const kernels::ScoredTargets scored{s_.get("batch_targets"), s_.get("batch_target_logprobs"),
+                                        s_.get("batch_target_argmax")};
     kernels::sample(t_, s_.get("batch_logits"), s_.get("batch_sampled"), s_.get("batch_logprobs"), step_,
-                    s_.get("batch_samplers"), size_t(c_.vocab_size), 0, rows_, size_t(pass_.batch_sequences));
+                    s_.get("batch_samplers"), size_t(c_.vocab_size), 0, rows_, size_t(pass_.batch_sequences), &scored);
     t_.set_chunk_rows(0);
 }
 
