@@ -1,7 +1,9 @@
 // CPU kernels of Whisper's greedy chains (engine/whisper_chain.h): whisper_chain_rows lays out a
 // step's decoder rows from the slots' states, whisper_pick applies the logit rules to each row,
 // takes the argmax and its log-probability and moves the slot on. Each matches its .comp file
-// (shaders/) over the same workgroups: one for the rows, one per row for the picks.
+// (shaders/) over the same workgroups: one for the rows, one per row for the picks. The sums of
+// exponentials are in double: one float32 running sum over a whole vocabulary drops the many
+// terms below half its last place (the shader's per-invocation partial sums do not).
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -106,9 +108,9 @@ void pick(const CpuArgs& a, size_t begin, size_t end) {
         }
         bool force = false;
         if ((st.flags & AKUNU_CHAIN_TIMESTAMPS) && ts_max > kNegInf) {
-            float sum = 0.0f;
+            double sum = 0.0;
             for (uint32_t i = tb; i < p.vocab; ++i) sum += std::exp(x(i) - ts_max);
-            force = ts_max + std::log(sum) > text_max;
+            force = ts_max + float(std::log(sum)) > text_max;
         }
         const bool take_ts = force || ts_max > text_max;
         const float best = take_ts ? ts_max : text_max;
@@ -117,14 +119,14 @@ void pick(const CpuArgs& a, size_t begin, size_t end) {
         if (best == kNegInf) {
             token = p.eot;
         } else {
-            float sum = 0.0f;
+            double sum = 0.0;
             for (uint32_t i = force ? tb : 0; i < p.vocab; ++i) sum += std::exp(x(i) - best);
-            logprob = -std::log(sum);
+            logprob = float(-std::log(sum));
         }
         if (st.generated == 0 && p.no_speech != AKUNU_CHAIN_NONE) {
-            float sum = 0.0f;
+            double sum = 0.0;
             for (uint32_t i = 0; i < p.vocab; ++i) sum += std::exp(x.raw(i) - raw_max);
-            st.no_speech = std::exp(x.raw(p.no_speech) - raw_max) / sum;
+            st.no_speech = float(std::exp(x.raw(p.no_speech) - raw_max) / sum);
         }
         a.at<uint32_t>(5)[size_t(slot) * p.steps + p.step] = token;
         a.at<float>(6)[size_t(slot) * p.steps + p.step] = logprob;
