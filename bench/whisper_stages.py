@@ -4,6 +4,10 @@ transcribe call (batched encoder and decoder steps), as seconds and x real time.
 --runs after a warm-up run.
 
     python bench/whisper_stages.py MODEL_DIR CLIP.wav [CLIP.wav ...] [--device vulkan] [--batch 16]
+        [--tuning whisper_chain=0 whisper_chain=16]
+
+With several --tuning settings, the whole report once per setting, each on a model loaded with
+it (greedy decoding per step against chains of steps on the device, in one call).
 
 Then the device time of the last encoder pass and decoder step by command (Whisper.profile).
 The decoder's share is the transcribe time less the mel and encoder times of its windows (a
@@ -67,9 +71,15 @@ def main() -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--tuning", nargs="+", default=[""], help="tuning settings (key=value,...), one report each")
     a = ap.parse_args()
-    w = akunu.load(a.model, device=a.device)
-    print(f"device: {w.engine.device.name}")
+    for tuning in a.tuning:
+        report(akunu.load(a.model, device=a.device, tuning=tuning), a, tuning)
+
+
+def report(w, a, tuning: str) -> None:
+    print(f"device: {w.engine.device.name}, tuning: {tuning or '(defaults)'}, chain steps: "
+          f"{getattr(w.engine, 'chain_steps', 0)}")
     print("| clip | seconds | mel ms | encoder ms | greedy ms | decoder share | x real time | beam 5 ms "
           "| x real time |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -84,7 +94,7 @@ def main() -> None:
         print(akunu.profile_table(rows, by="label"))
     batch_s = median_s(lambda: w.transcribe([audio] * a.batch, beam_size=1, temperature=0.0), a.runs)
     print(f"batch of {a.batch} x {pathlib.Path(a.clips[0]).name}, greedy: {batch_s * 1e3:.1f} ms, "
-          f"{a.batch * seconds / batch_s:,.0f}x real time aggregate")
+          f"{a.batch * seconds / batch_s:,.0f}x real time aggregate\n")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ set(AKUNU_KERNELS
   "encoder_attention_weights encoder_attention.comp ATTN_WEIGHTS"
   "conv_gather      conv_gather.comp"
   "copy_rows        copy_rows.comp"
+  "whisper_chain_rows whisper_chain_rows.comp"
+  "whisper_pick     whisper_pick.comp"
   "pool             pool.comp"
   "mel_power        mel_power.comp"
   "mel_log          mel_log.comp"

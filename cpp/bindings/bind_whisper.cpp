@@ -46,6 +46,31 @@ py::array decode(WhisperModel& m, const std::vector<int>& seqs, const std::vecto
     return out;
 }
 
+// One GreedyRequest per entry of the lists (whisper_chain.h); returns [(tokens, logprobs,
+// no_speech_prob)] in the same order.
+py::list decode_greedy(WhisperModel& m, const std::vector<int>& seqs, const std::vector<int>& tokens,
+                       const std::vector<int>& max_new, const std::vector<std::vector<int>>& suppress,
+                       const std::vector<std::vector<int>>& begin_suppress, const std::vector<bool>& timestamps,
+                       const std::vector<int>& max_initial, const GreedySpecials& specials) {
+    const size_t n = seqs.size();
+    AKUNU_CHECK(tokens.size() == n && max_new.size() == n && suppress.size() == n && begin_suppress.size() == n &&
+                    timestamps.size() == n && max_initial.size() == n,
+                "decode_greedy: seqs, tokens, max_new, suppress, begin_suppress, timestamps and max_initial must "
+                "have one entry per sequence (" +
+                    std::to_string(n) + ")");
+    std::vector<GreedyRequest> requests(n);
+    for (size_t i = 0; i < n; ++i)
+        requests[i] = {seqs[i], tokens[i], max_new[i], {suppress[i], begin_suppress[i], timestamps[i], max_initial[i]}};
+    std::vector<GreedyResult> results;
+    {
+        py::gil_scoped_release release;
+        results = m.decode_greedy(requests, specials);
+    }
+    py::list out;
+    for (const GreedyResult& r : results) out.append(py::make_tuple(r.tokens, r.logprobs, r.no_speech_prob));
+    return out;
+}
+
 // (k, v), each [heads, length, head_dim], copies of the slot's cache.
 py::tuple kv(const WhisperModel& m, int seq, int layer) {
     const ModelConfig& c = m.config();
@@ -118,6 +143,22 @@ void init_whisper(py::module_& m) {
         .def("truncate", &WhisperModel::truncate, py::arg("seq"), py::arg("n"))
         .def("copy_sequence", &WhisperModel::copy_sequence, py::arg("src"), py::arg("dst"))
         .def("decode", &decode, py::arg("seqs"), py::arg("tokens"), py::arg("all_logits") = false)
+        .def_property_readonly("chain_steps", &WhisperModel::chain_steps)
+        .def(
+            "decode_greedy",
+            [](WhisperModel& w, const std::vector<int>& seqs, const std::vector<int>& tokens,
+               const std::vector<int>& max_new, const std::vector<std::vector<int>>& suppress,
+               const std::vector<std::vector<int>>& begin_suppress, const std::vector<bool>& timestamps,
+               const std::vector<int>& max_initial, int eot, int timestamp_begin, int no_timestamps, int no_speech) {
+                return decode_greedy(w, seqs, tokens, max_new, suppress, begin_suppress, timestamps, max_initial,
+                                     {eot, timestamp_begin, no_timestamps, no_speech});
+            },
+            py::arg("seqs"), py::arg("tokens"), py::arg("max_new"), py::arg("suppress"), py::arg("begin_suppress"),
+            py::arg("timestamps"), py::arg("max_initial"), py::arg("eot"), py::arg("timestamp_begin"),
+            py::arg("no_timestamps"), py::arg("no_speech") = -1,
+            "Greedy decoding in chains of chain_steps steps per submission, the logit rules on the device: slot "
+            "seqs[i] feeds tokens[i], then picks until <|endoftext|> or max_new[i] picks. Returns [(tokens, "
+            "logprobs, no_speech_prob)].")
         .def(
             "cross_attention",
             [](const WhisperModel& w, int layer) {
@@ -188,6 +229,21 @@ void init_whisper(py::module_& m) {
         py::arg("cl"), py::arg("src"), py::arg("src_rows"), py::arg("dst"), py::arg("dst_rows"), py::arg("step"),
         py::arg("rows"), py::arg("n"), py::arg("src_stride"), py::arg("dst_stride"), py::arg("src_extent"),
         py::arg("dst_extent"));
+    k.def(
+        "whisper_pick",
+        [](CommandList& cl, const PyBuffer& logits, const PyBuffer& row_slot, const PyBuffer& head_step,
+           const PyBuffer& masks, const PyBuffer& state, const PyBuffer& tokens, const PyBuffer& logprobs,
+           uint32_t vocab, uint32_t eot, uint32_t timestamp_begin, uint32_t no_timestamps, uint32_t no_speech,
+           uint32_t mask_words, uint32_t step, uint32_t steps, uint32_t n_ctx, size_t rows, size_t slots) {
+            kernels::whisper_pick(
+                cl, logits.buffer, row_slot.buffer, head_step.buffer, masks.buffer, state.buffer, tokens.buffer,
+                logprobs.buffer,
+                {vocab, eot, timestamp_begin, no_timestamps, no_speech, mask_words, step, steps, n_ctx}, rows, slots);
+        },
+        py::arg("cl"), py::arg("logits"), py::arg("row_slot"), py::arg("head_step"), py::arg("masks"), py::arg("state"),
+        py::arg("tokens"), py::arg("logprobs"), py::arg("vocab"), py::arg("eot"), py::arg("timestamp_begin"),
+        py::arg("no_timestamps"), py::arg("no_speech"), py::arg("mask_words"), py::arg("step"), py::arg("steps"),
+        py::arg("n_ctx"), py::arg("rows"), py::arg("slots"));
 }
 
 }  // namespace akunu::py_bindings

@@ -410,6 +410,58 @@ struct CopyRowsParams {
 };
 AKUNU_PARAMS_SIZE(CopyRowsParams, 16)
 
+// ---- Whisper greedy chains: see cpp/akunu/engine/whisper_chain.h --------------------------------
+
+// One decoder slot's state in a greedy chain (host memory; the host writes it before a chain
+// and reads it after, the chain's kernels update it between steps). A slot runs while
+// flags has ACTIVE and not DONE.
+#define AKUNU_CHAIN_ACTIVE 1u
+#define AKUNU_CHAIN_DONE 2u
+#define AKUNU_CHAIN_TIMESTAMPS 4u
+#define AKUNU_CHAIN_NONE 0xFFFFFFFFu
+struct WhisperChainSlot {
+    uint token;        // the id the slot's next row feeds
+    uint pos;          // that row's position: the positions the slot's cache holds
+    uint generated;    // tokens picked so far, <|endoftext|> not counted
+    uint max_new;      // the slot is done once it has picked this many
+    uint last;         // the last token picked (generated >= 1)
+    uint before_last;  // the one before it (generated >= 2)
+    uint last_stamp;   // the latest timestamp token picked, or AKUNU_CHAIN_NONE
+    uint flags;        // AKUNU_CHAIN_*
+    uint max_initial;  // the latest first timestamp (index after timestamp_begin), or AKUNU_CHAIN_NONE
+    uint cross_base;   // first row of its audio's cross-attention K/V
+    uint picks;        // picks in the current chain (the host zeroes it)
+    float no_speech;   // p(no_speech) of the raw logits of its first pick (AKUNU_CHAIN_NONE id: 0)
+};
+AKUNU_PARAMS_SIZE(WhisperChainSlot, 48)
+
+// whisper_chain_rows: one workgroup lays out a step's decoder rows, one per running slot in
+// slot order: ids, pos, kv_rows, self_seq, cross_seq, head_rows and row_slot, and both steps'
+// n_tokens (0 when no slot runs).
+struct WhisperChainRowsParams {
+    uint slots;      // slots in the state
+    uint n_ctx;      // decoder positions per slot
+    uint audio_ctx;  // cross-attention rows per audio window
+};
+AKUNU_PARAMS_SIZE(WhisperChainRowsParams, 12)
+
+// whisper_pick: per row r < head_step.n_tokens, the logit rules of rules.py (LogitRules.apply)
+// over logits [rows, vocab] for slot row_slot[r], then the argmax (lowest id on ties), its
+// log-probability under the ruled logits, and the slot's next state; the token and log-prob go
+// to column `step` of the slot's row of the outputs [slots, steps].
+struct WhisperPickParams {
+    uint vocab;
+    uint eot;
+    uint timestamp_begin;
+    uint no_timestamps;
+    uint no_speech;    // AKUNU_CHAIN_NONE: none
+    uint mask_words;   // u32 words of one slot's suppress bit mask; begin_suppress's follows it
+    uint step;         // the chain step this dispatch picks for
+    uint steps;        // steps per chain: the outputs' row length
+    uint n_ctx;
+};
+AKUNU_PARAMS_SIZE(WhisperPickParams, 36)
+
 #ifdef __cplusplus
 }  // namespace akunu
 #endif

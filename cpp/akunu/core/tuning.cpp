@@ -83,6 +83,10 @@ const std::vector<Row>& rows() {
           "Weight matrices are bound in windows of whole rows of at most this many KiB (auto: the device's "
           "maxStorageBufferRange); smaller values test the windows a 128 MiB limit needs."},
          &Tuning::weight_binding_kib},
+        {{"whisper_chain", "int",
+          "Greedy Whisper decoding (temperature 0, one beam) records this many decoder steps per submission, with the "
+          "logit rules and the argmax on the device (auto: 16; 0: one submission per step, the rules on the host)."},
+         &Tuning::whisper_chain},
         {{"profile_warm_ms", "int",
           "Milliseconds of untimed replays before Model.profile() times a step, so that clocks are up (auto: 400 on "
           "GPUs, 0 on CPUs)."},

@@ -23,6 +23,7 @@ const std::map<std::string, CpuKernel>& registry() {
         register_attention(add);
         register_sample(add);
         register_encoder(add);
+        register_whisper_chain(add);
         register_audio(add);
         register_tiles(add);
         register_mlx(add);

@@ -298,4 +298,21 @@ void copy_rows(DispatchSink& s, const Binding& src, const Binding& src_rows, con
                const Binding& dst_rows, const Binding& step, const CopyRowsParams& shape, size_t src_extent,
                size_t dst_extent);
 
+// ---- Whisper greedy chains (engine/whisper_chain.h) ---------------------------------------------
+
+// The buffers of a chain step: the slots' states and the decoder's row metadata.
+struct ChainRowsBindings {
+    Binding state;  // WhisperChainSlot [slots]
+    Binding ids, pos, kv_rows, self_seq, cross_seq, head_rows, row_slot;  // u32 [rows] ([rows, 2] for *_seq)
+    Binding step, head_step;  // StepState: the decoder's rows, the rows with logits
+};
+// One running slot per row, in slot order (params.h WhisperChainRowsParams); `rows` rows fit.
+void whisper_chain_rows(DispatchSink& s, const ChainRowsBindings& b, const WhisperChainRowsParams& p, size_t rows);
+// The token of each of up to `rows` rows of logits f32 [rows, vocab] under its slot's rules,
+// masks u32 [slots, 2, mask_words], into tokens u32 / logprobs f32 [slots, steps] (params.h
+// WhisperPickParams).
+void whisper_pick(DispatchSink& s, const Binding& logits, const Binding& row_slot, const Binding& head_step,
+                  const Binding& masks, const Binding& state, const Binding& tokens, const Binding& logprobs,
+                  const WhisperPickParams& p, size_t rows, size_t slots);
+
 }  // namespace akunu::kernels

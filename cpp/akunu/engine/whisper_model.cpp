@@ -123,6 +123,7 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     m->dec_cl_ = record(*m->dec_table_);
     m->dec_short_cl_ = record(*m->dec_short_table_);
     m->copy_cl_ = record(*m->copy_table_);
+    m->allocate_chain();
     return m;
 }
 

@@ -25,6 +25,7 @@
 
 #include "akunu/engine/profile.h"
 #include "akunu/engine/weights.h"
+#include "akunu/engine/whisper_chain.h"
 #include "akunu/engine/whisper_mel.h"
 #include "akunu/formats/model_files.h"
 #include "akunu/model/model_config.h"
@@ -84,6 +85,12 @@ public:
     // out[seqs.size(), n_vocab] for the last row of each, or with all_logits out[sum of rows,
     // n_vocab] for every row in order. Checks everything before anything runs.
     void decode(const std::vector<int>& seqs, const std::vector<std::vector<int>>& tokens, bool all_logits, float* out);
+    // Greedy decoding in chains (whisper_chain.h): each request's slot feeds its token, then
+    // picks under its rules until <|endoftext|>, max_new picks or a full cache, chain_steps()
+    // steps per submission. Slots are distinct and have audio; checks everything before anything
+    // runs. Throws when chain_steps() is 0 (tuning whisper_chain=0).
+    std::vector<GreedyResult> decode_greedy(const std::vector<GreedyRequest>& requests, const GreedySpecials& specials);
+    int chain_steps() const { return chain_.steps; }
     // out[n_mels, n / 160]: the log-mel spectrogram of n 16-kHz samples (whisper_mel.h) with the
     // model's filter bank. The spectrogram's buffers are made on first use for at least 30 s
     // and grow to the longest clip asked for (they scale with its length).
@@ -115,6 +122,10 @@ private:
     void check_slot(int seq, const char* what) const;
     void run_copies(uint32_t self_rows, uint32_t cross_rows, uint32_t audio_rows);
     void run_rows(size_t first, size_t n, const std::vector<size_t>& heads);
+    void allocate_chain();  // whisper_chain.cpp
+    void record_chain(const GreedySpecials& specials);
+    void check_greedy(const std::vector<GreedyRequest>& requests, const GreedySpecials& specials) const;
+    void start_greedy(const std::vector<GreedyRequest>& requests);
 
     std::shared_ptr<Device> device_;
     std::shared_ptr<ModelFiles> files_;
@@ -167,6 +178,8 @@ private:
     // Likewise the encoder for max_sequences windows and for one.
     std::unique_ptr<DispatchTable> enc_table_, enc_one_table_, dec_table_, dec_short_table_, copy_table_;
     std::unique_ptr<CommandList> enc_cl_, enc_one_cl_, dec_cl_, dec_short_cl_, copy_cl_;
+
+    WhisperChain chain_;  // greedy chains (whisper_chain.cpp)
 
     std::vector<float> filters_;  // the mel filter bank (ModelFiles::mel_filters)
     std::unique_ptr<WhisperMel> spectrogram_;  // made on the first mel()

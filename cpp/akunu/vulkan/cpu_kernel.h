@@ -67,6 +67,7 @@ void register_matmul(void (*add)(const KernelRow&));
 void register_attention(void (*add)(const KernelRow&));
 void register_sample(void (*add)(const KernelRow&));
 void register_encoder(void (*add)(const KernelRow&));
+void register_whisper_chain(void (*add)(const KernelRow&));
 void register_audio(void (*add)(const KernelRow&));
 void register_tiles(void (*add)(const KernelRow&));
 void register_mlx(void (*add)(const KernelRow&));

@@ -3,7 +3,8 @@ windows at once over the model's sequence slots.
 
 Every window is a `Task` (its row of the last encode, its prompt, its rules). A task takes
 `width` slots: 1 for greedy, best_of for sampling, beam_size for beam search. Each step feeds
-one token to every slot still running, in one `decode` call for all windows. Beam search keeps
+one token to every slot still running, in one `decode` call for all windows; greedy search runs
+in chains of steps on the device instead where the engine has them (chain.py). Beam search keeps
 each beam's KV in its slot; when a beam is continued twice, its slot is copied into a slot
 whose beam was dropped (`copy_sequence`).
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from akunu.whisper.chain import chain_applies, run_chains
 from akunu.whisper.rules import LogitRules, log_softmax
 
 
@@ -195,7 +197,10 @@ def search(model, tasks: list[Task], tokens, *, temperature: float, beam_size: i
             owned = list(range(i * width, (i + 1) * width))
             groups.append(_Beams(task, owned, beam_size, patience, max_new, tokens.eot) if beam else
                           _Samples(task, owned, temperature, rng, max_new, tokens.eot))
-        out += _run(model, groups, tokens, length_penalty)
+        if chain_applies(model, temperature, width):
+            out += [Decoded(h, no_speech, [h]) for h, no_speech in run_chains(model, groups, tokens)]
+        else:
+            out += _run(model, groups, tokens, length_penalty)
     return out
 
 
