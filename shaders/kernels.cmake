@@ -47,6 +47,8 @@ set(AKUNU_KERNELS
   "layernorm        layernorm.comp"
   "encoder_attention encoder_attention.comp"
   "encoder_attention_weights encoder_attention.comp ATTN_WEIGHTS"
+  "window_attention window_attention.comp"
+  "span_split       span_split.comp"
   "conv_gather      conv_gather.comp"
   "copy_rows        copy_rows.comp"
   "whisper_chain_rows whisper_chain_rows.comp"

@@ -208,6 +208,34 @@ void init_whisper(py::module_& m) {
         py::arg("v_offset"), py::arg("out_stride"), py::arg("scale"), py::arg("weights") = nullptr,
         py::arg("weights_stride") = 0);
     k.def(
+        "span_attention_split",
+        [](CommandList& cl, const PyBuffer& q, const PyBuffer& kv, const PyBuffer& seq, const PyBuffer& step,
+           const PyBuffer& out, uint32_t n_heads, uint32_t head_dim, uint32_t rows, uint32_t q_stride,
+           uint32_t kv_stride, uint32_t k_offset, uint32_t v_offset, uint32_t out_stride, float scale,
+           const PyBuffer& weights, uint32_t weights_stride, const PyBuffer& partial, uint32_t chunk_keys) {
+            kernels::span_attention_split(
+                cl, q.buffer, kv.buffer, seq.buffer, step.buffer, out.buffer,
+                {n_heads, head_dim, rows, q_stride, k_offset, v_offset, out_stride, scale, kv_stride, weights_stride},
+                weights.buffer, partial.buffer, chunk_keys);
+        },
+        py::arg("cl"), py::arg("q"), py::arg("kv"), py::arg("seq"), py::arg("step"), py::arg("out"), py::arg("n_heads"),
+        py::arg("head_dim"), py::arg("rows"), py::arg("q_stride"), py::arg("kv_stride"), py::arg("k_offset"),
+        py::arg("v_offset"), py::arg("out_stride"), py::arg("scale"), py::arg("weights"), py::arg("weights_stride"),
+        py::arg("partial"), py::arg("chunk_keys"));
+    k.def("span_partial_floats", &kernels::span_partial_floats, py::arg("rows"), py::arg("n_heads"),
+          py::arg("head_dim"));
+    k.def(
+        "window_attention",
+        [](CommandList& cl, const PyBuffer& qkv, const PyBuffer& seq, const PyBuffer& step, const PyBuffer& out,
+           uint32_t n_heads, uint32_t head_dim, uint32_t rows, uint32_t window, uint32_t tile_rows, float scale) {
+            const uint32_t width = n_heads * head_dim;
+            kernels::window_attention(cl, qkv.buffer, qkv.buffer, seq.buffer, step.buffer, out.buffer,
+                                      {n_heads, head_dim, rows, 3 * width, width, 2 * width, width, scale}, window,
+                                      tile_rows);
+        },
+        py::arg("cl"), py::arg("qkv"), py::arg("seq"), py::arg("step"), py::arg("out"), py::arg("n_heads"),
+        py::arg("head_dim"), py::arg("rows"), py::arg("window"), py::arg("tile_rows"), py::arg("scale"));
+    k.def(
         "conv_gather",
         [](CommandList& cl, const PyBuffer& x, const PyBuffer& out, const PyBuffer& step, uint32_t rows,
            uint32_t channels, uint32_t kernel, uint32_t stride, uint32_t pad, uint32_t t_in, uint32_t t_out,

@@ -231,18 +231,43 @@ def encoder_attention(qkv, seq, out, n_heads: int, head_dim: int, scale: float |
 
 
 def span_attention(q, kv, seq, out, n_heads: int, head_dim: int, k_offset: int, v_offset: int, weights=None,
-                   scale: float | None = None, n_tokens: int | None = None) -> float:
+                   scale: float | None = None, n_tokens: int | None = None, chunk_keys: int | None = None) -> float:
     """Attention of each query row of q [rows, q_stride] f32 over its span of key rows of kv
     [key rows, kv_stride] f32 (K at column k_offset, V at v_offset), seq [rows, 2] u32 (start,
     len) naming the span; out [rows, n_heads head_dim] f32. With weights [rows, n_heads, width]
-    f32 the softmax weights are stored too. scale defaults to 1 / sqrt(head_dim)."""
+    f32 the softmax weights are stored too. scale defaults to 1 / sqrt(head_dim). With
+    chunk_keys (and weights), each (row, head) is split over chunks of that many keys and merged,
+    as a decoder step's cross-attention runs (0: the device's chunks)."""
     rows = q.shape[0]
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     step = _step(out.device, rows if n_tokens is None else n_tokens)
     width = 0 if weights is None else weights.shape[-1]
+    if chunk_keys is not None:
+        if weights is None:
+            raise ValueError("span_attention: chunk_keys (the split over keys) needs weights")
+        partial = out.device.upload(np.zeros(kernels.span_partial_floats(rows, n_heads, head_dim), np.float32))
+        return _run(out.device, lambda cl: kernels.span_attention_split(
+            cl, q, kv, seq, step, out, n_heads, head_dim, rows, q.shape[1], kv.shape[1], k_offset, v_offset,
+            n_heads * head_dim, scale, weights, width, partial, chunk_keys))
     return _run(out.device, lambda cl: kernels.span_attention(
         cl, q, kv, seq, step, out, n_heads, head_dim, rows, q.shape[1], kv.shape[1], k_offset, v_offset,
         n_heads * head_dim, scale, weights, width))
+
+
+def window_attention(qkv, out, n_heads: int, head_dim: int, window: int, tile_rows: int = 0,
+                     scale: float | None = None, n_tokens: int | None = None) -> float:
+    """Attention inside windows of `window` rows, as Whisper's encoder attends each audio window:
+    qkv [rows, 3 n_heads head_dim] f32 holds [q | k | v] per row (rows a whole number of
+    windows), and each row attends every row of its own window; out [rows, n_heads head_dim]
+    f32. tile_rows: query rows per workgroup of the tiled kernel (0: the device's choice).
+    scale defaults to 1 / sqrt(head_dim)."""
+    rows = qkv.shape[0]
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    step = _step(out.device, rows if n_tokens is None else n_tokens)
+    starts = np.arange(rows, dtype=np.uint32) // window * window
+    seq = out.device.upload(np.stack([starts, np.full(rows, window, np.uint32)], axis=1))
+    return _run(out.device, lambda cl: kernels.window_attention(cl, qkv, seq, step, out, n_heads, head_dim, rows,
+                                                                window, tile_rows, scale))
 
 
 def conv_gather(x, out, channels: int, kernel: int, stride: int, pad: int, t_in: int, t_out: int,

@@ -343,6 +343,39 @@ struct EncoderAttentionParams {
 };
 AKUNU_PARAMS_SIZE(EncoderAttentionParams, 40)
 
+// window_attention: non-causal attention inside windows of `window` rows (whisper's encoder:
+// each audio window's rows attend all of that window's rows, and no other's). Row r below
+// min(a.rows, step.n_tokens) lies in window r / window. A workgroup takes a tile of query rows
+// of one window and one head, and streams the window's K and V rows through shared memory in
+// blocks of AKUNU_WINDOW_TILE_VEC4 vec4s each (2048 / head_dim rows) with an online softmax;
+// workgroups are ordered (window, tile, head). a.weights_stride is unused.
+#define AKUNU_WINDOW_TILE_VEC4 512
+#define AKUNU_WINDOW_MAX_HEAD_DIM 256
+struct WindowAttentionParams {
+    EncoderAttentionParams a;
+    uint window;  // rows per window; a.rows is a whole number of windows
+    uint tile_rows;  // query rows per workgroup
+};
+AKUNU_PARAMS_SIZE(WindowAttentionParams, 48)
+
+// span_split: encoder_attention_weights with each (row, head)'s span split into chunks of
+// chunk_keys keys, for rows of few queries over long spans (a decoder step's cross-attention).
+// The partial buffer holds u32 arrival counters [rows, n_heads] (zero between dispatches), then
+// [rows, n_heads, n_chunks, head_dim + 2] f32. One workgroup per (row, head, chunk) writes the
+// chunk's exp(s - m_c) to the weights and [o_c (head_dim) | m_c | l_c] to its partial, o_c =
+// sum exp(s - m_c) v; the last of a (row, head)'s chunks to arrive scales every weight by
+// exp(m_c - M) / L (the softmax) and writes out = sum_c exp(m_c - M) o_c / L. a.weights_stride is the longest
+// span; n_chunks = ceil(a.weights_stride / chunk_keys), at most AKUNU_SPAN_MAX_CHUNKS.
+#define AKUNU_SPAN_MAX_CHUNKS 64
+#define AKUNU_SPAN_MAX_CHUNK_KEYS 512
+#define AKUNU_SPAN_GROUP 64
+struct SpanSplitParams {
+    EncoderAttentionParams a;
+    uint chunk_keys;
+    uint n_chunks;
+};
+AKUNU_PARAMS_SIZE(SpanSplitParams, 48)
+
 // pool: one embedding per packed sequence. The texts buffer (u32) starts with a header that
 // the CPU writes per batch, {count, mode (0: mean, 1: cls), normalize (0 or 1), 0}, then
 // (start, len) pairs; for text t < count, out[t, :] = the mean of rows [start, start + len) of

@@ -99,6 +99,8 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"layernorm", sizeof(LayerNormParams), 5},
         {"encoder_attention_weights", sizeof(EncoderAttentionParams), 6},  // binding 5: the weights
         {"encoder_attention", sizeof(EncoderAttentionParams), 5},
+        {"window_attention", sizeof(WindowAttentionParams), 4},
+        {"span_split", sizeof(SpanSplitParams), 7},  // binding 5 twice: the counters and the partials
         {"conv_gather", sizeof(ConvGatherParams), 3},
         {"pool", sizeof(PoolParams), 3},
         {"mel_power", sizeof(MelParams), 4},

@@ -97,6 +97,11 @@ const std::vector<Row>& rows() {
         {{"gemv_tiles", "shape",
           "gemv_tiles.comp's geometry \"split:units[:slice]\" for every tile GEMV (experiments)."},
          &Tuning::gemv_tiles},
+        {{"whisper_attn", "shape",
+          "Whisper's attention geometry \"tile_rows:chunk_keys\": query rows per workgroup of the encoder's "
+          "window_attention and keys per chunk of a decoder step's cross-attention (span_split); 0 in either place "
+          "runs that part on the per-row encoder_attention kernel (A/B, experiments)."},
+         &Tuning::whisper_attn},
     };
     return kRows;
 }

@@ -45,6 +45,7 @@ struct Tuning {
     // ---- kernel geometry, for experiments and the kernel tests ----
     std::string gemv_rows;  // gemv.comp: "invocations:rows[:units[:wide]]"
     std::string gemv_tiles;  // gemv_tiles.comp: "split:units[:slice]"
+    std::string whisper_attn;  // Whisper's attention: "tile_rows:chunk_keys" (0: the per-row kernel)
 
     // Applies "key=value,key=value"; throws akunu::Error naming the key and the accepted values.
     void apply(const std::string& settings);

@@ -559,39 +559,6 @@ void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Bindin
     emit(s, "layernorm", {reduce_group(s)}, {x, w, b, y, step}, p, grid_for(s, rows));
 }
 
-void encoder_attention(DispatchSink& s, const Binding& q, const Binding& kv, const Binding& seq, const Binding& step,
-                       const Binding& out, const EncoderAttentionShape& sh, const Binding* weights) {
-    const size_t width = size_t(sh.n_heads) * sh.head_dim;
-    const uint32_t kv_stride = sh.kv_stride ? sh.kv_stride : sh.q_stride;
-    AKUNU_CHECK(sh.q_stride >= width && kv_stride >= sh.k_offset + width && kv_stride >= sh.v_offset + width,
-                "encoder_attention: q, k and v must be column slices of their rows");
-    check_fits(q, (size_t(sh.rows) - 1) * sh.q_stride + width, DType::kF32, "encoder_attention", "q");
-    check_fits(kv, size_t(kv_stride), DType::kF32, "encoder_attention", "kv");
-    check_fits(seq, size_t(sh.rows) * 2, DType::kU32, "encoder_attention", "seq");
-    check_bytes(step, sizeof(StepState), "encoder_attention", "step");
-    AKUNU_CHECK(sh.out_stride >= width, "encoder_attention: out_stride is shorter than n_heads * head_dim");
-    check_fits(out, (size_t(sh.rows) - 1) * sh.out_stride + width, DType::kF32, "encoder_attention", "out");
-    const EncoderAttentionParams p{checked_u32(sh.n_heads, "encoder_attention: n_heads"),
-                                   checked_u32(sh.head_dim, "encoder_attention: head_dim"),
-                                   checked_u32(sh.rows, "encoder_attention: rows"),
-                                   sh.q_stride,
-                                   sh.k_offset,
-                                   sh.v_offset,
-                                   sh.out_stride,
-                                   sh.scale,
-                                   kv_stride,
-                                   sh.weights_stride};
-    std::vector<Binding> bindings{q, kv, seq, step, out};
-    if (weights) {
-        AKUNU_CHECK(sh.weights_stride > 0, "encoder_attention: weights need a weights_stride");
-        check_fits(*weights, size_t(sh.rows) * sh.n_heads * sh.weights_stride, DType::kF32, "encoder_attention",
-                   "weights");
-        bindings.push_back(*weights);
-    }
-    emit(s, weights ? "encoder_attention_weights" : "encoder_attention", {}, std::move(bindings), p,
-         grid_for(s, size_t(sh.rows) * sh.n_heads));
-}
-
 void pool(DispatchSink& s, const Binding& h, const Binding& texts, const Binding& out, size_t rows, size_t dim,
           size_t max_texts) {
     check_fits(h, rows * dim, DType::kF32, "pool", "h");

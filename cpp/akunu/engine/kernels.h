@@ -270,6 +270,29 @@ struct EncoderAttentionShape {
 void encoder_attention(DispatchSink& s, const Binding& q, const Binding& kv, const Binding& seq, const Binding& step,
                        const Binding& out, const EncoderAttentionShape& shape, const Binding* weights = nullptr);
 
+// encoder_attention inside windows of `window` rows (Whisper's encoder; shape.rows a whole
+// number of windows): each row attends every row of its own window, none of another's. Runs
+// window_attention.comp over tiles of `tile_rows` query rows (params.h WindowAttentionParams;
+// 0: the device's choice), or the per-row encoder_attention through seq ([rows, 2] u32, each
+// row's window as (start, window)) on the CPU backend, for head sizes that kernel lacks, and
+// where tuning whisper_attn says 0.
+void window_attention(DispatchSink& s, const Binding& q, const Binding& kv, const Binding& seq, const Binding& step,
+                      const Binding& out, const EncoderAttentionShape& shape, uint32_t window, uint32_t tile_rows = 0);
+
+// encoder_attention with its weights (shape.weights_stride: the longest span) for a few rows
+// over long spans (a decoder step's cross-attention): each (row, head) split over chunks of
+// `chunk_keys` keys (0: the device's choice) and merged by the last chunk to finish (span_split;
+// params.h SpanSplitParams); partial [span_partial_floats] 32-bit words, zero before the first
+// dispatch (the kernel leaves it so), holds the arrival counters and the chunks' sums. The
+// weights come out normalized, as encoder_attention's. Where the choice is the per-row kernel (CPU backend,
+// tuning whisper_attn), encoder_attention runs instead.
+void span_attention_split(DispatchSink& s, const Binding& q, const Binding& kv, const Binding& seq, const Binding& step,
+                          const Binding& out, const EncoderAttentionShape& shape, const Binding& weights,
+                          const Binding& partial, uint32_t chunk_keys = 0);
+// The words span_attention_split's partial holds for `rows` rows: u32 counters [rows, n_heads],
+// then f32 [rows, n_heads, AKUNU_SPAN_MAX_CHUNKS, head_dim + 2].
+size_t span_partial_floats(size_t rows, size_t n_heads, size_t head_dim);
+
 // out[t, dim] = mean or first row of each packed text, L2-normalized or not, as the header of
 // texts (u32 [AKUNU_POOL_HEADER + 2 max_texts]) says (params.h PoolParams).
 void pool(DispatchSink& s, const Binding& h, const Binding& texts, const Binding& out, size_t rows, size_t dim,

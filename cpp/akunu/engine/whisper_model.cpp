@@ -7,11 +7,14 @@
 #include <numeric>
 
 #include "akunu/core/error.h"
+#include "akunu/engine/kernels.h"
 #include "akunu/engine/validate.h"
 #include "akunu/vulkan/device.h"
 #include "params.h"
 
 namespace akunu {
+
+int whisper_short_rows(int slots, int rows) { return std::min(rows, std::max(16, slots)); }
 
 WhisperLayout whisper_layout(const ModelConfig& c, int slots, int rows) {
     const uint64_t f = 4, e = uint64_t(slots), r = uint64_t(rows), d = uint64_t(c.dim), t = uint64_t(c.audio_ctx);
@@ -50,6 +53,9 @@ WhisperLayout whisper_layout(const ModelConfig& c, int slots, int rows) {
         {"qkvd", r * 3 * d * f},
         {"ffnd", r * uint64_t(c.ffn_dim) * f},
         {"logits", r * uint64_t(c.vocab_size) * f},
+        {"xsplit",
+         kernels::span_partial_floats(size_t(whisper_short_rows(slots, rows)), size_t(c.n_heads), size_t(c.head_dim)) *
+             f},
         {"self_src", ctx * 4},
         {"self_dst", ctx * 4},
         {"cross_src", t * 4},
@@ -94,7 +100,7 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     // A decoder submission holds every position of one sequence (a whole prompt, or the rows
     // whose cross-attention a word alignment reads) and one step of every slot.
     m->rows_ = std::max(c.max_context, m->slots_);
-    m->short_rows_ = std::min(m->rows_, std::max(16, m->slots_));
+    m->short_rows_ = whisper_short_rows(m->slots_, m->rows_);
     m->lengths_.assign(size_t(m->slots_), 0);
     m->audio_.assign(size_t(m->slots_), -1);
 
@@ -182,6 +188,7 @@ void WhisperModel::allocate() {
         {"qkvd", &qkvd_},
         {"ffnd", &ffnd_},
         {"logits", &logits_},
+        {"xsplit", &xsplit_},
         {"self_src", &self_src_},
         {"self_dst", &self_dst_},
         {"cross_src", &cross_src_},
@@ -212,6 +219,8 @@ void WhisperModel::allocate() {
     std::vector<uint32_t> index(index_.size() / 4);
     std::iota(index.begin(), index.end(), 0u);
     index_.write(index.data(), index_.size());
+    // The cross-attention split's arrival counters start at zero (kernels::span_attention_split).
+    xsplit_.write(std::vector<uint8_t>(xsplit_.size(), 0).data(), xsplit_.size());
     std::vector<uint32_t> seq(2 * e_rows), pos(e_rows);
     for (size_t r = 0; r < e_rows; ++r) {
         seq[2 * r] = uint32_t(r / t * t);

@@ -48,6 +48,8 @@ struct WhisperLayout {
     std::vector<std::pair<std::string, uint64_t>> kv;  // self and cross K/V, per-window K/V
 };
 WhisperLayout whisper_layout(const ModelConfig& c, int slots, int rows);
+// Rows of the short decoder table (a step of every slot): at most `rows`.
+int whisper_short_rows(int slots, int rows);
 
 class WhisperModel {
 public:
@@ -164,6 +166,7 @@ private:
     Buffer qkvd_;  // [R, 3 d] f32
     Buffer ffnd_;  // [R, decoder ffn] f32
     Buffer logits_;  // [R, vocab] f32
+    Buffer xsplit_;  // [short rows, heads, AKUNU_SPAN_MAX_CHUNKS, head_dim + 2] f32 cross-attention chunk sums
     std::vector<Buffer> self_kv_;  // [decoder layers] [S C, 2 d] f32 K | V per slot and position
     std::vector<Buffer> cross_kv_;  // [decoder layers] [S T, 2 d] f32
     std::vector<Buffer> xattn_;  // [decoder layers] [R, heads, T] f32 cross-attention weights

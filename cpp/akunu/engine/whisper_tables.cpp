@@ -98,7 +98,7 @@ std::unique_ptr<DispatchTable> WhisperModel::build_encoder_table(size_t e) {
         const std::string blk = "enc." + std::to_string(l) + ".";
         t.set_label(blk + "attn");
         ops.qkv(l, h_, xn_, qkv_, k_bias);
-        kernels::encoder_attention(t, qkv_, qkv_, enc_seq_, enc_step_, attn_, ops.heads(3 * d, d32, 3 * d32));
+        kernels::window_attention(t, qkv_, qkv_, enc_seq_, enc_step_, attn_, ops.heads(3 * d, d32, 3 * d32), t32);
         ops.linear(R::kAttnOutput, R::kAttnOutputBias, l, attn_, d, h_, d, d, d, true);
         t.set_label(blk + "ffn");
         ops.ffn(l, h_, xn_, ffn_);
@@ -155,7 +155,13 @@ std::unique_ptr<DispatchTable> WhisperModel::build_decoder_table(size_t rows) {
         kernels::EncoderAttentionShape cross = ops.heads(d, 0, 2 * d32);
         cross.weights_stride = uint32_t(c.audio_ctx);
         const Binding weights(xattn_[size_t(l)]);
-        kernels::encoder_attention(t, qd_, cross_kv_[size_t(l)], cross_seq_, step, attnd_, cross, &weights);
+        // A step's few rows split each row's audio over chunks of keys; a prompt's rows, enough
+        // workgroups already, one workgroup per (row, head).
+        if (rows <= size_t(short_rows_))
+            kernels::span_attention_split(t, qd_, cross_kv_[size_t(l)], cross_seq_, step, attnd_, cross, weights,
+                                          xsplit_);
+        else
+            kernels::encoder_attention(t, qd_, cross_kv_[size_t(l)], cross_seq_, step, attnd_, cross, &weights);
         ops.linear(R::kCrossOutput, R::kCrossOutputBias, l, attnd_, d, hd_, d, d, d, true);
         t.set_label(blk + "ffn");
         ops.ffn(l, hd_, xd_, ffnd_);
