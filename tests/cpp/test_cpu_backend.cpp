@@ -416,6 +416,49 @@ TEST(CpuBackend, GemmTileTiersAgreeWithTheScalarLoop) {
     }
 }
 
+// The short GEMM on float tiles (tile_rows: a column converted once for up to 8 rows) against
+// a float64 reference on the same rounded weights, for every tier this processor runs: rows
+// 1..9 (a whole AVX-512 block and one more, the AVX2 blocks of 3 and their tails), k odd (no
+// whole pairs of columns), x rows apart by more than k.
+TEST(CpuBackend, TileRowsTiersMatchAFloat64Reference) {
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<float> u(-1, 1);
+    const size_t k = 37, ldx = 41;
+    for (TensorType t : {TensorType::F32_T32, TensorType::F16_T32, TensorType::BF16_T32}) {
+        const size_t e = t == TensorType::F32_T32 ? 4 : 2;
+        std::vector<uint8_t> tile(k * cpu::kTileRows * e);
+        std::vector<double> w(k * cpu::kTileRows);  // w[kk * 32 + r], as the tile holds it
+        for (size_t i = 0; i < w.size(); ++i) {
+            const float v = u(rng);
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            const uint16_t h = t == TensorType::F16_T32 ? float_to_half(v) : uint16_t(bits >> 16);
+            if (e == 4)
+                std::memcpy(&tile[i * 4], &v, 4);
+            else
+                std::memcpy(&tile[i * 2], &h, 2);
+            w[i] = e == 4 ? v : t == TensorType::F16_T32 ? half_to_float(h) : bf16_to_float(h);
+        }
+        for (size_t m = 1; m <= 9; ++m) {
+            std::vector<float> x(m * ldx);
+            for (auto& v : x) v = u(rng);
+            for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+                if (cpu::cpu_isa() < isa) continue;
+                std::vector<float> got(m * cpu::kTileRows, NAN);
+                cpu::tile_rows_for(t, isa)(tile.data(), x.data(), ldx, m, k, got.data());
+                for (size_t i = 0; i < m; ++i)
+                    for (size_t r = 0; r < cpu::kTileRows; ++r) {
+                        double want = 0;
+                        for (size_t kk = 0; kk < k; ++kk) want += w[kk * cpu::kTileRows + r] * x[i * ldx + kk];
+                        ASSERT_NEAR(got[i * cpu::kTileRows + r], want, 2e-5)
+                            << cpu::cpu_isa_name(isa) << " m=" << m << " row " << i << "," << r;
+                    }
+            }
+        }
+    }
+    EXPECT_EQ(cpu::tile_rows(TensorType::Q8_0_T32), nullptr);
+}
+
 // A buffer's device address on the CPU is its host pointer: the block tables hold pointers.
 TEST(CpuBackend, AddressableBuffersAreTheirHostPointers) {
     auto d = cpu_device();
