@@ -11,12 +11,14 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "akunu/vulkan/buffer.h"
 #include "akunu/vulkan/command_list.h"
 #include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/cpu_replay.h"
 #include "akunu/cpu/kv_rows.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/thread_pool.h"
@@ -92,6 +94,38 @@ TEST(CpuBackend, ThreadPoolRunsEachChunkOnceAcrossJobs) {
         pool.run(large.size(), mark, &large);
         for (size_t i = 0; i < small.size(); ++i) ASSERT_EQ(small[i].load(), 1) << rep << " " << i;
         for (size_t i = 0; i < large.size(); ++i) ASSERT_EQ(large[i].load(), 1) << rep << " " << i;
+    }
+}
+
+// Replay with inline_us: every group of every command still runs once; commands that took
+// under the threshold run on the calling thread alone, and inline_us 0 shares them again.
+static std::atomic<int> off_caller{0};
+static std::thread::id caller_id;
+static void mark_groups(const cpu::CpuArgs& a, size_t begin, size_t end) {
+    if (std::this_thread::get_id() != caller_id) off_caller.fetch_add(1);
+    auto* hits = reinterpret_cast<std::vector<std::atomic<int>>*>(a.b[0]);
+    for (size_t i = begin; i < end; ++i) (*hits)[i].fetch_add(1);
+}
+
+TEST(CpuBackend, ReplayRunsShortCommandsOnTheCallingThread) {
+    cpu::ThreadPool pool(3);
+    caller_id = std::this_thread::get_id();
+    std::vector<std::atomic<int>> hits(4096);
+    std::vector<cpu::CpuCommand> commands(3);
+    for (auto& c : commands) {
+        c.fn = mark_groups;
+        c.args.b[0] = reinterpret_cast<uint8_t*>(&hits);
+        c.groups = hits.size();
+    }
+    for (const double inline_us : {1e9, 0.0}) {
+        off_caller = 0;
+        for (int rep = 0; rep < 50; ++rep) {
+            for (auto& h : hits) h.store(0);
+            cpu::replay(pool, commands, inline_us);
+            for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 3) << inline_us << " " << i;
+        }
+        if (inline_us > 0) EXPECT_EQ(off_caller.load(), 0) << "a command under the threshold left the caller";
+        for (const auto& c : commands) EXPECT_GT(c.work_us, 0.0f);
     }
 }
 
