@@ -11,12 +11,14 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "akunu/vulkan/buffer.h"
 #include "akunu/vulkan/command_list.h"
 #include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/cpu_replay.h"
 #include "akunu/cpu/kv_rows.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/thread_pool.h"
@@ -92,6 +94,38 @@ TEST(CpuBackend, ThreadPoolRunsEachChunkOnceAcrossJobs) {
         pool.run(large.size(), mark, &large);
         for (size_t i = 0; i < small.size(); ++i) ASSERT_EQ(small[i].load(), 1) << rep << " " << i;
         for (size_t i = 0; i < large.size(); ++i) ASSERT_EQ(large[i].load(), 1) << rep << " " << i;
+    }
+}
+
+// Replay with inline_us: every group of every command still runs once; commands that took
+// under the threshold run on the calling thread alone, and inline_us 0 shares them again.
+static std::atomic<int> off_caller{0};
+static std::thread::id caller_id;
+static void mark_groups(const cpu::CpuArgs& a, size_t begin, size_t end) {
+    if (std::this_thread::get_id() != caller_id) off_caller.fetch_add(1);
+    auto* hits = reinterpret_cast<std::vector<std::atomic<int>>*>(a.b[0]);
+    for (size_t i = begin; i < end; ++i) (*hits)[i].fetch_add(1);
+}
+
+TEST(CpuBackend, ReplayRunsShortCommandsOnTheCallingThread) {
+    cpu::ThreadPool pool(3);
+    caller_id = std::this_thread::get_id();
+    std::vector<std::atomic<int>> hits(4096);
+    std::vector<cpu::CpuCommand> commands(3);
+    for (auto& c : commands) {
+        c.fn = mark_groups;
+        c.args.b[0] = reinterpret_cast<uint8_t*>(&hits);
+        c.groups = hits.size();
+    }
+    for (const double inline_us : {1e9, 0.0}) {
+        off_caller = 0;
+        for (int rep = 0; rep < 50; ++rep) {
+            for (auto& h : hits) h.store(0);
+            cpu::replay(pool, commands, inline_us);
+            for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 3) << inline_us << " " << i;
+        }
+        if (inline_us > 0) EXPECT_EQ(off_caller.load(), 0) << "a command under the threshold left the caller";
+        for (const auto& c : commands) EXPECT_GT(c.work_us, 0.0f);
     }
 }
 
@@ -414,6 +448,49 @@ TEST(CpuBackend, GemmTileTiersAgreeWithTheScalarLoop) {
                         << cpu::cpu_isa_name(isa) << " m=" << m << " " << i << "," << j;
         }
     }
+}
+
+// The short GEMM on float tiles (tile_rows: a column converted once for up to 8 rows) against
+// a float64 reference on the same rounded weights, for every tier this processor runs: rows
+// 1..9 (a whole AVX-512 block and one more, the AVX2 blocks of 3 and their tails), k odd (no
+// whole pairs of columns), x rows apart by more than k.
+TEST(CpuBackend, TileRowsTiersMatchAFloat64Reference) {
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<float> u(-1, 1);
+    const size_t k = 37, ldx = 41;
+    for (TensorType t : {TensorType::F32_T32, TensorType::F16_T32, TensorType::BF16_T32}) {
+        const size_t e = t == TensorType::F32_T32 ? 4 : 2;
+        std::vector<uint8_t> tile(k * cpu::kTileRows * e);
+        std::vector<double> w(k * cpu::kTileRows);  // w[kk * 32 + r], as the tile holds it
+        for (size_t i = 0; i < w.size(); ++i) {
+            const float v = u(rng);
+            uint32_t bits;
+            std::memcpy(&bits, &v, 4);
+            const uint16_t h = t == TensorType::F16_T32 ? float_to_half(v) : uint16_t(bits >> 16);
+            if (e == 4)
+                std::memcpy(&tile[i * 4], &v, 4);
+            else
+                std::memcpy(&tile[i * 2], &h, 2);
+            w[i] = e == 4 ? v : t == TensorType::F16_T32 ? half_to_float(h) : bf16_to_float(h);
+        }
+        for (size_t m = 1; m <= 9; ++m) {
+            std::vector<float> x(m * ldx);
+            for (auto& v : x) v = u(rng);
+            for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+                if (cpu::cpu_isa() < isa) continue;
+                std::vector<float> got(m * cpu::kTileRows, NAN);
+                cpu::tile_rows_for(t, isa)(tile.data(), x.data(), ldx, m, k, got.data());
+                for (size_t i = 0; i < m; ++i)
+                    for (size_t r = 0; r < cpu::kTileRows; ++r) {
+                        double want = 0;
+                        for (size_t kk = 0; kk < k; ++kk) want += w[kk * cpu::kTileRows + r] * x[i * ldx + kk];
+                        ASSERT_NEAR(got[i * cpu::kTileRows + r], want, 2e-5)
+                            << cpu::cpu_isa_name(isa) << " m=" << m << " row " << i << "," << r;
+                    }
+            }
+        }
+    }
+    EXPECT_EQ(cpu::tile_rows(TensorType::Q8_0_T32), nullptr);
 }
 
 // A buffer's device address on the CPU is its host pointer: the block tables hold pointers.

@@ -349,3 +349,27 @@ def test_kernel_names_come_from_the_variant_table():
     names = akunu.kernel_names()
     for expected in ("fill_f32", "fill_f16", "add_f16", "rmsnorm_f32", "gemv_f16"):
         assert expected in names
+
+
+@pytest.mark.parametrize("wtype", ["F32_T32", "F16_T32", "BF16_T32"])
+@pytest.mark.parametrize("m, n, k", [(1, 33, 37), (2, 64, 37), (3, 95, 129), (5, 130, 61), (8, 67, 37)])
+def test_gemm_of_a_few_rows_on_float_tiles(device, backend, rng, wtype, m, n, k):
+    """The CPU backend's short GEMM on float tiles (beam search's decoder steps: each weight
+    column converted once for all the rows) against float64 NumPy on the same rounded weights:
+    odd k, outputs past a whole tile, 1 to 8 rows."""
+    if backend != "cpu":
+        pytest.skip("float tile-major weights are the CPU backend's layout")
+    w32 = rng.standard_normal((n, k)).astype(np.float32)
+    if wtype == "F32_T32":
+        raw, w = w32.view(np.uint8), w32.astype(np.float64)
+    elif wtype == "F16_T32":
+        raw, w = w32.astype(np.float16).view(np.uint8), w32.astype(np.float16).astype(np.float64)
+    else:
+        bits = (w32.view(np.uint32) >> 16).astype(np.uint16)
+        raw, w = bits.view(np.uint8), (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    w_dev = device.upload(_akunu.pack_tiles(raw.reshape(-1), wtype, n, k))
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    y = poisoned(device, [m, n], np.float32)
+    ops.gemm(w_dev, device.upload(x), y, wtype=wtype)
+    want = x.astype(np.float64) @ w.T
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5 * np.sqrt(k) * 4)

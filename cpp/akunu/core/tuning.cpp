@@ -49,6 +49,12 @@ const std::vector<Row>& rows() {
           "The CPU backend's prefill GEMMs on quantized tiles round x to 16 bits and sum integer products where the "
           "processor has AVX-512 VNNI (0: fp32 products on dequantized weights)."},
          &Tuning::int_gemm},
+        {{"cpu_inline_us", "int",
+          "The CPU backend runs a dispatch on the calling thread instead of sharing it with the pool's threads when "
+          "its last run took less than this many microseconds of one thread's time: handing so little work over costs "
+          "more than it saves, most of all on a machine busier than its cores (auto: 100; 0: every dispatch is "
+          "shared)."},
+         &Tuning::cpu_inline_us},
         {{"gemv_handoff", "choice",
           "Consecutive decode GEMVs hand x off through counters instead of barriers (auto: on NVIDIA)."},
          &Tuning::gemv_handoff},

@@ -14,7 +14,8 @@ namespace {
 
 class CpuRecorder final : public Recorder {
 public:
-    CpuRecorder(Device& device, uint32_t max_timestamps) : device_(device), times_(max_timestamps, 0) {}
+    CpuRecorder(Device& device, uint32_t max_timestamps)
+        : device_(device), times_(max_timestamps, 0), inline_us_(inline_us(device.profile().tuning)) {}
 
     void begin() override { commands_.clear(); }
     // Commands run one after another: nothing to record.
@@ -28,7 +29,7 @@ public:
     bool has_timestamps() const override { return true; }  // the host clock, between commands
     void timestamp(uint32_t index) override { commands_.push_back(timestamp_command(&times_[index])); }
     void end() override {}
-    void submit() override { replay(*device_.threads(), commands_); }  // synchronous: done when it returns
+    void submit() override { replay(*device_.threads(), commands_, inline_us_); }  // synchronous: done when it returns
     void wait(bool) override {}
     double elapsed_ms(uint32_t from, uint32_t to) const override {
         return double(int64_t(times_[to] - times_[from])) * 1e-6;
@@ -38,6 +39,7 @@ private:
     Device& device_;
     std::vector<CpuCommand> commands_;
     std::vector<uint64_t> times_;  // the timestamps' slots (ns)
+    double inline_us_;  // commands that took less run on the calling thread (cpu_replay.h)
 };
 
 // A dispatch runs its recorded groups: the CPU kernels skip a chunk's rows past its end

@@ -2,6 +2,7 @@
 #include "akunu/cpu/cpu_replay.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 namespace akunu::cpu {
@@ -47,9 +48,21 @@ CpuCommand timestamp_command(uint64_t* slot) {
     return c;
 }
 
-void replay(ThreadPool& pool, const std::vector<CpuCommand>& commands) {
-    for (const CpuCommand& c : commands)
-        pool.run(c.groups, run_range, const_cast<CpuCommand*>(&c), c.min_groups_per_thread);
+void replay(ThreadPool& pool, std::vector<CpuCommand>& commands, double inline_us) {
+    using Clock = std::chrono::steady_clock;
+    for (CpuCommand& c : commands) {
+        if (inline_us <= 0.0) {
+            pool.run(c.groups, run_range, &c, c.min_groups_per_thread);
+            continue;
+        }
+        const bool here = c.work_us < inline_us;
+        const Clock::time_point start = Clock::now();
+        pool.run(c.groups, run_range, &c, here ? SIZE_MAX : c.min_groups_per_thread);  // SIZE_MAX: one chunk
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+        c.work_us = float(here ? us : us * pool.size());
+    }
 }
+
+double inline_us(const Tuning& tuning) { return tuning.cpu_inline_us >= 0 ? tuning.cpu_inline_us : 100.0; }
 
 }  // namespace akunu::cpu

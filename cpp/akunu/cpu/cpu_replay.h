@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "akunu/core/tuning.h"
 #include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/thread_pool.h"
 
@@ -15,6 +16,7 @@ struct CpuCommand {
     CpuArgs args;
     size_t groups = 1;  // x * y * z
     uint32_t min_groups_per_thread = 1;
+    float work_us = 0.0f;  // one thread's time for its last run (replay's estimate; 0 before the first)
 };
 
 // A byte copy as a command: binding 0 -> binding 1, bytes[0] bytes.
@@ -25,7 +27,14 @@ CpuCommand copy_command(uint8_t* src, uint8_t* dst, size_t bytes);
 CpuCommand timestamp_command(uint64_t* slot);
 
 // Runs the commands in order; each one finishes before the next starts (every dispatch sees
-// all earlier writes, the CPU form of the Vulkan barriers).
-void replay(ThreadPool& pool, const std::vector<CpuCommand>& commands);
+// all earlier writes, the CPU form of the Vulkan barriers). A command whose last run took less
+// than inline_us of one thread's time (its wall time when run here, times the threads when
+// shared) runs on the calling thread alone: a decode step's norms, adds and small projections
+// take microseconds, and handing them to the pool's threads costs as much, or far more when
+// the OS has other work for the cores. inline_us <= 0 shares every command.
+void replay(ThreadPool& pool, std::vector<CpuCommand>& commands, double inline_us);
+
+// The inline_us that tuning `cpu_inline_us` asks for.
+double inline_us(const Tuning& tuning);
 
 }  // namespace akunu::cpu

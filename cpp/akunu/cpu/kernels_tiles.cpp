@@ -96,13 +96,31 @@ void fill_tiles(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, fl
 
 // A step of at most this many rows runs each row as the GEMV's fp32 products, reading each
 // tile once for all the rows (it stays in L1): unpacking the weights to fp32 panels, which a
-// longer GEMM shares among its rows, costs more than the products of a few.
+// longer GEMM shares among its rows, costs more than the products of a few. Float tiles take
+// all the rows at once (tile_rows: each column converted once).
 constexpr size_t kGemvRows = 8;
+
+// Rows [0, m) of gemm_rows' items on a float tile: the short GEMM's products.
+void gemm_rows_float(const CpuArgs& a, size_t begin, size_t end, size_t m, TileRowsFn rows) {
+    const auto& p = a.p<GemmParams>();
+    const size_t bytes = tile_bytes(layout_of(a), p.k), row_blocks = a.groups[1];
+    alignas(64) float out[kGemvRows * kTileRows];
+    for (size_t g = begin; g < end; ++g) {
+        if (g % row_blocks != 0) continue;  // rows past the first block: none in so short a step
+        const size_t n0 = g / row_blocks * kGemmTile;
+        for (size_t c0 = n0; c0 < std::min(n0 + kGemmTile, size_t(p.n)); c0 += kTileRows) {
+            rows(a.b[0] + c0 / kTileRows * bytes, a.at<const float>(1), p.ldx, m, p.k, out);
+            store_tile(out, kTileRows, m, std::min<size_t>(kTileRows, p.n - c0), p.accumulate, a.at<float>(2) + c0,
+                       p.ldy);
+        }
+    }
+}
 
 // gemm_workgroups' items (column block g / row_blocks), for rows [0, m) with m <= kGemvRows.
 void gemm_rows(const CpuArgs& a, size_t begin, size_t end, size_t m, TileGemvFn dot) {
     const auto& p = a.p<GemmParams>();
     const TensorType type = TensorType(a.variant);
+    if (const TileRowsFn rows = tile_rows(type); rows && m > 1) return gemm_rows_float(a, begin, end, m, rows);
     const size_t bytes = tile_bytes(layout_of(a), p.k), row_blocks = a.groups[1];
     const bool sums = tile_wants_block_sums(type, XForm::kFloat);
     const size_t sum_block = tile_sum_block(type);

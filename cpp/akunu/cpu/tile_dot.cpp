@@ -56,6 +56,16 @@ void gemv_float(const uint8_t* tile, const TileX& x, size_t k, float* out) {
         for (size_t r = 0; r < kTileRows; ++r) out[r] += tile_element<T>(tile, i, r) * x.f[i];
 }
 
+// The short GEMM on a float tile, row by row (the tiers' reference).
+template <TensorType T>
+void rows_float(const uint8_t* tile, const float* x, size_t ldx, size_t m, size_t k, float* out) {
+    for (size_t i = 0; i < m; ++i) {
+        TileX xi;
+        xi.f = x + i * ldx;
+        gemv_float<T>(tile, xi, k, out + i * kTileRows);
+    }
+}
+
 // Row r's fifth bits of block column `column` (q5 types; 0 for the others).
 template <TensorType T>
 uint32_t fifth_bits(const uint8_t* column, size_t r) {
@@ -203,6 +213,19 @@ TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form) {
         default: return nullptr;
     }
 }
+
+TileRowsFn tile_rows_for(TensorType tiled, CpuIsa isa) {
+    if (isa == CpuIsa::kAvx512) return tile_rows_avx512(tiled);
+    if (isa == CpuIsa::kAvx2) return tile_rows_avx2(tiled);
+    switch (tiled) {
+        case TensorType::F32_T32: return rows_float<TensorType::F32_T32>;
+        case TensorType::F16_T32: return rows_float<TensorType::F16_T32>;
+        case TensorType::BF16_T32: return rows_float<TensorType::BF16_T32>;
+        default: return nullptr;
+    }
+}
+
+TileRowsFn tile_rows(TensorType tiled) { return tile_rows_for(tiled, cpu_isa()); }
 
 bool tile_wants_block_sums(TensorType tiled, XForm form) {
     if (form == XForm::kInt8) return false;

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "akunu/cpu/cpu_profile.h"
 #include "akunu/formats/tensor_types.h"
 
 namespace akunu::cpu {
@@ -86,6 +87,17 @@ bool tile_wants_block_sums(TensorType tiled, XForm form);
 // Scalar and AVX2 versions (tests compare them); the AVX2 ones are null where none exists.
 TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form);
 TileGemvFn tile_gemv_avx2(TensorType tiled, XForm form);
+
+// out[i * 32 + r] = tile(row r) . x[i * ldx : + k] for the m rows of x: a short GEMM (beam
+// search's decoder steps) on one float tile (F32_T32, F16_T32, BF16_T32). Each column of the
+// tile is loaded and converted once for a block of rows (AVX2 3, AVX-512 8), which the
+// one-row product would redo per row. Null for the other types.
+using TileRowsFn = void (*)(const uint8_t* tile, const float* x, size_t ldx, size_t m, size_t k, float* out);
+TileRowsFn tile_rows(TensorType tiled);
+// One tier's version, whatever the processor (tests compare them; call only tiers <= cpu_isa()).
+TileRowsFn tile_rows_for(TensorType tiled, CpuIsa isa);
+TileRowsFn tile_rows_avx2(TensorType tiled);
+TileRowsFn tile_rows_avx512(TensorType tiled);
 using QuantizeFn = void (*)(const float* x, size_t k, int8_t* q, float* d, int32_t* sum);
 QuantizeFn quantize_x_scalar();
 QuantizeFn quantize_x_avx2();

@@ -6,6 +6,7 @@
 // partial sum per 32-bit lane; four registers cover the tile, with no horizontal sums.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "akunu/cpu/fifth_bits_avx2.h"
@@ -285,6 +286,49 @@ void quantize(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
 }
 
 }  // namespace
+
+namespace {
+
+// The short GEMM (tile_dot.h tile_rows) on blocks of M <= 3 rows: 4 M accumulators, M
+// broadcasts and the converted weights fill the 16 registers; each column is converted once
+// per block.
+template <TensorType T, int M>
+void rows_block(const uint8_t* tile, const float* x, size_t ldx, size_t k, float* out) {
+    constexpr size_t e = T == TensorType::F32_T32 ? 4 : 2, column = kTileRows * e;
+    __m256 acc[M][4];
+    for (int i = 0; i < M; ++i)
+        for (int g = 0; g < 4; ++g) acc[i][g] = _mm256_setzero_ps();
+    for (size_t kk = 0; kk < k; ++kk) {
+        const uint8_t* c = tile + kk * column;
+        __m256 xv[M];
+        for (int i = 0; i < M; ++i) xv[i] = _mm256_broadcast_ss(x + i * ldx + kk);
+        for (int g = 0; g < 4; ++g) {
+            const __m256 w = load8<T>(c + g * 8 * e);
+            for (int i = 0; i < M; ++i) acc[i][g] = _mm256_fmadd_ps(w, xv[i], acc[i][g]);
+        }
+    }
+    for (int i = 0; i < M; ++i)
+        for (int g = 0; g < 4; ++g) _mm256_storeu_ps(out + i * kTileRows + 8 * g, acc[i][g]);
+}
+
+template <TensorType T>
+void rows_float(const uint8_t* tile, const float* x, size_t ldx, size_t m, size_t k, float* out) {
+    using Block = void (*)(const uint8_t*, const float*, size_t, size_t, float*);
+    static constexpr Block blocks[4] = {nullptr, rows_block<T, 1>, rows_block<T, 2>, rows_block<T, 3>};
+    for (size_t i0 = 0; i0 < m; i0 += 3)
+        blocks[std::min<size_t>(3, m - i0)](tile, x + i0 * ldx, ldx, k, out + i0 * kTileRows);
+}
+
+}  // namespace
+
+TileRowsFn tile_rows_avx2(TensorType tiled) {
+    switch (tiled) {
+        case TensorType::F32_T32: return rows_float<TensorType::F32_T32>;
+        case TensorType::F16_T32: return rows_float<TensorType::F16_T32>;
+        case TensorType::BF16_T32: return rows_float<TensorType::BF16_T32>;
+        default: return nullptr;
+    }
+}
 
 TileGemvFn tile_gemv_avx2(TensorType tiled, XForm form) {
     using T = TensorType;
