@@ -163,3 +163,13 @@ def test_a_split_batch_refuses_what_a_batch_refuses():
         b.step()
     with pytest.raises(akunu.Error, match="out of range"):
         b.add([10**6])
+
+
+def test_the_batch_bench_runs_a_split_model(capsys):
+    """`python -m akunu bench --batch N,M --device A,B`: the batched throughput of a split model."""
+    from akunu.__main__ import main
+
+    assert main(["bench", str(require(*PATH)), "--batch", "1,3", "--pp", "8", "--tokens", "3",
+                 "--device", "cpu,cpu", "--split", "3,3", "--no-progress"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if "trained-code-llama" in line]
+    assert [r[1] for r in rows] == ["1", "3"]
