@@ -70,8 +70,8 @@ const std::vector<Row>& rows() {
          &Tuning::prefill_dequant_rows},
         {{"split_microbatches", "int",
           "A batched step of a model split across devices runs its rows as this many micro-batches, 1 or 2: with 2, "
-          "the first device runs the second half's layers while the next device runs the first half's (auto: 2 where "
-          "the step has two rows or more)."},
+          "the first device runs the second half's layers while the next device runs the first half's (auto: 2 for "
+          "steps of 16 rows or more, whose halves are worth the second read of the weights)."},
          &Tuning::split_microbatches},
         {{"indirect_counts", "bool",
           "Dispatches that follow a chunk's length or a step's position read their workgroup counts at run time; 0 "

@@ -51,9 +51,8 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
     const int want = std::min(default_rows(o), 4096);
     rows_ = prefill_logit_rows(b.config, want);
     vocab_ = b.config.vocab_size;
-    const int microbatches = parts.front()->device->profile().tuning.split_microbatches;
-    pipeline_ =
-        std::make_unique<BatchPipeline>(parts, *pool_, rows_, o.max_sequences, microbatches < 0 ? 2 : microbatches);
+    pipeline_ = std::make_unique<BatchPipeline>(parts, *pool_, rows_, o.max_sequences,
+                                                parts.front()->device->profile().tuning.split_microbatches);
     seqs_.resize(size_t(o.max_sequences));
 }
 

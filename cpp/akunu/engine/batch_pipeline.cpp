@@ -14,6 +14,11 @@ namespace akunu {
 
 namespace {
 
+// With split_microbatches on auto, a step of fewer rows runs whole: a decode step reads every
+// weight once whatever its rows, so halves of a few rows would read the weights twice for an
+// overlap that saves little.
+constexpr int kMicrobatchRowsAuto = 16;
+
 // Copies the first `bytes` of one host-visible buffer into another (a staging copy where
 // either is not mapped).
 void hand_over(const Buffer& from, Buffer& to, size_t bytes) {
@@ -31,10 +36,11 @@ void hand_over(const Buffer& from, Buffer& to, size_t bytes) {
 BatchPipeline::BatchPipeline(const std::vector<std::shared_ptr<const LoadedModel>>& parts, const KvPool& pool, int rows,
                              int max_sequences, int microbatches)
     : rows_(rows), vocab_(parts.back()->config.vocab_size) {
-    AKUNU_CHECK(microbatches == 1 || microbatches == 2,
+    AKUNU_CHECK(microbatches == -1 || microbatches == 1 || microbatches == 2,
                 "tuning key 'split_microbatches' takes 1 or 2 (or auto), not " + std::to_string(microbatches));
     // A model on one device gains nothing by cutting its rows: one micro-batch.
-    const int lanes = parts.size() > 1 && rows > 1 ? microbatches : 1;
+    const int lanes = parts.size() > 1 && rows > 1 && microbatches != 1 ? 2 : 1;
+    auto_ = microbatches < 0;
     // With two micro-batches a step of n rows runs ceil(n / 2) and floor(n / 2) of them.
     const int lane_rows = (rows + lanes - 1) / lanes;
     for (int k = 0; k < lanes; ++k) {
@@ -87,7 +93,9 @@ BatchPipeline::StepTable BatchPipeline::record_table(const Stage& s, const KvPoo
 // ---- a step ------------------------------------------------------------------------------------
 
 void BatchPipeline::run(const uint32_t* ids, const BatchRow* rows, int n) {
-    const int lanes = n > 1 ? microbatches() : 1;
+    const bool two = microbatches() == 2 && n > 1 &&
+                     (!auto_ || n >= kMicrobatchRowsAuto || n > lanes_[0][0].rows);  // a step too large for one half
+    const int lanes = two ? 2 : 1;
     cut_ = lanes == 2 ? (n + 1) / 2 : n;
     const int first[] = {0, cut_}, count[] = {cut_, n - cut_};
     for (int k = 0; k < lanes; ++k)

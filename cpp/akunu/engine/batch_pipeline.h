@@ -31,12 +31,13 @@ struct LoadedModel;
 class BatchPipeline {
 public:
     // `parts`: the model's parts in layer order (one: a model on one device). `microbatches`: the
-    // micro-batches of a split step, 1 or 2 (a model on one device runs 1).
+    // micro-batches of a split step, 1 or 2, or -1 (auto): 2 for steps of enough rows (a model on
+    // one device runs 1).
     BatchPipeline(const std::vector<std::shared_ptr<const LoadedModel>>& parts, const KvPool& pool, int rows,
                   int max_sequences, int microbatches);
 
     int rows() const { return rows_; }
-    int microbatches() const { return int(lanes_.size()); }
+    int microbatches() const { return int(lanes_.size()); }  // the most a step runs in
     // Runs a step of n rows (n <= rows()): token ids [n] and each row's sequence and position [n].
     void run(const uint32_t* ids, const BatchRow* rows, int n);
     // After run(): row r's sampled token and its log-probability, and its logits [vocab].
@@ -78,6 +79,7 @@ private:
 
     int rows_ = 0, vocab_ = 0;
     std::vector<std::vector<Stage>> lanes_;  // [micro-batch][part]
+    bool auto_ = false;  // split_microbatches auto: two micro-batches only for steps of enough rows
     int cut_ = 0;  // the last step's first row of micro-batch 1
 };
 
