@@ -4,6 +4,13 @@ and passes the residual stream through host memory at each boundary, and runs on
 submission (no chains), so the single device is also measured with chain=1.
 
     python bench/split_bench.py MODEL.gguf --devices vulkan:0,vulkan:1 [--split 16,16]
+
+With --batch, batched decode instead (akunu.Batch, as `python -m akunu bench --batch` measures
+it): one device, then the split with each --microbatches count (tuning split_microbatches: with
+2, each device runs one half of a step's rows while the other runs the other half), at each
+batch size; aggregate decode tok/s after a prompt of --batch-pp tokens per sequence.
+
+    python bench/split_bench.py MODEL.gguf --devices vulkan:0,vulkan:1 --batch 1,8,32 --microbatches 1,2
 """
 
 import argparse
@@ -13,6 +20,7 @@ import time
 import numpy as np
 
 import akunu
+from akunu.batch_bench import run_one
 from akunu.bench import copy_bandwidth
 
 
@@ -42,6 +50,35 @@ def measure(model: str, prompt: list[int], tokens: int, kwargs: dict) -> tuple[f
         del m
 
 
+def batch_rates(model: str, sizes: list[int], pp: int, tokens: int, kwargs: dict) -> list[float] | str:
+    """Aggregate decode tok/s at each batch size, or why the model did not load."""
+    try:
+        m = akunu.Model(model, context=pp + tokens + 16, progress=False, **kwargs)
+    except akunu.Error as e:
+        return str(e).splitlines()[0]
+    try:
+        run_one(m, min(sizes), pp, 4)  # warm
+        return [run_one(m, n, pp, tokens).decode_tok_s for n in sizes]
+    finally:
+        del m
+
+
+def batch_table(a, devices: list[str], split) -> None:
+    sizes = [int(n) for n in a.batch.split(",")]
+    runs = [("one device", {"device": devices[0]})]
+    for n in a.microbatches.split(","):
+        runs.append((f"split, {n} micro-batch{'es' if n != '1' else ''}",
+                     {"devices": devices, "split": split, "tuning": {"split_microbatches": int(n)}}))
+    print(f"| {a.model}: decode tok/s (pp{a.batch_pp}, {a.tokens} tokens) | " +
+          " | ".join(f"batch {n}" for n in sizes) + " |")
+    print("|---|" + "---|" * len(sizes))
+    for name, kwargs in runs:
+        got = batch_rates(a.model, sizes, a.batch_pp, a.tokens, kwargs)
+        cells = [f"did not load: {got}"] + [""] * (len(sizes) - 1) if isinstance(got, str) else \
+            [f"{r:,.1f}" for r in got]
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
@@ -49,9 +86,14 @@ def main() -> None:
     ap.add_argument("--split", help="comma-separated layer counts or proportions")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--batch", help="comma-separated batch sizes: batched decode instead")
+    ap.add_argument("--microbatches", default="1,2", help="with --batch: the split's micro-batch counts")
+    ap.add_argument("--batch-pp", type=int, default=128, help="with --batch: prompt tokens per sequence")
     a = ap.parse_args()
     devices = a.devices.split(",")
     split = [float(s) if "." in s else int(s) for s in a.split.split(",")] if a.split else None
+    if a.batch:
+        return batch_table(a, devices, split)
     prompt = np.random.default_rng(0).integers(10, 1000, a.pp).tolist()
     # The floor: every byte of the file read once per token, the parts one after the other, at the
     # first device's copy-kernel rate.

@@ -141,7 +141,8 @@ void init_batch(py::module_& m) {
             d["blocks_shared"] = p.blocks_shared();
             d["block_bytes"] = p.block_bytes();
             d["kv_bytes"] = p.bytes();
-            d["scratch_bytes"] = b.batch->scratch().bytes() + b.batch->scratch().prefill_bytes();
+            d["scratch_bytes"] = b.batch->scratch_bytes();
+            d["microbatches"] = b.batch->microbatches();
             return d;
         });
 }

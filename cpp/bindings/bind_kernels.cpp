@@ -36,7 +36,8 @@ void init_kernels(py::module_& m) {
              "temporaries passed to akunu._akunu.kernels outlive the commands that use them.")
         .def("end", &CommandList::end)
         .def("submit", &CommandList::submit)
-        .def("wait", &CommandList::wait, py::call_guard<py::gil_scoped_release>())
+        .def(
+            "wait", [](CommandList& c) { c.wait(); }, py::call_guard<py::gil_scoped_release>())
         .def(
             "copy",
             [](CommandList& cl, const PyBuffer& src, size_t src_offset, const PyBuffer& dst, size_t dst_offset,

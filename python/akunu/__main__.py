@@ -223,9 +223,9 @@ def _bench(akunu, args) -> int:
     if args.batch:  # llama-batched-bench's measures (akunu.batch_bench)
         from akunu import batch_bench
         sizes = [int(n) for n in args.batch.split(",") if n.strip()]
-        batch_bench.main(args.files, sizes, device=args.device or None, pp=args.pp, tg=args.tokens,
-                         shared_prefix=args.shared_prefix, json_path=args.json, markdown_path=args.markdown,
-                         kv_dtype=args.kv_dtype, progress=args.progress)
+        batch_bench.main(args.files, sizes, pp=args.pp, tg=args.tokens, shared_prefix=args.shared_prefix,
+                         json_path=args.json, markdown_path=args.markdown, kv_dtype=args.kv_dtype,
+                         progress=args.progress, placement=_placement(args))
         return 0
     from akunu import bench
     bench.main(args.files, device=args.device or None, json_path=args.json, markdown_path=args.markdown,

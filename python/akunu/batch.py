@@ -14,6 +14,8 @@
 A step runs the rows of every sequence in one recorded dispatch table: the GEMMs multiply the
 weights by all rows at once, attention reads each row's own sequence's KV blocks, and each row
 is sampled with its sequence's sampler, keyed by (seed, position) as a single sequence's is.
+A model split across devices batches too: each device runs its layers for every row
+(engine/batch_pipeline.h).
 """
 from __future__ import annotations
 
@@ -147,7 +149,9 @@ class Batch:
         return list(self._b.block_table(seq))
 
     def memory_report(self) -> dict:
-        """The pool's blocks (total, used, shared by several sequences, free) and bytes."""
+        """The pool's blocks (total, used, shared by several sequences, free) and bytes (on a split
+        model, every device's), and the micro-batches a step runs in (2 on a split model unless
+        tuning split_microbatches says 1)."""
         return dict(self._b.memory_report())
 
     def dispatch_table(self) -> list[dict]:

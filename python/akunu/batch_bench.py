@@ -98,16 +98,17 @@ def markdown(results: list[BatchResult]) -> str:
 
 def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int = 128, shared_prefix: int = 0,
          json_path: str | None = None, markdown_path: str | None = None, kv_dtype: str = "f16",
-         progress: bool | None = None) -> list[BatchResult]:
+         progress: bool | None = None, placement: dict | None = None) -> list[BatchResult]:
     """Runs each file at each batch size and prints the table; progress: a bar over the runs
-    (None: on a terminal or in a notebook)."""
+    (None: on a terminal or in a notebook). placement: Model's device= or devices= and split=
+    (a model split across devices), instead of `device`."""
     if tg < 2:
         raise ValueError("--tokens must be at least 2 for a decode rate")
     results = []
     bar = _progress.bar(len(files) * len(sizes), "bench --batch", "run", _progress.shown(progress))
     for f in files:
         context, prompt = fit_prompt(f, pp, tg, shared_prefix)
-        m = Model(f, context=context, device=device, progress=False, kv_dtype=kv_dtype)
+        m = Model(f, context=context, progress=False, kv_dtype=kv_dtype, **(placement or {"device": device}))
         for n in sizes:
             bar.set_description(f"{f.rsplit('/', 1)[-1]}: {n} sequences")
             results.append(run_one(m, n, prompt, tg, shared_prefix))

@@ -93,7 +93,8 @@ TEST(KvPool, PublishedBlocksAreFoundByHashAndFreedWithTheirLastHolder) {
 }
 
 TEST(KvPool, WrittenRowsReadBackAndLeaveThePrefixIndex) {
-    const ModelConfig c = attention_config(4, 2, 16);
+    ModelConfig c = attention_config(4, 2, 16);
+    c.n_layers = 2;
     KvPool pool(cpu_device(), c, 512, KvDType::kF16, 1, 2);
     const int heads = pool.n_kv_heads(), dim = pool.head_dim(), n = 300;  // across a block boundary
     std::vector<uint16_t> rows(size_t(heads) * n * size_t(dim));
@@ -108,6 +109,44 @@ TEST(KvPool, WrittenRowsReadBackAndLeaveThePrefixIndex) {
     const std::vector<uint8_t> keys = pool.read_side(0, 1, false, false);  // the other side is untouched
     EXPECT_NE(std::memcmp(keys.data(), rows.data(), keys.size()), 0);
     EXPECT_EQ(pool.find_block(42), -1);  // its rows no longer follow the tokens it was published for
+}
+
+// A pool split by layers over two devices: one block table, each layer's rows on its own device
+// (bindings, reads and writes), copy-on-write copying every device's rows; parts that leave a
+// layer out are refused.
+TEST(KvPool, SplitByLayersOverDevicesSharesItsBlockTables) {
+    ModelConfig c = attention_config(4, 2, 16);
+    c.n_layers = 3;
+    const std::shared_ptr<Device> other = Device::create("cpu");
+    KvPool pool({{cpu_device(), {0, 1}}, {other, {1, 3}}}, c, 512, KvDType::kF16, 2, 4);
+    EXPECT_EQ(&pool.bindings(0).k.buffer->device(), cpu_device().get());
+    EXPECT_EQ(&pool.bindings(2).v.buffer->device(), other.get());
+    const int heads = pool.n_kv_heads(), dim = pool.head_dim(), n = 100;
+    std::vector<uint16_t> rows(size_t(heads) * n * size_t(dim));
+    pool.prepare_write(0, 0, n);
+    for (int layer = 0; layer < 3; ++layer) {
+        for (size_t i = 0; i < rows.size(); ++i) rows[i] = uint16_t(i * 3 + size_t(layer) + 1);
+        pool.write_side(0, layer, layer == 2, 0, n, rows.data());
+    }
+    pool.set_length(0, n);
+    pool.share(1, 0, n);
+    pool.prepare_write(1, n, n + 1);  // the shared block becomes sequence 1's copy, on both devices
+    pool.set_length(1, n);
+    EXPECT_NE(pool.block_table(1), pool.block_table(0));
+    for (int layer = 0; layer < 3; ++layer) {
+        for (size_t i = 0; i < rows.size(); ++i) rows[i] = uint16_t(i * 3 + size_t(layer) + 1);
+        for (const int seq : {0, 1}) {
+            const std::vector<uint8_t> got = pool.read_side(seq, layer, layer == 2, false);
+            ASSERT_EQ(got.size(), rows.size() * 2);
+            EXPECT_EQ(std::memcmp(got.data(), rows.data(), got.size()), 0) << "layer " << layer << " seq " << seq;
+        }
+    }
+    try {
+        KvPool gap({{cpu_device(), {0, 1}}, {other, {2, 3}}}, c, 512, KvDType::kF16, 1, 1);
+        FAIL() << "layer 1 is in no part";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("starts at layer 2, expected 1"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace akunu::test

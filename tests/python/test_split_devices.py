@@ -342,7 +342,8 @@ def test_a_plan_adds_up_the_parts_that_share_a_device():
 
 def test_the_rest_of_generate_over_a_split(pair):
     """Speculative decoding (a split target), n samples (saved states), host-side logprobs and
-    perplexity give the single-device results; a batch refuses a split model, saying why."""
+    perplexity (also batched) give the single-device results, and so does a batch
+    (test_batch_pipeline.py holds batches on split models in full)."""
     single, split = pair
     ids = prompt("trained-code-llama", 6)
     draft = akunu.Model(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"), context=96,
@@ -355,8 +356,9 @@ def test_the_rest_of_generate_over_a_split(pair):
     got, want = split.generate(ids, 8, stream=False, logprobs=3), single.generate(ids, 8, stream=False, logprobs=3)
     assert got.token_ids == want.token_ids and got.top_logprobs == want.top_logprobs
     assert split.perplexity(ids) == single.perplexity(ids)
-    with pytest.raises(akunu.Error, match="a batch runs on one device"):
-        split.generate_batch([ids, ids], 4)
+    assert split.perplexity(ids, batch=True) == single.perplexity(ids, batch=True)
+    assert ([g.token_ids for g in split.generate_batch([ids, ids[:3]], 4)] ==
+            [g.token_ids for g in single.generate_batch([ids, ids[:3]], 4)])
 
 
 def test_the_command_line_splits_where_device_names_several(capsys):

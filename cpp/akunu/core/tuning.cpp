@@ -74,6 +74,11 @@ const std::vector<Row>& rows() {
           "Chunks of at least this many tokens dequantize block-format weights to f16 for the f16 GEMM (auto: 128 on "
           "cooperative-matrix devices; 0: never)."},
          &Tuning::prefill_dequant_rows},
+        {{"split_microbatches", "int",
+          "A batched step of a model split across devices runs its rows as this many micro-batches, 1 or 2: with 2, "
+          "the first device runs the second half's layers while the next device runs the first half's (auto: 2 for "
+          "steps of 16 rows or more, whose halves are worth the second read of the weights)."},
+         &Tuning::split_microbatches},
         {{"indirect_counts", "bool",
           "Dispatches that follow a chunk's length or a step's position read their workgroup counts at run time; 0 "
           "records the whole chunk's or context's counts."},

@@ -35,6 +35,8 @@ struct Tuning {
     Choice spin_wait = Choice::kAuto;  // single-step submissions are waited for by polling (auto: GPUs)
     int gemm_short_rows = -1;  // chunks of up to N tokens run short GEMM tiles (-1 auto, 0 none)
     int prefill_dequant_rows = -1;  // chunks of N+ tokens dequantize block weights to f16 (-1 auto, 0 never)
+    int split_microbatches =
+        -1;  // a split model's batched step runs as 1 or 2 micro-batches (-1 auto: 2 for larger steps)
     // ---- recording ----
     bool indirect_counts = true;  // workgroup counts that follow a chunk or step are read at run time
     bool row_windows = true;  // row windows of a chunk's GEMMs share a barrier interval

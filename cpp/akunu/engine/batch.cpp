@@ -7,7 +7,7 @@
 
 #include "akunu/core/error.h"
 #include "akunu/engine/model.h"
-#include "akunu/engine/table_builder.h"
+#include "akunu/engine/memory_plan.h"
 
 namespace akunu {
 
@@ -30,9 +30,6 @@ int default_rows(const BatchOptions& o) { return o.rows > 0 ? o.rows : std::max(
 
 Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()), prefix_sharing_(o.prefix_sharing) {
     const LoadedModel& b = *base_;
-    AKUNU_CHECK(b.layers.whole(b.config.n_layers),
-                "a batch runs on one device: load the model without a split "
-                "(devices=[...]) to batch it");
     AKUNU_CHECK(o.max_sequences >= 1 && o.max_sequences <= 4096,
                 "max_sequences must be in [1, 4096], not " + std::to_string(o.max_sequences));
     AKUNU_CHECK(o.rows >= 0 && o.blocks >= 0, "a batch's rows and blocks must not be negative");
@@ -40,39 +37,23 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
                                                    std::string(kv_dtype_name(b.plan.options.kv_dtype)) +
                                                    "' (without '+w" + std::to_string(b.plan.options.kv_recent) +
                                                    "') to batch it");
+    // The model's parts in layer order (one, unless it is split across devices).
+    std::vector<std::shared_ptr<const LoadedModel>> parts;
+    std::vector<KvPoolPart> pool_parts;
+    for (const Model* p : model.parts()) {
+        parts.push_back(p->loaded());
+        pool_parts.push_back({p->loaded()->device, p->loaded()->layers});
+    }
     const int per_seq = (b.context + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK;
-    pool_ = std::make_unique<KvPool>(b.device, b.config, b.context, b.plan.options.kv_dtype, o.max_sequences,
+    pool_ = std::make_unique<KvPool>(pool_parts, b.config, b.context, b.plan.options.kv_dtype, o.max_sequences,
                                      o.blocks > 0 ? o.blocks : o.max_sequences * per_seq);
     // The step's logits, [rows, vocab] f32, are bounded as a prefill chunk's all-position logits.
     const int want = std::min(default_rows(o), 4096);
     rows_ = prefill_logit_rows(b.config, want);
     vocab_ = b.config.vocab_size;
-    scratch_ = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, 1, rows_, b.plan.options.prefill_dequant,
-                                                o.max_sequences);
-    fill_rope_tables(b, *scratch_, 0, b.context);
-    tables_[0] = record_table(rows_, 0);
-    const int short_rows = int(b.device->profile().gemm_short_rows);
-    if (short_rows > 0 && short_rows < rows_) {
-        short_rows_ = short_rows;
-        tables_[1] = record_table(short_rows_, 1);
-    }
+    pipeline_ = std::make_unique<BatchPipeline>(parts, *pool_, rows_, o.max_sequences,
+                                                parts.front()->device->profile().tuning.split_microbatches);
     seqs_.resize(size_t(o.max_sequences));
-}
-
-// A step's table for up to `rows` rows, its workgroup counts in half `counts_slot` of the
-// scratch's batch_dispatch, recorded.
-Batch::StepTable Batch::record_table(int rows, size_t counts_slot) {
-    const LoadedModel& b = *base_;
-    const TablePass pass{true, rows, 0, true, {}, nullptr, max_sequences()};
-    StepTable t;
-    t.table = build_table(b, *scratch_, *pool_, plan_for(b, *scratch_, *pool_, pass), pass);
-    const Buffer& counts = scratch_->get("batch_dispatch");
-    t.table->use_counts(counts, counts_slot * (counts.size() / 2), counts.size() / 2);
-    t.cl = std::make_unique<CommandList>(b.device, 0);
-    t.cl->begin();
-    t.table->record(*t.cl);
-    t.cl->end();
-    return t;
 }
 
 Batch::Seq& Batch::checked(int seq) { return const_cast<Seq&>(static_cast<const Batch*>(this)->checked(seq)); }
@@ -116,7 +97,7 @@ int Batch::add(const std::vector<int>& ids, const SamplerState& sampler, bool sc
     s.active = true;
     s.sampler = sampler;
     s.score = score;
-    scratch_->get("batch_samplers").write(&sampler, sizeof sampler, size_t(seq) * sizeof sampler);
+    pipeline_->set_sampler(seq, sampler);
     s.pending = ids;
     if (prefix_sharing_ && !score) share_prefix(seq, ids);
     return seq;
@@ -153,7 +134,7 @@ int Batch::fork(int from, const SamplerState& sampler) {
     copy.last_row = -1;
     pool_->share(seq, from, pool_->length(from));
     seqs_[size_t(seq)] = std::move(copy);
-    scratch_->get("batch_samplers").write(&sampler, sizeof sampler, size_t(seq) * sizeof sampler);
+    pipeline_->set_sampler(seq, sampler);
     return seq;
 }
 
@@ -230,7 +211,7 @@ void Batch::advance(int seq, int n) {
 void Batch::set_sampler(int seq, const SamplerState& sampler) {
     check_sampler(sampler);
     checked(seq).sampler = sampler;
-    scratch_->get("batch_samplers").write(&sampler, sizeof sampler, size_t(seq) * sizeof sampler);
+    pipeline_->set_sampler(seq, sampler);
 }
 
 // The step's pieces: the sequences with one pending token (decode rows) first, then pieces of
@@ -271,25 +252,18 @@ std::vector<BatchToken> Batch::step(bool wait) {
                     std::to_string(AKUNU_KV_BLOCK) + " positions but " + std::to_string(pool_->blocks_free()) + " of " +
                     std::to_string(pool_->blocks_total()) +
                     " are free; remove a sequence, or make the batch with more blocks");
-    auto* ids = static_cast<uint32_t*>(scratch_->get("batch_token_ids").contents());
-    auto* step = static_cast<StepState*>(scratch_->get("batch_step").contents());
-    auto* rows = reinterpret_cast<BatchRow*>(step + 1);
-    auto* targets = static_cast<uint32_t*>(scratch_->get("batch_targets").contents());
-    int total = 0;
+    std::vector<uint32_t> ids, targets;
+    std::vector<BatchRow> rows;
     for (const Piece& p : pieces) {
         const int first = pool_->length(p.seq);
         pool_->prepare_write(p.seq, first, first + p.n);
         for (int i = 0; i < p.n; ++i) {
-            ids[p.first_row + i] = uint32_t(seqs_[size_t(p.seq)].pending[size_t(i)]);
-            rows[p.first_row + i] = BatchRow{uint32_t(p.seq), uint32_t(first + i), 0, 0};
-            targets[p.first_row + i] = score_target(p.seq, first + i);
+            ids.push_back(uint32_t(seqs_[size_t(p.seq)].pending[size_t(i)]));
+            rows.push_back(BatchRow{uint32_t(p.seq), uint32_t(first + i), 0, 0});
+            targets.push_back(score_target(p.seq, first + i));
         }
-        total += p.n;
     }
-    *step = StepState{0, 0, uint32_t(total), 0};
-    StepTable& t = tables_[short_rows_ > 0 && total <= short_rows_ ? 1 : 0];
-    t.table->set_tokens(uint32_t(total));
-    t.cl->submit_and_wait();
+    pipeline_->run(ids.data(), rows.data(), targets.data(), int(ids.size()));
     ++step_count_;
     std::vector<BatchToken> out;
     for (const Piece& p : pieces) finish_piece(p, out);
@@ -314,18 +288,16 @@ void Batch::finish_piece(const Piece& p, std::vector<BatchToken>& out) {
     s.pending.erase(s.pending.begin(), s.pending.begin() + p.n);
     pool_->set_length(p.seq, first + p.n);
     // The sampler scored each prompt row's target (score_target) on the device.
-    const auto* target_lp = static_cast<const float*>(scratch_->get("batch_target_logprobs").contents());
-    const auto* target_max = static_cast<const uint32_t*>(scratch_->get("batch_target_argmax").contents());
     if (s.score)
         for (int i = 0; i < p.n; ++i) {
             if (size_t(first + i + 1) >= s.tokens.size() + s.pending.size()) break;
-            s.scores.push_back(target_lp[p.first_row + i]);
-            s.greedy.push_back(uint8_t(target_max[p.first_row + i]));
+            s.scores.push_back(pipeline_->target_logprob(p.first_row + i));
+            s.greedy.push_back(pipeline_->target_is_argmax(p.first_row + i) ? 1 : 0);
         }
     if (s.pending.empty()) {
         const int row = p.first_row + p.n - 1;
-        const int token = int(static_cast<const uint32_t*>(scratch_->get("batch_sampled").contents())[row]);
-        const float lp = static_cast<const float*>(scratch_->get("batch_logprobs").contents())[row];
+        const int token = int(pipeline_->sampled(row));
+        const float lp = pipeline_->logprob(row);
         s.pending.push_back(token);
         s.last_row = row;
         out.push_back({p.seq, token, lp});
@@ -347,7 +319,7 @@ std::vector<float> Batch::logits(int seq) const {
     const Seq& s = checked(seq);
     AKUNU_CHECK(s.last_row >= 0, "sequence " + std::to_string(seq) + " sampled no token in the last step");
     std::vector<float> out(static_cast<size_t>(vocab_));
-    scratch_->get("batch_logits").read(out.data(), out.size() * 4, size_t(s.last_row) * size_t(vocab_) * 4);
+    pipeline_->read_logits(s.last_row, out.data());
     return out;
 }
 

@@ -12,6 +12,10 @@
 // (decode steps, mostly): it holds only the short GEMMs, where the full table also dispatches
 // the wide tiles, the weights' dequantization and the f16 GEMMs that such a step leaves idle.
 //
+// A model split by layers across devices (split.h) batches the same way: each device holds its
+// layers' part of the pool and runs its layers for the step's rows, as micro-batches in flight
+// (batch_pipeline.h).
+//
 // A sequence holds pending tokens: its prompt not yet run, then the token it sampled last. Each
 // step() takes the pending tokens of the sequences in turn until the rows run out (decode rows
 // first, so a long prompt does not stall the others); a sequence whose pending tokens all ran
@@ -22,9 +26,9 @@
 #include <memory>
 #include <vector>
 
+#include "akunu/engine/batch_pipeline.h"
 #include "akunu/engine/kv_pool.h"
 #include "akunu/engine/scratch.h"
-#include "akunu/vulkan/command_list.h"
 #include "akunu/vulkan/dispatch.h"
 #include "params.h"
 
@@ -96,11 +100,14 @@ public:
     const std::vector<uint8_t>& score_greedy(int seq) const;
     const KvPool& pool() const { return *pool_; }
     const std::vector<int>& block_table(int seq) const;
-    const DispatchTable& table() const { return *tables_[0].table; }
+    // The step's table (a split model's: its last part's, of the first micro-batch).
+    const DispatchTable& table() const { return pipeline_->table(); }
     // The table of steps of up to short_rows() rows (nullptr where there is none).
-    const DispatchTable* short_table() const { return tables_[1].table.get(); }
-    int short_rows() const { return short_rows_; }
-    const ScratchBuffers& scratch() const { return *scratch_; }
+    const DispatchTable* short_table() const { return pipeline_->short_table(); }
+    int short_rows() const { return pipeline_->short_rows(); }
+    const ScratchBuffers& scratch() const { return pipeline_->scratch(); }
+    size_t scratch_bytes() const { return pipeline_->scratch_bytes(); }
+    int microbatches() const { return pipeline_->microbatches(); }
 
 private:
     struct Seq {
@@ -133,15 +140,7 @@ private:
     int rows_ = 0, vocab_ = 0;
     bool prefix_sharing_ = true;
     std::unique_ptr<KvPool> pool_;
-    std::unique_ptr<ScratchBuffers> scratch_;
-    // The step's tables: [0] up to rows_ rows, [1] (where short_rows_ > 0) up to short_rows_.
-    struct StepTable {
-        std::unique_ptr<DispatchTable> table;
-        std::unique_ptr<CommandList> cl;
-    };
-    StepTable tables_[2];
-    int short_rows_ = 0;
-    StepTable record_table(int rows, size_t counts_slot);
+    std::unique_ptr<BatchPipeline> pipeline_;
     std::vector<Seq> seqs_;
     uint64_t step_count_ = 0;
 };

@@ -20,8 +20,11 @@ int blocks_for(int n) { return (n + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK; }
 
 KvPool::KvPool(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, KvDType dtype, int sequences,
                int blocks)
-    : device_(device),
-      dtype_(dtype),
+    : KvPool(std::vector<KvPoolPart>{{device, {0, c.n_layers}}}, c, context, dtype, sequences, blocks) {}
+
+KvPool::KvPool(const std::vector<KvPoolPart>& parts, const ModelConfig& c, int context, KvDType dtype, int sequences,
+               int blocks)
+    : dtype_(dtype),
       sequences_(sequences),
       context_(context),
       n_layers_(c.n_layers),
@@ -32,20 +35,18 @@ KvPool::KvPool(const std::shared_ptr<Device>& device, const ModelConfig& c, int 
     AKUNU_CHECK(blocks >= 1, "a batch needs at least one KV block, not " + std::to_string(blocks));
     for (const bool values : {false, true})
         block_layout_[values] = kv_block_layout(kv_side(dtype, values), c.n_kv_heads, c.head_dim);
-    for (int l = 0; l < n_layers_; ++l)
-        for (const bool values : {false, true}) {
-            side_offset_.push_back(block_bytes_);
-            block_bytes_ += align_up(size_t(block_layout_[values].bytes), kBlockAlign);
-        }
-    const uint64_t most = device->profile().max_memory_allocation_bytes;
-    blocks_per_chunk_ = std::max<size_t>(1, most ? size_t(most / block_bytes_) : size_t(blocks));
-    for (size_t first = 0; first < size_t(blocks); first += blocks_per_chunk_) {
-        const size_t n = std::min(blocks_per_chunk_, size_t(blocks) - first);
-        chunks_.push_back(Buffer::allocate(device, block_bytes_ * n, Residency::kAuto, true));
-    }
     // Each (layer, side) starts on kBlockAlign bytes, the bindings' offset alignment.
     side_stride_ = align_up(size_t(sequences) * size_t(max_blocks_) * 8, kBlockAlign);
-    table_ = Buffer::allocate(device, size_t(n_layers_) * 2 * side_stride_, Residency::kHost);
+    int next = 0;
+    for (const KvPoolPart& part : parts) {
+        AKUNU_CHECK(part.layers.first == next && part.layers.end(n_layers_) > next,
+                    "a KV pool's parts must cover the layers in order: a part starts at layer " +
+                        std::to_string(part.layers.first) + ", expected " + std::to_string(next));
+        next = part.layers.end(n_layers_);
+        stores_.push_back(make_store(part, blocks));
+    }
+    AKUNU_CHECK(next == n_layers_,
+                "a KV pool's parts end at layer " + std::to_string(next) + " of " + std::to_string(n_layers_));
     // Entries of blocks a sequence does not hold point at block 0: a stray read stays in memory
     // (the kernels read no such entry: a row reads its own sequence's positions up to its own).
     for (int s = 0; s < sequences; ++s)
@@ -56,12 +57,50 @@ KvPool::KvPool(const std::shared_ptr<Device>& device, const ModelConfig& c, int 
     seqs_.resize(size_t(sequences));
 }
 
+// One device's rows of every block (its layers' K and V) and its tables.
+KvPool::Store KvPool::make_store(const KvPoolPart& part, int blocks) const {
+    Store st{part.device, part.layers};
+    const int first = part.layers.first, last = part.layers.end(n_layers_);
+    for (int l = first; l < last; ++l)
+        for (const bool values : {false, true}) {
+            st.side_offset.push_back(st.block_bytes);
+            st.block_bytes += align_up(size_t(block_layout_[values].bytes), kBlockAlign);
+        }
+    const uint64_t most = part.device->profile().max_memory_allocation_bytes;
+    st.blocks_per_chunk = std::max<size_t>(1, most ? size_t(most / st.block_bytes) : size_t(blocks));
+    for (size_t from = 0; from < size_t(blocks); from += st.blocks_per_chunk) {
+        const size_t n = std::min(st.blocks_per_chunk, size_t(blocks) - from);
+        st.chunks.push_back(Buffer::allocate(part.device, st.block_bytes * n, Residency::kAuto, true));
+    }
+    st.table = Buffer::allocate(part.device, size_t(last - first) * 2 * side_stride_, Residency::kHost);
+    return st;
+}
+
+const KvPool::Store& KvPool::store_of(int layer) const {
+    for (const Store& st : stores_)
+        if (st.layers.holds(layer, n_layers_)) return st;
+    throw Error("layer " + std::to_string(layer) + " is out of range (0 to " + std::to_string(n_layers_ - 1) + ")");
+}
+
+size_t KvPool::block_bytes() const {
+    size_t total = 0;
+    for (const Store& st : stores_) total += st.block_bytes;
+    return total;
+}
+
+size_t KvPool::bytes() const {
+    size_t total = 0;
+    for (const Store& st : stores_) total += st.block_bytes * refs_.size() + st.table.size();
+    return total;
+}
+
 KvBindings KvPool::bindings(int layer) const {
+    const Store& st = store_of(layer);
     const size_t per_side = size_t(sequences_) * size_t(max_blocks_) * 8;
-    const size_t k_at = size_t(layer) * 2 * side_stride_;
+    const size_t k_at = size_t(layer - st.layers.first) * 2 * side_stride_;
     return {dtype_,
-            Binding(table_, k_at, per_side),
-            Binding(table_, k_at + side_stride_, per_side),
+            Binding(st.table, k_at, per_side),
+            Binding(st.table, k_at + side_stride_, per_side),
             {},
             {},
             KvRows::kBatch,
@@ -70,11 +109,13 @@ KvBindings KvPool::bindings(int layer) const {
 }
 
 void KvPool::set_entry(int seq, int j, int block) {
-    auto* entries = static_cast<uint64_t*>(table_.contents());
-    const auto [chunk, offset] = locate(block);
-    const uint64_t base = chunk->address() + offset;
-    for (size_t ls = 0; ls < side_offset_.size(); ++ls)
-        entries[ls * side_stride_ / 8 + size_t(seq) * size_t(max_blocks_) + size_t(j)] = base + side_offset_[ls];
+    for (Store& st : stores_) {
+        auto* entries = static_cast<uint64_t*>(st.table.contents());
+        const auto [chunk, offset] = st.locate(block);
+        const uint64_t base = chunk->address() + offset;
+        for (size_t ls = 0; ls < st.side_offset.size(); ++ls)
+            entries[ls * side_stride_ / 8 + size_t(seq) * size_t(max_blocks_) + size_t(j)] = base + st.side_offset[ls];
+    }
 }
 
 int KvPool::blocks_shared() const {
@@ -104,16 +145,18 @@ void KvPool::drop_block(int b) {
 }
 
 void KvPool::copy_block(int from, int to) {
-    const auto [src, src_at] = locate(from);
-    const auto [dst, dst_at] = locate(to);
-    if (src->host_visible() && dst->host_visible()) {
-        std::memcpy(static_cast<uint8_t*>(dst->contents()) + dst_at,
-                    static_cast<const uint8_t*>(src->contents()) + src_at, block_bytes_);
-        return;
+    for (const Store& st : stores_) {
+        const auto [src, src_at] = st.locate(from);
+        const auto [dst, dst_at] = st.locate(to);
+        if (src->host_visible() && dst->host_visible()) {
+            std::memcpy(static_cast<uint8_t*>(dst->contents()) + dst_at,
+                        static_cast<const uint8_t*>(src->contents()) + src_at, st.block_bytes);
+            continue;
+        }
+        std::vector<uint8_t> rows(st.block_bytes);
+        src->read(rows.data(), st.block_bytes, src_at);
+        dst->write(rows.data(), st.block_bytes, dst_at);
     }
-    std::vector<uint8_t> rows(block_bytes_);
-    src->read(rows.data(), block_bytes_, src_at);
-    dst->write(rows.data(), block_bytes_, dst_at);
 }
 
 void KvPool::prepare_write(int seq, int from, int to) {
@@ -188,12 +231,13 @@ std::vector<uint8_t> KvPool::read_side(int seq, int layer, bool values, bool sca
     const size_t row = scales ? 2 : size_t(kv_row_bytes(side, head_dim_)) - (side == KvDType::kF16 ? 0 : 2);
     const size_t n = size_t(s.length), heads = size_t(n_kv_heads_);
     std::vector<uint8_t> out(heads * n * row);
-    const size_t at = side_offset_[size_t(layer) * 2 + (values ? 1 : 0)];
+    const Store& st = store_of(layer);
+    const size_t at = st.side_offset[size_t(layer - st.layers.first) * 2 + (values ? 1 : 0)];
     const size_t scale_base = size_t(block_layout_[values].scale_offset);
-    std::vector<uint8_t> block(block_bytes_);
+    std::vector<uint8_t> block(st.block_bytes);
     for (size_t j = 0; j * AKUNU_KV_BLOCK < n; ++j) {
-        const auto [chunk, offset] = locate(s.blocks[j]);
-        chunk->read(block.data(), block_bytes_, offset);
+        const auto [chunk, offset] = st.locate(s.blocks[j]);
+        chunk->read(block.data(), st.block_bytes, offset);
         const size_t rows = std::min<size_t>(AKUNU_KV_BLOCK, n - j * AKUNU_KV_BLOCK);
         for (size_t h = 0; h < heads; ++h) {
             const size_t src = at + (scales ? scale_base : 0) + h * AKUNU_KV_BLOCK * row;
@@ -206,7 +250,8 @@ std::vector<uint8_t> KvPool::read_side(int seq, int layer, bool values, bool sca
 void KvPool::write_side(int seq, int layer, bool values, int from, int n, const uint16_t* data) {
     const Seq& s = seqs_[size_t(seq)];
     const size_t row = size_t(head_dim_) * 2, heads = size_t(n_kv_heads_);
-    const size_t at = side_offset_[size_t(layer) * 2 + (values ? 1 : 0)];
+    const Store& st = store_of(layer);
+    const size_t at = st.side_offset[size_t(layer - st.layers.first) * 2 + (values ? 1 : 0)];
     for (int p = from; p < from + n;) {
         const size_t j = size_t(p) / AKUNU_KV_BLOCK, in = size_t(p) % AKUNU_KV_BLOCK;
         AKUNU_CHECK(j < s.blocks.size(), "position " + std::to_string(p) + " has no block (prepare_write first)");
@@ -214,7 +259,7 @@ void KvPool::write_side(int seq, int layer, bool values, int from, int n, const 
         const int b = s.blocks[j];
         if (hash_of_[size_t(b)]) by_hash_.erase(hash_of_[size_t(b)]);  // its rows no longer follow its tokens
         hash_of_[size_t(b)] = 0;
-        const auto [chunk, offset] = locate(b);
+        const auto [chunk, offset] = st.locate(b);
         for (size_t h = 0; h < heads; ++h)
             chunk->write(data + (h * size_t(n) + size_t(p - from)) * size_t(head_dim_), rows * row,
                          offset + at + (h * AKUNU_KV_BLOCK + in) * row);

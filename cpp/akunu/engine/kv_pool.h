@@ -13,6 +13,10 @@
 // (its later writes go to blocks of its own: copy-on-write of the block it writes into), and
 // full blocks are found again by a hash of the tokens they hold (prefix sharing), so that
 // sequences that start alike hold one copy of their common prefix.
+//
+// A model split by layers across devices (split.h) splits the pool the same way: each device
+// holds its layers' rows of every block and its own tables of their addresses, while the blocks'
+// bookkeeping (block tables, reference counts, hashes) is one, shared by every part.
 #pragma once
 
 #include <cstdint>
@@ -21,14 +25,24 @@
 #include <vector>
 
 #include "akunu/engine/kv_format.h"
+#include "akunu/engine/layer_range.h"
 #include "akunu/model/model_config.h"
 #include "akunu/vulkan/buffer.h"
 
 namespace akunu {
 
+// The layers of the pool one device holds.
+struct KvPoolPart {
+    std::shared_ptr<Device> device;
+    LayerRange layers;
+};
+
 class KvPool : public KvSource {
 public:
     KvPool(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, KvDType dtype, int sequences,
+           int blocks);
+    // A pool split by layers over `parts` (consecutive ranges that cover every layer).
+    KvPool(const std::vector<KvPoolPart>& parts, const ModelConfig& c, int context, KvDType dtype, int sequences,
            int blocks);
 
     KvBindings bindings(int layer) const override;
@@ -41,8 +55,8 @@ public:
     int blocks_total() const { return int(refs_.size()); }
     int blocks_free() const { return int(free_.size()); }
     int blocks_shared() const;  // blocks that more than one sequence's table holds
-    size_t block_bytes() const { return block_bytes_; }
-    size_t bytes() const { return block_bytes_ * refs_.size() + table_.size(); }
+    size_t block_bytes() const;  // one block's rows on every part
+    size_t bytes() const;
 
     int length(int seq) const { return seqs_[size_t(seq)].length; }
     const std::vector<int>& block_table(int seq) const { return seqs_[size_t(seq)].blocks; }
@@ -81,28 +95,35 @@ private:
         std::vector<int> blocks;  // pool indices, position j * AKUNU_KV_BLOCK on in blocks[j]
         int length = 0;
     };
+    // One device's share of the pool: its layers' rows of every block, and its tables.
+    struct Store {
+        std::shared_ptr<Device> device;
+        LayerRange layers;
+        size_t block_bytes = 0;
+        std::vector<size_t> side_offset;  // [(layer - first) * 2 + side]: where a side sits in a block
+        // The blocks, in chunks of blocks_per_chunk (one allocation may hold only so much; the
+        // kernels find blocks by address, so a block's chunk does not matter to them).
+        std::vector<Buffer> chunks;  // [blocks_per_chunk, block_bytes] each, addressable
+        size_t blocks_per_chunk = 0;
+        Buffer table;  // u64 [its layers, 2, sequences, max_blocks], host memory
+        // Block b's chunk and its byte offset there.
+        std::pair<Buffer*, size_t> locate(int b) const {
+            return {const_cast<Buffer*>(&chunks[size_t(b) / blocks_per_chunk]),
+                    size_t(b) % blocks_per_chunk * block_bytes};
+        }
+    };
+    Store make_store(const KvPoolPart& part, int blocks) const;
+    const Store& store_of(int layer) const;
     int take_block();
     void drop_block(int b);
     void set_entry(int seq, int j, int block);
     void copy_block(int from, int to);
 
-    std::shared_ptr<Device> device_;
     KvDType dtype_;
     int sequences_, context_, n_layers_, n_kv_heads_, head_dim_, max_blocks_;
-    size_t block_bytes_ = 0;
     size_t side_stride_ = 0;  // bytes from one (layer, side)'s tables to the next's
-    std::vector<size_t> side_offset_;  // [layer * 2 + side]: where a side sits in a block
     KvLayout block_layout_[2];
-    // The blocks, in chunks of blocks_per_chunk_ (one allocation may hold only so much; the
-    // kernels find blocks by address, so a block's chunk does not matter to them).
-    std::vector<Buffer> chunks_;  // [blocks_per_chunk_, block_bytes_] each, addressable
-    size_t blocks_per_chunk_ = 0;
-    // Block b's chunk and its byte offset there.
-    std::pair<Buffer*, size_t> locate(int b) const {
-        return {const_cast<Buffer*>(&chunks_[size_t(b) / blocks_per_chunk_]),
-                size_t(b) % blocks_per_chunk_ * block_bytes_};
-    }
-    Buffer table_;  // u64 [n_layers, 2, sequences, max_blocks], host memory
+    std::vector<Store> stores_;  // in layer order
     std::vector<int> refs_;  // per block: the tables that hold it
     std::vector<int> free_;  // blocks with no reference, taken from the back
     std::vector<Seq> seqs_;

@@ -188,7 +188,7 @@ void CommandList::submit() {
     recorder_->submit();
 }
 
-void CommandList::wait() { recorder_->wait(false); }
+void CommandList::wait(bool spin) { recorder_->wait(spin); }
 
 void CommandList::submit_and_wait() {
     submit();

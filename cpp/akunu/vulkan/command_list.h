@@ -57,7 +57,7 @@ public:
 
     void end();
     void submit();  // asynchronous; the list must be ended
-    void wait();  // waits for the last submit
+    void wait(bool spin = false);  // waits for the last submit (with `spin`, by polling its fence)
     // Submits and waits at once: polling the fence where the device profile says (spin_wait).
     void submit_and_wait();
 
