@@ -28,6 +28,7 @@ Buffer Buffer::allocate(std::shared_ptr<Device> device, size_t bytes, Residency 
     b.handle_ = m.handle;
     b.memory_ = m.memory;
     b.contents_ = m.contents;
+    b.host_cached_ = m.host_cached;
     b.size_ = bytes;
     b.memory_bytes_ = m.bytes;
     b.addressable_ = addressable;
@@ -55,6 +56,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
         size_ = std::exchange(other.size_, 0);
         memory_bytes_ = std::exchange(other.memory_bytes_, 0);
         contents_ = std::exchange(other.contents_, nullptr);
+        host_cached_ = std::exchange(other.host_cached_, true);
         addressable_ = std::exchange(other.addressable_, false);
     }
     return *this;
@@ -111,7 +113,7 @@ void Buffer::read(void* dst, size_t bytes, size_t offset) const {
     AKUNU_CHECK(size_, "read from an empty (freed or moved-from) buffer");
     check_range(size_, bytes, offset, "read");
     if (bytes == 0) return;
-    if (contents_) {
+    if (contents_ && (host_cached_ || bytes <= kDirectReadBytes)) {
         std::memcpy(dst, static_cast<const char*>(contents_) + offset, bytes);
         return;
     }

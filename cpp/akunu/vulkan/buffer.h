@@ -47,7 +47,10 @@ public:
     const std::shared_ptr<Device>& device_ptr() const { return device_; }
 
     // Copies between host memory and [offset, offset + bytes) of this buffer: a memcpy when
-    // host-visible, a staging copy otherwise. Throws when the range is outside the buffer.
+    // host-visible, a staging copy otherwise, and for reads of uncached mapped memory of more
+    // than kDirectReadBytes (the device copies them into cached host memory far faster than
+    // the host reads them over the bus). Throws when the range is outside the buffer.
+    static constexpr size_t kDirectReadBytes = 16 << 10;
     void write(const void* src, size_t bytes, size_t offset = 0);
     void read(void* dst, size_t bytes, size_t offset = 0) const;
 
@@ -67,6 +70,7 @@ private:
     size_t size_ = 0;
     uint64_t memory_bytes_ = 0;  // what the allocation really took, for accounting
     void* contents_ = nullptr;
+    bool host_cached_ = true;  // Allocation::host_cached
     bool addressable_ = false;
     std::weak_ptr<const void> owner_;
 };

@@ -20,6 +20,9 @@ struct Allocation {
     VkDeviceMemory memory = VK_NULL_HANDLE;  // Vulkan only
     void* contents = nullptr;  // where the host reaches it; null when not mapped
     uint64_t bytes = 0;  // what the allocation took, for accounting
+    // Mapped memory whose host reads go through the CPU's caches. A discrete GPU's mapped
+    // device memory (ReBAR) is uncached: the host reads it a few bytes per bus round trip.
+    bool host_cached = true;
 };
 
 }  // namespace akunu

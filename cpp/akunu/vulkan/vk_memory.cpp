@@ -106,6 +106,7 @@ Allocation vk_allocate(Device& device, size_t bytes, Residency residency, bool a
     a.bytes = req.size;
     AKUNU_VK_CHECK(vkBindBufferMemory(vk, a.handle, a.memory, 0));
     if (mapped) AKUNU_VK_CHECK(vkMapMemory(vk, a.memory, 0, VK_WHOLE_SIZE, 0, &a.contents));
+    a.host_cached = device.memory_properties().memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
     guard.armed = false;
     return a;
 }
