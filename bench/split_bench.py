@@ -53,7 +53,9 @@ def measure(model: str, prompt: list[int], tokens: int, kwargs: dict) -> tuple[f
 def batch_rates(model: str, sizes: list[int], pp: int, tokens: int, kwargs: dict) -> list[float] | str:
     """Aggregate decode tok/s at each batch size, or why the model did not load."""
     try:
-        m = akunu.Model(model, context=pp + tokens + 16, progress=False, **kwargs)
+        # Sequences that finish their prompts early decode while the others' prompts run: up to a
+        # token a step, and the prompt phase takes at most a step per sequence.
+        m = akunu.Model(model, context=pp + tokens + max(sizes) + 16, progress=False, **kwargs)
     except akunu.Error as e:
         return str(e).splitlines()[0]
     try:
