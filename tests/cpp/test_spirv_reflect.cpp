@@ -88,6 +88,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 7},  // its last binding: hand-off counters
         {"act_", sizeof(ActParams), 3},
+        {"sample_batch", sizeof(SampleParams), 8},  // the scored targets: 5 and 6 out, 7 in
         {"sample", sizeof(SampleParams), 5},
         {"gemm_cm2_", sizeof(GemmParams), 5},  // binding 4: the gated variant's up matrix
         {"gemm_", sizeof(GemmParams), 4},
@@ -101,6 +102,8 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"encoder_attention", sizeof(EncoderAttentionParams), 5},
         {"window_attention", sizeof(WindowAttentionParams), 4},
         {"span_split", sizeof(SpanSplitParams), 7},  // binding 5 twice: the counters and the partials
+        {"whisper_chain_rows", sizeof(WhisperChainRowsParams), 10},
+        {"whisper_pick", sizeof(WhisperPickParams), 7},
         {"conv_gather", sizeof(ConvGatherParams), 3},
         {"pool", sizeof(PoolParams), 3},
         {"mel_power", sizeof(MelParams), 4},
