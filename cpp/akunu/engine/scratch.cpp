@@ -8,10 +8,13 @@ namespace akunu {
 
 namespace {
 
-// The batch buffers the CPU writes before each submit or reads after it: host memory.
-bool batch_host(const std::string& name) {
-    for (const char* n : {"batch_step", "batch_token_ids", "batch_samplers", "batch_sampled", "batch_logprobs",
-                          "batch_targets", "batch_target_logprobs", "batch_target_argmax"})
+// The buffers the CPU writes before each submit (step states, token ids, samplers, scored
+// targets) or reads after it (sampled ids, their logprobs, the targets' scores): host memory,
+// whatever the device.
+bool on_host(const std::string& name) {
+    for (const char* n :
+         {"step", "token_ids", "sampled_logprobs", "sampler", "batch_step", "batch_token_ids", "batch_samplers",
+          "batch_sampled", "batch_logprobs", "batch_targets", "batch_target_logprobs", "batch_target_argmax"})
         if (name == n) return true;
     return false;
 }
@@ -23,11 +26,7 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
     : q_dim_(size_t(c.q_dim)), kv_dim_(size_t(c.kv_dim)) {
     auto allocate = [&](const std::vector<NamedSize>& layout, size_t& total) {
         for (const NamedSize& s : layout) {
-            // The CPU writes step states and token ids before each submit and reads the
-            // sampled ids after it: host memory, whatever the device.
-            const bool host = s.name == "step" || s.name == "token_ids" || s.name == "sampled_logprobs" ||
-                              s.name == "sampler" || s.name.rfind("batch_", 0) == 0 && batch_host(s.name);
-            Buffer b = Buffer::allocate(device, s.bytes, host ? Residency::kHost : Residency::kAuto);
+            Buffer b = Buffer::allocate(device, s.bytes, on_host(s.name) ? Residency::kHost : Residency::kAuto);
             // The chunk tables' workgroup counts, which the GPU's command processor reads before
             // each dispatch, and the CPU writes: device memory where the CPU maps it (ReBAR),
             // else host memory.
