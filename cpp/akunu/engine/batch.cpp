@@ -287,10 +287,11 @@ void Batch::finish_piece(const Piece& p, std::vector<BatchToken>& out) {
     s.tokens.insert(s.tokens.end(), s.pending.begin(), s.pending.begin() + p.n);
     s.pending.erase(s.pending.begin(), s.pending.begin() + p.n);
     pool_->set_length(p.seq, first + p.n);
-    // The sampler scored each prompt row's target (score_target) on the device.
+    // The sampler scored each prompt row's target on the device (moving pending ids into tokens
+    // leaves score_target's answer as it was).
     if (s.score)
         for (int i = 0; i < p.n; ++i) {
-            if (size_t(first + i + 1) >= s.tokens.size() + s.pending.size()) break;
+            if (score_target(p.seq, first + i) == AKUNU_NO_TARGET) break;
             s.scores.push_back(pipeline_->target_logprob(p.first_row + i));
             s.greedy.push_back(pipeline_->target_is_argmax(p.first_row + i) ? 1 : 0);
         }
