@@ -159,11 +159,6 @@ bool BatchPipeline::target_is_argmax(int row) const {
     return static_cast<const uint32_t*>(s->scratch->get("batch_target_argmax").contents())[r] != 0;
 }
 
-const float* BatchPipeline::logits(int row) const {
-    const auto [s, r] = locate(row);
-    return static_cast<const float*>(s->scratch->get("batch_logits").contents()) + r * size_t(vocab_);
-}
-
 void BatchPipeline::read_logits(int row, float* out) const {
     const auto [s, r] = locate(row);
     s->scratch->get("batch_logits").read(out, size_t(vocab_) * 4, r * size_t(vocab_) * 4);

@@ -42,12 +42,12 @@ public:
     // and the token each row scores [n] (AKUNU_NO_TARGET for none).
     void run(const uint32_t* ids, const BatchRow* rows, const uint32_t* targets, int n);
     // After run(): row r's sampled token and its log-probability, its target's log-probability
-    // and whether that is the row's argmax, and its logits [vocab].
+    // and whether that is the row's argmax, and its logits [vocab] (read, staged where the
+    // host reads the device's memory uncached).
     uint32_t sampled(int row) const;
     float logprob(int row) const;
     float target_logprob(int row) const;
     bool target_is_argmax(int row) const;
-    const float* logits(int row) const;
     void read_logits(int row, float* out) const;
     // Writes a sequence's sampler where its rows are sampled.
     void set_sampler(int seq, const SamplerState& sampler);
