@@ -391,9 +391,13 @@ def test_recent_window_names_and_batches():
 @pytest.mark.parametrize("fmt", ["int4h+w8", "q8/fp4+w3"])
 def test_recent_window_backends_agree(fmt, backend):
     """This module's backend against the other one on the same prompt: a chunked prefill and
-    three decode steps. The rings hold f16 rows of each backend's own f32 K and V (the same to
-    the last f16 bit or two); logits may differ where a 4-bit code of an older row flips
-    between the backends' f32 arithmetic (one code step), as test_long_prompt_... allows."""
+    three decode steps. Layer 0's K and V come from the embeddings alone, so its rings hold f16
+    rows of the same f32 values on both backends: equal to an f16 step or two. Every later
+    layer's K and V pass through attention over 4-bit codes of older rows, and a code can flip
+    between the backends' f32 arithmetic (one code step, as test_long_prompt_... allows); that
+    moves its rings' rows by up to a few percent of their largest value (GPUs that contract
+    products differently show it), so deeper rings get that bound, which a wrong ring row (a
+    different position or a stale row) still breaks by far."""
     if backend == "cpu":
         pytest.skip("compared once, from the Vulkan run")
     got = {}
@@ -402,9 +406,11 @@ def test_recent_window_backends_agree(fmt, backend):
                         progress=False, tuning=F32_OPERANDS if device == "vulkan" else None)
         prefill = m._engine.eval(IDS, True)
         logits = np.concatenate([prefill, np.stack([m.eval([t], reset=False).copy() for t in (5, 6)])])
-        got[device] = logits, m.kv_cache.recent_k(2).copy(), m.kv_cache.recent_v(5).copy()
-    (lv, kv_, vv), (lc, kc, vc) = got["vulkan"], got["cpu"]
-    for a, b in ((kv_, kc), (vv, vc)):
-        np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), rtol=0,
-                                   atol=2e-3 * float(np.abs(b.astype(np.float32)).max()))
+        rings = [r(layer).astype(np.float32).copy() for layer in (0, 2, 5)
+                 for r in (m.kv_cache.recent_k, m.kv_cache.recent_v)]
+        got[device] = logits, rings
+    (lv, rings_v), (lc, rings_c) = got["vulkan"], got["cpu"]
+    for i, (a, b) in enumerate(zip(rings_v, rings_c)):
+        share = 1e-3 if i < 2 else 3e-2
+        np.testing.assert_allclose(a, b, rtol=0, atol=share * float(np.abs(b).max()), err_msg=f"ring {i}")
     assert np.abs(lv - lc).max() <= 0.25, f"{fmt}: max |dlogit| {np.abs(lv - lc).max():.4f} between the backends"
