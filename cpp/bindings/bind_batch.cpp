@@ -132,6 +132,15 @@ void init_batch(py::module_& m) {
         .def_property_readonly("n_kv_heads", [](const PyBatch& b) { return b.batch->pool().n_kv_heads(); })
         .def_property_readonly("head_dim", [](const PyBatch& b) { return b.batch->pool().head_dim(); })
         .def("dispatch_table", [](const PyBatch& b) { return dispatch_rows(b.batch->table()); })
+        .def("profile",
+             [](const PyBatch& b) {
+                 std::vector<ProfileRow> rows;
+                 {
+                     py::gil_scoped_release release;
+                     rows = b.batch->profile();
+                 }
+                 return profile_rows(rows);
+             })
         .def("memory_report", [](const PyBatch& b) {
             const KvPool& p = b.batch->pool();
             py::dict d;

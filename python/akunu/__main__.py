@@ -225,7 +225,7 @@ def _bench(akunu, args) -> int:
         sizes = [int(n) for n in args.batch.split(",") if n.strip()]
         batch_bench.main(args.files, sizes, pp=args.pp, tg=args.tokens, shared_prefix=args.shared_prefix,
                          json_path=args.json, markdown_path=args.markdown, kv_dtype=args.kv_dtype,
-                         progress=args.progress, placement=_placement(args))
+                         progress=args.progress, placement=_placement(args), profile=args.batch_profile)
         return 0
     from akunu import bench
     bench.main(args.files, device=args.device or None, json_path=args.json, markdown_path=args.markdown,
@@ -439,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", help="batched throughput for these numbers of sequences (1,8,32,64): aggregate "
                    "prompt and decode tok/s as llama-batched-bench reports them (--pp: each prompt's tokens)")
     p.add_argument("--shared-prefix", type=int, default=0, help="--batch: tokens every prompt starts with")
+    p.add_argument("--batch-profile", action="store_true",
+                   help="--batch: where a decode step's device time goes at each size (Batch.profile)")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     p.set_defaults(run=_bench)

@@ -27,6 +27,7 @@ import numpy as np
 
 from akunu import _akunu
 from akunu.controls import log_softmax
+from akunu.profile_tables import median_profile
 from akunu.sampling import Generation, Piece, Sampler, stop_cut
 from akunu.token_ids import prompt_ids
 from akunu.views import KVCacheView
@@ -157,6 +158,15 @@ class Batch:
     def dispatch_table(self) -> list[dict]:
         """The recorded commands of a batched step."""
         return self._b.dispatch_table()
+
+    def profile(self, runs: int = 1) -> list[dict]:
+        """Device time of each command of the last step, replayed with the same rows (its KV
+        writes put the same values in the same places, so the batch goes on as if it had not been
+        profiled): [{label, kernel, ms, bytes_bound}], as Model.profile gives, the table of that
+        step (the short table for a step of few rows) and, on a split model, each part's in
+        layer order. With runs > 1 each command's ms is its median over that many replays.
+        akunu.profile_table() sums them by kernel class."""
+        return median_profile(self._b.profile, runs)
 
 
 def _samplers(sampler, n: int) -> list[Sampler]:

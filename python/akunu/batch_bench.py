@@ -21,6 +21,7 @@ from akunu._inputs import ContextWarning
 from akunu.batch import Batch
 from akunu.model import Model
 from akunu.plan import load_config
+from akunu.profile_tables import profile_table
 
 
 @dataclass
@@ -37,7 +38,10 @@ class BatchResult:
     blocks_shared: int
 
 
-def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, seed: int = 0) -> BatchResult:
+def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, seed: int = 0,
+            profile: bool = False) -> BatchResult:
+    """One run of `sequences` prompts of pp tokens and tg generated; profile: print the kernel
+    classes' device time in a decode step of the batch (Batch.profile) after the run."""
     rng = np.random.default_rng(seed)
     vocab = m.config.vocab_size
     prefix = [int(x) for x in rng.integers(3, vocab, size=shared_prefix)]
@@ -62,6 +66,9 @@ def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, 
     start = time.perf_counter()
     sampled = sum(len(b.step()) for _ in range(tg - 1))  # counted: a sequence at the context's end samples none
     decode_s = time.perf_counter() - start
+    if profile:
+        print(f"{m.path.rsplit('/', 1)[-1]}: a decode step of {sequences} sequences")
+        print(profile_table(b.profile(runs=3)))
     if sampled != sequences * (tg - 1):
         raise ValueError(f"{m.path}: {sequences} sequences sampled {sampled} of {sequences * (tg - 1)} decode tokens "
                          f"in a context of {m.context}")
@@ -98,10 +105,11 @@ def markdown(results: list[BatchResult]) -> str:
 
 def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int = 128, shared_prefix: int = 0,
          json_path: str | None = None, markdown_path: str | None = None, kv_dtype: str = "f16",
-         progress: bool | None = None, placement: dict | None = None) -> list[BatchResult]:
+         progress: bool | None = None, placement: dict | None = None, profile: bool = False) -> list[BatchResult]:
     """Runs each file at each batch size and prints the table; progress: a bar over the runs
     (None: on a terminal or in a notebook). placement: Model's device= or devices= and split=
-    (a model split across devices), instead of `device`."""
+    (a model split across devices), instead of `device`. profile: each run prints where a decode
+    step's device time goes."""
     if tg < 2:
         raise ValueError("--tokens must be at least 2 for a decode rate")
     results = []
@@ -111,7 +119,7 @@ def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int
         m = Model(f, context=context, progress=False, kv_dtype=kv_dtype, **(placement or {"device": device}))
         for n in sizes:
             bar.set_description(f"{f.rsplit('/', 1)[-1]}: {n} sequences")
-            results.append(run_one(m, n, prompt, tg, shared_prefix))
+            results.append(run_one(m, n, prompt, tg, shared_prefix, profile=profile))
             bar.update(1)
             if json_path:
                 with open(json_path, "w") as out:

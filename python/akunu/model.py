@@ -28,6 +28,7 @@ from akunu._device import selector, split_selectors
 from akunu._inputs import fit_context, int_arg
 from akunu.controls import LogitControls, host_steps, prompt_logprobs
 from akunu.model_use import ExclusiveSteps, write_atomically
+from akunu.profile_tables import median_profile
 from akunu.sampling import Generation, Piece, Sampler, Stream, stop_cut
 from akunu.token_ids import prompt_ids
 from akunu.tokenizer import Tokenizer
@@ -503,13 +504,7 @@ class Model:
         timed run follows untimed replays of itself, in the same submission, that keep the GPU
         busy for about 0.4 s: a GPU left idle clocks down, and timed cold a step can read twice
         its decode time. akunu.profile_table() sums them by kernel class."""
-        if runs < 1:
-            raise ValueError(f"runs must be at least 1, got {runs}")
-        samples = [self._engine.profile(int(tokens)) for _ in range(runs)]
-        rows = samples[0]
-        for i, row in enumerate(rows):
-            row["ms"] = float(np.median([s[i]["ms"] for s in samples]))
-        return rows
+        return median_profile(lambda: self._engine.profile(int(tokens)), runs)
 
     def kernel_statistics(self) -> list[dict]:
         """What the driver compiled this model's kernels to: [{kernel, spec, statistics: {name:

@@ -4,6 +4,21 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
+
+def median_profile(sample, runs: int) -> list[dict]:
+    """`runs` profiles from sample() (each a list of rows in the same command order), as one:
+    each command's ms is its median over the runs, which steadies single readings of
+    microsecond kernels."""
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, got {runs}")
+    samples = [sample() for _ in range(runs)]
+    rows = samples[0]
+    for i, row in enumerate(rows):
+        row["ms"] = float(np.median([s[i]["ms"] for s in samples]))
+    return rows
+
 
 def profile_table(rows: list[dict], by: str = "kernel") -> str:
     """Model.profile() rows summed by kernel class (by="kernel": the kernel name without its

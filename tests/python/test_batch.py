@@ -278,3 +278,30 @@ def test_stream_batch_pieces_and_stops_are_generates():
         pieces[i].append(p.text)
     assert [(p, r.text, r.stop_reason) for p, r in zip(pieces, results)] == want
     assert "stop_string" in {w[2] for w in want}
+
+
+def test_profile_replays_the_last_step_and_changes_nothing():
+    """Batch.profile() times a replay of the last step's table: its commands are that table's
+    (the full one after a prompt's step), each with a time, and the batch goes on exactly as a
+    batch that was never profiled (the replay writes the same KV rows and samples the same)."""
+    m = load()
+    ids = prompts(3, m.config.vocab_size, seed=21, lo=20, hi=30)
+    plain, profiled = akunu.Batch(m, max_sequences=3), akunu.Batch(m, max_sequences=3)
+    with pytest.raises(akunu.Error, match="run a step first"):
+        profiled.profile()
+    got = {id(b): [] for b in (plain, profiled)}
+    for b in (plain, profiled):
+        seqs = [b.add(x) for x in ids]
+        for step in range(4):
+            got[id(b)].append(b.step())
+            if b is profiled:
+                rows = b.profile(runs=2 if step == 0 else 1)
+                assert rows and all(r["ms"] >= 0 and r["bytes_bound"] > 0 for r in rows)
+                if step == 0:
+                    assert [r["label"] for r in rows] == [r["label"] for r in b.dispatch_table()]
+        got[id(b)].append([b.logits(s).copy() for s in seqs])
+    *steps_p, logits_p = got[id(plain)]
+    *steps_q, logits_q = got[id(profiled)]
+    assert steps_p == steps_q
+    for a, b in zip(logits_p, logits_q):
+        np.testing.assert_array_equal(a, b)

@@ -39,3 +39,10 @@ def test_a_decode_rate_counts_the_tokens_sampled(path):
         batch_bench.run_one(m, 2, pp=30, tg=20)
     r = batch_bench.run_one(m, 2, pp=20, tg=12)
     assert r.decode_tok_s > 0 and r.prompt_tok_s > 0
+
+
+def test_the_batch_profile_prints_a_decode_steps_kernels(path, capsys):
+    m = akunu.Model(path, context=64, device="cpu", progress=False)
+    batch_bench.run_one(m, 3, pp=8, tg=4, profile=True)
+    out = capsys.readouterr().out
+    assert "a decode step of 3 sequences" in out and "attention" in out and "total" in out

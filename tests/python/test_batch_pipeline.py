@@ -183,3 +183,16 @@ def test_the_batch_bench_runs_a_split_model(capsys):
                  "--device", "cpu,cpu", "--split", "3,3", "--no-progress"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if "trained-code-llama" in line]
     assert [r[1] for r in rows] == ["1", "3"]
+
+
+def test_profile_of_a_split_step_times_every_layer():
+    """Batch.profile() on a split model: each part's commands of the last step, in layer order,
+    so every layer's attention appears once."""
+    m = model(["vulkan", "vulkan"], microbatches=1)
+    b = akunu.Batch(m, max_sequences=2)
+    for ids in prompts(2, m.config.vocab_size, seed=5):
+        b.add(ids)
+    b.step()
+    labels = [r["label"] for r in b.profile()]
+    layers = [int(label.split(".")[1]) for label in labels if label.startswith("blk.") and "attn_q" in label]
+    assert layers == list(range(m.config.n_layers))

@@ -108,6 +108,8 @@ public:
     const ScratchBuffers& scratch() const { return pipeline_->scratch(); }
     size_t scratch_bytes() const { return pipeline_->scratch_bytes(); }
     int microbatches() const { return pipeline_->microbatches(); }
+    // Each command's device time in a replay of the last step (BatchPipeline::profile).
+    std::vector<ProfileRow> profile() const { return pipeline_->profile(); }
 
 private:
     struct Seq {

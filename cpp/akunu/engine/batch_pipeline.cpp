@@ -60,8 +60,10 @@ BatchPipeline::Stage BatchPipeline::make_stage(const std::shared_ptr<const Loade
                                                  max_sequences);
     fill_rope_tables(b, *s.scratch, 0, b.context);
     const size_t stream = size_t(rows) * size_t(b.config.dim) * 4;
-    if (!b.layers.embeds()) s.in = Buffer::allocate(b.device, stream, Residency::kHost);
-    if (!b.layers.heads(b.config.n_layers)) s.out = Buffer::allocate(b.device, stream, Residency::kHost);
+    s.in = std::make_unique<Buffer>();
+    s.out = std::make_unique<Buffer>();
+    if (!b.layers.embeds()) *s.in = Buffer::allocate(b.device, stream, Residency::kHost);
+    if (!b.layers.heads(b.config.n_layers)) *s.out = Buffer::allocate(b.device, stream, Residency::kHost);
     s.tables[0] = record_table(s, pool, rows, 0, max_sequences);
     const int short_rows = int(b.device->profile().gemm_short_rows);
     if (short_rows > 0 && short_rows < rows) {
@@ -77,8 +79,8 @@ BatchPipeline::StepTable BatchPipeline::record_table(const Stage& s, const KvPoo
                                                      int max_sequences) const {
     const LoadedModel& b = *s.part;
     TablePass pass{true, rows, 0, true, {}, nullptr, max_sequences};
-    if (s.in) pass.split_in = &s.in;
-    if (s.out) pass.split_out = &s.out;
+    if (*s.in) pass.split_in = s.in.get();
+    if (*s.out) pass.split_out = s.out.get();
     StepTable t;
     t.table = build_table(b, *s.scratch, pool, plan_for(b, *s.scratch, pool, pass), pass);
     const Buffer& counts = s.scratch->get("batch_dispatch");
@@ -97,6 +99,7 @@ void BatchPipeline::run(const uint32_t* ids, const BatchRow* rows, const uint32_
                      (!auto_ || n >= kMicrobatchRowsAuto || n > lanes_[0][0].rows);  // a step too large for one half
     const int lanes = two ? 2 : 1;
     cut_ = lanes == 2 ? (n + 1) / 2 : n;
+    last_rows_ = n;
     const int first[] = {0, cut_}, count[] = {cut_, n - cut_};
     for (int k = 0; k < lanes; ++k)
         for (Stage& s : lanes_[size_t(k)]) write_rows(s, ids + first[k], rows + first[k], targets + first[k], count[k]);
@@ -110,7 +113,7 @@ void BatchPipeline::run(const uint32_t* ids, const BatchRow* rows, const uint32_
             if (p < 0 || p >= parts) continue;
             std::vector<Stage>& lane = lanes_[size_t(k)];
             if (p > 0)
-                hand_over(lane[size_t(p - 1)].out, lane[size_t(p)].in,
+                hand_over(*lane[size_t(p - 1)].out, *lane[size_t(p)].in,
                           size_t(count[k]) * size_t(lane[size_t(p)].part->config.dim) * 4);
             running.push_back(&submit(lane[size_t(p)], count[k]));
         }
@@ -127,7 +130,7 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
 }
 
 CommandList& BatchPipeline::submit(Stage& s, int n) {
-    StepTable& t = s.tables[s.short_rows > 0 && n <= s.short_rows ? 1 : 0];
+    const StepTable& t = table_for(s, n);
     t.table->set_tokens(uint32_t(n));
     t.cl->submit();
     return *t.cl;
@@ -172,11 +175,21 @@ void BatchPipeline::set_sampler(int seq, const SamplerState& sampler) {
 const DispatchTable& BatchPipeline::table() const { return *last().tables[0].table; }
 const DispatchTable* BatchPipeline::short_table() const { return last().tables[1].table.get(); }
 
+std::vector<ProfileRow> BatchPipeline::profile() const {
+    AKUNU_CHECK(last_rows_ > 0, "Batch.profile: run a step first (a profile replays the last step)");
+    std::vector<ProfileRow> rows;
+    for (const Stage& s : lanes_[0]) {
+        const std::vector<ProfileRow> part = profile_table(s.part->device, *table_for(s, cut_).table);
+        rows.insert(rows.end(), part.begin(), part.end());
+    }
+    return rows;
+}
+
 size_t BatchPipeline::scratch_bytes() const {
     size_t total = 0;
     for (const std::vector<Stage>& lane : lanes_)
         for (const Stage& s : lane)
-            total += s.scratch->bytes() + s.scratch->prefill_bytes() + s.in.size() + s.out.size();
+            total += s.scratch->bytes() + s.scratch->prefill_bytes() + s.in->size() + s.out->size();
     return total;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "akunu/engine/kv_pool.h"
+#include "akunu/engine/profile.h"
 #include "akunu/engine/scratch.h"
 #include "akunu/vulkan/command_list.h"
 #include "akunu/vulkan/dispatch.h"
@@ -59,6 +60,9 @@ public:
     int short_rows() const { return last().short_rows; }
     const ScratchBuffers& scratch() const { return *last().scratch; }
     size_t scratch_bytes() const;  // every stage's scratch and hand-off buffers
+    // Each command's device time in a replay of the last step's tables (the first micro-batch's,
+    // part by part): the rows and KV writes of that step again, which leave the cache as it was.
+    std::vector<ProfileRow> profile() const;
 
 private:
     struct StepTable {
@@ -69,7 +73,10 @@ private:
         std::shared_ptr<const LoadedModel> part;
         int rows = 0, short_rows = 0;
         std::unique_ptr<ScratchBuffers> scratch;
-        Buffer in, out;  // the residual stream [rows, dim] f32 from the part before, to the part after
+        // The residual stream [rows, dim] f32 from the part before, to the part after (empty
+        // buffers where there is none). On the heap: the tables bind them by address, and a
+        // Stage moves.
+        std::unique_ptr<Buffer> in, out;
         StepTable tables[2];  // [0] up to rows, [1] (where short_rows > 0) up to short_rows
     };
     Stage make_stage(const std::shared_ptr<const LoadedModel>& part, const KvPool& pool, int rows,
@@ -77,6 +84,7 @@ private:
     StepTable record_table(const Stage& s, const KvPool& pool, int rows, size_t counts_slot, int max_sequences) const;
     void write_rows(Stage& s, const uint32_t* ids, const BatchRow* rows, const uint32_t* targets, int n);
     CommandList& submit(Stage& s, int n);
+    static const StepTable& table_for(const Stage& s, int n) { return s.tables[s.short_rows > 0 && n <= s.short_rows]; }
     const Stage& last() const { return lanes_[0].back(); }
     // The stage and row within it that holds row r of the last step (its last part).
     std::pair<const Stage*, size_t> locate(int row) const;
@@ -85,6 +93,7 @@ private:
     std::vector<std::vector<Stage>> lanes_;  // [micro-batch][part]
     bool auto_ = false;  // split_microbatches auto: two micro-batches only for steps of enough rows
     int cut_ = 0;  // the last step's first row of micro-batch 1
+    int last_rows_ = 0;  // the last step's rows; 0 before the first
 };
 
 }  // namespace akunu
