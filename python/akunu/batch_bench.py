@@ -77,18 +77,27 @@ def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, 
                        report["blocks_used"], report["blocks_shared"])
 
 
-def fit_prompt(path: str, pp: int, tg: int, shared_prefix: int) -> tuple[int, int]:
-    """(context, pp): the positions a run needs, and a prompt cut, with a ContextWarning, to what
-    the model was trained for once the shared prefix and the generated tokens have their room."""
+def prompt_steps(sequences: int, tokens: int) -> int:
+    """The steps run_one's prompts take at most: rows of max(128, sequences) a step. A sequence
+    whose prompt ran decodes on in the steps that run the others' (decode rows go first), so
+    its cache grows by up to this many tokens more than its prompt and generation."""
+    return -(-sequences * tokens // max(128, sequences)) + 1
+
+
+def fit_prompt(path: str, pp: int, tg: int, shared_prefix: int, sequences: int = 1) -> tuple[int, int]:
+    """(context, pp): the positions a run of `sequences` needs, and a prompt cut, with a
+    ContextWarning, to what the model was trained for once the shared prefix, the generated
+    tokens and the decode steps that share the prompts' steps have their room."""
     trained = load_config(path).max_context
-    room = trained - shared_prefix - tg - 8
+    extra = prompt_steps(sequences, pp + shared_prefix)
+    room = trained - shared_prefix - tg - 8 - extra
     if room < 1:
         raise ValueError(f"{path}: {trained} positions leave no room for a prompt after --shared-prefix "
                          f"{shared_prefix} and --tokens {tg}; ask for fewer")
     if pp > room:
         warnings.warn(f"{path} was trained for {trained} positions: --pp {pp} -> {room}", ContextWarning, stacklevel=3)
         pp = room
-    return shared_prefix + pp + tg + 8, pp
+    return shared_prefix + pp + tg + 8 + extra, pp
 
 
 def markdown(results: list[BatchResult]) -> str:
@@ -115,7 +124,7 @@ def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int
     results = []
     bar = _progress.bar(len(files) * len(sizes), "bench --batch", "run", _progress.shown(progress))
     for f in files:
-        context, prompt = fit_prompt(f, pp, tg, shared_prefix)
+        context, prompt = fit_prompt(f, pp, tg, shared_prefix, max(sizes))
         m = Model(f, context=context, progress=False, kv_dtype=kv_dtype, **(placement or {"device": device}))
         for n in sizes:
             bar.set_description(f"{f.rsplit('/', 1)[-1]}: {n} sequences")

@@ -18,15 +18,15 @@ def path():
 
 
 def test_a_prompt_past_the_trained_length_is_cut_with_a_warning(path, tmp_path, capsys):
-    with pytest.warns(akunu.ContextWarning, match="trained for 512 positions: --pp 512 -> 488"):
+    with pytest.warns(akunu.ContextWarning, match="trained for 512 positions: --pp 512 -> 479"):
         batch_bench.main([path], [1, 2], device="cpu", pp=512, tg=16, shared_prefix=0, json_path=str(tmp_path / "b"),
                          progress=False)
     rows = json.loads((tmp_path / "b").read_text())
-    assert [(r["sequences"], r["pp"], r["tg"]) for r in rows] == [(1, 488, 16), (2, 488, 16)]
-    assert "488" in capsys.readouterr().out  # the table shows the prompt measured
+    assert [(r["sequences"], r["pp"], r["tg"]) for r in rows] == [(1, 479, 16), (2, 479, 16)]
+    assert "479" in capsys.readouterr().out  # the table shows the prompt measured
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert batch_bench.fit_prompt(path, 100, 16, 20) == (144, 100)
+        assert batch_bench.fit_prompt(path, 100, 16, 20) == (146, 100)
     with pytest.raises(ValueError, match="leave no room for a prompt after --shared-prefix 400 and --tokens 200"):
         batch_bench.fit_prompt(path, 8, 200, 400)
 
@@ -46,3 +46,13 @@ def test_the_batch_profile_prints_a_decode_steps_kernels(path, capsys):
     batch_bench.run_one(m, 3, pp=8, tg=4, profile=True)
     out = capsys.readouterr().out
     assert "a decode step of 3 sequences" in out and "attention" in out and "total" in out
+
+
+def test_sequences_that_decode_while_others_prefill_have_room(path):
+    """32 prompts of 100 tokens take 26 steps of 128 rows; the first sequence decodes through
+    them, so its cache needs that many positions more than its prompt and generation."""
+    context, pp = batch_bench.fit_prompt(path, 100, 8, 0, sequences=32)
+    assert (context, pp) == (100 + 8 + 8 + batch_bench.prompt_steps(32, 100), 100)
+    m = akunu.Model(path, context=context, device="cpu", progress=False)
+    r = batch_bench.run_one(m, 32, pp=100, tg=8)
+    assert r.decode_tok_s > 0
