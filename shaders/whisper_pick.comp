@@ -10,10 +10,16 @@
 // Then a timestamp is forced where the timestamps' log-sum-exp exceeds the largest text logit.
 // The token is the argmax of what remains (lowest id on ties; <|endoftext|> when nothing does)
 // and its log-probability is -log(sum(exp(x - max))) over what remains.
+//
+// TOP_K > 0 (beam search, WhisperModel::decode_top): no pick. The TOP_K likeliest ids of what
+// remains, likeliest first (lowest id on ties), and their log-probabilities go to columns
+// [0, TOP_K) of the slot's row of tokens and logprobs (0xFFFFFFFF and -inf where fewer remain;
+// <|endoftext|> with 0 first where none does); the slot's state stays as it is.
 #include "common.glsl"
 #include "reduce.glsl"
 
 layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint TOP_K = 0;  // 0: a chain's pick; else the likeliest TOP_K (<= 16)
 layout(std430, binding = 0) readonly buffer L { float logits[]; };                // [rows, vocab]
 layout(std430, binding = 1) readonly buffer RowSlot { uint row_slot[]; };         // [rows]
 layout(std430, binding = 2) readonly buffer HeadStep { StepState head_step; };
@@ -26,6 +32,7 @@ layout(push_constant) uniform Push { WhisperPickParams p; };
 const float NEG_INF = -1.0 / 0.0;
 shared float best_score[AKUNU_MAX_SUBGROUPS];
 shared uint best_index[AKUNU_MAX_SUBGROUPS];
+shared uint taken[16];  // TOP_K: the ids already written
 
 // The largest score over the workgroup and its lowest index (every invocation gets both).
 void workgroup_argmax(inout float score, inout uint index) {
@@ -73,6 +80,29 @@ float ruled(uint i) {
     return v;
 }
 
+// TOP_K: the likeliest ids of [from, vocab) under the rules, each round the argmax of what the
+// rounds before left, with log-probabilities against the log-sum-exp `lse` of that range.
+void write_top(uint slot, uint from, float lse) {
+    const uint tid = gl_LocalInvocationID.x;
+    for (uint j = 0; j < TOP_K; ++j) {
+        float v = NEG_INF;
+        uint at = 0xFFFFFFFFu;
+        for (uint i = from + tid; i < p.vocab; i += gl_WorkGroupSize.x) {
+            bool seen = false;
+            for (uint t = 0; t < j; ++t) seen = seen || taken[t] == i;
+            const float x = seen ? NEG_INF : ruled(i);
+            if (x > v) v = x, at = i;
+        }
+        workgroup_argmax(v, at);
+        if (tid == 0u) {
+            out_tokens[slot * p.steps + j] = v == NEG_INF ? 0xFFFFFFFFu : at;
+            out_logprobs[slot * p.steps + j] = v == NEG_INF ? NEG_INF : v - lse;
+            taken[j] = at;
+        }
+        barrier();
+    }
+}
+
 void main() {
     const uint row = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
     if (row >= head_step.n_tokens) return;  // uniform across the workgroup
@@ -108,6 +138,18 @@ void main() {
     }
     const bool take_ts = force || ts_max > text_max;
     const float best = take_ts ? ts_max : text_max;
+    if (TOP_K > 0u) {
+        float sum = 0.0;
+        if (best > NEG_INF)
+            for (uint i = (force ? tb : 0u) + tid; i < p.vocab; i += gl_WorkGroupSize.x) sum += exp(ruled(i) - best);
+        sum = workgroup_sum(sum);
+        write_top(slot, force ? tb : 0u, best + log(sum));
+        if (best == NEG_INF && tid == 0u) {  // nothing left: <|endoftext|>, as a pick takes it
+            out_tokens[slot * p.steps] = p.eot;
+            out_logprobs[slot * p.steps] = 0.0;
+        }
+        return;
+    }
     uint token = take_ts ? ts_at : text_at;
     float logprob = 0.0;
     if (best == NEG_INF) {

@@ -262,16 +262,18 @@ void init_whisper(py::module_& m) {
         [](CommandList& cl, const PyBuffer& logits, const PyBuffer& row_slot, const PyBuffer& head_step,
            const PyBuffer& masks, const PyBuffer& state, const PyBuffer& tokens, const PyBuffer& logprobs,
            uint32_t vocab, uint32_t eot, uint32_t timestamp_begin, uint32_t no_timestamps, uint32_t no_speech,
-           uint32_t mask_words, uint32_t step, uint32_t steps, uint32_t n_ctx, size_t rows, size_t slots) {
+           uint32_t mask_words, uint32_t step, uint32_t steps, uint32_t n_ctx, size_t rows, size_t slots,
+           uint32_t top_k) {
             kernels::whisper_pick(
                 cl, logits.buffer, row_slot.buffer, head_step.buffer, masks.buffer, state.buffer, tokens.buffer,
                 logprobs.buffer,
-                {vocab, eot, timestamp_begin, no_timestamps, no_speech, mask_words, step, steps, n_ctx}, rows, slots);
+                {vocab, eot, timestamp_begin, no_timestamps, no_speech, mask_words, step, steps, n_ctx}, rows, slots,
+                top_k);
         },
         py::arg("cl"), py::arg("logits"), py::arg("row_slot"), py::arg("head_step"), py::arg("masks"), py::arg("state"),
         py::arg("tokens"), py::arg("logprobs"), py::arg("vocab"), py::arg("eot"), py::arg("timestamp_begin"),
         py::arg("no_timestamps"), py::arg("no_speech"), py::arg("mask_words"), py::arg("step"), py::arg("steps"),
-        py::arg("n_ctx"), py::arg("rows"), py::arg("slots"));
+        py::arg("n_ctx"), py::arg("rows"), py::arg("slots"), py::arg("top_k") = 0);
 }
 
 }  // namespace akunu::py_bindings

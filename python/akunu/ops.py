@@ -306,16 +306,18 @@ WHISPER_CHAIN_FIELDS = ("token", "pos", "generated", "max_new", "last", "before_
 
 def whisper_pick(logits, row_slot, masks, state, tokens, logprobs, eot: int, timestamp_begin: int,
                  no_timestamps: int, no_speech: int = -1, n_ctx: int = 448, step: int = 0,
-                 n_tokens: int | None = None) -> float:
+                 n_tokens: int | None = None, top_k: int = 0) -> float:
     """A greedy chain's pick (akunu.whisper.chain) for each of the first n_tokens rows (default:
     all) of logits [rows, vocab] f32: the rules of slot row_slot[r] (masks u32 [slots, 2, words]:
     suppress and begin_suppress bits; state u32 [slots, 12], WHISPER_CHAIN_FIELDS), the argmax
     and its log-probability into column `step` of tokens u32 / logprobs f32 [slots, steps], and
-    the slot's state moved on."""
+    the slot's state moved on. top_k > 0 (beam search): the top_k likeliest ids under the rules
+    and their log-probabilities into columns [0, top_k) instead (0xFFFFFFFF and -inf where fewer
+    remain), the state unchanged."""
     rows, vocab = logits.shape
     slots, steps = tokens.shape
     head = _step(logits.device, rows if n_tokens is None else n_tokens)
     none = 0xFFFFFFFF if no_speech < 0 else no_speech
     return _run(logits.device, lambda cl: kernels.whisper_pick(
         cl, logits, row_slot, head, masks, state, tokens, logprobs, vocab, eot, timestamp_begin, no_timestamps, none,
-        masks.shape[-1], step, steps, n_ctx, rows, slots))
+        masks.shape[-1], step, steps, n_ctx, rows, slots, top_k))

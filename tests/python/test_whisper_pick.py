@@ -112,3 +112,35 @@ def test_picks_follow_the_rules(backend, rng):
             if np.isfinite(raw).all():
                 np.testing.assert_allclose(st[F["no_speech"]:].view(np.float32)[0], p, rtol=1e-5)
     assert forced >= 2, "no row took the forced-timestamp branch"
+
+
+def test_top_k_candidates_follow_the_rules(backend, rng):
+    """top_k (beam search's candidates): the likeliest ids of LogitRules.apply's row, likeliest
+    first, lowest id on ties, with float64 log-softmax log-probabilities; columns past what
+    remains read 0xFFFFFFFF and -inf; the state and the other columns are untouched."""
+    dev = akunu.Device(backend)
+    rows = cases(rng)
+    n, words, steps, k = len(rows), (VOCAB + 31) // 32, 8, 6
+    logits = np.stack([r[-1] for r in rows])
+    state = np.stack([state_of(g, ts, mi, mn, pos) for g, ts, mi, _, _, mn, pos, _ in rows])
+    masks = np.stack([[bits(s, words), bits(b, words)] for _, _, _, s, b, _, _, _ in rows])
+    order = rng.permutation(n).astype(np.uint32)
+    bufs = dict(logits=dev.upload(logits[order]), row_slot=dev.upload(order), masks=dev.upload(masks),
+                state=dev.upload(state), tokens=dev.upload(np.full((n, steps), 0xDEADBEEF, np.uint32)),
+                logprobs=dev.upload(np.full((n, steps), np.nan, np.float32)))
+    ops.whisper_pick(**bufs, eot=EOT, timestamp_begin=TB, no_timestamps=NO_TS, no_speech=3, n_ctx=N_CTX, top_k=k)
+    tokens, logprobs = bufs["tokens"].numpy(), bufs["logprobs"].numpy()
+    np.testing.assert_array_equal(bufs["state"].numpy(), state)
+    assert (tokens[:, k:] == 0xDEADBEEF).all()
+    short = 0
+    for s, (gen, ts, mi, sup, beg, _, _, x) in enumerate(rows):
+        lp = log_softmax(np.asarray(LogitRules(Ids, sup, beg, ts, mi).apply(x, gen), np.float64))
+        finite = np.flatnonzero(np.isfinite(lp))
+        want = finite[np.lexsort((finite, -lp[finite]))][:k]  # likeliest first, lower id on ties
+        short += len(want) < k
+        assert tokens[s, :len(want)].tolist() == want.tolist(), f"slot {s}: history {gen}, timestamps {ts}"
+        np.testing.assert_allclose(logprobs[s, :len(want)], lp[want], atol=2e-5, err_msg=f"slot {s}")
+        assert (tokens[s, len(want):k] == NONE).all() and np.isneginf(logprobs[s, len(want):k]).all()
+    assert short >= 1, "no row ran out of candidates"
+    with pytest.raises(akunu.Error, match="top_k 9 must be at most 16 and at most the outputs' row of 8"):
+        ops.whisper_pick(**bufs, eot=EOT, timestamp_begin=TB, no_timestamps=NO_TS, top_k=9)

@@ -4,6 +4,7 @@
 // (shaders/) over the same workgroups: one for the rows, one per row for the picks. The sums of
 // exponentials are in double: one float32 running sum over a whole vocabulary drops the many
 // terms below half its last place (the shader's per-invocation partial sums do not).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -84,6 +85,26 @@ void advance(WhisperChainSlot& st, uint32_t token, const WhisperPickParams& p) {
     if (st.generated >= st.max_new || st.pos >= p.n_ctx) st.flags |= AKUNU_CHAIN_DONE;
 }
 
+// top_k > 0: the top_k likeliest ids of [from, vocab) under the rules, likeliest first (lowest
+// id on ties), with log-probabilities against `lse`, into columns [0, top_k) of the slot's row
+// (whisper_pick.comp's write_top).
+void write_top(const CpuArgs& a, const Ruled& x, uint32_t slot, uint32_t from, float lse, uint32_t top_k) {
+    const auto& p = a.p<WhisperPickParams>();
+    uint32_t* tokens = a.at<uint32_t>(5) + size_t(slot) * p.steps;
+    float* logprobs = a.at<float>(6) + size_t(slot) * p.steps;
+    for (uint32_t j = 0; j < top_k; ++j) {
+        float v = kNegInf;
+        uint32_t at = 0xFFFFFFFFu;
+        for (uint32_t i = from; i < p.vocab; ++i) {
+            if (std::find(tokens, tokens + j, i) != tokens + j) continue;
+            const float xi = x(i);
+            if (xi > v) v = xi, at = i;
+        }
+        tokens[j] = v == kNegInf ? 0xFFFFFFFFu : at;
+        logprobs[j] = v == kNegInf ? kNegInf : v - lse;
+    }
+}
+
 void pick(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<WhisperPickParams>();
     const auto& head_step = *a.at<const StepState>(2);
@@ -114,6 +135,17 @@ void pick(const CpuArgs& a, size_t begin, size_t end) {
         }
         const bool take_ts = force || ts_max > text_max;
         const float best = take_ts ? ts_max : text_max;
+        if (a.spec[0] > 0) {
+            double sum = 0.0;
+            if (best > kNegInf)
+                for (uint32_t i = force ? tb : 0; i < p.vocab; ++i) sum += std::exp(x(i) - best);
+            write_top(a, x, slot, force ? tb : 0, best + float(std::log(sum)), a.spec[0]);
+            if (best == kNegInf) {  // nothing left: <|endoftext|>, as a pick takes it
+                a.at<uint32_t>(5)[size_t(slot) * p.steps] = p.eot;
+                a.at<float>(6)[size_t(slot) * p.steps] = 0.0f;
+            }
+            continue;
+        }
         uint32_t token = take_ts ? ts_at : text_at;
         float logprob = 0.0f;
         if (best == kNegInf) {

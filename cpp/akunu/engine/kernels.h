@@ -334,8 +334,10 @@ void whisper_chain_rows(DispatchSink& s, const ChainRowsBindings& b, const Whisp
 // The token of each of up to `rows` rows of logits f32 [rows, vocab] under its slot's rules,
 // masks u32 [slots, 2, mask_words], into tokens u32 / logprobs f32 [slots, steps] (params.h
 // WhisperPickParams).
+// With top_k > 0 (at most 16 and p.steps), beam search's candidates instead: the top_k likeliest
+// ids under the rules into columns [0, top_k), the state unchanged (whisper_pick.comp).
 void whisper_pick(DispatchSink& s, const Binding& logits, const Binding& row_slot, const Binding& head_step,
                   const Binding& masks, const Binding& state, const Binding& tokens, const Binding& logprobs,
-                  const WhisperPickParams& p, size_t rows, size_t slots);
+                  const WhisperPickParams& p, size_t rows, size_t slots, uint32_t top_k = 0);
 
 }  // namespace akunu::kernels

@@ -32,7 +32,7 @@ void whisper_chain_rows(DispatchSink& s, const ChainRowsBindings& b, const Whisp
 
 void whisper_pick(DispatchSink& s, const Binding& logits, const Binding& row_slot, const Binding& head_step,
                   const Binding& masks, const Binding& state, const Binding& tokens, const Binding& logprobs,
-                  const WhisperPickParams& p, size_t rows, size_t slots) {
+                  const WhisperPickParams& p, size_t rows, size_t slots, uint32_t top_k) {
     AKUNU_CHECK(p.vocab > p.timestamp_begin && p.eot < p.timestamp_begin && p.no_timestamps < p.timestamp_begin,
                 "whisper_pick: <|endoftext|> and <|notimestamps|> must come before timestamp_begin, which must be "
                 "inside the vocabulary of " +
@@ -40,6 +40,9 @@ void whisper_pick(DispatchSink& s, const Binding& logits, const Binding& row_slo
     AKUNU_CHECK(p.mask_words * 32 >= p.vocab && p.step < p.steps,
                 "whisper_pick: the masks must cover the vocabulary "
                 "and the step must be inside the chain");
+    AKUNU_CHECK(top_k <= 16 && top_k <= p.steps, "whisper_pick: top_k " + std::to_string(top_k) +
+                                                     " must be at most 16 and at most the outputs' row of " +
+                                                     std::to_string(p.steps));
     check_fits(logits, rows * p.vocab, DType::kF32, "whisper_pick", "logits");
     check_fits(row_slot, rows, DType::kU32, "whisper_pick", "row_slot");
     check_bytes(head_step, sizeof(StepState), "whisper_pick", "head_step");
@@ -47,7 +50,7 @@ void whisper_pick(DispatchSink& s, const Binding& logits, const Binding& row_slo
     check_bytes(state, slots * sizeof(WhisperChainSlot), "whisper_pick", "state");
     check_fits(tokens, slots * p.steps, DType::kU32, "whisper_pick", "tokens");
     check_fits(logprobs, slots * p.steps, DType::kF32, "whisper_pick", "logprobs");
-    emit(s, "whisper_pick", {}, {logits, row_slot, head_step, masks, state, tokens, logprobs}, p,
+    emit(s, "whisper_pick", {top_k}, {logits, row_slot, head_step, masks, state, tokens, logprobs}, p,
          Grid{checked_u32(rows, "whisper_pick: rows"), 1});
 }
 
