@@ -71,17 +71,25 @@ def bits(ids, words):
     return m
 
 
-def test_picks_follow_the_rules(backend, rng):
+def buffers(backend, rows, rng, steps):
+    """The pick's buffers for `rows` (cases()), row r picking for slot order[r]: (buffers, the
+    slots' states, order)."""
     dev = akunu.Device(backend)
-    rows = cases(rng)
-    n, words, steps, step = len(rows), (VOCAB + 31) // 32, 3, 1
+    n, words = len(rows), (VOCAB + 31) // 32
     logits = np.stack([r[-1] for r in rows])
     state = np.stack([state_of(g, ts, mi, mn, pos) for g, ts, mi, _, _, mn, pos, _ in rows])
     masks = np.stack([[bits(s, words), bits(b, words)] for _, _, _, s, b, _, _, _ in rows])
-    order = rng.permutation(n).astype(np.uint32)  # row r picks for slot order[r]
+    order = rng.permutation(n).astype(np.uint32)
     bufs = dict(logits=dev.upload(logits[order]), row_slot=dev.upload(order), masks=dev.upload(masks),
                 state=dev.upload(state), tokens=dev.upload(np.full((n, steps), 0xDEADBEEF, np.uint32)),
                 logprobs=dev.upload(np.full((n, steps), np.nan, np.float32)))
+    return bufs, state, order
+
+
+def test_picks_follow_the_rules(backend, rng):
+    rows = cases(rng)
+    n, steps, step = len(rows), 3, 1
+    bufs, state, order = buffers(backend, rows, rng, steps)
     ops.whisper_pick(**bufs, eot=EOT, timestamp_begin=TB, no_timestamps=NO_TS, no_speech=3, n_ctx=N_CTX, step=step,
                      n_tokens=n - 1)
     tokens, logprobs, after = bufs["tokens"].numpy(), bufs["logprobs"].numpy(), bufs["state"].numpy()
@@ -118,16 +126,9 @@ def test_top_k_candidates_follow_the_rules(backend, rng):
     """top_k (beam search's candidates): the likeliest ids of LogitRules.apply's row, likeliest
     first, lowest id on ties, with float64 log-softmax log-probabilities; columns past what
     remains read 0xFFFFFFFF and -inf; the state and the other columns are untouched."""
-    dev = akunu.Device(backend)
     rows = cases(rng)
-    n, words, steps, k = len(rows), (VOCAB + 31) // 32, 8, 6
-    logits = np.stack([r[-1] for r in rows])
-    state = np.stack([state_of(g, ts, mi, mn, pos) for g, ts, mi, _, _, mn, pos, _ in rows])
-    masks = np.stack([[bits(s, words), bits(b, words)] for _, _, _, s, b, _, _, _ in rows])
-    order = rng.permutation(n).astype(np.uint32)
-    bufs = dict(logits=dev.upload(logits[order]), row_slot=dev.upload(order), masks=dev.upload(masks),
-                state=dev.upload(state), tokens=dev.upload(np.full((n, steps), 0xDEADBEEF, np.uint32)),
-                logprobs=dev.upload(np.full((n, steps), np.nan, np.float32)))
+    steps, k = 8, 6
+    bufs, state, _ = buffers(backend, rows, rng, steps)
     ops.whisper_pick(**bufs, eot=EOT, timestamp_begin=TB, no_timestamps=NO_TS, no_speech=3, n_ctx=N_CTX, top_k=k)
     tokens, logprobs = bufs["tokens"].numpy(), bufs["logprobs"].numpy()
     np.testing.assert_array_equal(bufs["state"].numpy(), state)
