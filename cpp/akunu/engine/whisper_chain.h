@@ -50,6 +50,22 @@ struct GreedyResult {
     float no_speech_prob = 0.0f;  // p(<|nospeech|>) of the raw logits of the first pick
 };
 
+// A beam's step (WhisperModel::decode_top): slot `seq` feeds `token`; its row's candidates are
+// ruled as the next token after `history`, the window's tokens so far (the fed one last).
+struct BeamRequest {
+    int seq = 0;
+    int token = 0;
+    std::vector<int> history;
+    GreedyRules rules;
+};
+
+// A beam's candidates: the likeliest ids under the rules, likeliest first, and their
+// log-probabilities (fewer than asked for where fewer remain).
+struct TopCandidates {
+    std::vector<int> ids;
+    std::vector<float> logprobs;
+};
+
 // The chain's buffers and its recording (WhisperModel owns one; whisper_chain.cpp).
 struct WhisperChain {
     int steps = 0;  // decoder steps per submission (tuning whisper_chain)
@@ -64,6 +80,10 @@ struct WhisperChain {
     std::vector<float> picked_lp;  // [slots, steps] staging of logprobs
     GreedySpecials recorded;  // the ids the command list was recorded with
     std::unique_ptr<CommandList> cl;  // recorded at the first decode_greedy (the ids are its push constants)
+    // decode_top's one step with candidates (whisper_beams.cpp), recorded at its first call.
+    std::unique_ptr<CommandList> top_cl;
+    GreedySpecials top_recorded;
+    uint32_t top_k = 0;
 };
 
 }  // namespace akunu

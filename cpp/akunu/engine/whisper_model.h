@@ -93,6 +93,12 @@ public:
     // runs. Throws when chain_steps() is 0 (tuning whisper_chain=0).
     std::vector<GreedyResult> decode_greedy(const std::vector<GreedyRequest>& requests, const GreedySpecials& specials);
     int chain_steps() const { return chain_.steps; }
+    // Beam search's step (whisper_beams.cpp): each request's slot feeds its token, and the top_k
+    // likeliest ids of its row under its rules after its history come back, picked on the device
+    // (the logits stay there). Slots are distinct and have audio; top_k is 1 to
+    // min(16, chain_steps()); checks everything before anything runs.
+    std::vector<TopCandidates> decode_top(const std::vector<BeamRequest>& requests, int top_k,
+                                          const GreedySpecials& specials);
     // out[n_mels, n / 160]: the log-mel spectrogram of n 16-kHz samples (whisper_mel.h) with the
     // model's filter bank. The spectrogram's buffers are made on first use for at least 30 s
     // and grow to the longest clip asked for (they scale with its length).
@@ -126,7 +132,9 @@ private:
     void run_rows(size_t first, size_t n, const std::vector<size_t>& heads);
     void allocate_chain();  // whisper_chain.cpp
     void record_chain(const GreedySpecials& specials);
-    void check_greedy(const std::vector<GreedyRequest>& requests, const GreedySpecials& specials) const;
+    std::unique_ptr<CommandList> record_picks(const GreedySpecials& specials, int steps, uint32_t top_k) const;
+    void check_greedy(const std::vector<GreedyRequest>& requests, const GreedySpecials& specials,
+                      const std::string& what = "decode_greedy") const;
     void start_greedy(const std::vector<GreedyRequest>& requests);
 
     std::shared_ptr<Device> device_;

@@ -6,7 +6,9 @@ Every window is a `Task` (its row of the last encode, its prompt, its rules). A 
 one token to every slot still running, in one `decode` call for all windows; greedy search runs
 in chains of steps on the device instead where the engine has them (chain.py). Beam search keeps
 each beam's KV in its slot; when a beam is continued twice, its slot is copied into a slot
-whose beam was dropped (`copy_sequence`).
+whose beam was dropped (`copy_sequence`). Where the engine has chains, each beam step's
+candidates are picked on the device (`decode_top`: the logit rules and the top beam_size + 1
+ids), and the host ranks the beams from those alone.
 """
 from __future__ import annotations
 
@@ -95,13 +97,23 @@ class _Beams:
         self.finished: list[Hypothesis] = []
         self.done = False
 
-    def step(self, model, rows):
+    def offers(self, rows):
+        """Each beam's candidates from its slot's row of logits under the rules, by slot: its
+        beam_size + 1 likeliest (token, log-probability) pairs (the host's form of what
+        decode_top picks on the device)."""
+        out = {}
+        for slot, h in zip(self.slots, self.beams):
+            lp = log_softmax(self.task.rules.apply(rows[slot], h.tokens))
+            out[slot] = [(int(t), float(lp[t])) for t in _top(lp, self.beam_size + 1) if np.isfinite(lp[t])]
+        return out
+
+    def step(self, model, offers):
+        """Ranks the beams' candidates (offers: by slot, as offers() gives them); returns the
+        (slot, token) each kept beam feeds next."""
         cands = {}
         for j, h in enumerate(self.beams):
-            lp = log_softmax(self.task.rules.apply(rows[self.slots[j]], h.tokens))
-            for tok in _top(lp, self.beam_size + 1):
-                if np.isfinite(lp[tok]):
-                    cands.setdefault(tuple(h.tokens) + (int(tok),), (h.sum_logprob + float(lp[tok]), j, float(lp[tok])))
+            for tok, lp in offers[self.slots[j]]:
+                cands.setdefault(tuple(h.tokens) + (tok,), (h.sum_logprob + lp, j, lp))
         chosen, newly = [], []
         for seq in sorted(cands, key=lambda s: -cands[s][0]):
             score, j, lp = cands[seq]
@@ -204,6 +216,34 @@ def search(model, tasks: list[Task], tokens, *, temperature: float, beam_size: i
     return out
 
 
+def _top_on_device(model, groups) -> int:
+    """Candidates per beam that the engine picks on the device (decode_top), or 0 where the host
+    ranks them from the logits: sampling, or an engine without chains (tuning whisper_chain=0)."""
+    if not groups or not isinstance(groups[0], _Beams) or not hasattr(model, "decode_top"):
+        return 0
+    k = groups[0].beam_size + 1
+    return k if k <= min(16, getattr(model, "chain_steps", 0)) else 0
+
+
+def _decode_top(model, groups, tokens, k):
+    """Feeds each running beam's last token and returns its candidates under its rules, by slot,
+    picked on the device: the logits are not read."""
+    seqs, fed, histories, rules = [], [], [], []
+    for g in groups:
+        if g.done:
+            continue
+        for slot, h in zip(g.slots, g.beams):
+            seqs.append(slot)
+            fed.append(h.tokens[-1])
+            histories.append(h.tokens)
+            rules.append(g.task.rules)
+    picked = model.decode_top(
+        seqs, fed, histories, k, [r.suppress.tolist() for r in rules], [r.begin_suppress.tolist() for r in rules],
+        [bool(r.timestamps) for r in rules], [-1 if r.max_initial is None else int(r.max_initial) for r in rules],
+        eot=tokens.eot, timestamp_begin=tokens.timestamp_begin, no_timestamps=tokens.no_timestamps)
+    return {s: list(zip(ids, lps)) for s, (ids, lps) in zip(seqs, picked)}
+
+
 def _run(model, groups, tokens, length_penalty):
     logits, no_speech = _prefill(model, groups, tokens.no_speech)
     rows = {}
@@ -211,10 +251,15 @@ def _run(model, groups, tokens, length_penalty):
         for s in g.slots[1:] if isinstance(g, _Samples) else []:  # beams copy when they split
             model.copy_sequence(g.slots[0], s)
         rows.update({s: row for s in g.slots})
+    top_k, picked = _top_on_device(model, groups), None
     while True:
-        feeds = [f for g in groups if not g.done for f in g.step(model, rows)]
+        feeds = [f for g in groups if not g.done
+                 for f in g.step(model, rows if isinstance(g, _Samples) else picked or g.offers(rows))]
         if not feeds:
             break
+        if top_k:
+            picked = _decode_top(model, groups, tokens, top_k)
+            continue
         out = np.array(model.decode([s for s, _ in feeds], [[t] for _, t in feeds]))
         rows = {s: row for (s, _), row in zip(feeds, out)}
     results = []
