@@ -8,7 +8,8 @@
 // twice the products of vpdpwssd per instruction. Each sub-block's sum is exact in int32, the
 // offset taken off through the sub-block's sum of x codes:
 //   Y[t][j] += float(sum_s u_js x8_t - offset sum_s x8_t) * (scale_js d_xt) + minimum_js d_xt sum_s x8_t
-// (the result is the exact product of the weights with the rounded x).
+// (the result is the exact product of the weights with the rounded x; the integer sums start at
+// -offset sum_s x8_t).
 //
 // Register block: 6 token rows x 64 columns = 24 int32 accumulators + 4 weight registers; the
 // x quads enter as broadcasts. After each sub-block the sums are scaled into the fp32 rows.
@@ -198,11 +199,17 @@ void block(const BytePanel& w, size_t subs, size_t sub, int offset, const ByteRo
     const int32_t* xr[M];  // each row's x quads from k0
     for (int i = 0; i < M; ++i) xr[i] = reinterpret_cast<const int32_t*>(x.q + (row + i) * x.k + k0);
     for (size_t s = 0; s < subs; ++s) {
-        __m512i c[M][4];
+        const size_t e0 = k0 + s * sub;  // the sub-block's first element of x
+        int32_t xs[M];  // each row's sum of x codes over the sub-block
+        __m512i c[M][4];  // starting at -offset * xs: the offset's part of the sum
 #pragma GCC unroll 6
-        for (int i = 0; i < M; ++i)
+        for (int i = 0; i < M; ++i) {
+            const int32_t* s16 = x.sum16 + (row + i) * (x.k / 16) + e0 / 16;
+            xs[i] = sub == 16 ? s16[0] : s16[0] + s16[1];
+            const __m512i start = _mm512_set1_epi32(Offset ? -offset * xs[i] : 0);
 #pragma GCC unroll 6
-            for (int j = 0; j < 4; ++j) c[i][j] = _mm512_setzero_si512();
+            for (int j = 0; j < 4; ++j) c[i][j] = start;
+        }
         for (size_t p = s * sub / 4; p < (s + 1) * sub / 4; ++p) {
             const uint32_t* wp = w.q[p];
             const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 16), w2 = _mm512_load_si512(wp + 32),
@@ -216,20 +223,15 @@ void block(const BytePanel& w, size_t subs, size_t sub, int offset, const ByteRo
                 dpbusd(c[i][3], w3, xv);
             }
         }
-        const size_t e0 = k0 + s * sub;  // the sub-block's first element of x
 #pragma GCC unroll 6
         for (int i = 0; i < M; ++i) {
-            const int32_t* s16 = x.sum16 + (row + i) * (x.k / 16) + e0 / 16;
-            const int32_t xs = sub == 16 ? s16[0] : s16[0] + s16[1];
             const float dx = x.d[(row + i) * (x.k / 32) + e0 / 32];
-            const __m512 vdx = _mm512_set1_ps(dx), fs = _mm512_set1_ps(Minimum ? dx * float(xs) : 0.0f);
-            const __m512i off = _mm512_set1_epi32(offset * xs);
+            const __m512 vdx = _mm512_set1_ps(dx), fs = _mm512_set1_ps(Minimum ? dx * float(xs[i]) : 0.0f);
 #pragma GCC unroll 6
             for (int j = 0; j < 4; ++j) {
                 float* out = acc + i * kGemmTile + 16 * j;
-                const __m512i ci = Offset ? _mm512_sub_epi32(c[i][j], off) : c[i][j];
                 const __m512 scale = _mm512_mul_ps(_mm512_load_ps(&w.scale[s][16 * j]), vdx);
-                __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ci), scale, _mm512_loadu_ps(out));
+                __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c[i][j]), scale, _mm512_loadu_ps(out));
                 if constexpr (Minimum) a = _mm512_fmadd_ps(_mm512_load_ps(&w.minimum[s][16 * j]), fs, a);
                 _mm512_storeu_ps(out, a);
             }
