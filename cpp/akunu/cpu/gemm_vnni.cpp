@@ -21,7 +21,7 @@
 
 #include "akunu/cpu/fifth_bits_avx2.h"
 #include "akunu/cpu/gemm_int_runs.h"
-#include "akunu/cpu/kquant_gemv.h"
+#include "akunu/cpu/kquant_quads_avx512.h"
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/cpu/vec_math.h"
@@ -50,12 +50,6 @@ size_t sub_elements(TensorType tiled) { return tiled == T::Q6_K_T32 ? 16 : 32; }
 // Whether w = scale q + minimum (else the minimum is zero).
 bool has_minimum(TensorType tiled) {
     return tiled == T::Q4_1_T32 || tiled == T::Q5_1_T32 || tiled == T::Q4_K_T32 || tiled == T::Q5_K_T32;
-}
-
-// Row r of a tile into panel column j: codes for elements [0, n) from `codes`, kk0 the chunk's
-// element the first code is.
-void put_codes(IntPanel& w, size_t j, size_t kk0, const int16_t* codes, size_t n) {
-    for (size_t i = 0; i < n; ++i) w.q[(kk0 + i) / 2][j][(kk0 + i) % 2] = codes[i];
 }
 
 // 8 rows' chunk of 4 codes (bytes, as int16 after `offset` is taken off) into panel pairs p
@@ -113,20 +107,19 @@ void unpack_block32(const uint8_t* tile, size_t b0, size_t nb, IntPanel& w, size
     }
 }
 
-// k-quant super-blocks (one per chunk) through kquant_gemv.h's decoders.
+// k-quant super-blocks (one per chunk): codes 16 rows at a time (kquant_quads_avx512.h), each
+// quad of codes two int16 pairs (Q6_K's less its offset), scales row by row.
 template <TensorType Base>
 void unpack_kquant(const uint8_t* tile, size_t b0, size_t, IntPanel& w, size_t c0) {
-    constexpr size_t subs = 256 / kquant::kSub<Base>;
-    kquant::KBlock kb;
-    for (size_t r = 0; r < kTileRows; ++r) {
-        const uint8_t* block = tile + (b0 * kTileRows + r) * kquant::kBlockBytes<Base>;
-        if constexpr (Base == T::Q6_K)
-            kquant::decode_q6_k(block, kb);
-        else
-            kquant::decode_k4<Base>(block, kb);
-        put_codes(w, c0 + r, 0, kb.q, 256);
-        for (size_t s = 0; s < subs; ++s) w.scale[s][c0 + r] = kb.scale[s], w.minimum[s][c0 + r] = kb.minimum[s];
-    }
+    const uint8_t* first = tile + b0 * kTileRows * kquant::kBlockBytes<Base>;
+    const int offset = Base == T::Q6_K ? 32 : 0;
+    for (size_t r0 = 0; r0 < kTileRows; r0 += 16)
+        kquant::quads16<Base>(first + r0 * kquant::kBlockBytes<Base>, [&](size_t p, kquant::Words v) {
+            const __m512i quads = (__m512i)v;
+            put_chunk<false>(w, 2 * p, c0 + r0, _mm512_castsi512_si256(quads), offset);
+            put_chunk<false>(w, 2 * p, c0 + r0 + 8, _mm512_extracti64x4_epi64(quads, 1), offset);
+        });
+    kquant::panel_scales<Base>(first, w, c0);
 }
 
 using UnpackFn = void (*)(const uint8_t* tile, size_t b0, size_t nb, IntPanel& w, size_t c0);

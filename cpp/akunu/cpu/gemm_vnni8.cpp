@@ -21,7 +21,7 @@
 
 #include "akunu/cpu/gemm_int_runs.h"
 #include "akunu/cpu/gemm_vnni.h"
-#include "akunu/cpu/kquant_gemv.h"
+#include "akunu/cpu/kquant_quads_avx512.h"
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/formats/tiles.h"
@@ -104,67 +104,14 @@ void unpack_block32(const uint8_t* tile, size_t b0, size_t nb, BytePanel& w, siz
     }
 }
 
-// 16 rows' 32-bit words as one vector (GCC's vector extension: the decoding reads as scalar
-// code on each row's word), gathered from each row's super-block `at` bytes in.
-using Words = uint32_t __attribute__((vector_size(64)));
-
-template <TensorType Base>
-inline Words gather(const uint8_t* first, size_t at) {
-    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(int(kquant::kBlockBytes<Base>)));
-    return (Words)_mm512_i32gather_epi32(rows, first + at, 1);
-}
-
-// The codes of a super-block of 16 rows (k-quant tiles keep each row's super-blocks whole) into
-// panel rows p of columns [j, j + 16): Q4_K/Q5_K 64 elements per 32 bytes of qs, low nibbles
-// first, Q5_K's fifth bit from qh (two bits per 64); Q6_K's low 4 bits from ql, high 2 from qh.
-template <TensorType Base>
-void unpack_codes16(const uint8_t* first, BytePanel& w, size_t j) {
-    const uint32_t low4 = 0x0F0F0F0F, low2 = 0x03030303, bit = 0x01010101;
-    auto put = [&](size_t p, Words v) { std::memcpy(&w.q[p][j], &v, 64); };
-    for (size_t g = 0; g < 8; ++g) {  // words of 4 elements: g of each 32
-        if constexpr (Base == T::Q6_K) {
-            for (size_t h = 0; h < 2; ++h) {
-                const Words ql0 = gather<Base>(first, 64 * h + 4 * g), ql1 = gather<Base>(first, 64 * h + 32 + 4 * g);
-                const Words qh = gather<Base>(first, 128 + 32 * h + 4 * g);
-                put(32 * h + g, (ql0 & low4) | ((qh & low2) << 4));
-                put(32 * h + 8 + g, (ql1 & low4) | (((qh >> 2) & low2) << 4));
-                put(32 * h + 16 + g, ((ql0 >> 4) & low4) | (((qh >> 4) & low2) << 4));
-                put(32 * h + 24 + g, ((ql1 >> 4) & low4) | (((qh >> 6) & low2) << 4));
-            }
-            continue;
-        }
-        const Words qh = Base == T::Q5_K ? gather<Base>(first, 16 + 4 * g) : Words{};
-        for (size_t q = 0; q < 4; ++q) {
-            const Words v = gather<Base>(first, (Base == T::Q5_K ? 48 : 16) + 32 * q + 4 * g);
-            Words lo = v & low4, hi = (v >> 4) & low4;
-            if constexpr (Base == T::Q5_K)
-                lo |= ((qh >> int(2 * q)) & bit) << 4, hi |= ((qh >> int(2 * q + 1)) & bit) << 4;
-            put(16 * q + g, lo), put(16 * q + 8 + g, hi);
-        }
-    }
-}
-
 // k-quant super-blocks (one per chunk): codes 16 rows at a time, scales row by row.
 template <TensorType Base>
 void unpack_kquant(const uint8_t* tile, size_t b0, size_t, BytePanel& w, size_t c0) {
     const uint8_t* first = tile + b0 * kTileRows * kquant::kBlockBytes<Base>;
     for (size_t r0 = 0; r0 < kTileRows; r0 += 16)
-        unpack_codes16<Base>(first + r0 * kquant::kBlockBytes<Base>, w, c0 + r0);
-    for (size_t r = 0; r < kTileRows; ++r) {
-        const uint8_t* b = first + r * kquant::kBlockBytes<Base>;
-        if constexpr (Base == T::Q6_K) {
-            const float d = half_at(b + 208);
-            for (size_t s = 0; s < 16; ++s)
-                w.scale[s][c0 + r] = d * float(int8_t(b[192 + s])), w.minimum[s][c0 + r] = 0;
-        } else {
-            uint8_t sm[16];
-            kquant::scales_mins(b + 4, sm);
-            const float d = half_at(b), dmin = half_at(b + 2);
-            for (size_t s = 0; s < 8; ++s)
-                w.scale[s][c0 + r] = d * float(sm[s]), w.minimum[s][c0 + r] = -dmin * float(sm[8 + s]);
-        }
-    }
+        kquant::quads16<Base>(first + r0 * kquant::kBlockBytes<Base>,
+                              [&](size_t p, kquant::Words v) { std::memcpy(&w.q[p][c0 + r0], &v, 64); });
+    kquant::panel_scales<Base>(first, w, c0);
 }
 
 using UnpackFn = void (*)(const uint8_t* tile, size_t b0, size_t nb, BytePanel& w, size_t c0);
