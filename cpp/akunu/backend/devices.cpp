@@ -200,14 +200,20 @@ uint64_t Device::address_of(const Allocation& a) const {
 }
 
 // On the CPU backend a kernel name resolves to a C++ kernel; in int8 mode a kernel with an
-// integer-dot form ("gemv_q4_0_t32_i8") runs that form, else one with a 16-bit integer form
-// ("gemm_q4_0_t32_i16", registered where the processor has it) runs that unless tuning
-// int_gemm=0.
+// integer-dot form ("gemv_q4_0_t32_i8") runs that form, else, unless tuning int_gemm=0, one with
+// an integer form registered where the processor has it: with int8_gemm its 8-bit x form
+// ("gemm_q4_0_t32_x8"), else its 16-bit one ("gemm_q4_0_t32_i16").
 std::unique_ptr<Pipeline> Device::make_pipeline(const std::string& kernel, const std::vector<uint32_t>& spec) {
     if (!is_cpu()) return std::make_unique<Pipeline>(*this, pipeline_cache_, kernel, spec);
-    const bool int8 = profile_.int8_activations && cpu::has_kernel(kernel + "_i8");
-    const bool int16 = !int8 && profile_.tuning.int_gemm && cpu::has_kernel(kernel + "_i16");
-    return std::make_unique<Pipeline>(cpu::find_kernel(kernel + (int8 ? "_i8" : int16 ? "_i16" : "")), kernel, spec);
+    const Tuning& t = profile_.tuning;
+    const char* form = "";
+    if (profile_.int8_activations && cpu::has_kernel(kernel + "_i8"))
+        form = "_i8";
+    else if (t.int_gemm && t.int8_gemm && cpu::has_kernel(kernel + "_x8"))
+        form = "_x8";
+    else if (t.int_gemm && cpu::has_kernel(kernel + "_i16"))
+        form = "_i16";
+    return std::make_unique<Pipeline>(cpu::find_kernel(kernel + form), kernel, spec);
 }
 
 std::unique_ptr<Recorder> Device::recorder(uint32_t max_timestamps) {

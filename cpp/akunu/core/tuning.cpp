@@ -49,6 +49,11 @@ const std::vector<Row>& rows() {
           "The CPU backend's prefill GEMMs on quantized tiles round x to 16 bits and sum integer products where the "
           "processor has AVX-512 VNNI (0: fp32 products on dequantized weights)."},
          &Tuning::int_gemm},
+        {{"int8_gemm", "bool",
+          "With int_gemm, the CPU backend's prefill GEMMs round x to 8 bits per block of 32 (as llama.cpp's q8_0) and "
+          "multiply bytes (AVX-512 VNNI vpdpbusd): about twice the products per instruction, but x only within 1/254 "
+          "of its block's largest value (0: 16 bits, within 1/65534)."},
+         &Tuning::int8_gemm},
         {{"cpu_inline_us", "int",
           "The CPU backend runs a dispatch on the calling thread instead of sharing it with the pool's threads when "
           "its last run took less than this many microseconds of one thread's time: handing so little work over costs "

@@ -17,11 +17,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "akunu/cpu/fifth_bits_avx2.h"
-#include "akunu/cpu/kquant_gemv.h"
+#include "akunu/cpu/gemm_int_runs.h"
+#include "akunu/cpu/kquant_quads_avx512.h"
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/cpu/vec_math.h"
@@ -35,7 +35,7 @@ namespace {
 
 using T = TensorType;
 
-constexpr size_t kChunk = 256;  // k per panel: one k-quant super-block, eight 32-element blocks
+constexpr size_t kChunk = kGemmChunk;  // k per panel: one k-quant super-block, eight 32-element blocks
 constexpr size_t kRows = 6;  // token rows per register block
 
 // 64 columns of the weights over a chunk of k, as the block multiplies them.
@@ -50,12 +50,6 @@ size_t sub_elements(TensorType tiled) { return tiled == T::Q6_K_T32 ? 16 : 32; }
 // Whether w = scale q + minimum (else the minimum is zero).
 bool has_minimum(TensorType tiled) {
     return tiled == T::Q4_1_T32 || tiled == T::Q5_1_T32 || tiled == T::Q4_K_T32 || tiled == T::Q5_K_T32;
-}
-
-// Row r of a tile into panel column j: codes for elements [0, n) from `codes`, kk0 the chunk's
-// element the first code is.
-void put_codes(IntPanel& w, size_t j, size_t kk0, const int16_t* codes, size_t n) {
-    for (size_t i = 0; i < n; ++i) w.q[(kk0 + i) / 2][j][(kk0 + i) % 2] = codes[i];
 }
 
 // 8 rows' chunk of 4 codes (bytes, as int16 after `offset` is taken off) into panel pairs p
@@ -113,37 +107,31 @@ void unpack_block32(const uint8_t* tile, size_t b0, size_t nb, IntPanel& w, size
     }
 }
 
-// k-quant super-blocks (one per chunk) through kquant_gemv.h's decoders.
+// k-quant super-blocks (one per chunk): codes 16 rows at a time (kquant_quads_avx512.h), each
+// quad of codes two int16 pairs (Q6_K's less its offset), scales row by row.
 template <TensorType Base>
 void unpack_kquant(const uint8_t* tile, size_t b0, size_t, IntPanel& w, size_t c0) {
-    constexpr size_t subs = 256 / kquant::kSub<Base>;
-    kquant::KBlock kb;
-    for (size_t r = 0; r < kTileRows; ++r) {
-        const uint8_t* block = tile + (b0 * kTileRows + r) * kquant::kBlockBytes<Base>;
-        if constexpr (Base == T::Q6_K)
-            kquant::decode_q6_k(block, kb);
-        else
-            kquant::decode_k4<Base>(block, kb);
-        put_codes(w, c0 + r, 0, kb.q, 256);
-        for (size_t s = 0; s < subs; ++s) w.scale[s][c0 + r] = kb.scale[s], w.minimum[s][c0 + r] = kb.minimum[s];
-    }
+    const uint8_t* first = tile + b0 * kTileRows * kquant::kBlockBytes<Base>;
+    const int offset = Base == T::Q6_K ? 32 : 0;
+    for (size_t r0 = 0; r0 < kTileRows; r0 += 16)
+        kquant::quads16<Base>(first + r0 * kquant::kBlockBytes<Base>, [&](size_t p, kquant::Words v) {
+            const __m512i quads = (__m512i)v;
+            put_chunk<false>(w, 2 * p, c0 + r0, _mm512_castsi512_si256(quads), offset);
+            put_chunk<false>(w, 2 * p, c0 + r0 + 8, _mm512_extracti64x4_epi64(quads, 1), offset);
+        });
+    kquant::panel_scales<Base>(first, w, c0);
 }
 
 using UnpackFn = void (*)(const uint8_t* tile, size_t b0, size_t nb, IntPanel& w, size_t c0);
 
-UnpackFn int_unpack(TensorType tiled) {
-    switch (tiled) {
-        case T::Q8_0_T32: return unpack_block32<T::Q8_0_T32>;
-        case T::Q4_0_T32: return unpack_block32<T::Q4_0_T32>;
-        case T::Q4_1_T32: return unpack_block32<T::Q4_1_T32>;
-        case T::Q5_0_T32: return unpack_block32<T::Q5_0_T32>;
-        case T::Q5_1_T32: return unpack_block32<T::Q5_1_T32>;
-        case T::Q4_K_T32: return unpack_kquant<T::Q4_K>;
-        case T::Q5_K_T32: return unpack_kquant<T::Q5_K>;
-        case T::Q6_K_T32: return unpack_kquant<T::Q6_K>;
-        default: return nullptr;
-    }
-}
+struct Unpackers {  // for int_unpack_for
+    template <TensorType Tt>
+    static constexpr UnpackFn block32 = unpack_block32<Tt>;
+    template <TensorType Base>
+    static constexpr UnpackFn kquant = unpack_kquant<Base>;
+};
+
+UnpackFn int_unpack(TensorType tiled) { return int_unpack_for<Unpackers>(tiled); }
 
 // x rows as the block reads them: 16-bit codes, and per block of 32 their scale and the scaled
 // sum of the codes (the rounded x's block sum, which the minimums multiply).
@@ -229,58 +217,28 @@ IntRows quantize_rows(const CpuArgs& a, size_t m0, size_t m1) {
     return {q.data(), d.data(), dsum.data(), k};
 }
 
-// The rows of X that items [begin, end) read: those of its one run, else every row.
-std::pair<size_t, size_t> rows_of(size_t begin, size_t end, size_t row_blocks, size_t m_end) {
-    if (begin / row_blocks != (end - 1) / row_blocks) return {0, m_end};
-    return {(begin % row_blocks) * kGemmTile, std::min(((end - 1) % row_blocks + 1) * kGemmTile, m_end)};
-}
+// The 16-bit form of int_gemm_items (gemm_int_runs.h) for one GEMM's tile type.
+struct PairForm {
+    UnpackFn unpack_fn;
+    size_t sub;
+    bool minimum;
+    IntPanel& w;
+
+    IntRows quantize(const CpuArgs& a, size_t m0, size_t m1) const { return quantize_rows(a, m0, m1); }
+    void unpack(const uint8_t* tile, size_t b0, size_t nb, size_t c0) const { unpack_fn(tile, b0, nb, w, c0); }
+    void zero(size_t c0, size_t kc) const { zero_panel_columns(w, c0, kc / sub); }
+    void product(const IntRows& x, size_t row, size_t m, size_t k0, size_t kc, float* acc) const {
+        (minimum ? panel_product<true> : panel_product<false>)(w, kc / sub, sub, x, row, m, k0, acc);
+    }
+};
 
 }  // namespace
 
 void gemm_vnni(const CpuArgs& a, size_t begin, size_t end) {
-    const auto& p = a.p<GemmParams>();
-    const auto& step = *a.at<const StepState>(3);
-    if (!AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) return;
-    const size_t m_end = std::min(p.m, step.n_tokens);
     const TensorType type = TensorType(a.variant);
-    const TileLayout& l = *tile_layout(type);
-    const UnpackFn unpack = int_unpack(type);
-    const size_t bs = type_traits(l.base).block_size, bytes = tile_bytes(l, p.k), sub = sub_elements(type);
-    const size_t tiles = (p.n + kTileRows - 1) / kTileRows;
     thread_local IntPanel w;
-    thread_local std::vector<float> acc;
-    // Items run column block by column block, as gemm_workgroups' (matmul_parts.h): each run
-    // unpacks each panel once for all its rows and rounds its rows of X once.
-    const size_t row_blocks = a.groups[1];
-    if (begin >= end) return;
-    // X rounded once per call; plain variables, not a structured binding, for the lambda below
-    // (which clang before C++20's P2036 cannot capture).
-    const auto x_rows = rows_of(begin, end, row_blocks, m_end);
-    const size_t x0 = x_rows.first, x1 = x_rows.second;
-    if (x0 >= x1) return;
-    const IntRows x = quantize_rows(a, x0, x1);
-    const bool minimum = has_minimum(type);
-    for_each_gemm_run(begin, end, row_blocks, p.n, m_end, [&](size_t n0, size_t nt, size_t m0, size_t m1) {
-        const size_t mt = m1 - m0;
-        if (acc.size() < mt * kGemmTile) acc.resize(mt * kGemmTile);
-        std::fill(acc.begin(), acc.begin() + mt * kGemmTile, 0.0f);
-        for (size_t k0 = 0; k0 < p.k; k0 += kChunk) {
-            const size_t kc = std::min(kChunk, p.k - k0);
-            for (size_t c0 = 0; c0 < kGemmTile; c0 += kTileRows) {
-                const size_t t = (n0 + c0) / kTileRows;
-                if (t < tiles) {
-                    unpack(a.b[0] + t * bytes, k0 / bs, kc / bs, w, c0);
-                } else {  // past the last tile: zero weights, scales and minimums
-                    for (auto& pair : w.q)
-                        for (size_t j = c0; j < c0 + kTileRows; ++j) pair[j][0] = pair[j][1] = 0;
-                    for (size_t s = 0; s < kc / sub; ++s)
-                        for (size_t j = c0; j < c0 + kTileRows; ++j) w.scale[s][j] = w.minimum[s][j] = 0.0f;
-                }
-            }
-            (minimum ? panel_product<true> : panel_product<false>)(w, kc / sub, sub, x, m0 - x0, mt, k0, acc.data());
-        }
-        store_tile(acc.data(), kGemmTile, mt, nt, p.accumulate, a.at<float>(2) + m0 * p.ldy + n0, p.ldy);
-    });
+    PairForm form{int_unpack(type), sub_elements(type), has_minimum(type), w};
+    int_gemm_items(a, begin, end, form);
 }
 
 }  // namespace akunu::cpu

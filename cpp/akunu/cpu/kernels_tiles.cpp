@@ -208,8 +208,10 @@ void register_tiles(void (*add_row)(const KernelRow&)) {
                 add_row({names.emplace_back(name + "_i8").c_str(),
                          {is_gemv ? gemv_i8 : gemm_i8, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
             // The integer GEMM of the quantized tiles (x in 16 bits, gemm_vnni.h).
-            if (!is_gemv && type_traits(t).block_size > 1 && use_avx512_vnni())
+            if (!is_gemv && type_traits(t).block_size > 1 && use_avx512_vnni()) {
                 add_row({names.emplace_back(name + "_i16").c_str(), {gemm_vnni, uint32_t(t), 1u, interface.c_str()}});
+                add_row({names.emplace_back(name + "_x8").c_str(), {gemm_vnni8, uint32_t(t), 1u, interface.c_str()}});
+            }
         }
     }
 }
