@@ -78,6 +78,7 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["timestamps"] = p.timestamps;
     d["int8_activations"] = p.int8_activations;
     d["float_x"] = p.float_x;
+    d["gemm_bf16"] = p.gemm_bf16;
     d["compute_units"] = p.compute_units;
     d["timestamp_period_ns"] = p.timestamp_period_ns;
     d["heaps"] = heaps;

@@ -202,7 +202,8 @@ uint64_t Device::address_of(const Allocation& a) const {
 // On the CPU backend a kernel name resolves to a C++ kernel; in int8 mode a kernel with an
 // integer-dot form ("gemv_q4_0_t32_i8") runs that form, else, unless tuning int_gemm=0, one with
 // an integer form registered where the processor has it: with int8_gemm its 8-bit x form
-// ("gemm_q4_0_t32_x8"), else its 16-bit one ("gemm_q4_0_t32_i16").
+// ("gemm_q4_0_t32_x8"), else its 16-bit one ("gemm_q4_0_t32_i16"); one with a bf16 form
+// ("gemm_f16_t32_bf16", where the processor has AVX-512 BF16) runs that under tuning bf16_gemm.
 std::unique_ptr<Pipeline> Device::make_pipeline(const std::string& kernel, const std::vector<uint32_t>& spec) {
     if (!is_cpu()) return std::make_unique<Pipeline>(*this, pipeline_cache_, kernel, spec);
     const Tuning& t = profile_.tuning;
@@ -213,6 +214,8 @@ std::unique_ptr<Pipeline> Device::make_pipeline(const std::string& kernel, const
         form = "_x8";
     else if (t.int_gemm && cpu::has_kernel(kernel + "_i16"))
         form = "_i16";
+    else if (profile_.gemm_bf16 && cpu::has_kernel(kernel + "_bf16"))
+        form = "_bf16";
     return std::make_unique<Pipeline>(cpu::find_kernel(kernel + form), kernel, spec);
 }
 

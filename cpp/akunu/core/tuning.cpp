@@ -54,6 +54,12 @@ const std::vector<Row>& rows() {
           "multiply bytes (AVX-512 VNNI vpdpbusd): about twice the products per instruction, but x only within 1/254 "
           "of its block's largest value (0: 16 bits, within 1/65534)."},
          &Tuning::int8_gemm},
+        {{"bf16_gemm", "bool",
+          "The CPU backend's GEMMs of more than a few rows on f32, f16 and bf16 tiles, and the encoder attention's "
+          "blocks, round their operands to bf16 and sum bf16 products in fp32 where the processor has AVX-512 BF16 "
+          "(twice the fp32 rate; f16 weights keep 8 of their 11 significant bits, so outputs move by a few parts in a "
+          "thousand: Whisper's transcripts hold, the fp32 reference tolerances do not); 0: fp32 products."},
+         &Tuning::bf16_gemm},
         {{"cpu_inline_us", "int",
           "The CPU backend runs a dispatch on the calling thread instead of sharing it with the pool's threads when "
           "its last run took less than this many microseconds of one thread's time: handing so little work over costs "

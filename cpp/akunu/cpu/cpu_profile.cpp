@@ -47,6 +47,10 @@ bool use_avx512_vnni() {
     static const bool vnni = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
     return use_avx512() && vnni;
 }
+bool use_avx512_bf16() {
+    static const bool bf16 = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+    return use_avx512() && bf16;
+}
 
 const char* cpu_isa_name(CpuIsa isa) {
     switch (isa) {
@@ -80,6 +84,7 @@ DeviceProfile cpu_profile(const Tuning& tuning) {
              (p.int8_activations ? ", int8 activations" : "") + ")";
     p.type = DeviceType::kCpu;
     p.cpu_backend = true;
+    p.gemm_bf16 = tuning.bf16_gemm && use_avx512_bf16();
     p.indirect_dispatch = false;  // commands run with their recorded counts (cpu_recorder.h)
     p.weight_tiles = tuning.q5_tiles ? WeightTiles::kAll : WeightTiles::kAllButQ5;
     p.vendor = "akunu";

@@ -28,5 +28,7 @@ bool use_avx2();
 bool use_avx512();
 // AVX-512BW and VNNI as well: the integer prefill GEMM (gemm_vnni.h).
 bool use_avx512_vnni();
+// AVX-512BW and BF16 as well: the bf16 GEMM on float tiles (gemm_bf16.h).
+bool use_avx512_bf16();
 
 }  // namespace akunu::cpu

@@ -1,5 +1,5 @@
-// What the integer prefill GEMMs on quantized tiles share (gemm_vnni.cpp with x in 16 bits,
-// gemm_vnni8.cpp with x in 8): the loop over a call's items that rounds x once, unpacks each panel of 256 k once per run for all its rows and adds
+// What the prefill GEMMs on tiles with narrow products share (gemm_vnni.cpp with x in 16 bits,
+// gemm_vnni8.cpp with x in 8, gemm_bf16.cpp on float tiles in bf16): the loop over a call's items that rounds x once, unpacks each panel of 256 k once per run for all its rows and adds
 // the panel's products into the run's rows. Included only by files built with AVX-512; its
 // templates are instantiated with each file's own (internal) types.
 #pragma once

@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/gemm_bf16.h"
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/vec_math.h"
@@ -46,10 +48,33 @@ void layernorm(const CpuArgs& a, size_t begin, size_t end) {
 constexpr size_t kSpanBlockRows = 24;  // query rows per block (a multiple of the tile's 6)
 constexpr size_t kMinBlockRows = 8;  // fewer rows on a span: the per-row path
 
-// A thread's buffers, 64-byte aligned (the AVX-512 tile loads whole lines), sized once.
-float* aligned_buffer(std::vector<float>& v, size_t n) {
+// A thread's buffers, 64-byte aligned (the AVX-512 tiles load whole lines), sized once.
+template <class T>
+T* aligned_buffer(std::vector<T>& v, size_t n) {
     if (v.size() < n + 16) v.resize(n + 16);
-    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
+    return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
+}
+
+// A span's keys and values as bf16 pair panels (gemm_bf16.h), for blocks whose products run in
+// bf16 (tuning bf16_gemm): K pairs over the head's dimensions, V pairs over the keys; the
+// query and weight rows of each block are rounded the same way.
+struct Bf16Panels {
+    uint32_t (*k)[kGemmTile];  // [panel][hd / 2][64]
+    uint32_t (*v)[kGemmTile];  // [len / 2][64]
+    uint32_t *q, *p;  // a block's rows: [rows][hd / 2], [rows][ls / 2]
+    size_t hp;  // pairs per key column: (hd + 1) / 2
+};
+
+Bf16Panels bf16_panels(const float* kp, size_t panels, size_t hd, const float* vp, size_t len, size_t ls) {
+    thread_local std::vector<uint32_t> kbuf, vbuf, qbuf, pbuf;
+    using Panel = uint32_t (*)[kGemmTile];
+    const size_t hp = (hd + 1) / 2;
+    const Bf16Panels b{reinterpret_cast<Panel>(aligned_buffer(kbuf, panels * hp * kGemmTile)),
+                       reinterpret_cast<Panel>(aligned_buffer(vbuf, (len + 1) / 2 * kGemmTile)),
+                       aligned_buffer(qbuf, kSpanBlockRows * hp), aligned_buffer(pbuf, kSpanBlockRows * ls / 2), hp};
+    for (size_t pb = 0; pb < panels; ++pb) bf16_panel(kp + pb * hd * kGemmTile, hd, b.k + pb * hp);
+    bf16_panel(vp, len, b.v);
+    return b;
 }
 
 struct SpanArgs {
@@ -59,8 +84,9 @@ struct SpanArgs {
     size_t head, start, len;
 };
 
-// Rows [r0, r1) of one head over one span, in blocks of kSpanBlockRows (head_dim <= 64).
-template <bool kWeights>
+// Rows [r0, r1) of one head over one span, in blocks of kSpanBlockRows (head_dim <= 64); with
+// kBf16 the two products take bf16 pairs.
+template <bool kWeights, bool kBf16>
 void span_block(const SpanArgs& s, size_t r0, size_t r1) {
     const auto& p = s.p;
     const size_t hd = p.head_dim, panels = (s.len + kGemmTile - 1) / kGemmTile, ls = panels * kGemmTile;
@@ -79,12 +105,17 @@ void span_block(const SpanArgs& s, size_t r0, size_t r1) {
         std::copy(row + p.v_offset, row + p.v_offset + hd, vp + j * kGemmTile);
         std::fill(vp + j * kGemmTile + hd, vp + (j + 1) * kGemmTile, 0.0f);
     }
+    const Bf16Panels b2 = kBf16 ? bf16_panels(kp, panels, hd, vp, s.len, ls) : Bf16Panels{};
     for (size_t b0 = r0; b0 < r1; b0 += kSpanBlockRows) {
         const size_t m = std::min(kSpanBlockRows, r1 - b0);
         const float* q = s.q + b0 * p.q_stride + s.head * hd;
+        for (size_t i = 0; i < m && kBf16; ++i) bf16_pairs(q + i * p.q_stride, hd, b2.q + i * b2.hp);
         for (size_t pb = 0; pb < panels; ++pb) {
             std::fill(acc, acc + m * kGemmTile, 0.0f);
-            tile(kp + pb * hd * kGemmTile, kGemmTile, q, p.q_stride, m, hd, acc);
+            if constexpr (kBf16)
+                bf16_tile(b2.k + pb * b2.hp, b2.hp, b2.q, b2.hp, m, acc);
+            else
+                tile(kp + pb * hd * kGemmTile, kGemmTile, q, p.q_stride, m, hd, acc);
             const size_t n = std::min(kGemmTile, s.len - pb * kGemmTile);
             for (size_t i = 0; i < m; ++i)
                 for (size_t j = 0; j < n; ++j) sc[i * ls + pb * kGemmTile + j] = acc[i * kGemmTile + j] * p.scale;
@@ -100,7 +131,12 @@ void span_block(const SpanArgs& s, size_t r0, size_t r1) {
             }
         }
         std::fill(acc, acc + m * kGemmTile, 0.0f);
-        tile(vp, hd, sc, ls, m, s.len, acc);
+        if constexpr (kBf16) {
+            for (size_t i = 0; i < m; ++i) bf16_pairs(sc + i * ls, s.len, b2.p + i * ls / 2);
+            bf16_tile(b2.v, (s.len + 1) / 2, b2.p, ls / 2, m, acc);
+        } else {
+            tile(vp, hd, sc, ls, m, s.len, acc);
+        }
         for (size_t i = 0; i < m; ++i) {
             float* o = s.out + (b0 + i) * p.out_stride + s.head * hd;
             for (size_t d = 0; d < hd; ++d) o[d] = acc[i * kGemmTile + d] * inv[i];
@@ -132,7 +168,7 @@ void span_row(const SpanArgs& s, size_t row) {
     for (size_t d = 0; d < hd; ++d) o[d] *= inv_total;
 }
 
-template <bool kWeights>
+template <bool kWeights, bool kBf16 = false>
 void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<EncoderAttentionParams>();
     const auto& step = *a.at<const StepState>(3);
@@ -156,7 +192,7 @@ void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
                              start,
                              std::min<size_t>(span, AKUNU_ENCODER_MAX_KEYS)};
             if (next - row >= kMinBlockRows && p.head_dim <= kGemmTile && s.len > 0)
-                span_block<kWeights>(s, row, next);
+                span_block<kWeights, kBf16>(s, row, next);
             else
                 for (size_t r = row; r < next; ++r) span_row<kWeights>(s, r);
             row = next;
@@ -225,6 +261,12 @@ void register_encoder(void (*add_row)(const KernelRow&)) {
     add_row({"layernorm", {layernorm, 0, 1}});
     add_row({"encoder_attention", {encoder_attention<false>, 0, 1}});
     add_row({"encoder_attention_weights", {encoder_attention<true>, 0, 1}});
+    // The span blocks' products as bf16 pairs (gemm_bf16.h), which a device runs under tuning
+    // bf16_gemm.
+    if (use_avx512_bf16()) {
+        add_row({"encoder_attention_bf16", {encoder_attention<false, true>, 0, 1}});
+        add_row({"encoder_attention_weights_bf16", {encoder_attention<true, true>, 0, 1}});
+    }
     add_row({"conv_gather", {conv_gather, 0, 1}});
     add_row({"copy_rows", {copy_rows, 0, 1}});
     add_row({"pool", {pool, 0, 1}});

@@ -9,6 +9,7 @@
 
 #include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/gemm_bf16.h"
 #include "akunu/cpu/gemm_vnni.h"
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/row_dot.h"
@@ -154,6 +155,14 @@ void gemm(const CpuArgs& a, size_t begin, size_t end) {
     if (AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) gemm_rows(a, begin, end, m, dot);
 }
 
+// The bf16 GEMM (gemm_bf16.h) past the short GEMM's rows; a step of a few rows keeps the fp32
+// short GEMM, which reads each tile once for all its rows.
+void gemm_float_bf16(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& p = a.p<GemmParams>();
+    const size_t m = std::min<size_t>(p.m, a.at<const StepState>(3)->n_tokens);
+    (m > kGemvRows ? gemm_bf16 : gemm)(a, begin, end);
+}
+
 // The int8 mode's GEMM: each token row is the GEMV's integer-dot product over the workgroup's
 // two tiles, x rounded the same way, so prefill and decode carry the same rounding. A tile
 // (36 KB of q4_0 at k = 2048) stays in L2 across the 64 rows.
@@ -212,6 +221,10 @@ void register_tiles(void (*add_row)(const KernelRow&)) {
                 add_row({names.emplace_back(name + "_i16").c_str(), {gemm_vnni, uint32_t(t), 1u, interface.c_str()}});
                 add_row({names.emplace_back(name + "_x8").c_str(), {gemm_vnni8, uint32_t(t), 1u, interface.c_str()}});
             }
+            // The bf16 GEMM of the float tiles (gemm_bf16.h).
+            if (!is_gemv && type_traits(t).block_size == 1 && use_avx512_bf16())
+                add_row({names.emplace_back(name + "_bf16").c_str(),
+                         {gemm_float_bf16, uint32_t(t), 1u, interface.c_str()}});
         }
     }
 }

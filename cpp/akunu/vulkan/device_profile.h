@@ -131,6 +131,9 @@ struct DeviceProfile {
     // tile-major Q8_0/Q4_0/Q4_1 keep x as fp32 instead of rounding it to int16 (about 1.15-1.3x
     // slower decode; for measurements and for exact products).
     bool float_x = false;
+    // CPU backend: the GEMMs of more than a few rows on float tiles sum bf16 products (tuning
+    // bf16_gemm, where the processor has AVX-512 BF16; cpu/gemm_bf16.h).
+    bool gemm_bf16 = false;
     bool timestamps = false;  // the compute queue can write timestamps
     double timestamp_period_ns = 0;
 
