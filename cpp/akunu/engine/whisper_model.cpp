@@ -351,7 +351,10 @@ void WhisperModel::copy_sequence(int src_seq, int dst_seq) {
         self_src_.write(p, n * 4);
         self_dst_.write(p + n, n * 4);
     }
-    const bool audio = audio_[size_t(src_seq)] >= 0;
+    // The cross-attention K/V (the audio's 1500 rows in every layer) is copied only where the
+    // destination does not hold the same window of the same encode already: beams of one
+    // window, which reorder every step, copy only their own tokens' rows.
+    const bool audio = audio_[size_t(src_seq)] >= 0 && audio_[size_t(dst_seq)] != audio_[size_t(src_seq)];
     for (uint32_t i = 0; i < t; ++i) {
         p[i] = uint32_t(src_seq) * t + i;
         p[t + i] = uint32_t(dst_seq) * t + i;
