@@ -73,7 +73,7 @@ std::vector<uint8_t> step_bytes(uint32_t tile_rows, std::vector<BatchTile>& tile
             rows.push_back({r.seq, r.pos + i, r.rows > 1 ? 1u : 0u, 0});  // as Batch::step
     const uint32_t n = uint32_t(rows.size());
     tiles.assign(batch_tile_capacity(kTableRows), BatchTile{0, 0});
-    if (tile_rows > 0) cut_batch_tiles(rows.data(), int(n), tile_rows, tiles.data(), tiles.size());
+    cut_batch_tiles(rows.data(), int(n), tile_rows, tiles.data(), tiles.size());
     rows.resize(kTableRows, BatchRow{0, 0, 0, 0});
     std::vector<uint8_t> bytes(sizeof(StepState) + rows.size() * sizeof(BatchRow));
     const StepState st{0, 0, n, 0};
@@ -101,9 +101,13 @@ TEST(BatchTiles, MarkedRunsAreCutIntoTiles) {
     }
     const uint32_t want_tiled[] = {0, 1, 1, 1, 1, 1, 1, 1, 0, 0};
     for (size_t r = 0; r < rows.size(); ++r) EXPECT_EQ(rows[r].tiled, want_tiled[r]) << "row " << r;
-    cut_batch_tiles(rows.data(), int(rows.size()), 64, tiles.data(), 1);  // room for one tile
-    const uint32_t one_tile[] = {0, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+    for (BatchRow& r : rows) r.tiled = r.seq == 0 || r.seq == 2;
+    cut_batch_tiles(rows.data(), int(rows.size()), 2, tiles.data(), 1);  // room for one tile
+    const uint32_t one_tile[] = {0, 1, 1, 0, 0, 0, 0, 0, 0, 0};
     for (size_t r = 0; r < rows.size(); ++r) EXPECT_EQ(rows[r].tiled, one_tile[r]) << "row " << r;
+    cut_batch_tiles(rows.data(), int(rows.size()), 0, tiles.data(), tiles.size());  // no tiled kernel
+    for (const BatchRow& r : rows) EXPECT_EQ(r.tiled, 0u);
+    EXPECT_EQ(tiles[0].rows, 0u);
 }
 
 TEST_F(BatchTilesTest, StepAttentionMatchesSoftmax) {

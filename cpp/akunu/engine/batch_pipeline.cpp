@@ -36,14 +36,15 @@ void hand_over(const Buffer& from, Buffer& to, size_t bytes) {
 
 void cut_batch_tiles(BatchRow* rows, int n, uint32_t tile_rows, BatchTile* tiles, size_t capacity) {
     size_t count = 0;
+    const size_t room = tile_rows > 0 ? capacity : 0;  // no tiled kernel: every row goes to attention_rows
     for (int r = 0; r < n;) {
         int end = r + 1;  // the run: marked rows of one sequence at consecutive positions
         while (rows[r].tiled && end < n && rows[end].tiled && rows[end].seq == rows[r].seq &&
                rows[end].pos == rows[end - 1].pos + 1)
             ++end;
-        for (int first = r; rows[r].tiled && first < end;) {
-            const int take = std::min(end - first, int(tile_rows));
-            const bool placed = count < capacity;
+        for (int first = r, marked = rows[r].tiled; marked && first < end;) {
+            const int take = std::min(end - first, tile_rows > 0 ? int(tile_rows) : n);
+            const bool placed = count < room;
             if (placed) tiles[count++] = BatchTile{uint32_t(first), uint32_t(take)};
             for (int i = first; i < first + take; ++i) rows[i].tiled = placed ? 1 : 0;
             first += take;
@@ -150,11 +151,8 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
     *step = StepState{0, 0, uint32_t(n), 0};
     auto* step_rows = reinterpret_cast<BatchRow*>(step + 1);
     std::memcpy(step_rows, rows, size_t(n) * sizeof(BatchRow));
-    if (s.tile_rows == 0)
-        for (int r = 0; r < n; ++r) step_rows[r].tiled = 0;
-    else
-        cut_batch_tiles(step_rows, n, s.tile_rows, static_cast<BatchTile*>(s.scratch->get("batch_tiles").contents()),
-                        batch_tile_capacity(uint64_t(s.rows)));
+    cut_batch_tiles(step_rows, n, s.tile_rows, static_cast<BatchTile*>(s.scratch->get("batch_tiles").contents()),
+                    batch_tile_capacity(uint64_t(s.rows)));
 }
 
 CommandList& BatchPipeline::submit(Stage& s, int n) {

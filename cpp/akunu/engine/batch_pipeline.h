@@ -33,7 +33,8 @@ struct LoadedModel;
 // more rows) cut into tiles of up to tile_rows rows of one sequence at consecutive positions, at
 // most `capacity` of them. A piece's tiles are the same whether it runs whole or cut between two
 // micro-batches, so the rows' results are too. Rows that find no room get tiled = 0 (attention_rows
-// attends them); the entries of `tiles` past the step's get rows 0.
+// attends them); the entries of `tiles` past the step's get rows 0. tile_rows 0 (no tiled kernel,
+// kernels::batch_tile_rows): no tiles, every row unmarked.
 void cut_batch_tiles(BatchRow* rows, int n, uint32_t tile_rows, BatchTile* tiles, size_t capacity);
 
 class BatchPipeline {
