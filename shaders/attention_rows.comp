@@ -9,7 +9,8 @@
 // the step's rows. The keys come in tiles of one key per invocation: each scores its key against
 // q (kept in shared memory), the workgroup's max and sum update an online softmax, and each
 // invocation then adds the tile's weighted V rows into the output dims it owns (every
-// gl_WorkGroupSize.x-th dim). Every KV format reads through kv_cache_read.glsl.
+// gl_WorkGroupSize.x-th dim). Every KV format reads through kv_cache_read.glsl. Rows marked
+// tiled (params.h BatchRow) are a query tile's, which the tiled kernels attend.
 #include "common.glsl"
 #include "reduce.glsl"
 #define KV_HEAD_DIM p.a.head_dim
@@ -32,6 +33,7 @@ void main() {
     const uint gid = linear_group_id();
     const uint row = gid / p.a.n_heads, h = gid % p.a.n_heads;
     if (row >= min(p.rows, step.n_tokens)) return;  // uniform across the workgroup
+    if (batch_rows[row].tiled != 0) return;  // a query tile's row (flash_attention, flash_cm)
     const uint lane = gl_LocalInvocationID.x, hd = p.a.head_dim;
     const uint pos = ROW_POS(row);
     ROW_ENTER(row);

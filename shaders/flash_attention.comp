@@ -13,6 +13,8 @@
 // f16 holds exactly, and each row's scale beside them; a ring or a cache in blocks (KV_RING,
 // KV_BLOCKS: kv_rows.glsl) is staged row by row. A team scores 8 keys at a time and reduces
 // the 8 partial sums of each lane in one transposing pass (7 shuffles for 8 keys).
+// KV_BATCH: the workgroup's rows are a tile of a batched step, a run of one sequence's rows
+// (query_block.glsl), in that sequence's blocks.
 #include "common.glsl"
 #define KV_HEAD_DIM p.a.head_dim
 #define KV_ROWS p.a.cache_rows
@@ -30,11 +32,12 @@ const bool VEC = SLICE % 8 == 0;
 layout(local_size_x = AKUNU_FLASH_ROWS * TEAM) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };            // [rows, q_stride]
 layout(std430, binding = 3) writeonly buffer O { float out_data[]; };    // [rows, out_stride]
-layout(std430, binding = 4) readonly buffer Step { StepState step; };
+layout(std430, binding = 4) readonly buffer Step { STEP_BLOCK };
 layout(push_constant) uniform Push { FlashAttentionParams p; };
 #define KV_PARAMS p.a
 #define KV_STEP_POS step.pos
 #include "kv_recent.glsl"
+#include "query_block.glsl"
 #if !defined(KV_QUANTIZED) && !defined(KV_RING) && !defined(KV_BLOCKS)
 layout(std430, binding = 1) readonly buffer K8 { uvec4 k_cache8[]; };   // the f16 cache, 8 halves at a time
 layout(std430, binding = 2) readonly buffer V8 { uvec4 v_cache8[]; };
@@ -77,14 +80,14 @@ float slice_dot(uint first, float qv[SLICE]) {
 }
 
 void main() {
-    const uint n = min(p.rows, step.n_tokens);
-    const uint block = gl_WorkGroupID.x * AKUNU_FLASH_ROWS, h = gl_WorkGroupID.y;
-    if (block >= n) return;  // uniform across the workgroup
+    const QueryBlock qb = query_block(AKUNU_FLASH_ROWS);
+    const uint h = gl_WorkGroupID.y;
+    if (qb.rows == 0) return;  // uniform across the workgroup
     const uint tid = gl_LocalInvocationID.x, lane = tid % TEAM;
     const uint team_base = gl_SubgroupInvocationID & ~(TEAM - 1u);  // the team's first lane
-    const uint row = block + tid / TEAM;
-    const bool live = row < n;
-    const uint pos = step.pos + row;
+    const uint local = tid / TEAM, row = qb.first + local;
+    const bool live = local < qb.rows;
+    const uint pos = qb.pos + local;
     const uint kvh = h / (p.a.n_heads / p.a.n_kv_heads);
     const uint hd = SLICE * TEAM;
 
@@ -98,8 +101,7 @@ void main() {
     float m = -1.0 / 0.0, l = 0.0;
 
     // Keys any row of the block sees: from the first row's window start to the last row.
-    const uint last_row = min(block + AKUNU_FLASH_ROWS, n) - 1;
-    const uint key_begin = first_key(step.pos + block), key_end = step.pos + last_row + 1;
+    const uint key_begin = block_keys_begin(first_key(qb.pos), AKUNU_FLASH_KEYS), key_end = qb.pos + qb.rows;
     const uint my_first = first_key(pos);
     for (uint t0 = key_begin; t0 < key_end; t0 += AKUNU_FLASH_KEYS) {
         const uint tile = min(AKUNU_FLASH_KEYS, key_end - t0);

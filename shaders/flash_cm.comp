@@ -20,6 +20,9 @@
 // Q is read once, scaled by p.a.scale and rounded to f16, as the prefill GEMMs round their X.
 // OTYPE float16_t writes the output as halves: the X of the O projection's GEMM where it takes
 // them (flash_cm_d<HD>_f16).
+// KV_BLOCKS,KV_BATCH (flash_cm_d<HD>_batch): the rows are a tile of a batched step, a run of one
+// sequence's rows (query_block.glsl), and K and V are that sequence's f16 blocks of a pool,
+// reached through the block tables at bindings 1 and 2 (kv_rows.glsl).
 // Scores and the output leave the accumulators through a 16-row tile per subgroup in shared
 // memory, where each row belongs to two lanes (16 keys or 8 dims each).
 #include "common.glsl"
@@ -42,11 +45,28 @@
 
 layout(local_size_x = SG * 32) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };          // [rows, q_stride]
+layout(std430, binding = 3) writeonly buffer O { OTYPE out_data[]; };  // [rows, out_stride]
+layout(push_constant) uniform Push { FlashAttentionParams p; };
+#define KV_HEAD_DIM HD
+#define KV_ROWS p.a.cache_rows
+#define KV_HEADS p.a.n_kv_heads
+#include "kv_rows.glsl"
+layout(std430, binding = 4) readonly buffer Step { STEP_BLOCK };
+#include "query_block.glsl"
+// Eight halves e of the K or V row (KV head, key t) at a time.
+#ifdef KV_BLOCKS
+layout(std430, binding = 1) readonly buffer KT { uvec2 k_blocks[]; };  // [blocks] addresses of K blocks
+layout(std430, binding = 2) readonly buffer VT { uvec2 v_blocks[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer KvOctets { uvec4 o[]; };
+#define ROW8(table, kvh, t, e) KvOctets(table[KV_ROW(kvh, t).x]).o[KV_ROW(kvh, t).y * (HD / 8) + (e)]
+#define K8(kvh, t, e) ROW8(k_blocks, kvh, t, e)
+#define V8(kvh, t, e) ROW8(v_blocks, kvh, t, e)
+#else
 layout(std430, binding = 1) readonly buffer K8 { uvec4 k_cache8[]; };  // [n_kv, cache_rows, HD / 8]
 layout(std430, binding = 2) readonly buffer V8 { uvec4 v_cache8[]; };
-layout(std430, binding = 3) writeonly buffer O { OTYPE out_data[]; };  // [rows, out_stride]
-layout(std430, binding = 4) readonly buffer Step { StepState step; };
-layout(push_constant) uniform Push { FlashAttentionParams p; };
+#define K8(kvh, t, e) k_cache8[(KV_ROW(kvh, t)) * (HD / 8) + (e)]
+#define V8(kvh, t, e) v_cache8[(KV_ROW(kvh, t)) * (HD / 8) + (e)]
+#endif
 
 shared uvec4 q_tile[BQ * PITCH8];  // 8 halves per uvec4
 shared uvec4 k_tile[BK * PITCH8];
@@ -76,10 +96,10 @@ uint first_key(uint pos) { return p.a.window > 0 && pos + 1 > p.a.window ? pos +
 uvec4 k_regs[KEY_ITEMS], v_regs[KEY_ITEMS];
 void load_keys(uint t0, uint key_end, uint kvh, bool with_v) {
     [[unroll]] for (uint j = 0; j < KEY_ITEMS; ++j) {
-        const uint i = gl_LocalInvocationID.x + j * SG * 32, r = i / (HD / 8), e = i % (HD / 8), t = t0 + r;
-        const uint at = (kvh * p.a.cache_rows + (t < key_end ? t : t0)) * (HD / 8) + e;
-        k_regs[j] = k_cache8[at];
-        if (with_v) v_regs[j] = v_cache8[at];
+        const uint i = gl_LocalInvocationID.x + j * SG * 32, r = i / (HD / 8), e = i % (HD / 8);
+        const uint t = t0 + r < key_end ? t0 + r : t0;
+        k_regs[j] = K8(kvh, t, e);
+        if (with_v) v_regs[j] = V8(kvh, t, e);
     }
 }
 void store_keys(uint t0, uint key_end, bool with_v) {
@@ -92,19 +112,19 @@ void store_keys(uint t0, uint key_end, bool with_v) {
 }
 
 void main() {
-    const uint n = min(p.rows, step.n_tokens);
-    const uint block = gl_WorkGroupID.x * BQ, h = gl_WorkGroupID.y;
-    if (block >= n) return;  // uniform across the workgroup
+    const QueryBlock qb = query_block(BQ);
+    const uint h = gl_WorkGroupID.y;
+    if (qb.rows == 0) return;  // uniform across the workgroup
     const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     const uint kvh = h / (p.a.n_heads / p.a.n_kv_heads);
 
     // The block's Q rows, scaled, as halves.
     for (uint i = tid; i < BQ * (HD / 8); i += gl_WorkGroupSize.x) {
-        const uint r = i / (HD / 8), e = i % (HD / 8), row = block + r;
-        const uint at = min(row, n - 1) * p.q_stride + h * HD + 8 * e;
+        const uint r = i / (HD / 8), e = i % (HD / 8);
+        const uint at = (qb.first + min(r, qb.rows - 1)) * p.q_stride + h * HD + 8 * e;
         uvec4 hq;
         [[unroll]] for (uint c = 0; c < 4; ++c) hq[c] = packHalf2x16(vec2(q[at + 2 * c], q[at + 2 * c + 1]) * p.a.scale);
-        q_tile[r * PITCH8 + e] = row < n ? hq : uvec4(0);
+        q_tile[r * PITCH8 + e] = r < qb.rows ? hq : uvec4(0);
     }
     barrier();
 #define LOAD_Q(d) FRAG qa##d; coopMatLoadNV(qa##d, q_tile, (sg * 16 * PITCH + 16 * d) / 8, PITCH8, false);
@@ -112,10 +132,10 @@ void main() {
 
     // This lane's row of the subgroup's 16 and its half of each score tile's keys.
     const uint r = lane / 2, half_keys = (lane % 2) * (BK / 2);
-    const uint row = block + sg * 16 + r, pos = step.pos + row;
-    const bool live = row < n;
+    const uint local = sg * 16 + r, row = qb.first + local, pos = qb.pos + local;
+    const bool live = local < qb.rows;
     const uint my_first = first_key(pos);
-    const uint key_begin = first_key(step.pos + block), key_end = step.pos + min(block + BQ, n);
+    const uint key_begin = block_keys_begin(first_key(qb.pos), BK), key_end = qb.pos + qb.rows;
     const uint s_row = (sg * 16 + r) * SP;
 
     // The scores of the staged keys for the subgroup's 16 rows, into its score tile.

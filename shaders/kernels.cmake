@@ -172,10 +172,17 @@ akunu_kernel(kv_recent_store kv_recent_store.comp)
 set(kv_layout_batch KV_BLOCKS,KV_BATCH)
 akunu_kernel(rope_kv_batch rope_kv.comp ${kv_layout_batch})
 akunu_kernel(rope_only_batch rope_kv.comp ROPE_ONLY,${kv_layout_batch})
+# Runs of one sequence's rows attend in query tiles: flash_attention in every format, flash_cm
+# for an f16 pool (kernels::batch_tile_rows).
 akunu_kernel(attention_rows_batch attention_rows.comp ${kv_layout_batch})
+akunu_kernel(flash_attention_batch flash_attention.comp ${kv_layout_batch})
+foreach(hd 64 128)
+  akunu_kernel(flash_cm_d${hd}_batch flash_cm.comp HD=${hd} ${kv_layout_batch})
+endforeach()
 foreach(format IN LISTS kv_formats)
   akunu_kernel(kv_store_${format}_batch kv_store.comp ${kv_${format}} ${kv_layout_batch})
   akunu_kernel(attention_rows_${format}_batch attention_rows.comp ${kv_${format}} ${kv_layout_batch})
+  akunu_kernel(flash_attention_${format}_batch flash_attention.comp ${kv_${format}} ${kv_layout_batch})
 endforeach()
 akunu_kernel(sample_batch sample.comp SAMPLE_BATCH)
 

@@ -271,8 +271,10 @@ def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 
     """For each token list, log p(ids[i] | ids[:i]) for i = 1 .. len(ids) - 1 (float64), run as
     batched prefill: the rows of many sequences share each step's GEMMs. A list may hold up to
     context + 1 ids (the last one is only a target, as in score()'s windows). rows: the batch's
-    rows per step (0: its default). greedy=True gives (scores, bool array: each token was its
-    row's argmax) per list, as lm_eval's loglikelihood needs."""
+    rows per step (0: the model's prefill chunk, as many as the step's logits allow: a step
+    reads every weight once, so the more rows the fewer reads a token). greedy=True gives
+    (scores, bool array: each token was its row's argmax) per list, as lm_eval's loglikelihood
+    needs."""
     vocab = model.config.vocab_size
     all_ids = [prompt_ids(s, vocab, "score_batch", model.tokenize) for s in sequences]
     for n, ids in enumerate(all_ids):
@@ -284,7 +286,8 @@ def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 
     out: list = [None] * len(all_ids)
     if not all_ids:
         return []
-    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(all_ids))), rows=rows, prefix_sharing=False)
+    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(all_ids))), rows=rows or model.prefill_chunk,
+                  prefix_sharing=False)
     waiting = list(range(len(all_ids)))[::-1]
     index: dict[int, int] = {}
     while waiting or index:

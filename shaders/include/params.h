@@ -133,16 +133,36 @@ AKUNU_PARAMS_SIZE(StepState, 16)
 // holds the StepState (n_tokens: the rows this step) and then one BatchRow per row: the row's
 // sequence (its block table is entry `seq` of the pool's tables, and its sampler entry `seq`
 // of the samplers) and its position. Kernels built with KV_BATCH (kv_rows.glsl) read them.
+// tiled: 1 where the row's attention runs in a query tile (BatchTile), so that attention_rows
+// leaves it alone. The batch sets it on the rows of a prompt's piece of 2 or more rows; the
+// host that cuts the tiles clears it where a row gets none.
 struct BatchRow {
     uint seq;
     uint pos;
-    uint pad0;
-    uint pad1;
+    uint tiled;
+    uint pad;
+};
+
+// A tile of a batched step's rows that belong to one sequence at consecutive positions, up to a
+// flash kernel's block of query rows: rows first_row .. first_row + rows - 1, the first at batch
+// row first_row's position. The host cuts them every step from the rows marked tiled and writes
+// them into the batch_tiles buffer, one entry per workgroup column of the tiled attention; the
+// entries past the step's tiles hold rows 0. A tile holds 2 rows or more, but for a piece's
+// last row past its whole tiles and the part of a piece cut by a micro-batch's end, so a step of
+// n rows has at most n / 2 + 1 tiles.
+struct BatchTile {
+    uint first_row;
+    uint rows;
 };
 
 // A batched step's row with no token to score (sample_batch's targets).
 #define AKUNU_NO_TARGET 0xFFFFFFFFu
 AKUNU_PARAMS_SIZE(BatchRow, 16)
+AKUNU_PARAMS_SIZE(BatchTile, 8)
+#ifdef __cplusplus
+// The tiles a step of up to `rows` rows may hold, the entries of batch_tiles.
+inline uint64_t batch_tile_capacity(uint64_t rows) { return rows / 2 + 1; }
+#endif
 
 // embed_*: out[r, 0:dim] = scale * W[token_ids[step.token_slot + r], :] for r < min(rows, step.n_tokens)
 struct EmbedParams {

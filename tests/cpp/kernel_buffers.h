@@ -2,6 +2,7 @@
 // downloads, NaN-poisoned outputs, and a tolerance check that names the first bad elements.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -55,6 +56,29 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
         }
     }
     EXPECT_EQ(bad, 0u) << what;
+}
+
+// One query row's attention in double precision: softmax(scale * q . k_t, softcapped) over
+// cache rows first..pos of KV head kvh (caches [n_kv, max_len, head_dim]), weighting V, into out.
+inline void reference_attention(const float* qh, const std::vector<float>& k, const std::vector<float>& v, size_t kvh,
+                                size_t max_len, size_t head_dim, size_t first, size_t pos, float scale, float softcap,
+                                float* out) {
+    std::vector<double> score(pos + 1);
+    double m = -1e300, l = 0.0;
+    for (size_t t = first; t <= pos; ++t) {
+        double d = 0.0;
+        for (size_t i = 0; i < head_dim; ++i) d += double(qh[i]) * k[(kvh * max_len + t) * head_dim + i];
+        d *= scale;
+        if (softcap > 0.0f) d = softcap * std::tanh(d / softcap);
+        score[t] = d;
+        m = std::max(m, d);
+    }
+    for (size_t t = first; t <= pos; ++t) l += std::exp(score[t] - m);
+    for (size_t i = 0; i < head_dim; ++i) {
+        double acc = 0.0;
+        for (size_t t = first; t <= pos; ++t) acc += std::exp(score[t] - m) * v[(kvh * max_len + t) * head_dim + i];
+        out[i] = float(acc / l);
+    }
 }
 
 }  // namespace akunu::test

@@ -196,29 +196,6 @@ TEST_F(KernelTest, GemvMatchesCpu) {
     }
 }
 
-// One query row's attention in double precision: softmax(scale * q . k_t, softcapped) over
-// cache rows first..pos of KV head kvh (caches [n_kv, max_len, head_dim]), weighting V, into out.
-static void reference_attention(const float* qh, const std::vector<float>& k, const std::vector<float>& v, size_t kvh,
-                                size_t max_len, size_t head_dim, size_t first, size_t pos, float scale, float softcap,
-                                float* out) {
-    std::vector<double> score(pos + 1);
-    double m = -1e300, l = 0.0;
-    for (size_t t = first; t <= pos; ++t) {
-        double d = 0.0;
-        for (size_t i = 0; i < head_dim; ++i) d += double(qh[i]) * k[(kvh * max_len + t) * head_dim + i];
-        d *= scale;
-        if (softcap > 0.0f) d = softcap * std::tanh(d / softcap);
-        score[t] = d;
-        m = std::max(m, d);
-    }
-    for (size_t t = first; t <= pos; ++t) l += std::exp(score[t] - m);
-    for (size_t i = 0; i < head_dim; ++i) {
-        double acc = 0.0;
-        for (size_t t = first; t <= pos; ++t) acc += std::exp(score[t] - m) * v[(kvh * max_len + t) * head_dim + i];
-        out[i] = float(acc / l);
-    }
-}
-
 // Decode attention over an f16 cache against a double-precision softmax: query-head groups of
 // 1, 2, 3, 4 and 8 per KV head (a workgroup takes up to 4 heads of a group), head sizes from 16
 // to 256 with one that is not a multiple of 16 (some lanes hold no vector), positions inside

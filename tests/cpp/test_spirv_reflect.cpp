@@ -63,6 +63,9 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"kv_store_", sizeof(RopeKvParams), 4, "_blocks"},
         {"kv_store_", sizeof(RopeKvParams), 4, "_batch"},  // a batch's blocks: block tables, as _blocks
         {"attention_rows_", sizeof(FlashAttentionParams), 5, "_batch"},  // Q, the K and V block tables, out, step
+        // A batched step's query tiles: binding 5 the tiles (params.h BatchTile).
+        {"flash_attention_", sizeof(FlashAttentionParams), 6, "_batch"},
+        {"flash_cm_d", sizeof(FlashAttentionParams), 6, "_batch"},
         {"attention_split_", sizeof(AttentionParams), 7, "_blocks"},
         {"flash_attention_", sizeof(FlashAttentionParams), 5, "_blocks"},
         {"attention_split_ring", sizeof(AttentionParams), 7},

@@ -183,6 +183,28 @@ def test_score_batch_equals_score():
         np.testing.assert_allclose(g, want, atol=LOGIT_TOL * 10)
 
 
+@pytest.mark.parametrize("kv_dtype", ["f16", "q8/int4"])
+def test_query_tiles_score_as_row_attention(backend, kv_dtype):
+    """A prompt's rows attend in query tiles (tuning batch_flash, docs/batch.md): the same scores
+    as row by row (attention_rows) within TILE_TOL, for prompts of 2 to 300 rows (runs cut into
+    tiles across a block boundary, a lone last row) and sequences of different lengths in one
+    step. The two sum the keys in other orders over the same f16 (or quantized) rows; where the
+    device takes flash_cm (Q and the weights as halves) the bound is score_batch's against score()."""
+    if backend == "cpu":
+        pytest.skip("the CPU backend attends every row with attention_rows (batch_flash has no effect)")
+    # Log-probabilities: f32 sums in another order, through GEMMs that round activations to halves
+    # (an attention output a few ulps off can move a rounded activation by a half's step).
+    tile_tol = 1e-2
+    seqs = prompts(6, load().config.vocab_size, seed=30, lo=2, hi=300)
+    tiled = load(kv_dtype=kv_dtype)
+    rows = load(kv_dtype=kv_dtype, tuning={"batch_flash": False})
+    coopmat = tiled.device.profile["gemm_coopmat"] and kv_dtype == "f16"  # flash_cm: score_batch's bound
+    tol = LOGIT_TOL * 10 if coopmat else tile_tol
+    for got, want in zip(tiled.score_batch(seqs, max_sequences=4, rows=96),
+                         rows.score_batch(seqs, max_sequences=4, rows=96)):
+        np.testing.assert_allclose(got, want, atol=tol)
+
+
 def test_prefix_sharing_holds_one_copy_of_a_common_prompt(backend):
     """16 sequences after a 1,000-token prompt: one copy of its 3 full blocks plus 16 tails,
     the same tokens as without sharing (checked on 4 of them). lavapipe runs a 300-token prompt

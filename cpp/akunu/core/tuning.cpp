@@ -31,6 +31,10 @@ const std::vector<Row>& rows() {
         {{"flash_coopmat", "bool",
           "Prefill attention on cooperative matrices (flash_cm) for an f16 cache of head size 64 or 128."},
          &Tuning::flash_coopmat},
+        {{"batch_flash", "bool",
+          "A batched step's runs of one sequence's rows (prompt chunks) attend in query tiles (flash_cm or "
+          "flash_attention) instead of row by row (attention_rows)."},
+         &Tuning::batch_flash},
         {{"gemm_gated", "bool",
           "A chunk's gate and up GEMMs with the activation in their epilogue (gemm_cm2 devices)."},
          &Tuning::gemm_gated},

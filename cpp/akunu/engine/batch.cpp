@@ -259,7 +259,8 @@ std::vector<BatchToken> Batch::step(bool wait) {
         pool_->prepare_write(p.seq, first, first + p.n);
         for (int i = 0; i < p.n; ++i) {
             ids.push_back(uint32_t(seqs_[size_t(p.seq)].pending[size_t(i)]));
-            rows.push_back(BatchRow{uint32_t(p.seq), uint32_t(first + i), 0, 0});
+            // A prompt's piece attends in query tiles (kernels::attention_rows), a decode row by itself.
+            rows.push_back(BatchRow{uint32_t(p.seq), uint32_t(first + i), p.n > 1 ? 1u : 0u, 0});
             targets.push_back(score_target(p.seq, first + i));
         }
     }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "akunu/core/error.h"
+#include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/model.h"
 #include "akunu/engine/table_builder.h"
 
@@ -32,6 +33,26 @@ void hand_over(const Buffer& from, Buffer& to, size_t bytes) {
 }
 
 }  // namespace
+
+void cut_batch_tiles(BatchRow* rows, int n, uint32_t tile_rows, BatchTile* tiles, size_t capacity) {
+    size_t count = 0;
+    const size_t room = tile_rows > 0 ? capacity : 0;  // no tiled kernel: every row goes to attention_rows
+    for (int r = 0; r < n;) {
+        int end = r + 1;  // the run: marked rows of one sequence at consecutive positions
+        while (rows[r].tiled && end < n && rows[end].tiled && rows[end].seq == rows[r].seq &&
+               rows[end].pos == rows[end - 1].pos + 1)
+            ++end;
+        for (int first = r, marked = rows[r].tiled; marked && first < end;) {
+            const int take = std::min(end - first, tile_rows > 0 ? int(tile_rows) : n);
+            const bool placed = count < room;
+            if (placed) tiles[count++] = BatchTile{uint32_t(first), uint32_t(take)};
+            for (int i = first; i < first + take; ++i) rows[i].tiled = placed ? 1 : 0;
+            first += take;
+        }
+        r = end;
+    }
+    std::fill(tiles + count, tiles + capacity, BatchTile{0, 0});
+}
 
 BatchPipeline::BatchPipeline(const std::vector<std::shared_ptr<const LoadedModel>>& parts, const KvPool& pool, int rows,
                              int max_sequences, int microbatches)
@@ -59,6 +80,8 @@ BatchPipeline::Stage BatchPipeline::make_stage(const std::shared_ptr<const Loade
     s.scratch = std::make_unique<ScratchBuffers>(b.device, b.config, b.context, 1, rows, b.plan.options.prefill_dequant,
                                                  max_sequences);
     fill_rope_tables(b, *s.scratch, 0, b.context);
+    s.tile_rows =
+        kernels::batch_tile_rows(b.device->profile(), pool.bindings(b.layers.first), uint32_t(b.config.head_dim));
     const size_t stream = size_t(rows) * size_t(b.config.dim) * 4;
     s.in = std::make_unique<Buffer>();
     s.out = std::make_unique<Buffer>();
@@ -126,7 +149,10 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
     std::memcpy(s.scratch->get("batch_targets").contents(), targets, size_t(n) * 4);
     auto* step = static_cast<StepState*>(s.scratch->get("batch_step").contents());
     *step = StepState{0, 0, uint32_t(n), 0};
-    std::memcpy(step + 1, rows, size_t(n) * sizeof(BatchRow));
+    auto* step_rows = reinterpret_cast<BatchRow*>(step + 1);
+    std::memcpy(step_rows, rows, size_t(n) * sizeof(BatchRow));
+    cut_batch_tiles(step_rows, n, s.tile_rows, static_cast<BatchTile*>(s.scratch->get("batch_tiles").contents()),
+                    batch_tile_capacity(uint64_t(s.rows)));
 }
 
 CommandList& BatchPipeline::submit(Stage& s, int n) {

@@ -29,6 +29,14 @@ namespace akunu {
 
 struct LoadedModel;
 
+// A step's query tiles (params.h BatchTile): the rows marked tiled (a prompt's piece of 2 or
+// more rows) cut into tiles of up to tile_rows rows of one sequence at consecutive positions, at
+// most `capacity` of them. A piece's tiles are the same whether it runs whole or cut between two
+// micro-batches, so the rows' results are too. Rows that find no room get tiled = 0 (attention_rows
+// attends them); the entries of `tiles` past the step's get rows 0. tile_rows 0 (no tiled kernel,
+// kernels::batch_tile_rows): no tiles, every row unmarked.
+void cut_batch_tiles(BatchRow* rows, int n, uint32_t tile_rows, BatchTile* tiles, size_t capacity);
+
 class BatchPipeline {
 public:
     // `parts`: the model's parts in layer order (one: a model on one device). `microbatches`: the
@@ -72,6 +80,7 @@ private:
     struct Stage {
         std::shared_ptr<const LoadedModel> part;
         int rows = 0, short_rows = 0;
+        uint32_t tile_rows = 0;  // the query tiles' rows of its attention (kernels::batch_tile_rows); 0: none
         std::unique_ptr<ScratchBuffers> scratch;
         // The residual stream [rows, dim] f32 from the part before, to the part after (empty
         // buffers where there is none). On the heap: the tables bind them by address, and a

@@ -106,6 +106,12 @@ bool dequantizes_to_f16(TensorType wtype);
 // an f16 cache in one buffer, head_dim 64 or 128) rather than the scalar flash_attention.comp.
 // tuning flash_coopmat=0 keeps the scalar kernel.
 bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim);
+// The query rows of a tile of a batched step (attention_tiles): a run of one sequence's rows
+// attends in tiles of this many rows, AKUNU_FLASH_CM_ROWS on flash_cm (the conditions of
+// flash_attention_coopmat, on the pool's f16 blocks), AKUNU_FLASH_ROWS on the scalar
+// flash_attention (every format); 0: every row goes through attention_rows (tuning
+// batch_flash=0, the CPU backend, a head_dim the flash kernels do not take).
+uint32_t batch_tile_rows(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim);
 
 // The workgroups of a tile GEMV of matrices of these rows: what a GEMV waiting for it counts.
 uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows);

@@ -397,31 +397,44 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
          {sh.n_heads, chunks, ChunkRows::Axis::kNone, 0, 0, AKUNU_ATTENTION_CHUNK});
 }
 
-void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out,
-                     const Binding& step, const FlashShape& f) {
+namespace {
+
+// The checks that flash_attention, attention_rows and the batch's query tiles share, and their
+// parameters (cache_rows: the rows per KV head that the kernel indexes by, kv_rows.glsl).
+FlashAttentionParams flash_params(const Binding& q, const KvBindings& cache, const Binding& out, const FlashShape& f,
+                                  uint32_t cache_rows, const char* kernel) {
     const AttentionShape& sh = f.heads;
-    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0,
-                "flash_attention: n_heads must be a multiple of n_kv_heads");
-    AKUNU_CHECK(sh.head_dim % 8 == 0 && sh.head_dim <= AKUNU_FLASH_MAX_HEAD_DIM,
-                "flash_attention: head_dim " + std::to_string(sh.head_dim) + " must be a multiple of 8 up to " +
-                    std::to_string(AKUNU_FLASH_MAX_HEAD_DIM));
-    const DeviceProfile& d = s.device().profile();
-    AKUNU_CHECK(d.subgroup_shuffle && d.subgroup_size >= 8,
-                "flash_attention needs subgroup shuffles over at least 8 lanes");
+    const std::string k = kernel;
+    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, k + ": n_heads must be a multiple of n_kv_heads");
+    AKUNU_CHECK(sh.head_dim <= AKUNU_FLASH_MAX_HEAD_DIM, k + ": head_dim " + std::to_string(sh.head_dim) +
+                                                             " is above " + std::to_string(AKUNU_FLASH_MAX_HEAD_DIM));
     const size_t q_dim = size_t(sh.n_heads) * sh.head_dim;
-    AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim,
-                "flash_attention: row strides must cover n_heads * head_dim");
-    check_fits(q, (f.rows - 1) * size_t(f.q_stride) + q_dim, DType::kF32, "flash_attention", "q");
-    check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "flash_attention");
-    check_dtype(f.out_dtype, {DType::kF32, DType::kF16}, "flash_attention out");
-    check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, f.out_dtype, "flash_attention", "out");
-    check_bytes(step, sizeof(StepState), "flash_attention", "step");
+    AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim, k + ": row strides must cover n_heads * head_dim");
+    check_fits(q, (f.rows - 1) * size_t(f.q_stride) + q_dim, DType::kF32, kernel, "q");
+    check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, kernel);
+    check_dtype(f.out_dtype, {DType::kF32, DType::kF16}, kernel);
+    check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, f.out_dtype, kernel, "out");
     FlashAttentionParams p{
-        {sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, cache.cache_rows, 0},
-        checked_u32(f.rows, "flash_attention: rows"),
+        {sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, cache_rows, 0},
+        checked_u32(f.rows, kernel),
         f.q_stride,
         f.out_stride};
     set_recent(p.a, cache);
+    return p;
+}
+
+}  // namespace
+
+void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out,
+                     const Binding& step, const FlashShape& f) {
+    const AttentionShape& sh = f.heads;
+    AKUNU_CHECK(sh.head_dim % 8 == 0, "flash_attention: head_dim " + std::to_string(sh.head_dim) +
+                                          " must be a multiple of 8 up to " + std::to_string(AKUNU_FLASH_MAX_HEAD_DIM));
+    const DeviceProfile& d = s.device().profile();
+    AKUNU_CHECK(d.subgroup_shuffle && d.subgroup_size >= 8,
+                "flash_attention needs subgroup shuffles over at least 8 lanes");
+    const FlashAttentionParams p = flash_params(q, cache, out, f, cache.cache_rows, "flash_attention");
+    check_bytes(step, sizeof(StepState), "flash_attention", "step");
     const bool coopmat = flash_attention_coopmat(d, cache, sh.head_dim);
     const bool half_out = f.out_dtype == DType::kF16;
     AKUNU_CHECK(coopmat || !half_out,
@@ -441,26 +454,28 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
 }
 
 void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
-                    const FlashShape& f) {
+                    const FlashShape& f, const Binding* tiles) {
     const AttentionShape& sh = f.heads;
     AKUNU_CHECK(cache.rows == KvRows::kBatch, "attention_rows reads the cache of a batch (a KvPool)");
-    AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0,
-                "attention_rows: n_heads must be a multiple of n_kv_heads");
-    AKUNU_CHECK(sh.head_dim <= AKUNU_FLASH_MAX_HEAD_DIM, "attention_rows: head_dim " + std::to_string(sh.head_dim) +
-                                                             " is above " + std::to_string(AKUNU_FLASH_MAX_HEAD_DIM));
-    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim;
-    AKUNU_CHECK(f.q_stride >= q_dim && f.out_stride >= q_dim,
-                "attention_rows: row strides must cover n_heads * head_dim");
-    check_fits(q, (f.rows - 1) * size_t(f.q_stride) + q_dim, DType::kF32, "attention_rows", "q");
-    check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "attention_rows");
     AKUNU_CHECK(f.out_dtype == DType::kF32, "attention_rows writes f32");
-    check_fits(out, (f.rows - 1) * size_t(f.out_stride) + q_dim, DType::kF32, "attention_rows", "out");
+    // The kernels index each sequence's blocks by the context (KV_SEQ_BLOCKS, kv_rows.glsl).
+    const FlashAttentionParams p = flash_params(q, cache, out, f, sh.max_len, "attention_rows");
     check_bytes(step, sizeof(StepState) + size_t(f.rows) * sizeof(BatchRow), "attention_rows", "step and rows");
-    FlashAttentionParams p{
-        {sh.n_heads, sh.n_kv_heads, sh.head_dim, sh.max_len, sh.window, sh.scale, sh.softcap, 0, 0, 0},
-        checked_u32(f.rows, "attention_rows: rows"),
-        f.q_stride,
-        f.out_stride};
+    const DeviceProfile& d = s.device().profile();
+    const uint32_t tile_rows = tiles ? batch_tile_rows(d, cache, sh.head_dim) : 0;
+    if (tile_rows > 0) {
+        const uint64_t capacity = batch_tile_capacity(f.rows);
+        check_bytes(*tiles, capacity * sizeof(BatchTile), "attention_rows", "tiles");
+        AKUNU_CHECK(capacity <= d.max_workgroup_count_x && sh.n_heads <= 65535,
+                    "attention_rows: too many rows or heads for one dispatch");
+        // Tile i in workgroup column i; the columns follow the step's rows (at most n / 2 + 1 tiles).
+        const Grid grid{uint32_t(capacity), sh.n_heads, ChunkRows::Axis::kX};
+        const std::vector<Binding> bindings = {q, cache.k, cache.v, out, step, *tiles};
+        if (tile_rows == AKUNU_FLASH_CM_ROWS)
+            emit(s, "flash_cm_d" + std::to_string(sh.head_dim) + "_batch", {}, bindings, p, grid);
+        else
+            emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8}, bindings, p, grid);
+    }
     emit(s, cache_variant("attention_rows", cache), {}, {q, cache.k, cache.v, out, step}, p,
          grid_for(s, size_t(f.rows) * sh.n_heads));
 }
@@ -492,6 +507,14 @@ bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, ui
     if (!d.tuning.flash_coopmat) return false;  // A/B against the scalar kernel
     return d.gemm_coopmat && cache.dtype == KvDType::kF16 && cache.rows == KvRows::kFull &&
            (head_dim == 64 || head_dim == 128);
+}
+
+uint32_t batch_tile_rows(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
+    if (!d.tuning.batch_flash || d.cpu_backend || !d.subgroup_shuffle || d.subgroup_size < 8) return 0;
+    if (head_dim % 8 != 0 || head_dim > AKUNU_FLASH_MAX_HEAD_DIM) return 0;
+    const bool coopmat =
+        d.tuning.flash_coopmat && d.gemm_coopmat && cache.dtype == KvDType::kF16 && (head_dim == 64 || head_dim == 128);
+    return coopmat ? AKUNU_FLASH_CM_ROWS : AKUNU_FLASH_ROWS;
 }
 
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out,

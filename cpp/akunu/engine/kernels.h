@@ -225,8 +225,11 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
 // Causal attention of a batched step's rows (attention_rows.comp): row r < min(rows,
 // step.n_tokens) of BatchRow r's sequence at its position, over that sequence's blocks of a pool
 // (KvRows::kBatch) through its position; the step binding holds the StepState and `rows` BatchRows.
+// With `tiles` (batch_tile_capacity(rows) BatchTiles) and where batch_tile_rows is not 0, the
+// rows of the step's tiles (runs of one sequence) attend in query tiles first (flash_cm.comp or
+// flash_attention.comp built with KV_BATCH), and attention_rows skips the rows marked tiled.
 void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
-                    const FlashShape& shape);
+                    const FlashShape& shape, const Binding* tiles = nullptr);
 
 // out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).
 // max_rows: in a chunk's table, only for chunks of fewer tokens (the counts follow n; devices

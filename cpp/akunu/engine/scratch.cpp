@@ -12,9 +12,9 @@ namespace {
 // targets) or reads after it (sampled ids, their logprobs, the targets' scores): host memory,
 // whatever the device.
 bool on_host(const std::string& name) {
-    for (const char* n :
-         {"step", "token_ids", "sampled_logprobs", "sampler", "batch_step", "batch_token_ids", "batch_samplers",
-          "batch_sampled", "batch_logprobs", "batch_targets", "batch_target_logprobs", "batch_target_argmax"})
+    for (const char* n : {"step", "token_ids", "sampled_logprobs", "sampler", "batch_step", "batch_token_ids",
+                          "batch_samplers", "batch_sampled", "batch_logprobs", "batch_targets", "batch_target_logprobs",
+                          "batch_target_argmax", "batch_tiles"})
         if (name == n) return true;
     return false;
 }
@@ -42,6 +42,7 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
         const uint64_t rows = uint64_t(prefill_chunk);
         for (NamedSize& s : prefill)
             if (s.name == "batch_step") s.bytes = sizeof(StepState) + rows * sizeof(BatchRow);
+        prefill.push_back({"batch_tiles", batch_tile_capacity(rows) * sizeof(BatchTile)});
         prefill.push_back({"batch_samplers", uint64_t(batch_sequences) * sizeof(SamplerState)});
         prefill.push_back({"batch_sampled", rows * 4});
         prefill.push_back({"batch_logprobs", rows * 4});

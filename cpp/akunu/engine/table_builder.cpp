@@ -137,10 +137,11 @@ void Builder::attention(int l) {
     const kernels::AttentionShape shape{
         heads,         kv_heads,       head_dim, uint32_t(m_.context), sliding ? uint32_t(c_.sliding_window) : 0u,
         c_.attn_scale, c_.attn_softcap};
-    if (pass_.batch_sequences)
+    if (pass_.batch_sequences) {
+        const Binding tiles(s_.get("batch_tiles"));
         kernels::attention_rows(t_, q_, cache, attn_out_, step_,
-                                {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), DType::kF32});
-    else if (prefill_)
+                                {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), DType::kF32}, &tiles);
+    } else if (prefill_)
         kernels::flash_attention(t_, q_, cache, attn_out_, step_,
                                  {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), lp.attn_out_dtype});
     else
