@@ -133,11 +133,14 @@ AKUNU_PARAMS_SIZE(StepState, 16)
 // holds the StepState (n_tokens: the rows this step) and then one BatchRow per row: the row's
 // sequence (its block table is entry `seq` of the pool's tables, and its sampler entry `seq`
 // of the samplers) and its position. Kernels built with KV_BATCH (kv_rows.glsl) read them.
+// first and end bound the positions its sequence runs in this step (or micro-batch,
+// batch_pipeline.h), [first, end): rows that sit side by side (a recent window reads the step's
+// own rows there, kv_recent.glsl).
 struct BatchRow {
     uint seq;
     uint pos;
-    uint pad0;
-    uint pad1;
+    uint first;
+    uint end;
 };
 
 // A batched step's row with no token to score (sample_batch's targets).

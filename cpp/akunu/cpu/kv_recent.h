@@ -20,9 +20,23 @@ struct RecentRows {
     const float* step_rows = nullptr;  // [rows, kv_stride] of [q | k | v]
     const uint16_t* k_ring = nullptr;  // [n_kv, recent_rows, head_dim] f16
     const uint16_t* v_ring = nullptr;
-    size_t recent = 0, recent_rows = 0, kv_stride = 0, k_at = 0, v_at = 0, head_dim = 0, step_pos = 0;
+    size_t recent = 0, recent_rows = 0, kv_stride = 0, k_at = 0, v_at = 0, head_dim = 0, step_pos = 0, n_kv = 0;
 
     bool holds(size_t t, size_t pos) const { return t + recent > pos; }
+
+    // A batched step's row (params.h BatchRow): its sequence's rings (the rings hold
+    // [sequences, n_kv, recent_rows, head_dim]) and its sequence's rows of the step, the first,
+    // at position `first`, in step row `first_row`.
+    RecentRows for_row(size_t seq, size_t first_row, size_t first) const {
+        if (recent == 0) return *this;
+        RecentRows r = *this;
+        const size_t ring = seq * n_kv * recent_rows * head_dim;
+        r.k_ring += ring;
+        r.v_ring += ring;
+        r.step_rows += first_row * kv_stride;
+        r.step_pos = first;
+        return r;
+    }
 
     // Key (values = false) or value t of KV head kvh, head_dim floats.
     void row(bool values, size_t kvh, size_t t, float* out) const {
@@ -47,6 +61,7 @@ inline RecentRows recent_rows(const CpuArgs& a, const AttentionParams& p, int fi
     r.recent_rows = p.recent_rows;
     r.kv_stride = p.kv_stride;
     r.head_dim = p.head_dim;
+    r.n_kv = p.n_kv_heads;
     r.k_at = size_t(p.n_heads) * p.head_dim;
     r.v_at = r.k_at + size_t(p.n_kv_heads) * p.head_dim;
     r.step_pos = step_pos;

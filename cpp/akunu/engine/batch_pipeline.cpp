@@ -126,7 +126,14 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
     std::memcpy(s.scratch->get("batch_targets").contents(), targets, size_t(n) * 4);
     auto* step = static_cast<StepState*>(s.scratch->get("batch_step").contents());
     *step = StepState{0, 0, uint32_t(n), 0};
-    std::memcpy(step + 1, rows, size_t(n) * sizeof(BatchRow));
+    // A sequence's rows sit side by side at consecutive positions; [first, end) narrows to those
+    // of its rows this micro-batch holds (a recent window reads them from the micro-batch's rows).
+    auto* out = reinterpret_cast<BatchRow*>(step + 1);
+    for (int r = 0; r < n; ++r) {
+        out[r] = rows[r];
+        out[r].first = std::max(rows[r].first, rows[r].pos - std::min(rows[r].pos, uint32_t(r)));
+        out[r].end = std::min(rows[r].end, rows[r].pos + uint32_t(n - r));
+    }
 }
 
 CommandList& BatchPipeline::submit(Stage& s, int n) {

@@ -461,7 +461,9 @@ void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, 
         checked_u32(f.rows, "attention_rows: rows"),
         f.q_stride,
         f.out_stride};
-    emit(s, cache_variant("attention_rows", cache), {}, {q, cache.k, cache.v, out, step}, p,
+    set_recent(p.a, cache);
+    emit(s, attention_variant("attention_rows", cache), {},
+         with_recent({q, cache.k, cache.v, out, step}, cache, "attention_rows"), p,
          grid_for(s, size_t(f.rows) * sh.n_heads));
 }
 
@@ -472,10 +474,12 @@ void kv_recent_store(DispatchSink& s, const Binding& qkv, const KvBindings& cach
                 "kv_recent_store: the cache has no recent window");
     AKUNU_CHECK(sh.row_stride >= q_dim + 2 * kv_dim, "kv_recent_store: row_stride is shorter than a [q | k | v] row");
     check_fits(qkv, (sh.rows - 1) * size_t(sh.row_stride) + q_dim + 2 * kv_dim, DType::kF32, "kv_recent_store", "qkv");
-    const size_t ring = size_t(sh.n_kv_heads) * cache.recent_rows * sh.head_dim;
+    // A batch's rings: one per sequence, each row in its own sequence's (BatchRow).
+    const bool batch = cache.rows == KvRows::kBatch;
+    const size_t ring = size_t(batch ? cache.sequences : 1) * sh.n_kv_heads * cache.recent_rows * sh.head_dim;
     check_fits(cache.k_recent, ring, DType::kF16, "kv_recent_store", "k_recent");
     check_fits(cache.v_recent, ring, DType::kF16, "kv_recent_store", "v_recent");
-    check_bytes(step, sizeof(StepState), "kv_recent_store", "step");
+    check_bytes(step, sizeof(StepState) + (batch ? size_t(sh.rows) * sizeof(BatchRow) : 0), "kv_recent_store", "step");
     const RopeKvParams p{sh.n_heads,
                          sh.n_kv_heads,
                          sh.head_dim,
@@ -484,7 +488,7 @@ void kv_recent_store(DispatchSink& s, const Binding& qkv, const KvBindings& cach
                          0,
                          checked_u32(sh.rows, "kv_recent_store: rows"),
                          sh.row_stride};
-    emit(s, "kv_recent_store", {}, {qkv, cache.k_recent, cache.v_recent, step}, p,
+    emit(s, batch ? "kv_recent_store_batch" : "kv_recent_store", {}, {qkv, cache.k_recent, cache.v_recent, step}, p,
          grid_for(s, (size_t(sh.rows) * 2 * kv_dim + 63) / 64));
 }
 
