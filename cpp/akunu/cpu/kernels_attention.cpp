@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "akunu/core/half.h"
 #include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/kv_codes.h"
 #include "akunu/cpu/kv_recent.h"

@@ -8,7 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "akunu/core/half.h"
+#include "akunu/cpu/row_dot.h"
+#include "akunu/cpu/vec_math.h"
 #include "akunu/vulkan/cpu_kernel.h"
 #include "params.h"
 
@@ -21,6 +22,8 @@ struct RecentRows {
     const uint16_t* k_ring = nullptr;  // [n_kv, recent_rows, head_dim] f16
     const uint16_t* v_ring = nullptr;
     size_t recent = 0, recent_rows = 0, kv_stride = 0, k_at = 0, v_at = 0, head_dim = 0, step_pos = 0, n_kv = 0;
+    void (*to_half)(const float* x, uint16_t* out, size_t n) = nullptr;  // vec_math's, rounding to nearest even
+    HalfRowFn to_float = nullptr;
 
     bool holds(size_t t, size_t pos) const { return t + recent > pos; }
 
@@ -38,15 +41,17 @@ struct RecentRows {
         return r;
     }
 
-    // Key (values = false) or value t of KV head kvh, head_dim floats.
+    // Key (values = false) or value t of KV head kvh, head_dim floats (at most
+    // AKUNU_FLASH_MAX_HEAD_DIM).
     void row(bool values, size_t kvh, size_t t, float* out) const {
         if (t >= step_pos) {
             const float* x = step_rows + (t - step_pos) * kv_stride + (values ? v_at : k_at) + kvh * head_dim;
-            for (size_t i = 0; i < head_dim; ++i) out[i] = half_to_float(float_to_half(x[i]));
+            uint16_t h[AKUNU_FLASH_MAX_HEAD_DIM];
+            to_half(x, h, head_dim);
+            to_float(h, out, head_dim);
             return;
         }
-        const uint16_t* r = (values ? v_ring : k_ring) + (kvh * recent_rows + t % recent_rows) * head_dim;
-        for (size_t i = 0; i < head_dim; ++i) out[i] = half_to_float(r[i]);
+        to_float((values ? v_ring : k_ring) + (kvh * recent_rows + t % recent_rows) * head_dim, out, head_dim);
     }
 };
 
@@ -65,6 +70,8 @@ inline RecentRows recent_rows(const CpuArgs& a, const AttentionParams& p, int fi
     r.k_at = size_t(p.n_heads) * p.head_dim;
     r.v_at = r.k_at + size_t(p.n_kv_heads) * p.head_dim;
     r.step_pos = step_pos;
+    r.to_half = vec_math().to_half;
+    r.to_float = half_row();
     return r;
 }
 
