@@ -9,8 +9,10 @@
 // the step's rows. The keys come in tiles of one key per invocation: each scores its key against
 // q (kept in shared memory), the workgroup's max and sum update an online softmax, and each
 // invocation then adds the tile's weighted V rows into the output dims it owns (every
-// gl_WorkGroupSize.x-th dim). Every KV format reads through kv_cache_read.glsl. Rows marked
-// tiled (params.h BatchRow) are a query tile's, which the tiled kernels attend.
+// gl_WorkGroupSize.x-th dim). Every KV format reads through kv_cache_read.glsl; with KV_RECENT
+// the row's latest keys and values come from f16 copies (kv_recent.glsl): its sequence's rows
+// of this step, which sit side by side from the row of its first position, and its own rings.
+// Rows marked tiled (params.h BatchRow) are a query tile's, which the tiled kernels attend.
 #include "common.glsl"
 #include "reduce.glsl"
 #define KV_HEAD_DIM p.a.head_dim
@@ -26,6 +28,13 @@ layout(std430, binding = 3) writeonly buffer O { float out_data[]; };    // [row
 layout(std430, binding = 4) readonly buffer Step { STEP_BLOCK };
 layout(push_constant) uniform Push { FlashAttentionParams p; };
 
+uint row_first_pos = 0u, row_first_row = 0u, row_seq = 0u;  // the current row's (kv_recent.glsl)
+#define KV_PARAMS p.a
+#define KV_STEP_POS row_first_pos
+#define KV_STEP_ROW0 row_first_row
+#define KV_RING_SEQ row_seq
+#include "kv_recent.glsl"
+
 shared float q_row[AKUNU_FLASH_MAX_HEAD_DIM];
 shared float weights[LANES];  // the tile's softmax weights times the V row scales
 
@@ -37,6 +46,9 @@ void main() {
     const uint lane = gl_LocalInvocationID.x, hd = p.a.head_dim;
     const uint pos = ROW_POS(row);
     ROW_ENTER(row);
+    row_seq = batch_rows[row].seq;
+    row_first_pos = batch_rows[row].first;
+    row_first_row = row - (pos - row_first_pos);
     const uint kvh = h / (p.a.n_heads / p.a.n_kv_heads);
     for (uint i = lane; i < hd; i += LANES) q_row[i] = q[row * p.q_stride + h * hd + i];
     barrier();
@@ -49,24 +61,32 @@ void main() {
         const uint t = t0 + lane;
         float s = -1.0 / 0.0;
         if (t <= pos) {
-            const kv_row_t r = KV_ROW(kvh, t);
             float d = 0.0;
-            for (uint i = 0; i < hd; ++i) d += q_row[i] * K_AT(r, i);
-            s = d * K_SCALE(r) * p.a.scale;
+            if (KV_IS_RECENT(t, pos)) {
+                for (uint i = 0; i < hd; ++i) d += q_row[i] * K_RECENT(kvh, t, i);
+            } else {
+                const kv_row_t r = KV_ROW(kvh, t);
+                for (uint i = 0; i < hd; ++i) d += q_row[i] * K_AT(r, i);
+                d *= K_SCALE(r);
+            }
+            s = d * p.a.scale;
             if (p.a.softcap > 0.0) s = p.a.softcap * tanh(s / p.a.softcap);
         }
         const float m_new = max(m, workgroup_max(s));  // finite: key t0 <= pos is in the tile
         const float correction = exp(m - m_new);
         const float w = t <= pos ? exp(s - m_new) : 0.0;
         l = l * correction + workgroup_sum(w);
-        weights[lane] = t <= pos ? w * V_SCALE(KV_ROW(kvh, t)) : 0.0;
+        weights[lane] = t <= pos ? w * (KV_IS_RECENT(t, pos) ? 1.0 : V_SCALE(KV_ROW(kvh, t))) : 0.0;
         barrier();
         const uint keys = min(LANES, pos + 1 - t0);
         for (uint j = 0; j < DIMS_PER_LANE; ++j) {
             const uint i = lane + j * LANES;
             if (i >= hd) break;
             float acc = o[j] * correction;
-            for (uint k = 0; k < keys; ++k) acc += weights[k] * V_AT(KV_ROW(kvh, t0 + k), i);
+            for (uint k = 0; k < keys; ++k) {
+                const uint t = t0 + k;
+                acc += weights[k] * (KV_IS_RECENT(t, pos) ? V_RECENT(kvh, t, i) : V_AT(KV_ROW(kvh, t), i));
+            }
             o[j] = acc;
         }
         barrier();

@@ -183,7 +183,10 @@ foreach(format IN LISTS kv_formats)
   akunu_kernel(kv_store_${format}_batch kv_store.comp ${kv_${format}} ${kv_layout_batch})
   akunu_kernel(attention_rows_${format}_batch attention_rows.comp ${kv_${format}} ${kv_layout_batch})
   akunu_kernel(flash_attention_${format}_batch flash_attention.comp ${kv_${format}} ${kv_layout_batch})
+  akunu_kernel(attention_rows_${format}_batch_recent attention_rows.comp
+               ${kv_${format}},KV_RECENT ${kv_layout_batch})
 endforeach()
+akunu_kernel(kv_recent_store_batch kv_recent_store.comp KV_BATCH)
 akunu_kernel(sample_batch sample.comp SAMPLE_BATCH)
 
 set(AKUNU_SHADER_DIR ${CMAKE_CURRENT_LIST_DIR})

@@ -10,7 +10,11 @@ layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Qkv { float qkv[]; };           // rows of [q | k | v]
 layout(std430, binding = 1) writeonly buffer KR { float16_t k_recent[]; };  // [n_kv, ring rows, head_dim]
 layout(std430, binding = 2) writeonly buffer VR { float16_t v_recent[]; };  // [n_kv, ring rows, head_dim]
+#ifdef KV_BATCH
+layout(std430, binding = 3) readonly buffer Step { StepState step; BatchRow batch_rows[]; };
+#else
 layout(std430, binding = 3) readonly buffer Step { StepState step; };
+#endif
 layout(push_constant) uniform Push { RopeKvParams p; };  // max_len: the ring's rows per head
 
 void main() {
@@ -18,9 +22,16 @@ void main() {
     const uint gid = linear_group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
     const uint row = gid / (2 * kv_dim), e = gid % (2 * kv_dim);
     const uint n = min(p.rows, step.n_tokens);
-    if (row >= n || row + p.max_len < n) return;
-    const uint pos = step.pos + row, i = e % kv_dim;
-    const uint at = ((i / p.head_dim) * p.max_len + pos % p.max_len) * p.head_dim + i % p.head_dim;
+    if (row >= n) return;
+#ifdef KV_BATCH
+    const uint pos = batch_rows[row].pos, ring = batch_rows[row].seq * p.n_kv_heads;
+    if (pos + p.max_len < batch_rows[row].end) return;
+#else
+    const uint pos = step.pos + row, ring = 0u;
+    if (row + p.max_len < n) return;
+#endif
+    const uint i = e % kv_dim;
+    const uint at = ((ring + i / p.head_dim) * p.max_len + pos % p.max_len) * p.head_dim + i % p.head_dim;
     const float16_t x = float16_t(qkv[row * p.row_stride + q_dim + e]);
     if (e < kv_dim)
         k_recent[at] = x;

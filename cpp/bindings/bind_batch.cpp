@@ -149,7 +149,8 @@ void init_batch(py::module_& m) {
             d["blocks_used"] = p.blocks_total() - p.blocks_free();
             d["blocks_shared"] = p.blocks_shared();
             d["block_bytes"] = p.block_bytes();
-            d["kv_bytes"] = p.bytes();
+            d["kv_bytes"] = p.bytes();  // with the recent window's
+            d["recent_bytes"] = p.recent_bytes();
             d["scratch_bytes"] = b.batch->scratch_bytes();
             d["microbatches"] = b.batch->microbatches();
             return d;

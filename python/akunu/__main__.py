@@ -433,8 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deep-context", type=int, default=4096, help="prompt tokens before the deep decode run")
     p.add_argument("--runs", type=int, default=3, help="runs per measure (median, after a warmup)")
     p.add_argument("--kv-alloc", default="full", choices=["full", "blocks"], help="the KV cache's allocation")
-    p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"],
-                   help="the KV cache's format (docs/kv-quality.md)")
+    p.add_argument("--kv-dtype", default="f16",
+                   help="the KV cache's format: f16, q8, int4, fp4, q8/int4, q8/fp4, int4h, or one with a recent "
+                   "window, \"int4h+w8\" (docs/kv-quality.md)")
     p.add_argument("--kv-ring", action="store_true", help="sliding-window layers keep a ring")
     p.add_argument("--batch", help="batched throughput for these numbers of sequences (1,8,32,64): aggregate "
                    "prompt and decode tok/s as llama-batched-bench reports them (--pp: each prompt's tokens)")

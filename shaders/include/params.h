@@ -133,14 +133,20 @@ AKUNU_PARAMS_SIZE(StepState, 16)
 // holds the StepState (n_tokens: the rows this step) and then one BatchRow per row: the row's
 // sequence (its block table is entry `seq` of the pool's tables, and its sampler entry `seq`
 // of the samplers) and its position. Kernels built with KV_BATCH (kv_rows.glsl) read them.
-// tiled: 1 where the row's attention runs in a query tile (BatchTile), so that attention_rows
-// leaves it alone. The batch sets it on the rows of a prompt's piece of 2 or more rows; the
-// host that cuts the tiles clears it where a row gets none.
+// first and end bound the positions its sequence runs in this step (or micro-batch,
+// batch_pipeline.h), [first, end): rows that sit side by side (a recent window reads the step's
+// own rows there, kv_recent.glsl). tiled: 1 where the row's attention runs in a query tile
+// (BatchTile), so that attention_rows leaves it alone. The batch sets it on the rows of a
+// prompt's piece of 2 or more rows; the host that cuts the tiles clears it where a row gets none.
 struct BatchRow {
     uint seq;
     uint pos;
+    uint first;
+    uint end;
     uint tiled;
-    uint pad;
+    uint pad0;
+    uint pad1;
+    uint pad2;
 };
 
 // A tile of a batched step's rows that belong to one sequence at consecutive positions, up to a
@@ -157,7 +163,7 @@ struct BatchTile {
 
 // A batched step's row with no token to score (sample_batch's targets).
 #define AKUNU_NO_TARGET 0xFFFFFFFFu
-AKUNU_PARAMS_SIZE(BatchRow, 16)
+AKUNU_PARAMS_SIZE(BatchRow, 32)
 AKUNU_PARAMS_SIZE(BatchTile, 8)
 #ifdef __cplusplus
 // The tiles a step of up to `rows` rows may hold, the entries of batch_tiles.

@@ -70,11 +70,11 @@ std::vector<uint8_t> step_bytes(uint32_t tile_rows, std::vector<BatchTile>& tile
     std::vector<BatchRow> rows;
     for (const StepRun& r : kRuns)
         for (uint32_t i = 0; i < r.rows; ++i)
-            rows.push_back({r.seq, r.pos + i, r.rows > 1 ? 1u : 0u, 0});  // as Batch::step
+            rows.push_back({r.seq, r.pos + i, r.pos, r.pos + r.rows, r.rows > 1 ? 1u : 0u});  // as Batch::step
     const uint32_t n = uint32_t(rows.size());
     tiles.assign(batch_tile_capacity(kTableRows), BatchTile{0, 0});
     cut_batch_tiles(rows.data(), int(n), tile_rows, tiles.data(), tiles.size());
-    rows.resize(kTableRows, BatchRow{0, 0, 0, 0});
+    rows.resize(kTableRows, BatchRow{});
     std::vector<uint8_t> bytes(sizeof(StepState) + rows.size() * sizeof(BatchRow));
     const StepState st{0, 0, n, 0};
     std::memcpy(bytes.data(), &st, sizeof st);
@@ -88,8 +88,8 @@ std::vector<uint8_t> step_bytes(uint32_t tile_rows, std::vector<BatchTile>& tile
 // to tile_rows rows, a piece's last row past its whole tiles in a tile of its own, unmarked rows
 // (decode rows) and rows past the capacity left to attention_rows, the entries past the tiles zero.
 TEST(BatchTiles, MarkedRunsAreCutIntoTiles) {
-    std::vector<BatchRow> rows = {{5, 9, 0, 0}, {0, 3, 1, 0}, {0, 4, 1, 0}, {0, 5, 1, 0}, {0, 6, 1, 0},
-                                  {0, 7, 1, 0}, {2, 1, 1, 0}, {2, 3, 1, 0}, {4, 8, 0, 0}, {4, 9, 0, 0}};
+    std::vector<BatchRow> rows = {{5, 9, 0, 0, 0}, {0, 3, 0, 0, 1}, {0, 4, 0, 0, 1}, {0, 5, 0, 0, 1}, {0, 6, 0, 0, 1},
+                                  {0, 7, 0, 0, 1}, {2, 1, 0, 0, 1}, {2, 3, 0, 0, 1}, {4, 8, 0, 0, 0}, {4, 9, 0, 0, 0}};
     std::vector<BatchTile> tiles(6, BatchTile{7, 7});
     cut_batch_tiles(rows.data(), int(rows.size()), 2, tiles.data(), tiles.size());
     // Sequence 0's 5 rows: 2, 2 and 1; sequence 2's rows are not at consecutive positions: 1 and

@@ -4,6 +4,7 @@
 // backend, where a block's device address is its host pointer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "akunu/core/error.h"
@@ -147,6 +148,58 @@ TEST(KvPool, SplitByLayersOverDevicesSharesItsBlockTables) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("starts at layer 2, expected 1"), std::string::npos) << e.what();
     }
+}
+
+// A recent window over a split pool: each part holds its layers' rings, [sequences, n_kv, rows,
+// head_dim] f16, on its own device; a fork copies every part's rings, and a sequence that adopts
+// a published block restores every part's from the block's kept tail.
+TEST(KvPool, SplitRingsAreCopiedAndRestoredOnEveryPart) {
+    ModelConfig c = attention_config(4, 2, 16);
+    c.n_layers = 3;
+    const std::shared_ptr<Device> other = Device::create("cpu");
+    const KvRecentPlan plan{4, 6, 0};
+    KvPool pool({{cpu_device(), {0, 1}}, {other, {1, 3}}}, c, 512, KvDType::kQ8, 3, 4, plan);
+    EXPECT_EQ(pool.recent_window(), 4);
+    EXPECT_EQ(pool.bindings(1).recent_rows, 6u);
+    EXPECT_EQ(&pool.bindings(0).k_recent.buffer->device(), cpu_device().get());
+    EXPECT_EQ(&pool.bindings(2).v_recent.buffer->device(), other.get());
+    const size_t heads = size_t(pool.n_kv_heads()), dim = size_t(pool.head_dim()), per_seq = heads * 6 * dim;
+    EXPECT_EQ(pool.recent_bytes(), 3 * 2 * 3 * per_seq * 2);  // layers, sides, sequences
+    const auto ring = [&](int layer, bool values, int seq) {
+        const KvBindings b = pool.bindings(layer);
+        auto* rows = static_cast<uint16_t*>((values ? b.v_recent : b.k_recent).buffer->contents());
+        return rows + size_t(seq) * per_seq;
+    };
+    const auto value = [](int layer, bool values, size_t i) {
+        return uint16_t(i * 7 + size_t(layer) * 2 + values + 1);
+    };
+    for (int layer = 0; layer < 3; ++layer)
+        for (const bool values : {false, true}) {
+            for (size_t i = 0; i < per_seq; ++i) ring(layer, values, 0)[i] = value(layer, values, i);
+            std::fill_n(ring(layer, values, 2), per_seq, uint16_t(0));
+        }
+    pool.prepare_write(0, 0, AKUNU_KV_BLOCK);
+    pool.set_length(0, AKUNU_KV_BLOCK);
+    pool.publish(0, 0, 42);  // keeps the block's last window - 1 positions of every part's rings
+    pool.share(1, 0, AKUNU_KV_BLOCK);
+    pool.adopt(2, pool.find_block(42));
+    pool.set_length(2, AKUNU_KV_BLOCK);
+    pool.adopted(2);
+    for (int layer = 0; layer < 3; ++layer)
+        for (const bool values : {false, true}) {
+            EXPECT_EQ(std::memcmp(ring(layer, values, 1), ring(layer, values, 0), per_seq * 2), 0) << "layer " << layer;
+            for (size_t h = 0; h < heads; ++h)
+                for (int t = AKUNU_KV_BLOCK - 6; t < AKUNU_KV_BLOCK; ++t) {
+                    const size_t at = (h * 6 + size_t(t % 6)) * dim;
+                    const bool kept = t >= AKUNU_KV_BLOCK - 3;
+                    EXPECT_EQ(ring(layer, values, 2)[at], kept ? value(layer, values, at) : 0)
+                        << "layer " << layer << " head " << h << " position " << t;
+                }
+        }
+    pool.release(0);
+    pool.release(1);
+    pool.release(2);
+    EXPECT_EQ(pool.recent_bytes(), 3 * 2 * 3 * per_seq * 2);  // the kept tail went with its block
 }
 
 }  // namespace akunu::test

@@ -62,6 +62,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"kv_recent_store", sizeof(RopeKvParams), 4},
         {"kv_store_", sizeof(RopeKvParams), 4, "_blocks"},
         {"kv_store_", sizeof(RopeKvParams), 4, "_batch"},  // a batch's blocks: block tables, as _blocks
+        {"attention_rows_", sizeof(FlashAttentionParams), 8, "_batch_recent"},  // and the window's 3 (kv_recent.glsl)
         {"attention_rows_", sizeof(FlashAttentionParams), 5, "_batch"},  // Q, the K and V block tables, out, step
         // A batched step's query tiles: binding 5 the tiles (params.h BatchTile).
         {"flash_attention_", sizeof(FlashAttentionParams), 6, "_batch"},

@@ -384,8 +384,11 @@ def test_recent_window_names_and_batches():
     m = akunu.Model(trained_gguf(), context=32, progress=False, kv_dtype="fp4+w")
     assert m.kv_cache.dtype == "fp4+w8" and m.kv_cache.recent == 8 and m.kv_cache.side_dtype(True) == "fp4"
     assert akunu.plan(trained_gguf(), context=32, kv_dtype="int4h+w16", check_device=False).kv_recent_rows > 16
-    with pytest.raises(akunu.Error, match="a batch keeps no recent window"):
-        akunu.Batch(m)
+    # A batch keeps a ring per sequence (test_batch_recent.py checks what it computes).
+    report = akunu.Batch(m, max_sequences=3).memory_report()
+    rows = m.memory_report()["kv_recent"]["rows"]
+    cfg = m.config
+    assert report["recent_bytes"] == 3 * cfg.n_layers * 2 * cfg.n_kv_heads * rows * cfg.head_dim * 2
 
 
 @pytest.mark.parametrize("fmt", ["int4h+w8", "q8/fp4+w3"])

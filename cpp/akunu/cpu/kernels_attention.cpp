@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "akunu/core/half.h"
 #include "akunu/vulkan/cpu_kernel.h"
 #include "akunu/cpu/kv_codes.h"
 #include "akunu/cpu/kv_recent.h"
@@ -96,19 +97,23 @@ void kv_store(const CpuArgs& a, size_t begin, size_t end) {
 }
 
 // kv_recent_store.comp: one item per (token row, element of its [k | v]), 64 items a
-// workgroup; a row whose ring row a later row of the step takes is skipped.
+// workgroup; a row whose ring row a later row of its sequence's this step takes is skipped.
+// A batched step's rows (the batch layout) go to their own sequence's rings.
 void kv_recent_store(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<RopeKvParams>();  // max_len: the ring's rows per head
     const auto& step = *a.at<const StepState>(3);
+    const BatchRow* batch =
+        cache_layout(a.variant) == CacheLayout::kBatch ? reinterpret_cast<const BatchRow*>(&step + 1) : nullptr;
     const float* qkv = a.at<const float>(0);
     uint16_t* rings[2] = {a.at<uint16_t>(1), a.at<uint16_t>(2)};
     const size_t hd = p.head_dim, kv_dim = p.n_kv_heads * hd, q_dim = p.n_heads * hd;
     const size_t n = std::min(p.rows, step.n_tokens);
     for (size_t gid = begin * 64, e_end = std::min(end * 64, n * 2 * kv_dim); gid < e_end; ++gid) {
         const size_t row = gid / (2 * kv_dim), e = gid % (2 * kv_dim), i = e % kv_dim;
-        if (row + p.max_len < n) continue;
-        const size_t pos = step.pos + row;
-        rings[e >= kv_dim][((i / hd) * p.max_len + pos % p.max_len) * hd + i % hd] =
+        const size_t pos = batch ? batch[row].pos : step.pos + row;
+        const size_t ring = batch ? size_t(batch[row].seq) * p.n_kv_heads : 0;
+        if (pos + p.max_len < (batch ? size_t(batch[row].end) : step.pos + n)) continue;
+        rings[e >= kv_dim][((ring + i / hd) * p.max_len + pos % p.max_len) * hd + i % hd] =
             float_to_half(qkv[row * p.row_stride + q_dim + e]);
     }
 }
@@ -352,6 +357,8 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
     float* out_data = a.at<float>(3);
     const KvSide K = side(a, false, p), V = side(a, true, p);
     const size_t n = std::min(fp.rows, step.n_tokens), hd = p.head_dim;
+    const RecentRows window = recent_rows(a, p, 5, 0);
+    const BatchRow* batch_rows = reinterpret_cast<const BatchRow*>(&step + 1);
     const HalfRowFn to_float = half_row();
     float k_row[AKUNU_FLASH_MAX_HEAD_DIM], v_row[AKUNU_FLASH_MAX_HEAD_DIM], o[AKUNU_FLASH_MAX_HEAD_DIM];
     for (size_t g = begin; g < end; ++g) {
@@ -360,21 +367,29 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
         const RowPlace place = row_place(a.variant, step, row, p.max_len);
         const KvRowMap ks = K.rows.from_block(place.first_block), vs = V.rows.from_block(place.first_block);
         const size_t kvh = h / (p.n_heads / p.n_kv_heads), pos = place.pos;
+        const BatchRow& br = batch_rows[row];
+        const RecentRows W = window.for_row(br.seq, row - (pos - br.first), br.first);
         const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
         const float* qh = q + row * fp.q_stride + h * hd;
         std::fill(o, o + hd, 0.0f);
         float m = kNegInf, l = 0.0f;
         for (size_t t = first; t <= pos; ++t) {
-            const KvRowMap::Row kr = ks.at(kvh, t);
-            K.values(kr, k_row, to_float);
+            const bool recent = W.holds(t, pos);
+            const KvRowMap::Row kr = ks.at(kvh, t), vr = vs.at(kvh, t);
+            if (recent)
+                W.row(false, kvh, t, k_row);
+            else
+                K.values(kr, k_row, to_float);
             float d = 0.0f;
             for (size_t i = 0; i < hd; ++i) d += qh[i] * k_row[i];
-            d *= K.scale(kr) * p.scale;
+            d *= (recent ? 1.0f : K.scale(kr)) * p.scale;
             if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
             const float m_new = std::max(m, d), correction = std::exp(m - m_new), w = std::exp(d - m_new);
-            const KvRowMap::Row vr = vs.at(kvh, t);
-            V.values(vr, v_row, to_float);
-            const float wv = w * V.scale(vr);
+            if (recent)
+                W.row(true, kvh, t, v_row);
+            else
+                V.values(vr, v_row, to_float);
+            const float wv = w * (recent ? 1.0f : V.scale(vr));
             for (size_t i = 0; i < hd; ++i) o[i] = o[i] * correction + wv * v_row[i];
             l = l * correction + w;
             m = m_new;
@@ -421,8 +436,12 @@ void register_attention(void (*add_row)(const KernelRow&)) {
     for (const Fmt& f : formats) {
         const uint32_t variant = f.k | (f.v << 8) | batch;
         add_row({("attention_rows" + std::string(f.suffix) + "_batch").c_str(), {attention_rows, variant, 1}});
-        if (f.k != kKvF16) add_row({("kv_store" + std::string(f.suffix) + "_batch").c_str(), {kv_store, variant, 16}});
+        if (f.k == kKvF16) continue;
+        add_row({("kv_store" + std::string(f.suffix) + "_batch").c_str(), {kv_store, variant, 16}});
+        add_row({("attention_rows" + std::string(f.suffix) + "_batch_recent").c_str(),
+                 {attention_rows, variant | kRecent, 1}});
     }
+    add_row({"kv_recent_store_batch", {kv_recent_store, batch, 16}});
     add_row({"rope_kv_batch", {rope_kv, batch, 16}});
     add_row({"rope_only_batch", {rope_kv, kRopeOnly | batch, 16}});
 }

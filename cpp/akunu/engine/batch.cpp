@@ -33,10 +33,6 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
     AKUNU_CHECK(o.max_sequences >= 1 && o.max_sequences <= 4096,
                 "max_sequences must be in [1, 4096], not " + std::to_string(o.max_sequences));
     AKUNU_CHECK(o.rows >= 0 && o.blocks >= 0, "a batch's rows and blocks must not be negative");
-    AKUNU_CHECK(b.plan.options.kv_recent == 0, "a batch keeps no recent window: load the model with kv_dtype '" +
-                                                   std::string(kv_dtype_name(b.plan.options.kv_dtype)) +
-                                                   "' (without '+w" + std::to_string(b.plan.options.kv_recent) +
-                                                   "') to batch it");
     // The model's parts in layer order (one, unless it is split across devices).
     std::vector<std::shared_ptr<const LoadedModel>> parts;
     std::vector<KvPoolPart> pool_parts;
@@ -46,7 +42,7 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
     }
     const int per_seq = (b.context + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK;
     pool_ = std::make_unique<KvPool>(pool_parts, b.config, b.context, b.plan.options.kv_dtype, o.max_sequences,
-                                     o.blocks > 0 ? o.blocks : o.max_sequences * per_seq);
+                                     o.blocks > 0 ? o.blocks : o.max_sequences * per_seq, b.plan.kv.recent);
     // The step's logits, [rows, vocab] f32, are bounded as a prefill chunk's all-position logits.
     const int want = std::min(default_rows(o), 4096);
     rows_ = prefill_logit_rows(b.config, want);
@@ -120,6 +116,7 @@ void Batch::share_prefix(int seq, const std::vector<int>& ids) {
     s.tokens.assign(ids.begin(), ids.begin() + long(n));
     s.pending.erase(s.pending.begin(), s.pending.begin() + long(n));
     pool_->set_length(seq, int(n));
+    pool_->adopted(seq);
 }
 
 int Batch::fork(int from, const SamplerState& sampler) {
@@ -226,7 +223,11 @@ std::vector<Batch::Piece> Batch::plan_step() const {
             const Seq& s = seqs_[seq];
             if (!s.active || s.pending.empty() || (s.pending.size() == 1) != decode) continue;
             const int room = pool_->context() - pool_->length(int(seq));
-            const int take = std::min({int(s.pending.size()), left, room});
+            int take = std::min({int(s.pending.size()), left, room});
+            // A recent window's shared blocks keep their tails from the rings, which hold them
+            // only where a prompt piece ends at the block's end (KvPool::publish).
+            if (!decode && prefix_sharing_ && pool_->recent_window() > 0)
+                take = std::min(take, AKUNU_KV_BLOCK - pool_->length(int(seq)) % AKUNU_KV_BLOCK);
             if (take <= 0) continue;
             pieces.push_back({int(seq), rows_ - left, take});
             left -= take;
@@ -260,7 +261,8 @@ std::vector<BatchToken> Batch::step(bool wait) {
         for (int i = 0; i < p.n; ++i) {
             ids.push_back(uint32_t(seqs_[size_t(p.seq)].pending[size_t(i)]));
             // A prompt's piece attends in query tiles (kernels::attention_rows), a decode row by itself.
-            rows.push_back(BatchRow{uint32_t(p.seq), uint32_t(first + i), p.n > 1 ? 1u : 0u, 0});
+            rows.push_back(BatchRow{uint32_t(p.seq), uint32_t(first + i), uint32_t(first), uint32_t(first + p.n),
+                                    p.n > 1 ? 1u : 0u, 0, 0, 0});
             targets.push_back(score_target(p.seq, first + i));
         }
     }

@@ -149,8 +149,14 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
     std::memcpy(s.scratch->get("batch_targets").contents(), targets, size_t(n) * 4);
     auto* step = static_cast<StepState*>(s.scratch->get("batch_step").contents());
     *step = StepState{0, 0, uint32_t(n), 0};
+    // A sequence's rows sit side by side at consecutive positions; [first, end) narrows to those
+    // of its rows this micro-batch holds (a recent window reads them from the micro-batch's rows).
     auto* step_rows = reinterpret_cast<BatchRow*>(step + 1);
-    std::memcpy(step_rows, rows, size_t(n) * sizeof(BatchRow));
+    for (int r = 0; r < n; ++r) {
+        step_rows[r] = rows[r];
+        step_rows[r].first = std::max(rows[r].first, rows[r].pos - std::min(rows[r].pos, uint32_t(r)));
+        step_rows[r].end = std::min(rows[r].end, rows[r].pos + uint32_t(n - r));
+    }
     cut_batch_tiles(step_rows, n, s.tile_rows, static_cast<BatchTile*>(s.scratch->get("batch_tiles").contents()),
                     batch_tile_capacity(uint64_t(s.rows)));
 }

@@ -47,8 +47,9 @@ public:
 
     int rows() const { return rows_; }
     int microbatches() const { return int(lanes_.size()); }  // the most a step runs in
-    // Runs a step of n rows (n <= rows()): token ids [n], each row's sequence and position [n],
-    // and the token each row scores [n] (AKUNU_NO_TARGET for none).
+    // Runs a step of n rows (n <= rows()): token ids [n], each row's sequence, position and its
+    // sequence's positions this step [n] (BatchRow), and the token each row scores [n]
+    // (AKUNU_NO_TARGET for none).
     void run(const uint32_t* ids, const BatchRow* rows, const uint32_t* targets, int n);
     // After run(): row r's sampled token and its log-probability, its target's log-probability
     // and whether that is the row's argmax, and its logits [vocab] (read, staged where the

@@ -476,7 +476,8 @@ void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, 
         else
             emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8}, bindings, p, grid);
     }
-    emit(s, cache_variant("attention_rows", cache), {}, {q, cache.k, cache.v, out, step}, p,
+    emit(s, attention_variant("attention_rows", cache), {},
+         with_recent({q, cache.k, cache.v, out, step}, cache, "attention_rows"), p,
          grid_for(s, size_t(f.rows) * sh.n_heads));
 }
 
@@ -487,10 +488,12 @@ void kv_recent_store(DispatchSink& s, const Binding& qkv, const KvBindings& cach
                 "kv_recent_store: the cache has no recent window");
     AKUNU_CHECK(sh.row_stride >= q_dim + 2 * kv_dim, "kv_recent_store: row_stride is shorter than a [q | k | v] row");
     check_fits(qkv, (sh.rows - 1) * size_t(sh.row_stride) + q_dim + 2 * kv_dim, DType::kF32, "kv_recent_store", "qkv");
-    const size_t ring = size_t(sh.n_kv_heads) * cache.recent_rows * sh.head_dim;
+    // A batch's rings: one per sequence, each row in its own sequence's (BatchRow).
+    const bool batch = cache.rows == KvRows::kBatch;
+    const size_t ring = size_t(batch ? cache.sequences : 1) * sh.n_kv_heads * cache.recent_rows * sh.head_dim;
     check_fits(cache.k_recent, ring, DType::kF16, "kv_recent_store", "k_recent");
     check_fits(cache.v_recent, ring, DType::kF16, "kv_recent_store", "v_recent");
-    check_bytes(step, sizeof(StepState), "kv_recent_store", "step");
+    check_bytes(step, sizeof(StepState) + (batch ? size_t(sh.rows) * sizeof(BatchRow) : 0), "kv_recent_store", "step");
     const RopeKvParams p{sh.n_heads,
                          sh.n_kv_heads,
                          sh.head_dim,
@@ -499,7 +502,7 @@ void kv_recent_store(DispatchSink& s, const Binding& qkv, const KvBindings& cach
                          0,
                          checked_u32(sh.rows, "kv_recent_store: rows"),
                          sh.row_stride};
-    emit(s, "kv_recent_store", {}, {qkv, cache.k_recent, cache.v_recent, step}, p,
+    emit(s, batch ? "kv_recent_store_batch" : "kv_recent_store", {}, {qkv, cache.k_recent, cache.v_recent, step}, p,
          grid_for(s, (size_t(sh.rows) * 2 * kv_dim + 63) / 64));
 }
 
@@ -512,6 +515,7 @@ bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, ui
 uint32_t batch_tile_rows(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
     if (!d.tuning.batch_flash || d.cpu_backend || !d.subgroup_shuffle || d.subgroup_size < 8) return 0;
     if (head_dim % 8 != 0 || head_dim > AKUNU_FLASH_MAX_HEAD_DIM) return 0;
+    if (cache.recent > 0) return 0;  // the tiled kernels read no recent window's rings
     const bool coopmat =
         d.tuning.flash_coopmat && d.gemm_coopmat && cache.dtype == KvDType::kF16 && (head_dim == 64 || head_dim == 128);
     return coopmat ? AKUNU_FLASH_CM_ROWS : AKUNU_FLASH_ROWS;

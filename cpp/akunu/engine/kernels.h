@@ -192,6 +192,8 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
 // The recent window's ring write (kv_recent_store.comp): rows r < min(rows, step.n_tokens) of
 // qkv give their K and V heads as f16 to the cache's rings (KvBindings::k_recent, v_recent), at
 // row (step.pos + r) % recent_rows; dispatched after the step's attention has read the rings.
+// A batch's cache (KvRows::kBatch): rings [sequences, n_kv, recent_rows, head_dim], row r into
+// its BatchRow's sequence's at its position.
 void kv_recent_store(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
                      const RopeKvShape& shape);
 

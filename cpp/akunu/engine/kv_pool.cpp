@@ -19,18 +19,19 @@ int blocks_for(int n) { return (n + AKUNU_KV_BLOCK - 1) / AKUNU_KV_BLOCK; }
 }  // namespace
 
 KvPool::KvPool(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, KvDType dtype, int sequences,
-               int blocks)
-    : KvPool(std::vector<KvPoolPart>{{device, {0, c.n_layers}}}, c, context, dtype, sequences, blocks) {}
+               int blocks, const KvRecentPlan& recent)
+    : KvPool(std::vector<KvPoolPart>{{device, {0, c.n_layers}}}, c, context, dtype, sequences, blocks, recent) {}
 
 KvPool::KvPool(const std::vector<KvPoolPart>& parts, const ModelConfig& c, int context, KvDType dtype, int sequences,
-               int blocks)
+               int blocks, const KvRecentPlan& recent)
     : dtype_(dtype),
       sequences_(sequences),
       context_(context),
       n_layers_(c.n_layers),
       n_kv_heads_(c.n_kv_heads),
       head_dim_(c.head_dim),
-      max_blocks_(blocks_for(context)) {
+      max_blocks_(blocks_for(context)),
+      recent_(recent) {
     AKUNU_CHECK(sequences >= 1, "a batch needs max_sequences >= 1, not " + std::to_string(sequences));
     AKUNU_CHECK(blocks >= 1, "a batch needs at least one KV block, not " + std::to_string(blocks));
     for (const bool values : {false, true})
@@ -73,6 +74,9 @@ KvPool::Store KvPool::make_store(const KvPoolPart& part, int blocks) const {
         st.chunks.push_back(Buffer::allocate(part.device, st.block_bytes * n, Residency::kAuto, true));
     }
     st.table = Buffer::allocate(part.device, size_t(last - first) * 2 * side_stride_, Residency::kHost);
+    if (recent_.window > 0)
+        st.recent =
+            std::make_unique<KvPoolRecent>(part.device, recent_, last - first, n_kv_heads_, head_dim_, sequences_);
     return st;
 }
 
@@ -91,6 +95,13 @@ size_t KvPool::block_bytes() const {
 size_t KvPool::bytes() const {
     size_t total = 0;
     for (const Store& st : stores_) total += st.block_bytes * refs_.size() + st.table.size();
+    return total + recent_bytes();
+}
+
+size_t KvPool::recent_bytes() const {
+    size_t total = 0;
+    for (const Store& st : stores_)
+        if (st.recent) total += st.recent->ring_bytes() + st.recent->tail_bytes();
     return total;
 }
 
@@ -98,14 +109,16 @@ KvBindings KvPool::bindings(int layer) const {
     const Store& st = store_of(layer);
     const size_t per_side = size_t(sequences_) * size_t(max_blocks_) * 8;
     const size_t k_at = size_t(layer - st.layers.first) * 2 * side_stride_;
-    return {dtype_,
-            Binding(st.table, k_at, per_side),
-            Binding(st.table, k_at + side_stride_, per_side),
-            {},
-            {},
-            KvRows::kBatch,
-            0,
-            uint32_t(sequences_)};
+    KvBindings b{dtype_,
+                 Binding(st.table, k_at, per_side),
+                 Binding(st.table, k_at + side_stride_, per_side),
+                 {},
+                 {},
+                 KvRows::kBatch,
+                 0,
+                 uint32_t(sequences_)};
+    if (st.recent) st.recent->bind(b, layer - st.layers.first);
+    return b;
 }
 
 void KvPool::set_entry(int seq, int j, int block) {
@@ -141,6 +154,8 @@ void KvPool::drop_block(int b) {
     if (--refs_[size_t(b)] > 0) return;
     if (hash_of_[size_t(b)]) by_hash_.erase(hash_of_[size_t(b)]);
     hash_of_[size_t(b)] = 0;
+    for (Store& st : stores_)
+        if (st.recent) st.recent->drop_tail(b);
     free_.push_back(b);
 }
 
@@ -202,6 +217,8 @@ void KvPool::share(int dst, int src, int n) {
                                       " positions, not " + std::to_string(n));
     for (int j = 0; j < blocks_for(n); ++j) adopt(dst, from.blocks[size_t(j)]);
     seqs_[size_t(dst)].length = n;
+    for (Store& st : stores_)
+        if (st.recent) st.recent->copy(dst, src);
 }
 
 int KvPool::find_block(uint64_t hash) const {
@@ -217,9 +234,20 @@ void KvPool::adopt(int seq, int block) {
     set_entry(seq, int(s.blocks.size()) - 1, block);
 }
 
+void KvPool::adopted(int seq) {
+    const Seq& s = seqs_[size_t(seq)];
+    if (recent_.window == 0 || s.length == 0) return;
+    for (Store& st : stores_) st.recent->restore_tail(s.blocks[size_t(s.length - 1) / AKUNU_KV_BLOCK], seq, s.length);
+}
+
 void KvPool::publish(int seq, int j, uint64_t hash) {
     const int b = seqs_[size_t(seq)].blocks[size_t(j)];
     if (hash_of_[size_t(b)] || by_hash_.count(hash)) return;
+    const int end = (j + 1) * AKUNU_KV_BLOCK;
+    if (recent_.window > 0) {
+        if (!stores_[0].recent->holds_tail(seqs_[size_t(seq)].length, end)) return;
+        for (Store& st : stores_) st.recent->keep_tail(b, seq, end);
+    }
     hash_of_[size_t(b)] = hash;
     by_hash_[hash] = b;
 }

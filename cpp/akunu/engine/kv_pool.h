@@ -17,6 +17,9 @@
 // A model split by layers across devices (split.h) splits the pool the same way: each device
 // holds its layers' rows of every block and its own tables of their addresses, while the blocks'
 // bookkeeping (block tables, reference counts, hashes) is one, shared by every part.
+//
+// A format with a recent window (kv_format.h) adds each sequence's f16 rings (kv_pool_recent.h),
+// each part holding its layers' rings.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "akunu/engine/kv_format.h"
+#include "akunu/engine/kv_pool_recent.h"
 #include "akunu/engine/layer_range.h"
 #include "akunu/model/model_config.h"
 #include "akunu/vulkan/buffer.h"
@@ -39,11 +43,12 @@ struct KvPoolPart {
 
 class KvPool : public KvSource {
 public:
+    // recent: the format's recent window and its rings' rows per head (none by default).
     KvPool(const std::shared_ptr<Device>& device, const ModelConfig& c, int context, KvDType dtype, int sequences,
-           int blocks);
+           int blocks, const KvRecentPlan& recent = {});
     // A pool split by layers over `parts` (consecutive ranges that cover every layer).
     KvPool(const std::vector<KvPoolPart>& parts, const ModelConfig& c, int context, KvDType dtype, int sequences,
-           int blocks);
+           int blocks, const KvRecentPlan& recent = {});
 
     KvBindings bindings(int layer) const override;
     KvDType dtype() const { return dtype_; }
@@ -56,7 +61,10 @@ public:
     int blocks_free() const { return int(free_.size()); }
     int blocks_shared() const;  // blocks that more than one sequence's table holds
     size_t block_bytes() const;  // one block's rows on every part
-    size_t bytes() const;
+    size_t bytes() const;  // with the recent window's
+    // The recent window's rings and the shared blocks' tails (kv_pool_recent.h); 0 without one.
+    size_t recent_bytes() const;
+    int recent_window() const { return recent_.window; }
 
     int length(int seq) const { return seqs_[size_t(seq)].length; }
     const std::vector<int>& block_table(int seq) const { return seqs_[size_t(seq)].blocks; }
@@ -70,7 +78,8 @@ public:
     void set_length(int seq, int n);
     // Returns the sequence's blocks (a shared block goes back to the pool with its last holder).
     void release(int seq);
-    // `dst` (empty) holds the first n positions of `src` by sharing its blocks.
+    // `dst` (empty) holds the first n positions of `src` by sharing its blocks (and a copy of
+    // its recent window's rings).
     void share(int dst, int src, int n);
 
     // Prefix sharing: the block whose positions [0, (j + 1) * AKUNU_KV_BLOCK) hold exactly the
@@ -78,7 +87,10 @@ public:
     int find_block(uint64_t hash) const;
     // `seq` (empty) takes block `block` as its next block, a reference more.
     void adopt(int seq, int block);
+    // After adopt() and set_length(): `seq`'s recent window takes its last block's tail.
+    void adopted(int seq);
     // Records that `seq`'s block j is full of tokens hashing to `hash` (once it is written).
+    // With a recent window, only while `seq`'s rings still hold the block's tail.
     void publish(int seq, int j, uint64_t hash);
 
     // One side of one layer of `seq`, rows [0, length) gathered in position order: [n_kv,
@@ -106,6 +118,7 @@ private:
         std::vector<Buffer> chunks;  // [blocks_per_chunk, block_bytes] each, addressable
         size_t blocks_per_chunk = 0;
         Buffer table;  // u64 [its layers, 2, sequences, max_blocks], host memory
+        std::unique_ptr<KvPoolRecent> recent;  // its layers' rings; null without a recent window
         // Block b's chunk and its byte offset there.
         std::pair<Buffer*, size_t> locate(int b) const {
             return {const_cast<Buffer*>(&chunks[size_t(b) / blocks_per_chunk]),
@@ -129,6 +142,7 @@ private:
     std::vector<Seq> seqs_;
     std::map<uint64_t, int> by_hash_;  // full blocks' token hashes
     std::vector<uint64_t> hash_of_;  // per block: its hash, 0 when none is published
+    KvRecentPlan recent_;  // the format's recent window (window 0: none)
 };
 
 }  // namespace akunu
