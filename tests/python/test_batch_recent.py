@@ -22,6 +22,28 @@ FORMATS = ["int4h+w8", "q8/int4+w16"]
 SAME_ROWS_TOL = 1e-4  # of max |logit|: two batch rows of one state, in one step
 
 
+def same_rows_tol(m) -> float:
+    """SAME_ROWS_TOL where a row's products do not depend on the step it runs in (CPU-type
+    devices: lavapipe and the CPU backend sum each row alike in every GEMM). A GPU runs steps
+    of different rows through different GEMM kernels (short tiles, cooperative matrices, f16
+    activations), so two runs that cut the same rows into other steps differ by the batch's
+    own LOGIT_TOL."""
+    return SAME_ROWS_TOL if m.device.profile["type"] == "cpu" else LOGIT_TOL
+
+
+def greedy_margins(m, ids, n):
+    """The solo run's greedy tokens (as solo() picks them) and each pick's lead over the
+    runner-up, as a share of max |logit|."""
+    tokens, margins = [], []
+    logits = m.eval(ids).copy()
+    for _ in range(n):
+        top = np.sort(logits)[-2:]
+        tokens.append(int(np.argmax(logits)))
+        margins.append(float(top[1] - top[0]) / float(np.abs(logits).max()))
+        logits = m.eval([tokens[-1]], reset=False).copy()
+    return tokens, margins
+
+
 @pytest.mark.parametrize("kv_dtype", FORMATS)
 @pytest.mark.parametrize("size", [1, 3, 7])
 def test_batch_with_a_recent_window_equals_solo(kv_dtype, size):
@@ -33,8 +55,16 @@ def test_batch_with_a_recent_window_equals_solo(kv_dtype, size):
     want = [solo(m, ids, n) for ids, n in zip(all_ids, max_tokens)]
     b = akunu.Batch(m, max_sequences=max(1, size // 2 + 1), rows=16)
     got = run_staggered(b, all_ids, max_tokens)
-    # A solo run stops at the end-of-sequence token, a batch's sequence where it is told.
-    assert [g[: len(w)] for g, w in zip(got, want)] == want
+    # A solo run stops at the end-of-sequence token, a batch's sequence where it is told. The
+    # tokens agree up to a pick whose lead over the runner-up is within LOGIT_TOL (a GPU's GEMMs
+    # round the batch's rows otherwise than the solo GEMVs), and all of them on CPU-type devices.
+    for g, w, ids in zip(got, want, all_ids):
+        tokens, margins = greedy_margins(m, ids, len(w))
+        close = next((i for i, (t, lead) in enumerate(zip(tokens, margins)) if lead <= LOGIT_TOL or t != w[i]),
+                     len(w))
+        assert g[:close] == w[:close], f"agreed picks up to {close} of {len(w)}"
+        if m.device.profile["type"] == "cpu":  # there the batch's rows round as solo's: every pick
+            assert g[:len(w)] == w
     assert sum(map(len, want)) > sum(max_tokens) // 2
     assert b.memory_report()["blocks_used"] == 0
 
@@ -117,7 +147,7 @@ def test_prefix_sharing_restores_the_window(kv_dtype, backend):
         results[sharing] = ([toks[s][:3] for s in seqs], [logits[s] for s in seqs[1:]])
     assert results[True][0] == results[False][0]
     for got, want in zip(results[True][1], results[False][1]):
-        assert np.abs(got - want).max() <= SAME_ROWS_TOL * np.abs(want).max()
+        assert np.abs(got - want).max() <= same_rows_tol(m) * np.abs(want).max()
 
 
 @pytest.mark.parametrize("kv_dtype", FORMATS)
