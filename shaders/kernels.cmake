@@ -116,11 +116,13 @@ foreach(type IN LISTS wtypes_float)
 endforeach()
 # The 32-element block formats' integer-dot GEMVs (row-major), and the GEMVs of their
 # tile-major forms (gemv_tiles.comp reads only those, so it sets W_TILES itself); X_INT8: the
-# integer-dot GEMV of tiles.
+# integer-dot GEMV of tiles. gemm_rows: the tile GEMV of several rows of x (few-row GEMMs).
 foreach(type IN LISTS wtypes_block32)
   akunu_kernel(gemv_dot_${type} gemv_dot.comp ${wtype_${type}})
   akunu_kernel(gemv_${type}_t32v gemv_tiles.comp ${wtype_${type}})
   akunu_kernel(gemv_dot_${type}_t32v gemv_tiles.comp ${wtype_${type}} X_INT8)
+  akunu_kernel(gemm_rows_${type}_t32v gemm_rows.comp ${wtype_${type}})
+  akunu_kernel(gemm_rows_dot_${type}_t32v gemm_rows.comp ${wtype_${type}} X_INT8)
 endforeach()
 foreach(gemm gemm gemm_cm)
   string(TOUPPER "${gemm}_SHORT" short)

@@ -60,6 +60,7 @@ static py::dict profile_dict(const DeviceProfile& p) {
     d["gemm_coopmat2"] = p.gemm_coopmat2;
     d["gemm_short_tiles"] = p.gemm_short_rows > 0;
     d["gemm_short_rows"] = p.gemm_short_rows;
+    d["gemm_tile_rows"] = p.gemm_tile_rows;
     d["indirect_counts"] = p.indirect_counts;
     d["prefill_dequant_rows"] = p.prefill_dequant_rows;
     d["gemv_int_dot"] = p.gemv_int_dot;

@@ -224,6 +224,13 @@ void init_kernels(py::module_& m) {
         },
         "Whether gemv and gemv_parts round x to int16 for this weight type on this device when asked to.");
     k.def(
+        "gemm_tile_rows",
+        [weight_type](const Device& d, const std::string& wtype) {
+            return kernels::gemm_tile_rows(d.profile(), weight_type(wtype));
+        },
+        "The most rows for which gemm of these weights runs the tile GEMV of several rows of x (gemm_rows.comp; its "
+        "x held as gemv_x_rounding says), 0 where it never does.");
+    k.def(
         "tile_type",
         [weight_type](const Device& d, const std::string& base) -> std::optional<std::string> {
             // The CPU backend's kernels read every tile layout (*_T32), Vulkan's the 32-element block

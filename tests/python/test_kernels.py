@@ -109,12 +109,12 @@ def test_gemm(device, rng, variant, wtype, m, n, units):
 @pytest.mark.parametrize("m, n, k", [(1, 7, 32), (37, 67, 96), (130, 257, 1056)])
 def test_gemm_reads_x_as_halves(device, rng, wtype, m, n, k):
     """The cooperative-matrix GEMM with X given as halves (a prefill chunk's norms and activation
-    write them there) equals the same GEMM given X as f32, which rounds X to halves itself: bit
-    for bit, over odd row counts and k past the 32-wide tile steps."""
+    write them there) equals the same GEMM given those halves' values as f32: bit for bit, over
+    odd row counts and k past the 32-wide tile steps (tile weights at few rows: gemm_rows.comp)."""
     if not device.profile["gemm_coopmat"]:
         pytest.skip("the device has no cooperative matrices (lavapipe runs only the scalar GEMM, which takes f32 X)")
     w_dev, w, wname = random_weights(device, rng, wtype, n, k)
-    x = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float16).astype(np.float32)
     y32, y16 = poisoned(device, [m, n], np.float32), poisoned(device, [m, n], np.float32)
     ops.gemm(w_dev, device.upload(x), y32, wtype=wname, coopmat=True)
     ops.gemm(w_dev, device.upload(x.astype(np.float16)), y16, wtype=wname, coopmat=True)

@@ -85,6 +85,12 @@ const std::vector<Row>& rows() {
           "Chunks of up to this many tokens run short GEMM tiles (auto: lavapipe and cooperative-matrix devices; 0: "
           "none)."},
          &Tuning::gemm_short_rows},
+        {{"gemm_tile_rows", "int",
+          "GEMMs of tile-major Q8_0, Q4_0 and Q4_1 weights that see up to this many rows (a batched decode step, a "
+          "short prompt) run the tile GEMV of several rows, a GEMV's rate at one row, instead of short GEMM tiles "
+          "(auto: "
+          "4 on Vulkan devices; 0: none)."},
+         &Tuning::gemm_tile_rows},
         {{"prefill_dequant_rows", "int",
           "Chunks of at least this many tokens dequantize block-format weights to f16 for the f16 GEMM (auto: 128 on "
           "cooperative-matrix devices; 0: never)."},
@@ -123,6 +129,10 @@ const std::vector<Row>& rows() {
         {{"gemv_tiles", "shape",
           "gemv_tiles.comp's geometry \"split:units[:slice]\" for every tile GEMV (experiments)."},
          &Tuning::gemv_tiles},
+        {{"gemm_rows", "shape",
+          "gemm_rows.comp's geometry \"split:units[:slice[:xrows]]\" for every GEMM in tile GEMVs of several rows "
+          "(experiments)."},
+         &Tuning::gemm_rows},
         {{"whisper_attn", "shape",
           "Whisper's attention geometry \"tile_rows:chunk_keys\": query rows per workgroup of the encoder's "
           "window_attention and keys per chunk of a decoder step's cross-attention (span_split); 0 in either place "

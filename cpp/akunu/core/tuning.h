@@ -37,6 +37,8 @@ struct Tuning {
     bool norm_forward = true;  // a decode step's residual GEMVs hand the next pre-norm forward
     Choice spin_wait = Choice::kAuto;  // single-step submissions are waited for by polling (auto: GPUs)
     int gemm_short_rows = -1;  // chunks of up to N tokens run short GEMM tiles (-1 auto, 0 none)
+    int gemm_tile_rows =
+        -1;  // GEMMs of up to N rows of tile-major weights run the tile GEMV of several rows (-1 auto, 0 none)
     int prefill_dequant_rows = -1;  // chunks of N+ tokens dequantize block weights to f16 (-1 auto, 0 never)
     int split_microbatches =
         -1;  // a split model's batched step runs as 1 or 2 micro-batches (-1 auto: 2 for larger steps)
@@ -51,6 +53,7 @@ struct Tuning {
     // ---- kernel geometry, for experiments and the kernel tests ----
     std::string gemv_rows;  // gemv.comp: "invocations:rows[:units[:wide]]"
     std::string gemv_tiles;  // gemv_tiles.comp: "split:units[:slice]"
+    std::string gemm_rows;  // gemm_rows.comp: "split:units[:slice[:xrows]]"
     std::string whisper_attn;  // Whisper's attention: "tile_rows:chunk_keys" (0: the per-row kernel)
 
     // Applies "key=value,key=value"; throws akunu::Error naming the key and the accepted values.

@@ -69,6 +69,9 @@ void check_cache(const KvBindings& c, size_t n_kv, size_t max_len, size_t head_d
 void check_handoff(const GemvHandoff* h, bool takes, const char* kernel);
 bool block32(TensorType wtype);  // Q8_0, Q4_0, Q4_1
 bool tiles32(TensorType wtype);  // their tile-major forms
+// gemm() in gemm_rows.comp (gemm_tile_rows says where): the checks are gemm()'s.
+void emit_gemm_rows(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y,
+                    const GemmShape& g, const GemmParams& p, const Binding& step);
 
 template <class P>
 void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec, std::vector<Binding> bindings,

@@ -100,6 +100,10 @@ bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx);
 // counts (the act_* of shorter chunks keeps to its row window by them alone).
 // tuning gemm_gated=0 turns it off (A/B).
 bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& shape);
+// The most rows for which gemm() of these weights runs gemm_rows.comp, the tile GEMV of several
+// rows of x (DeviceProfile::gemm_tile_rows; 0: never): tile-major Q8_0, Q4_0 and Q4_1 on a
+// Vulkan device.
+uint32_t gemm_tile_rows(const DeviceProfile& d, TensorType wtype);
 // Whether dequant_f16() takes weights of this type (the block formats of ggml).
 bool dequantizes_to_f16(TensorType wtype);
 // Whether flash_attention takes flash_cm.comp (cooperative matrices: devices with gemm_coopmat,

@@ -62,6 +62,8 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     const bool coopmat = allow_coopmat && s.device().profile().gemm_coopmat;
     AKUNU_CHECK(!x_half || (coopmat && gemm_takes_half_x(s.device().profile(), g.k, g.ldx)),
                 "gemm: an f16 X needs the cooperative-matrix GEMM and k and ldx multiples of 8 (gemm_takes_half_x)");
+    const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
+    if (rows_seen <= gemm_tile_rows(s.device().profile(), wtype)) return emit_gemm_rows(s, w, wtype, x, y, g, p, step);
     const bool short_tiles = gemm_short_tiles(s.device().profile(), g);
     std::vector<Binding> bindings{w, x, y, step};
     // [cooperative matrices][short tiles]: the kernel and its tile (gemm_tiles.h).

@@ -207,6 +207,45 @@ void emit_gemv_plain(DispatchSink& s, const Binding& w, const Binding& y, Tensor
     emit_gemv_core(s, GemvCompKind::kPlain, wtype, std::move(bindings), p, AKUNU_GEMV_X, handoff);
 }
 
+}  // namespace
+
+namespace launch {
+
+// gemm_rows.comp's dispatch: XROWS rows of x a workgroup (16, or the rows the GEMM sees), row
+// groups along x and tiles along y, so that one tile's workgroups run side by side; the tile
+// GEMV's geometry for that many workgroups, its slice cut to what XROWS rows' staging fits.
+// tuning gemm_rows "split:units[:slice[:xrows]]" for experiments.
+void emit_gemm_rows(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y,
+                    const GemmShape& g, const GemmParams& p, const Binding& step) {
+    const DeviceProfile& d = s.device().profile();
+    const XRounding rounding = gemv_x_rounding(d, wtype, g.k, engine_x_rounding(d));
+    const bool int_x = rounding != XRounding::kFloat;
+    const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
+    uint32_t xrows = uint32_t(std::min<size_t>(16, rows_seen));
+    const size_t tiles = (g.n + 31) / 32, groups = (g.m + xrows - 1) / xrows;
+    GemvTilesShape shape = gemv_tiles_shape(d, wtype, g.k, tiles * groups, int_x);
+    if (!d.tuning.gemm_rows.empty())
+        std::sscanf(d.tuning.gemm_rows.c_str(), "%u:%u:%u:%u", &shape.split, &shape.units, &shape.slice, &xrows);
+    shape.split = std::clamp(shape.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // MAX_SPLIT
+    shape.units = std::clamp(shape.units, 1u, 8u);  // MAX_UNITS
+    xrows = std::clamp(xrows, 1u, 16u);  // MAX_XROWS
+    // Shared memory per block of a staged row: 64 bytes of rounded x or 128 of float x, and 8 of
+    // sums; then 4 KiB of partial sums.
+    const uint32_t fits = (d.shared_memory_bytes - 4096) / (xrows * (int_x ? 72 : 136));
+    shape.slice = std::clamp<uint32_t>(std::min<uint32_t>(shape.slice, uint32_t(g.k / 32)), 1u, fits);
+    AKUNU_CHECK(g.ldx % 4 == 0, "gemm: the tile GEMV of several rows needs ldx a multiple of 4");
+    const size_t gx = (g.m + xrows - 1) / xrows;
+    AKUNU_CHECK(gx <= d.max_workgroup_count_x && tiles <= 65535, "gemm: the matrix is too large for one dispatch");
+    emit(s, weight_variant(int_x ? "gemm_rows_dot" : "gemm_rows", wtype),
+         {32 * shape.split, shape.units, shape.slice, rounding == XRounding::kInt16 ? 16u : 8u, xrows,
+          g.x_dtype == DType::kF16 ? 1u : 0u},
+         {w, x, y, step}, p, {uint32_t(gx), uint32_t(tiles), ChunkRows::Axis::kX, g.min_rows, g.max_rows});
+}
+
+}  // namespace launch
+
+namespace {
+
 // One gemv_tiles.comp dispatch: a workgroup per tile of each of p's matrices (one to three).
 // Bindings: W0, x, y0, the op's second input (or x again), W1, W2, y1, y2, then the RoPE
 // tables, the K and V caches and the step of a folded rope_kv, then a hand-off's counters
@@ -274,6 +313,10 @@ bool takes_norm_ready(const DeviceProfile& d, TensorType wtype) {
 // x is rounded does not depend on the layout.
 bool gemv_int_dot(const DeviceProfile& d, TensorType wtype, size_t k) {
     return d.gemv_int_dot && (word_rows(wtype, k) || (tiles32(wtype) && k % 256 == 0));
+}
+
+uint32_t gemm_tile_rows(const DeviceProfile& d, TensorType wtype) {
+    return !d.cpu_backend && tiles32(wtype) ? d.gemm_tile_rows : 0;
 }
 
 size_t handoff_counters_bytes(uint32_t slots) { return (size_t(slots) + 1) * 4; }

@@ -144,6 +144,7 @@ DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, con
     p.rows = pass.prefill ? pass.rows : 1;
     p.x_rounding = kernels::engine_x_rounding(d);
     p.short_rows = d.gemm_short_rows;
+    p.tile_rows = d.gemm_tile_rows;
     p.dequant_rows = d.prefill_dequant_rows;
     p.dequant_bytes = pass.prefill ? std::min<size_t>(scratch.dequant_bytes, d.max_storage_buffer_range) : 0;
     p.half_x_dim = pass.prefill && kernels::gemm_takes_half_x(d, dim, dim);

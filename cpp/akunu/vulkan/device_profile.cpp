@@ -12,6 +12,11 @@
 
 namespace akunu {
 
+// The tile GEMV of several rows costs about a GEMV's time per row of x beyond a fixed part,
+// where the short tiles' cost is flat up to 8 rows; they cross near 5 rows (bench/NOTES.md, "The
+// tile GEMV of several rows of x").
+constexpr int kGemmTileRowsAuto = 4;
+
 bool int8_activations_requested() { return feature_on(Feature::kInt8); }
 
 const char* device_type_name(DeviceType type) {
@@ -158,6 +163,8 @@ DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning
     // gemv_tiles.comp adds each block's sums of x over 8 neighbouring invocations by shuffles.
     const bool tiles_fit = p.subgroup_shuffle && p.subgroup_size >= 8;
     p.weight_tiles = !tuning.weight_tiles || !tiles_fit ? WeightTiles::kNone : WeightTiles::kBlocks32;
+    const int tile_rows = tuning.gemm_tile_rows >= 0 ? tuning.gemm_tile_rows : kGemmTileRowsAuto;
+    p.gemm_tile_rows = p.weight_tiles == WeightTiles::kNone ? 0u : uint32_t(tile_rows);
     p.gemv_handoff = tuning.gemv_handoff == Choice::kAuto ? p.vendor_id == 0x10DE : tuning.gemv_handoff == Choice::kOn;
     p.norm_forward = tuning.norm_forward;
     p.spin_wait = tuning.spin_wait == Choice::kAuto ? p.type != DeviceType::kCpu : tuning.spin_wait == Choice::kOn;
@@ -258,6 +265,9 @@ std::string DeviceProfile::describe() const {
     if (gemm_coopmat2) appendf(s, "  prefill           f16 GEMMs on workgroup-scope cooperative matrices (coopmat2)\n");
     if (gemm_short_rows)
         appendf(s, "  prefill           chunks of up to %u tokens in short GEMM tiles\n", gemm_short_rows);
+    if (gemm_tile_rows)
+        appendf(s, "  prefill           GEMMs of up to %u rows of tile weights in tile GEMVs of several rows\n",
+                gemm_tile_rows);
     if (kernel_statistics)
         appendf(s, "  kernel statistics yes (registers and shared memory per kernel, from the driver)\n");
     if (prefill_dequant_rows > 0)

@@ -76,6 +76,11 @@ struct DeviceProfile {
     // would leave most SMs idle; on with gemm_coopmat. tuning gemm_short_rows sets the row count
     // (0: none).
     uint32_t gemm_short_rows = 0;
+    // GEMMs of tile-major Q8_0/Q4_0/Q4_1 weights that see up to this many rows run gemm_rows.comp,
+    // the tile GEMV of several rows of x: a GEMV's rate at one row, where the short tiles take as
+    // long for one row as for eight (bench/NOTES.md, "The tile GEMV of several rows of x"). On
+    // where weights are tile-major; tuning gemm_tile_rows sets it.
+    uint32_t gemm_tile_rows = 0;
     // Dispatches that follow a chunk's length or a step's position read their workgroup counts
     // at run time (DispatchTable: indirect dispatches); tuning indirect_counts=0 records them with the
     // whole chunk's or context's counts instead, for A/B measurements.
