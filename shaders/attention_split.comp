@@ -10,6 +10,13 @@
 // a head whose rows fit one chunk writes out directly. With K_FORMAT/V_FORMAT it reads a
 // quantized cache (kv_format.glsl), dequantizing in registers; with KV_RING or KV_BLOCKS a
 // ring or a cache in blocks (kv_rows.glsl).
+//
+// With KV_BATCH (a batched step's rows, engine/batch.h, each in its own sequence's blocks of a
+// pool), the workgroups along x are (row, query head), row-major, and each row attends its own
+// sequence through its own position as the one sequence's query does: the row's q and out sit
+// q_stride and out_stride floats apart, its partials and arrival counters have a slot per
+// (row, head), the counters in a binding of their own (8, where the hand-off counters stand
+// otherwise). Rows marked tiled are a query tile's (flash_attention, flash_cm).
 #include "common.glsl"
 #define KV_HEAD_DIM p.head_dim
 #define KV_ROWS p.cache_rows
@@ -22,37 +29,54 @@ layout(std430, binding = 0) readonly buffer Q { float q[]; };              // [n
 // [n_heads, n_chunks, head_dim + 2], then a u32 arrival counter per head (zero between
 // dispatches). Coherent: the merging workgroup reads what the others wrote.
 layout(std430, binding = 3) coherent buffer P { float partial[]; };
-layout(std430, binding = 3) coherent buffer PW { uint partial_words[]; };
-layout(std430, binding = 4) readonly buffer Step { StepState step; };
+layout(std430, binding = 4) readonly buffer Step { STEP_BLOCK };
 layout(std430, binding = 7) writeonly buffer O { float out_data[]; };     // [n_heads, head_dim]
+#ifdef KV_BATCH
+// [rows, n_heads, n_chunks, head_dim + 2] partials; the counters [rows, n_heads] at binding 8.
+layout(std430, binding = 8) coherent buffer PW { uint partial_words[]; };
+#define COUNTER_AT(u) (u)
+// FlashAttentionParams: the attention's, then the step's rows and the Q and out row strides.
+layout(push_constant) uniform Push { AttentionParams p; uint table_rows; uint q_stride; uint out_stride; };
+uint row_first_pos = 0u, row_first_row = 0u, row_seq = 0u;  // the current row's (kv_recent.glsl)
+#define KV_STEP_POS row_first_pos
+#define KV_STEP_ROW0 row_first_row
+#define KV_RING_SEQ row_seq
+#else
+layout(std430, binding = 3) coherent buffer PW { uint partial_words[]; };
+#define COUNTER_AT(u) (p.n_heads * p.n_chunks * (p.head_dim + 2) + (u))
 #define HANDOFF_BINDING 8  // p.handoff_signal's counters
 #include "handoff.glsl"
 layout(push_constant) uniform Push { AttentionParams p; };
-#define KV_PARAMS p
 #define KV_STEP_POS step.pos
+#endif
+#define KV_PARAMS p
 #include "kv_recent.glsl"
+
+// The query's head: the first floats of its q and out rows, and its partials' and counter's
+// index (a head of the one sequence, or a (row, head) of a batched step).
+uint q_at = 0u, out_at = 0u, unit = 0u;
 
 shared float weight[AKUNU_ATTENTION_CHUNK];
 shared bool merging;
 
 // A chunk's weighted V sum for dim d: into its partial, or, for the only chunk in use, divided
 // by its sum of exps straight into out.
-void write_dim(uint h, uint slot, uint d, float total, float l, bool alone) {
+void write_dim(uint slot, uint d, float total, float l, bool alone) {
     if (alone)
-        out_data[h * p.head_dim + d] = total / l;
+        out_data[out_at + d] = total / l;
     else
         partial[slot + d] = total;
 }
 
 #ifdef KV_QUANTIZED
 // Quantized caches: K and V read one value at a time through K_AT / V_AT.
-void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
+void attend_rows(uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
     const uint tid = gl_LocalInvocationID.x;
     // Scores: teams of 8 neighbouring invocations share a cache row, lane l reading dims
     // l, l + 8, ... so that a team's loads of the row are contiguous; 32 teams cover 32 rows
     // per pass, and three shuffles sum a team's products.
     const uint lane = tid % 8, team = tid / 8;
-    const uint qb = h * p.head_dim;
+    const uint qb = q_at;
     for (uint r = team; r < AKUNU_ATTENTION_CHUNK; r += gl_WorkGroupSize.x / 8) {
         const uint t = begin + r;
         float d = 0.0;
@@ -87,7 +111,7 @@ void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos,
 
     // Weighted V: invocation tid takes dim tid % head_dim of every (256 / head_dim)-th row,
     // so all 256 invocations work; the row groups are summed through shared memory.
-    const uint slot = (h * p.n_chunks + chunk) * (p.head_dim + 2);
+    const uint slot = (unit * p.n_chunks + chunk) * (p.head_dim + 2);
     const uint rows = min(AKUNU_ATTENTION_CHUNK, pos + 1 - begin);
     const uint groups = gl_WorkGroupSize.x / p.head_dim, dim = tid % p.head_dim, group = tid / p.head_dim;
     float acc = 0.0;
@@ -101,7 +125,7 @@ void attend_rows(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos,
     if (tid < p.head_dim) {
         float total = 0.0;
         for (uint g = 0; g < groups; ++g) total += weight[g * p.head_dim + tid];
-        write_dim(h, slot, tid, total, l, alone);
+        write_dim(slot, tid, total, l, alone);
     }
     if (tid == 0 && !alone) {
         partial[slot + p.head_dim] = m;
@@ -150,10 +174,10 @@ float dot8(uvec4 k, uint q0, uint v) {
            dot(vec4(unpackHalf2x16(k.z), unpackHalf2x16(k.w)), q4[q0 + 2 * v + 1]);
 }
 
-void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
+void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
     const uint tid = gl_LocalInvocationID.x, vecs = p.head_dim / 8;
     const uint lane = tid % TEAM, team = tid / TEAM;
-    const uint q0 = h * p.head_dim / 4;
+    const uint q0 = q_at / 4;  // q_at is a multiple of 4 (kernels::attention_rows)
 
     float m = -1.0 / 0.0, l = 0.0;
     vec4 acc[LANE_VECS][2];
@@ -206,7 +230,7 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
     // through shared memory, one vector slot of every lane at a time. M and the sum of exps L
     // come from one exchange of each subgroup's maximum and its sum relative to it (one
     // barrier, not a maximum and then a sum).
-    const uint slot = (h * p.n_chunks + chunk) * (p.head_dim + 2);
+    const uint slot = (unit * p.n_chunks + chunk) * (p.head_dim + 2);
     const float ms = subgroupMax(m);
     const float ls = subgroupAdd(lane == 0 && m > -1.0 / 0.0 ? l * exp(m - ms) : 0.0);
     if (subgroupElect()) meet_m[gl_SubgroupID] = ms, meet_l[gl_SubgroupID] = ls;
@@ -231,7 +255,7 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
             for (uint g = part; g < TEAMS; g += parts) total += sums[g * width + dim_in];
         for (uint w = parts / 2; w > 0; w /= 2) total += subgroupShuffleXor(total, w);
         const uint dim = i * width + dim_in;
-        if (part == 0 && dim_in < width && dim < p.head_dim) write_dim(h, slot, dim, total, L, alone);
+        if (part == 0 && dim_in < width && dim < p.head_dim) write_dim(slot, dim, total, L, alone);
         barrier();
     }
     if (tid == 0 && !alone) {
@@ -256,8 +280,8 @@ void attend_rows_vec4(uint h, uint kvh, uint chunk, uint begin, uint first, uint
 #define MERGE_VALUES 8
 float chunk_factor(float m, float l, float M) { return l > 0.0 ? exp(m - M) : 0.0; }
 
-void merge(uint h, uint c_begin, uint c_end) {
-    const uint tid = gl_LocalInvocationID.x, stride = p.head_dim + 2, base = h * p.n_chunks * stride;
+void merge(uint c_begin, uint c_end) {
+    const uint tid = gl_LocalInvocationID.x, stride = p.head_dim + 2, base = unit * p.n_chunks * stride;
     const uint n = c_end - c_begin, first_n = min(n, MERGE_WINDOW);
     uint parts = 1;  // a power of two, inside one subgroup
     while (parts * 2 * p.head_dim <= gl_WorkGroupSize.x && parts * 2 <= gl_SubgroupSize) parts *= 2;
@@ -297,19 +321,37 @@ void merge(uint h, uint c_begin, uint c_end) {
         for (uint j = part; j < w; j += parts) acc += partial[at + (c0 - c_begin + j) * stride] * weight[j];
     }
     for (uint s = parts / 2; s > 0; s /= 2) acc += subgroupShuffleXor(acc, s);
-    if (part == 0 && dim < p.head_dim) out_data[h * p.head_dim + dim] = acc / L;
+    if (part == 0 && dim < p.head_dim) out_data[out_at + dim] = acc / L;
 }
 
 // With p.handoff_signal, once a head's output is written, for the O GEMV that waits on it
 // (gemv_tiles.comp's HANDOFF_WAIT). `p` is uniform.
 void signal_head_written() {
+#ifndef KV_BATCH
     if (p.handoff_signal != 0) handoff_count_in(p.handoff_signal);
+#endif
 }
 
 void main() {
-    const uint h = gl_WorkGroupID.x, chunk = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+    const uint chunk = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+#ifdef KV_BATCH
+    unit = gl_WorkGroupID.x;
+    const uint row = unit / p.n_heads, h = unit % p.n_heads;
+    if (row >= min(table_rows, step.n_tokens)) return;  // uniform across the workgroup
+    if (batch_rows[row].tiled != 0) return;  // a query tile's row
+    const uint pos = ROW_POS(row);
+    ROW_ENTER(row);
+    row_seq = batch_rows[row].seq;
+    row_first_pos = batch_rows[row].first;
+    row_first_row = row - (pos - row_first_pos);
+    q_at = row * q_stride + h * p.head_dim;
+    out_at = row * out_stride + h * p.head_dim;
+#else
+    const uint h = gl_WorkGroupID.x, pos = step.pos;
+    unit = h;
+    q_at = out_at = h * p.head_dim;
+#endif
     const uint kvh = h / (p.n_heads / p.n_kv_heads);
-    const uint pos = step.pos;
     const uint first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
     const uint begin = chunk * AKUNU_ATTENTION_CHUNK;
     // The chunks holding attended rows; the others write nothing.
@@ -317,9 +359,9 @@ void main() {
     if (chunk < c_begin || chunk >= c_end) return;  // uniform
     const bool alone = c_end - c_begin == 1;
 #ifndef KV_QUANTIZED
-    attend_rows_vec4(h, kvh, chunk, begin, first, pos, alone);
+    attend_rows_vec4(kvh, chunk, begin, first, pos, alone);
 #else
-    attend_rows(h, kvh, chunk, begin, first, pos, alone);
+    attend_rows(kvh, chunk, begin, first, pos, alone);
 #endif
     if (alone) {
         signal_head_written();
@@ -331,13 +373,13 @@ void main() {
     memoryBarrierBuffer();
     barrier();
     if (tid == 0) {
-        const uint at = p.n_heads * p.n_chunks * (p.head_dim + 2) + h;
+        const uint at = COUNTER_AT(unit);
         merging = atomicAdd(partial_words[at], 1u) == c_end - c_begin - 1;
         if (merging) partial_words[at] = 0u;
     }
     barrier();
     if (!merging) return;  // uniform
     memoryBarrierBuffer();
-    merge(h, c_begin, c_end);
+    merge(c_begin, c_end);
     signal_head_written();
 }

@@ -177,6 +177,9 @@ akunu_kernel(rope_only_batch rope_kv.comp ROPE_ONLY,${kv_layout_batch})
 # Runs of one sequence's rows attend in query tiles: flash_attention in every format, flash_cm
 # for an f16 pool (kernels::batch_tile_rows).
 akunu_kernel(attention_rows_batch attention_rows.comp ${kv_layout_batch})
+# Decode rows (and prompt rows outside the tiles) in attention_split's layout, where
+# kernels::batch_row_split takes them; attention_rows where it does not.
+akunu_kernel(attention_split_batch attention_split.comp ${kv_layout_batch})
 akunu_kernel(flash_attention_batch flash_attention.comp ${kv_layout_batch})
 foreach(hd 64 128)
   akunu_kernel(flash_cm_d${hd}_batch flash_cm.comp HD=${hd} ${kv_layout_batch})
@@ -186,6 +189,9 @@ foreach(format IN LISTS kv_formats)
   akunu_kernel(attention_rows_${format}_batch attention_rows.comp ${kv_${format}} ${kv_layout_batch})
   akunu_kernel(flash_attention_${format}_batch flash_attention.comp ${kv_${format}} ${kv_layout_batch})
   akunu_kernel(attention_rows_${format}_batch_recent attention_rows.comp
+               ${kv_${format}},KV_RECENT ${kv_layout_batch})
+  akunu_kernel(attention_split_${format}_batch attention_split.comp ${kv_${format}} ${kv_layout_batch})
+  akunu_kernel(attention_split_${format}_batch_recent attention_split.comp
                ${kv_${format}},KV_RECENT ${kv_layout_batch})
 endforeach()
 akunu_kernel(kv_recent_store_batch kv_recent_store.comp KV_BATCH)

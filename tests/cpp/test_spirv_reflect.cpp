@@ -54,6 +54,10 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         size_t bindings;
         const char* suffix = "";
     } expected[] = {
+        // A batch's rows in attention_split's layout: Q, the block tables, the partials, the step,
+        // out and the arrival counters (binding 8), then a recent window's 3.
+        {"attention_split_", sizeof(FlashAttentionParams), 10, "_batch_recent"},
+        {"attention_split_", sizeof(FlashAttentionParams), 7, "_batch"},
         // A recent window's variants: the step's [q | k | v] rows and the two rings after the rest.
         {"attention_split_", sizeof(AttentionParams), 10, "_blocks_recent"},
         {"flash_attention_", sizeof(FlashAttentionParams), 8, "_blocks_recent"},

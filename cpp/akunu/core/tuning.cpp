@@ -35,6 +35,11 @@ const std::vector<Row>& rows() {
           "A batched step's runs of one sequence's rows (prompt chunks) attend in query tiles (flash_cm or "
           "flash_attention) instead of row by row (attention_rows)."},
          &Tuning::batch_flash},
+        {{"batch_row_attention", "bool",
+          "A batched step's rows outside the query tiles (decode rows) attend in attention_split's layout on Vulkan "
+          "devices: workgroups per row, head and chunk of the row's cache, partials merged by the last (0: "
+          "attention_rows, one workgroup per row and head)."},
+         &Tuning::batch_row_attention},
         {{"gemm_gated", "bool",
           "A chunk's gate and up GEMMs with the activation in their epilogue (gemm_cm2 devices)."},
          &Tuning::gemm_gated},

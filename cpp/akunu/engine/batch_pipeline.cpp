@@ -152,8 +152,10 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
     // A sequence's rows sit side by side at consecutive positions; [first, end) narrows to those
     // of its rows this micro-batch holds (a recent window reads them from the micro-batch's rows).
     auto* step_rows = reinterpret_cast<BatchRow*>(step + 1);
+    s.latest = 0;
     for (int r = 0; r < n; ++r) {
         step_rows[r] = rows[r];
+        s.latest = std::max(s.latest, rows[r].pos);
         step_rows[r].first = std::max(rows[r].first, rows[r].pos - std::min(rows[r].pos, uint32_t(r)));
         step_rows[r].end = std::min(rows[r].end, rows[r].pos + uint32_t(n - r));
     }
@@ -163,6 +165,7 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
 
 CommandList& BatchPipeline::submit(Stage& s, int n) {
     const StepTable& t = table_for(s, n);
+    t.table->set_position(s.latest);  // the rows' split attention covers the chunks through it
     t.table->set_tokens(uint32_t(n));
     t.cl->submit();
     return *t.cl;

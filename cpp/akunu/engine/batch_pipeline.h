@@ -82,6 +82,7 @@ private:
         std::shared_ptr<const LoadedModel> part;
         int rows = 0, short_rows = 0;
         uint32_t tile_rows = 0;  // the query tiles' rows of its attention (kernels::batch_tile_rows); 0: none
+        uint32_t latest = 0;  // the step's latest position among its rows (its tables follow it)
         std::unique_ptr<ScratchBuffers> scratch;
         // The residual stream [rows, dim] f32 from the part before, to the part after (empty
         // buffers where there is none). On the heap: the tables bind them by address, and a

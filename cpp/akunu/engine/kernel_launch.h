@@ -1,4 +1,4 @@
-// Shared by the kernel launcher files (kernels.cpp, kernels_gemm.cpp): argument checks, the
+// Shared by the kernel launcher files (kernels*.cpp): argument checks, the
 // workgroup grid, and emitting one DispatchCmd. Internal to the launchers; kernels.h is the API.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include "akunu/core/error.h"
 #include "akunu/formats/tensor_types.h"
 #include "akunu/engine/kernels.h"
+#include "params.h"
 
 namespace akunu::kernels::launch {
 
@@ -66,6 +67,29 @@ inline void check_row_blocks(const TensorTypeTraits& t, size_t k, const char* ke
 
 // Shared checks and predicates, defined in kernels.cpp and kernels_gemv.cpp.
 void check_cache(const KvBindings& c, size_t n_kv, size_t max_len, size_t head_dim, const char* kernel);
+
+// The attention launchers' shared pieces (kernels.cpp). A cache kernel's variant
+// ("attention_split_int4_blocks": format, then layout) and its bindings: `first` (bindings 0 to 4
+// with K and V at 1 and 2), then a quantized cache's scales at 5 and 6 unless they sit in blocks.
+std::string cache_variant(const char* kernel, const KvBindings& c);
+std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings& c);
+// An attention kernel over a cache with a recent window (kv_recent.glsl): the "_recent"
+// variant, the step's [q | k | v] rows and the two rings as bindings 9 to 11 (after the others).
+std::string attention_variant(const char* kernel, const KvBindings& c);
+std::vector<Binding> with_recent(std::vector<Binding> b, const KvBindings& c, const char* kernel);
+// How attention_split's f16 path covers a cache row (its specialization constants TEAM and
+// LANE_VECS): lanes per row, a power of two inside a subgroup and at most 32, so that one
+// 16-byte vector per lane covers head_dims up to 256 on a subgroup of 32; and the vectors each
+// lane loads. Fewer lanes per row (4 for a head of 64, 4 or 8 for 128) ran slower behind long
+// contexts (bench/NOTES.md, "Decode attention as online softmax per team").
+struct AttentionSplitShape {
+    uint32_t team = 1, lane_vecs = 1;
+};
+AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim);
+// The checks that flash_attention, attention_rows and the batch's query tiles share, and their
+// parameters (cache_rows: the rows per KV head that the kernel indexes by, kv_rows.glsl).
+FlashAttentionParams flash_params(const Binding& q, const KvBindings& cache, const Binding& out, const FlashShape& f,
+                                  uint32_t cache_rows, const char* kernel);
 void check_handoff(const GemvHandoff* h, bool takes, const char* kernel);
 bool block32(TensorType wtype);  // Q8_0, Q4_0, Q4_1
 bool tiles32(TensorType wtype);  // their tile-major forms

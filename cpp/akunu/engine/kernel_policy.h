@@ -116,6 +116,13 @@ bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, ui
 // flash_attention (every format); 0: every row goes through attention_rows (tuning
 // batch_flash=0, the CPU backend, a head_dim the flash kernels do not take).
 uint32_t batch_tile_rows(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim);
+// Whether a table of `rows` rows of a batched step attends its rows outside the query tiles
+// (decode rows, and prompt rows where no tile takes them) in attention_split's layout rather
+// than one workgroup per row and head (attention_rows.comp): Vulkan devices with subgroup
+// shuffles over 8 lanes or more, head_dim a multiple of 8 up to AKUNU_ATTENTION_CHUNK, rows x
+// heads within one dispatch's x, and partials (batch_row_partial_floats) within the batch
+// scratch's budget for them. tuning batch_row_attention=0 keeps attention_rows (A/B).
+bool batch_row_split(const DeviceProfile& d, uint32_t rows, uint32_t n_heads, uint32_t head_dim, uint32_t max_len);
 
 // The workgroups of a tile GEMV of matrices of these rows: what a GEMV waiting for it counts.
 uint32_t gemv_tiles_groups(const std::array<size_t, 3>& rows);

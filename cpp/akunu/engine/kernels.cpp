@@ -1,6 +1,6 @@
 // Argument checks, variant choice and workgroup geometry for the kernels in kernels.h (the GEMVs:
-// kernels_gemv.cpp; the prefill GEMMs: kernels_gemm.cpp; what the launcher files share:
-// kernel_launch.h).
+// kernels_gemv.cpp; the prefill GEMMs: kernels_gemm.cpp; a batched step's attention:
+// kernels_batch_attention.cpp; what the launcher files share: kernel_launch.h).
 #include "akunu/engine/kernels.h"
 
 #include <algorithm>
@@ -63,9 +63,10 @@ const TensorType kWeightVariants[] = {
     TensorType::MLX8_G64, TensorType::MLX8_G128,
 };
 
-// A cache kernel's variant ("attention_split_int4_blocks": format, then layout) and its
-// bindings: `first` (bindings 0 to 4 with K and V at 1 and 2), then a quantized cache's scales
-// at 5 and 6 unless they sit in blocks.
+}  // namespace
+
+namespace launch {
+
 std::string cache_variant(const char* kernel, const KvBindings& c) {
     std::string name = kernel;
     if (c.dtype != KvDType::kF16) name.append("_").append(kv_variant_suffix(c.dtype));
@@ -80,9 +81,6 @@ std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings
     return first;
 }
 
-// An attention kernel over a cache with a recent window (kv_recent.glsl): the "_recent"
-// variant, the step's [q | k | v] rows and the two rings as bindings 9 to 11 (after the others),
-// and the window's fields of its parameters.
 std::string attention_variant(const char* kernel, const KvBindings& c) {
     return cache_variant(kernel, c) + (c.recent > 0 ? "_recent" : "");
 }
@@ -97,6 +95,12 @@ std::vector<Binding> with_recent(std::vector<Binding> b, const KvBindings& c, co
     b.push_back(c.v_recent);
     return b;
 }
+
+}  // namespace launch
+
+namespace {
+
+// The recent window's fields of an attention's parameters (kv_recent.glsl).
 void set_recent(AttentionParams& p, const KvBindings& c) {
     p.recent = c.recent;
     p.recent_rows = c.recent_rows;
@@ -107,14 +111,10 @@ uint32_t reduce_group(const DispatchSink& s) {
     return std::min<uint32_t>(256, s.device().profile().max_workgroup_invocations);
 }
 
-// How attention_split's f16 path covers a cache row (its specialization constants TEAM and
-// LANE_VECS): lanes per row, a power of two inside a subgroup and at most 32, so that one
-// 16-byte vector per lane covers head_dims up to 256 on a subgroup of 32; and the vectors each
-// lane loads. Fewer lanes per row (4 for a head of 64, 4 or 8 for 128) ran slower behind long
-// contexts (bench/NOTES.md, "Decode attention as online softmax per team").
-struct AttentionSplitShape {
-    uint32_t team = 1, lane_vecs = 1;
-};
+}  // namespace
+
+namespace launch {
+
 AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim) {
     AttentionSplitShape a;
     const uint32_t vecs = head_dim / 8;
@@ -123,7 +123,7 @@ AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_
     return a;
 }
 
-}  // namespace
+}  // namespace launch
 
 std::string weight_variant(const char* kernel, TensorType t) {
     // Tile-major forms (formats/tiles.h): the base type's kernel name plus "_t32" (the CPU backend's
@@ -397,10 +397,8 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
          {sh.n_heads, chunks, ChunkRows::Axis::kNone, 0, 0, AKUNU_ATTENTION_CHUNK});
 }
 
-namespace {
+namespace launch {
 
-// The checks that flash_attention, attention_rows and the batch's query tiles share, and their
-// parameters (cache_rows: the rows per KV head that the kernel indexes by, kv_rows.glsl).
 FlashAttentionParams flash_params(const Binding& q, const KvBindings& cache, const Binding& out, const FlashShape& f,
                                   uint32_t cache_rows, const char* kernel) {
     const AttentionShape& sh = f.heads;
@@ -423,7 +421,7 @@ FlashAttentionParams flash_params(const Binding& q, const KvBindings& cache, con
     return p;
 }
 
-}  // namespace
+}  // namespace launch
 
 void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out,
                      const Binding& step, const FlashShape& f) {
@@ -451,34 +449,6 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
     }
     emit(s, attention_variant("flash_attention", cache), {sh.head_dim / 8},
          with_recent(cache_bindings({q, cache.k, cache.v, out, step}, cache), cache, "flash_attention"), p, grid);
-}
-
-void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
-                    const FlashShape& f, const Binding* tiles) {
-    const AttentionShape& sh = f.heads;
-    AKUNU_CHECK(cache.rows == KvRows::kBatch, "attention_rows reads the cache of a batch (a KvPool)");
-    AKUNU_CHECK(f.out_dtype == DType::kF32, "attention_rows writes f32");
-    // The kernels index each sequence's blocks by the context (KV_SEQ_BLOCKS, kv_rows.glsl).
-    const FlashAttentionParams p = flash_params(q, cache, out, f, sh.max_len, "attention_rows");
-    check_bytes(step, sizeof(StepState) + size_t(f.rows) * sizeof(BatchRow), "attention_rows", "step and rows");
-    const DeviceProfile& d = s.device().profile();
-    const uint32_t tile_rows = tiles ? batch_tile_rows(d, cache, sh.head_dim) : 0;
-    if (tile_rows > 0) {
-        const uint64_t capacity = batch_tile_capacity(f.rows);
-        check_bytes(*tiles, capacity * sizeof(BatchTile), "attention_rows", "tiles");
-        AKUNU_CHECK(capacity <= d.max_workgroup_count_x && sh.n_heads <= 65535,
-                    "attention_rows: too many rows or heads for one dispatch");
-        // Tile i in workgroup column i; the columns follow the step's rows (at most n / 2 + 1 tiles).
-        const Grid grid{uint32_t(capacity), sh.n_heads, ChunkRows::Axis::kX};
-        const std::vector<Binding> bindings = {q, cache.k, cache.v, out, step, *tiles};
-        if (tile_rows == AKUNU_FLASH_CM_ROWS)
-            emit(s, "flash_cm_d" + std::to_string(sh.head_dim) + "_batch", {}, bindings, p, grid);
-        else
-            emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8}, bindings, p, grid);
-    }
-    emit(s, attention_variant("attention_rows", cache), {},
-         with_recent({q, cache.k, cache.v, out, step}, cache, "attention_rows"), p,
-         grid_for(s, size_t(f.rows) * sh.n_heads));
 }
 
 void kv_recent_store(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
@@ -510,15 +480,6 @@ bool flash_attention_coopmat(const DeviceProfile& d, const KvBindings& cache, ui
     if (!d.tuning.flash_coopmat) return false;  // A/B against the scalar kernel
     return d.gemm_coopmat && cache.dtype == KvDType::kF16 && cache.rows == KvRows::kFull &&
            (head_dim == 64 || head_dim == 128);
-}
-
-uint32_t batch_tile_rows(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
-    if (!d.tuning.batch_flash || d.cpu_backend || !d.subgroup_shuffle || d.subgroup_size < 8) return 0;
-    if (head_dim % 8 != 0 || head_dim > AKUNU_FLASH_MAX_HEAD_DIM) return 0;
-    if (cache.recent > 0) return 0;  // the tiled kernels read no recent window's rings
-    const bool coopmat =
-        d.tuning.flash_coopmat && d.gemm_coopmat && cache.dtype == KvDType::kF16 && (head_dim == 64 || head_dim == 128);
-    return coopmat ? AKUNU_FLASH_CM_ROWS : AKUNU_FLASH_ROWS;
 }
 
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out,

@@ -230,8 +230,18 @@ void flash_attention(DispatchSink& s, const Binding& q, const KvBindings& cache,
 // With `tiles` (batch_tile_capacity(rows) BatchTiles) and where batch_tile_rows is not 0, the
 // rows of the step's tiles (runs of one sequence) attend in query tiles first (flash_cm.comp or
 // flash_attention.comp built with KV_BATCH), and attention_rows skips the rows marked tiled.
+// With `partials` and where batch_row_split takes the table, the other rows attend in
+// attention_split's layout (attention_split.comp built with KV_BATCH: workgroups per row, head
+// and chunk of the row's cache, the last of a row's chunks merging their partials); the table
+// then follows the step's latest position (DispatchTable::set_position) as well as its rows.
+// partial: batch_row_partial_floats(rows, ...) f32; counters: rows * n_heads u32, zero before
+// the first step (each dispatch leaves them zero).
+struct RowPartials {
+    Binding partial, counters;
+};
+size_t batch_row_partial_floats(uint32_t rows, uint32_t n_heads, uint32_t head_dim, uint32_t max_len);
 void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out, const Binding& step,
-                    const FlashShape& shape, const Binding* tiles = nullptr);
+                    const FlashShape& shape, const Binding* tiles = nullptr, const RowPartials* partials = nullptr);
 
 // out[n] = act(gate[n]) * up[n]; out f32, or f16 for a GEMM that reads halves (gemm_takes_half_x).
 // max_rows: in a chunk's table, only for chunks of fewer tokens (the counts follow n; devices

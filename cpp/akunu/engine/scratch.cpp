@@ -1,7 +1,11 @@
 // ScratchBuffers allocation from the shared layout.
 #include "akunu/engine/scratch.h"
 
+#include <vector>
+
 #include "akunu/core/error.h"
+#include "akunu/engine/kernel_policy.h"
+#include "akunu/engine/kernels.h"
 #include "params.h"
 
 namespace akunu {
@@ -49,8 +53,21 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
         prefill.push_back({"batch_targets", rows * 4});
         prefill.push_back({"batch_target_logprobs", rows * 4});
         prefill.push_back({"batch_target_argmax", rows * 4});
+        // The rows' split attention (kernels::attention_rows): partials and arrival counters per
+        // row and head, where the device takes it for a table of these rows.
+        const uint32_t heads = uint32_t(c.n_heads), head_dim = uint32_t(c.head_dim);
+        if (kernels::batch_row_split(device->profile(), uint32_t(rows), heads, head_dim, uint32_t(context))) {
+            prefill.push_back(
+                {"batch_row_partials",
+                 kernels::batch_row_partial_floats(uint32_t(rows), heads, head_dim, uint32_t(context)) * 4});
+            prefill.push_back({"batch_row_counters", rows * heads * 4});
+        }
     }
     allocate(prefill, prefill_bytes_);
+    if (auto it = buffers_.find("batch_row_counters"); it != buffers_.end()) {  // zero before the first step
+        const std::vector<uint32_t> zeros(it->second.size() / 4, 0u);
+        it->second.write(zeros.data(), zeros.size() * 4);
+    }
 }
 
 const Buffer& ScratchBuffers::get(const std::string& name) const {

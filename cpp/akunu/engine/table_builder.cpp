@@ -139,8 +139,13 @@ void Builder::attention(int l) {
         c_.attn_scale, c_.attn_softcap};
     if (pass_.batch_sequences) {
         const Binding tiles(s_.get("batch_tiles"));
+        const bool split = s_.all().count("batch_row_partials") > 0;  // the scratch planned it
+        const kernels::RowPartials parts =
+            split ? kernels::RowPartials{s_.get("batch_row_partials"), s_.get("batch_row_counters")}
+                  : kernels::RowPartials{};
         kernels::attention_rows(t_, q_, cache, attn_out_, step_,
-                                {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), DType::kF32}, &tiles);
+                                {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), DType::kF32}, &tiles,
+                                split ? &parts : nullptr);
     } else if (prefill_)
         kernels::flash_attention(t_, q_, cache, attn_out_, step_,
                                  {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), lp.attn_out_dtype});
