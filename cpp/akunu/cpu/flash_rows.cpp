@@ -6,7 +6,6 @@
 
 #include <cstring>
 
-#include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/vec_tiers.h"
 
 namespace akunu::cpu {
@@ -120,6 +119,8 @@ const FlashRows kV3{dots_v3, mix_v3};
 
 }  // namespace
 
-const FlashRows& flash_rows() { return cpu_isa() >= CpuIsa::kAvx2 ? kV3 : kBase; }
+const FlashRows& flash_rows_for(CpuIsa isa) { return isa >= CpuIsa::kAvx2 ? kV3 : kBase; }
+
+const FlashRows& flash_rows() { return flash_rows_for(cpu_isa()); }
 
 }  // namespace akunu::cpu

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "akunu/cpu/cpu_profile.h"
+
 namespace akunu::cpu {
 
 constexpr size_t kFlashRowsAtOnce = 4;  // query rows per call, at most
@@ -22,5 +24,6 @@ struct FlashRows {
 };
 
 const FlashRows& flash_rows();
+const FlashRows& flash_rows_for(CpuIsa isa);  // kScalar or kAvx2 (and kAvx512, which uses AVX2's)
 
 }  // namespace akunu::cpu
