@@ -9,8 +9,10 @@
 // vpdpwssd multiplies two int16 pairs per 32-bit lane and adds them in: twice the multiply-adds
 // of an fp32 FMA per instruction, and no conversion of the weights to floats.
 //
-// Register block: 6 token rows x 64 columns = 24 int32 accumulators + 4 weight registers; the
-// x pairs enter as broadcasts. After each sub-block the sums are scaled into the fp32 rows.
+// Register block: 3 token rows x 64 columns = 12 int32 accumulators, 12 fp32 ones and 4 weight
+// registers; the x pairs enter as broadcasts. After each sub-block the int32 sums are scaled
+// into the fp32 ones, which meet memory once per chunk (a store per sub-block of 16 or 32
+// elements would cost more than the scaling).
 #include "akunu/cpu/gemm_vnni.h"
 
 #include <immintrin.h>
@@ -36,7 +38,7 @@ namespace {
 using T = TensorType;
 
 constexpr size_t kChunk = kGemmChunk;  // k per panel: one k-quant super-block, eight 32-element blocks
-constexpr size_t kRows = 6;  // token rows per register block
+constexpr size_t kRows = 3;  // token rows per register block: 12 int32 and 12 fp32 sums
 
 // 64 columns of the weights over a chunk of k, as the block multiplies them.
 struct IntPanel {
@@ -147,23 +149,30 @@ struct IntRows {
 inline void dpwssd(__m512i& c, __m512i a, __m512i b) { asm("vpdpwssd %2, %1, %0" : "+v"(c) : "v"(a), "v"(b)); }
 
 // acc[i][0:64] += the chunk's products of rows i < M (from row `row`, elements from k0) with
-// the panel's `subs` sub-blocks of `sub` elements (32 where the type has minimums).
+// the panel's `subs` sub-blocks of `sub` elements (32 where the type has minimums). The rows'
+// fp32 sums stay in registers over the chunk (loaded once, stored once): each sub-block's
+// int32 sums are scaled into them in the same order as into memory, so the result is the same.
 template <int M, bool Minimum>
 void block(const IntPanel& w, size_t subs, size_t sub, const IntRows& x, size_t row, size_t k0, float* acc) {
     const int32_t* xr[M];  // each row's x pairs from k0
     for (int i = 0; i < M; ++i) xr[i] = reinterpret_cast<const int32_t*>(x.q + (row + i) * x.k + k0);
+    __m512 y[M][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) y[i][j] = _mm512_loadu_ps(acc + i * kGemmTile + 16 * j);
     for (size_t s = 0; s < subs; ++s) {
         __m512i c[M][4];
-#pragma GCC unroll 6
+#pragma GCC unroll 4
         for (int i = 0; i < M; ++i)
-#pragma GCC unroll 6
+#pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) c[i][j] = _mm512_setzero_si512();
         const size_t e0 = k0 + s * sub;  // the sub-block's first element of x
         for (size_t p = s * sub / 2; p < (s + 1) * sub / 2; ++p) {
             const int16_t* wp = &w.q[p][0][0];
             const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 32), w2 = _mm512_load_si512(wp + 64),
                           w3 = _mm512_load_si512(wp + 96);
-#pragma GCC unroll 6
+#pragma GCC unroll 4
             for (int i = 0; i < M; ++i) {
                 const __m512i xv = _mm512_set1_epi32(xr[i][p]);
                 dpwssd(c[i][0], w0, xv);
@@ -172,20 +181,22 @@ void block(const IntPanel& w, size_t subs, size_t sub, const IntRows& x, size_t 
                 dpwssd(c[i][3], w3, xv);
             }
         }
-#pragma GCC unroll 6
+#pragma GCC unroll 4
         for (int i = 0; i < M; ++i) {
             const __m512 dx = _mm512_set1_ps(x.d[(row + i) * (x.k / 32) + e0 / 32]);
             const __m512 fs = _mm512_set1_ps(Minimum ? x.dsum[(row + i) * (x.k / 32) + e0 / 32] : 0.0f);
-#pragma GCC unroll 6
+#pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
-                float* out = acc + i * kGemmTile + 16 * j;
                 const __m512 scale = _mm512_mul_ps(_mm512_load_ps(&w.scale[s][16 * j]), dx);
-                __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c[i][j]), scale, _mm512_loadu_ps(out));
-                if constexpr (Minimum) a = _mm512_fmadd_ps(_mm512_load_ps(&w.minimum[s][16 * j]), fs, a);
-                _mm512_storeu_ps(out, a);
+                y[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c[i][j]), scale, y[i][j]);
+                if constexpr (Minimum) y[i][j] = _mm512_fmadd_ps(_mm512_load_ps(&w.minimum[s][16 * j]), fs, y[i][j]);
             }
         }
     }
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) _mm512_storeu_ps(acc + i * kGemmTile + 16 * j, y[i][j]);
 }
 
 // Rows [0, m) of x (from row `row`) times the panel, into acc [m][64].
@@ -193,9 +204,7 @@ template <bool Minimum>
 void panel_product(const IntPanel& w, size_t subs, size_t sub, const IntRows& x, size_t row, size_t m, size_t k0,
                    float* acc) {
     using Block = void (*)(const IntPanel&, size_t, size_t, const IntRows&, size_t, size_t, float*);
-    static constexpr Block blocks[kRows + 1] = {nullptr,           block<1, Minimum>, block<2, Minimum>,
-                                                block<3, Minimum>, block<4, Minimum>, block<5, Minimum>,
-                                                block<6, Minimum>};
+    static constexpr Block blocks[kRows + 1] = {nullptr, block<1, Minimum>, block<2, Minimum>, block<3, Minimum>};
     for (size_t i0 = 0; i0 < m; i0 += kRows)
         blocks[std::min(kRows, m - i0)](w, subs, sub, x, row + i0, k0, acc + i0 * kGemmTile);
 }

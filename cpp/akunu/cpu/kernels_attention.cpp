@@ -13,6 +13,7 @@
 
 #include "akunu/core/half.h"
 #include "akunu/vulkan/cpu_kernel.h"
+#include "akunu/cpu/flash_rows.h"
 #include "akunu/cpu/kv_codes.h"
 #include "akunu/cpu/kv_recent.h"
 #include "akunu/cpu/vec_math.h"
@@ -257,9 +258,9 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
 }
 
 // flash_attention: workgroup (block of AKUNU_FLASH_ROWS query rows, query head). The block walks
-// the keys any of its rows sees in tiles of kFlashKeys, each tile's K (transposed) and V rows
-// decoded once for all the rows; each row then runs the online softmax over the keys it may
-// see (causal, and the sliding window), with the vectorized loops of vec_math.h.
+// the keys any of its rows sees in tiles of kFlashKeys, each tile's K and V rows decoded once for
+// all the rows; the rows' scores and value mixes run a few rows at a time (flash_rows.h), and
+// each row keeps the online softmax over the keys it may see (causal, and the sliding window).
 constexpr size_t kFlashKeys = 64;
 
 void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
@@ -278,51 +279,63 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     constexpr size_t R = AKUNU_FLASH_ROWS, D = AKUNU_FLASH_MAX_HEAD_DIM;
     // The block's state and tiles: ~170 KB, so per thread and sized once, not on the stack.
     struct Tiles {
-        float o[R][D], m[R], l[R], s[kFlashKeys], row[D];
-        float kt[D][kFlashKeys], v[kFlashKeys][D], k_scale[kFlashKeys], v_scale[kFlashKeys];
+        float o[R][D], m[R], l[R], keep[R], s[R][kFlashKeys], row[D];
+        float k[kFlashKeys][D], v[kFlashKeys][D], k_scale[kFlashKeys], v_scale[kFlashKeys];
     };
     thread_local std::unique_ptr<Tiles> tiles;
     if (!tiles) tiles = std::make_unique<Tiles>();
     Tiles& t = *tiles;
     const HalfRowFn to_float = half_row();
     const VecMath& vm = vec_math();
+    const FlashRows& fr = flash_rows();
     for (size_t g = begin; g < end; ++g) {
         const size_t r0 = (g % a.groups[0]) * R, h = g / a.groups[0];
         if (r0 >= n) continue;
         const size_t kvh = h / (p.n_heads / p.n_kv_heads), rows = std::min(R, n - r0);
         for (size_t r = 0; r < rows; ++r) std::fill(t.o[r], t.o[r] + hd, 0.0f), t.m[r] = kNegInf, t.l[r] = 0.0f;
         // first_key grows with the position, so the block's keys run from its first row's first
-        // key to its last row's position.
-        const size_t keys_end = step.pos + r0 + rows;
+        // key to the last key its last row reads from the cache: each is one some row sees.
+        const size_t keys_end = cache_end(step.pos + r0 + rows - 1);
         for (size_t t0 = first_key(step.pos + r0); t0 < keys_end; t0 += kFlashKeys) {
             const size_t tile = std::min(kFlashKeys, keys_end - t0);
             for (size_t j = 0; j < tile; ++j) {
                 const KvRowMap::Row kr = K.rows.at(kvh, t0 + j), vr = V.rows.at(kvh, t0 + j);
-                K.values(kr, t.row, to_float);
-                for (size_t i = 0; i < hd; ++i) t.kt[i][j] = t.row[i];
+                K.values(kr, t.k[j], to_float);
                 t.k_scale[j] = p.scale * K.scale(kr);
                 V.values(vr, t.v[j], to_float);
                 t.v_scale[j] = V.scale(vr);
             }
+            // The rows' scores against every key of the tile, four rows a pass; then each row's
+            // weights (zero for the keys it does not see) and the values mixed in, four rows a pass.
+            for (size_t r = 0; r < rows; r += kFlashRowsAtOnce)
+                fr.dots(q + (r0 + r) * fp.q_stride + h * hd, fp.q_stride, std::min(kFlashRowsAtOnce, rows - r), t.k[0],
+                        D, hd, tile, t.s[r], kFlashKeys);
             for (size_t r = 0; r < rows; ++r) {
                 const size_t pos = step.pos + r0 + r, end_key = cache_end(pos);
-                if (end_key <= t0 || first_key(pos) >= t0 + tile || first_key(pos) >= end_key)
-                    continue;  // none of this tile's keys is visible to the row
-                const size_t j0 = std::max(first_key(pos), t0) - t0, j1 = std::min(end_key, t0 + tile) - t0;
-                vm.scores(q + (r0 + r) * fp.q_stride + h * hd, &t.kt[0][j0], kFlashKeys, hd, j1 - j0, t.s);
+                const size_t j0 = std::min(std::max(first_key(pos), t0) - t0, tile);
+                const size_t j1 = std::max(std::min(end_key, t0 + tile), t0) - t0;
+                float* s = t.s[r];
+                if (j0 >= j1) {  // none of this tile's keys is visible to the row: it stays as it is
+                    std::fill(s, s + tile, 0.0f), t.keep[r] = 1.0f;
+                    continue;
+                }
                 float tile_max = kNegInf;
-                for (size_t j = 0; j < j1 - j0; ++j) {
-                    float d = t.s[j] * t.k_scale[j0 + j];
+                for (size_t j = j0; j < j1; ++j) {
+                    float d = s[j] * t.k_scale[j];
                     if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
-                    t.s[j] = d;
+                    s[j] = d;
                     tile_max = std::max(tile_max, d);
                 }
-                const float m_new = std::max(t.m[r], tile_max), correction = std::exp(t.m[r] - m_new);
-                t.l[r] = t.l[r] * correction + vm.exp_shifted(t.s, j1 - j0, m_new);
-                for (size_t j = 0; j < j1 - j0; ++j) t.s[j] *= t.v_scale[j0 + j];
-                vm.mix(t.o[r], correction, t.s, t.v[j0], D, j1 - j0, hd);
+                const float m_new = std::max(t.m[r], tile_max);
+                t.keep[r] = std::exp(t.m[r] - m_new);
+                t.l[r] = t.l[r] * t.keep[r] + vm.exp_shifted(s + j0, j1 - j0, m_new);
+                for (size_t j = j0; j < j1; ++j) s[j] *= t.v_scale[j];
+                std::fill(s, s + j0, 0.0f), std::fill(s + j1, s + tile, 0.0f);
                 t.m[r] = m_new;
             }
+            for (size_t r = 0; r < rows; r += kFlashRowsAtOnce)
+                fr.mix(t.o[r], D, &t.keep[r], t.s[r], kFlashKeys, std::min(kFlashRowsAtOnce, rows - r), t.v[0], D, tile,
+                       hd);
         }
         for (size_t r = 0; r < rows && W.recent > 0; ++r) {  // the window's keys, from their f16 copies
             const size_t pos = step.pos + r0 + r;

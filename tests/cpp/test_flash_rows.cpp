@@ -1,0 +1,83 @@
+// flash_rows.h's loops (flash attention's scores and value mixes, several query rows at once)
+// in both tiers against float64 loops over the same inputs. Odd sizes: 1 to 4 rows, key counts
+// that leave each remainder of the three-key block (1, 2, 5, 64), row lengths of 8, 24 and 264
+// (not multiples of the 16-element mix block), strides past the rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/flash_rows.h"
+
+namespace akunu::test {
+namespace {
+
+std::vector<float> normal_values(size_t n, std::mt19937& rng) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng);
+    return v;
+}
+
+bool has_avx2() { return cpu::cpu_isa() >= cpu::CpuIsa::kAvx2; }
+
+TEST(FlashRows, DotsMatchAFloat64Reference) {
+    std::mt19937 rng{11};
+    for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2}) {
+        if (isa == cpu::CpuIsa::kAvx2 && !has_avx2()) continue;
+        for (size_t rows = 1; rows <= cpu::kFlashRowsAtOnce; ++rows)
+            for (size_t n : {1, 2, 5, 64})
+                for (size_t d : {8, 24, 264}) {
+                    const size_t qs = d + 5, ks = d + 3, ss = n + 2;
+                    const auto q = normal_values(rows * qs, rng), k = normal_values(n * ks, rng);
+                    std::vector<float> s(rows * ss, -1.0f);
+                    cpu::flash_rows_for(isa).dots(q.data(), qs, rows, k.data(), ks, d, n, s.data(), ss);
+                    for (size_t r = 0; r < rows; ++r)
+                        for (size_t j = 0; j < n; ++j) {
+                            double want = 0.0, size = 0.0;
+                            for (size_t i = 0; i < d; ++i) {
+                                want += double(q[r * qs + i]) * k[j * ks + i];
+                                size += std::fabs(double(q[r * qs + i]) * k[j * ks + i]);
+                            }
+                            EXPECT_NEAR(s[r * ss + j], want, 1e-6 * size)
+                                << "isa " << int(isa) << " rows " << rows << " n " << n << " d " << d << " at " << r
+                                << ", " << j;
+                        }
+                }
+    }
+}
+
+TEST(FlashRows, MixMatchesAFloat64Reference) {
+    std::mt19937 rng{12};
+    for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2}) {
+        if (isa == cpu::CpuIsa::kAvx2 && !has_avx2()) continue;
+        for (size_t rows = 1; rows <= cpu::kFlashRowsAtOnce; ++rows)
+            for (size_t n : {1, 2, 5, 64})
+                for (size_t d : {8, 24, 264}) {
+                    const size_t os = d + 7, ws = n + 1, vs = d + 3;
+                    const auto o0 = normal_values(rows * os, rng), w = normal_values(rows * ws, rng);
+                    const auto v = normal_values(n * vs, rng), keep = normal_values(rows, rng);
+                    std::vector<float> o = o0;
+                    cpu::flash_rows_for(isa).mix(o.data(), os, keep.data(), w.data(), ws, rows, v.data(), vs, n, d);
+                    for (size_t r = 0; r < rows; ++r) {
+                        for (size_t i = 0; i < d; ++i) {
+                            double want = double(o0[r * os + i]) * keep[r];
+                            double size = std::fabs(want);
+                            for (size_t j = 0; j < n; ++j) {
+                                want += double(w[r * ws + j]) * v[j * vs + i];
+                                size += std::fabs(double(w[r * ws + j]) * v[j * vs + i]);
+                            }
+                            EXPECT_NEAR(o[r * os + i], want, 1e-6 * size)
+                                << "isa " << int(isa) << " rows " << rows << " n " << n << " d " << d << " at " << r
+                                << ", " << i;
+                        }
+                        for (size_t i = d; i < os; ++i) EXPECT_EQ(o[r * os + i], o0[r * os + i]) << "past the row";
+                    }
+                }
+    }
+}
+
+}  // namespace
+}  // namespace akunu::test
