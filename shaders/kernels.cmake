@@ -16,7 +16,8 @@
 # <k>_<v> for K in k and V in v (K_FORMAT, V_FORMAT). Layouts (include/kv_rows.glsl): one
 # buffer (no suffix), a ring (_ring, KV_RING) and blocks (_blocks, KV_BLOCKS).
 # Each gemm and gemm_cm kernel also comes in a short form, gemm_short_<wtype> (GEMM_SHORT) and
-# gemm_cm_short_<wtype> (GEMM_CM_SHORT): tile shapes in include/gemm_tiles.h.
+# gemm_cm_short_<wtype> (GEMM_CM_SHORT), the latter also in wider tiles, gemm_cm_short_wide_<wtype>
+# (GEMM_CM_SHORT_WIDE): tile shapes in include/gemm_tiles.h.
 
 # akunu_kernel(NAME SOURCE [DEFINE...]): one row of the table; empty defines are left out.
 function(akunu_kernel name source)
@@ -130,6 +131,9 @@ foreach(gemm gemm gemm_cm)
     akunu_kernel(${gemm}_${type} ${gemm}.comp ${wtype_${type}})
     akunu_kernel(${gemm}_short_${type} ${gemm}.comp ${wtype_${type}} ${short})
   endforeach()
+endforeach()
+foreach(type IN LISTS wtypes_float wtypes_block32 wtypes_rows32 wtypes_tiles wtypes_kquant wtypes_mlx)
+  akunu_kernel(gemm_cm_short_wide_${type} gemm_cm.comp ${wtype_${type}} GEMM_CM_SHORT GEMM_CM_SHORT_WIDE)
 endforeach()
 foreach(type IN LISTS wtypes_block32 wtypes_rows32 wtypes_tiles wtypes_kquant)
   akunu_kernel(dequant_f16_${type} dequant.comp ${wtype_${type}})

@@ -100,9 +100,9 @@ TEST(MemoryPlan, FiguresForLlama31_8B) {
     // Eleven prefill buffers of a 4,096-token chunk in f16 (h0, h1, residual, q, k, v, attn_out,
     // post_norm, ffn_gate, ffn_up, ffn_act: 69,632 halves a row) sum to 570,425,344 bytes; akunu
     // holds them in f32 without post_norm, plus token ids, step state, 64 rows of logits and the
-    // workgroup counts of two chunk tables (12 bytes for each of 56 dispatches a layer and 8).
+    // workgroup counts of two chunk tables (12 bytes for each of 64 dispatches a layer and 8).
     const uint64_t activations = 2 * (570425344ull - 4096ull * 4096 * 2);
-    const uint64_t counts = 2 * (56 * 32 + 8) * 12;
+    const uint64_t counts = 2 * (64 * 32 + 8) * 12;
     EXPECT_EQ(p.prefill_scratch_bytes, activations + 64ull * 128256 * 4 + 4096 * 4 + 16 + counts);
 }
 

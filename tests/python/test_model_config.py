@@ -213,7 +213,7 @@ def test_plan_reproduces_the_seed_figures_for_llama31_8b():
     activations = sum(b for n, b in sizes.items() if n not in extra)
     assert activations == 2 * (570_425_344 - 4096 * 4096 * 2)
     assert sizes["batch_logits"] == 64 * 128256 * 4 and sizes["batch_token_ids"] == 4096 * 4
-    assert sizes["batch_dispatch"] == 2 * (56 * 32 + 8) * 12
+    assert sizes["batch_dispatch"] == 2 * (64 * 32 + 8) * 12
     assert p.prefill_scratch_bytes == activations + 64 * 128256 * 4 + 4096 * 4 + 16 + sizes["batch_dispatch"]
     names = [n for n, _ in p.prefill_scratch]
     assert names[:3] == ["batch_h0", "batch_h1", "batch_residual"] and "batch_ffn_gate" in names

@@ -66,16 +66,21 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     if (rows_seen <= gemm_tile_rows(s.device().profile(), wtype)) return emit_gemm_rows(s, w, wtype, x, y, g, p, step);
     const bool short_tiles = gemm_short_tiles(s.device().profile(), g);
     std::vector<Binding> bindings{w, x, y, step};
-    // [cooperative matrices][short tiles]: the kernel and its tile (gemm_tiles.h).
+    // [cooperative matrices][wide, short, short past the narrow rows]: the kernel and its tile
+    // (gemm_tiles.h); the scalar GEMM's short tiles have one form.
     static const struct {
         const char* kernel;
         size_t bm, bn;
-    } kTiles[2][2] = {
-        {{"gemm", AKUNU_GEMM_BM, AKUNU_GEMM_BN}, {"gemm_short", AKUNU_GEMM_SHORT_BM, AKUNU_GEMM_SHORT_BN}},
+    } kTiles[2][3] = {
+        {{"gemm", AKUNU_GEMM_BM, AKUNU_GEMM_BN},
+         {"gemm_short", AKUNU_GEMM_SHORT_BM, AKUNU_GEMM_SHORT_BN},
+         {"gemm_short", AKUNU_GEMM_SHORT_BM, AKUNU_GEMM_SHORT_BN}},
         {{"gemm_cm", AKUNU_GEMM_CM_BM, AKUNU_GEMM_CM_BN},
-         {"gemm_cm_short", AKUNU_GEMM_CM_SHORT_BM, AKUNU_GEMM_CM_SHORT_BN}},
+         {"gemm_cm_short", AKUNU_GEMM_CM_SHORT_BM, AKUNU_GEMM_CM_SHORT_BN},
+         {"gemm_cm_short_wide", AKUNU_GEMM_CM_SHORT_WIDE_BM, AKUNU_GEMM_CM_SHORT_WIDE_BN}},
     };
-    const auto& tiles = kTiles[coopmat][short_tiles];
+    const int form = !short_tiles ? 0 : rows_seen <= AKUNU_GEMM_CM_SHORT_NARROW_ROWS ? 1 : 2;
+    const auto& tiles = kTiles[coopmat][form];
     size_t bm = tiles.bm, bn = tiles.bn;
     std::string kernel = weight_variant(tiles.kernel, wtype);
     std::vector<uint32_t> spec;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "gemm_tiles.h"
+
 namespace akunu {
 
 namespace {
@@ -145,6 +147,8 @@ DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, con
     p.x_rounding = kernels::engine_x_rounding(d);
     p.short_rows = d.gemm_short_rows;
     p.tile_rows = d.gemm_tile_rows;
+    p.narrow_rows =
+        d.gemm_coopmat && d.gemm_short_rows > AKUNU_GEMM_CM_SHORT_NARROW_ROWS ? AKUNU_GEMM_CM_SHORT_NARROW_ROWS : 0;
     p.dequant_rows = d.prefill_dequant_rows;
     p.dequant_bytes = pass.prefill ? std::min<size_t>(scratch.dequant_bytes, d.max_storage_buffer_range) : 0;
     p.half_x_dim = pass.prefill && kernels::gemm_takes_half_x(d, dim, dim);

@@ -55,6 +55,7 @@ struct DecodePlan {
     bool half_x_dim = false, half_x_ffn = false;
     uint32_t short_rows = 0;  // chunks of up to this many tokens run short GEMM tiles
     uint32_t tile_rows = 0;  // ... and of tile-major weights, up to this many in tile GEMVs of several rows
+    uint32_t narrow_rows = 0;  // ... and up to this many in the narrow short tiles (cooperative matrices)
     uint32_t dequant_rows = 0;  // chunks of this many tokens or more read dequantized weights
     size_t dequant_bytes = 0;  // capacity of each f16 buffer (0: no dequantization)
     bool head_norm_folded = false;  // the output norm folded into the LM head's GEMV

@@ -13,13 +13,13 @@ namespace akunu::table_detail {
 
 // The format's own GEMM for chunks of fewer than `below` tokens (0: any): in the tile GEMV of
 // several rows up to the plan's tile_rows where the weights take it, in short tiles up to
-// short_rows where the device takes them, then wide. Each is a GEMM with its own row window:
+// short_rows where the device takes them (narrow ones up to narrow_rows), then wide. Each is a GEMM with its own row window:
 // only one of a projection's GEMMs has workgroups for a chunk, so they share a barrier interval.
 void Builder::own_gemm(const Binding& w, TensorType type, const Binding& x, const Binding& y, size_t n, size_t kk,
                        size_t ldy, bool accumulate, DType x_dtype, uint32_t below) {
     const uint32_t tile_rows = std::min(plan_.tile_rows, kernels::gemm_tile_rows(t_.device().profile(), type));
     uint32_t from = 0;
-    for (const uint32_t bound : {tile_rows, plan_.short_rows}) {
+    for (const uint32_t bound : {tile_rows, plan_.narrow_rows, plan_.short_rows}) {
         if (bound == 0 || bound + 1 <= from || rows_ <= bound || (below != 0 && below <= bound + 1)) continue;
         kernels::gemm(t_, w, type, x, y, {rows_, n, kk, kk, ldy, from, bound + 1, x_dtype}, step_, accumulate);
         from = bound + 1;

@@ -62,12 +62,13 @@ struct ChunkRows {
 };
 
 // The most dispatches of one prefill table that follow its chunk's tokens, which the memory
-// plan sizes their counts by (batch_dispatch): per layer its norms, up to five per projection
-// (tile-row, short and wide GEMMs of its format, a dequantization and an f16 GEMM), Q/K/V biases and head
+// plan sizes their counts by (batch_dispatch): per layer its norms, up to six per projection
+// (tile-row, narrow and wider short, and wide GEMMs of its format, a dequantization and an f16
+// GEMM), Q/K/V biases and head
 // norms, RoPE and the KV write, attention, the activation, post-norms and a tap; outside the
 // layers the embedding and the all-position logits' norm, GEMMs and soft-cap. Model::build_table
 // emits them; DispatchTable::use_counts refuses a table that outgrows them.
-constexpr uint32_t kChunkDispatchesPerLayer = 56, kChunkDispatchesOutsideLayers = 8;
+constexpr uint32_t kChunkDispatchesPerLayer = 64, kChunkDispatchesOutsideLayers = 8;
 inline uint64_t chunk_dispatch_bound(int n_layers) {
     return uint64_t(kChunkDispatchesPerLayer) * uint64_t(n_layers) + kChunkDispatchesOutsideLayers;
 }
