@@ -143,6 +143,15 @@ AKUNU_INLINE float max_sum_exp_body(const float* x, size_t n, float* sum) {
     return m;
 }
 
+AKUNU_INLINE double sum_exp_body(const float* x, size_t n, float m) {
+    double acc[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (size_t l = 0; l < 8; ++l) acc[l] += double(exp_approx(x[i + l] - m));
+    for (; i < n; ++i) acc[0] += double(exp_approx(x[i] - m));
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 AKUNU_INLINE void mix_body(float* o, float keep, const float* w, const float* v, size_t v_stride, size_t n, size_t d) {
     for (size_t i = 0; i < d; ++i) o[i] *= keep;
     // Four rows of v per pass over o (a quarter of o's loads and stores), each element's
@@ -221,6 +230,7 @@ AKUNU_VEC_TIERS(dots, void, (const float* q, const float* k, size_t ks, size_t d
                 (q, k, ks, d, n, s))
 AKUNU_VEC_TIERS(exp_shifted, float, (float* s, size_t n, float m), (s, n, m))
 AKUNU_VEC_TIERS(max_sum_exp, float, (const float* x, size_t n, float* sum), (x, n, sum))
+AKUNU_VEC_TIERS(sum_exp, double, (const float* x, size_t n, float m), (x, n, m))
 AKUNU_VEC_TIERS(mix, void, (float* o, float keep, const float* w, const float* v, size_t vs, size_t n, size_t d),
                 (o, keep, w, v, vs, n, d))
 
@@ -241,10 +251,10 @@ AKUNU_V3 void to_half_v3(const float* x, uint16_t* out, size_t n) {
     for (; i < n; ++i) out[i] = float_to_half(x[i]);
 }
 
-const VecMath kBase{silu_mul_base,    gelu_tanh_mul_base, gelu_base, scores_base,     dots_base,   exp_shifted_base,
-                    max_sum_exp_base, mix_base,           rope_base, quantize16_base, to_half_base};
-const VecMath kV3{silu_mul_v3,    gelu_tanh_mul_v3, gelu_v3, scores_v3,     dots_v3,   exp_shifted_v3,
-                  max_sum_exp_v3, mix_v3,           rope_v3, quantize16_v3, to_half_v3};
+const VecMath kBase{silu_mul_base,    gelu_tanh_mul_base, gelu_base, scores_base, dots_base,       exp_shifted_base,
+                    max_sum_exp_base, sum_exp_base,       mix_base,  rope_base,   quantize16_base, to_half_base};
+const VecMath kV3{silu_mul_v3,    gelu_tanh_mul_v3, gelu_v3, scores_v3, dots_v3,       exp_shifted_v3,
+                  max_sum_exp_v3, sum_exp_v3,       mix_v3,  rope_v3,   quantize16_v3, to_half_v3};
 
 }  // namespace
 
