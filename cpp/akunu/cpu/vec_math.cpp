@@ -95,10 +95,20 @@ AKUNU_INLINE V8 load8(const float* p) {
 }
 AKUNU_INLINE float sum8(V8 v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
 
+// Rows of d floats `stride` apart are read one after another; the rows kPrefetchRows ahead of
+// row j are asked for while it is read (a row is a head's slice of a wider K or V row, which
+// the hardware's stride detection follows poorly). Prefetches do not change any result.
+constexpr size_t kPrefetchRows = 16;
+AKUNU_INLINE void prefetch_rows(const float* x, size_t stride, size_t j, size_t rows, size_t n, size_t d) {
+    for (size_t r = j + kPrefetchRows; r < std::min(n, j + kPrefetchRows + rows); ++r)
+        for (size_t i = 0; i < d; i += 16) __builtin_prefetch(x + r * stride + i);
+}
+
 // Four keys at a time: four independent chains of multiply-adds.
 AKUNU_INLINE void dots_body(const float* q, const float* k, size_t k_stride, size_t d, size_t n, float* s) {
     size_t j = 0;
     for (; j + 4 <= n && d % 8 == 0; j += 4) {
+        prefetch_rows(k, k_stride, j, 4, n, d);
         const float *k0 = k + j * k_stride, *k1 = k0 + k_stride, *k2 = k1 + k_stride, *k3 = k2 + k_stride;
         V8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
         for (size_t i = 0; i < d; i += 8) {
@@ -158,6 +168,7 @@ AKUNU_INLINE void mix_body(float* o, float keep, const float* w, const float* v,
     // products still added in the order of j.
     size_t j = 0;
     for (; j + 4 <= n; j += 4) {
+        prefetch_rows(v, v_stride, j, 4, n, d);
         const float w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
         const float* v0 = v + j * v_stride;
         const float *v1 = v0 + v_stride, *v2 = v1 + v_stride, *v3 = v2 + v_stride;
