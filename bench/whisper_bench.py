@@ -13,9 +13,10 @@ the file path with timestamps on and no conditioning on previous text (faster-wh
 akunu runs on its CPU backend with AKUNU_THREADS=--threads (or --akunu-threads); faster-whisper
 with cpu_threads=--threads.
 For akunu the stage split comes from timing each engine call: mel, encoder, decoder steps
-(decode and its K/V copies), and what is left of the wall time: Python (search, rules, audio
-loading). Reports the median seconds and x real time of each system and case, and the median CPU seconds
-of the worker process (all its threads: what a loaded machine does not inflate).
+(decode, decode_top's beam steps, decode_greedy's chains, and the K/V copies), and what is
+left of the wall time: Python (search, rules, audio loading). Reports the median seconds and x
+real time of each system and case, and the median CPU seconds of the worker process (all its
+threads: what a loaded machine does not inflate).
 """
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ STAGES = ("mel", "encode", "decode", "python")
 class StageTimer:
     """Wraps an engine: the seconds spent in each of its calls, by stage."""
 
-    CALLS = {"mel": "mel", "encode": "encode", "decode": "decode", "copy_sequence": "decode", "set_audio": "decode"}
+    CALLS = {"mel": "mel", "encode": "encode", "decode": "decode", "decode_top": "decode", "decode_greedy": "decode",
+             "copy_sequence": "decode", "set_audio": "decode"}
 
     def __init__(self, engine):
         self._engine = engine

@@ -229,6 +229,8 @@ void Device::ThreadPoolDeleter::operator()(cpu::ThreadPool* pool) const { delete
 // The CPU backend: no Vulkan objects at all, a profile describing this machine and the
 // workers that run the kernels.
 Device::Device(const Tuning& tuning)
-    : backend_(Backend::kCpu), threads_(new cpu::ThreadPool(cpu::thread_count())), profile_(cpu::cpu_profile(tuning)) {}
+    : backend_(Backend::kCpu),
+      threads_(new cpu::ThreadPool(cpu::thread_count(), tuning.cpu_spin_us < 0 ? 100 : tuning.cpu_spin_us)),
+      profile_(cpu::cpu_profile(tuning)) {}
 
 }  // namespace akunu

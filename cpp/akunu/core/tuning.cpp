@@ -69,6 +69,11 @@ const std::vector<Row>& rows() {
           "(twice the fp32 rate; f16 weights keep 8 of their 11 significant bits, so outputs move by a few parts in a "
           "thousand: Whisper's transcripts hold, the fp32 reference tolerances do not); 0: fp32 products."},
          &Tuning::bf16_gemm},
+        {{"cpu_spin_us", "int",
+          "The CPU backend's pool threads wait for the next job spinning this many microseconds before they sleep: "
+          "long enough to span the gaps between a step's kernels, short enough that the time between steps or calls "
+          "is not spent spinning (auto: 100; 0: sleep at once)."},
+         &Tuning::cpu_spin_us},
         {{"cpu_inline_us", "int",
           "The CPU backend runs a dispatch on the calling thread instead of sharing it with the pool's threads when "
           "its last run took less than this many microseconds of one thread's time: handing so little work over costs "

@@ -7,15 +7,14 @@
 
 namespace akunu::cpu {
 
-// Spins before sleeping: some 100 microseconds, longer than the gap between two kernels of a
-// decode step, far shorter than the gap between two user calls.
-static constexpr int kSpins = 20000;
+// Pauses between two reads of the clock while a worker spins.
+static constexpr int kPausesPerClockRead = 64;
 // Chunks per thread: enough to even out threads that start late.
 static constexpr size_t kChunksPerThread = 4;
 // The chunk counter of a finished job: above any chunk count (run() caps them at 2^30).
 static constexpr uint64_t kClosed = 0xFFFFFFFFu;
 
-ThreadPool::ThreadPool(unsigned threads) {
+ThreadPool::ThreadPool(unsigned threads, int spin_us) : spin_(std::max(0, spin_us)) {
     for (unsigned i = 1; i < std::max(1u, threads); ++i) workers_.emplace_back([this] { worker(); });
 }
 
@@ -84,11 +83,13 @@ void ThreadPool::run(size_t total, Fn fn, void* ctx, size_t min_per_chunk) {
 void ThreadPool::worker() {
     uint32_t seen = 0;
     for (;;) {
+        // Spins by the clock: a pause lasts from a few to some 100 cycles, by processor.
+        auto until = std::chrono::steady_clock::now() + spin_;
         int spins = 0;
         uint64_t s;
         while (uint32_t((s = state_.load(std::memory_order_acquire)) >> 32) == seen &&
                !stop_.load(std::memory_order_relaxed)) {
-            if (++spins < kSpins) {
+            if (++spins % kPausesPerClockRead != 0 || std::chrono::steady_clock::now() < until) {
                 _mm_pause();
                 continue;
             }
@@ -97,7 +98,7 @@ void ThreadPool::worker() {
             wake_.wait(lock,
                        [&] { return uint32_t(state_.load(std::memory_order_seq_cst) >> 32) != seen || stop_.load(); });
             sleepers_.fetch_sub(1, std::memory_order_relaxed);
-            spins = 0;
+            until = std::chrono::steady_clock::now() + spin_;
         }
         if (stop_.load()) return;
         seen = uint32_t(s >> 32);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +26,8 @@ class ThreadPool {
 public:
     using Fn = void (*)(void* ctx, size_t begin, size_t end);
 
-    explicit ThreadPool(unsigned threads);
+    // Workers wait for a job spinning `spin_us` microseconds, then sleep until one comes.
+    explicit ThreadPool(unsigned threads, int spin_us = 100);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
@@ -40,6 +42,7 @@ private:
     // Claims and runs chunks of job `gen` until none is left.
     void work(uint32_t gen);
 
+    std::chrono::microseconds spin_;
     std::vector<std::thread> workers_;
     // The current job. state_ holds (job number << 32 | next chunk); publishing a job stores it.
     std::atomic<Fn> fn_{nullptr};

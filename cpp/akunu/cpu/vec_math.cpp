@@ -95,10 +95,20 @@ AKUNU_INLINE V8 load8(const float* p) {
 }
 AKUNU_INLINE float sum8(V8 v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
 
+// Rows of d floats `stride` apart are read one after another; the rows kPrefetchRows ahead of
+// row j are asked for while it is read (a row is a head's slice of a wider K or V row, which
+// the hardware's stride detection follows poorly). Prefetches do not change any result.
+constexpr size_t kPrefetchRows = 16;
+AKUNU_INLINE void prefetch_rows(const float* x, size_t stride, size_t j, size_t rows, size_t n, size_t d) {
+    for (size_t r = j + kPrefetchRows; r < std::min(n, j + kPrefetchRows + rows); ++r)
+        for (size_t i = 0; i < d; i += 16) __builtin_prefetch(x + r * stride + i);
+}
+
 // Four keys at a time: four independent chains of multiply-adds.
 AKUNU_INLINE void dots_body(const float* q, const float* k, size_t k_stride, size_t d, size_t n, float* s) {
     size_t j = 0;
     for (; j + 4 <= n && d % 8 == 0; j += 4) {
+        prefetch_rows(k, k_stride, j, 4, n, d);
         const float *k0 = k + j * k_stride, *k1 = k0 + k_stride, *k2 = k1 + k_stride, *k3 = k2 + k_stride;
         V8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
         for (size_t i = 0; i < d; i += 8) {
@@ -143,12 +153,22 @@ AKUNU_INLINE float max_sum_exp_body(const float* x, size_t n, float* sum) {
     return m;
 }
 
+AKUNU_INLINE double sum_exp_body(const float* x, size_t n, float m) {
+    double acc[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (size_t l = 0; l < 8; ++l) acc[l] += double(exp_approx(x[i + l] - m));
+    for (; i < n; ++i) acc[0] += double(exp_approx(x[i] - m));
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 AKUNU_INLINE void mix_body(float* o, float keep, const float* w, const float* v, size_t v_stride, size_t n, size_t d) {
     for (size_t i = 0; i < d; ++i) o[i] *= keep;
     // Four rows of v per pass over o (a quarter of o's loads and stores), each element's
     // products still added in the order of j.
     size_t j = 0;
     for (; j + 4 <= n; j += 4) {
+        prefetch_rows(v, v_stride, j, 4, n, d);
         const float w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
         const float* v0 = v + j * v_stride;
         const float *v1 = v0 + v_stride, *v2 = v1 + v_stride, *v3 = v2 + v_stride;
@@ -221,6 +241,7 @@ AKUNU_VEC_TIERS(dots, void, (const float* q, const float* k, size_t ks, size_t d
                 (q, k, ks, d, n, s))
 AKUNU_VEC_TIERS(exp_shifted, float, (float* s, size_t n, float m), (s, n, m))
 AKUNU_VEC_TIERS(max_sum_exp, float, (const float* x, size_t n, float* sum), (x, n, sum))
+AKUNU_VEC_TIERS(sum_exp, double, (const float* x, size_t n, float m), (x, n, m))
 AKUNU_VEC_TIERS(mix, void, (float* o, float keep, const float* w, const float* v, size_t vs, size_t n, size_t d),
                 (o, keep, w, v, vs, n, d))
 
@@ -241,10 +262,10 @@ AKUNU_V3 void to_half_v3(const float* x, uint16_t* out, size_t n) {
     for (; i < n; ++i) out[i] = float_to_half(x[i]);
 }
 
-const VecMath kBase{silu_mul_base,    gelu_tanh_mul_base, gelu_base, scores_base,     dots_base,   exp_shifted_base,
-                    max_sum_exp_base, mix_base,           rope_base, quantize16_base, to_half_base};
-const VecMath kV3{silu_mul_v3,    gelu_tanh_mul_v3, gelu_v3, scores_v3,     dots_v3,   exp_shifted_v3,
-                  max_sum_exp_v3, mix_v3,           rope_v3, quantize16_v3, to_half_v3};
+const VecMath kBase{silu_mul_base,    gelu_tanh_mul_base, gelu_base, scores_base, dots_base,       exp_shifted_base,
+                    max_sum_exp_base, sum_exp_base,       mix_base,  rope_base,   quantize16_base, to_half_base};
+const VecMath kV3{silu_mul_v3,    gelu_tanh_mul_v3, gelu_v3, scores_v3, dots_v3,       exp_shifted_v3,
+                  max_sum_exp_v3, sum_exp_v3,       mix_v3,  rope_v3,   quantize16_v3, to_half_v3};
 
 }  // namespace
 

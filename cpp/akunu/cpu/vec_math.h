@@ -25,6 +25,9 @@ struct VecMath {
     float (*exp_shifted)(float* s, size_t n, float m);
     // The largest of x[0:n] (NaNs passed over; -inf if none) and, in *sum, sum_j exp(x[j] - it).
     float (*max_sum_exp)(const float* x, size_t n, float* sum);
+    // sum_j exp(x[j] - m) for j < n, in double (-inf adds 0): a softmax's normalizer over a whole
+    // vocabulary, whose many small terms a float sum would drop.
+    double (*sum_exp)(const float* x, size_t n, float m);
     // o[i] = o[i] * keep + sum_j w[j] * v[j * v_stride + i] for i < d, j < n.
     void (*mix)(float* o, float keep, const float* w, const float* v, size_t v_stride, size_t n, size_t d);
     // RoPE on one head: pairs (x[2f], x[2f + 1]) when interleaved, else (x[f], x[f + half]),
