@@ -230,6 +230,9 @@ void WhisperModel::allocate() {
     enc_seq_.write(seq.data(), seq.size() * 4);
     enc_pos_.write(pos.data(), pos.size() * 4);
     staging_.assign(8 * size_t(rows_) + 2 * t, 0);
+    // A decoder step's logits (a row per slot), where the host reads them staged, go through
+    // the device's staging area.
+    device_->reserve_staging(size_t(slots_) * size_t(config_.vocab_size) * 4);
 }
 
 nlohmann::json WhisperModel::config_json() const {
