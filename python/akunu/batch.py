@@ -173,8 +173,32 @@ def _samplers(sampler, n: int) -> list[Sampler]:
     if isinstance(sampler, (list, tuple)):
         if len(sampler) != n:
             raise ValueError(f"sampler: {len(sampler)} samplers for {n} prompts")
-        return [s or Sampler() for s in sampler]
-    return [sampler or Sampler()] * n
+        samplers = [s or Sampler() for s in sampler]
+    else:
+        samplers = [sampler or Sampler()] * n
+    for i, s in enumerate(samplers):
+        if not isinstance(s, Sampler):
+            raise TypeError(f"sampler {i}: expected an akunu.Sampler or None, not {type(s).__name__}")
+    return samplers
+
+
+def _prompt_list(prompts, what: str) -> list:
+    """The prompts as a list; a lone string or bytes is one prompt, not a list of them."""
+    if isinstance(prompts, (str, bytes)):
+        raise TypeError(f"{what}: expected a list of prompts, not one {type(prompts).__name__} (wrap it: [prompt])")
+    return list(prompts)
+
+
+def _stop_strings(stop) -> list[str]:
+    if stop is None:
+        return []
+    try:
+        stops = [stop] if isinstance(stop, str) else list(stop)
+    except TypeError:
+        stops = None
+    if stops is None or not all(isinstance(x, str) for x in stops):
+        raise TypeError(f"stop: expected a string or a list of strings, not {stop!r}")
+    return stops
 
 
 class _Running:
@@ -229,10 +253,11 @@ def stream_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, 
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     vocab = model.config.vocab_size
-    all_ids = [prompt_ids(p, vocab, "generate_batch", model.tokenize, bytes_text=True) for p in prompts]
+    all_ids = [prompt_ids(p, vocab, "generate_batch", model.tokenize, bytes_text=True)
+               for p in _prompt_list(prompts, "generate_batch")]
     if any(not ids for ids in all_ids):
         raise ValueError("generate_batch: a prompt is empty")
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    stops = _stop_strings(stop)
     samplers = _samplers(sampler, len(all_ids))
     runs = [_Running(model, ids, stops) for ids in all_ids]
     if results is not None:
@@ -276,7 +301,7 @@ def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 
     (scores, bool array: each token was its row's argmax) per list, as lm_eval's loglikelihood
     needs."""
     vocab = model.config.vocab_size
-    all_ids = [prompt_ids(s, vocab, "score_batch", model.tokenize) for s in sequences]
+    all_ids = [prompt_ids(s, vocab, "score_batch", model.tokenize) for s in _prompt_list(sequences, "score_batch")]
     for n, ids in enumerate(all_ids):
         if len(ids) < 2:
             raise ValueError(f"score_batch: sequence {n} has {len(ids)} token(s); scoring needs at least two")

@@ -245,6 +245,10 @@ def test_bad_input_is_refused(model, ref, audio, fixture_dir):
         model.encode(np.zeros((80, 2999), np.float32))
     with pytest.raises(akunu.Error, match="1 to 4 windows"):
         model.encode(np.zeros((5, 80, 3000), np.float32))
+    bad = np.zeros((2, 80, 3000), np.float32)
+    bad[1, 3, 7] = np.inf  # would spread through the window's states into every sequence decoding it
+    with pytest.raises(akunu.Error, match="mel value 9007 of window 1 is not finite"):
+        model.encode(bad)
     with pytest.raises(akunu.Error, match="cannot keep 1"):
         model.truncate(0, 1)
     with pytest.raises(akunu.Error, match="takes 201 to"):
