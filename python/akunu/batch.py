@@ -125,7 +125,8 @@ class Batch:
         token: those whose pending tokens (the rest of the prompt, or the last sampled token) all
         ran. A pool without the blocks the step needs raises akunu.Error and changes nothing;
         with wait=True the sequences whose blocks do not fit wait for a later step instead (a
-        step none of whose sequences fits still raises)."""
+        step none of whose sequences fits still raises). A sequence whose cache fills the context
+        samples no more: remove it; a step with nothing else to run raises akunu.Error naming it."""
         return self._b.step(bool(wait))
 
     def active(self, seq: int) -> bool:
