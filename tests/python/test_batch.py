@@ -176,7 +176,8 @@ def test_a_sequence_that_fills_its_context_raises_instead_of_stalling():
 def test_batch_helpers_refuse_malformed_arguments():
     """generate_batch and score_batch take lists of prompts (a lone string is refused, not read
     as one prompt per character); a sampler list holds Samplers or None, and stop strings or a
-    list of them: each is a TypeError that says what was expected."""
+    list of them: each is a TypeError that says what was expected. Sizes and sequence ids past a
+    C int are ValueErrors that name the argument."""
     m = load()
     with pytest.raises(TypeError, match="expected a list of prompts, not one str"):
         m.generate_batch("ab", max_tokens=2)
@@ -189,6 +190,15 @@ def test_batch_helpers_refuse_malformed_arguments():
     with pytest.raises(TypeError, match="stop: expected a string or a list of strings"):
         m.generate_batch(["a"], max_tokens=2, stop=["x", 3])
     assert [len(g.token_ids) for g in m.generate_batch(["a"], max_tokens=2, stop=("zz",))] == [2]
+    # Values past a C int reached pybind11 and came back as "incompatible function arguments".
+    with pytest.raises(ValueError, match="max_sequences must be an integer in"):
+        akunu.Batch(m, 2**31)
+    b = akunu.Batch(m, 2)
+    for call in (b.remove, b.length, b.logits, b.active, b.block_table, b.kv_cache, b.fork):
+        with pytest.raises(ValueError, match="sequence id must be an integer in"):
+            call(2**40)
+    with pytest.raises(TypeError, match="sequence id must be an integer, got 1.5"):
+        b.extend(1.5, [1])
 
 
 def test_bad_ids_are_refused_without_harming_others():
