@@ -47,8 +47,9 @@ def convert(src: pathlib.Path, out: pathlib.Path) -> None:
     names = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
              "output.weight": "lm_head.weight"}
     per_layer = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-                 "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
-                 "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+                 "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+                 "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+                 "ffn_down": "mlp.down_proj"}
     tensors = []  # (HF name, ggml float type = safetensors dtype, array in HF's row order)
     for t in r.tensors:
         kind = t.tensor_type.name
@@ -83,12 +84,16 @@ def convert(src: pathlib.Path, out: pathlib.Path) -> None:
     dtype = TORCH_DTYPE[next(kind for _, kind, a in tensors if a.ndim == 2)]
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": dim,
-        "intermediate_size": field(r, "llama.feed_forward_length"), "num_hidden_layers": field(r, "llama.block_count"),
+        "intermediate_size": field(r, "llama.feed_forward_length"),
+        "num_hidden_layers": field(r, "llama.block_count"),
         "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": dim // heads,
-        "rms_norm_eps": field(r, "llama.attention.layer_norm_rms_epsilon"), "rope_theta": field(r, "llama.rope.freq_base"),
-        "max_position_embeddings": field(r, "llama.context_length"), "vocab_size": len(r.fields["tokenizer.ggml.tokens"].data),
+        "rms_norm_eps": field(r, "llama.attention.layer_norm_rms_epsilon"),
+        "rope_theta": field(r, "llama.rope.freq_base"),
+        "max_position_embeddings": field(r, "llama.context_length"),
+        "vocab_size": len(r.fields["tokenizer.ggml.tokens"].data),
         "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": dtype,
-        "bos_token_id": field(r, "tokenizer.ggml.bos_token_id"), "eos_token_id": field(r, "tokenizer.ggml.eos_token_id"),
+        "bos_token_id": field(r, "tokenizer.ggml.bos_token_id"),
+        "eos_token_id": field(r, "tokenizer.ggml.eos_token_id"),
     }
     (out / "config.json").write_text(json.dumps(config, indent=1))
     (out / "tokenizer.json").write_text(json.dumps(tokenizer_json(r)))
@@ -104,16 +109,18 @@ def tokenizer_json(r: GGUFReader) -> dict:
                 "special": True} for i, t in enumerate(tokens[:3])]
     return {
         "version": "1.0", "added_tokens": special,
-        "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
-                                                           {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "normalizer": {"type": "Sequence",
+                       "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                       {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
         "pre_tokenizer": None,
         "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
                                                                     {"Sequence": {"id": "A", "type_id": 0}}],
                            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
                            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
-        "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
-                                                     {"type": "ByteFallback"}, {"type": "Fuse"},
-                                                     {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "decoder": {"type": "Sequence",
+                    "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                                 {"type": "ByteFallback"}, {"type": "Fuse"},
+                                 {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
         "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True,
                   "vocab": {t: i for i, t in enumerate(tokens)}, "merges": []},

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     import akunu
 
     failed = 0
-    for name, phase, size in (("generation", soak_generation, a.tokens), ("cycles", soak_cycles, a.cycles)):
+    for phase, size in ((soak_generation, a.tokens), (soak_cycles, a.cycles)):
         ok, line = phase(akunu, a.model, a.device, size)
         print(("PASS " if ok else "FAIL ") + line, flush=True)
         failed += not ok

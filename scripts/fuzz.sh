@@ -24,14 +24,15 @@ ASAN_OPTIONS=detect_leaks=1 $build/akunu_malformed_replay "$corpus" | tail -1
 
 # Seeds: the malformed files, a valid small GGUF, and the fixtures' configs and tokenizer-free models.
 seeds=$build/seeds
+fixtures=${AKUNU_FIXTURES:-../shared/fixtures}  # the reference fixtures, as the test suites find them
 rm -rf "$seeds" && mkdir -p "$seeds"/{gguf,safetensors,config,tokenizer,state,whisper}
 for kept in tokenizer state; do cp tests/cpp/fuzz/corpus/$kept/* "$seeds/$kept/"; done  # the corpus kept in the repo
 find "$corpus" -maxdepth 1 -type f -exec cp {} "$seeds/gguf/" \;
 find "$corpus" -maxdepth 1 -type f -name 'st_*' -exec cp {} "$seeds/safetensors/" \;
 find "$corpus" -maxdepth 1 -type f -name 'ggml_*' -exec cp {} "$seeds/whisper/" \;
 for d in "$corpus"/ct2_*; do cp "$d/model.bin" "$seeds/whisper/$(basename "$d")"; done
-"$python" - "$seeds" <<'PY'
-import pathlib, sys
+FIXTURES=$fixtures "$python" - "$seeds" <<'PY'
+import os, pathlib, sys
 sys.path.insert(0, "tests/python")
 from support.gguf_bytes import tiny_llama_gguf
 from support.safetensors_writer import safetensors_bytes, tiny_llama
@@ -49,7 +50,7 @@ from support.whisper_bytes import ct2_bytes, ct2_variable, ggml_tensor, ggml_whi
 (out / "whisper" / "valid_ggml").write_bytes(ggml_whisper_bytes(
     [51864, 1500, 4, 1, 1, 448, 4, 1, 1, 2, 1], np.ones((2, 201), np.float32), [b"a", b"<|endoftext|>"],
     [ggml_tensor("encoder.conv1.bias", np.ones((4, 1), np.float32)), ggml_tensor("decoder.ln.weight", np.ones(32, np.float16))]))
-fixtures = pathlib.Path("../shared/fixtures")
+fixtures = pathlib.Path(os.environ["FIXTURES"])
 for i, cfg in enumerate(sorted(fixtures.glob("*/hf/config.json"))):
     (out / "config" / f"fixture{i}").write_bytes(cfg.read_bytes())
 # Saved states of the state fuzzer's model, without their checksum (the target appends it).
@@ -59,7 +60,7 @@ for n in (1, 5):
     m.eval(list(range(1, n + 1)))
     (out / "state" / f"length{n}").write_bytes(m.save_state()[:-8])
 PY
-export AKUNU_FUZZ_STATE_MODEL=../shared/fixtures/tiny-llama3-random/gguf/tiny-llama3-random-q8_0.gguf
+export AKUNU_FUZZ_STATE_MODEL=$fixtures/tiny-llama3-random/gguf/tiny-llama3-random-q8_0.gguf
 
 for target in gguf safetensors config tokenizer state whisper; do
     echo "== fuzz $target for ${seconds}s"

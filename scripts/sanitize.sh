@@ -59,5 +59,5 @@ echo "== the thread scenarios under ThreadSanitizer"
     -DAKUNU_BUILD_PYTHON=OFF -DAKUNU_SANITIZE=thread >/dev/null
 "$cmake_bin" --build build/tsan --target akunu_thread_scenarios
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build/tsan/akunu_thread_scenarios \
-    ../shared/fixtures/tiny-llama3-random/gguf/tiny-llama3-random-q8_0.gguf
+    "${AKUNU_FIXTURES:-../shared/fixtures}"/tiny-llama3-random/gguf/tiny-llama3-random-q8_0.gguf
 echo "sanitizers ran clean"

@@ -140,6 +140,8 @@ void init_config(py::module_& m) {
             if (device) info = find_device(*device, tuning_text(tuning));
             o.weight_tiles = info ? info->profile.weight_tiles : WeightTiles::kNone;
             if (info) o.device = info->profile;
+            o.whisper_chain =
+                (info ? info->profile.tuning : Tuning::from_environment(tuning_text(tuning))).whisper_chain;
             MemoryPlan p = plan_memory(c, files.get(), o);
             if (info) p = with_prefill_dequant(p, files.get(), info->profile.prefill_dequant_rows);
             py::dict d;

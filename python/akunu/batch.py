@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from akunu import _akunu
+from akunu._inputs import int_arg
 from akunu.controls import log_softmax
 from akunu.profile_tables import median_profile
 from akunu.sampling import Generation, Piece, Sampler, stop_cut
@@ -59,6 +60,11 @@ class _SequenceCache:
     truncate = reset
 
 
+def _seq(seq) -> int:
+    """A sequence id as the engine takes it (it says which ids are in the batch)."""
+    return int_arg(seq, "sequence id", lo=-(2**31))
+
+
 class Batch:
     """Up to max_sequences sequences of one model, run together a step at a time.
 
@@ -72,7 +78,10 @@ class Batch:
 
     def __init__(self, model, max_sequences: int = 8, rows: int = 0, blocks: int = 0, prefix_sharing: bool = True):
         self.model = model
-        self._b = _akunu.BatchEngine(model._engine, int(max_sequences), int(rows), int(blocks), bool(prefix_sharing))
+        # The engine says why a value in a C int's range is out of its own.
+        sizes = [int_arg(v, n, lo=-(2**31)) for v, n in ((max_sequences, "max_sequences"), (rows, "rows"),
+                                                         (blocks, "blocks"))]
+        self._b = _akunu.BatchEngine(model._engine, *sizes, bool(prefix_sharing))
 
     @property
     def max_sequences(self) -> int:
@@ -101,7 +110,7 @@ class Batch:
 
     def extend(self, seq: int, ids) -> None:
         """Appends token ids (or text to tokenize) for `seq` to run after what it has pending."""
-        self._b.extend(seq, prompt_ids(ids, self.model.config.vocab_size, "Batch.extend", self.model.tokenize))
+        self._b.extend(_seq(seq), prompt_ids(ids, self.model.config.vocab_size, "Batch.extend", self.model.tokenize))
 
     @property
     def kv(self):
@@ -114,40 +123,41 @@ class Batch:
         """A new sequence with `seq`'s cache (its blocks shared, copied only where either one
         writes into a shared block) and pending token, sampling with `sampler`."""
         s = sampler or Sampler()
-        return self._b.fork(seq, s.temperature, s.top_k, s.top_p, s.min_p, s.seed)
+        return self._b.fork(_seq(seq), s.temperature, s.top_k, s.top_p, s.min_p, s.seed)
 
     def remove(self, seq: int) -> None:
         """Ends a sequence; its blocks go back to the pool (shared ones with their last holder)."""
-        self._b.remove(seq)
+        self._b.remove(_seq(seq))
 
     def step(self, wait: bool = False) -> list[tuple[int, int, float]]:
         """Runs one batched step. Returns (seq, token, logprob) for each sequence that sampled a
         token: those whose pending tokens (the rest of the prompt, or the last sampled token) all
         ran. A pool without the blocks the step needs raises akunu.Error and changes nothing;
         with wait=True the sequences whose blocks do not fit wait for a later step instead (a
-        step none of whose sequences fits still raises)."""
+        step none of whose sequences fits still raises). A sequence whose cache fills the context
+        samples no more: remove it; a step with nothing else to run raises akunu.Error naming it."""
         return self._b.step(bool(wait))
 
     def active(self, seq: int) -> bool:
         """Whether `seq` is a sequence of the batch (added and not removed)."""
-        return self._b.active(seq)
+        return self._b.active(_seq(seq))
 
     def length(self, seq: int) -> int:
         """Positions in the sequence's cache."""
-        return self._b.length(seq)
+        return self._b.length(_seq(seq))
 
     def kv_cache(self, seq: int) -> KVCacheView:
         """The sequence's KV cache as a KVCacheView (copies of its rows, in position order)."""
-        self._b.length(seq)  # raises for a sequence not in the batch
+        self._b.length(_seq(seq))  # raises for a sequence not in the batch
         return KVCacheView(_SequenceCache(self._b, seq))
 
     def logits(self, seq: int) -> np.ndarray:
         """[vocab] float32: the logits that sampled the sequence's token in the last step."""
-        return self._b.logits(seq)
+        return self._b.logits(_seq(seq))
 
     def block_table(self, seq: int) -> list[int]:
         """The pool blocks that hold the sequence's positions, 256 each, in order."""
-        return list(self._b.block_table(seq))
+        return list(self._b.block_table(_seq(seq)))
 
     def memory_report(self) -> dict:
         """The pool's blocks (total, used, shared by several sequences, free) and bytes (on a split
@@ -173,8 +183,32 @@ def _samplers(sampler, n: int) -> list[Sampler]:
     if isinstance(sampler, (list, tuple)):
         if len(sampler) != n:
             raise ValueError(f"sampler: {len(sampler)} samplers for {n} prompts")
-        return [s or Sampler() for s in sampler]
-    return [sampler or Sampler()] * n
+        samplers = [s or Sampler() for s in sampler]
+    else:
+        samplers = [sampler or Sampler()] * n
+    for i, s in enumerate(samplers):
+        if not isinstance(s, Sampler):
+            raise TypeError(f"sampler {i}: expected an akunu.Sampler or None, not {type(s).__name__}")
+    return samplers
+
+
+def _prompt_list(prompts, what: str) -> list:
+    """The prompts as a list; a lone string or bytes is one prompt, not a list of them."""
+    if isinstance(prompts, (str, bytes)):
+        raise TypeError(f"{what}: expected a list of prompts, not one {type(prompts).__name__} (wrap it: [prompt])")
+    return list(prompts)
+
+
+def _stop_strings(stop) -> list[str]:
+    if stop is None:
+        return []
+    try:
+        stops = [stop] if isinstance(stop, str) else list(stop)
+    except TypeError:
+        stops = None
+    if stops is None or not all(isinstance(x, str) for x in stops):
+        raise TypeError(f"stop: expected a string or a list of strings, not {stop!r}")
+    return stops
 
 
 class _Running:
@@ -229,10 +263,11 @@ def stream_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, 
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     vocab = model.config.vocab_size
-    all_ids = [prompt_ids(p, vocab, "generate_batch", model.tokenize, bytes_text=True) for p in prompts]
+    all_ids = [prompt_ids(p, vocab, "generate_batch", model.tokenize, bytes_text=True)
+               for p in _prompt_list(prompts, "generate_batch")]
     if any(not ids for ids in all_ids):
         raise ValueError("generate_batch: a prompt is empty")
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    stops = _stop_strings(stop)
     samplers = _samplers(sampler, len(all_ids))
     runs = [_Running(model, ids, stops) for ids in all_ids]
     if results is not None:
@@ -276,7 +311,7 @@ def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 
     (scores, bool array: each token was its row's argmax) per list, as lm_eval's loglikelihood
     needs."""
     vocab = model.config.vocab_size
-    all_ids = [prompt_ids(s, vocab, "score_batch", model.tokenize) for s in sequences]
+    all_ids = [prompt_ids(s, vocab, "score_batch", model.tokenize) for s in _prompt_list(sequences, "score_batch")]
     for n, ids in enumerate(all_ids):
         if len(ids) < 2:
             raise ValueError(f"score_batch: sequence {n} has {len(ids)} token(s); scoring needs at least two")

@@ -67,7 +67,11 @@ def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, 
     prompt_s = time.perf_counter() - start
     report = b.memory_report()
     start, cpu_start = time.perf_counter(), time.process_time()
-    sampled = sum(len(b.step()) for _ in range(tg - 1))  # counted: a sequence at the context's end samples none
+    sampled = 0  # counted: a sequence at the context's end samples none, and a batch of only those steps no more
+    for _ in range(tg - 1):
+        if all(b.length(seq) >= m.context for seq in range(sequences)):
+            break
+        sampled += len(b.step())
     decode_s, decode_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
     if profile:
         print(f"{m.path.rsplit('/', 1)[-1]}: a decode step of {sequences} sequences")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from akunu._inputs import int_arg
 from akunu.batch import Batch
 
 
@@ -112,11 +113,17 @@ class KVCache:
         return tuple(np.concatenate([h, x]) for h, x in zip(held, rows))
 
     def _checked_rows(self, x, name: str) -> np.ndarray:
-        a = np.asarray(x, dtype=np.float16)
+        with np.errstate(over="ignore"):  # a value past f16's range becomes infinity, refused below
+            a = np.asarray(x, dtype=np.float16)
         want = (self.n_kv_heads, self.head_dim)
         if a.ndim != 3 or a.shape[1:] != want:
             raise ValueError(f"KVCache.update: {name} has shape {a.shape}; expected [n, {want[0]}, {want[1]}] "
                              "(rows, n_kv_heads, head_dim)")
+        # A NaN or infinity (or a value past f16's range) would poison every later step of the sequence.
+        bad = np.flatnonzero(~np.isfinite(a.reshape(len(a), -1)).all(axis=1))
+        if bad.size:
+            raise ValueError(f"KVCache.update: {name} row {int(bad[0])} is not finite in f16 (NaN, infinity or "
+                             "past +-65504)")
         return a
 
     def advance(self, seq: int, n: int) -> None:
@@ -124,7 +131,7 @@ class KVCache:
         its next token runs at position length + n."""
         if not (isinstance(n, (int, np.integer)) and n >= 0):
             raise ValueError(f"KVCache.advance: n must be an int >= 0, got {n!r}")
-        self._b.advance(seq, int(n))
+        self._b.advance(int_arg(seq, "KVCache.advance: seq", lo=-(2**31)), int_arg(n, "KVCache.advance: n"))
 
     def _check_layer(self, layer: int) -> None:
         if not (isinstance(layer, (int, np.integer)) and 0 <= layer < self.n_layers):

@@ -119,8 +119,8 @@ def plan(model, context: int | None = None, prefill_chunk: int = 512, kv_dtype: 
 
     A Whisper model is planned for `max_sequences` sequence slots (and encoder windows), as
     WhisperModel.load allocates them: the KV cache holds each slot's self- and cross-attention
-    K/V and each window's cross K/V, the decode scratch the decoder's rows, the prefill scratch
-    the encoder's windows.
+    K/V and each window's cross K/V, the decode scratch the decoder's rows and the greedy
+    chain's buffers (tuning whisper_chain), the prefill scratch the encoder's windows.
 
     `devices` (a list of selectors, as for Model): the plan of the model split by layers across
     them (a SplitPlan: the layers each part takes, as Model(devices=..., split=...) would split

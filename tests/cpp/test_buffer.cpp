@@ -1,4 +1,6 @@
 // Buffer allocation, host transfers (mapped and staged), accounting and bad sizes.
+#include <algorithm>
+
 #include "akunu/core/error.h"
 #include "vk_test.h"
 
@@ -29,6 +31,35 @@ TEST_F(BufferTest, RoundTripThroughStaging) {
     std::vector<float> tail(10, kPoison);
     b.read(tail.data(), 40, 323 * 4);
     EXPECT_EQ(tail, std::vector<float>(data.end() - 10, data.end()));
+}
+
+// Reads and writes of a buffer the host cannot map go through the device's staging area,
+// planned once: repeated transfers allocate nothing. One larger than the area takes a staging
+// buffer of its own, as before, and leaves the area as it was.
+TEST_F(BufferTest, StagedTransfersReuseTheDevicesStagingArea) {
+    auto dev = device();
+    if (dev->is_cpu()) GTEST_SKIP() << "the CPU backend's buffers are all host memory: nothing is staged";
+    dev->reserve_staging(600 * 4);
+    const size_t area = dev->staging_bytes();  // more where a test before planned more
+    ASSERT_GE(area, 600u * 4);
+    const size_t n = area / 4 + 401;  // a whole read is larger than the area, pieces of 499 fit
+    const auto data = random_floats(n, 7);
+    Buffer b = Buffer::allocate(dev, n * 4, Residency::kDeviceOnly);
+    ASSERT_FALSE(b.host_visible());
+    dev->reserve_staging(10);  // smaller than the area: nothing changes
+    EXPECT_EQ(dev->staging_bytes(), area);
+    const uint64_t total0 = dev->allocations_total();
+    for (size_t at = 0; at < n; at += 500) b.write(data.data() + at, std::min<size_t>(500, n - at) * 4, at * 4);
+    std::vector<float> back(n, kPoison);
+    for (int pass = 0; pass < 5; ++pass)
+        for (size_t at = 0; at < n; at += 499) b.read(back.data() + at, std::min<size_t>(499, n - at) * 4, at * 4);
+    EXPECT_EQ(back, data);
+    EXPECT_EQ(dev->allocations_total(), total0) << "staged transfers within the area must not allocate";
+    std::vector<float> whole(n, kPoison);
+    b.read(whole.data(), n * 4);
+    EXPECT_EQ(whole, data);
+    EXPECT_EQ(dev->allocations_total(), total0 + 1);
+    EXPECT_EQ(dev->staging_bytes(), area);
 }
 
 TEST_F(BufferTest, AccountingFollowsAllocationAndFree) {

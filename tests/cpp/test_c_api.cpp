@@ -16,14 +16,17 @@
 
 namespace akunu::test {
 
-static const std::string kFixtures = AKUNU_FIXTURES;
+static const std::string kFixtures = fixtures_dir();
+static const std::string kLlamaGguf = kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf";
+static const std::string kLlamaHf = kFixtures + "/trained-code-llama/hf";
 
 using CApiTest = VkTest;
 
 TEST_F(CApiTest, LoadEvalGenerate) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);
+    AKUNU_REQUIRE_FIXTURE(kLlamaGguf);
     akunu_model* raw = nullptr;
-    const std::string path = kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf";
+    const std::string& path = kLlamaGguf;
     ASSERT_EQ(akunu_model_create(path.c_str(), 128, &raw), AKUNU_OK) << akunu_last_error();
     UniqueModel m(raw);
     int32_t early[4];
@@ -61,6 +64,41 @@ TEST_F(CApiTest, ErrorsAreStatuses) {
     EXPECT_EQ(akunu_model_eval(nullptr, nullptr, 0), AKUNU_INVALID_ARGUMENT);
 }
 
+// Whatever sits at the path (nothing, an empty file, bytes that are no model, a directory
+// without one), creating a model or an encoder returns a status and a message naming the
+// path, and a NULL handle's getters answer without touching it.
+TEST_F(CApiTest, MissingAndBrokenFilesAreStatuses) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / "akunu_c_api_broken";
+    fs::remove_all(dir);
+    fs::create_directories(dir / "empty_dir");
+    std::ofstream(dir / "empty.gguf").close();
+    std::ofstream(dir / "junk.gguf") << "GGUF but nothing that follows is a header";
+    const akunu_model_options o = akunu_model_options_default();
+    for (const fs::path& path :
+         {dir / "missing.gguf", dir / "empty.gguf", dir / "junk.gguf", dir / "empty_dir", dir / "missing_dir/"}) {
+        int poison = 0;  // what the handles hold before: a failed create leaves them NULL
+        akunu_model* m = reinterpret_cast<akunu_model*>(&poison);
+        EXPECT_EQ(akunu_model_create_with(path.c_str(), &o, &m), AKUNU_ERROR) << path;
+        EXPECT_EQ(m, nullptr) << path;
+        const std::string error = akunu_last_error();
+        EXPECT_NE(error.find(path.filename().empty() ? path.parent_path().string() : path.string()), std::string::npos)
+            << path << ": " << error;
+        akunu_encoder* e = reinterpret_cast<akunu_encoder*>(&poison);
+        EXPECT_EQ(akunu_encoder_create(path.c_str(), &e), AKUNU_ERROR) << path;
+        EXPECT_EQ(e, nullptr) << path;
+        EXPECT_FALSE(std::string(akunu_last_error()).empty()) << path;
+    }
+    EXPECT_EQ(akunu_model_logits(nullptr), nullptr);
+    EXPECT_EQ(akunu_model_vocab_size(nullptr), 0);
+    EXPECT_EQ(akunu_model_kv_length(nullptr), 0);
+    EXPECT_EQ(akunu_encoder_dim(nullptr), 0);
+    akunu_model_reset(nullptr);
+    akunu_model_free(nullptr);
+    akunu_encoder_free(nullptr);
+    fs::remove_all(dir);
+}
+
 namespace {
 
 UniqueModel load_model(const std::string& path, int context = 128) {
@@ -82,9 +120,10 @@ std::vector<int32_t> tokenize(akunu_model* m, const std::string& text) {
 
 TEST_F(CApiTest, TokenizeAndDetokenizeWithTheModelsTokenizer) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);
+    AKUNU_REQUIRE_FIXTURE(kLlamaGguf);
+    AKUNU_REQUIRE_FIXTURE(kLlamaHf);
     const std::string text = "import numpy as np\n\n\ndef ";
-    for (const std::string path :
-         {kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf", kFixtures + "/trained-code-llama/hf"}) {
+    for (const std::string& path : {kLlamaGguf, kLlamaHf}) {
         UniqueModel m = load_model(path);
         ASSERT_TRUE(m) << path;
         const std::vector<int32_t> ids = tokenize(m.get(), text);  // with <|begin_of_text|>
@@ -107,7 +146,8 @@ TEST_F(CApiTest, TokenizeAndDetokenizeWithTheModelsTokenizer) {
 
 TEST_F(CApiTest, GenerateStopsAtTheStopIds) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);
-    UniqueModel m = load_model(kFixtures + "/trained-code-llama/hf");
+    AKUNU_REQUIRE_FIXTURE(kLlamaHf);
+    UniqueModel m = load_model(kLlamaHf);
     ASSERT_TRUE(m);
     size_t n = 0;
     EXPECT_EQ(akunu_model_stop_ids(m.get(), nullptr, 0, &n), AKUNU_BUFFER_TOO_SMALL);
@@ -134,7 +174,8 @@ TEST_F(CApiTest, GenerateStopsAtTheStopIds) {
 
 TEST_F(CApiTest, SeededSamplingRepeatsAndSettingsAreChecked) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);
-    UniqueModel m = load_model(kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf");
+    AKUNU_REQUIRE_FIXTURE(kLlamaGguf);
+    UniqueModel m = load_model(kLlamaGguf);
     ASSERT_TRUE(m);
     ASSERT_EQ(akunu_model_set_stop_ids(m.get(), nullptr, 0), AKUNU_OK);  // never stop early
     akunu_sampling s = akunu_sampling_greedy();
@@ -168,12 +209,12 @@ TEST_F(CApiTest, SeededSamplingRepeatsAndSettingsAreChecked) {
 
 TEST_F(CApiTest, MemoryUsage) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);
-    UniqueModel m = load_model(kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf");
+    AKUNU_REQUIRE_FIXTURE(kLlamaGguf);
+    UniqueModel m = load_model(kLlamaGguf);
     ASSERT_TRUE(m);
     akunu_memory mem{};
     ASSERT_EQ(akunu_model_memory(m.get(), &mem), AKUNU_OK);
-    const uint64_t file =
-        std::filesystem::file_size(kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf");
+    const uint64_t file = std::filesystem::file_size(kLlamaGguf);
     EXPECT_GT(mem.weights, file / 2);  // q8_0 matrices as in the file, small tensors as f32
     EXPECT_LT(mem.weights, file * 3);
     EXPECT_GT(mem.kv_cache, 0u);
@@ -187,7 +228,8 @@ TEST_F(CApiTest, MemoryUsage) {
 // and tuning pass through, and bad options fail with statuses and messages.
 TEST_F(CApiTest, CreateWithOptionsSplitsAcrossDevices) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);
-    const std::string path = kFixtures + "/trained-code-llama/gguf/trained-code-llama-q8_0.gguf";
+    AKUNU_REQUIRE_FIXTURE(kLlamaGguf);
+    const std::string& path = kLlamaGguf;
     const int32_t ids[] = {4092, 873, 1477, 364, 492, 625, 322, 220};
     auto run = [&](const akunu_model_options& o, std::vector<float>& logits, std::vector<int32_t>& out) {
         akunu_model* raw = nullptr;
@@ -216,22 +258,23 @@ TEST_F(CApiTest, CreateWithOptionsSplitsAcrossDevices) {
     two.n_split = 2;
     std::vector<float> want, got;
     std::vector<int32_t> want_ids, got_ids;
-    run(one, want, want_ids);
-    run(two, got, got_ids);
+    ASSERT_NO_FATAL_FAILURE(run(one, want, want_ids));
+    ASSERT_NO_FATAL_FAILURE(run(two, got, got_ids));
     EXPECT_EQ(want, got);
     EXPECT_EQ(want_ids, got_ids);
-    EXPECT_EQ(want_ids.size(), 6u);
+    ASSERT_EQ(want_ids.size(), 6u);
 
     akunu_model_options q8 = one;
     q8.kv_dtype = "q8";
     q8.tuning = "float_x=1";
-    run(q8, got, got_ids);
+    ASSERT_NO_FATAL_FAILURE(run(q8, got, got_ids));
+    ASSERT_FALSE(got_ids.empty());
     EXPECT_EQ(got_ids.front(), want_ids.front());
     // A recent window (kv_format.h KvFormat): each part keeps its layers' rings.
     akunu_model_options window_one = one, window_two = two;
     window_one.kv_dtype = window_two.kv_dtype = "int4h+w4";
-    run(window_one, want, want_ids);
-    run(window_two, got, got_ids);
+    ASSERT_NO_FATAL_FAILURE(run(window_one, want, want_ids));
+    ASSERT_NO_FATAL_FAILURE(run(window_two, got, got_ids));
     EXPECT_EQ(want, got);
     EXPECT_EQ(want_ids, got_ids);
 

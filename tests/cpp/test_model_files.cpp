@@ -14,7 +14,7 @@
 
 namespace akunu::test {
 
-static const std::string kFixtures = AKUNU_FIXTURES;
+static const std::string kFixtures = fixtures_dir();
 
 TEST(ModelFiles, FixturesOpenValidateAndPlan) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);

@@ -12,7 +12,7 @@
 
 namespace akunu::test {
 
-static const std::string kFixtures = AKUNU_FIXTURES;
+static const std::string kFixtures = fixtures_dir();
 
 using ModelStateTest = VkTest;
 

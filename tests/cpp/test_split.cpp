@@ -14,8 +14,7 @@
 
 namespace akunu::test {
 
-// The fixtures beside the checkout, or where AKUNU_FIXTURES says (as the Python suite reads it).
-static const std::string kFixtures = std::getenv("AKUNU_FIXTURES") ? std::getenv("AKUNU_FIXTURES") : AKUNU_FIXTURES;
+static const std::string kFixtures = fixtures_dir();
 
 using SplitTest = VkTest;
 

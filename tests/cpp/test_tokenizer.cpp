@@ -10,7 +10,7 @@
 
 namespace akunu::test {
 
-static const std::string kFixtures = AKUNU_FIXTURES;
+static const std::string kFixtures = fixtures_dir();
 
 TEST(Tokenizer, FixturePromptsFromJsonAndGguf) {
     AKUNU_REQUIRE_FIXTURES(kFixtures);

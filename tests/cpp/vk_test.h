@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "akunu/vulkan/buffer.h"
@@ -53,6 +55,21 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
         const char* allow = std::getenv("AKUNU_ALLOW_MISSING_FIXTURES");                           \
         if (allow && std::string(allow) == "1" && !std::ifstream(std::string(dir) + "/README.md")) \
             GTEST_SKIP() << "the reference fixtures (" << dir << ") are not on this machine";      \
+    } while (0)
+
+// The reference fixtures: where AKUNU_FIXTURES says (as the Python suite reads it), else beside
+// the checkout.
+inline std::string fixtures_dir() {
+    const char* dir = std::getenv("AKUNU_FIXTURES");
+    return dir && *dir ? dir : AKUNU_FIXTURES;
+}
+
+// One fixture file or directory a test reads, or a skip that names it where it is missing (a
+// test that went on would fail on a null handle, or read past an empty result).
+#define AKUNU_REQUIRE_FIXTURE(path)                                                                        \
+    do {                                                                                                   \
+        if (!std::filesystem::exists(path))                                                                \
+            GTEST_SKIP() << "fixture " << (path) << " is missing (../shared/fixtures; see its README.md)"; \
     } while (0)
 
 inline constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();

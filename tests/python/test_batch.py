@@ -154,6 +154,53 @@ def test_pool_exhaustion_raises_and_changes_nothing():
     assert got == want
 
 
+def test_a_sequence_that_fills_its_context_raises_instead_of_stalling():
+    """Once a sequence's cache holds the whole context its sampled token cannot run: a step
+    with nothing else to run raises, naming it, instead of returning nothing forever; the
+    sequence is still there to read and remove, and the batch goes on."""
+    m = load(context=48)
+    b = akunu.Batch(m, max_sequences=2)
+    full = b.add(prompts(1, m.config.vocab_size, seed=5, lo=47, hi=48)[0])
+    assert len(b.step()) == 1 and b.length(full) == 47
+    assert len(b.step()) == 1 and b.length(full) == 48
+    for _ in range(2):
+        with pytest.raises(akunu.Error, match=f"sequence {full} fills the context of 48 positions"):
+            b.step()
+    assert b.logits(full).shape == (m.config.vocab_size,)  # the last step's, kept
+    other = b.add([5, 6, 7])
+    assert [s for s, _, _ in b.step()] == [other]  # the full one waits beside a sequence that runs
+    b.remove(full)
+    assert [s for s, _, _ in b.step()] == [other]
+
+
+def test_batch_helpers_refuse_malformed_arguments():
+    """generate_batch and score_batch take lists of prompts (a lone string is refused, not read
+    as one prompt per character); a sampler list holds Samplers or None, and stop strings or a
+    list of them: each is a TypeError that says what was expected. Sizes and sequence ids past a
+    C int are ValueErrors that name the argument."""
+    m = load()
+    with pytest.raises(TypeError, match="expected a list of prompts, not one str"):
+        m.generate_batch("ab", max_tokens=2)
+    with pytest.raises(TypeError, match="expected a list of prompts, not one str"):
+        m.score_batch("ab")
+    with pytest.raises(TypeError, match="sampler 1: expected an akunu.Sampler or None, not int"):
+        m.generate_batch(["a", "b"], max_tokens=2, sampler=[None, 2])
+    with pytest.raises(TypeError, match="stop: expected a string or a list of strings, not 5"):
+        m.generate_batch(["a"], max_tokens=2, stop=5)
+    with pytest.raises(TypeError, match="stop: expected a string or a list of strings"):
+        m.generate_batch(["a"], max_tokens=2, stop=["x", 3])
+    assert [len(g.token_ids) for g in m.generate_batch(["a"], max_tokens=2, stop=("zz",))] == [2]
+    # Values past a C int reached pybind11 and came back as "incompatible function arguments".
+    with pytest.raises(ValueError, match="max_sequences must be an integer in"):
+        akunu.Batch(m, 2**31)
+    b = akunu.Batch(m, 2)
+    for call in (b.remove, b.length, b.logits, b.active, b.block_table, b.kv_cache, b.fork):
+        with pytest.raises(ValueError, match="sequence id must be an integer in"):
+            call(2**40)
+    with pytest.raises(TypeError, match="sequence id must be an integer, got 1.5"):
+        b.extend(1.5, [1])
+
+
 def test_bad_ids_are_refused_without_harming_others():
     m = load()
     ids = prompts(1, m.config.vocab_size, seed=12)[0]

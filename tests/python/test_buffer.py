@@ -9,6 +9,7 @@ import pytest
 
 import akunu
 from akunu import ops
+from support.fixture_paths import require
 
 
 def test_upload_roundtrip_keeps_shape_and_dtype(device, rng):
@@ -82,6 +83,27 @@ def test_accounting(device):
     assert device.live_buffers == before_live
     assert device.allocated_bytes == before_bytes
     assert device.allocations_total == total + 2
+
+
+def test_a_models_staged_reads_are_planned_at_load(backend):
+    """A model reserves its device's staging area for its logits row at load: reads of unmapped
+    memory that fit it (the logits where the host cannot map them) allocate nothing, however
+    many; the CPU backend stages nothing."""
+    m = akunu.Model(require("tiny-llama3-random", "gguf", "tiny-llama3-random-q8_0.gguf"), context=64,
+                    progress=False)
+    dev = m.device
+    if backend == "cpu":
+        assert dev.staging_bytes == 0
+        return
+    vocab_bytes = m.config.vocab_size * 4
+    assert dev.staging_bytes >= vocab_bytes
+    data = np.arange(m.config.vocab_size, dtype=np.float32)
+    buf = dev.allocate(vocab_bytes, host_visible=False)
+    buf.write(data)
+    total = dev.allocations_total
+    for _ in range(4):
+        assert np.frombuffer(buf.read_bytes(vocab_bytes), np.float32).tolist() == data.tolist()
+    assert dev.allocations_total == total
 
 
 def test_free_refuses_while_views_live(device):

@@ -213,6 +213,30 @@ def test_profile_warms_the_gpu_without_touching_the_sequence(tmp_path_factory, b
     np.testing.assert_array_equal(decode(0), want)
 
 
+def test_int8_on_row_major_weights_matches_numpy_float64(tmp_path_factory, backend, monkeypatch):
+    """AKUNU_INT8=1 with tuning weight_tiles=0: the file's row-major q4_0 matrices run the
+    integer-dot GEMV of rows (gemv_dot.comp) with x rounded to int8 as the tiles' int8 form
+    rounds it, held to the float64 reference as the tile case is."""
+    if backend == "cpu":
+        pytest.skip("the CPU backend keeps every matrix in tiles (its int8 mode: "
+                    "test_cpu_int8_activations_stay_near_numpy_float64)")
+    monkeypatch.setenv("AKUNU_INT8", "1")
+    monkeypatch.setenv("AKUNU_TUNE", "weight_tiles=0")
+    path = random_gguf(tmp_path_factory, "q4_0")
+    ids = [1, 17, 300, 5, 999, 42, 7]
+    ref = NumpyLlama(str(path))
+    want = ref.logits(ids)
+    delta = np.abs(ref.logits(ids, x_rounding=decode_x_rounding(backend, ref)) - want).max()
+    m = akunu.Model(path, context=64, progress=False)
+    rows = {c["kernel"] for c in m.dispatch_table() if c["kernel"].startswith("gemv_dot_")}
+    if not delta:
+        pytest.skip("no integer-dot GEMV of these rows on this device (kernels.gemv_int_dot)")
+    assert rows == {"gemv_dot_q4_0"}, rows
+    got = np.stack([m.eval([i], reset=False).copy() for i in ids])
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() <= 2e-3 * scale + 1e-3 + 2 * delta
+
+
 def test_cpu_int8_activations_stay_near_numpy_float64(tmp_path_factory, backend, monkeypatch):
     """AKUNU_INT8=1 on the CPU: q4_0 GEMVs and GEMMs round x to 8 bits per block of 32 and use
     integer dot products (tests/cpp checks the kernels exactly against that rounding); q8_0

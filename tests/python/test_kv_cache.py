@@ -111,6 +111,15 @@ def test_bad_input_raises_and_changes_nothing():
         cache.advance(0, m.context + 1)
     with pytest.raises(ValueError, match="n must be an int >= 0"):
         cache.advance(0, -1)
+    with pytest.raises(ValueError, match="KVCache.advance: n must be an integer in"):
+        cache.advance(0, 2**40)  # past a C int: not pybind11's list of signatures
+    nan, big = good.copy(), good.astype(np.float32)
+    nan[1, 0, 3] = np.nan
+    big[0, 1, 0] = 1e6  # past f16's range: infinity
+    with pytest.raises(ValueError, match="k row 1 is not finite"):
+        cache.update(0, 0, nan, good)
+    with pytest.raises(ValueError, match="v row 0 is not finite"):
+        cache.update(0, 0, good, big)
     assert cache.lengths() == [0]
     q8 = akunu.KVCache(akunu.Model(require("tiny-llama3-random", "gguf", "tiny-llama3-random-f16.gguf"),
                                    context=300, kv_dtype="q8", progress=False))

@@ -1,5 +1,5 @@
-"""The code's layout is the configured one: ruff (pyproject.toml) over the Python package and the
-tests, clang-format (.clang-format) over the C++ sources. Each tool comes from scripts/install.sh;
+"""The code's layout is the configured one: ruff (pyproject.toml) over the Python package, the
+tests and the benchmarks, clang-format (.clang-format) over the C++ sources. Each tool comes from scripts/install.sh;
 where one is missing, its check skips and says so."""
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def tool(name: str) -> str:
 
 
 def test_python_passes_ruff():
-    r = subprocess.run([tool("ruff"), "check", "python", "tests/python"], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run([tool("ruff"), "check", "python", "tests/python", "bench"], capture_output=True, text=True,
+                       cwd=ROOT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 

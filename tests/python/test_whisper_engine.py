@@ -245,6 +245,10 @@ def test_bad_input_is_refused(model, ref, audio, fixture_dir):
         model.encode(np.zeros((80, 2999), np.float32))
     with pytest.raises(akunu.Error, match="1 to 4 windows"):
         model.encode(np.zeros((5, 80, 3000), np.float32))
+    bad = np.zeros((2, 80, 3000), np.float32)
+    bad[1, 3, 7] = np.inf  # would spread through the window's states into every sequence decoding it
+    with pytest.raises(akunu.Error, match="mel value 9007 of window 1 is not finite"):
+        model.encode(bad)
     with pytest.raises(akunu.Error, match="cannot keep 1"):
         model.truncate(0, 1)
     with pytest.raises(akunu.Error, match="takes 201 to"):
@@ -266,3 +270,24 @@ def test_plan_sizes_the_slots(fixture_dir):
     assert dict(p.prefill_scratch)["mel"] == 4 * 80 * 3000 * 4
     assert p.weights_bytes > 0
     assert p.total_bytes == p.weights_bytes + p.kv_bytes + p.decode_scratch_bytes + p.prefill_scratch_bytes
+
+
+def test_plan_counts_the_greedy_chains(fixture_dir, backend):
+    """akunu.plan() counts the greedy chain's buffers (whisper_chain_layout) as WhisperModel.load
+    allocates them: loads with chains on and off differ by what their plans differ by, up to
+    each buffer's alignment (none on the CPU backend, whose allocations are counted exactly)."""
+    path = fixture_dir / "tiny-whisper-random" / "hf"
+    slots, vocab = 3, 51864
+    plans = {t: akunu.plan(path, max_sequences=slots, check_device=False, tuning={"whisper_chain": t}) for t in (0, 7)}
+    assert not [n for n, _ in plans[0].decode_scratch if n.startswith("chain_")]
+    chain = {n: b for n, b in plans[7].decode_scratch if n.startswith("chain_")}
+    assert chain["chain_masks"] == slots * 2 * ((vocab + 31) // 32) * 4
+    assert chain["chain_tokens"] == chain["chain_logprobs"] == slots * 7 * 4
+    assert chain["chain_row_slot"] == slots * 4 and chain["chain_state"] > 0
+    assert plans[7].total_bytes - plans[0].total_bytes == sum(chain.values())
+    loaded = {t: _akunu.WhisperModel.load(str(path), max_sequences=slots, tuning={"whisper_chain": t})
+              for t in (0, 7)}
+    assert (loaded[0].chain_steps, loaded[7].chain_steps) == (0, 7)
+    grown = loaded[7].device.allocated_bytes - loaded[0].device.allocated_bytes
+    alignment = 0 if backend == "cpu" else 256
+    assert 0 <= grown - sum(chain.values()) <= alignment * len(chain), (grown, chain)

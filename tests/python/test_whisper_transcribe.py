@@ -175,6 +175,20 @@ def test_non_finite_samples_are_refused(tiny_en):
         w.transcribe(np.zeros((2, 16000), np.float32))
 
 
+def test_pcm_arrays_are_scaled_and_other_kinds_refused():
+    """int16/int32 arrays are PCM: scaled to [-1, 1) at 16 kHz as at any other rate (and as
+    akunu.audio.load_audio scales them), not read as samples thousands of times too loud;
+    bytes, booleans and strings are refused, naming the dtype."""
+    samples = akunu.whisper.audio_input.samples
+    pcm = np.array([0, 16384, -32768, 32767, -1], np.int16)
+    np.testing.assert_array_equal(samples(pcm), pcm / np.float32(32768))
+    wide = pcm.astype(np.int32) << 16
+    np.testing.assert_array_equal(samples(wide), pcm / np.float32(32768))
+    for bad in (pcm.astype(np.int8), pcm > 0, np.array(["a", "b"])):
+        with pytest.raises(ValueError, match=f"audio of dtype {bad.dtype}: expected float samples"):
+            samples(bad)
+
+
 def test_other_sample_rates_are_resampled_or_refused(tiny_en, tmp_path):
     _, w = tiny_en
     x = np.asarray(akunu.whisper.audio_input.samples(audio("jfk")))

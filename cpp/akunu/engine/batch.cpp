@@ -237,6 +237,12 @@ std::vector<Batch::Piece> Batch::plan_step() const {
 
 std::vector<BatchToken> Batch::step(bool wait) {
     std::vector<Piece> pieces = plan_step();
+    // Nothing can run, yet a sequence waits to: its cache is full. Steps would return nothing
+    // for it forever (a loop that waits for its next token would never end).
+    for (size_t seq = 0; pieces.empty() && seq < seqs_.size(); ++seq)
+        AKUNU_CHECK(!seqs_[seq].active || seqs_[seq].pending.empty(),
+                    "sequence " + std::to_string(seq) + " fills the context of " + std::to_string(pool_->context()) +
+                        " positions: its last sampled token cannot run; remove the sequence");
     for (Seq& s : seqs_) s.last_row = -1;
     if (pieces.empty()) return {};
     int need = 0;

@@ -9,6 +9,7 @@
 #include "akunu/engine/validate.h"
 #include "akunu/engine/weights.h"
 #include "akunu/engine/kernels.h"
+#include "akunu/engine/whisper_chain.h"
 #include "akunu/engine/whisper_model.h"
 
 namespace akunu {
@@ -93,8 +94,8 @@ static uint64_t sum(const std::vector<NamedSize>& v) {
 
 // An encoder-decoder (whisper), weights counted: the buffers WhisperModel allocates for
 // max_sequences slots (whisper_layout), its K/V (each slot's self and cross K/V, each window's
-// cross K/V) as the KV cache, the decoder's rows as the decode scratch and the encoder's
-// windows as the prefill scratch.
+// cross K/V) as the KV cache, the decoder's rows and the greedy chain's buffers
+// (whisper_chain_layout) as the decode scratch and the encoder's windows as the prefill scratch.
 static MemoryPlan plan_encoder_decoder(MemoryPlan p) {
     AKUNU_CHECK(p.options.max_sequences >= 1 && p.options.max_sequences <= 256, "max_sequences must be in 1..256");
     const int slots = p.options.max_sequences;
@@ -110,6 +111,9 @@ static MemoryPlan plan_encoder_decoder(MemoryPlan p) {
     p.kv_max_bytes = p.kv_full_bytes = p.kv_bytes;
     p.kv_bytes_per_layer = p.kv_bytes / uint64_t(p.config.n_layers);
     p.decode_scratch = named(l.decoder);
+    const int steps = whisper_chain_steps(p.options.whisper_chain, p.config.max_context);
+    for (const NamedSize& b : named(whisper_chain_layout(p.config.vocab_size, slots, steps)))
+        p.decode_scratch.push_back(b);
     p.prefill_scratch = named(l.encoder);
     p.decode_scratch_bytes = sum(p.decode_scratch);
     p.prefill_scratch_bytes = sum(p.prefill_scratch);

@@ -48,6 +48,7 @@ struct PlanOptions {
     int prefill_chunk = 512;  // tokens per prefill submission; clipped to the context
     int max_chain = 64;  // tokens per chain-decode submission
     int max_sequences = 8;  // encoder-decoders (whisper): sequence slots and windows per encode
+    int whisper_chain = -1;  // whisper: tuning whisper_chain, the greedy chain's steps (-1 auto, 0 off)
     KvDType kv_dtype = KvDType::kF16;
     int kv_recent = 0;  // the format's recent window (kv_format.h KvFormat); rings of it + 2 max_chain rows
     bool kv_blocks = false;  // the KV cache grows in blocks of 256 positions (kv_cache.h)

@@ -193,6 +193,8 @@ void Model::create_runtime(const std::function<void(const std::string&, size_t, 
     const size_t io_bytes = std::max(handed_bytes(true, size_t(b.prefill_chunk)), handed_bytes(false, 1));
     if (!b.layers.embeds()) split_in_ = Buffer::allocate(b.device, io_bytes, Residency::kHost);
     if (!b.layers.heads(n_layers)) split_out_ = Buffer::allocate(b.device, io_bytes, Residency::kHost);
+    // A step's logits row, where the host reads it staged, goes through the device's staging area.
+    if (b.layers.heads(n_layers)) b.device->reserve_staging(scratch_->get("logits").size());
 
     stage("dispatch table");
     set_sampler(SamplerState{0.0f, 0, 1.0f, 0.0f, 0, 0, 0, 0});

@@ -3,6 +3,7 @@
 #include "akunu/engine/whisper_chain.h"
 
 #include <algorithm>
+#include <map>
 
 #include "akunu/core/error.h"
 #include "akunu/engine/kernels.h"
@@ -20,18 +21,37 @@ bool running(const WhisperChainSlot& st) { return (st.flags & kRunning) == AKUNU
 
 }  // namespace
 
+int whisper_chain_steps(int tuned, int max_context) {
+    return std::min(tuned < 0 ? kDefaultChainSteps : tuned, max_context);
+}
+
+std::vector<std::pair<std::string, uint64_t>> whisper_chain_layout(int vocab, int slots, int steps) {
+    if (steps == 0) return {};
+    const uint64_t s = uint64_t(slots), k = uint64_t(steps), mask_words = (uint64_t(vocab) + 31) / 32;
+    return {{"chain_state", s * sizeof(WhisperChainSlot)},
+            {"chain_masks", s * 2 * mask_words * 4},
+            {"chain_tokens", s * k * 4},
+            {"chain_logprobs", s * k * 4},
+            {"chain_row_slot", s * 4}};
+}
+
 void WhisperModel::allocate_chain() {
-    const int tuned = device_->profile().tuning.whisper_chain;
-    chain_.steps = std::min(tuned < 0 ? kDefaultChainSteps : tuned, config_.max_context);
+    chain_.steps = whisper_chain_steps(device_->profile().tuning.whisper_chain, config_.max_context);
     if (chain_.steps == 0) return;
     const size_t s = size_t(slots_), k = size_t(chain_.steps);
     chain_.mask_words = uint32_t((config_.vocab_size + 31) / 32);
-    auto host = [&](size_t bytes) { return Buffer::allocate(device_, bytes, Residency::kHost); };
-    chain_.state = host(s * sizeof(WhisperChainSlot));
-    chain_.masks = host(s * 2 * chain_.mask_words * 4);
-    chain_.tokens = host(s * k * 4);
-    chain_.logprobs = host(s * k * 4);
-    chain_.row_slot = Buffer::allocate(device_, s * 4);
+    // The host writes the states and masks and reads the picks: host memory, but for the rows'
+    // slots, which only the device reads and writes.
+    const std::map<std::string, std::pair<Buffer*, Residency>> named = {
+        {"chain_state", {&chain_.state, Residency::kHost}},
+        {"chain_masks", {&chain_.masks, Residency::kHost}},
+        {"chain_tokens", {&chain_.tokens, Residency::kHost}},
+        {"chain_logprobs", {&chain_.logprobs, Residency::kHost}},
+        {"chain_row_slot", {&chain_.row_slot, Residency::kAuto}}};
+    for (const auto& [name, bytes] : whisper_chain_layout(config_.vocab_size, slots_, chain_.steps)) {
+        const auto& [buffer, residency] = named.at(name);
+        *buffer = Buffer::allocate(device_, bytes, residency);
+    }
     chain_.host.assign(s, WhisperChainSlot{});
     chain_.mask_bits.assign(2 * size_t(chain_.mask_words), 0);
     chain_.picked.assign(s * k, 0);

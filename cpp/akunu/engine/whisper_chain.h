@@ -9,7 +9,10 @@
 // states before a chain and reads the picks after it; nothing is allocated per call.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "akunu/vulkan/buffer.h"
@@ -65,6 +68,13 @@ struct TopCandidates {
     std::vector<int> ids;
     std::vector<float> logprobs;
 };
+
+// Decoder steps per chain for tuning whisper_chain `tuned` (-1 auto) and a text context of
+// `max_context` positions; 0: chains are off.
+int whisper_chain_steps(int tuned, int max_context);
+// The chain's device buffers for `slots` slots of a model with `vocab` ids, chains of `steps`
+// steps (none where steps is 0), by name: what allocate_chain allocates and akunu.plan counts.
+std::vector<std::pair<std::string, uint64_t>> whisper_chain_layout(int vocab, int slots, int steps);
 
 // The chain's buffers and its recording (WhisperModel owns one; whisper_chain.cpp).
 struct WhisperChain {

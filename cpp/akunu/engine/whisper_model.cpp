@@ -3,6 +3,7 @@
 #include "akunu/engine/whisper_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 
@@ -230,6 +231,9 @@ void WhisperModel::allocate() {
     enc_seq_.write(seq.data(), seq.size() * 4);
     enc_pos_.write(pos.data(), pos.size() * 4);
     staging_.assign(8 * size_t(rows_) + 2 * t, 0);
+    // A decoder step's logits (a row per slot), where the host reads them staged, go through
+    // the device's staging area.
+    device_->reserve_staging(size_t(slots_) * size_t(config_.vocab_size) * 4);
 }
 
 nlohmann::json WhisperModel::config_json() const {
@@ -274,7 +278,14 @@ void WhisperModel::encode(const float* mel, int windows, float* out) {
     AKUNU_CHECK(windows >= 1 && windows <= slots_, "encode takes 1 to " + std::to_string(slots_) +
                                                        " windows (max_sequences), not " + std::to_string(windows));
     const size_t frames = size_t(n_frames()), t = size_t(config_.audio_ctx), d = size_t(config_.dim);
-    mel_.write(mel, size_t(windows) * size_t(config_.n_mels) * frames * 4);
+    const size_t values = size_t(windows) * size_t(config_.n_mels) * frames;
+    // A NaN or infinity would spread through every encoder state of its window, and through
+    // cross-attention into each sequence that decodes it.
+    for (size_t i = 0; i < values; ++i)
+        AKUNU_CHECK(std::isfinite(mel[i]), "encode: mel value " + std::to_string(i % (values / size_t(windows))) +
+                                               " of window " + std::to_string(i / (values / size_t(windows))) +
+                                               " is not finite");
+    mel_.write(mel, values * 4);
     const StepState conv{0, 0, uint32_t(size_t(windows) * frames), 0}, rows{0, 0, uint32_t(size_t(windows) * t), 0};
     enc_step_conv_.write(&conv, sizeof conv);
     enc_step_.write(&rows, sizeof rows);

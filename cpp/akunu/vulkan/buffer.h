@@ -49,7 +49,9 @@ public:
     // Copies between host memory and [offset, offset + bytes) of this buffer: a memcpy when
     // host-visible, a staging copy otherwise, and for reads of uncached mapped memory of more
     // than kDirectReadBytes (the device copies them into cached host memory far faster than
-    // the host reads them over the bus). Throws when the range is outside the buffer.
+    // the host reads them over the bus). A staging copy goes through the device's staging area
+    // (Device::reserve_staging) where that holds it, allocating nothing. Throws when the range
+    // is outside the buffer.
     static constexpr size_t kDirectReadBytes = 16 << 10;
     void write(const void* src, size_t bytes, size_t offset = 0);
     void read(void* dst, size_t bytes, size_t offset = 0) const;

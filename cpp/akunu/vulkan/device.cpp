@@ -122,6 +122,7 @@ Device::~Device() {
         return;
     }
     vkDeviceWaitIdle(device_);
+    free_staging();
     pipelines_.clear();
     vkDestroyPipelineCache(device_, pipeline_cache_, nullptr);
     vkDestroyFence(device_, once_fence_, nullptr);

@@ -105,6 +105,18 @@ public:
     // submission in akunu goes through here.
     void submit(const VkSubmitInfo& info, VkFence fence);
 
+    // The staging area: host memory that Buffer::read and Buffer::write copy through where a
+    // buffer is not mapped (or a large read would cross the bus uncached). Its owners plan it at
+    // load: reserve_staging(bytes) grows it to the largest transfer of their hot path (a logits
+    // row, a decoder step's logits), so those transfers allocate nothing. A larger transfer (an
+    // upload at load, a dump) takes a staging buffer of its own, freed after it. Nothing on the
+    // CPU backend, whose buffers are all host memory.
+    void reserve_staging(size_t bytes);
+    size_t staging_bytes() const;
+    // Runs `transfer` with the area's VkBuffer and host pointer, one transfer at a time, where
+    // the area holds `bytes`; false (nothing run) where it is smaller.
+    bool stage(size_t bytes, const std::function<void(VkBuffer, void*)>& transfer);
+
     // Accounting, updated by Buffer. `allocations_total` never decreases, so a hot path that
     // allocates shows up as a change in it.
     uint64_t allocated_bytes() const { return allocated_bytes_; }
@@ -145,6 +157,11 @@ private:
     std::mutex once_mutex_;  // guards the one-shot pool below
     VkCommandPool once_pool_ = VK_NULL_HANDLE;
     VkFence once_fence_ = VK_NULL_HANDLE;
+
+    mutable std::mutex staging_mutex_;  // guards the staging area while a transfer uses it
+    Allocation staging_;
+    size_t staging_size_ = 0;
+    void free_staging();
 
     mutable std::mutex pipelines_mutex_;
     VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;

@@ -101,8 +101,8 @@ struct DeviceProfile {
     // Tile-major projection matrices: all of them on the CPU backend; on Vulkan devices the
     // 32-element block formats, whose tile GEMV (gemv_tiles.comp) reads a tile column of 32 rows
     // as coalesced 16-byte chunks (the *_T32V layouts, formats/tiles.h) and x once per 32 rows.
-    // Tuning weight_tiles=0 keeps the file's layout, and so does AKUNU_INT8, whose
-    // kernels read that layout.
+    // Tuning weight_tiles=0 keeps the file's layout (AKUNU_INT8 then runs gemv_dot.comp on the
+    // rows, else the tiles' int8 form, gemv_tiles.comp X_INT8).
     WeightTiles weight_tiles = WeightTiles::kNone;
     // Consecutive tile GEMVs of a decode step hand x off through counters instead of a barrier
     // (kernels::GemvHandoff): on NVIDIA GPUs, which start a dispatch's workgroups before the

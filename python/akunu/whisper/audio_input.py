@@ -36,8 +36,10 @@ def samples(audio, sample_rate: int | None = None) -> np.ndarray:
         data, sample_rate = data.mean(axis=1), rate
         audio = data
     x = np.asarray(audio)
-    if x.dtype.kind not in "fiu":
-        raise ValueError(f"audio of dtype {x.dtype}: expected float samples in [-1, 1]")
+    if x.dtype.kind in "iu" and x.dtype.itemsize > 1:  # PCM, scaled as akunu.audio.load_audio scales it
+        x = x.astype(np.float32) / np.float32(np.iinfo(x.dtype).max + 1)
+    elif x.dtype.kind != "f":
+        raise ValueError(f"audio of dtype {x.dtype}: expected float samples in [-1, 1] or int16/int32 PCM")
     if x.ndim == 2 and 1 in x.shape:
         x = x.reshape(-1)
     if x.ndim != 1:
