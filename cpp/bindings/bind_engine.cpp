@@ -265,6 +265,7 @@ void init_engine(py::module_& m) {
                  d["prefill_scratch"] = py::make_tuple(p.prefill_scratch_bytes, mo.scratch().prefill_bytes());
                  d["fork"] = p.fork_bytes;
                  d["weight_sharers"] = mo.weight_sharers();
+                 d["staging"] = mo.device().staging_bytes();
                  d["device_allocated"] = mo.device().allocated_bytes();
                  d["device_allocations"] = mo.device().allocations_total();
                  return d;

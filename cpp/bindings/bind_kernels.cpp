@@ -228,8 +228,8 @@ void init_kernels(py::module_& m) {
         [weight_type](const Device& d, const std::string& wtype) {
             return kernels::gemm_tile_rows(d.profile(), weight_type(wtype));
         },
-        "The most rows for which gemm of these weights runs the tile GEMV of several rows of x (gemm_rows.comp; its "
-        "x held as gemv_x_rounding says), 0 where it never does.");
+        "The most rows for which gemm of these weights runs the tile GEMV of several rows of x (gemm_rows.comp; X "
+        "as halves rounded as gemv_x_rounding says, f32 X in float products), 0 where it never does.");
     k.def(
         "tile_type",
         [weight_type](const Device& d, const std::string& base) -> std::optional<std::string> {

@@ -178,9 +178,11 @@ def test_prefill_barriers_skip_dispatches_of_disjoint_row_windows(backend, monke
                     "do not enter its barrier tracking; nor does its prefill dequantize block formats")
     path = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
     prompt = [i for p in manifest("trained-code-llama")["prompts"] for i in p["ids"]][:20]
-    windows = akunu.Model(path, context=128, prefill_chunk=20, progress=False, tuning={"prefill_dequant_rows": 16})
+    # Without the tile GEMV's window of a few rows (gemm_tile_rows), which adds a third GEMM.
+    windows = akunu.Model(path, context=128, prefill_chunk=20, progress=False,
+                          tuning={"prefill_dequant_rows": 16, "gemm_tile_rows": 0})
     ranges = akunu.Model(path, context=128, prefill_chunk=20, progress=False,
-                         tuning={"prefill_dequant_rows": 16, "row_windows": False})
+                         tuning={"prefill_dequant_rows": 16, "row_windows": False, "gemm_tile_rows": 0})
     layers = windows.config.n_layers
     # Each of a layer's 7 projections has a GEMM for chunks under 16 tokens and one after the
     # dequantization, which ranges alone separate by a barrier (both write y). Windows save it

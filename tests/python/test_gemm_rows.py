@@ -31,14 +31,15 @@ def tile_rows_on(device, wtype):
 
 def check_rows_gemm(device, rng, wtype, m, n, k, *, accumulate=False, half_x=False):
     """One GEMM at m rows: Y = X_held @ W.T up to fp32 sums, X_held being X rounded per block of
-    32 to int16 where the kernel rounds it (kernels.gemv_x_rounding), within the rounding's
-    bound of the exact product either way."""
+    32 to int16 where the kernel rounds it (X as halves: as the GEMVs round x,
+    kernels.gemv_x_rounding; f32 X: not at all), within the rounding's bound of the exact
+    product either way."""
     w_dev, w, wname = random_weights(device, rng, wtype, n, k)
     x = (rng.standard_normal((m, k)) * 2).astype(np.float32)
     x[0, :32] = 0.0  # a block of zeros: scale 0
     if half_x:
         x = x.astype(np.float16).astype(np.float32)
-    rounding = kernels.gemv_x_rounding(device, wname, k, kernels.engine_x_rounding(device))
+    rounding = kernels.gemv_x_rounding(device, wname, k, kernels.engine_x_rounding(device)) if half_x else "float"
     held, step = x.astype(np.float64), np.zeros_like(x, dtype=np.float64)
     if rounding != "float":
         pairs = [x_as_int_blocks(row, 8 if rounding == "int8" else 16) for row in x]

@@ -218,7 +218,11 @@ namespace launch {
 void emit_gemm_rows(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y,
                     const GemmShape& g, const GemmParams& p, const Binding& step) {
     const DeviceProfile& d = s.device().profile();
-    const XRounding rounding = gemv_x_rounding(d, wtype, g.k, engine_x_rounding(d));
+    // X as halves (the GEMMs of cooperative-matrix devices take their activations so) is rounded
+    // as the GEMVs round x, finer than the halves already are; f32 X keeps the GEMMs' float
+    // products, so that a prompt of a few tokens scores as a longer chunk does.
+    const XRounding rounding =
+        g.x_dtype == DType::kF16 ? gemv_x_rounding(d, wtype, g.k, engine_x_rounding(d)) : XRounding::kFloat;
     const bool int_x = rounding != XRounding::kFloat;
     const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
     uint32_t xrows = uint32_t(std::min<size_t>(16, rows_seen));
