@@ -23,60 +23,60 @@ std::vector<float> normal_values(size_t n, std::mt19937& rng) {
 
 bool has_avx2() { return cpu::cpu_isa() >= cpu::CpuIsa::kAvx2; }
 
-TEST(FlashRows, DotsMatchAFloat64Reference) {
-    std::mt19937 rng{11};
+// f(isa, rows, n, d) over every case: both tiers (AVX2 where the CPU has it), 1 to
+// kFlashRowsAtOnce rows, 1, 2, 5 and 64 keys, rows of 8, 24 and 264 elements.
+template <class F>
+void each_case(F&& f) {
     for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2}) {
         if (isa == cpu::CpuIsa::kAvx2 && !has_avx2()) continue;
         for (size_t rows = 1; rows <= cpu::kFlashRowsAtOnce; ++rows)
             for (size_t n : {1, 2, 5, 64})
-                for (size_t d : {8, 24, 264}) {
-                    const size_t qs = d + 5, ks = d + 3, ss = n + 2;
-                    const auto q = normal_values(rows * qs, rng), k = normal_values(n * ks, rng);
-                    std::vector<float> s(rows * ss, -1.0f);
-                    cpu::flash_rows_for(isa).dots(q.data(), qs, rows, k.data(), ks, d, n, s.data(), ss);
-                    for (size_t r = 0; r < rows; ++r)
-                        for (size_t j = 0; j < n; ++j) {
-                            double want = 0.0, size = 0.0;
-                            for (size_t i = 0; i < d; ++i) {
-                                want += double(q[r * qs + i]) * k[j * ks + i];
-                                size += std::fabs(double(q[r * qs + i]) * k[j * ks + i]);
-                            }
-                            EXPECT_NEAR(s[r * ss + j], want, 1e-6 * size)
-                                << "isa " << int(isa) << " rows " << rows << " n " << n << " d " << d << " at " << r
-                                << ", " << j;
-                        }
-                }
+                for (size_t d : {8, 24, 264}) f(isa, rows, n, d);
     }
+}
+
+TEST(FlashRows, DotsMatchAFloat64Reference) {
+    std::mt19937 rng{11};
+    each_case([&](cpu::CpuIsa isa, size_t rows, size_t n, size_t d) {
+        const size_t qs = d + 5, ks = d + 3, ss = n + 2;
+        const auto q = normal_values(rows * qs, rng), k = normal_values(n * ks, rng);
+        std::vector<float> s(rows * ss, -1.0f);
+        cpu::flash_rows_for(isa).dots(q.data(), qs, rows, k.data(), ks, d, n, s.data(), ss);
+        for (size_t r = 0; r < rows; ++r)
+            for (size_t j = 0; j < n; ++j) {
+                double want = 0.0, size = 0.0;
+                for (size_t i = 0; i < d; ++i) {
+                    want += double(q[r * qs + i]) * k[j * ks + i];
+                    size += std::fabs(double(q[r * qs + i]) * k[j * ks + i]);
+                }
+                EXPECT_NEAR(s[r * ss + j], want, 1e-6 * size)
+                    << "isa " << int(isa) << " rows " << rows << " n " << n << " d " << d << " at " << r << ", " << j;
+            }
+    });
 }
 
 TEST(FlashRows, MixMatchesAFloat64Reference) {
     std::mt19937 rng{12};
-    for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2}) {
-        if (isa == cpu::CpuIsa::kAvx2 && !has_avx2()) continue;
-        for (size_t rows = 1; rows <= cpu::kFlashRowsAtOnce; ++rows)
-            for (size_t n : {1, 2, 5, 64})
-                for (size_t d : {8, 24, 264}) {
-                    const size_t os = d + 7, ws = n + 1, vs = d + 3;
-                    const auto o0 = normal_values(rows * os, rng), w = normal_values(rows * ws, rng);
-                    const auto v = normal_values(n * vs, rng), keep = normal_values(rows, rng);
-                    std::vector<float> o = o0;
-                    cpu::flash_rows_for(isa).mix(o.data(), os, keep.data(), w.data(), ws, rows, v.data(), vs, n, d);
-                    for (size_t r = 0; r < rows; ++r) {
-                        for (size_t i = 0; i < d; ++i) {
-                            double want = double(o0[r * os + i]) * keep[r];
-                            double size = std::fabs(want);
-                            for (size_t j = 0; j < n; ++j) {
-                                want += double(w[r * ws + j]) * v[j * vs + i];
-                                size += std::fabs(double(w[r * ws + j]) * v[j * vs + i]);
-                            }
-                            EXPECT_NEAR(o[r * os + i], want, 1e-6 * size)
-                                << "isa " << int(isa) << " rows " << rows << " n " << n << " d " << d << " at " << r
-                                << ", " << i;
-                        }
-                        for (size_t i = d; i < os; ++i) EXPECT_EQ(o[r * os + i], o0[r * os + i]) << "past the row";
-                    }
+    each_case([&](cpu::CpuIsa isa, size_t rows, size_t n, size_t d) {
+        const size_t os = d + 7, ws = n + 1, vs = d + 3;
+        const auto o0 = normal_values(rows * os, rng), w = normal_values(rows * ws, rng);
+        const auto v = normal_values(n * vs, rng), keep = normal_values(rows, rng);
+        std::vector<float> o = o0;
+        cpu::flash_rows_for(isa).mix(o.data(), os, keep.data(), w.data(), ws, rows, v.data(), vs, n, d);
+        for (size_t r = 0; r < rows; ++r) {
+            for (size_t i = 0; i < d; ++i) {
+                double want = double(o0[r * os + i]) * keep[r];
+                double size = std::fabs(want);
+                for (size_t j = 0; j < n; ++j) {
+                    want += double(w[r * ws + j]) * v[j * vs + i];
+                    size += std::fabs(double(w[r * ws + j]) * v[j * vs + i]);
                 }
-    }
+                EXPECT_NEAR(o[r * os + i], want, 1e-6 * size)
+                    << "isa " << int(isa) << " rows " << rows << " n " << n << " d " << d << " at " << r << ", " << i;
+            }
+            for (size_t i = d; i < os; ++i) EXPECT_EQ(o[r * os + i], o0[r * os + i]) << "past the row";
+        }
+    });
 }
 
 }  // namespace

@@ -81,11 +81,15 @@ namespace {
 // loops between barriers, so a wide workgroup costs it far more than a narrow one, and 32
 // invocations (one a row, one block a round) are its fastest ("A short prompt runs its own
 // rows' workgroups").
+// gemm_rows.comp stages xrows rows of x the same way (1 for the GEMV). `tuned`: the tuning
+// string that overrides the shape, "split:units[:slice[:xrows]]" (experiments, kernel tests).
 struct GemvTilesShape {
-    uint32_t split = 16, units = 2, slice = 128;
+    uint32_t split = 16, units = 2, slice = 128, xrows = 1;
 };
-GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t k, size_t tiles, bool int_x) {
+GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t k, size_t tiles, bool int_x,
+                                uint32_t xrows, const std::string& tuned) {
     GemvTilesShape g;
+    g.xrows = xrows;
     if (d.type == DeviceType::kCpu) g.split = 1, g.units = 1;
     const bool few = tiles <= d.compute_units;  // one workgroup per compute unit at most
     if (few && int_x) {
@@ -100,14 +104,13 @@ GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t
         // 4-bit blocks (18 or 20 bytes); Q8_0's 34 already keep twice the bytes in flight per unit.
         g.units = 4;
     }
-    // Experiments and the kernel tests: tuning gemv_tiles "split:units[:slice]".
-    if (!d.tuning.gemv_tiles.empty())
-        std::sscanf(d.tuning.gemv_tiles.c_str(), "%u:%u:%u", &g.split, &g.units, &g.slice);
+    if (!tuned.empty()) std::sscanf(tuned.c_str(), "%u:%u:%u:%u", &g.split, &g.units, &g.slice, &g.xrows);
     g.split = std::clamp(g.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // gemv_tiles.comp MAX_SPLIT
     g.units = std::clamp(g.units, 1u, 8u);  // MAX_UNITS
-    // Shared memory per block: 128 bytes of float x or 64 of rounded x, and 8 of sums; then
-    // 4 KiB of partial sums and 512 bytes of sums of squares.
-    const uint32_t fits = (d.shared_memory_bytes - 4096 - 512) / (int_x ? 72 : 136);
+    g.xrows = std::clamp(g.xrows, 1u, 16u);  // gemm_rows.comp MAX_XROWS
+    // Shared memory per block of a staged row: 128 bytes of float x or 64 of rounded x, and 8 of
+    // sums; then 4 KiB of partial sums and 512 bytes of sums of squares.
+    const uint32_t fits = (d.shared_memory_bytes - 4096 - 512) / (g.xrows * (int_x ? 72 : 136));
     g.slice = std::clamp<uint32_t>(std::min<uint32_t>(g.slice, uint32_t(k / 32)), 1u, fits);
     return g;
 }
@@ -225,19 +228,12 @@ void emit_gemm_rows(DispatchSink& s, const Binding& w, TensorType wtype, const B
         g.x_dtype == DType::kF16 ? gemv_x_rounding(d, wtype, g.k, engine_x_rounding(d)) : XRounding::kFloat;
     const bool int_x = rounding != XRounding::kFloat;
     const size_t rows_seen = g.max_rows ? std::min<size_t>(g.m, g.max_rows - 1) : g.m;
-    uint32_t xrows = uint32_t(std::min<size_t>(16, rows_seen));
-    const size_t tiles = (g.n + 31) / 32, groups = (g.m + xrows - 1) / xrows;
-    GemvTilesShape shape = gemv_tiles_shape(d, wtype, g.k, tiles * groups, int_x);
-    if (!d.tuning.gemm_rows.empty())
-        std::sscanf(d.tuning.gemm_rows.c_str(), "%u:%u:%u:%u", &shape.split, &shape.units, &shape.slice, &xrows);
-    shape.split = std::clamp(shape.split, 1u, std::min(32u, d.max_workgroup_invocations / 32));  // MAX_SPLIT
-    shape.units = std::clamp(shape.units, 1u, 8u);  // MAX_UNITS
-    xrows = std::clamp(xrows, 1u, 16u);  // MAX_XROWS
-    // Shared memory per block of a staged row: 64 bytes of rounded x or 128 of float x, and 8 of
-    // sums; then 4 KiB of partial sums.
-    const uint32_t fits = (d.shared_memory_bytes - 4096) / (xrows * (int_x ? 72 : 136));
-    shape.slice = std::clamp<uint32_t>(std::min<uint32_t>(shape.slice, uint32_t(g.k / 32)), 1u, fits);
+    const uint32_t rows = uint32_t(std::min<size_t>(16, rows_seen));
+    const size_t tiles = (g.n + 31) / 32;
+    const GemvTilesShape shape =
+        gemv_tiles_shape(d, wtype, g.k, tiles * ((g.m + rows - 1) / rows), int_x, rows, d.tuning.gemm_rows);
     AKUNU_CHECK(g.ldx % 4 == 0, "gemm: the tile GEMV of several rows needs ldx a multiple of 4");
+    const uint32_t xrows = shape.xrows;
     const size_t gx = (g.m + xrows - 1) / xrows;
     AKUNU_CHECK(gx <= d.max_workgroup_count_x && tiles <= 65535, "gemm: the matrix is too large for one dispatch");
     emit(s, weight_variant(int_x ? "gemm_rows_dot" : "gemm_rows", wtype),
@@ -259,7 +255,8 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
                      const GemvRopeKv* rope = nullptr, const GemvHandoff* handoff = nullptr) {
     const uint32_t tiles = gemv_tiles_groups({p.rows, p.rows1, p.rows2});
     const bool int_dot = rounding != XRounding::kFloat;
-    const GemvTilesShape g = gemv_tiles_shape(s.device().profile(), wtype, p.k, tiles, int_dot);
+    const GemvTilesShape g =
+        gemv_tiles_shape(s.device().profile(), wtype, p.k, tiles, int_dot, 1, s.device().profile().tuning.gemv_tiles);
     std::vector<Binding> bindings{w[0], x, y[0], second, w[1], w[2], y[1], y[2]};
     append_rope_bindings(bindings, rope, x, y[0]);
     uint32_t handoff_bits = 0;
