@@ -135,19 +135,27 @@ def test_prefix_sharing_restores_the_window(kv_dtype, backend):
             pass
         seqs = [first] + [b.add(prefix + t) for t in tails[1:]]
         toks = {s: [] for s in seqs}
-        logits = {}
+        logits = {s: [] for s in seqs}
         while min(len(t) for t in toks.values()) < 3:
             for s, t, _ in b.step():
                 toks[s].append(t)
-                logits.setdefault(s, b.logits(s))
+                logits[s].append(b.logits(s).copy())
         if sharing:
             assert b.memory_report()["blocks_shared"] == 1
             assert all(b.block_table(s)[0] == b.block_table(first)[0] for s in seqs)
             assert b.memory_report()["recent_bytes"] > 0
-        results[sharing] = ([toks[s][:3] for s in seqs], [logits[s] for s in seqs[1:]])
-    assert results[True][0] == results[False][0]
-    for got, want in zip(results[True][1], results[False][1]):
-        assert np.abs(got - want).max() <= same_rows_tol(m) * np.abs(want).max()
+        results[sharing] = ([toks[s][:3] for s in seqs], [logits[s] for s in seqs])
+    tol = same_rows_tol(m)
+    for got, want, want_logits in zip(results[True][0], results[False][0], results[False][1]):
+        # Greedy picks agree up to the first whose lead over the runner-up either run's logits
+        # may cross (within tol of max |logit| each): every pick on CPU-type devices.
+        for g, w, row in zip(got, want, want_logits):
+            assert g == w
+            top = np.sort(row)[-2:]
+            if top[1] - top[0] <= 2 * tol * np.abs(row).max():
+                break
+    for got, want in zip(results[True][1][1:], results[False][1][1:]):
+        assert np.abs(got[0] - want[0]).max() <= tol * np.abs(want[0]).max()
 
 
 @pytest.mark.parametrize("kv_dtype", FORMATS)

@@ -119,6 +119,19 @@ def test_smollm2_perplexity_and_greedy_output_match_transformers(smollm2):
     assert got == out.tolist()
 
 
+def test_smollm2_score_batch_runs_512_rows_a_step(smollm2):
+    """A batch's logits fit 128 MiB, so SmolLM2's 49,152-word vocabulary scores 512 rows a step
+    (32 MiB, a Model's all-position budget, allowed 160), and a 400-token sequence scored in one
+    step matches score() (which runs the Model's own chunks): every row of the larger logits
+    buffer is its own row's. Bound: 1e-2 in log p, for the batch's own attention and GEMM order
+    (a row of another sequence's scores would be off by whole units)."""
+    m = akunu.Model(smollm2, device="cpu", context=512, progress=False)
+    assert akunu.Batch(m, max_sequences=2, rows=512).rows == 512
+    ids = (m.tokenize(TEXT) * 40)[:400]
+    got = m.score_batch([ids], rows=512)[0]
+    np.testing.assert_allclose(got, m.score(ids), atol=1e-2)
+
+
 # ---- all-MiniLM-L6-v2, as shipped ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def minilm():

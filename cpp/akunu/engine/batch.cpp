@@ -45,7 +45,7 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
                                      o.blocks > 0 ? o.blocks : o.max_sequences * per_seq, b.plan.kv.recent);
     // The step's logits, [rows, vocab] f32, are bounded as a prefill chunk's all-position logits.
     const int want = std::min(default_rows(o), 4096);
-    rows_ = prefill_logit_rows(b.config, want);
+    rows_ = prefill_logit_rows(b.config, want, kBatchLogitBytes);
     vocab_ = b.config.vocab_size;
     pipeline_ = std::make_unique<BatchPipeline>(parts, *pool_, rows_, o.max_sequences,
                                                 parts.front()->device->profile().tuning.split_microbatches);

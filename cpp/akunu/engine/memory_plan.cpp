@@ -54,8 +54,8 @@ std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain
     return out;
 }
 
-int prefill_logit_rows(const ModelConfig& c, int chunk) {
-    const uint64_t row = uint64_t(c.vocab_size) * 4, budget = 32ull << 20;
+int prefill_logit_rows(const ModelConfig& c, int chunk, uint64_t budget) {
+    const uint64_t row = uint64_t(c.vocab_size) * 4;
     uint64_t rows = std::max<uint64_t>(1, budget / row);
     if (rows >= 16) rows -= rows % 16;
     return int(std::min<uint64_t>(rows, uint64_t(chunk)));

@@ -39,9 +39,15 @@ std::vector<NamedSize> decode_scratch_layout(const ModelConfig& c, int max_chain
 constexpr int kPrefillF16Weights = 4;
 inline std::string prefill_f16_weights_name(int i) { return "batch_weights_f16_" + std::to_string(i); }
 std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int prefill_chunk, bool dequant_weights = false);
-// Rows of all-position logits one prefill submission produces (as many as fit 32 MiB, at most
-// the chunk): eval(all_logits=True) runs chunks of this many tokens.
-int prefill_logit_rows(const ModelConfig& c, int prefill_chunk);
+// Rows of all-position logits one prefill submission produces (as many as fit `budget` bytes,
+// at most the chunk): eval(all_logits=True) runs chunks of this many tokens. A Batch's steps
+// compute every row's logits (score_batch scores each row), so its budget is larger: a step of
+// fewer rows multiplies each weight for fewer tokens and leaves tensor units idle
+// (bench/NOTES.md, "score_batch's steps of a prefill chunk's rows"). 128 MiB is the storage
+// binding every Vulkan device allows.
+constexpr uint64_t kPrefillLogitBytes = 32ull << 20;
+constexpr uint64_t kBatchLogitBytes = 128ull << 20;
+int prefill_logit_rows(const ModelConfig& c, int prefill_chunk, uint64_t budget = kPrefillLogitBytes);
 
 struct PlanOptions {
     int context = 0;  // 0: the model's trained context

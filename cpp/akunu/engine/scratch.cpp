@@ -45,7 +45,10 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
     if (batch_sequences > 0) {
         const uint64_t rows = uint64_t(prefill_chunk);
         for (NamedSize& s : prefill)
-            if (s.name == "batch_step") s.bytes = sizeof(StepState) + rows * sizeof(BatchRow);
+            if (s.name == "batch_step")
+                s.bytes = sizeof(StepState) + rows * sizeof(BatchRow);
+            else if (s.name == "batch_logits")
+                s.bytes = rows * uint64_t(c.vocab_size) * 4;  // every row's (Batch)
         prefill.push_back({"batch_tiles", batch_tile_capacity(rows) * sizeof(BatchTile)});
         prefill.push_back({"batch_samplers", uint64_t(batch_sequences) * sizeof(SamplerState)});
         prefill.push_back({"batch_sampled", rows * 4});
