@@ -354,9 +354,11 @@ def test_stream_batch_pieces_and_stops_are_generates():
 def test_profile_replays_the_last_step_and_changes_nothing():
     """Batch.profile() times a replay of the last step's table: its commands are that table's
     (the full one after a prompt's step), each with a time, and the batch goes on exactly as a
-    batch that was never profiled (the replay writes the same KV rows and samples the same)."""
+    batch that was never profiled (the replay writes the same KV rows and samples the same).
+    The prompts fill the first step's 128 rows, past every device's short table (a GPU's runs
+    steps of up to 96 rows), so that the first step runs the full table."""
     m = load()
-    ids = prompts(3, m.config.vocab_size, seed=21, lo=20, hi=30)
+    ids = prompts(3, m.config.vocab_size, seed=21, lo=43, hi=50)
     plain, profiled = akunu.Batch(m, max_sequences=3), akunu.Batch(m, max_sequences=3)
     with pytest.raises(akunu.Error, match="run a step first"):
         profiled.profile()
