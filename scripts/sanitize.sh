@@ -10,7 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 cmake_bin=$(command -v .venv/bin/cmake || command -v cmake)
-site=$root/.venv/lib/python3.11/site-packages
+# The packages the tests import (pytest, numpy): the checkout's .venv where there is one, else
+# python3's own.
+host_python=$(command -v .venv/bin/python || command -v python3 || true)
+if [ -z "$host_python" ] || ! "$host_python" -c "import pytest" 2>/dev/null; then
+    echo "sanitize.sh: no pytest: neither .venv/bin/python nor python3 imports it (scripts/install.sh makes .venv)" >&2
+    exit 1
+fi
+site=$("$host_python" -c "import sys; print(*[p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))], sep='\n')")
 tests=${AKUNU_SANITIZE_TESTS:-"tests/python/test_cpu_backend.py tests/python/test_model_state.py tests/python/test_token_ids.py tests/python/test_json_file.py tests/python/test_kv_blocks.py tests/python/test_whisper_engine.py"}
 
 # A venv whose only akunu is the one in $1/pkg (the module built in $1 beside python/akunu).
@@ -23,7 +30,7 @@ sanitized_python() {
     local venv_site
     venv_site=$("$build/venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     echo "$root/$build/pkg" > "$venv_site/aa_akunu.pth"
-    echo "$site" > "$venv_site/zz_checkout.pth"  # a plain path: its editable-install hook stays out
+    echo "$site" > "$venv_site/zz_checkout.pth"  # plain paths: an editable-install hook stays out
 }
 
 # Reports go to files (pytest captures stderr, and an aborted test loses what it captured); the

@@ -163,8 +163,9 @@ DeviceClass init_device(py::module_& m) {
         .def_property_readonly("live_buffers", &Device::live_buffers)
         .def_property_readonly("allocations_total", &Device::allocations_total)
         .def_property_readonly("staging_bytes", &Device::staging_bytes,
-                               "The staging area that staged reads and writes go through (Device::reserve_staging: "
-                               "planned at load by the models on the device; 0 on the CPU backend)")
+                               "The staging area that staged reads and writes go through in pieces "
+                               "(Device::reserve_staging: planned at load by the models on the device, at least "
+                               "tuning staging_kib; 0 on the CPU backend)")
         .def("describe", [](const Device& d) { return d.profile().describe(); })
         .def("kernel_statistics", &kernel_statistics_rows,
              "What the driver compiled each kernel made so far to: [{kernel, spec, statistics: {name: value}}] "

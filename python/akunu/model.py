@@ -492,9 +492,10 @@ class Model:
         now), kv_ring_rows (rows of each sliding-window ring, 0 without), kv_recent ({window,
         rows, bytes} of a recent window's f16 rings, "int4h+w8"), kv_layers (each layer's
         layout), weight_sharers (this model and its forks, which share one copy of the weights),
-        staging (the device's host staging area for reads and writes of unmapped buffers, sized
-        at load by the largest reader), device_allocated and device_allocations (over the
-        device, forks included; staging counted)."""
+        staging (the device's host staging area, through which reads and writes of unmapped
+        buffers of any size go in pieces, sized at load by the largest reader),
+        device_allocated and device_allocations (over the device, forks included; staging
+        counted)."""
         return self._engine.memory_report()
 
     def profile(self, tokens: int = 1, runs: int = 1) -> list[dict]:

@@ -33,33 +33,60 @@ TEST_F(BufferTest, RoundTripThroughStaging) {
     EXPECT_EQ(tail, std::vector<float>(data.end() - 10, data.end()));
 }
 
-// Reads and writes of a buffer the host cannot map go through the device's staging area,
-// planned once: repeated transfers allocate nothing. One larger than the area takes a staging
-// buffer of its own, as before, and leaves the area as it was.
-TEST_F(BufferTest, StagedTransfersReuseTheDevicesStagingArea) {
-    auto dev = device();
-    if (dev->is_cpu()) GTEST_SKIP() << "the CPU backend's buffers are all host memory: nothing is staged";
-    dev->reserve_staging(600 * 4);
-    const size_t area = dev->staging_bytes();  // more where a test before planned more
-    ASSERT_GE(area, 600u * 4);
-    const size_t n = area / 4 + 401;  // a whole read is larger than the area, pieces of 499 fit
-    const auto data = random_floats(n, 7);
-    Buffer b = Buffer::allocate(dev, n * 4, Residency::kDeviceOnly);
+// Reads and writes of a buffer the host cannot map go through the device's staging area in
+// pieces of at most its size (here 3 KiB, tuning staging_kib): one piece, exactly k pieces, k
+// pieces and a remainder, at odd offsets, each byte where it belongs, and no transfer of any
+// size allocates once the area exists. Owners grow the area; it never shrinks.
+TEST_F(BufferTest, StagedTransfersOfAnySizeGoThroughTheStagingAreaInPieces) {
+    if (device()->is_cpu()) GTEST_SKIP() << "the CPU backend's buffers are all host memory: nothing is staged";
+    auto dev = Device::create(test_selector(), "staging_kib=3");
+    EXPECT_EQ(dev->staging_bytes(), 0u);
+    const size_t area = 3 * 1024, size = 5 * area + 2 * 333;
+    std::vector<uint8_t> data(size);
+    for (size_t i = 0; i < size; ++i) data[i] = uint8_t(i * 131 + (i >> 8));
+    Buffer b = Buffer::allocate(dev, size, Residency::kDeviceOnly);
     ASSERT_FALSE(b.host_visible());
-    dev->reserve_staging(10);  // smaller than the area: nothing changes
+    b.write(data.data(), 1);  // the first staged transfer makes the area
     EXPECT_EQ(dev->staging_bytes(), area);
     const uint64_t total0 = dev->allocations_total();
-    for (size_t at = 0; at < n; at += 500) b.write(data.data() + at, std::min<size_t>(500, n - at) * 4, at * 4);
-    std::vector<float> back(n, kPoison);
-    for (int pass = 0; pass < 5; ++pass)
-        for (size_t at = 0; at < n; at += 499) b.read(back.data() + at, std::min<size_t>(499, n - at) * 4, at * 4);
-    EXPECT_EQ(back, data);
-    EXPECT_EQ(dev->allocations_total(), total0) << "staged transfers within the area must not allocate";
-    std::vector<float> whole(n, kPoison);
-    b.read(whole.data(), n * 4);
-    EXPECT_EQ(whole, data);
-    EXPECT_EQ(dev->allocations_total(), total0 + 1);
+    const int64_t live0 = dev->live_buffers();
+    b.write(data.data(), size);  // 5 pieces and a remainder
+    for (size_t bytes : {size_t(1), size_t(7), area - 1, area, area + 1, 3 * area, 3 * area + 333, size - 333}) {
+        const size_t offset = (size - bytes) / 2 + 1;  // odd for most sizes
+        std::vector<uint8_t> back(bytes, 0xEE);
+        b.read(back.data(), bytes, offset);
+        EXPECT_TRUE(std::equal(back.begin(), back.end(), data.begin() + long(offset))) << bytes << " at " << offset;
+        // Written back reversed at the same place, then read whole: nothing outside the range moved.
+        std::vector<uint8_t> reversed(data.begin() + long(offset), data.begin() + long(offset + bytes));
+        std::reverse(reversed.begin(), reversed.end());
+        b.write(reversed.data(), bytes, offset);
+        std::vector<uint8_t> want = data, whole(size, 0xEE);
+        std::copy(reversed.begin(), reversed.end(), want.begin() + long(offset));
+        b.read(whole.data(), size);
+        EXPECT_EQ(whole, want) << bytes << " at " << offset;
+        b.write(data.data(), size);
+    }
+    EXPECT_EQ(dev->allocations_total(), total0) << "staged transfers of any size must not allocate";
+    EXPECT_EQ(dev->live_buffers(), live0);
     EXPECT_EQ(dev->staging_bytes(), area);
+    dev->reserve_staging(10);  // smaller than the area: nothing changes
+    EXPECT_EQ(dev->staging_bytes(), area);
+    dev->reserve_staging(area + 5);  // an owner's larger row: the area grows to it, once
+    EXPECT_EQ(dev->staging_bytes(), area + 5);
+    EXPECT_EQ(dev->allocations_total(), total0 + 1);
+    EXPECT_EQ(dev->live_buffers(), live0);
+    std::vector<uint8_t> whole(size, 0xEE);
+    b.read(whole.data(), size);
+    EXPECT_EQ(whole, data);
+}
+
+// tuning mapped_memory=0 leaves device-local buffers unmapped where the device could map them,
+// so that tests take the staging path; host memory stays mapped.
+TEST_F(BufferTest, UnmappedMemoryByTuning) {
+    if (device()->is_cpu()) GTEST_SKIP() << "the CPU backend's buffers are all host memory";
+    auto dev = Device::create(test_selector(), "mapped_memory=0");
+    EXPECT_FALSE(Buffer::allocate(dev, 64).host_visible());
+    EXPECT_TRUE(Buffer::allocate(dev, 64, Residency::kHost).host_visible());
 }
 
 TEST_F(BufferTest, AccountingFollowsAllocationAndFree) {

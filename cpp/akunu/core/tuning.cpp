@@ -129,6 +129,17 @@ const std::vector<Row>& rows() {
           "Greedy Whisper decoding (temperature 0, one beam) records this many decoder steps per submission, with the "
           "logit rules and the argmax on the device (auto: 16; 0: one submission per step, the rules on the host)."},
          &Tuning::whisper_chain},
+        {{"mapped_memory", "bool",
+          "Device-local buffers are mapped where the device lets the host map them (resizable BAR, unified memory, "
+          "lavapipe); 0 leaves them unmapped, so that the host's reads and writes of them go through the staging area "
+          "as on a discrete GPU without resizable BAR (tests of that path; no effect on the CPU backend)."},
+         &Tuning::mapped_memory},
+        {{"staging_kib", "int",
+          "The device's staging area, through which the host reads and writes unmapped memory in pieces of at most "
+          "its size, holds at least this many KiB (auto: 4096; 0 counts as 1); a model grows it to its largest "
+          "transfer of a step (a logits row), so that one piece holds it. Smaller values test transfers of many "
+          "pieces."},
+         &Tuning::staging_kib},
         {{"profile_warm_ms", "int",
           "Milliseconds of untimed replays before Model.profile() times a step, so that clocks are up (auto: 400 on "
           "GPUs, 0 on CPUs)."},

@@ -50,6 +50,9 @@ struct Tuning {
     bool column_views = true;  // disjoint column views of one buffer share a barrier interval
     int weight_binding_kib = -1;  // bind weight matrices in row windows of at most N KiB (-1: the device's limit)
     int whisper_chain = -1;  // greedy Whisper decode steps per submission (-1 auto: 16, 0: one step each)
+    // ---- memory ----
+    bool mapped_memory = true;  // device-local buffers are mapped where the device can map them
+    int staging_kib = -1;  // the staging area holds at least N KiB (-1 auto: 4096)
     // ---- profiling ----
     int profile_warm_ms = -1;  // untimed replays before a profiled step (-1 auto: 400 on GPUs)
     // ---- kernel geometry, for experiments and the kernel tests ----

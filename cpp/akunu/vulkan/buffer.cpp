@@ -98,19 +98,16 @@ void Buffer::write(const void* src, size_t bytes, size_t offset) {
         std::memcpy(static_cast<char*>(contents_) + offset, src, bytes);
         return;
     }
-    auto upload = [&](VkBuffer staging, void* host) {
-        std::memcpy(host, src, bytes);
+    device_->stage(bytes, [&](VkBuffer staging, void* host, size_t at, size_t n) {
+        std::memcpy(host, static_cast<const char*>(src) + at, n);
         device_->run_once([&](VkCommandBuffer cb) {
             // Earlier submissions may still read or write this range on the device.
             memory_barrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
                            VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT);
-            VkBufferCopy region{0, offset, bytes};
+            VkBufferCopy region{0, offset + at, n};
             vkCmdCopyBuffer(cb, staging, handle_, 1, &region);
         });
-    };
-    if (device_->stage(bytes, upload)) return;
-    Buffer staging = allocate(device_, bytes, Residency::kHost);  // larger than the device's staging area
-    upload(staging.handle_, staging.contents_);
+    });
 }
 
 void Buffer::read(void* dst, size_t bytes, size_t offset) const {
@@ -121,21 +118,18 @@ void Buffer::read(void* dst, size_t bytes, size_t offset) const {
         std::memcpy(dst, static_cast<const char*>(contents_) + offset, bytes);
         return;
     }
-    auto download = [&](VkBuffer staging, const void* host) {
+    device_->stage(bytes, [&](VkBuffer staging, void* host, size_t at, size_t n) {
         device_->run_once([&](VkCommandBuffer cb) {
             memory_barrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
                            VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
-            VkBufferCopy region{offset, 0, bytes};
+            VkBufferCopy region{offset + at, 0, n};
             vkCmdCopyBuffer(cb, handle_, staging, 1, &region);
             // Make the copy visible to the host before the fence is waited on.
             memory_barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
                            VK_ACCESS_HOST_READ_BIT);
         });
-        std::memcpy(dst, host, bytes);
-    };
-    if (device_->stage(bytes, download)) return;
-    Buffer staging = allocate(device_, bytes, Residency::kHost);  // larger than the device's staging area
-    download(staging.handle_, staging.contents_);
+        std::memcpy(static_cast<char*>(dst) + at, host, n);
+    });
 }
 
 }  // namespace akunu

@@ -3,7 +3,7 @@
 //
 // `contents` is the CPU pointer when the memory is host-visible (lavapipe, unified memory, or
 // ReBAR on NVIDIA, where all device memory is mappable) and null otherwise; write() and read()
-// then go through a staging buffer. On the CPU backend a Buffer is page-aligned, zeroed host
+// then go through the device's staging area. On the CPU backend a Buffer is page-aligned, zeroed host
 // memory (no VkBuffer): contents is always set, and is its address. A Buffer keeps its Device
 // alive.
 #pragma once
@@ -50,8 +50,8 @@ public:
     // host-visible, a staging copy otherwise, and for reads of uncached mapped memory of more
     // than kDirectReadBytes (the device copies them into cached host memory far faster than
     // the host reads them over the bus). A staging copy goes through the device's staging area
-    // (Device::reserve_staging) where that holds it, allocating nothing. Throws when the range
-    // is outside the buffer.
+    // (Device::reserve_staging) in pieces of at most its size, allocating nothing whatever its
+    // size. Throws when the range is outside the buffer.
     static constexpr size_t kDirectReadBytes = 16 << 10;
     void write(const void* src, size_t bytes, size_t offset = 0);
     void read(void* dst, size_t bytes, size_t offset = 0) const;

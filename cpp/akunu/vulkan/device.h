@@ -106,16 +106,17 @@ public:
     void submit(const VkSubmitInfo& info, VkFence fence);
 
     // The staging area: host memory that Buffer::read and Buffer::write copy through where a
-    // buffer is not mapped (or a large read would cross the bus uncached). Its owners plan it at
-    // load: reserve_staging(bytes) grows it to the largest transfer of their hot path (a logits
-    // row, a decoder step's logits), so those transfers allocate nothing. A larger transfer (an
-    // upload at load, a dump) takes a staging buffer of its own, freed after it. Nothing on the
-    // CPU backend, whose buffers are all host memory.
+    // buffer is not mapped (or a large read would cross the bus uncached), in pieces of at most
+    // its size. Its owners plan it at load: reserve_staging(bytes) grows it to the largest
+    // transfer of their hot path (a logits row, a decoder step's logits), so that one piece holds
+    // those; it never holds less than tuning staging_kib. No transfer of any size allocates once
+    // it exists (the first staged transfer of a device that none reserved makes it). Nothing on
+    // the CPU backend, whose buffers are all host memory.
     void reserve_staging(size_t bytes);
     size_t staging_bytes() const;
-    // Runs `transfer` with the area's VkBuffer and host pointer, one transfer at a time, where
-    // the area holds `bytes`; false (nothing run) where it is smaller.
-    bool stage(size_t bytes, const std::function<void(VkBuffer, void*)>& transfer);
+    // Runs `piece(area, host, at, n)` for each piece [at, at + n) of `bytes` in order, with the
+    // area's VkBuffer and host pointer, one staged transfer at a time.
+    void stage(size_t bytes, const std::function<void(VkBuffer, void*, size_t, size_t)>& piece);
 
     // Accounting, updated by Buffer. `allocations_total` never decreases, so a hot path that
     // allocates shows up as a change in it.
@@ -161,6 +162,7 @@ private:
     mutable std::mutex staging_mutex_;  // guards the staging area while a transfer uses it
     Allocation staging_;
     size_t staging_size_ = 0;
+    void grow_staging(size_t bytes);
     void free_staging();
 
     mutable std::mutex pipelines_mutex_;

@@ -11,7 +11,7 @@ namespace akunu {
 
 enum class Residency {
     kAuto,  // device-local; mapped when the device can map device-local memory (ReBAR/UMA)
-    kDeviceOnly,  // device-local and never mapped: transfers always use a staging buffer
+    kDeviceOnly,  // device-local and never mapped: transfers always go through the staging area
     kHost,  // host memory the device reads over the bus: staging and readback
 };
 

@@ -85,6 +85,8 @@ Allocation vk_allocate(Device& device, size_t bytes, Residency residency, bool a
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(vk, a.handle, &req);
     bool mapped = false;
+    // Tuning mapped_memory=0: device-local memory unmapped even where the host could map it (tests of staging).
+    if (residency == Residency::kAuto && !p.tuning.mapped_memory) residency = Residency::kDeviceOnly;
     const int type = choose_memory_type(device.memory_properties(), req.memoryTypeBits, residency, &mapped);
     AKUNU_CHECK(type >= 0, "device '" + p.name + "' has no memory type for this buffer");
     const VkDeviceSize heap_size =
