@@ -17,14 +17,33 @@
 #ifndef AKUNU_KV_FORMAT_GLSL
 #define AKUNU_KV_FORMAT_GLSL
 
+#define KV_F16 0u
 #define KV_Q8 1u
 #define KV_INT4 2u
 #define KV_FP4 3u
+#define KV_BITS(f) ((f) == KV_F16 ? 16u : (f) == KV_Q8 ? 8u : 4u)
+#define KV_PER_WORD(f) (32u / KV_BITS(f))
+
+// A row read as 16-byte vectors: a vector holds KV_VEC_DIMS(f) values (8 halves, 16 q8 codes or
+// 32 4-bit codes), decoded four at a time. Quad j of vector w is values 4j .. 4j + 3 of it,
+// before the row scale (a half's own value for f16). j is a constant where it is called, so the
+// word it picks folds away.
+#define KV_VEC_DIMS(f) (128u / KV_BITS(f))
+#define KV_VEC_QUADS(f) (KV_VEC_DIMS(f) / 4u)
+vec4 kv_quad(uvec4 w, uint j, uint f) {
+    if (f == KV_F16) return vec4(unpackHalf2x16(w[2u * j]), unpackHalf2x16(w[2u * j + 1u]));
+    if (f == KV_Q8) return vec4(ivec4(w[j]) << ivec4(24, 16, 8, 0) >> 24);  // sign-extended bytes
+    // A 4-bit code's nibble, sign-extended for int4; the low or high half of word j / 2.
+    const ivec4 c = ivec4(w[j / 2u]) << (ivec4(28, 24, 20, 16) - int(16u * (j % 2u))) >> 28;
+    if (f == KV_INT4) return vec4(c);
+    // E2M1: |c| = 2e + m; e = 0: 0.5 m, else (1 + m / 2) 2^(e - 1); bit 3 the sign.
+    const ivec4 mag = c & 7, e = mag >> 1, m = mag & 1;
+    const vec4 v = mix(0.5 * vec4(m), (1.0 + 0.5 * vec4(m)) * exp2(vec4(e - 1)), greaterThan(e, ivec4(0)));
+    return mix(v, -v, notEqual(c & 8, ivec4(0)));
+}
 
 #if defined(K_FORMAT) && defined(V_FORMAT)
 #define KV_QUANTIZED 1
-#define KV_BITS(f) ((f) == KV_Q8 ? 8u : 4u)
-#define KV_PER_WORD(f) (32u / KV_BITS(f))
 
 float kv_qmax(uint f) { return f == KV_Q8 ? 127.0 : f == KV_INT4 ? 7.0 : 6.0; }
 
