@@ -351,26 +351,6 @@ def test_stream_batch_pieces_and_stops_are_generates():
     assert "stop_string" in {w[2] for w in want}
 
 
-def test_a_step_of_one_row_runs_a_table_of_one_row():
-    """Where the device runs few rows in tile GEMVs (gemm_tile_rows > 0), a batch records a
-    table for steps of one row: a lone sequence's decode step runs each projection once, not
-    once per row window as the full table does, and samples what a solo run samples."""
-    m = load()
-    if m.device.profile["gemm_tile_rows"] == 0:
-        pytest.skip("the device runs no tile GEMVs of few rows: its steps of one row run the short or full table")
-    ids = prompts(1, m.config.vocab_size, seed=23, lo=6, hi=7)[0]
-    b = akunu.Batch(m, max_sequences=4)
-    seq = b.add(ids)
-    tokens = [t for _, t, _ in b.step()]
-    for _ in range(3):
-        tokens += [t for _, t, _ in b.step()]
-        labels = [r["label"] for r in b.profile()]
-        assert labels.count("blk.0.attn_output") == 1
-        assert [r["label"] for r in b.dispatch_table()].count("blk.0.attn_output") > 1
-    assert tokens == solo(m, ids, 4)
-    assert b.length(seq) == len(ids) + 3
-
-
 def test_profile_replays_the_last_step_and_changes_nothing():
     """Batch.profile() times a replay of the last step's table: its commands are that table's
     (the full one after a prompt's step), each with a time, and the batch goes on exactly as a

@@ -82,19 +82,17 @@ BatchPipeline::Stage BatchPipeline::make_stage(const std::shared_ptr<const Loade
     s.out = std::make_unique<Buffer>();
     if (!b.layers.embeds()) *s.in = Buffer::allocate(b.device, stream, Residency::kHost);
     if (!b.layers.heads(b.config.n_layers)) *s.out = Buffer::allocate(b.device, stream, Residency::kHost);
-    const DeviceProfile& d = b.device->profile();
-    if (d.gemm_tile_rows > 0 && rows > 1) s.tables.push_back(record_table(s, pool, 1, 0, max_sequences));
-    const int short_rows = int(d.gemm_short_rows);
-    if (short_rows > 1 && short_rows < rows) {
+    s.tables[0] = record_table(s, pool, rows, 0, max_sequences);
+    const int short_rows = int(b.device->profile().gemm_short_rows);
+    if (short_rows > 0 && short_rows < rows) {
         s.short_rows = short_rows;
-        s.tables.push_back(record_table(s, pool, short_rows, 1, max_sequences));
+        s.tables[1] = record_table(s, pool, short_rows, 1, max_sequences);
     }
-    s.tables.push_back(record_table(s, pool, rows, 2, max_sequences));
     return s;
 }
 
-// A stage's table for up to `rows` rows, its workgroup counts in share `counts_slot` of the
-// scratch's batch_dispatch (kBatchTables shares), recorded.
+// A stage's table for up to `rows` rows, its workgroup counts in half `counts_slot` of the
+// scratch's batch_dispatch, recorded.
 BatchPipeline::StepTable BatchPipeline::record_table(const Stage& s, const KvPool& pool, int rows, size_t counts_slot,
                                                      int max_sequences) const {
     const LoadedModel& b = *s.part;
@@ -102,11 +100,9 @@ BatchPipeline::StepTable BatchPipeline::record_table(const Stage& s, const KvPoo
     if (*s.in) pass.split_in = s.in.get();
     if (*s.out) pass.split_out = s.out.get();
     StepTable t;
-    t.rows = rows;
     t.table = build_table(b, *s.scratch, pool, plan_for(b, *s.scratch, pool, pass), pass);
     const Buffer& counts = s.scratch->get("batch_dispatch");
-    const size_t share = counts.size() / kBatchTables;
-    t.table->use_counts(counts, counts_slot * share, share);
+    t.table->use_counts(counts, counts_slot * (counts.size() / 2), counts.size() / 2);
     t.cl = std::make_unique<CommandList>(b.device, 0);
     t.cl->begin();
     t.table->record(*t.cl);
@@ -162,12 +158,6 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
                     batch_tile_capacity(uint64_t(s.rows)));
 }
 
-const BatchPipeline::StepTable& BatchPipeline::table_for(const Stage& s, int n) {
-    for (const StepTable& t : s.tables)
-        if (n <= t.rows) return t;
-    return s.tables.back();
-}
-
 CommandList& BatchPipeline::submit(Stage& s, int n) {
     const StepTable& t = table_for(s, n);
     t.table->set_position(s.latest);  // the rows' split attention covers the chunks through it
@@ -212,12 +202,8 @@ void BatchPipeline::set_sampler(int seq, const SamplerState& sampler) {
         lane.back().scratch->get("batch_samplers").write(&sampler, sizeof sampler, size_t(seq) * sizeof sampler);
 }
 
-const DispatchTable& BatchPipeline::table() const { return *last().tables.back().table; }
-const DispatchTable* BatchPipeline::short_table() const {
-    for (const StepTable& t : last().tables)
-        if (t.rows == last().short_rows) return t.table.get();
-    return nullptr;
-}
+const DispatchTable& BatchPipeline::table() const { return *last().tables[0].table; }
+const DispatchTable* BatchPipeline::short_table() const { return last().tables[1].table.get(); }
 
 std::vector<ProfileRow> BatchPipeline::profile() const {
     AKUNU_CHECK(last_rows_ > 0, "Batch.profile: run a step first (a profile replays the last step)");

@@ -75,7 +75,6 @@ public:
 
 private:
     struct StepTable {
-        int rows = 0;  // the most rows a step run by it holds
         std::unique_ptr<DispatchTable> table;
         std::unique_ptr<CommandList> cl;
     };
@@ -89,17 +88,14 @@ private:
         // buffers where there is none). On the heap: the tables bind them by address, and a
         // Stage moves.
         std::unique_ptr<Buffer> in, out;
-        // By rows, ascending: up to one row (a decode step of one sequence, where the device
-        // runs few rows in tile GEMVs: no empty row windows, and the GEMVs' rate), up to
-        // short_rows (where short_rows > 0), and up to rows, the last.
-        std::vector<StepTable> tables;
+        StepTable tables[2];  // [0] up to rows, [1] (where short_rows > 0) up to short_rows
     };
     Stage make_stage(const std::shared_ptr<const LoadedModel>& part, const KvPool& pool, int rows,
                      int max_sequences) const;
     StepTable record_table(const Stage& s, const KvPool& pool, int rows, size_t counts_slot, int max_sequences) const;
     void write_rows(Stage& s, const uint32_t* ids, const BatchRow* rows, const uint32_t* targets, int n);
     CommandList& submit(Stage& s, int n);
-    static const StepTable& table_for(const Stage& s, int n);
+    static const StepTable& table_for(const Stage& s, int n) { return s.tables[s.short_rows > 0 && n <= s.short_rows]; }
     const Stage& last() const { return lanes_[0].back(); }
     // The stage and row within it that holds row r of the last step (its last part).
     std::pair<const Stage*, size_t> locate(int row) const;

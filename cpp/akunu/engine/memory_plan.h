@@ -47,9 +47,6 @@ std::vector<NamedSize> prefill_scratch_layout(const ModelConfig& c, int prefill_
 // binding every Vulkan device allows.
 constexpr uint64_t kPrefillLogitBytes = 32ull << 20;
 constexpr uint64_t kBatchLogitBytes = 128ull << 20;
-// A Batch's step tables (engine/batch_pipeline.h): one row, the device's short rows and all of
-// its rows, each with its share of the workgroup counts (batch_dispatch).
-constexpr int kBatchTables = 3;
 int prefill_logit_rows(const ModelConfig& c, int prefill_chunk, uint64_t budget = kPrefillLogitBytes);
 
 struct PlanOptions {

@@ -49,8 +49,6 @@ ScratchBuffers::ScratchBuffers(const std::shared_ptr<Device>& device, const Mode
                 s.bytes = sizeof(StepState) + rows * sizeof(BatchRow);
             else if (s.name == "batch_logits")
                 s.bytes = rows * uint64_t(c.vocab_size) * 4;  // every row's (Batch)
-            else if (s.name == "batch_dispatch")
-                s.bytes = s.bytes / 2 * kBatchTables;  // a share for each of the batch's tables
         prefill.push_back({"batch_tiles", batch_tile_capacity(rows) * sizeof(BatchTile)});
         prefill.push_back({"batch_samplers", uint64_t(batch_sequences) * sizeof(SamplerState)});
         prefill.push_back({"batch_sampled", rows * 4});
