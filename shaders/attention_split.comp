@@ -8,8 +8,8 @@
 // of a head to finish merges the partials of the chunks in use into out (a counter per head
 // after the partials says which is last), so attention costs one dependent dispatch, not two;
 // a head whose rows fit one chunk writes out directly. With K_FORMAT/V_FORMAT it reads a
-// quantized cache (kv_format.glsl), decoding in registers; with KV_RING or KV_BLOCKS a ring or a
-// cache in blocks (kv_rows.glsl); with KV_RECENT a quantized cache's recent window in f16.
+// quantized cache (kv_format.glsl), dequantizing in registers; with KV_RING or KV_BLOCKS a
+// ring or a cache in blocks (kv_rows.glsl).
 //
 // With KV_BATCH (a batched step's rows, engine/batch.h, each in its own sequence's blocks of a
 // pool), the workgroups along x are (row, query head), row-major, and each row attends its own
@@ -68,82 +68,99 @@ void write_dim(uint slot, uint d, float total, float l, bool alone) {
         partial[slot + d] = total;
 }
 
-// The cache, any format, read as 16-byte vectors the way flash decoding reads it: an f16 row of
-// head_dim 128 is 16 vectors of 8 halves, a q8 one 8 vectors of 16 codes, an int4 or fp4 one 4
-// vectors of 32 codes (kv_format.glsl KV_VEC_DIMS). A team of TEAM neighbouring invocations
-// covers a row, lane l loading vectors l, l + TEAM, ...; the 256 / TEAM teams take every
-// (256 / TEAM)-th row of the chunk, BATCH rows per round, each row's K and V (and a quantized
-// row's two scales) loaded together before any product, and every team keeps its own running
-// max, sum of exps and weighted V sum (online softmax). So a chunk's loads are in flight
-// together and no barrier separates the scores from the V sum; the teams meet once, at the end.
-// Codes are decoded in registers, four at a time; a row's K scale multiplies its score and its
-// V scale its weight, not every value. (Scoring the chunk first and summing V after a workgroup
-// softmax left the V loads waiting behind the scores, which was slower behind long caches:
-// bench/NOTES.md, decode attention as online softmax per team.)
 #ifdef KV_QUANTIZED
-#define K_FMT K_FORMAT
-#define V_FMT V_FORMAT
-#else
-#define K_FMT KV_F16
-#define V_FMT KV_F16
-#endif
-const uint K_QUADS = KV_VEC_QUADS(K_FMT), V_QUADS = KV_VEC_QUADS(V_FMT);
-// A row's 32-bit words of a side, and the vectors covering them (the last one partly, where a
-// 4-bit row of head_dim 40 is 5 words).
-uint row_words(uint f) { return p.head_dim * KV_BITS(f) / 32u; }
-uint row_vecs(uint f) { return (row_words(f) + 3u) / 4u; }
+// Quantized caches: K and V read one value at a time through K_AT / V_AT.
+void attend_rows(uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
+    const uint tid = gl_LocalInvocationID.x;
+    // Scores: teams of 8 neighbouring invocations share a cache row, lane l reading dims
+    // l, l + 8, ... so that a team's loads of the row are contiguous; 32 teams cover 32 rows
+    // per pass, and three shuffles sum a team's products.
+    const uint lane = tid % 8, team = tid / 8;
+    const uint qb = q_at;
+    for (uint r = team; r < AKUNU_ATTENTION_CHUNK; r += gl_WorkGroupSize.x / 8) {
+        const uint t = begin + r;
+        float d = 0.0;
+        if (t <= pos && t < p.max_len && KV_IS_RECENT(t, pos)) {
+            for (uint i = lane; i < p.head_dim; i += 8) d += q[qb + i] * K_RECENT(kvh, t, i);
+        } else if (t <= pos && t < p.max_len) {
+            const kv_row_t kr = KV_ROW(kvh, t);
+            for (uint i = lane; i < p.head_dim; i += 8) d += q[qb + i] * K_AT(kr, i);
+            d *= K_SCALE(kr);
+        }
+        d += subgroupShuffleXor(d, 4);
+        d += subgroupShuffleXor(d, 2);
+        d += subgroupShuffleXor(d, 1);
+        if (lane == 0) {
+            d *= p.scale;
+            if (p.softcap > 0.0) d = p.softcap * tanh(d / p.softcap);
+            weight[r] = t >= first && t <= pos ? d : -1.0 / 0.0;
+        }
+    }
+    barrier();
+    const float s = weight[tid];
+    const bool valid = s > -1.0 / 0.0;
+    const float m = workgroup_max(s);
+    const float e = valid ? exp(s - m) : 0.0;
+    const float l = workgroup_sum(e);
+    // The V rows' scales ride on the weights (1 for an f16 cache). Rows past pos are read but
+    // masked: in a cache of blocks they lie in the block of an attended row (chunk = block).
+    // A recent row's f16 copy has no scale.
+    const bool recent = KV_IS_RECENT(begin + tid, pos);
+    weight[tid] = valid ? e * (recent ? 1.0 : V_SCALE(KV_ROW(kvh, begin + tid))) : 0.0;
+    barrier();
 
-// Vector v of row r of the keys (values = false) or the values, `words` words a row. Rows of
-// whole vectors (every f16 row; q8 and 4-bit rows of head_dim a multiple of 16 and 32) are one
-// 16-byte load; others gather the vector's words, the words past the row read as zero codes.
+    // Weighted V: invocation tid takes dim tid % head_dim of every (256 / head_dim)-th row,
+    // so all 256 invocations work; the row groups are summed through shared memory.
+    const uint slot = (unit * p.n_chunks + chunk) * (p.head_dim + 2);
+    const uint rows = min(AKUNU_ATTENTION_CHUNK, pos + 1 - begin);
+    const uint groups = gl_WorkGroupSize.x / p.head_dim, dim = tid % p.head_dim, group = tid / p.head_dim;
+    float acc = 0.0;
+    if (group < groups)
+        for (uint j = group; j < rows; j += groups)
+            acc += weight[j] * (KV_IS_RECENT(begin + j, pos) ? V_RECENT(kvh, begin + j, dim)
+                                                              : V_AT(KV_ROW(kvh, begin + j), dim));
+    barrier();  // every weight has been read
+    weight[tid] = acc;
+    barrier();
+    if (tid < p.head_dim) {
+        float total = 0.0;
+        for (uint g = 0; g < groups; ++g) total += weight[g * p.head_dim + tid];
+        write_dim(slot, tid, total, l, alone);
+    }
+    if (tid == 0 && !alone) {
+        partial[slot + p.head_dim] = m;
+        partial[slot + p.head_dim + 1] = l;
+    }
+}
+#endif
+
+#ifndef KV_QUANTIZED
+// An f16 cache (one buffer, a ring or blocks), read as 16-byte vectors of 8 halves, the way
+// flash decoding reads it. A team of TEAM neighbouring invocations covers a row, lane l loading
+// vectors l, l + TEAM, ...; the 256 / TEAM teams take every (256 / TEAM)-th row of the chunk,
+// BATCH rows per round, each row's K and V loaded together before any product, and every team
+// keeps its own running max, sum of exps and weighted V sum (online softmax). So a chunk's
+// loads are in flight together and no barrier separates the scores from the V sum; the teams
+// meet once, at the end. (Scoring the chunk first and summing V after a workgroup softmax left
+// the V loads waiting behind the scores, which was slower behind long caches: bench/NOTES.md,
+// decode attention as online softmax per team.)
 #ifdef KV_BLOCKS
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer KvVecs { uvec4 v[]; };
-uvec4 load_vec(bool values, kv_row_t r, uint words, uint v) {
-    const uvec2 block = values ? v_blocks[r.x] : k_blocks[r.x];
-    if (words % 4u == 0u) return KvVecs(block).v[r.y * (words / 4u) + v];
-    uvec4 x = uvec4(0);
-    [[unroll]] for (uint c = 0; c < 4; ++c)
-        if (4u * v + c < words) x[c] = KvWords(block).w[r.y * words + 4u * v + c];
-    return x;
-}
+#define K_VEC(r, i) KvVecs(k_blocks[(r).x]).v[(r).y * vecs + (i)]
+#define V_VEC(r, i) KvVecs(v_blocks[(r).x]).v[(r).y * vecs + (i)]
 #else
-layout(std430, binding = 1) readonly buffer K4 { uvec4 k_vec[]; };  // the rows as vectors
-layout(std430, binding = 2) readonly buffer V4 { uvec4 v_vec[]; };
-layout(std430, binding = 1) readonly buffer K1 { uint k_word[]; };   // and as words
-layout(std430, binding = 2) readonly buffer V1 { uint v_word[]; };
-uvec4 load_vec(bool values, kv_row_t r, uint words, uint v) {
-    if (words % 4u == 0u) return values ? v_vec[r * (words / 4u) + v] : k_vec[r * (words / 4u) + v];
-    uvec4 x = uvec4(0);
-    [[unroll]] for (uint c = 0; c < 4; ++c)
-        if (4u * v + c < words) x[c] = values ? v_word[r * words + 4u * v + c] : k_word[r * words + 4u * v + c];
-    return x;
-}
+layout(std430, binding = 1) readonly buffer K8 { uvec4 k_vec[]; };  // [n_kv, rows, head_dim / 8]
+layout(std430, binding = 2) readonly buffer V8 { uvec4 v_vec[]; };
+#define K_VEC(r, i) k_vec[(r) * vecs + (i)]
+#define V_VEC(r, i) v_vec[(r) * vecs + (i)]
 #endif
-// A row's scale (1 for f16).
-float row_scale(bool values, kv_row_t r) {
-#ifdef KV_QUANTIZED
-    return values ? V_SCALE(r) : K_SCALE(r);
-#else
-    return 1.0;
-#endif
-}
-// Dims d .. d + 3 of a recent row's f16 copy (kv_recent.glsl), zero past the head.
-vec4 recent_quad(bool values, uint kvh, uint t, uint d) {
-    vec4 x = vec4(0.0);
-    if (d < p.head_dim)
-        [[unroll]] for (uint c = 0; c < 4; ++c) x[c] = values ? V_RECENT(kvh, t, d + c) : K_RECENT(kvh, t, d + c);
-    return x;
-}
-
-layout(constant_id = 0) const uint TEAM = 8;  // lanes per row: a power of two inside a subgroup
-// Vectors of a K row and of a V row per lane: ceil(row vectors / TEAM) (attention_split_shape).
-layout(constant_id = 1) const uint K_LANE_VECS = 1;
-layout(constant_id = 2) const uint V_LANE_VECS = 1;
+layout(constant_id = 0) const uint TEAM = 8;       // lanes per row: a power of two inside a subgroup
+layout(constant_id = 1) const uint LANE_VECS = 1;  // vectors of a row per lane: ceil(head_dim / 8 / TEAM)
 // Rows per team and round: K and V of 4 rows are 32 registers of loads in flight per lane. 2
 // rows ran as fast, 8 slower for the registers they hold (bench/NOTES.md).
 #define BATCH 4
 const uint TEAMS = AKUNU_ATTENTION_CHUNK / TEAM;
-shared float sums[AKUNU_ATTENTION_CHUNK * 8];  // the teams' V sums, 8 dims of every lane at a time
+shared float sums[AKUNU_ATTENTION_CHUNK * 8];  // the teams' V sums, one vector slot at a time
 // Each subgroup's maximum and its sum of exps relative to it: where the teams meet.
 shared float meet_m[AKUNU_MAX_SUBGROUPS], meet_l[AKUNU_MAX_SUBGROUPS];
 // q of the head, read by each lane straight from the buffer (through L1) as it scores: staging
@@ -151,78 +168,58 @@ shared float meet_m[AKUNU_MAX_SUBGROUPS], meet_l[AKUNU_MAX_SUBGROUPS];
 // measured slower behind long caches (bench/NOTES.md).
 layout(std430, binding = 0) readonly buffer Q4 { vec4 q4[]; };
 
+// A cache row's vector v (8 halves) dotted with q's, q starting at vec4 q0 of the buffer.
+float dot8(uvec4 k, uint q0, uint v) {
+    return dot(vec4(unpackHalf2x16(k.x), unpackHalf2x16(k.y)), q4[q0 + 2 * v]) +
+           dot(vec4(unpackHalf2x16(k.z), unpackHalf2x16(k.w)), q4[q0 + 2 * v + 1]);
+}
+
 void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
-    const uint tid = gl_LocalInvocationID.x, lane = tid % TEAM, team = tid / TEAM;
-    const uint q0 = q_at / 4, q_last = q0 + p.head_dim / 4 - 1;  // q_at is a multiple of 4 (kernels::attention_rows)
-    const uint k_row_words = row_words(K_FMT), v_row_words = row_words(V_FMT);
-    const uint k_vecs = row_vecs(K_FMT), v_vecs = row_vecs(V_FMT);
+    const uint tid = gl_LocalInvocationID.x, vecs = p.head_dim / 8;
+    const uint lane = tid % TEAM, team = tid / TEAM;
+    const uint q0 = q_at / 4;  // q_at is a multiple of 4 (kernels::attention_rows)
 
     float m = -1.0 / 0.0, l = 0.0;
-    vec4 acc[V_LANE_VECS * V_QUADS];  // quad j of the lane's i-th V vector at i * V_QUADS + j
-    [[unroll]] for (uint i = 0; i < V_LANE_VECS * V_QUADS; ++i) acc[i] = vec4(0.0);
+    vec4 acc[LANE_VECS][2];
+    [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) acc[i][0] = acc[i][1] = vec4(0.0);
     // A team stops at the first round past pos (early in a sequence most of the chunk lies there).
     for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK && begin + r0 <= pos; r0 += BATCH * TEAMS) {
-        uvec4 kx[BATCH][K_LANE_VECS], vx[BATCH][V_LANE_VECS];
-        float ks[BATCH], vs[BATCH];
-        bool live[BATCH];    // the row is in the chunk and cached (rows before `first` load but score -inf)
-        bool recent[BATCH];  // ... and read from its f16 copy instead (no loads here, scale 1)
+        uvec4 kx[BATCH][LANE_VECS], vx[BATCH][LANE_VECS];
+        bool live[BATCH];  // the row is in the chunk and cached (rows before `first` load but score -inf)
         [[unroll]] for (uint b = 0; b < BATCH; ++b) {
             const uint t = begin + r0 + b * TEAMS;
             live[b] = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t <= pos && t < p.max_len;
-            recent[b] = live[b] && KV_IS_RECENT(t, pos);
-            const bool stored = live[b] && !recent[b];
-            const kv_row_t row = KV_ROW(kvh, stored ? t : begin);
-            [[unroll]] for (uint i = 0; i < K_LANE_VECS; ++i) {
+            const kv_row_t row = KV_ROW(kvh, live[b] ? t : begin);
+            [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
                 const uint v = lane + i * TEAM;
-                kx[b][i] = stored && v < k_vecs ? load_vec(false, row, k_row_words, v) : uvec4(0);
+                kx[b][i] = live[b] && v < vecs ? K_VEC(row, v) : uvec4(0);
+                vx[b][i] = live[b] && v < vecs ? V_VEC(row, v) : uvec4(0);
             }
-            [[unroll]] for (uint i = 0; i < V_LANE_VECS; ++i) {
-                const uint v = lane + i * TEAM;
-                vx[b][i] = stored && v < v_vecs ? load_vec(true, row, v_row_words, v) : uvec4(0);
-            }
-            ks[b] = stored ? row_scale(false, row) : 1.0;
-            vs[b] = stored ? row_scale(true, row) : 1.0;
         }
         float s[BATCH];
         float mb = m;
         [[unroll]] for (uint b = 0; b < BATCH; ++b) {
-            const uint t = begin + r0 + b * TEAMS;
-            // Quad `quad` of the row pairs with q's; past the row K is zero and q's last stands in.
             float d = 0.0;
-            if (recent[b]) {  // one branch a row (false where there is no recent window)
-                [[unroll]] for (uint i = 0; i < K_LANE_VECS; ++i)
-                    [[unroll]] for (uint j = 0; j < K_QUADS; ++j) {
-                        const uint quad = (lane + i * TEAM) * K_QUADS + j;
-                        d += dot(recent_quad(false, kvh, t, 4 * quad), q4[min(q0 + quad, q_last)]);
-                    }
-            } else {
-                [[unroll]] for (uint i = 0; i < K_LANE_VECS; ++i)
-                    [[unroll]] for (uint j = 0; j < K_QUADS; ++j) {
-                        const uint quad = (lane + i * TEAM) * K_QUADS + j;
-                        d += dot(kv_quad(kx[b][i], j, K_FMT), q4[min(q0 + quad, q_last)]);
-                    }
-            }
+            [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) d += dot8(kx[b][i], q0, min(lane + i * TEAM, vecs - 1));  // past vecs: zero K
             for (uint w = TEAM / 2; w > 0; w /= 2) d += subgroupShuffleXor(d, w);
-            d *= ks[b] * p.scale;
+            d *= p.scale;
             if (p.softcap > 0.0) d = p.softcap * tanh(d / p.softcap);
-            s[b] = live[b] && t >= first ? d : -1.0 / 0.0;
+            s[b] = live[b] && begin + r0 + b * TEAMS >= first ? d : -1.0 / 0.0;
             mb = max(mb, s[b]);
         }
         if (mb == -1.0 / 0.0) continue;  // no attended row yet (uniform in the team)
         const float c = exp(m - mb);      // 0 while m is -inf
         l *= c;
-        [[unroll]] for (uint i = 0; i < V_LANE_VECS * V_QUADS; ++i) acc[i] *= c;
+        [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
+            acc[i][0] *= c;
+            acc[i][1] *= c;
+        }
         [[unroll]] for (uint b = 0; b < BATCH; ++b) {
-            const uint t = begin + r0 + b * TEAMS;
-            const float e = exp(s[b] - mb), w = e * vs[b];
+            const float e = exp(s[b] - mb);
             l += e;
-            if (recent[b]) {
-                [[unroll]] for (uint i = 0; i < V_LANE_VECS; ++i)
-                    [[unroll]] for (uint j = 0; j < V_QUADS; ++j)
-                        acc[i * V_QUADS + j] += w * recent_quad(true, kvh, t, 4 * ((lane + i * TEAM) * V_QUADS + j));
-            } else {
-                [[unroll]] for (uint i = 0; i < V_LANE_VECS; ++i)
-                    [[unroll]] for (uint j = 0; j < V_QUADS; ++j) acc[i * V_QUADS + j] += w * kv_quad(vx[b][i], j, V_FMT);
+            [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
+                acc[i][0] += e * vec4(unpackHalf2x16(vx[b][i].x), unpackHalf2x16(vx[b][i].y));
+                acc[i][1] += e * vec4(unpackHalf2x16(vx[b][i].z), unpackHalf2x16(vx[b][i].w));
             }
         }
         m = mb;
@@ -230,9 +227,9 @@ void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bo
 
     // The teams meet: the chunk's max M (every chunk in use holds an attended row), each team's
     // sums rescaled by exp(m - M) (0 for a team that attended nothing), and the V sums added
-    // through shared memory, 8 dims of every lane at a time. M and the sum of exps L come from
-    // one exchange of each subgroup's maximum and its sum relative to it (one barrier, not a
-    // maximum and then a sum).
+    // through shared memory, one vector slot of every lane at a time. M and the sum of exps L
+    // come from one exchange of each subgroup's maximum and its sum relative to it (one
+    // barrier, not a maximum and then a sum).
     const uint slot = (unit * p.n_chunks + chunk) * (p.head_dim + 2);
     const float ms = subgroupMax(m);
     const float ls = subgroupAdd(lane == 0 && m > -1.0 / 0.0 ? l * exp(m - ms) : 0.0);
@@ -243,10 +240,10 @@ void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bo
     for (uint g = 0; g < gl_NumSubgroups; ++g)
         if (meet_m[g] > -1.0 / 0.0) L += meet_l[g] * exp(meet_m[g] - M);
     const float f = exp(m - M);
-    [[unroll]] for (uint a = 0; a < V_LANE_VECS * V_QUADS; a += 2) {
+    [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
         [[unroll]] for (uint c = 0; c < 4; ++c) {
-            sums[tid * 8 + c] = acc[a][c] * f;
-            sums[tid * 8 + 4 + c] = acc[a + 1][c] * f;
+            sums[tid * 8 + c] = acc[i][0][c] * f;
+            sums[tid * 8 + 4 + c] = acc[i][1][c] * f;
         }
         barrier();
         // `parts` neighbouring invocations share a dim, each summing every parts-th team, and
@@ -257,8 +254,7 @@ void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bo
         if (dim_in < width)
             for (uint g = part; g < TEAMS; g += parts) total += sums[g * width + dim_in];
         for (uint w = parts / 2; w > 0; w /= 2) total += subgroupShuffleXor(total, w);
-        // dim_in's lane holds quads a and a + 1 of its vector a / V_QUADS.
-        const uint i = a / V_QUADS, dim = ((dim_in / 8) + i * TEAM) * KV_VEC_DIMS(V_FMT) + (a % V_QUADS) * 4 + dim_in % 8;
+        const uint dim = i * width + dim_in;
         if (part == 0 && dim_in < width && dim < p.head_dim) write_dim(slot, dim, total, L, alone);
         barrier();
     }
@@ -267,6 +263,7 @@ void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bo
         partial[slot + p.head_dim + 1] = L;
     }
 }
+#endif
 
 // out[h] = sum_c acc_c exp(m_c - M) / sum_c l_c exp(m_c - M) over chunks [c_begin, c_end), by
 // the whole workgroup, in windows of MERGE_WINDOW chunks: invocation i holds chunk i of a
@@ -361,7 +358,11 @@ void main() {
     const uint c_begin = first / AKUNU_ATTENTION_CHUNK, c_end = pos / AKUNU_ATTENTION_CHUNK + 1;
     if (chunk < c_begin || chunk >= c_end) return;  // uniform
     const bool alone = c_end - c_begin == 1;
+#ifndef KV_QUANTIZED
     attend_rows_vec4(kvh, chunk, begin, first, pos, alone);
+#else
+    attend_rows(kvh, chunk, begin, first, pos, alone);
+#endif
     if (alone) {
         signal_head_written();
         return;

@@ -17,42 +17,14 @@
 #ifndef AKUNU_KV_FORMAT_GLSL
 #define AKUNU_KV_FORMAT_GLSL
 
-#define KV_F16 0u
 #define KV_Q8 1u
 #define KV_INT4 2u
 #define KV_FP4 3u
-#define KV_BITS(f) ((f) == KV_F16 ? 16u : (f) == KV_Q8 ? 8u : 4u)
-#define KV_PER_WORD(f) (32u / KV_BITS(f))
-
-// A row read as 16-byte vectors: a vector holds KV_VEC_DIMS(f) values (8 halves, 16 q8 codes or
-// 32 4-bit codes), decoded four at a time. Quad j of vector w is values 4j .. 4j + 3 of it,
-// before the row scale (a half's own value for f16). j is a constant where it is called, so the
-// word it picks folds away.
-#define KV_VEC_DIMS(f) (128u / KV_BITS(f))
-#define KV_VEC_QUADS(f) (KV_VEC_DIMS(f) / 4u)
-// Codes are turned into floats without an integer-to-float conversion (a quarter-rate
-// instruction on NVIDIA GPUs, and 4-bit rows hold 32 codes per 16 bytes): the code plus its
-// offset, n, in the low bits of the float 2^23 is 2^23 + n exactly, and one subtraction leaves
-// the code.
-vec4 kv_quad(uvec4 w, uint j, uint f) {
-    if (f == KV_F16) return vec4(unpackHalf2x16(w[2u * j]), unpackHalf2x16(w[2u * j + 1u]));
-    if (f == KV_Q8) {  // bytes of word j; code + 128 is the byte with its top bit flipped
-        const uvec4 n = (uvec4(w[j] ^ 0x80808080u) >> uvec4(0, 8, 16, 24)) & 0xFFu;
-        return uintBitsToFloat(n | 0x4B000000u) - 8388736.0;
-    }
-    // Nibbles 4 (j % 2) .. 4 (j % 2) + 3 of word j / 2.
-    const uint word = w[j / 2u];
-    const uvec4 shifts = uvec4(0, 4, 8, 12) + 16u * (j % 2u);
-    if (f == KV_INT4) return uintBitsToFloat(((uvec4(word ^ 0x88888888u) >> shifts) & 0xFu) | 0x4B000000u) - 8388616.0;
-    // E2M1: |c| = 2e + m. e = 0: 0.5 m (0.5 is 0x3F000000); else (1 + m / 2) 2^(e - 1), the float
-    // of exponent field 126 + e and top mantissa bit m. Bit 3 is the sign.
-    const uvec4 c = (uvec4(word) >> shifts) & 0xFu, mag = c & 7u;
-    const uvec4 bits = mix(mag * 0x3F000000u, (mag << 22) + 0x3F000000u, greaterThan(mag, uvec4(1u)));
-    return uintBitsToFloat(bits | ((c & 8u) << 28));
-}
 
 #if defined(K_FORMAT) && defined(V_FORMAT)
 #define KV_QUANTIZED 1
+#define KV_BITS(f) ((f) == KV_Q8 ? 8u : 4u)
+#define KV_PER_WORD(f) (32u / KV_BITS(f))
 
 float kv_qmax(uint f) { return f == KV_Q8 ? 127.0 : f == KV_INT4 ? 7.0 : 6.0; }
 

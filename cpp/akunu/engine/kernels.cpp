@@ -115,17 +115,11 @@ uint32_t reduce_group(const DispatchSink& s) {
 
 namespace launch {
 
-AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim, KvDType dtype) {
-    // A side's row in 16-byte vectors, the last one partial where the row's words are not a
-    // multiple of 4 (attention_split.comp row_vecs).
-    const auto vecs = [&](bool values) {
-        return (head_dim * uint32_t(kv_value_bits(kv_side(dtype, values))) / 32 + 3) / 4;
-    };
-    const uint32_t k = vecs(false), v = vecs(true);
+AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim) {
     AttentionSplitShape a;
-    while (a.team * 2 <= std::min({std::max(k, v), d.subgroup_size, 32u})) a.team *= 2;
-    a.k_lane_vecs = (k + a.team - 1) / a.team;
-    a.v_lane_vecs = (v + a.team - 1) / a.team;
+    const uint32_t vecs = head_dim / 8;
+    while (a.team * 2 <= std::min({vecs, d.subgroup_size, 32u})) a.team *= 2;
+    a.lane_vecs = (vecs + a.team - 1) / a.team;
     return a;
 }
 
@@ -396,10 +390,10 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     bindings.push_back(out);  // binding 7
     bindings.push_back(handoff ? handoff->counters : out);  // binding 8 (out stands in: written anyway)
     bindings = with_recent(std::move(bindings), cache, "attention");
-    const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim, cache.dtype);
+    const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim);
     // Chunks along y: a step at position pos needs pos / CHUNK + 1 of them (attention_split.comp
     // counts its arrivals from pos, not from the grid), where the table follows the position.
-    emit(s, attention_variant("attention_split", cache), {a.team, a.k_lane_vecs, a.v_lane_vecs}, bindings, p,
+    emit(s, attention_variant("attention_split", cache), {a.team, a.lane_vecs}, bindings, p,
          {sh.n_heads, chunks, ChunkRows::Axis::kNone, 0, 0, AKUNU_ATTENTION_CHUNK});
 }
 
