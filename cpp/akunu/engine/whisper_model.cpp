@@ -10,6 +10,7 @@
 #include "akunu/core/error.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/engine/validate.h"
+#include "akunu/formats/tiles.h"
 #include "akunu/vulkan/device.h"
 #include "params.h"
 
@@ -144,6 +145,15 @@ void WhisperModel::upload(bool encoder, const ModelConfig& c, const WhisperOptio
         weight_bytes_ += it.bytes;
         if (options.progress) options.progress("weights", i + 1, items.size());
     }
+    const DeviceProfile& d = device_->profile();
+    if (encoder || !d.cpu_backend || !d.tuning.head_q8) return;
+    const nlohmann::json eos = config_json()["eos"];
+    for (const UploadItem& it : items)
+        if (it.role == TensorRole::kOutput && cpu::tile_layout(it.device_type) &&
+            type_traits(it.device_type).block_size == 1 && eos.is_number_unsigned()) {  // a float head in tiles
+            text_head_ = upload_q8_rows(device_, *it.tensor, eos.get<size_t>() / cpu::kTileRows * cpu::kTileRows);
+            weight_bytes_ += text_head_.buffer.size();
+        }
 }
 
 const Weight& WhisperModel::weight(bool encoder, TensorRole role, int layer) const {
