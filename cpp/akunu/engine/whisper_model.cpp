@@ -148,10 +148,11 @@ void WhisperModel::upload(bool encoder, const ModelConfig& c, const WhisperOptio
     const DeviceProfile& d = device_->profile();
     if (encoder || !d.cpu_backend || !d.tuning.head_q8) return;
     const nlohmann::json eos = config_json()["eos"];
-    for (const UploadItem& it : items)
+    for (const UploadItem& it : items)  // a float head in tiles
         if (it.role == TensorRole::kOutput && cpu::tile_layout(it.device_type) &&
-            type_traits(it.device_type).block_size == 1 && eos.is_number_unsigned()) {  // a float head in tiles
-            text_head_ = upload_q8_rows(device_, *it.tensor, eos.get<size_t>() / cpu::kTileRows * cpu::kTileRows);
+            type_traits(it.device_type).block_size == 1 && eos.is_number_integer() && eos.get<int64_t>() > 0) {
+            const size_t text = size_t(eos.get<int64_t>()) / cpu::kTileRows * cpu::kTileRows;  // whole tiles
+            text_head_ = upload_q8_rows(device_, *it.tensor, text);
             weight_bytes_ += text_head_.buffer.size();
         }
 }
