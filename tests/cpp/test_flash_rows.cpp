@@ -1,7 +1,9 @@
 // flash_rows.h's loops (flash attention's scores and value mixes, several query rows at once)
-// in both tiers against float64 loops over the same inputs. Odd sizes: 1 to 4 rows, key counts
-// that leave each remainder of the three-key block (1, 2, 5, 64), row lengths of 8, 24 and 264
-// (not multiples of the 16-element mix block), strides past the rows.
+// in both tiers and both forms (in cache, streamed) against float64 loops over the same inputs.
+// Odd sizes: 1 to 4 rows, key counts that leave each remainder of the three-key block (1, 2, 5,
+// 64) and one past the streamed forms' prefetch distance (41), row lengths of 8, 24 and 264
+// (not multiples of the 16-element mix block) and the AVX-512 streamed forms' 16, 48 and 64,
+// strides past the rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,27 +23,29 @@ std::vector<float> normal_values(size_t n, std::mt19937& rng) {
     return v;
 }
 
-bool has_avx2() { return cpu::cpu_isa() >= cpu::CpuIsa::kAvx2; }
-
-// f(isa, rows, n, d) over every case: both tiers (AVX2 where the CPU has it), 1 to
-// kFlashRowsAtOnce rows, 1, 2, 5 and 64 keys, rows of 8, 24 and 264 elements.
+// f(isa, streamed, rows, n, d) over every case: every tier the CPU has, both forms, 1 to
+// kFlashRowsAtOnce rows, 1, 2, 5, 41 and 64 keys (AVX-512's blocks of 16 keys: every tail),
+// rows of 8, 16, 24, 48, 64 and 264 elements (AVX-512's streamed forms take 16 to 64 in steps
+// of 16).
 template <class F>
 void each_case(F&& f) {
-    for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2}) {
-        if (isa == cpu::CpuIsa::kAvx2 && !has_avx2()) continue;
-        for (size_t rows = 1; rows <= cpu::kFlashRowsAtOnce; ++rows)
-            for (size_t n : {1, 2, 5, 64})
-                for (size_t d : {8, 24, 264}) f(isa, rows, n, d);
+    for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
+        if (isa > cpu::cpu_isa()) continue;
+        for (bool streamed : {false, true})
+            for (size_t rows = 1; rows <= cpu::kFlashRowsAtOnce; ++rows)
+                for (size_t n : {1, 2, 5, 41, 64})
+                    for (size_t d : {8, 16, 24, 48, 64, 264}) f(isa, streamed, rows, n, d);
     }
 }
 
 TEST(FlashRows, DotsMatchAFloat64Reference) {
     std::mt19937 rng{11};
-    each_case([&](cpu::CpuIsa isa, size_t rows, size_t n, size_t d) {
+    each_case([&](cpu::CpuIsa isa, bool streamed, size_t rows, size_t n, size_t d) {
         const size_t qs = d + 5, ks = d + 3, ss = n + 2;
         const auto q = normal_values(rows * qs, rng), k = normal_values(n * ks, rng);
         std::vector<float> s(rows * ss, -1.0f);
-        cpu::flash_rows_for(isa).dots(q.data(), qs, rows, k.data(), ks, d, n, s.data(), ss);
+        const cpu::FlashRows& fr = cpu::flash_rows_for(isa);
+        (streamed ? fr.dots_streamed : fr.dots)(q.data(), qs, rows, k.data(), ks, d, n, s.data(), ss);
         for (size_t r = 0; r < rows; ++r)
             for (size_t j = 0; j < n; ++j) {
                 double want = 0.0, size = 0.0;
@@ -50,19 +54,21 @@ TEST(FlashRows, DotsMatchAFloat64Reference) {
                     size += std::fabs(double(q[r * qs + i]) * k[j * ks + i]);
                 }
                 EXPECT_NEAR(s[r * ss + j], want, 1e-6 * size)
-                    << "isa " << int(isa) << " rows " << rows << " n " << n << " d " << d << " at " << r << ", " << j;
+                    << "isa " << int(isa) << " streamed " << streamed << " rows " << rows << " n " << n << " d " << d
+                    << " at " << r << ", " << j;
             }
     });
 }
 
 TEST(FlashRows, MixMatchesAFloat64Reference) {
     std::mt19937 rng{12};
-    each_case([&](cpu::CpuIsa isa, size_t rows, size_t n, size_t d) {
+    each_case([&](cpu::CpuIsa isa, bool streamed, size_t rows, size_t n, size_t d) {
         const size_t os = d + 7, ws = n + 1, vs = d + 3;
         const auto o0 = normal_values(rows * os, rng), w = normal_values(rows * ws, rng);
         const auto v = normal_values(n * vs, rng), keep = normal_values(rows, rng);
         std::vector<float> o = o0;
-        cpu::flash_rows_for(isa).mix(o.data(), os, keep.data(), w.data(), ws, rows, v.data(), vs, n, d);
+        const cpu::FlashRows& fr = cpu::flash_rows_for(isa);
+        (streamed ? fr.mix_streamed : fr.mix)(o.data(), os, keep.data(), w.data(), ws, rows, v.data(), vs, n, d);
         for (size_t r = 0; r < rows; ++r) {
             for (size_t i = 0; i < d; ++i) {
                 double want = double(o0[r * os + i]) * keep[r];
@@ -72,7 +78,8 @@ TEST(FlashRows, MixMatchesAFloat64Reference) {
                     size += std::fabs(double(w[r * ws + j]) * v[j * vs + i]);
                 }
                 EXPECT_NEAR(o[r * os + i], want, 1e-6 * size)
-                    << "isa " << int(isa) << " rows " << rows << " n " << n << " d " << d << " at " << r << ", " << i;
+                    << "isa " << int(isa) << " streamed " << streamed << " rows " << rows << " n " << n << " d " << d
+                    << " at " << r << ", " << i;
             }
             for (size_t i = d; i < os; ++i) EXPECT_EQ(o[r * os + i], o0[r * os + i]) << "past the row";
         }

@@ -217,6 +217,45 @@ def test_profiles_replay_the_last_calls_and_change_nothing(model, ref, audio, fi
         fresh.profile("mel")
 
 
+def q8_0(w: np.ndarray) -> np.ndarray:
+    """w [rows, k] rounded as Q8_0 blocks of 32 (ggml's quantize_row_q8_0): scale max|x| / 127
+    kept as f16, codes round(x / scale) with the float32 scale, read back as f16 scale * code."""
+    blocks = w.astype(np.float32).reshape(-1, 32)
+    d = np.abs(blocks).max(-1, keepdims=True) / np.float32(127)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d > 0)
+    return (np.rint(blocks * inv) * d.astype(np.float16).astype(np.float32)).reshape(w.shape)
+
+
+def test_q8_head_rounds_only_the_text_rows(model, ref, audio, fixture_dir, backend):
+    """tuning head_q8 (the CPU backend): the logits are the head, its text tokens' rows (ids
+    below <|endoftext|>, in whole tiles of 32) rounded as Q8_0, times the same final hidden state
+    x. The head has full column rank, so each row's x is the least-squares solution of the f16
+    head's logits; the rounded head (in NumPy) times it gives head_q8's logits within x's
+    rounding to 16 bits per block of 32 (half a step, max|x| / 32767, times the head's |weights|)
+    and float32 sums, while the head's rounding moves the text logits far more. The special and
+    timestamp tokens' logits stay as without head_q8."""
+    if backend != "cpu":
+        pytest.skip("head_q8 is the CPU backend's")
+    from safetensors.numpy import load_file
+    path = fixture_dir / "tiny-whisper-random" / "hf"
+    head = load_file(str(path / "model.safetensors"))["model.decoder.embed_tokens.weight"].astype(np.float64)
+    q8 = _akunu.WhisperModel.load(str(path), max_sequences=1, tuning={"head_q8": 1})
+    q8.encode(ref["jfk"]["mel"])
+    q8.set_audio(0, 0)
+    ids = ref["jfk"]["ids"]
+    got = q8.decode([0], [ids], all_logits=True)
+    base = model.decode([0], [ids], all_logits=True)
+    text = q8.config["eos"] // 32 * 32
+    x = np.linalg.lstsq(head, base.T.astype(np.float64), rcond=None)[0].T  # [rows, d_model]
+    rounded = np.concatenate([q8_0(head[:text]), head[text:]])
+    want = x @ rounded.T
+    half_step = np.repeat(np.abs(x).reshape(len(ids), -1, 32).max(-1) / 32767 / 2, 32, axis=-1)
+    bound = half_step @ np.abs(rounded).T + 1e-5 * np.abs(want).max()
+    assert (np.abs(got - want) <= bound).all()
+    assert np.abs(got - base)[:, :text].max() > 30 * bound.max()  # the text rows' rounding shows
+    np.testing.assert_allclose(got[:, text:], base[:, text:], **tolerance(model))
+
+
 def test_decode_allocates_nothing(model, ref, audio):
     model.decode([0], [ref["jfk"]["ids"][:2]])
     before = model.device_allocations

@@ -29,8 +29,16 @@ def poisoned(device, shape):
     return device.upload(np.full(shape, np.nan, np.float32))
 
 
-@pytest.mark.parametrize("n_heads, head_dim, rows, spans", [(1, 8, 3, [(0, 5), (2, 1), (4, 7)]),
-                                                            (3, 20, 4, [(0, 1), (7, 70), (1, 33), (70, 7)])])
+# Runs of consecutive rows on one span (beams of one window: the CPU backend's rows-at-once path
+# for runs shorter than 8, blocks for 8 or more), head_dim not a multiple of 8 (its per-row path).
+@pytest.mark.parametrize("n_heads, head_dim, rows, spans", [
+    (1, 8, 3, [(0, 5), (2, 1), (4, 7)]),
+    (3, 20, 4, [(0, 1), (7, 70), (1, 33), (70, 7)]),
+    (3, 24, 9, [(4, 131)] * 5 + [(0, 1)] + [(2, 40)] * 3),
+    (2, 64, 10, [(1, 1501)] * 7 + [(0, 3)] * 2 + [(5, 17)]),
+    (2, 40, 9, [(3, 50)] * 8 + [(3, 50)]),
+    (2, 20, 5, [(9, 61)] * 5),
+])
 def test_span_attention_over_kv_spans(dev, rng, n_heads, head_dim, rows, spans):
     width = n_heads * head_dim
     key_rows = max(s + n for s, n in spans)

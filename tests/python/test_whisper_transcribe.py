@@ -108,6 +108,19 @@ def test_short_clips_match_faster_whisper(tiny_en, refs, clip, which):
     check_segments(kind, w.transcribe(audio(clip), **KWARGS[which]), refs[clip][which])
 
 
+def test_q8_head_keeps_the_tokens(tiny_en_path, refs):
+    """tuning head_q8 (the CPU backend): the decoder reads the head's text rows from a Q8_0
+    copy (a Q8_0 GEMM in its table), and the short clips' greedy and beam-5 tokens, timestamps
+    included, stay faster-whisper's exactly."""
+    w = akunu.load(tiny_en_path, device="cpu", tuning="head_q8=1")
+    assert "gemm_q8_0_t32" in {r["kernel"] for r in w.engine.dispatch_table("decoder")}
+    for clip in ("jfk", "numbers"):
+        for which in ("fw_greedy", "fw_beam5"):
+            got = w.transcribe(audio(clip), **KWARGS[which])
+            want = refs[clip][which]["segments"]
+            assert [t for s in got.segments for t in s.tokens] == [t for s in want for t in s["tokens"]], (clip, which)
+
+
 def test_defaults_of_faster_whisper_with_fallback_and_conditioning(tiny_en, refs):
     kind, w = tiny_en
     check_segments(kind, w.transcribe(audio("science"), **KWARGS["fw_default"]), refs["science"]["fw_default"])

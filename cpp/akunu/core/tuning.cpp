@@ -69,6 +69,13 @@ const std::vector<Row>& rows() {
           "(twice the fp32 rate; f16 weights keep 8 of their 11 significant bits, so outputs move by a few parts in a "
           "thousand: Whisper's transcripts hold, the fp32 reference tolerances do not); 0: fp32 products."},
          &Tuning::bf16_gemm},
+        {{"head_q8", "bool",
+          "The CPU backend keeps a second copy of Whisper's output head (the tied token embedding) for the text "
+          "tokens' rows (ids below <|endoftext|>) in Q8_0 tiles, multiplied with x rounded to 16 bits: half the bytes "
+          "of a decoder step's largest product. Each weight moves by up to half a step of its block's 8-bit scale, so "
+          "the text logits move by about 1e-2; the special and timestamp tokens keep the head as stored; 0: the head "
+          "as stored for all."},
+         &Tuning::head_q8},
         {{"cpu_spin_us", "int",
           "The CPU backend's pool threads wait for the next job spinning this many microseconds before they sleep: "
           "long enough to span the gaps between a step's kernels, short enough that the time between steps or calls "

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "akunu/cpu/cpu_profile.h"
+#include "akunu/cpu/flash_rows.h"
 #include "akunu/cpu/gemm_bf16.h"
 #include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/row_dot.h"
@@ -43,7 +44,9 @@ void layernorm(const CpuArgs& a, size_t begin, size_t end) {
 // go head by head. Consecutive rows that share a span (an encoder window, a packed text) go in
 // blocks through the GEMM's register-blocked tile (row_dot.h gemm_tile): S = Q K^T over panels
 // of 64 keys, a softmax per row, O = P V. A row alone on its span (a decoder step) takes dot
-// products against the key rows as they lie.
+// products against the key rows as they lie; a short run of rows on one span (the beams of one
+// audio window in a decoder step) goes whole to the range that holds its first row, whose rows
+// then share each key and value row they read (flash_rows.h).
 
 constexpr size_t kSpanBlockRows = 24;  // query rows per block (a multiple of the tile's 6)
 constexpr size_t kMinBlockRows = 8;  // fewer rows on a span: the per-row path
@@ -168,6 +171,44 @@ void span_row(const SpanArgs& s, size_t row) {
     for (size_t d = 0; d < hd; ++d) o[d] *= inv_total;
 }
 
+// Rows [r0, r1) of one head on one span, up to kFlashRowsAtOnce at a time: the rows' scores and
+// value mixes read each key and value row once for them all (head_dim a multiple of 8). The
+// products are span_row's; AVX-512 adds each score's up in another order (flash_rows.h).
+template <bool kWeights>
+void span_rows(const SpanArgs& s, size_t r0, size_t r1) {
+    const auto& p = s.p;
+    const size_t hd = p.head_dim, len = s.len, m = r1 - r0;
+    const VecMath& vm = vec_math();
+    const FlashRows& fr = flash_rows();
+    thread_local std::vector<float> scores;
+    scores.resize(kMinBlockRows * AKUNU_ENCODER_MAX_KEYS);
+    float* sc = scores.data();  // [m][len]
+    const float* k = s.kv + s.start * p.kv_stride + p.k_offset + s.head * hd;
+    const float* v = s.kv + s.start * p.kv_stride + p.v_offset + s.head * hd;
+    float* out = s.out + r0 * p.out_stride + s.head * hd;
+    for (size_t i = 0; i < m; i += kFlashRowsAtOnce)
+        fr.dots_streamed(s.q + (r0 + i) * p.q_stride + s.head * hd, p.q_stride, std::min(kFlashRowsAtOnce, m - i), k,
+                         p.kv_stride, hd, len, sc + i * len, len);
+    float keep[kMinBlockRows], inv[kMinBlockRows];
+    for (size_t i = 0; i < m; ++i) {
+        float* si = sc + i * len;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (size_t j = 0; j < len; ++j) mx = std::max(mx, si[j] *= p.scale);
+        inv[i] = 1.0f / vm.exp_shifted(si, len, mx);
+        if constexpr (kWeights) {
+            float* w = s.weights + ((r0 + i) * p.n_heads + s.head) * p.weights_stride;
+            for (size_t j = 0; j < len; ++j) w[j] = si[j] * inv[i];
+        }
+        keep[i] = 1.0f;
+        std::fill(out + i * p.out_stride, out + i * p.out_stride + hd, 0.0f);
+    }
+    for (size_t i = 0; i < m; i += kFlashRowsAtOnce)
+        fr.mix_streamed(out + i * p.out_stride, p.out_stride, keep + i, sc + i * len, len,
+                        std::min(kFlashRowsAtOnce, m - i), v, p.kv_stride, len, hd);
+    for (size_t i = 0; i < m; ++i)
+        for (size_t d = 0; d < hd; ++d) out[i * p.out_stride + d] *= inv[i];
+}
+
 template <bool kWeights, bool kBf16 = false>
 void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<EncoderAttentionParams>();
@@ -181,8 +222,13 @@ void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
         const size_t hi = std::min(rows, end > head ? (end - head + heads - 1) / heads : 0);
         for (size_t row = lo; row < hi;) {
             const uint32_t start = seq[2 * row], span = seq[2 * row + 1];
-            size_t next = row + 1;  // the run of rows on this span
-            while (next < hi && seq[2 * next] == start && seq[2 * next + 1] == span) ++next;
+            auto on_span = [&](size_t r) { return seq[2 * r] == start && seq[2 * r + 1] == span; };
+            size_t next = row + 1;  // the run of rows on this span that this range holds
+            while (next < hi && on_span(next)) ++next;
+            // The whole run, as far as kMinBlockRows rows: every range finds the same one.
+            size_t first = row, last = next;
+            while (first > 0 && last - first < kMinBlockRows && on_span(first - 1)) --first;
+            while (last < rows && last - first < kMinBlockRows && on_span(last)) ++last;
             const SpanArgs s{p,
                              a.at<const float>(0),
                              a.at<const float>(1),
@@ -191,9 +237,14 @@ void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
                              head,
                              start,
                              std::min<size_t>(span, AKUNU_ENCODER_MAX_KEYS)};
-            if (next - row >= kMinBlockRows && p.head_dim <= kGemmTile && s.len > 0)
+            const bool short_run = last - first < kMinBlockRows;
+            if (short_run && first == row && last - first > 1 && p.head_dim % 8 == 0 && s.len > 0)
+                span_rows<kWeights>(s, first, last);
+            else if (short_run && first == row)
+                for (size_t r = first; r < last; ++r) span_row<kWeights>(s, r);
+            else if (!short_run && next - row >= kMinBlockRows && p.head_dim <= kGemmTile && s.len > 0)
                 span_block<kWeights, kBf16>(s, row, next);
-            else
+            else if (!short_run)
                 for (size_t r = row; r < next; ++r) span_row<kWeights>(s, r);
             row = next;
         }

@@ -3,12 +3,15 @@
 #include "akunu/engine/weights.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <thread>
 
 #include "akunu/formats/tiles.h"
 #include "akunu/vulkan/device.h"
 #include "akunu/core/error.h"
+#include "akunu/core/half.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/formats/mlx_weights.h"
 #include "akunu/engine/validate.h"
@@ -121,6 +124,37 @@ Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& fi
         dequantize(*item.tensor->type, item.tensor->data, f.data(), item.tensor->n_elements, item.tensor->name);
         w.buffer = Buffer::allocate(device, f.data(), item.bytes);
     }
+    return w;
+}
+
+Weight upload_q8_rows(const std::shared_ptr<Device>& device, const TensorInfo& tensor, size_t rows) {
+    constexpr size_t kBlock = 32, kBytes = 2 + kBlock;  // ggml's block_q8_0: f16 d, 32 codes
+    const TensorTypeTraits& t = *tensor.type;
+    const size_t k = size_t(tensor.shape[1]), row_bytes = k / t.block_size * t.block_bytes;
+    AKUNU_CHECK(tensor.shape.size() == 2 && rows <= tensor.shape[0] && k % kBlock == 0 && k % t.block_size == 0,
+                "tensor " + tensor.name + ": no Q8_0 copy of " + std::to_string(rows) + " rows");
+    std::vector<uint8_t> blocks(rows * k / kBlock * kBytes);
+    std::vector<float> x(k);
+    for (size_t r = 0; r < rows; ++r) {
+        dequantize(t, tensor.data + r * row_bytes, x.data(), k, tensor.name);
+        for (size_t b = 0; b < k / kBlock; ++b) {
+            const float* v = x.data() + b * kBlock;
+            float amax = 0.0f;
+            for (size_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(v[i]));
+            const float d = amax / 127.0f, inv = d > 0.0f ? 1.0f / d : 0.0f;
+            const uint16_t h = float_to_half(d);
+            uint8_t* block = blocks.data() + (r * k / kBlock + b) * kBytes;
+            std::memcpy(block, &h, 2);
+            for (size_t i = 0; i < kBlock; ++i) block[2 + i] = uint8_t(int8_t(std::nearbyint(v[i] * inv)));
+        }
+    }
+    const cpu::TileLayout& l = *cpu::tile_layout(TensorType::Q8_0_T32);
+    std::vector<uint8_t> tiles(cpu::tiled_bytes(l, rows, k));
+    cpu::pack_tiles(l, blocks.data(), rows, k, tiles.data());
+    Weight w;
+    w.type = l.tiled;
+    w.shape = {rows, k};
+    w.buffer = Buffer::allocate(device, tiles.data(), tiles.size());
     return w;
 }
 

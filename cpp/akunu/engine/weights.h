@@ -68,6 +68,10 @@ void check_weight_types(const std::vector<UploadItem>& items, const DeviceProfil
 // scales and biases from `files`, 1-D tensors as f32).
 Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item);
 
+// The first `rows` rows of a float matrix as Q8_0 tiles (ggml's quantize_row_q8_0 per block of
+// 32: scale max|x| / 127 as f16, codes round(x / scale)): a cheaper copy of part of a head.
+Weight upload_q8_rows(const std::shared_ptr<Device>& device, const TensorInfo& tensor, size_t rows);
+
 // Uploads the weights of a validated model (those of a part holding `layers`: part_uploads);
 // `progress(done, total)` is called per tensor. Tiles as the device's profile says
 // (plan_weight_uploads).

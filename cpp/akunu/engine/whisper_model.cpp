@@ -10,6 +10,7 @@
 #include "akunu/core/error.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/engine/validate.h"
+#include "akunu/formats/tiles.h"
 #include "akunu/vulkan/device.h"
 #include "params.h"
 
@@ -144,6 +145,16 @@ void WhisperModel::upload(bool encoder, const ModelConfig& c, const WhisperOptio
         weight_bytes_ += it.bytes;
         if (options.progress) options.progress("weights", i + 1, items.size());
     }
+    const DeviceProfile& d = device_->profile();
+    if (encoder || !d.cpu_backend || !d.tuning.head_q8) return;
+    const nlohmann::json eos = config_json()["eos"];
+    for (const UploadItem& it : items)  // a float head in tiles
+        if (it.role == TensorRole::kOutput && cpu::tile_layout(it.device_type) &&
+            type_traits(it.device_type).block_size == 1 && eos.is_number_integer() && eos.get<int64_t>() > 0) {
+            const size_t text = size_t(eos.get<int64_t>()) / cpu::kTileRows * cpu::kTileRows;  // whole tiles
+            text_head_ = upload_q8_rows(device_, *it.tensor, text);
+            weight_bytes_ += text_head_.buffer.size();
+        }
 }
 
 const Weight& WhisperModel::weight(bool encoder, TensorRole role, int layer) const {

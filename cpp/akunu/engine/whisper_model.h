@@ -141,6 +141,10 @@ private:
     std::shared_ptr<ModelFiles> files_;
     ModelConfig config_, enc_config_;
     std::map<std::pair<TensorRole, int>, Weight> dec_w_, enc_w_;  // (role, layer; -1: stack-level)
+    // Tuning head_q8 (CPU backend): the head's rows of the text tokens (ids below <|endoftext|>,
+    // in whole tiles) as Q8_0 tiles; the logits of the special and timestamp tokens, which the
+    // rules and the timestamps compare among themselves, keep the head as stored.
+    Weight text_head_;
     size_t weight_bytes_ = 0;
     int slots_ = 0;  // sequence slots and encoder windows
     int rows_ = 0;  // decoder rows per submission

@@ -6,6 +6,7 @@
 #include "akunu/core/error.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/engine/whisper_model.h"
+#include "akunu/formats/tiles.h"
 #include "params.h"
 
 namespace akunu {
@@ -172,8 +173,12 @@ std::unique_ptr<DispatchTable> WhisperModel::build_decoder_table(size_t rows) {
     kernels::copy_rows(t, xd_, head_rows_, xh_, index_, head_step_, {uint32_t(rows), d32, d32, d32}, rows, rows);
     const auto head = dec_w_.find({R::kOutput, -1});
     const Weight& out = head != dec_w_.end() ? head->second : tok;
-    kernels::gemm(t, out.buffer, out.type, xh_, logits_, {rows, size_t(c.vocab_size), d, d, size_t(c.vocab_size)},
-                  head_step_);
+    const size_t vocab = size_t(c.vocab_size), text = text_head_ ? size_t(text_head_.shape[0]) : 0;
+    if (text > 0)  // the text tokens' logits through the Q8_0 copy (text_head_), the rest as stored
+        kernels::gemm(t, text_head_.buffer, text_head_.type, xh_, logits_, {rows, text, d, d, vocab}, head_step_);
+    const size_t skipped = text > 0 ? text / cpu::kTileRows * cpu::tile_bytes(*cpu::tile_layout(out.type), d) : 0;
+    kernels::gemm(t, Binding(out.buffer, skipped), out.type, xh_, Binding(logits_, text * 4),
+                  {rows, vocab - text, d, d, vocab}, head_step_);
     t.set_chunk_rows(0);
     return table;
 }
