@@ -423,7 +423,8 @@ def main(argv=None) -> int:
         current = OUT.read_text(encoding="utf-8") if OUT.exists() else ""
         if current == text:
             return 0
-        diff = difflib.unified_diff(current.splitlines(), text.splitlines(), "docs/api.md", "generated", lineterm="", n=1)
+        diff = difflib.unified_diff(current.splitlines(), text.splitlines(), "docs/api.md", "generated",
+                                    lineterm="", n=1)
         print("\n".join(list(diff)[:60]))
         print("docs/api.md is out of date: run python scripts/api_docs.py", file=sys.stderr)
         return 1

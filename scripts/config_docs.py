@@ -23,7 +23,8 @@ from akunu import _akunu  # noqa: E402
 # Variables read outside the engine: by the Python package and by the scripts.
 PYTHON_VARIABLES = [
     ("AKUNU_CACHE", "Where `akunu.models.fetch` keeps models downloaded from PyPI (default `~/.cache/akunu`)."),
-    ("AKUNU_API_KEY", "The key `akunu serve` requires as `Authorization: Bearer KEY` when `--api-key` is not given (docs/server.md)."),
+    ("AKUNU_API_KEY", "The key `akunu serve` requires as `Authorization: Bearer KEY` when `--api-key` is not given "
+                      "(docs/server.md)."),
 ]
 
 
