@@ -361,7 +361,10 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
 }
 
 // attention_rows: workgroup (row, query head) of a batched step, row-major; the row attends its
-// own sequence's keys up to its position with an online softmax (attention_rows.comp).
+// own sequence's keys up to its position with an online softmax (attention_rows.comp), a block
+// of kRowKeys keys at a time: the block's scores, then their exponentials in one vectorized pass
+// and one rescale of the running sums a block, not a libm exp pair per key.
+constexpr size_t kRowKeys = 64;
 void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
     const auto& fp = a.p<FlashAttentionParams>();
     const AttentionParams& p = fp.a;
@@ -373,7 +376,9 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
     const RecentRows window = recent_rows(a, p, 5, 0);
     const BatchRow* batch_rows = reinterpret_cast<const BatchRow*>(&step + 1);
     const HalfRowFn to_float = half_row();
+    const VecMath& vm = vec_math();
     float k_row[AKUNU_FLASH_MAX_HEAD_DIM], v_row[AKUNU_FLASH_MAX_HEAD_DIM], o[AKUNU_FLASH_MAX_HEAD_DIM];
+    float s[kRowKeys];  // a block's scores, then their weights
     for (size_t g = begin; g < end; ++g) {
         const size_t row = g / p.n_heads, h = g % p.n_heads;
         if (row >= n) break;
@@ -386,25 +391,39 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
         const float* qh = q + row * fp.q_stride + h * hd;
         std::fill(o, o + hd, 0.0f);
         float m = kNegInf, l = 0.0f;
-        for (size_t t = first; t <= pos; ++t) {
-            const bool recent = W.holds(t, pos);
-            const KvRowMap::Row kr = ks.at(kvh, t), vr = vs.at(kvh, t);
-            if (recent)
-                W.row(false, kvh, t, k_row);
-            else
-                K.values(kr, k_row, to_float);
-            float d = 0.0f;
-            for (size_t i = 0; i < hd; ++i) d += qh[i] * k_row[i];
-            d *= (recent ? 1.0f : K.scale(kr)) * p.scale;
-            if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
-            const float m_new = std::max(m, d), correction = std::exp(m - m_new), w = std::exp(d - m_new);
-            if (recent)
-                W.row(true, kvh, t, v_row);
-            else
-                V.values(vr, v_row, to_float);
-            const float wv = w * (recent ? 1.0f : V.scale(vr));
-            for (size_t i = 0; i < hd; ++i) o[i] = o[i] * correction + wv * v_row[i];
-            l = l * correction + w;
+        for (size_t t0 = first; t0 <= pos; t0 += kRowKeys) {
+            const size_t keys = std::min(kRowKeys, pos + 1 - t0);
+            float block_max = kNegInf;
+            for (size_t j = 0; j < keys; ++j) {
+                const size_t t = t0 + j;
+                const bool recent = W.holds(t, pos);
+                const KvRowMap::Row kr = ks.at(kvh, t);
+                if (recent)
+                    W.row(false, kvh, t, k_row);
+                else
+                    K.values(kr, k_row, to_float);
+                float d = 0.0f;
+                for (size_t i = 0; i < hd; ++i) d += qh[i] * k_row[i];
+                d *= (recent ? 1.0f : K.scale(kr)) * p.scale;
+                if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
+                s[j] = d;
+                block_max = std::max(block_max, d);
+            }
+            const float m_new = std::max(m, block_max), correction = std::exp(m - m_new);
+            const float block_sum = vm.exp_shifted(s, keys, m_new);
+            for (size_t i = 0; i < hd; ++i) o[i] *= correction;
+            for (size_t j = 0; j < keys; ++j) {
+                const size_t t = t0 + j;
+                const bool recent = W.holds(t, pos);
+                const KvRowMap::Row vr = vs.at(kvh, t);
+                if (recent)
+                    W.row(true, kvh, t, v_row);
+                else
+                    V.values(vr, v_row, to_float);
+                const float wv = s[j] * (recent ? 1.0f : V.scale(vr));
+                for (size_t i = 0; i < hd; ++i) o[i] += wv * v_row[i];
+            }
+            l = l * correction + block_sum;
             m = m_new;
         }
         float* out = out_data + row * fp.out_stride + h * hd;
