@@ -389,22 +389,25 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
         const RecentRows W = window.for_row(br.seq, row - (pos - br.first), br.first);
         const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
         const float* qh = q + row * fp.q_stride + h * hd;
+        // Key or value t of the row's KV head into `out` (its f16 copy inside a recent window),
+        // returning its row scale (1 for a copy).
+        const auto load = [&](bool values, size_t t, float* out) -> float {
+            if (W.holds(t, pos)) return W.row(values, kvh, t, out), 1.0f;
+            const KvSide& side = values ? V : K;
+            const KvRowMap::Row r = (values ? vs : ks).at(kvh, t);
+            side.values(r, out, to_float);
+            return side.scale(r);
+        };
         std::fill(o, o + hd, 0.0f);
         float m = kNegInf, l = 0.0f;
         for (size_t t0 = first; t0 <= pos; t0 += kRowKeys) {
             const size_t keys = std::min(kRowKeys, pos + 1 - t0);
             float block_max = kNegInf;
             for (size_t j = 0; j < keys; ++j) {
-                const size_t t = t0 + j;
-                const bool recent = W.holds(t, pos);
-                const KvRowMap::Row kr = ks.at(kvh, t);
-                if (recent)
-                    W.row(false, kvh, t, k_row);
-                else
-                    K.values(kr, k_row, to_float);
+                const float scale = load(false, t0 + j, k_row);
                 float d = 0.0f;
                 for (size_t i = 0; i < hd; ++i) d += qh[i] * k_row[i];
-                d *= (recent ? 1.0f : K.scale(kr)) * p.scale;
+                d *= scale * p.scale;
                 if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
                 s[j] = d;
                 block_max = std::max(block_max, d);
@@ -413,14 +416,7 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
             const float block_sum = vm.exp_shifted(s, keys, m_new);
             for (size_t i = 0; i < hd; ++i) o[i] *= correction;
             for (size_t j = 0; j < keys; ++j) {
-                const size_t t = t0 + j;
-                const bool recent = W.holds(t, pos);
-                const KvRowMap::Row vr = vs.at(kvh, t);
-                if (recent)
-                    W.row(true, kvh, t, v_row);
-                else
-                    V.values(vr, v_row, to_float);
-                const float wv = s[j] * (recent ? 1.0f : V.scale(vr));
+                const float wv = s[j] * load(true, t0 + j, v_row);
                 for (size_t i = 0; i < hd; ++i) o[i] += wv * v_row[i];
             }
             l = l * correction + block_sum;
