@@ -194,6 +194,28 @@ void for_row_blocks(const KvSide& S, const RecentRows& W, bool values, size_t kv
     }
 }
 
+// s[0 : hi - lo] = the scaled (and soft-capped) scores of q against keys [lo, hi) of KV head kvh.
+void chunk_scores(const VecMath& vm, const AttentionParams& p, const KvSide& K, const RecentRows& W, size_t kvh,
+                  size_t lo, size_t hi, size_t pos, HalfRowFn to_float, const float* q, float* s) {
+    for_row_blocks(K, W, false, kvh, lo, hi, pos, to_float, [&](size_t at, size_t n, const float* k, const float* sc) {
+        vm.dots(q, k, p.head_dim, p.head_dim, n, s + at);
+        for (size_t j = 0; j < n; ++j) {
+            float d = s[at + j] * sc[j] * p.scale;
+            if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
+            s[at + j] = d;
+        }
+    });
+}
+
+// acc += sum_t w[t - lo] v_t over values [lo, hi) of KV head kvh (w scaled by each row's scale in place).
+void chunk_mix(const VecMath& vm, const KvSide& V, const RecentRows& W, size_t kvh, size_t lo, size_t hi, size_t pos,
+               HalfRowFn to_float, float* w, float* acc) {
+    for_row_blocks(V, W, true, kvh, lo, hi, pos, to_float, [&](size_t at, size_t n, const float* v, const float* sc) {
+        for (size_t j = 0; j < n; ++j) w[at + j] *= sc[j];
+        vm.mix(acc, 1.0f, w + at, v, V.head_dim, n, V.head_dim);
+    });
+}
+
 // attention_split: workgroup (query head, chunk of AKUNU_ATTENTION_CHUNK cache rows) writes the
 // partial [head_dim values | max | sum of exps]; the last of a head's chunks to finish (an
 // atomic counter per head after the partials) merges them into out, and a head whose rows fit
@@ -223,23 +245,11 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
         if (chunk < c_begin || chunk >= c_end) continue;
         const size_t lo = std::max(first, cb), hi = std::min({pos + 1, cb + AKUNU_ATTENTION_CHUNK, size_t(p.max_len)});
         const float* qh = q + h * hd;
-        for_row_blocks(K, W, false, kvh, lo, hi, pos, to_float,
-                       [&](size_t at, size_t n, const float* k, const float* sc) {
-                           vm.dots(qh, k, hd, hd, n, s + at);
-                           for (size_t j = 0; j < n; ++j) {
-                               float d = s[at + j] * sc[j] * p.scale;
-                               if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
-                               s[at + j] = d;
-                           }
-                       });
+        chunk_scores(vm, p, K, W, kvh, lo, hi, pos, to_float, qh, s);
         const float m = hi > lo ? *std::max_element(s, s + (hi - lo)) : kNegInf;
         const float l = hi > lo ? vm.exp_shifted(s, hi - lo, m) : 0.0f;
         std::fill(acc, acc + hd, 0.0f);
-        for_row_blocks(V, W, true, kvh, lo, hi, pos, to_float,
-                       [&](size_t at, size_t n, const float* v, const float* sc) {
-                           for (size_t j = 0; j < n; ++j) s[at + j] *= sc[j];
-                           vm.mix(acc, 1.0f, s + at, v, hd, n, hd);
-                       });
+        chunk_mix(vm, V, W, kvh, lo, hi, pos, to_float, s, acc);
         if (alone) {
             for (uint32_t i = 0; i < hd; ++i) out[h * hd + i] = acc[i] / l;
             continue;
@@ -361,10 +371,10 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
 }
 
 // attention_rows: workgroup (row, query head) of a batched step, row-major; the row attends its
-// own sequence's keys up to its position with an online softmax (attention_rows.comp), a block
-// of kRowKeys keys at a time: the block's scores, then their exponentials in one vectorized pass
-// and one rescale of the running sums a block, not a libm exp pair per key.
-constexpr size_t kRowKeys = 64;
+// own sequence's keys up to its position with an online softmax (attention_rows.comp), a chunk
+// of AKUNU_ATTENTION_CHUNK keys at a time as attention_split takes one: the chunk's scores
+// through vec_math's dots over sub-blocks of decoded rows, their exponentials in one vectorized
+// pass, then the values mixed in, and one rescale of the running sums a chunk.
 void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
     const auto& fp = a.p<FlashAttentionParams>();
     const AttentionParams& p = fp.a;
@@ -377,49 +387,29 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
     const BatchRow* batch_rows = reinterpret_cast<const BatchRow*>(&step + 1);
     const HalfRowFn to_float = half_row();
     const VecMath& vm = vec_math();
-    float k_row[AKUNU_FLASH_MAX_HEAD_DIM], v_row[AKUNU_FLASH_MAX_HEAD_DIM], o[AKUNU_FLASH_MAX_HEAD_DIM];
-    float s[kRowKeys];  // a block's scores, then their weights
+    float s[AKUNU_ATTENTION_CHUNK], o[AKUNU_FLASH_MAX_HEAD_DIM];
     for (size_t g = begin; g < end; ++g) {
         const size_t row = g / p.n_heads, h = g % p.n_heads;
         if (row >= n) break;
         const RowPlace place = row_place(a.variant, step, row, p.max_len);
-        const KvRowMap ks = K.rows.from_block(place.first_block), vs = V.rows.from_block(place.first_block);
+        // The row's own sequence's blocks.
+        const KvSide Ks{K.rows.from_block(place.first_block), K.format, K.head_dim};
+        const KvSide Vs{V.rows.from_block(place.first_block), V.format, V.head_dim};
         const size_t kvh = h / (p.n_heads / p.n_kv_heads), pos = place.pos;
         const BatchRow& br = batch_rows[row];
         const RecentRows W = window.for_row(br.seq, row - (pos - br.first), br.first);
         const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
         const float* qh = q + row * fp.q_stride + h * hd;
-        // Key or value t of the row's KV head into `out` (its f16 copy inside a recent window),
-        // returning its row scale (1 for a copy).
-        const auto load = [&](bool values, size_t t, float* out) -> float {
-            if (W.holds(t, pos)) return W.row(values, kvh, t, out), 1.0f;
-            const KvSide& side = values ? V : K;
-            const KvRowMap::Row r = (values ? vs : ks).at(kvh, t);
-            side.values(r, out, to_float);
-            return side.scale(r);
-        };
         std::fill(o, o + hd, 0.0f);
         float m = kNegInf, l = 0.0f;
-        for (size_t t0 = first; t0 <= pos; t0 += kRowKeys) {
-            const size_t keys = std::min(kRowKeys, pos + 1 - t0);
-            float block_max = kNegInf;
-            for (size_t j = 0; j < keys; ++j) {
-                const float scale = load(false, t0 + j, k_row);
-                float d = 0.0f;
-                for (size_t i = 0; i < hd; ++i) d += qh[i] * k_row[i];
-                d *= scale * p.scale;
-                if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
-                s[j] = d;
-                block_max = std::max(block_max, d);
-            }
-            const float m_new = std::max(m, block_max), correction = std::exp(m - m_new);
-            const float block_sum = vm.exp_shifted(s, keys, m_new);
+        for (size_t lo = first; lo <= pos; lo += AKUNU_ATTENTION_CHUNK) {
+            const size_t hi = std::min(pos + 1, lo + AKUNU_ATTENTION_CHUNK);
+            chunk_scores(vm, p, Ks, W, kvh, lo, hi, pos, to_float, qh, s);
+            const float m_new = std::max(m, *std::max_element(s, s + (hi - lo)));
+            const float correction = std::exp(m - m_new), chunk_sum = vm.exp_shifted(s, hi - lo, m_new);
             for (size_t i = 0; i < hd; ++i) o[i] *= correction;
-            for (size_t j = 0; j < keys; ++j) {
-                const float wv = s[j] * load(true, t0 + j, v_row);
-                for (size_t i = 0; i < hd; ++i) o[i] += wv * v_row[i];
-            }
-            l = l * correction + block_sum;
+            chunk_mix(vm, Vs, W, kvh, lo, hi, pos, to_float, s, o);
+            l = l * correction + chunk_sum;
             m = m_new;
         }
         float* out = out_data + row * fp.out_stride + h * hd;
