@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "akunu/cpu/cpu_profile.h"
@@ -27,6 +28,24 @@ std::vector<float> normal_values(size_t n, std::mt19937& rng) {
 // kFlashRowsAtOnce rows, 1, 2, 5, 41 and 64 keys (AVX-512's blocks of 16 keys: every tail),
 // rows of 8, 16, 24, 48, 64 and 264 elements (AVX-512's streamed forms take 16 to 64 in steps
 // of 16).
+// `got` against start + sum_i term(i) for i < count in float64, within 1e-6 of the sum of the
+// magnitudes (float32 products and sums in another order).
+template <class Term>
+void expect_sum(float got, double start, size_t count, Term term, const std::string& where) {
+    double want = start, size = std::fabs(start);
+    for (size_t i = 0; i < count; ++i) {
+        want += term(i);
+        size += std::fabs(term(i));
+    }
+    EXPECT_NEAR(got, want, 1e-6 * size) << where;
+}
+
+std::string where(cpu::CpuIsa isa, bool streamed, size_t rows, size_t n, size_t d, size_t r, size_t at) {
+    return "isa " + std::to_string(int(isa)) + " streamed " + std::to_string(streamed) + " rows " +
+           std::to_string(rows) + " n " + std::to_string(n) + " d " + std::to_string(d) + " at " + std::to_string(r) +
+           ", " + std::to_string(at);
+}
+
 template <class F>
 void each_case(F&& f) {
     for (cpu::CpuIsa isa : {cpu::CpuIsa::kScalar, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kAvx512}) {
@@ -47,16 +66,10 @@ TEST(FlashRows, DotsMatchAFloat64Reference) {
         const cpu::FlashRows& fr = cpu::flash_rows_for(isa);
         (streamed ? fr.dots_streamed : fr.dots)(q.data(), qs, rows, k.data(), ks, d, n, s.data(), ss);
         for (size_t r = 0; r < rows; ++r)
-            for (size_t j = 0; j < n; ++j) {
-                double want = 0.0, size = 0.0;
-                for (size_t i = 0; i < d; ++i) {
-                    want += double(q[r * qs + i]) * k[j * ks + i];
-                    size += std::fabs(double(q[r * qs + i]) * k[j * ks + i]);
-                }
-                EXPECT_NEAR(s[r * ss + j], want, 1e-6 * size)
-                    << "isa " << int(isa) << " streamed " << streamed << " rows " << rows << " n " << n << " d " << d
-                    << " at " << r << ", " << j;
-            }
+            for (size_t j = 0; j < n; ++j)
+                expect_sum(
+                    s[r * ss + j], 0.0, d, [&](size_t i) { return double(q[r * qs + i]) * k[j * ks + i]; },
+                    where(isa, streamed, rows, n, d, r, j));
     });
 }
 
@@ -70,17 +83,11 @@ TEST(FlashRows, MixMatchesAFloat64Reference) {
         const cpu::FlashRows& fr = cpu::flash_rows_for(isa);
         (streamed ? fr.mix_streamed : fr.mix)(o.data(), os, keep.data(), w.data(), ws, rows, v.data(), vs, n, d);
         for (size_t r = 0; r < rows; ++r) {
-            for (size_t i = 0; i < d; ++i) {
-                double want = double(o0[r * os + i]) * keep[r];
-                double size = std::fabs(want);
-                for (size_t j = 0; j < n; ++j) {
-                    want += double(w[r * ws + j]) * v[j * vs + i];
-                    size += std::fabs(double(w[r * ws + j]) * v[j * vs + i]);
-                }
-                EXPECT_NEAR(o[r * os + i], want, 1e-6 * size)
-                    << "isa " << int(isa) << " streamed " << streamed << " rows " << rows << " n " << n << " d " << d
-                    << " at " << r << ", " << i;
-            }
+            for (size_t i = 0; i < d; ++i)
+                expect_sum(
+                    o[r * os + i], double(o0[r * os + i]) * keep[r], n,
+                    [&](size_t j) { return double(w[r * ws + j]) * v[j * vs + i]; },
+                    where(isa, streamed, rows, n, d, r, i));
             for (size_t i = d; i < os; ++i) EXPECT_EQ(o[r * os + i], o0[r * os + i]) << "past the row";
         }
     });

@@ -21,14 +21,13 @@ AKUNU_INLINE V8 load8(const float* p) {
 AKUNU_INLINE void store8(float* p, V8 v) { std::memcpy(p, &v, sizeof v); }
 AKUNU_INLINE float sum8(V8 v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
 
-// The streamed forms ask for the rows kAhead past the block's while they read it (rows of a
+// The streamed forms ask for the rows kFlashStreamAhead past the block's while they read it (rows of a
 // wider K or V row in memory, which the hardware's stride detection follows poorly, as
 // vec_math's dots and mix do). Prefetches change no result.
-constexpr size_t kAhead = 16;
 template <bool Stream>
 AKUNU_INLINE void prefetch(const float* x, size_t stride, size_t j, size_t rows, size_t n, size_t d) {
     if constexpr (Stream)
-        for (size_t r = j + kAhead; r < j + kAhead + rows && r < n; ++r)
+        for (size_t r = j + kFlashStreamAhead; r < j + kFlashStreamAhead + rows && r < n; ++r)
             for (size_t i = 0; i < d; i += 16) __builtin_prefetch(x + r * stride + i);
 }
 

@@ -12,6 +12,8 @@
 namespace akunu::cpu {
 
 constexpr size_t kFlashRowsAtOnce = 4;  // query rows per call, at most
+// The streamed forms prefetch the key and value rows this many rows past the ones they read.
+constexpr size_t kFlashStreamAhead = 16;
 
 struct FlashRows {
     // s[r * s_stride + j] = sum_i q[r * q_stride + i] * k[j * k_stride + i], for r < rows,

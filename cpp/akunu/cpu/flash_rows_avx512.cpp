@@ -18,7 +18,6 @@ namespace akunu::cpu {
 namespace {
 
 constexpr size_t kKeys = 16;  // keys per block of scores: one result register
-constexpr size_t kAhead = 16;  // rows prefetched ahead of the block (flash_rows.cpp)
 
 // Lane i of the result: the sum of the 16 lanes of v[i].
 __m512 lane_sums(const __m512 (&v)[kKeys]) {
@@ -49,7 +48,7 @@ template <int C>
 void dots_c(const float* q, size_t qs, size_t rows, const float* k, size_t ks, size_t n, float* s, size_t ss) {
     for (size_t j0 = 0; j0 < n; j0 += kKeys) {
         const size_t nb = std::min(kKeys, n - j0);
-        prefetch_rows(k, ks, j0 + kAhead, std::min(n, j0 + kAhead + kKeys), C);
+        prefetch_rows(k, ks, j0 + kFlashStreamAhead, std::min(n, j0 + kFlashStreamAhead + kKeys), C);
         for (size_t r = 0; r < rows; ++r) {
             __m512 qv[C];
             for (int c = 0; c < C; ++c) qv[c] = _mm512_loadu_ps(q + r * qs + 16 * c);
@@ -76,7 +75,7 @@ void mix_rows(float* o, size_t os, const float* keep, const float* w, size_t ws,
         for (int c = 0; c < C; ++c)
             acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * os + 16 * c), _mm512_set1_ps(keep[r]));
     for (size_t j = 0; j < n; ++j) {
-        if (j + kAhead < n) prefetch_rows(v, vs, j + kAhead, j + kAhead + 1, C);
+        if (j + kFlashStreamAhead < n) prefetch_rows(v, vs, j + kFlashStreamAhead, j + kFlashStreamAhead + 1, C);
         __m512 vv[C];
         for (int c = 0; c < C; ++c) vv[c] = _mm512_loadu_ps(v + j * vs + 16 * c);
         for (int r = 0; r < R; ++r) {

@@ -3,11 +3,11 @@
 #include "akunu/engine/weights.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <functional>
 #include <thread>
 
+#include "akunu/cpu/tile_dot.h"
 #include "akunu/formats/tiles.h"
 #include "akunu/vulkan/device.h"
 #include "akunu/core/error.h"
@@ -134,18 +134,17 @@ Weight upload_q8_rows(const std::shared_ptr<Device>& device, const TensorInfo& t
     AKUNU_CHECK(tensor.shape.size() == 2 && rows <= tensor.shape[0] && k % kBlock == 0 && k % t.block_size == 0,
                 "tensor " + tensor.name + ": no Q8_0 copy of " + std::to_string(rows) + " rows");
     std::vector<uint8_t> blocks(rows * k / kBlock * kBytes);
-    std::vector<float> x(k);
+    std::vector<float> x(k), d(k / kBlock);
+    std::vector<int8_t> q(k);
+    std::vector<int32_t> sums(k / kBlock);
     for (size_t r = 0; r < rows; ++r) {
         dequantize(t, tensor.data + r * row_bytes, x.data(), k, tensor.name);
+        cpu::quantize_x(x.data(), k, q.data(), d.data(), sums.data());  // the CPU GEMV's 8-bit rounding of x
         for (size_t b = 0; b < k / kBlock; ++b) {
-            const float* v = x.data() + b * kBlock;
-            float amax = 0.0f;
-            for (size_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(v[i]));
-            const float d = amax / 127.0f, inv = d > 0.0f ? 1.0f / d : 0.0f;
-            const uint16_t h = float_to_half(d);
+            const uint16_t h = float_to_half(d[b]);
             uint8_t* block = blocks.data() + (r * k / kBlock + b) * kBytes;
             std::memcpy(block, &h, 2);
-            for (size_t i = 0; i < kBlock; ++i) block[2 + i] = uint8_t(int8_t(std::nearbyint(v[i] * inv)));
+            std::memcpy(block + 2, q.data() + b * kBlock, kBlock);
         }
     }
     const cpu::TileLayout& l = *cpu::tile_layout(TensorType::Q8_0_T32);
