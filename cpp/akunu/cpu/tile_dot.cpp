@@ -7,6 +7,7 @@
 
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/kquant_gemv.h"
+#include "akunu/formats/quantize.h"
 #include "akunu/formats/tiles.h"
 #include "akunu/cpu/vec_math.h"
 #include "akunu/core/half.h"
@@ -14,21 +15,6 @@
 namespace akunu::cpu {
 
 namespace {
-
-void quantize_scalar(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
-    for (size_t b = 0; b < k / 32; ++b, x += 32, q += 32) {
-        float amax = 0.0f;
-        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-        d[b] = amax / 127.0f;
-        const float inv = amax != 0.0f ? 1.0f / d[b] : 0.0f;
-        int32_t s = 0;
-        for (int j = 0; j < 32; ++j) {
-            q[j] = int8_t(std::nearbyint(x[j] * inv));  // the default rounding: half to even
-            s += q[j];
-        }
-        sum[b] = s;
-    }
-}
 
 // Element e of row r in a float tile column.
 template <TensorType T>
@@ -254,7 +240,7 @@ size_t tile_sum_block(TensorType tiled) {
     return l && l->header_fields == 0 && type_traits(l->base).block_size == 256 ? 16 : 32;
 }
 
-QuantizeFn quantize_x_scalar() { return quantize_scalar; }
+QuantizeFn quantize_x_scalar() { return quantize::q8_0_codes; }
 
 namespace {
 

@@ -7,13 +7,13 @@
 #include <functional>
 #include <thread>
 
-#include "akunu/cpu/tile_dot.h"
 #include "akunu/formats/tiles.h"
 #include "akunu/vulkan/device.h"
 #include "akunu/core/error.h"
 #include "akunu/core/half.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/formats/mlx_weights.h"
+#include "akunu/formats/quantize.h"
 #include "akunu/engine/validate.h"
 
 namespace akunu {
@@ -134,18 +134,10 @@ Weight upload_q8_rows(const std::shared_ptr<Device>& device, const TensorInfo& t
     AKUNU_CHECK(tensor.shape.size() == 2 && rows <= tensor.shape[0] && k % kBlock == 0 && k % t.block_size == 0,
                 "tensor " + tensor.name + ": no Q8_0 copy of " + std::to_string(rows) + " rows");
     std::vector<uint8_t> blocks(rows * k / kBlock * kBytes);
-    std::vector<float> x(k), d(k / kBlock);
-    std::vector<int8_t> q(k);
-    std::vector<int32_t> sums(k / kBlock);
+    std::vector<float> x(k);
     for (size_t r = 0; r < rows; ++r) {
         dequantize(t, tensor.data + r * row_bytes, x.data(), k, tensor.name);
-        cpu::quantize_x(x.data(), k, q.data(), d.data(), sums.data());  // the CPU GEMV's 8-bit rounding of x
-        for (size_t b = 0; b < k / kBlock; ++b) {
-            const uint16_t h = float_to_half(d[b]);
-            uint8_t* block = blocks.data() + (r * k / kBlock + b) * kBytes;
-            std::memcpy(block, &h, 2);
-            std::memcpy(block + 2, q.data() + b * kBlock, kBlock);
-        }
+        quantize::q8_0_blocks(x.data(), k, blocks.data() + r * k / kBlock * kBytes);  // the CPU GEMV's rounding of x
     }
     const cpu::TileLayout& l = *cpu::tile_layout(TensorType::Q8_0_T32);
     std::vector<uint8_t> tiles(cpu::tiled_bytes(l, rows, k));
