@@ -85,7 +85,6 @@ DeviceProfile cpu_profile(const Tuning& tuning) {
     p.type = DeviceType::kCpu;
     p.cpu_backend = true;
     p.gemm_bf16 = tuning.bf16_gemm && use_avx512_bf16();
-    p.indirect_dispatch = false;  // commands run with their recorded counts (cpu_recorder.h)
     p.weight_tiles = tuning.q5_tiles ? WeightTiles::kAll : WeightTiles::kAllButQ5;
     p.vendor = "akunu";
     p.driver = "akunu native CPU backend";

@@ -42,10 +42,10 @@ private:
     double inline_us_;  // commands that took less run on the calling thread (cpu_replay.h)
 };
 
-// A dispatch runs its recorded groups: the CPU kernels skip a chunk's rows past its end
-// themselves, so the counts of an indirect dispatch are not read.
+// A dispatch runs its recorded groups, an indirect one the counts its table writes per step
+// (host memory: read when the command runs).
 void CpuRecorder::dispatch(const Pipeline& pipeline, const std::vector<Binding>& bindings, const void* params,
-                           size_t params_bytes, const uint32_t groups[3], const Buffer*, size_t) {
+                           size_t params_bytes, const uint32_t groups[3], const Buffer* counts, size_t counts_offset) {
     CpuCommand c;
     c.fn = pipeline.cpu_kernel().fn;
     c.min_groups_per_thread = pipeline.cpu_kernel().min_groups_per_thread;
@@ -58,6 +58,8 @@ void CpuRecorder::dispatch(const Pipeline& pipeline, const std::vector<Binding>&
     for (size_t i = 0; i < pipeline.spec().size(); ++i) c.args.spec[i] = pipeline.spec()[i];
     for (int i = 0; i < 3; ++i) c.args.groups[i] = groups[i];
     c.groups = size_t(groups[0]) * groups[1] * groups[2];
+    if (counts)
+        c.counts = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(counts->contents()) + counts_offset);
     commands_.push_back(c);
 }
 

@@ -26,6 +26,12 @@ void run_range(void* ctx, size_t begin, size_t end) {
     c.fn(c.args, begin, end);
 }
 
+// An indirect dispatch takes the counts written for this run.
+void read_counts(CpuCommand& c) {
+    for (int i = 0; i < 3; ++i) c.args.groups[i] = c.counts[i];
+    c.groups = size_t(c.counts[0]) * c.counts[1] * c.counts[2];
+}
+
 }  // namespace
 
 CpuCommand copy_command(uint8_t* src, uint8_t* dst, size_t bytes) {
@@ -51,6 +57,8 @@ CpuCommand timestamp_command(uint64_t* slot) {
 void replay(ThreadPool& pool, std::vector<CpuCommand>& commands, double inline_us) {
     using Clock = std::chrono::steady_clock;
     for (CpuCommand& c : commands) {
+        if (c.counts) read_counts(c);
+        if (c.groups == 0) continue;
         if (inline_us <= 0.0) {
             pool.run(c.groups, run_range, &c, c.min_groups_per_thread);
             continue;

@@ -15,6 +15,9 @@ struct CpuCommand {
     CpuKernelFn fn = nullptr;
     CpuArgs args;
     size_t groups = 1;  // x * y * z
+    // An indirect dispatch's counts [x, y, z] in host memory, read when the command runs (the
+    // table writes them per step: a step of few rows runs few workgroups); null: the recorded ones.
+    const uint32_t* counts = nullptr;
     uint32_t min_groups_per_thread = 1;
     float work_us = 0.0f;  // one thread's time for its last run (replay's estimate; 0 before the first)
 };

@@ -25,6 +25,37 @@ namespace {
 
 const TileLayout& layout_of(const CpuArgs& a) { return *tile_layout(TensorType(a.variant)); }
 
+// Per-thread buffers for one row of x in an integer form.
+struct RowX {
+    std::vector<int8_t> q;
+    std::vector<int16_t> q16;
+    std::vector<float> d, fsum;
+    std::vector<int32_t> sum;
+};
+
+// Row f[0:k] as `type`'s tile product in `form` reads it: rounded to 16 or 8 bits per block of
+// 32 (the GEMV's rounding), with its block sums where the product takes them; sized once.
+TileX row_x(TensorType type, XForm form, const float* f, size_t k, RowX& b) {
+    TileX x;
+    x.f = f;
+    if (form != XForm::kFloat && b.d.size() < k / 32) b.d.resize(k / 32), b.sum.resize(k / 32);
+    if (form == XForm::kInt8) {
+        if (b.q.size() < k) b.q.resize(k);
+        quantize_x(f, k, b.q.data(), b.d.data(), b.sum.data());
+        x.q = b.q.data(), x.d = b.d.data(), x.sum = b.sum.data();
+    } else if (form == XForm::kInt16) {
+        if (b.q16.size() < k) b.q16.resize(k);
+        quantize_x16(f, k, b.q16.data(), b.d.data(), b.sum.data(), tile_sum_block(type) == 32);
+        x.q16 = b.q16.data(), x.d = b.d.data(), x.sum = b.sum.data();
+    }
+    if (tile_wants_block_sums(type, form)) {
+        if (b.fsum.size() < k / 16) b.fsum.resize(k / 16);
+        block_sums(f, k, tile_sum_block(type), b.fsum.data());
+        x.fsum = b.fsum.data();
+    }
+    return x;
+}
+
 // The launcher's workgroups hold spec[1] rows each; a tile belongs to the workgroup range that
 // holds its first row, so each tile is read once, by one thread, and whole. x is prepared per
 // range (norm, block sums, 16- or 8-bit blocks) in per-thread buffers sized once.
@@ -38,27 +69,8 @@ void gemv_tiles(const CpuArgs& a, size_t begin, size_t end, XForm form) {
     const TensorType type = TensorType(a.variant);
     const size_t bytes = tile_bytes(layout_of(a), p.k);
     float inv_rms;
-    TileX x;
-    x.f = gemv_input(a, &inv_rms);
-    thread_local std::vector<int8_t> q;
-    thread_local std::vector<int16_t> q16;
-    thread_local std::vector<float> d, fsum;
-    thread_local std::vector<int32_t> sum;
-    if (form != XForm::kFloat && d.size() < p.k / 32) d.resize(p.k / 32), sum.resize(p.k / 32);
-    if (form == XForm::kInt8) {
-        if (q.size() < p.k) q.resize(p.k);
-        quantize_x(x.f, p.k, q.data(), d.data(), sum.data());
-        x.q = q.data(), x.d = d.data(), x.sum = sum.data();
-    } else if (form == XForm::kInt16) {
-        if (q16.size() < p.k) q16.resize(p.k);
-        quantize_x16(x.f, p.k, q16.data(), d.data(), sum.data(), tile_sum_block(type) == 32);
-        x.q16 = q16.data(), x.d = d.data(), x.sum = sum.data();
-    }
-    if (tile_wants_block_sums(type, form)) {
-        if (fsum.size() < p.k / 16) fsum.resize(p.k / 16);
-        block_sums(x.f, p.k, tile_sum_block(type), fsum.data());
-        x.fsum = fsum.data();
-    }
+    thread_local RowX buffers;
+    const TileX x = row_x(type, form, gemv_input(a, &inv_rms), p.k, buffers);
     const TileGemvFn dot = tile_gemv(type, form);
     float* y = a.at<float>(2);
     alignas(32) float out[kTileRows];
@@ -95,11 +107,14 @@ void fill_tiles(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, fl
     }
 }
 
-// A step of at most this many rows runs each row as the GEMV's fp32 products, reading each
-// tile once for all the rows (it stays in L1): unpacking the weights to fp32 panels, which a
-// longer GEMM shares among its rows, costs more than the products of a few. Float tiles take
-// all the rows at once (tile_rows: each column converted once).
+// A step of at most this many rows runs each row as the GEMV's products, reading each tile
+// once for all the rows (it stays in L1): unpacking the weights to panels, which a longer GEMM
+// shares among its rows, costs more than the products of a few. Float tiles take all the rows
+// at once (tile_rows: each column converted once). The integer GEMMs' panels cost less (their
+// products are twice an fp32 FMA's), so only a step of one or two rows takes the GEMV's
+// products there (bench/NOTES.md, "CPU backend: a step of few rows").
 constexpr size_t kGemvRows = 8;
+constexpr size_t short_rows(XForm form) { return form == XForm::kFloat ? kGemvRows : 2; }
 
 // Rows [0, m) of gemm_rows' items on a float tile: the short GEMM's products.
 void gemm_rows_float(const CpuArgs& a, size_t begin, size_t end, size_t m, TileRowsFn rows) {
@@ -117,22 +132,18 @@ void gemm_rows_float(const CpuArgs& a, size_t begin, size_t end, size_t m, TileR
     }
 }
 
-// gemm_workgroups' items (column block g / row_blocks), for rows [0, m) with m <= kGemvRows.
-void gemm_rows(const CpuArgs& a, size_t begin, size_t end, size_t m, TileGemvFn dot) {
+// gemm_workgroups' items (column block g / row_blocks), for rows [0, m) with m <= kGemvRows,
+// each row x rounded in `form` as the GEMV rounds it.
+void gemm_rows(const CpuArgs& a, size_t begin, size_t end, size_t m, XForm form) {
     const auto& p = a.p<GemmParams>();
     const TensorType type = TensorType(a.variant);
-    if (const TileRowsFn rows = tile_rows(type); rows && m > 1) return gemm_rows_float(a, begin, end, m, rows);
+    if (const TileRowsFn rows = tile_rows(type); rows && m > 1 && form == XForm::kFloat)
+        return gemm_rows_float(a, begin, end, m, rows);
+    const TileGemvFn dot = tile_gemv(type, form);
     const size_t bytes = tile_bytes(layout_of(a), p.k), row_blocks = a.groups[1];
-    const bool sums = tile_wants_block_sums(type, XForm::kFloat);
-    const size_t sum_block = tile_sum_block(type);
-    thread_local std::vector<float> fsum;
-    if (sums && fsum.size() < kGemvRows * (p.k / sum_block)) fsum.resize(kGemvRows * (p.k / sum_block));
+    thread_local RowX buffers[kGemvRows];
     TileX x[kGemvRows];
-    for (size_t i = 0; i < m; ++i) {
-        x[i].f = a.at<const float>(1) + i * p.ldx;
-        if (sums) block_sums(x[i].f, p.k, sum_block, fsum.data() + i * (p.k / sum_block));
-        x[i].fsum = sums ? fsum.data() + i * (p.k / sum_block) : nullptr;
-    }
+    for (size_t i = 0; i < m; ++i) x[i] = row_x(type, form, a.at<const float>(1) + i * p.ldx, p.k, buffers[i]);
     alignas(32) float out[kTileRows];
     for (size_t g = begin; g < end; ++g) {
         if (g % row_blocks != 0) continue;  // rows past the first block: none in so short a step
@@ -146,22 +157,21 @@ void gemm_rows(const CpuArgs& a, size_t begin, size_t end, size_t m, TileGemvFn 
     }
 }
 
-void gemm(const CpuArgs& a, size_t begin, size_t end) {
+// A GEMM whose steps of up to short_rows(Form) rows run each row as the GEMV's product with x
+// in `Form`, and longer steps as `Long`.
+template <XForm Form, void (*Long)(const CpuArgs&, size_t, size_t)>
+void gemm_short_or(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<GemmParams>();
     const auto& step = *a.at<const StepState>(3);
     const size_t m = std::min<size_t>(p.m, step.n_tokens);
-    const TileGemvFn dot = tile_gemv(TensorType(a.variant), XForm::kFloat);
-    if (m > kGemvRows || !dot) return gemm_workgroups(a, begin, end, fill_tiles);
-    if (AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) gemm_rows(a, begin, end, m, dot);
+    if (m > short_rows(Form) || !tile_gemv(TensorType(a.variant), Form)) return Long(a, begin, end);
+    if (AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) gemm_rows(a, begin, end, m, Form);
 }
 
-// The bf16 GEMM (gemm_bf16.h) past the short GEMM's rows; a step of a few rows keeps the fp32
-// short GEMM, which reads each tile once for all its rows.
-void gemm_float_bf16(const CpuArgs& a, size_t begin, size_t end) {
-    const auto& p = a.p<GemmParams>();
-    const size_t m = std::min<size_t>(p.m, a.at<const StepState>(3)->n_tokens);
-    (m > kGemvRows ? gemm_bf16 : gemm)(a, begin, end);
-}
+// The fp32 GEMM on panels of weights unpacked to floats.
+void gemm_panels(const CpuArgs& a, size_t begin, size_t end) { gemm_workgroups(a, begin, end, fill_tiles); }
+
+void gemm(const CpuArgs& a, size_t begin, size_t end) { gemm_short_or<XForm::kFloat, gemm_panels>(a, begin, end); }
 
 // The int8 mode's GEMM: each token row is the GEMV's integer-dot product over the workgroup's
 // two tiles, x rounded the same way, so prefill and decode carry the same rounding. A tile
@@ -174,18 +184,12 @@ void gemm_i8(const CpuArgs& a, size_t begin, size_t end) {
     const TensorType type = TensorType(a.variant);
     const size_t bytes = tile_bytes(layout_of(a), p.k);
     const TileGemvFn dot = tile_gemv(type, XForm::kInt8);
-    thread_local std::vector<int8_t> q;
-    thread_local std::vector<float> d;
-    thread_local std::vector<int32_t> sum;
-    if (q.size() < p.k) q.resize(p.k), d.resize(p.k / 32), sum.resize(p.k / 32);
-    TileX x;
-    x.q = q.data(), x.d = d.data(), x.sum = sum.data();
+    thread_local RowX buffers;
     alignas(32) float out[kTileRows];
     for (size_t g = begin; g < end; ++g) {
         const size_t n0 = (g % a.groups[0]) * kGemmTile, m0 = (g / a.groups[0]) * kGemmTile;
         for (size_t i = m0; i < std::min(m0 + kGemmTile, m_end); ++i) {
-            x.f = a.at<const float>(1) + i * p.ldx;
-            quantize_x(x.f, p.k, q.data(), d.data(), sum.data());
+            const TileX x = row_x(type, XForm::kInt8, a.at<const float>(1) + i * p.ldx, p.k, buffers);
             for (size_t c0 = n0; c0 < std::min(n0 + kGemmTile, size_t(p.n)); c0 += kTileRows) {
                 dot(a.b[0] + c0 / kTileRows * bytes, x, p.k, out);
                 store_tile(out, 0, 1, std::min<size_t>(kTileRows, p.n - c0), p.accumulate,
@@ -218,13 +222,15 @@ void register_tiles(void (*add_row)(const KernelRow&)) {
                          {is_gemv ? gemv_i8 : gemm_i8, uint32_t(t), is_gemv ? 4u : 1u, interface.c_str()}});
             // The integer GEMM of the quantized tiles (x in 16 bits, gemm_vnni.h).
             if (!is_gemv && type_traits(t).block_size > 1 && use_avx512_vnni()) {
-                add_row({names.emplace_back(name + "_i16").c_str(), {gemm_vnni, uint32_t(t), 1u, interface.c_str()}});
-                add_row({names.emplace_back(name + "_x8").c_str(), {gemm_vnni8, uint32_t(t), 1u, interface.c_str()}});
+                add_row({names.emplace_back(name + "_i16").c_str(),
+                         {gemm_short_or<XForm::kInt16, gemm_vnni>, uint32_t(t), 1u, interface.c_str()}});
+                add_row({names.emplace_back(name + "_x8").c_str(),
+                         {gemm_short_or<XForm::kInt8, gemm_vnni8>, uint32_t(t), 1u, interface.c_str()}});
             }
-            // The bf16 GEMM of the float tiles (gemm_bf16.h).
+            // The bf16 GEMM of the float tiles (gemm_bf16.h) past the short GEMM's rows.
             if (!is_gemv && type_traits(t).block_size == 1 && use_avx512_bf16())
                 add_row({names.emplace_back(name + "_bf16").c_str(),
-                         {gemm_float_bf16, uint32_t(t), 1u, interface.c_str()}});
+                         {gemm_short_or<XForm::kFloat, gemm_bf16>, uint32_t(t), 1u, interface.c_str()}});
         }
     }
 }
