@@ -108,3 +108,37 @@ def test_weights_are_tiles_and_a_tied_embedding_is_kept_twice():
     head = [c for c in table if c["label"] == "output"]
     assert [c["kernel"] for c in head] == ["gemv_q8_0_t32"] and head[0]["bindings"][0][0] == embedding
     assert all(c["kernel"].endswith("_t32") for c in table if c["kernel"].startswith("gemv"))
+
+
+def _mapping_of(address: int) -> dict:
+    """The /proc/self/smaps entry whose range holds `address`: {start, end, fields}."""
+    entry = None
+    for line in pathlib.Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            start, end = (int(v, 16) for v in head.split("-"))
+            entry = {"start": start, "end": end, "fields": {}} if start <= address < end else None
+        elif entry is not None and ":" in head:
+            entry["fields"][head.rstrip(":")] = line.split()[1]
+            if head == "VmFlags:":
+                entry["flags"] = line.split()[1:]
+                return entry
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+def test_large_buffers_start_on_a_huge_page_and_ask_for_huge_pages():
+    """A decode step streams every weight once: buffers of 2 MiB or more are mapped from a 2 MiB
+    boundary with MADV_HUGEPAGE ('hg' in the mapping's VmFlags), so that transparent huge pages
+    back them where the kernel allows; smaller ones are plain pages."""
+    d = akunu.Device("cpu")
+    for n, huge in [(3 << 20, True), ((5 << 20) + 12, True), (1 << 20, False)]:
+        buf = d.upload(np.zeros(n, dtype=np.uint8))
+        address = buf.numpy().__array_interface__["data"][0]
+        mapping = _mapping_of(address)
+        if huge:
+            assert address % (2 << 20) == 0, f"{n} bytes at {address:#x}"
+            assert "hg" in mapping["flags"], mapping["flags"]
+            assert mapping["end"] - address >= n
+        else:
+            assert "hg" not in mapping["flags"]

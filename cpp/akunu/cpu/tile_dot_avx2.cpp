@@ -107,6 +107,16 @@ void gemv_int8(const uint8_t* tile, const TileX& x, size_t k, float* out) {
     for (int g = 0; g < 4; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
 
+// The 4- and 5-bit tiles' 16-bit products take more operations a byte than q8_0's, and from
+// memory their loads fell behind the hardware prefetcher: they fetch the block column this many
+// columns ahead themselves (the next tile's first ones past a tile's end). q8_0 read slower with
+// it (bench/NOTES.md, "CPU backend: huge pages and prefetched tiles").
+constexpr size_t kPrefetchColumns = 2;
+
+void prefetch_column(const uint8_t* p, size_t bytes) {
+    for (size_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
+}
+
 // x in 16 bits (tile_dot.h quantize_x16): per 4-byte chunk, the codes become int16 pairs
 // (2i, 2i + 2) and (2i + 1, 2i + 3) within each row's 32-bit lane (no lane crossing), and one
 // madd against the matching pair of x words sums two products per row. Block sums stay exact
@@ -119,6 +129,7 @@ void gemv_int16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (size_t b = 0; b < k / 32; ++b) {
         const uint8_t* column = tile + b * kTileRows * B::bytes;
+        if constexpr (!B::q8) prefetch_column(column + kPrefetchColumns * kTileRows * B::bytes, kTileRows * B::bytes);
         const uint8_t* codes = column + B::qs;
         const int32_t* xw = words + b * 16;  // word 2c: x(4c), x(4c + 2); word 2c + 1: x(4c + 1), x(4c + 3)
         __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
