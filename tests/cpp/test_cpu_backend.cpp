@@ -367,18 +367,20 @@ static void check_tile_products(const TileCase& c) {
                 ASSERT_GT(bound, 0.0);
             }
         }
-        // The AVX2 products against the scalar ones: bit for bit for the quantized types.
-        if (!cpu::use_avx2()) continue;
+        // The AVX2 and AVX-512 products against the scalar ones: bit for bit for the quantized types.
         for (const cpu::XForm form : {cpu::XForm::kFloat, cpu::XForm::kInt16, cpu::XForm::kInt8}) {
-            auto avx = cpu::tile_gemv_avx2(l.tiled, form);
-            if (!avx) continue;
-            avx(tile, x_of(form), k, a);
-            cpu::tile_gemv_scalar(l.tiled, form)(tile, x_of(form), k, b);
-            for (int r = 0; r < 32; ++r) {
-                if (l.header_fields > 0 || form == cpu::XForm::kInt16)
-                    ASSERT_EQ(a[r], b[r]) << c.name << " form=" << int(form) << " row " << r;
-                else
-                    ASSERT_NEAR(a[r], b[r], 1e-4f * (1 + std::fabs(b[r]))) << c.name;
+            const cpu::TileGemvFn tiers[] = {cpu::use_avx2() ? cpu::tile_gemv_avx2(l.tiled, form) : nullptr,
+                                             cpu::use_avx512_vnni() ? cpu::tile_gemv_avx512(l.tiled, form) : nullptr};
+            for (const cpu::TileGemvFn tier : tiers) {
+                if (!tier) continue;
+                tier(tile, x_of(form), k, a);
+                cpu::tile_gemv_scalar(l.tiled, form)(tile, x_of(form), k, b);
+                for (int r = 0; r < 32; ++r) {
+                    if (l.header_fields > 0 || form == cpu::XForm::kInt16)
+                        ASSERT_EQ(a[r], b[r]) << c.name << " form=" << int(form) << " row " << r;
+                    else
+                        ASSERT_NEAR(a[r], b[r], 1e-4f * (1 + std::fabs(b[r]))) << c.name;
+                }
             }
         }
     }

@@ -222,6 +222,8 @@ bool tile_wants_block_sums(TensorType tiled, XForm form) {
 }
 
 TileGemvFn tile_gemv(TensorType tiled, XForm form) {
+    if (use_avx512_vnni())
+        if (TileGemvFn f = tile_gemv_avx512(tiled, form)) return f;
     if (use_avx2())
         if (TileGemvFn f = tile_gemv_avx2(tiled, form)) return f;
     return tile_gemv_scalar(tiled, form);

@@ -84,9 +84,11 @@ TileGemvFn tile_gemv(TensorType tiled, XForm form = XForm::kFloat);
 // q4_1 and q5_1; 16-bit: the minimums of q4_1, q5_1 and the k-quants).
 bool tile_wants_block_sums(TensorType tiled, XForm form);
 
-// Scalar and AVX2 versions (tests compare them); the AVX2 ones are null where none exists.
+// Scalar, AVX2 and AVX-512 VNNI versions (tests compare them); the AVX2 and AVX-512 ones are
+// null where none exists (AVX-512: the k-quants' 16-bit products, kquant_gemv_avx512.cpp).
 TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form);
 TileGemvFn tile_gemv_avx2(TensorType tiled, XForm form);
+TileGemvFn tile_gemv_avx512(TensorType tiled, XForm form);
 
 // out[i * 32 + r] = tile(row r) . x[i * ldx : + k] for the m rows of x: a short GEMM (beam
 // search's decoder steps) on one float tile (F32_T32, F16_T32, BF16_T32). Each column of the

@@ -1,0 +1,128 @@
+// The CPU GEMV's 16-bit product of a k-quant tile (kquant_gemv.h) with AVX-512 VNNI, 16 rows at
+// a time: each 32-bit word of 4 codes is gathered from 16 rows' super-blocks into one vector
+// (kquant_quads_avx512.h), its bytes put in the order 0 2 1 3 so that the even and odd ones are
+// the int16 pairs (c0, c1) and (c2, c3), and vpdpwssd adds their products with x's pairs
+// (x0, x1) and (x2, x3) into each row's lane: the sums of every sub-block stay exact in int32
+// and are scaled as the one-row product scales them, in the same float operations and order
+// (results equal to the scalar and AVX2 tiers'). Decoding a super-block per row and summing
+// its sub-blocks with horizontal adds took most of the one-row product's time
+// (bench/NOTES.md, "CPU backend: k-quant GEMVs 16 rows at a time").
+#include <immintrin.h>
+
+#include "akunu/cpu/kquant_quads_avx512.h"
+#include "akunu/cpu/tile_dot.h"
+
+namespace akunu::cpu {
+
+namespace {
+
+using kquant::kBlockBytes;
+using kquant::kSub;
+
+// 16 rows' sub-block scales and minimums of one super-block (w = scale q + minimum, q the
+// code less Q6_K's offset), one lane a row, as panel_scales computes them row by row.
+struct Scales16 {
+    __m512 scale[16], minimum[16];
+};
+
+// The f16 in the low (high = false) or high half of each lane, as floats.
+__m512 halves(kquant::Words w, bool high) {
+    const __m512i h = high ? _mm512_srli_epi32(__m512i(w), 16) : __m512i(w);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+}
+
+// Byte `i` of each lane of `w` (signed: as int8) as floats.
+__m512 byte_floats(kquant::Words w, int i, bool is_signed) {
+    const __m512i v = _mm512_slli_epi32(__m512i(w), 24 - 8 * i);
+    return _mm512_cvtepi32_ps(is_signed ? _mm512_srai_epi32(v, 24) : _mm512_srli_epi32(v, 24));
+}
+
+template <TensorType Base>
+void scales16(const uint8_t* first, Scales16& o) {
+    using kquant::gather;
+    if constexpr (Base == TensorType::Q6_K) {
+        const __m512 d = halves(gather<Base>(first, 206), true);  // d is the block's last 2 bytes
+        for (int w = 0; w < 4; ++w) {
+            const kquant::Words sc = gather<Base>(first, 192 + 4 * w);
+            for (int i = 0; i < 4; ++i)
+                o.scale[4 * w + i] = _mm512_mul_ps(d, byte_floats(sc, i, true)),
+                                o.minimum[4 * w + i] = _mm512_setzero_ps();
+        }
+    } else {  // ggml's get_scale_min_k4 on each lane's 12 bytes (kquant::scales_mins)
+        const kquant::Words dd = gather<Base>(first, 0);
+        const __m512 d = halves(dd, false), dmin = halves(dd, true);
+        const kquant::Words u0 = gather<Base>(first, 4), u1 = gather<Base>(first, 8), u2 = gather<Base>(first, 12);
+        const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+        const kquant::Words scales[2] = {u0 & m6, (u2 & m4) | (((u0 >> 6) & m2) << 4)};
+        const kquant::Words mins[2] = {u1 & m6, ((u2 >> 4) & m4) | (((u1 >> 6) & m2) << 4)};
+        for (int s = 0; s < 8; ++s) {
+            o.scale[s] = _mm512_mul_ps(d, byte_floats(scales[s / 4], s % 4, false));
+            o.minimum[s] =
+                _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), byte_floats(mins[s / 4], s % 4, false));
+        }
+    }
+}
+
+// The exact int32 sum of each sub-block's products, for 16 rows from `first` (one lane a row).
+template <TensorType Base>
+void subblock_sums(const uint8_t* first, const int16_t* xq, __m512i* sums) {
+    constexpr size_t quads_per_sub = kSub<Base> / 4, subs = 256 / kSub<Base>;
+    // Bytes 0 2 1 3 of each lane (vpshufb indexes within each 128-bit quarter).
+    const __m512i order = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
+    const __m512i even = _mm512_set1_epi32(0x00FF00FF);
+    const __m512i offset = _mm512_set1_epi16(Base == TensorType::Q6_K ? 32 : 0);  // Q6_K's codes less 32
+    for (size_t s = 0; s < subs; ++s) sums[s] = _mm512_setzero_si512();
+    const int32_t* xw = reinterpret_cast<const int32_t*>(xq);
+    kquant::quads16<Base>(first, [&](size_t p, kquant::Words v) {
+        const __m512i c = _mm512_shuffle_epi8(__m512i(v), order);
+        const __m512i c01 = _mm512_sub_epi16(_mm512_and_si512(c, even), offset);
+        const __m512i c23 = _mm512_sub_epi16(_mm512_srli_epi16(c, 8), offset);
+        __m512i& s = sums[p / quads_per_sub];
+        s = _mm512_dpwssd_epi32(s, c01, _mm512_set1_epi32(xw[2 * p]));
+        s = _mm512_dpwssd_epi32(s, c23, _mm512_set1_epi32(xw[2 * p + 1]));
+    });
+}
+
+template <TensorType Base>
+void gemv_kquant16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    constexpr size_t sub = kSub<Base>, subs = 256 / sub;
+    Scales16 w;
+    __m512i sums[16];
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (size_t b = 0; b < k / 256; ++b) {
+        const float* dx = x.d + b * 8;  // per 32 elements
+        const float* fsum = x.fsum + b * 16;  // per 16 elements
+        for (size_t h = 0; h < 2; ++h) {
+            const uint8_t* first = tile + (b * kTileRows + 16 * h) * kBlockBytes<Base>;
+            scales16<Base>(first, w);
+            subblock_sums<Base>(first, x.q16 + b * 256, sums);
+            // (Four partial sums, as the one-row product keeps them.)
+            __m512 part[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (size_t s = 0; s < subs; ++s) {
+                const __m512 scale = _mm512_mul_ps(w.scale[s], _mm512_set1_ps(dx[s * sub / 32]));
+                part[s % 4] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[s]), scale, part[s % 4]);
+                if constexpr (Base != TensorType::Q6_K)
+                    part[s % 4] =
+                        _mm512_fmadd_ps(w.minimum[s], _mm512_set1_ps(fsum[2 * s] + fsum[2 * s + 1]), part[s % 4]);
+            }
+            acc[h] =
+                _mm512_add_ps(acc[h], _mm512_add_ps(_mm512_add_ps(part[0], part[1]), _mm512_add_ps(part[2], part[3])));
+        }
+    }
+    _mm512_storeu_ps(out, acc[0]);
+    _mm512_storeu_ps(out + 16, acc[1]);
+}
+
+}  // namespace
+
+TileGemvFn tile_gemv_avx512(TensorType tiled, XForm form) {
+    if (form != XForm::kInt16) return nullptr;
+    switch (tiled) {
+        case TensorType::Q4_K_T32: return gemv_kquant16<TensorType::Q4_K>;
+        case TensorType::Q5_K_T32: return gemv_kquant16<TensorType::Q5_K>;
+        case TensorType::Q6_K_T32: return gemv_kquant16<TensorType::Q6_K>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace akunu::cpu
