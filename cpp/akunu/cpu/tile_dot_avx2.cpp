@@ -11,6 +11,7 @@
 
 #include "akunu/cpu/fifth_bits_avx2.h"
 #include "akunu/cpu/kquant_gemv.h"
+#include "akunu/cpu/tile_prefetch.h"
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/formats/tiles.h"
 
@@ -105,16 +106,6 @@ void gemv_int8(const uint8_t* tile, const TileX& x, size_t k, float* out) {
         }
     }
     for (int g = 0; g < 4; ++g) _mm256_storeu_ps(out + 8 * g, acc[g]);
-}
-
-// The 4- and 5-bit tiles' 16-bit products take more operations a byte than q8_0's, and from
-// memory their loads fell behind the hardware prefetcher: they fetch the block column this many
-// columns ahead themselves (the next tile's first ones past a tile's end). q8_0 read slower with
-// it (bench/NOTES.md, "CPU backend: huge pages and prefetched tiles").
-constexpr size_t kPrefetchColumns = 2;
-
-void prefetch_column(const uint8_t* p, size_t bytes) {
-    for (size_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
 }
 
 // x in 16 bits (tile_dot.h quantize_x16): per 4-byte chunk, the codes become int16 pairs

@@ -1,5 +1,10 @@
-// The CPU GEMV's 16-bit product of a k-quant tile (kquant_gemv.h) with AVX-512 VNNI, 16 rows at
-// a time: each 32-bit word of 4 codes is gathered from 16 rows' super-blocks into one vector
+// The CPU GEMV's 16-bit products with AVX-512 VNNI (tile_dot.h), 16 rows a vector.
+//
+// q8_0, q4_0, q4_1: as the AVX2 products (tile_dot_avx2.cpp gemv_int16), 64 bytes at a time (4
+// codes of 16 rows) and vpdpwssd in place of madd and add; the same int32 sums and the same
+// float operations per row, so equal results.
+//
+// k-quants (kquant_gemv.h): each 32-bit word of 4 codes is gathered from 16 rows' super-blocks into one vector
 // (kquant_quads_avx512.h), its bytes put in the order 0 2 1 3 so that the even and odd ones are
 // the int16 pairs (c0, c1) and (c2, c3), and vpdpwssd adds their products with x's pairs
 // (x0, x1) and (x2, x3) into each row's lane: the sums of every sub-block stay exact in int32
@@ -11,6 +16,7 @@
 
 #include "akunu/cpu/kquant_quads_avx512.h"
 #include "akunu/cpu/tile_dot.h"
+#include "akunu/cpu/tile_prefetch.h"
 
 namespace akunu::cpu {
 
@@ -18,6 +24,54 @@ namespace {
 
 using kquant::kBlockBytes;
 using kquant::kSub;
+
+// Sixteen f16 header fields (rows 16g .. 16g + 15 of one field) as floats.
+__m512 fields16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+
+__m512i load64(const uint8_t* p) { return _mm512_loadu_si512(p); }
+
+// q8_0, q4_0 and q4_1 (q5_0 and q5_1 keep the AVX2 product). x in 16 bits, its groups of 4 stored 0 2 1 3 (tile_dot.h quantize_x16): word 2c holds x(4c)
+// and x(4c + 2), word 2c + 1 x(4c + 1) and x(4c + 3), the pairs of a 4-byte chunk's even and odd
+// bytes.
+template <TensorType T>
+void gemv_block32(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    using B = Block32<T>;
+    const __m512i low4 = _mm512_set1_epi16(0x000F);
+    const int32_t* words = reinterpret_cast<const int32_t*>(x.q16);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (size_t b = 0; b < k / 32; ++b) {
+        const uint8_t* column = tile + b * kTileRows * B::bytes;
+        prefetch_column(column + kPrefetchColumns * kTileRows * B::bytes, kTileRows * B::bytes);
+        const uint8_t* codes = column + B::qs;
+        const int32_t* xw = words + b * 16;
+        __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int c = 0; c < (B::q8 ? 8 : 4); ++c) {
+            const __m512i xe = _mm512_set1_epi32(xw[2 * c]), xo = _mm512_set1_epi32(xw[2 * c + 1]);
+            for (int g = 0; g < 2; ++g) {
+                const __m512i v = load64(codes + (c * kTileRows + g * 16) * 4);
+                if constexpr (B::q8) {  // signed bytes 0 and 2, then 1 and 3, sign-extended to 16 bits
+                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), xe);
+                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srai_epi16(v, 8), xo);
+                } else {  // the high nibbles are elements 16 + 4c + e: words 2 (4 + c) and 2 (4 + c) + 1
+                    const __m512i he = _mm512_set1_epi32(xw[2 * (4 + c)]), ho = _mm512_set1_epi32(xw[2 * (4 + c) + 1]);
+                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(v, low4), xe);
+                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(_mm512_srli_epi16(v, 8), low4), xo);
+                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4), he);
+                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srli_epi16(v, 12), ho);
+                }
+            }
+        }
+        const __m512 dx = _mm512_set1_ps(x.d[b]);
+        for (int g = 0; g < 2; ++g) {
+            if constexpr (B::offset != 0) s[g] = _mm512_sub_epi32(s[g], _mm512_set1_epi32(B::offset * x.sum[b]));
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[g]), _mm512_mul_ps(fields16(column + g * 32), dx), acc[g]);
+            if constexpr (B::minimum)
+                acc[g] = _mm512_fmadd_ps(fields16(column + 64 + g * 32), _mm512_set1_ps(x.fsum[b]), acc[g]);
+        }
+    }
+    _mm512_storeu_ps(out, acc[0]);
+    _mm512_storeu_ps(out + 16, acc[1]);
+}
 
 // 16 rows' sub-block scales and minimums of one super-block (w = scale q + minimum, q the
 // code less Q6_K's offset), one lane a row, as panel_scales computes them row by row.
@@ -118,6 +172,9 @@ void gemv_kquant16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
 TileGemvFn tile_gemv_avx512(TensorType tiled, XForm form) {
     if (form != XForm::kInt16) return nullptr;
     switch (tiled) {
+        case TensorType::Q8_0_T32: return gemv_block32<TensorType::Q8_0_T32>;
+        case TensorType::Q4_0_T32: return gemv_block32<TensorType::Q4_0_T32>;
+        case TensorType::Q4_1_T32: return gemv_block32<TensorType::Q4_1_T32>;
         case TensorType::Q4_K_T32: return gemv_kquant16<TensorType::Q4_K>;
         case TensorType::Q5_K_T32: return gemv_kquant16<TensorType::Q5_K>;
         case TensorType::Q6_K_T32: return gemv_kquant16<TensorType::Q6_K>;
