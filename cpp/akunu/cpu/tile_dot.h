@@ -85,7 +85,7 @@ TileGemvFn tile_gemv(TensorType tiled, XForm form = XForm::kFloat);
 bool tile_wants_block_sums(TensorType tiled, XForm form);
 
 // Scalar, AVX2 and AVX-512 VNNI versions (tests compare them); the AVX2 and AVX-512 ones are
-// null where none exists (AVX-512: the 16-bit products of q8_0, q4_0, q4_1 and the k-quants, tile_dot_avx512.cpp).
+// null where none exists (AVX-512: the 16-bit products, tile_dot_avx512.cpp).
 TileGemvFn tile_gemv_scalar(TensorType tiled, XForm form);
 TileGemvFn tile_gemv_avx2(TensorType tiled, XForm form);
 TileGemvFn tile_gemv_avx512(TensorType tiled, XForm form);

@@ -1,6 +1,6 @@
 // The CPU GEMV's 16-bit products with AVX-512 VNNI (tile_dot.h), 16 rows a vector.
 //
-// q8_0, q4_0, q4_1: as the AVX2 products (tile_dot_avx2.cpp gemv_int16), 64 bytes at a time (4
+// q8_0, q4_0, q4_1, q5_0 and q5_1: as the AVX2 products (tile_dot_avx2.cpp gemv_int16), 64 bytes at a time (4
 // codes of 16 rows) and vpdpwssd in place of madd and add; the same int32 sums and the same
 // float operations per row, so equal results.
 //
@@ -30,13 +30,21 @@ __m512 fields16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(re
 
 __m512i load64(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
-// q8_0, q4_0 and q4_1 (q5_0 and q5_1 keep the AVX2 product). x in 16 bits, its groups of 4 stored 0 2 1 3 (tile_dot.h quantize_x16): word 2c holds x(4c)
-// and x(4c + 2), word 2c + 1 x(4c + 1) and x(4c + 3), the pairs of a 4-byte chunk's even and odd
-// bytes.
+// fifth_bits_avx2.h's fifth_bits on 16 rows: m holds 16 rows' qh shifted down by 4c; byte e
+// of each lane becomes 16 where bit e of the lane's byte `at` is set, else 0.
+__m512i fifth_bits16(__m512i m, int at) {
+    const __m512i spread = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12));
+    const __m512i bytes = _mm512_shuffle_epi8(m, _mm512_add_epi8(spread, _mm512_set1_epi8(char(at))));
+    return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(bytes, _mm512_set1_epi32(0x08040201)), _mm512_set1_epi8(0x10));
+}
+
+// q8_0, q4_0, q4_1, q5_0 and q5_1. x in 16 bits, its groups of 4 stored 0 2 1 3 (tile_dot.h
+// quantize_x16): word 2c holds x(4c) and x(4c + 2), word 2c + 1 x(4c + 1) and x(4c + 3), the
+// pairs of a 4-byte chunk's even and odd bytes.
 template <TensorType T>
 void gemv_block32(const uint8_t* tile, const TileX& x, size_t k, float* out) {
     using B = Block32<T>;
-    const __m512i low4 = _mm512_set1_epi16(0x000F);
+    const __m512i low4 = _mm512_set1_epi16(0x000F), nibbles = _mm512_set1_epi8(0x0F), even = _mm512_set1_epi16(0x00FF);
     const int32_t* words = reinterpret_cast<const int32_t*>(x.q16);
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (size_t b = 0; b < k / 32; ++b) {
@@ -54,6 +62,17 @@ void gemv_block32(const uint8_t* tile, const TileX& x, size_t k, float* out) {
                     s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srai_epi16(v, 8), xo);
                 } else {  // the high nibbles are elements 16 + 4c + e: words 2 (4 + c) and 2 (4 + c) + 1
                     const __m512i he = _mm512_set1_epi32(xw[2 * (4 + c)]), ho = _mm512_set1_epi32(xw[2 * (4 + c) + 1]);
+                    if constexpr (B::fifth) {  // 5-bit codes as bytes, then bytes 0 and 2, 1 and 3
+                        const __m512i m = _mm512_srli_epi32(load64(column + B::header + g * 64), 4 * c);
+                        const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, nibbles), fifth_bits16(m, 0));
+                        const __m512i hi =
+                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibbles), fifth_bits16(m, 2));
+                        s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(lo, even), xe);
+                        s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srli_epi16(lo, 8), xo);
+                        s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(hi, even), he);
+                        s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srli_epi16(hi, 8), ho);
+                        continue;
+                    }
                     s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(v, low4), xe);
                     s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(_mm512_srli_epi16(v, 8), low4), xo);
                     s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4), he);
@@ -175,6 +194,8 @@ TileGemvFn tile_gemv_avx512(TensorType tiled, XForm form) {
         case TensorType::Q8_0_T32: return gemv_block32<TensorType::Q8_0_T32>;
         case TensorType::Q4_0_T32: return gemv_block32<TensorType::Q4_0_T32>;
         case TensorType::Q4_1_T32: return gemv_block32<TensorType::Q4_1_T32>;
+        case TensorType::Q5_0_T32: return gemv_block32<TensorType::Q5_0_T32>;
+        case TensorType::Q5_1_T32: return gemv_block32<TensorType::Q5_1_T32>;
         case TensorType::Q4_K_T32: return gemv_kquant16<TensorType::Q4_K>;
         case TensorType::Q5_K_T32: return gemv_kquant16<TensorType::Q5_K>;
         case TensorType::Q6_K_T32: return gemv_kquant16<TensorType::Q6_K>;
