@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -365,6 +366,30 @@ static void check_tile_products(const TileCase& c) {
                 const double want = c.reference(t * 32 + r, x0.data(), &mag);
                 ASSERT_NEAR(a[r], want, bound + 1e-5 * mag + 1e-6) << c.name << " int16 row " << r;
                 ASSERT_GT(bound, 0.0);
+            }
+        }
+        // Several rows of x at once (the short integer GEMM): each row equal to its one-row product.
+        if (auto rows16 = cpu::tile_int_rows(l.tiled)) {
+            constexpr int kRows = 5;  // a pass of 4 rows and one of 1
+            std::vector<float> xr(kRows * k), fr(kRows * k / 16), dr(kRows * k / 32);
+            std::vector<int16_t> qr(kRows * k);
+            std::vector<int32_t> sr(kRows * k / 32);
+            cpu::TileX xs[kRows];
+            for (int i = 0; i < kRows; ++i) {  // x rotated by 7 i elements: a different row each
+                float* xi = xr.data() + i * k;
+                std::rotate_copy(x0.begin(), x0.begin() + long(7 * i), x0.end(), xi);
+                cpu::quantize_x16(xi, k, qr.data() + i * k, dr.data() + i * k / 32, sr.data() + i * k / 32, interleave);
+                cpu::block_sums(xi, k, cpu::tile_sum_block(l.tiled), fr.data() + i * k / 16);
+                xs[i] = tx16;
+                xs[i].f = xi, xs[i].q16 = qr.data() + i * k, xs[i].d = dr.data() + i * k / 32;
+                xs[i].sum = sr.data() + i * k / 32, xs[i].fsum = fr.data() + i * k / 16;
+            }
+            float many[kRows * 32];
+            rows16(tile, xs, kRows, k, many);
+            for (int i = 0; i < kRows; ++i) {
+                cpu::tile_gemv(l.tiled, cpu::XForm::kInt16)(tile, xs[i], k, b);
+                for (int r = 0; r < 32; ++r)
+                    ASSERT_EQ(many[i * 32 + r], b[r]) << c.name << " rows, x " << i << " row " << r;
             }
         }
         // The AVX2 and AVX-512 products against the scalar ones: bit for bit for the quantized types.

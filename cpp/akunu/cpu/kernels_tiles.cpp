@@ -111,10 +111,15 @@ void fill_tiles(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, fl
 // once for all the rows (it stays in L1): unpacking the weights to panels, which a longer GEMM
 // shares among its rows, costs more than the products of a few. Float tiles take all the rows
 // at once (tile_rows: each column converted once). The integer GEMMs' panels cost less (their
-// products are twice an fp32 FMA's), so only a step of one or two rows takes the GEMV's
-// products there (bench/NOTES.md, "CPU backend: a step of few rows").
-constexpr size_t kGemvRows = 8;
-constexpr size_t short_rows(XForm form) { return form == XForm::kFloat ? kGemvRows : 2; }
+// products are twice an fp32 FMA's): a step of one or two rows takes the GEMV's products there,
+// and up to kIntRows rows where the tile has a product of several rows at once (tile_int_rows:
+// each chunk decoded once for all of them). bench/NOTES.md, "CPU backend: a step of few rows"
+// and "CPU backend: a few rows' integer product at once".
+constexpr size_t kGemvRows = 8, kIntRows = 16;
+size_t short_rows(TensorType type, XForm form) {
+    if (form == XForm::kFloat) return kGemvRows;
+    return form == XForm::kInt16 && tile_int_rows(type) ? kIntRows : 2;
+}
 
 // Rows [0, m) of gemm_rows' items on a float tile: the short GEMM's products.
 void gemm_rows_float(const CpuArgs& a, size_t begin, size_t end, size_t m, TileRowsFn rows) {
@@ -132,7 +137,7 @@ void gemm_rows_float(const CpuArgs& a, size_t begin, size_t end, size_t m, TileR
     }
 }
 
-// gemm_workgroups' items (column block g / row_blocks), for rows [0, m) with m <= kGemvRows,
+// gemm_workgroups' items (column block g / row_blocks), for rows [0, m) with m <= short_rows,
 // each row x rounded in `form` as the GEMV rounds it.
 void gemm_rows(const CpuArgs& a, size_t begin, size_t end, size_t m, XForm form) {
     const auto& p = a.p<GemmParams>();
@@ -140,20 +145,28 @@ void gemm_rows(const CpuArgs& a, size_t begin, size_t end, size_t m, XForm form)
     if (const TileRowsFn rows = tile_rows(type); rows && m > 1 && form == XForm::kFloat)
         return gemm_rows_float(a, begin, end, m, rows);
     const TileGemvFn dot = tile_gemv(type, form);
+    const TileIntRowsFn int_rows = form == XForm::kInt16 && m > 1 ? tile_int_rows(type) : nullptr;
     const size_t bytes = tile_bytes(layout_of(a), p.k), row_blocks = a.groups[1];
-    thread_local RowX buffers[kGemvRows];
-    TileX x[kGemvRows];
+    thread_local RowX buffers[kIntRows];
+    TileX x[kIntRows];
     for (size_t i = 0; i < m; ++i) x[i] = row_x(type, form, a.at<const float>(1) + i * p.ldx, p.k, buffers[i]);
-    alignas(32) float out[kTileRows];
+    alignas(64) float out[kIntRows * kTileRows];
     for (size_t g = begin; g < end; ++g) {
         if (g % row_blocks != 0) continue;  // rows past the first block: none in so short a step
         const size_t n0 = g / row_blocks * kGemmTile;
-        for (size_t c0 = n0; c0 < std::min(n0 + kGemmTile, size_t(p.n)); c0 += kTileRows)
-            for (size_t i = 0; i < m; ++i) {
-                dot(a.b[0] + c0 / kTileRows * bytes, x[i], p.k, out);
-                store_tile(out, 0, 1, std::min<size_t>(kTileRows, p.n - c0), p.accumulate,
-                           a.at<float>(2) + i * p.ldy + c0, 0);
+        for (size_t c0 = n0; c0 < std::min(n0 + kGemmTile, size_t(p.n)); c0 += kTileRows) {
+            const uint8_t* tile = a.b[0] + c0 / kTileRows * bytes;
+            const size_t n = std::min<size_t>(kTileRows, p.n - c0);
+            if (int_rows) {  // every row at once, each chunk decoded once
+                int_rows(tile, x, m, p.k, out);
+                store_tile(out, kTileRows, m, n, p.accumulate, a.at<float>(2) + c0, p.ldy);
+                continue;
             }
+            for (size_t i = 0; i < m; ++i) {
+                dot(tile, x[i], p.k, out);
+                store_tile(out, 0, 1, n, p.accumulate, a.at<float>(2) + i * p.ldy + c0, 0);
+            }
+        }
     }
 }
 
@@ -164,7 +177,8 @@ void gemm_short_or(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<GemmParams>();
     const auto& step = *a.at<const StepState>(3);
     const size_t m = std::min<size_t>(p.m, step.n_tokens);
-    if (m > short_rows(Form) || !tile_gemv(TensorType(a.variant), Form)) return Long(a, begin, end);
+    if (m > short_rows(TensorType(a.variant), Form) || !tile_gemv(TensorType(a.variant), Form))
+        return Long(a, begin, end);
     if (AKUNU_ROWS_IN_WINDOW(step.n_tokens, p.min_rows, p.max_rows)) gemm_rows(a, begin, end, m, Form);
 }
 

@@ -229,6 +229,8 @@ TileGemvFn tile_gemv(TensorType tiled, XForm form) {
     return tile_gemv_scalar(tiled, form);
 }
 
+TileIntRowsFn tile_int_rows(TensorType tiled) { return use_avx512_vnni() ? tile_int_rows_avx512(tiled) : nullptr; }
+
 void block_sums(const float* x, size_t k, size_t n, float* fsum) {
     for (size_t b = 0; b < k / n; ++b) {
         float s = 0.0f;

@@ -100,6 +100,13 @@ TileRowsFn tile_rows(TensorType tiled);
 TileRowsFn tile_rows_for(TensorType tiled, CpuIsa isa);
 TileRowsFn tile_rows_avx2(TensorType tiled);
 TileRowsFn tile_rows_avx512(TensorType tiled);
+// out[i * 32 + r] = tile(row r) . x[i] for m rows of x in 16 bits (XForm::kInt16): a short
+// integer GEMM (a batch step of a few rows) on one q8_0, q4_0, q4_1, q5_0 or q5_1 tile, each
+// 4-byte chunk decoded once for every row, each row's result equal to the one-row product's.
+// AVX-512 VNNI only (null otherwise, and for the other types).
+using TileIntRowsFn = void (*)(const uint8_t* tile, const TileX* x, size_t m, size_t k, float* out);
+TileIntRowsFn tile_int_rows(TensorType tiled);
+TileIntRowsFn tile_int_rows_avx512(TensorType tiled);
 using QuantizeFn = void (*)(const float* x, size_t k, int8_t* q, float* d, int32_t* sum);
 QuantizeFn quantize_x_scalar();
 QuantizeFn quantize_x_avx2();

@@ -14,6 +14,8 @@
 // (bench/NOTES.md, "CPU backend: k-quant GEMVs 16 rows at a time").
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "akunu/cpu/kquant_quads_avx512.h"
 #include "akunu/cpu/tile_dot.h"
 #include "akunu/cpu/tile_prefetch.h"
@@ -38,58 +40,97 @@ __m512i fifth_bits16(__m512i m, int at) {
     return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(bytes, _mm512_set1_epi32(0x08040201)), _mm512_set1_epi8(0x10));
 }
 
-// q8_0, q4_0, q4_1, q5_0 and q5_1. x in 16 bits, its groups of 4 stored 0 2 1 3 (tile_dot.h
-// quantize_x16): word 2c holds x(4c) and x(4c + 2), word 2c + 1 x(4c + 1) and x(4c + 3), the
-// pairs of a 4-byte chunk's even and odd bytes.
+// Chunk c (4 codes of each row) of 16 rows of a block column as int16 pairs: dec[d] holds the
+// even or odd codes' pairs that meet x's word word_of(c, d) (q8_0 2 of them, the 4-bit types 4:
+// low nibbles are elements 4c + e, high ones 16 + 4c + e).
 template <TensorType T>
-void gemv_block32(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+int decode_chunk(const uint8_t* column, int c, int g, __m512i* dec) {
     using B = Block32<T>;
-    const __m512i low4 = _mm512_set1_epi16(0x000F), nibbles = _mm512_set1_epi8(0x0F), even = _mm512_set1_epi16(0x00FF);
-    const int32_t* words = reinterpret_cast<const int32_t*>(x.q16);
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    const __m512i v = load64(column + B::qs + (c * kTileRows + g * 16) * 4);
+    if constexpr (B::q8) {  // signed bytes 0 and 2, then 1 and 3, sign-extended to 16 bits
+        dec[0] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+        dec[1] = _mm512_srai_epi16(v, 8);
+        return 2;
+    } else if constexpr (B::fifth) {  // 5-bit codes as bytes, then bytes 0 and 2, 1 and 3
+        const __m512i nibbles = _mm512_set1_epi8(0x0F), even = _mm512_set1_epi16(0x00FF);
+        const __m512i m = _mm512_srli_epi32(load64(column + B::header + g * 64), 4 * c);
+        const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, nibbles), fifth_bits16(m, 0));
+        const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibbles), fifth_bits16(m, 2));
+        dec[0] = _mm512_and_si512(lo, even), dec[1] = _mm512_srli_epi16(lo, 8);
+        dec[2] = _mm512_and_si512(hi, even), dec[3] = _mm512_srli_epi16(hi, 8);
+        return 4;
+    } else {
+        const __m512i low4 = _mm512_set1_epi16(0x000F);
+        dec[0] = _mm512_and_si512(v, low4), dec[1] = _mm512_and_si512(_mm512_srli_epi16(v, 8), low4);
+        dec[2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4), dec[3] = _mm512_srli_epi16(v, 12);
+        return 4;
+    }
+}
+constexpr int word_of(int c, int d) { return d < 2 ? 2 * c + d : 8 + 2 * c + (d - 2); }
+
+// q8_0, q4_0, q4_1, q5_0 and q5_1 for M rows of x at once (out[i * 32 + r]), each chunk decoded
+// once for all of them. x in 16 bits, its groups of 4 stored 0 2 1 3 (tile_dot.h
+// quantize_x16): word 2c holds x(4c) and x(4c + 2), word 2c + 1 x(4c + 1) and x(4c + 3), the
+// pairs of a chunk's even and odd bytes. Each row's sums and float operations are the one-row
+// product's.
+template <TensorType T, int M>
+void rows_block32(const uint8_t* tile, const TileX* x, size_t k, float* out) {
+    using B = Block32<T>;
+    const int32_t* words[M];
+    for (int i = 0; i < M; ++i) words[i] = reinterpret_cast<const int32_t*>(x[i].q16);
+    __m512 acc[M][2];
+    for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (size_t b = 0; b < k / 32; ++b) {
         const uint8_t* column = tile + b * kTileRows * B::bytes;
         prefetch_column(column + kPrefetchColumns * kTileRows * B::bytes, kTileRows * B::bytes);
-        const uint8_t* codes = column + B::qs;
-        const int32_t* xw = words + b * 16;
-        __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        for (int c = 0; c < (B::q8 ? 8 : 4); ++c) {
-            const __m512i xe = _mm512_set1_epi32(xw[2 * c]), xo = _mm512_set1_epi32(xw[2 * c + 1]);
+        __m512i s[M][2];
+        for (int i = 0; i < M; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
+        for (int c = 0; c < (B::q8 ? 8 : 4); ++c)
             for (int g = 0; g < 2; ++g) {
-                const __m512i v = load64(codes + (c * kTileRows + g * 16) * 4);
-                if constexpr (B::q8) {  // signed bytes 0 and 2, then 1 and 3, sign-extended to 16 bits
-                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), xe);
-                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srai_epi16(v, 8), xo);
-                } else {  // the high nibbles are elements 16 + 4c + e: words 2 (4 + c) and 2 (4 + c) + 1
-                    const __m512i he = _mm512_set1_epi32(xw[2 * (4 + c)]), ho = _mm512_set1_epi32(xw[2 * (4 + c) + 1]);
-                    if constexpr (B::fifth) {  // 5-bit codes as bytes, then bytes 0 and 2, 1 and 3
-                        const __m512i m = _mm512_srli_epi32(load64(column + B::header + g * 64), 4 * c);
-                        const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, nibbles), fifth_bits16(m, 0));
-                        const __m512i hi =
-                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibbles), fifth_bits16(m, 2));
-                        s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(lo, even), xe);
-                        s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srli_epi16(lo, 8), xo);
-                        s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(hi, even), he);
-                        s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srli_epi16(hi, 8), ho);
-                        continue;
-                    }
-                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(v, low4), xe);
-                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(_mm512_srli_epi16(v, 8), low4), xo);
-                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4), he);
-                    s[g] = _mm512_dpwssd_epi32(s[g], _mm512_srli_epi16(v, 12), ho);
-                }
+                __m512i dec[4];
+                const int n = decode_chunk<T>(column, c, g, dec);
+                for (int d = 0; d < n; ++d)
+                    for (int i = 0; i < M; ++i)
+                        s[i][g] =
+                            _mm512_dpwssd_epi32(s[i][g], dec[d], _mm512_set1_epi32(words[i][b * 16 + word_of(c, d)]));
+            }
+        for (int g = 0; g < 2; ++g) {
+            const __m512 scale = fields16(column + g * 32);
+            for (int i = 0; i < M; ++i) {
+                if constexpr (B::offset != 0)
+                    s[i][g] = _mm512_sub_epi32(s[i][g], _mm512_set1_epi32(B::offset * x[i].sum[b]));
+                acc[i][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][g]),
+                                            _mm512_mul_ps(scale, _mm512_set1_ps(x[i].d[b])), acc[i][g]);
+                if constexpr (B::minimum)
+                    acc[i][g] =
+                        _mm512_fmadd_ps(fields16(column + 64 + g * 32), _mm512_set1_ps(x[i].fsum[b]), acc[i][g]);
             }
         }
-        const __m512 dx = _mm512_set1_ps(x.d[b]);
-        for (int g = 0; g < 2; ++g) {
-            if constexpr (B::offset != 0) s[g] = _mm512_sub_epi32(s[g], _mm512_set1_epi32(B::offset * x.sum[b]));
-            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[g]), _mm512_mul_ps(fields16(column + g * 32), dx), acc[g]);
-            if constexpr (B::minimum)
-                acc[g] = _mm512_fmadd_ps(fields16(column + 64 + g * 32), _mm512_set1_ps(x.fsum[b]), acc[g]);
+    }
+    for (int i = 0; i < M; ++i) {
+        _mm512_storeu_ps(out + i * kTileRows, acc[i][0]);
+        _mm512_storeu_ps(out + i * kTileRows + 16, acc[i][1]);
+    }
+}
+
+template <TensorType T>
+void gemv_block32(const uint8_t* tile, const TileX& x, size_t k, float* out) {
+    rows_block32<T, 1>(tile, &x, k, out);
+}
+
+// m rows of x, up to 4 a pass over the tile (the sums of 4 rows fill half the vector registers).
+template <TensorType T>
+void int_rows_block32(const uint8_t* tile, const TileX* x, size_t m, size_t k, float* out) {
+    for (size_t i = 0; i < m; i += 4) {
+        const TileX* xi = x + i;
+        float* o = out + i * kTileRows;
+        switch (std::min<size_t>(4, m - i)) {
+            case 1: rows_block32<T, 1>(tile, xi, k, o); break;
+            case 2: rows_block32<T, 2>(tile, xi, k, o); break;
+            case 3: rows_block32<T, 3>(tile, xi, k, o); break;
+            default: rows_block32<T, 4>(tile, xi, k, o); break;
         }
     }
-    _mm512_storeu_ps(out, acc[0]);
-    _mm512_storeu_ps(out + 16, acc[1]);
 }
 
 // 16 rows' sub-block scales and minimums of one super-block (w = scale q + minimum, q the
@@ -187,6 +228,17 @@ void gemv_kquant16(const uint8_t* tile, const TileX& x, size_t k, float* out) {
 }
 
 }  // namespace
+
+TileIntRowsFn tile_int_rows_avx512(TensorType tiled) {
+    switch (tiled) {
+        case TensorType::Q8_0_T32: return int_rows_block32<TensorType::Q8_0_T32>;
+        case TensorType::Q4_0_T32: return int_rows_block32<TensorType::Q4_0_T32>;
+        case TensorType::Q4_1_T32: return int_rows_block32<TensorType::Q4_1_T32>;
+        case TensorType::Q5_0_T32: return int_rows_block32<TensorType::Q5_0_T32>;
+        case TensorType::Q5_1_T32: return int_rows_block32<TensorType::Q5_1_T32>;
+        default: return nullptr;
+    }
+}
 
 TileGemvFn tile_gemv_avx512(TensorType tiled, XForm form) {
     if (form != XForm::kInt16) return nullptr;
