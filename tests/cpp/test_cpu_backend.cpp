@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
 #include <vector>
@@ -406,6 +407,36 @@ static void check_panels(const TileCase& c) {
                 ASSERT_NEAR(pa[kk][r], pb[kk][r], minimum ? 1e-6f * (1 + std::fabs(pb[kk][r])) : 0.0f)
                     << c.name << " unpack " << kk << "," << r;
     }
+}
+
+// A softmax row's loops in both vec_math tiers: scale_max scales in place and returns the
+// largest score, passing over a NaN; exp_shifted's lane sums match a float64 sum, and a score
+// of -inf weighs exactly 0. Lengths around the 16 lanes, and a whole audio window.
+TEST(CpuBackend, SoftmaxRowLoopsOfBothTiers) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<cpu::CpuIsa> tiers{cpu::CpuIsa::kScalar};
+    if (cpu::use_avx2()) tiers.push_back(cpu::CpuIsa::kAvx2);
+    for (const cpu::CpuIsa isa : tiers)
+        for (const size_t n : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(40), size_t(1500)}) {
+            const cpu::VecMath& vm = cpu::vec_math_for(isa);
+            std::vector<float> x(n), scaled(n);
+            for (float& v : x) v = normal(rng);
+            if (n > 3) x[n / 2] = -std::numeric_limits<float>::infinity(), x[1] = std::nanf("");
+            float want = -std::numeric_limits<float>::infinity();
+            for (size_t j = 0; j < n; ++j)
+                if ((scaled[j] = x[j] * 0.125f) > want) want = scaled[j];
+            const float got = vm.scale_max(x.data(), n, 0.125f);
+            ASSERT_EQ(got, want) << n;
+            for (size_t j = 0; j < n; ++j)
+                ASSERT_TRUE(x[j] == scaled[j] || (std::isnan(x[j]) && std::isnan(scaled[j])));
+            if (n > 3) x[1] = 0.0f;  // exp_shifted's rows hold no NaN
+            double sum = 0.0;
+            for (const float v : x) sum += std::exp(double(v) - double(got));
+            const float total = vm.exp_shifted(x.data(), n, got);
+            ASSERT_NEAR(total, sum, 1e-5 * sum + 1e-30) << n;
+            if (n > 3) ASSERT_EQ(x[n / 2], 0.0f);
+        }
 }
 
 TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {
