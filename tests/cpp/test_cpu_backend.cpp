@@ -21,6 +21,7 @@
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/cpu_replay.h"
 #include "akunu/cpu/kv_rows.h"
+#include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/thread_pool.h"
 #include "akunu/cpu/tile_dot.h"
@@ -406,6 +407,31 @@ static void check_panels(const TileCase& c) {
             for (size_t r = c0; r < c0 + 32; ++r)
                 ASSERT_NEAR(pa[kk][r], pb[kk][r], minimum ? 1e-6f * (1 + std::fabs(pb[kk][r])) : 0.0f)
                     << c.name << " unpack " << kk << "," << r;
+    }
+}
+
+// A GEMM's items numbered rows first, cut into the shares a pool hands out (any cut): every
+// (row block, column block) is in exactly one run of exactly one share, rows clipped to m_end,
+// each run's columns its own column block's.
+TEST(CpuBackend, GemmRunsRowsFirstCoverEachItemOnce) {
+    const size_t col_blocks = 5, row_blocks = 7, n = 4 * cpu::kGemmTile + 9, m_end = 5 * cpu::kGemmTile + 3;
+    const size_t total = col_blocks * row_blocks;
+    for (size_t shares = 1; shares <= total; ++shares) {
+        std::vector<int> seen(total, 0);
+        for (size_t s = 0; s < shares; ++s)
+            cpu::for_each_gemm_run_rows_first(
+                total * s / shares, total * (s + 1) / shares, col_blocks, n, m_end,
+                [&](size_t n0, size_t nt, size_t m0, size_t m1) {
+                    ASSERT_EQ(n0 % cpu::kGemmTile, 0u);
+                    ASSERT_EQ(nt, std::min(cpu::kGemmTile, n - n0));
+                    ASSERT_TRUE(m0 % cpu::kGemmTile == 0 && m0 < m1 && m1 <= m_end);
+                    for (size_t r = m0 / cpu::kGemmTile; r * cpu::kGemmTile < m1; ++r) {
+                        const size_t g = r * col_blocks + n0 / cpu::kGemmTile;
+                        ASSERT_TRUE(g >= total * s / shares && g < total * (s + 1) / shares) << shares;
+                        ++seen[g];
+                    }
+                });
+        for (size_t g = 0; g < total; ++g) ASSERT_EQ(seen[g], g / col_blocks * cpu::kGemmTile < m_end ? 1 : 0) << g;
     }
 }
 
