@@ -302,7 +302,8 @@ def test_q8_encoder_rounds_its_matrices(ref, fixture_dir, backend):
     Q8_0 tiles rounded at load (conv1, whose rows of 3 x 80 are no whole blocks, as stored). The
     encoder states (up to about 3) match the encoder in float64 with those matrices rounded as
     Q8_0 in NumPy within 2e-4, where what is left is x's rounding to 16 bits per block of 32 and
-    float32 sums, while the weights' rounding itself moves them more than 20 times that. (With
+    float32 sums, while the weights' rounding itself moves them more than 20 times that; a
+    second encode, its GEMMs shared among threads, gives the same states. (With
     int8_gemm the same GEMMs round x to 8 bits, test_gemm_x8.py's kernel: there a code that
     float32 and float64 round apart moves a state by more than the rounding leaves elsewhere.)
     Other devices ignore the key: their states are those without it, bit for bit."""
@@ -316,6 +317,11 @@ def test_q8_encoder_rounds_its_matrices(ref, fixture_dir, backend):
         np.testing.assert_array_equal(got, base.encode(mel)[0])
         return
     assert "gemm_q8_0_t32" in {r["kernel"] for r in q8.dispatch_table("encoder")}
+    # A command's first run goes whole to the calling thread; replays share the GEMMs' items
+    # among the pool's threads (rows first: more rows than columns), with the same sums. (Another
+    # clip in between: an item no share computed would keep that clip's values.)
+    q8.encode(ref["weather"]["mel"])
+    np.testing.assert_array_equal(q8.encode(mel)[0], got)
     w = load_file(str(path / "model.safetensors"))
     heads, matrices = q8.config["encoder_heads"], ("conv2.", "self_attn.", "fc1.", "fc2.")
     want = _encoder_in_numpy(w, mel, heads, lambda n: any(m in n for m in matrices))
