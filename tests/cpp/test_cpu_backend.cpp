@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "akunu/cpu/cpu_profile.h"
 #include "akunu/cpu/cpu_replay.h"
 #include "akunu/cpu/kv_rows.h"
+#include "akunu/cpu/matmul_parts.h"
 #include "akunu/cpu/row_dot.h"
 #include "akunu/cpu/thread_pool.h"
 #include "akunu/cpu/tile_dot.h"
@@ -433,6 +435,61 @@ static void check_panels(const TileCase& c) {
                 ASSERT_NEAR(pa[kk][r], pb[kk][r], minimum ? 1e-6f * (1 + std::fabs(pb[kk][r])) : 0.0f)
                     << c.name << " unpack " << kk << "," << r;
     }
+}
+
+// A GEMM's items numbered rows first, cut into the shares a pool hands out (any cut): every
+// (row block, column block) is in exactly one run of exactly one share, rows clipped to m_end,
+// each run's columns its own column block's.
+TEST(CpuBackend, GemmRunsRowsFirstCoverEachItemOnce) {
+    const size_t col_blocks = 5, row_blocks = 7, n = 4 * cpu::kGemmTile + 9, m_end = 5 * cpu::kGemmTile + 3;
+    const size_t total = col_blocks * row_blocks;
+    for (size_t shares = 1; shares <= total; ++shares) {
+        std::vector<int> seen(total, 0);
+        for (size_t s = 0; s < shares; ++s)
+            cpu::for_each_gemm_run_rows_first(
+                total * s / shares, total * (s + 1) / shares, col_blocks, n, m_end,
+                [&](size_t n0, size_t nt, size_t m0, size_t m1) {
+                    ASSERT_EQ(n0 % cpu::kGemmTile, 0u);
+                    ASSERT_EQ(nt, std::min(cpu::kGemmTile, n - n0));
+                    ASSERT_TRUE(m0 % cpu::kGemmTile == 0 && m0 < m1 && m1 <= m_end);
+                    for (size_t r = m0 / cpu::kGemmTile; r * cpu::kGemmTile < m1; ++r) {
+                        const size_t g = r * col_blocks + n0 / cpu::kGemmTile;
+                        ASSERT_TRUE(g >= total * s / shares && g < total * (s + 1) / shares) << shares;
+                        ++seen[g];
+                    }
+                });
+        for (size_t g = 0; g < total; ++g) ASSERT_EQ(seen[g], g / col_blocks * cpu::kGemmTile < m_end ? 1 : 0) << g;
+    }
+}
+
+// A softmax row's loops in both vec_math tiers: scale_max scales in place and returns the
+// largest score, passing over a NaN; exp_shifted's lane sums match a float64 sum, and a score
+// of -inf weighs exactly 0. Lengths around the 16 lanes, and a whole audio window.
+TEST(CpuBackend, SoftmaxRowLoopsOfBothTiers) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<cpu::CpuIsa> tiers{cpu::CpuIsa::kScalar};
+    if (cpu::use_avx2()) tiers.push_back(cpu::CpuIsa::kAvx2);
+    for (const cpu::CpuIsa isa : tiers)
+        for (const size_t n : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(40), size_t(1500)}) {
+            const cpu::VecMath& vm = cpu::vec_math_for(isa);
+            std::vector<float> x(n), scaled(n);
+            for (float& v : x) v = normal(rng);
+            if (n > 3) x[n / 2] = -std::numeric_limits<float>::infinity(), x[1] = std::nanf("");
+            float want = -std::numeric_limits<float>::infinity();
+            for (size_t j = 0; j < n; ++j)
+                if ((scaled[j] = x[j] * 0.125f) > want) want = scaled[j];
+            const float got = vm.scale_max(x.data(), n, 0.125f);
+            ASSERT_EQ(got, want) << n;
+            for (size_t j = 0; j < n; ++j)
+                ASSERT_TRUE(x[j] == scaled[j] || (std::isnan(x[j]) && std::isnan(scaled[j])));
+            if (n > 3) x[1] = 0.0f;  // exp_shifted's rows hold no NaN
+            double sum = 0.0;
+            for (const float v : x) sum += std::exp(double(v) - double(got));
+            const float total = vm.exp_shifted(x.data(), n, got);
+            ASSERT_NEAR(total, sum, 1e-5 * sum + 1e-30) << n;
+            if (n > 3) ASSERT_EQ(x[n / 2], 0.0f);
+        }
 }
 
 TEST(CpuBackend, TileGemvAndGemmMatchTheRowMajorReference) {

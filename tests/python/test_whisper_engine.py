@@ -258,6 +258,79 @@ def test_q8_head_rounds_only_the_text_rows(model, ref, audio, fixture_dir, backe
     np.testing.assert_allclose(got[:, text:], base[:, text:], **tolerance(model))
 
 
+def _encoder_in_numpy(w: dict, mel: np.ndarray, heads: int, rounded) -> np.ndarray:
+    """Whisper's encoder in float64 over one window mel [n_mels, 2 T] with the weights w (HF
+    names), each matrix that `rounded(name)` names rounded as Q8_0 (conv2 as [out, in * 3])."""
+    from math import erf
+
+    gelu = np.vectorize(lambda v: 0.5 * v * (1.0 + erf(v / np.sqrt(2.0))))
+    e = "model.encoder."
+
+    def weight(name):
+        m = w[name].astype(np.float64)
+        return q8_0(m.reshape(m.shape[0], -1)).reshape(m.shape) if rounded(name) else m
+
+    def conv(x, name, stride):  # x [in, frames] -> [out, frames / stride], kernel 3, padding 1
+        k, padded = weight(e + name + ".weight"), np.pad(x, ((0, 0), (1, 1)))
+        cols = np.stack([padded[:, j:j + x.shape[1]:stride] for j in range(3)], axis=-1)  # [in, t, 3]
+        return gelu(np.einsum("oik,itk->ot", k, cols) + w[e + name + ".bias"].astype(np.float64)[:, None])
+
+    def norm(x, name):
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-5) * w[name + ".weight"].astype(np.float64) + w[name + ".bias"]
+
+    def linear(x, name, bias=True):
+        y = x @ weight(name + ".weight").T
+        return y + w[name + ".bias"].astype(np.float64) if bias else y
+
+    h = conv(conv(mel.astype(np.float64), "conv1", 1), "conv2", 2).T + w[e + "embed_positions.weight"]
+    for layer in range(sum(k.endswith("fc1.weight") and k.startswith(e) for k in w)):
+        p = f"{e}layers.{layer}."
+        x = norm(h, p + "self_attn_layer_norm")
+        q, k, v = (linear(x, p + "self_attn." + n, n != "k_proj") for n in ("q_proj", "k_proj", "v_proj"))
+        split = [a.reshape(len(a), heads, -1).transpose(1, 0, 2) for a in (q, k, v)]
+        s = split[0] @ split[1].transpose(0, 2, 1) / np.sqrt(split[0].shape[-1])
+        a = np.exp(s - s.max(-1, keepdims=True))
+        o = (a / a.sum(-1, keepdims=True)) @ split[2]
+        h = h + linear(o.transpose(1, 0, 2).reshape(h.shape), p + "self_attn.out_proj")
+        h = h + linear(gelu(linear(norm(h, p + "final_layer_norm"), p + "fc1")), p + "fc2")
+    return norm(h, e + "layer_norm")
+
+
+def test_q8_encoder_rounds_its_matrices(ref, fixture_dir, backend):
+    """tuning encoder_q8 (the CPU backend): the encoder's projections, FFN and conv2 run as
+    Q8_0 tiles rounded at load (conv1, whose rows of 3 x 80 are no whole blocks, as stored). The
+    encoder states (up to about 3) match the encoder in float64 with those matrices rounded as
+    Q8_0 in NumPy within 2e-4, where what is left is x's rounding to 16 bits per block of 32 and
+    float32 sums, while the weights' rounding itself moves them more than 20 times that; a
+    second encode, its GEMMs shared among threads, gives the same states. (With
+    int8_gemm the same GEMMs round x to 8 bits, test_gemm_x8.py's kernel: there a code that
+    float32 and float64 round apart moves a state by more than the rounding leaves elsewhere.)
+    Other devices ignore the key: their states are those without it, bit for bit."""
+    from safetensors.numpy import load_file
+    path = fixture_dir / "tiny-whisper-random" / "hf"
+    q8 = _akunu.WhisperModel.load(str(path), max_sequences=1, tuning={"encoder_q8": 1})
+    mel = ref["jfk"]["mel"]
+    got = q8.encode(mel)[0]
+    if backend != "cpu":
+        base = _akunu.WhisperModel.load(str(path), max_sequences=1)
+        np.testing.assert_array_equal(got, base.encode(mel)[0])
+        return
+    assert "gemm_q8_0_t32" in {r["kernel"] for r in q8.dispatch_table("encoder")}
+    # A command's first run goes whole to the calling thread; replays share the GEMMs' items
+    # among the pool's threads (rows first: more rows than columns), with the same sums. (Another
+    # clip in between: an item no share computed would keep that clip's values.)
+    q8.encode(ref["weather"]["mel"])
+    np.testing.assert_array_equal(q8.encode(mel)[0], got)
+    w = load_file(str(path / "model.safetensors"))
+    heads, matrices = q8.config["encoder_heads"], ("conv2.", "self_attn.", "fc1.", "fc2.")
+    want = _encoder_in_numpy(w, mel, heads, lambda n: any(m in n for m in matrices))
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-4)
+    unrounded = _encoder_in_numpy(w, mel, heads, lambda n: False)
+    np.testing.assert_allclose(unrounded, ref["jfk"]["encoder"], rtol=0, atol=1e-5)  # the reference's own check
+    assert np.abs(got - unrounded).max() > 20 * 2e-4  # the weights' rounding shows
+
+
 def test_decode_allocates_nothing(model, ref, audio):
     model.decode([0], [ref["jfk"]["ids"][:2]])
     before = model.device_allocations

@@ -121,6 +121,33 @@ def test_q8_head_keeps_the_tokens(tiny_en_path, refs):
             assert [t for s in got.segments for t in s.tokens] == [t for s in want for t in s["tokens"]], (clip, which)
 
 
+def words(text: str) -> list[str]:
+    return [w.strip(".,!?;:").lower() for w in text.split()]
+
+
+@pytest.mark.parametrize("tuning", ["encoder_q8=1,head_q8=1", "encoder_q8=1,head_q8=1,int8_gemm=1"])
+def test_q8_encoder_keeps_the_words(tiny_en_path, refs, tuning):
+    """tuning encoder_q8 (the CPU backend), with head_q8, and with x in 8 bits (int8_gemm): the
+    encoder's matrices and the cross-attention K/V projections as Q8_0 tiles (Q8_0 GEMMs in the
+    encoder's table). The weights' rounding moves the encoder states by about 1e-2, enough to
+    tip near ties: jfk's greedy transcript ends on a period that faster-whisper's does not
+    (its last timestamp 0.06 s later), while the beam-5 tokens of jfk, weather and numbers stay
+    faster-whisper's exactly. Every transcript keeps faster-whisper's words and segment times
+    (within TIME_TOL)."""
+    w = akunu.load(tiny_en_path, device="cpu", tuning=tuning)
+    kernels = [r["kernel"] for r in w.engine.dispatch_table("encoder")]
+    assert kernels.count("gemm_q8_0_t32") == 6 * 4 + 1 + 2 * 4 and "gemm_f16_t32" not in kernels
+    for clip in ("jfk", "weather", "numbers"):
+        for which in ("fw_greedy", "fw_beam5"):
+            got, want = w.transcribe(audio(clip), **KWARGS[which]), refs[clip][which]
+            assert words(got.text) == words(want["text"]), (clip, which)
+            assert len(got.segments) == len(want["segments"])
+            for s, ws in zip(got.segments, want["segments"]):
+                assert abs(s.start - ws["start"]) <= TIME_TOL and abs(s.end - ws["end"]) <= TIME_TOL, (s, ws)
+            if which == "fw_beam5":
+                assert [t for s in got.segments for t in s.tokens] == [t for s in want["segments"] for t in s["tokens"]]
+
+
 def test_defaults_of_faster_whisper_with_fallback_and_conditioning(tiny_en, refs):
     kind, w = tiny_en
     check_segments(kind, w.transcribe(audio("science"), **KWARGS["fw_default"]), refs["science"]["fw_default"])

@@ -76,6 +76,13 @@ const std::vector<Row>& rows() {
           "the text logits move by about 1e-2; the special and timestamp tokens keep the head as stored; 0: the head "
           "as stored for all."},
          &Tuning::head_q8},
+        {{"encoder_q8", "bool",
+          "The CPU backend keeps the matrices of Whisper's encoder (its projections, FFN and second convolution, and "
+          "the decoder's cross-attention K and V projections, which run once per window on the encoder's states) as "
+          "Q8_0 tiles rounded at load, so that the encoder's GEMMs sum integer products (AVX-512 VNNI; with x in 8 "
+          "bits under int8_gemm): half the bytes and fewer instructions than fp32 products on f16 weights. Each "
+          "weight moves by up to half a step of its block's 8-bit scale; 0: the matrices as stored."},
+         &Tuning::encoder_q8},
         {{"cpu_spin_us", "int",
           "The CPU backend's pool threads wait for the next job spinning this many microseconds before they sleep: "
           "long enough to span the gaps between a step's kernels, short enough that the time between steps or calls "

@@ -34,6 +34,7 @@ struct Tuning {
     bool int8_gemm = false;  // ... with x rounded to 8 bits and byte products (vpdpbusd)
     bool bf16_gemm = false;  // the CPU backend's float-tile GEMMs and encoder attention in bf16 (AVX-512 BF16)
     bool head_q8 = false;  // the CPU backend reads Whisper's head rows of text tokens from a Q8_0 copy
+    bool encoder_q8 = false;  // the CPU backend keeps the matrices Whisper's encoder runs as Q8_0 tiles
     int cpu_spin_us = -1;  // CPU pool workers wait for the next job spinning this long, then sleep (-1 auto: 100)
     int cpu_inline_us = -1;  // CPU dispatches that took under N us of one thread run on the caller (-1 auto, 0 none)
     Choice gemv_handoff = Choice::kAuto;  // GEMVs hand x off through counters (auto: NVIDIA)

@@ -59,14 +59,27 @@ void int_gemm_items(const CpuArgs& a, size_t begin, size_t end, F& form) {
     const size_t bs = type_traits(l.base).block_size, bytes = tile_bytes(l, p.k);
     const size_t tiles = (p.n + kTileRows - 1) / kTileRows;
     thread_local std::vector<float> acc;
-    // X rounded once per call: the rows of its one run, else every row.
-    const size_t row_blocks = a.groups[1];
+    // X is rounded once per call, for the rows the call's items cover, and each run unpacks its
+    // panels once: with more rows than columns (an audio window's GEMMs) the items go rows first,
+    // so that a thread's share of the call rounds only its own rows (column-major, each share
+    // spanning several column blocks would round every row of X); otherwise columns first, so
+    // that a share unpacks only its own columns' weights.
+    const size_t row_blocks = a.groups[1], col_blocks = a.groups[0];
+    const bool rows_first = m_end > p.n;
     size_t x0 = 0, x1 = m_end;
-    if (begin / row_blocks == (end - 1) / row_blocks)
+    if (rows_first)
+        x0 = begin / col_blocks * kGemmTile, x1 = std::min(((end - 1) / col_blocks + 1) * kGemmTile, m_end);
+    else if (begin / row_blocks == (end - 1) / row_blocks)
         x0 = (begin % row_blocks) * kGemmTile, x1 = std::min(((end - 1) % row_blocks + 1) * kGemmTile, m_end);
     if (x0 >= x1) return;
     const auto x = form.quantize(a, x0, x1);
-    for_each_gemm_run(begin, end, row_blocks, p.n, m_end, [&](size_t n0, size_t nt, size_t m0, size_t m1) {
+    auto runs = [&](auto f) {
+        if (rows_first)
+            for_each_gemm_run_rows_first(begin, end, col_blocks, p.n, m_end, f);
+        else
+            for_each_gemm_run(begin, end, row_blocks, p.n, m_end, f);
+    };
+    runs([&](size_t n0, size_t nt, size_t m0, size_t m1) {
         const size_t mt = m1 - m0;
         if (acc.size() < mt * kGemmTile) acc.resize(mt * kGemmTile);
         std::fill(acc.begin(), acc.begin() + mt * kGemmTile, 0.0f);

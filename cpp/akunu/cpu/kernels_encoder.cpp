@@ -121,12 +121,12 @@ void span_block(const SpanArgs& s, size_t r0, size_t r1) {
                 tile(kp + pb * hd * kGemmTile, kGemmTile, q, p.q_stride, m, hd, acc);
             const size_t n = std::min(kGemmTile, s.len - pb * kGemmTile);
             for (size_t i = 0; i < m; ++i)
-                for (size_t j = 0; j < n; ++j) sc[i * ls + pb * kGemmTile + j] = acc[i * kGemmTile + j] * p.scale;
+                std::copy(acc + i * kGemmTile, acc + i * kGemmTile + n, sc + i * ls + pb * kGemmTile);
         }
         float inv[kSpanBlockRows];
         for (size_t i = 0; i < m; ++i) {
             float* si = sc + i * ls;
-            const float mx = *std::max_element(si, si + s.len);
+            const float mx = vm.scale_max(si, s.len, p.scale);
             inv[i] = 1.0f / vm.exp_shifted(si, s.len, mx);
             if constexpr (kWeights) {
                 float* w = s.weights + ((b0 + i) * p.n_heads + s.head) * p.weights_stride;
@@ -158,8 +158,7 @@ void span_row(const SpanArgs& s, size_t row) {
     float* sc = scores.data();
     vm.dots(s.q + row * p.q_stride + s.head * hd, s.kv + s.start * p.kv_stride + p.k_offset + s.head * hd, p.kv_stride,
             hd, s.len, sc);
-    float mx = -std::numeric_limits<float>::infinity();
-    for (size_t j = 0; j < s.len; ++j) mx = std::max(mx, sc[j] *= p.scale);
+    const float mx = vm.scale_max(sc, s.len, p.scale);
     const float inv_total = 1.0f / vm.exp_shifted(sc, s.len, mx);
     if constexpr (kWeights) {
         float* w = s.weights + (row * p.n_heads + s.head) * p.weights_stride;
@@ -192,8 +191,7 @@ void span_rows(const SpanArgs& s, size_t r0, size_t r1) {
     float keep[kMinBlockRows], inv[kMinBlockRows];
     for (size_t i = 0; i < m; ++i) {
         float* si = sc + i * len;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (size_t j = 0; j < len; ++j) mx = std::max(mx, si[j] *= p.scale);
+        const float mx = vm.scale_max(si, len, p.scale);
         inv[i] = 1.0f / vm.exp_shifted(si, len, mx);
         if constexpr (kWeights) {
             float* w = s.weights + ((r0 + i) * p.n_heads + s.head) * p.weights_stride;
@@ -253,19 +251,24 @@ void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
 
 constexpr size_t kGroup = 256;  // local_size_x of conv_gather and copy_rows
 
-// One element per invocation: the im2col columns of a Conv1d (conv_gather.comp).
+// One element per invocation: the im2col columns of a Conv1d (conv_gather.comp), here a run of
+// a row's columns at a time (channel c, tap k: column c * kernel + k), with no division per element.
 void conv_gather(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<ConvGatherParams>();
     const auto& step = *a.at<const StepState>(2);
     const float* x = a.at<const float>(0);
     float* out = a.at<float>(1);
     const size_t width = size_t(p.channels) * p.kernel, rows = std::min(p.rows, step.n_tokens);
-    for (size_t i = begin * kGroup, e = std::min(end * kGroup, rows * width); i < e; ++i) {
-        const size_t row = i / width, col = i % width;
-        const size_t w = row / p.t_out, t = row % p.t_out, c = col / p.kernel, k = col % p.kernel;
-        const long at = long(t * p.stride + k) - long(p.pad);
-        out[i] =
-            at >= 0 && at < long(p.t_in) ? x[w * p.window_stride + c * p.c_stride + size_t(at) * p.t_stride] : 0.0f;
+    for (size_t i = begin * kGroup, e = std::min(end * kGroup, rows * width); i < e;) {
+        const size_t row = i / width, n = std::min(width - i % width, e - i);
+        const size_t w = row / p.t_out, t = row % p.t_out;
+        size_t c = i % width / p.kernel, k = i % width % p.kernel;
+        for (const size_t last = i + n; i < last; ++i) {
+            const long at = long(t * p.stride + k) - long(p.pad);
+            out[i] =
+                at >= 0 && at < long(p.t_in) ? x[w * p.window_stride + c * p.c_stride + size_t(at) * p.t_stride] : 0.0f;
+            if (++k == p.kernel) k = 0, ++c;
+        }
     }
 }
 

@@ -40,6 +40,19 @@ void for_each_gemm_run(size_t begin, size_t end, size_t row_blocks, size_t n, si
     }
 }
 
+// The same for items numbered row-major (item g: rows 64 (g / col_blocks), columns
+// 64 (g % col_blocks)): the items of [begin, end) under column block c are one run of row blocks,
+// f(n0, nt, m0, m1) for each column block in order.
+template <class F>
+void for_each_gemm_run_rows_first(size_t begin, size_t end, size_t col_blocks, size_t n, size_t m_end, F f) {
+    for (size_t c = 0; c < col_blocks && c < end; ++c) {
+        const size_t r0 = begin <= c ? 0 : (begin - c + col_blocks - 1) / col_blocks,
+                     r1 = (end - 1 - c) / col_blocks + 1;
+        const size_t m0 = r0 * kGemmTile, m1 = r1 * kGemmTile < m_end ? r1 * kGemmTile : m_end, n0 = c * kGemmTile;
+        if (m0 < m1) f(n0, n - n0 < kGemmTile ? n - n0 : kGemmTile, m0, m1);
+    }
+}
+
 using GemmFillFn = void (*)(const CpuArgs& a, size_t n0, size_t nt, size_t k0, size_t kc, float (*wt)[kGemmTile]);
 void gemm_workgroups(const CpuArgs& a, size_t begin, size_t end, GemmFillFn fill);
 

@@ -125,13 +125,16 @@ AKUNU_INLINE void dots_body(const float* q, const float* k, size_t k_stride, siz
     }
 }
 
+// The sum in 16 lanes (one running sum would wait on each addition), added pairwise at the end.
 AKUNU_INLINE float exp_shifted_body(float* s, size_t n, float m) {
-    float sum = 0.0f;
-    for (size_t j = 0; j < n; ++j) {
-        s[j] = exp_approx(s[j] - m);
-        sum += s[j];
-    }
-    return sum;
+    float lane[16] = {};
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (size_t l = 0; l < 16; ++l) lane[l] += s[j + l] = exp_approx(s[j + l] - m);
+    for (; j < n; ++j) lane[0] += s[j] = exp_approx(s[j] - m);
+    for (size_t width = 8; width > 0; width /= 2)
+        for (size_t l = 0; l < width; ++l) lane[l] += lane[l + width];
+    return lane[0];
 }
 
 // The largest of x[0:n] (NaNs passed over; -inf when there is none) and sum_j exp(x[j] - it):
@@ -150,6 +153,21 @@ AKUNU_INLINE float max_sum_exp_body(const float* x, size_t n, float* sum) {
         for (size_t l = 0; l < 8; ++l) acc[l] += exp_approx(x[i + l] - m);
     for (; i < n; ++i) acc[0] += exp_approx(x[i] - m);
     *sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    return m;
+}
+
+AKUNU_INLINE float scale_max_body(float* x, size_t n, float scale) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    V8 a0 = V8{} + kNegInf, a1 = a0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const V8 v0 = load8(x + i) * scale, v1 = load8(x + i + 8) * scale;
+        std::memcpy(x + i, &v0, sizeof v0), std::memcpy(x + i + 8, &v1, sizeof v1);
+        a0 = v0 > a0 ? v0 : a0, a1 = v1 > a1 ? v1 : a1;
+    }
+    float m = kNegInf;
+    for (; i < n; ++i) m = (x[i] *= scale) > m ? x[i] : m;
+    for (size_t l = 0; l < 8; ++l) m = std::max({m, a0[l], a1[l]});
     return m;
 }
 
@@ -242,6 +260,7 @@ AKUNU_VEC_TIERS(dots, void, (const float* q, const float* k, size_t ks, size_t d
 AKUNU_VEC_TIERS(exp_shifted, float, (float* s, size_t n, float m), (s, n, m))
 AKUNU_VEC_TIERS(max_sum_exp, float, (const float* x, size_t n, float* sum), (x, n, sum))
 AKUNU_VEC_TIERS(sum_exp, double, (const float* x, size_t n, float m), (x, n, m))
+AKUNU_VEC_TIERS(scale_max, float, (float* x, size_t n, float scale), (x, n, scale))
 AKUNU_VEC_TIERS(mix, void, (float* o, float keep, const float* w, const float* v, size_t vs, size_t n, size_t d),
                 (o, keep, w, v, vs, n, d))
 
@@ -262,10 +281,11 @@ AKUNU_V3 void to_half_v3(const float* x, uint16_t* out, size_t n) {
     for (; i < n; ++i) out[i] = float_to_half(x[i]);
 }
 
-const VecMath kBase{silu_mul_base,    gelu_tanh_mul_base, gelu_base, scores_base, dots_base,       exp_shifted_base,
-                    max_sum_exp_base, sum_exp_base,       mix_base,  rope_base,   quantize16_base, to_half_base};
-const VecMath kV3{silu_mul_v3,    gelu_tanh_mul_v3, gelu_v3, scores_v3, dots_v3,       exp_shifted_v3,
-                  max_sum_exp_v3, sum_exp_v3,       mix_v3,  rope_v3,   quantize16_v3, to_half_v3};
+const VecMath kBase{silu_mul_base,    gelu_tanh_mul_base, gelu_base,     scores_base, dots_base,
+                    exp_shifted_base, max_sum_exp_base,   sum_exp_base,  mix_base,    rope_base,
+                    quantize16_base,  to_half_base,       scale_max_base};
+const VecMath kV3{silu_mul_v3, gelu_tanh_mul_v3, gelu_v3, scores_v3,     dots_v3,    exp_shifted_v3, max_sum_exp_v3,
+                  sum_exp_v3,  mix_v3,           rope_v3, quantize16_v3, to_half_v3, scale_max_v3};
 
 }  // namespace
 

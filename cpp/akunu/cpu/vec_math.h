@@ -37,6 +37,10 @@ struct VecMath {
     void (*quantize16)(const float* x, size_t k, int16_t* q16, float* d, int32_t* sum, bool interleave);
     // out[i] = the f16 nearest x[i] (ties to even), i < n.
     void (*to_half)(const float* x, uint16_t* out, size_t n);
+    // x[j] *= scale for j < n; returns the largest (NaNs passed over; -inf when n is 0): a
+    // softmax row's scores and their maximum in vector lanes (one running maximum would wait
+    // on each comparison).
+    float (*scale_max)(float* x, size_t n, float scale);
 };
 
 const VecMath& vec_math();

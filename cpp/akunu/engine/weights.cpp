@@ -94,8 +94,31 @@ bool part_uploads(const std::vector<UploadItem>& items, const UploadItem& item, 
     return head;  // the output norm and the head
 }
 
+// A matrix's rows and row length ([out, in * kernel] for a convolution).
+static std::pair<size_t, size_t> matrix_extent(const TensorInfo& tensor) {
+    const size_t rows = size_t(tensor.shape[0]);
+    return {rows, rows ? size_t(tensor.n_elements) / rows : 0};
+}
+
+bool q8_tiles_fit(const UploadItem& item) {
+    const TensorInfo& t = *item.tensor;
+    return t.shape.size() >= 2 && t.type->block_size == 1 && !is_lookup(item.role) && matrix_extent(t).second % 32 == 0;
+}
+
+UploadItem in_q8_tiles(UploadItem item) {
+    AKUNU_CHECK(q8_tiles_fit(item), "tensor " + item.tensor->name + ": no Q8_0 tiles of a " + item.tensor->type->name +
+                                        " tensor whose rows are not a multiple of 32 long");
+    const auto [rows, k] = matrix_extent(*item.tensor);
+    const cpu::TileLayout& l = *cpu::tile_layout(TensorType::Q8_0_T32);
+    item.device_type = l.tiled;
+    item.bytes = cpu::tiled_bytes(l, rows, k);
+    return item;
+}
+
 Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item) {
     files.file_of(*item.tensor).check_intact();  // reads below come straight from the map
+    if (item.device_type == TensorType::Q8_0_T32 && item.tensor->type->block_size == 1)  // rounded at load
+        return upload_q8_rows(device, *item.tensor, size_t(item.tensor->shape[0]));
     Weight w;
     w.type = item.device_type;
     w.shape = item.tensor->shape;
@@ -130,8 +153,8 @@ Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& fi
 Weight upload_q8_rows(const std::shared_ptr<Device>& device, const TensorInfo& tensor, size_t rows) {
     constexpr size_t kBlock = 32, kBytes = 2 + kBlock;  // ggml's block_q8_0: f16 d, 32 codes
     const TensorTypeTraits& t = *tensor.type;
-    const size_t k = size_t(tensor.shape[1]), row_bytes = k / t.block_size * t.block_bytes;
-    AKUNU_CHECK(tensor.shape.size() == 2 && rows <= tensor.shape[0] && k % kBlock == 0 && k % t.block_size == 0,
+    const size_t k = matrix_extent(tensor).second, row_bytes = k / t.block_size * t.block_bytes;
+    AKUNU_CHECK(tensor.shape.size() >= 2 && rows <= tensor.shape[0] && k % kBlock == 0 && k % t.block_size == 0,
                 "tensor " + tensor.name + ": no Q8_0 copy of " + std::to_string(rows) + " rows");
     std::vector<uint8_t> blocks(rows * k / kBlock * kBytes);
     std::vector<float> x(k);

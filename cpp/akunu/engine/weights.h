@@ -68,9 +68,15 @@ void check_weight_types(const std::vector<UploadItem>& items, const DeviceProfil
 // scales and biases from `files`, 1-D tensors as f32).
 Weight upload_weight(const std::shared_ptr<Device>& device, const ModelFiles& files, const UploadItem& item);
 
-// The first `rows` rows of a float matrix as Q8_0 tiles (ggml's quantize_row_q8_0 per block of
-// 32: scale max|x| / 127 as f16, codes round(x / scale)): a cheaper copy of part of a head.
+// The first `rows` rows of a float matrix (a convolution's [out, in * kernel]) as Q8_0 tiles
+// (ggml's quantize_row_q8_0 per block of 32: scale max|x| / 127 as f16, codes round(x / scale)):
+// a cheaper copy of part of a head, or of a whole matrix.
 Weight upload_q8_rows(const std::shared_ptr<Device>& device, const TensorInfo& tensor, size_t rows);
+
+// Whether a float matrix can be held as Q8_0 tiles (its row length a multiple of 32), and
+// `item` planned that way: upload_weight then rounds it at load (upload_q8_rows).
+bool q8_tiles_fit(const UploadItem& item);
+UploadItem in_q8_tiles(UploadItem item);
 
 // Uploads the weights of a validated model (those of a part holding `layers`: part_uploads);
 // `progress(done, total)` is called per tensor. Tiles as the device's profile says

@@ -135,8 +135,18 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     return m;
 }
 
+// Tuning encoder_q8 (CPU backend): the matrices that run on every row of the encoder's windows
+// (the encoder's own, and the decoder's cross-attention K and V, made once per window) as Q8_0
+// tiles where their rows fit whole blocks (conv1's 3 x 80 do not).
+static bool runs_on_windows_in_q8(const DeviceProfile& d, bool encoder, const UploadItem& item) {
+    const bool on_windows = encoder || item.role == TensorRole::kCrossK || item.role == TensorRole::kCrossV;
+    return d.cpu_backend && d.tuning.encoder_q8 && on_windows && q8_tiles_fit(item);
+}
+
 void WhisperModel::upload(bool encoder, const ModelConfig& c, const WhisperOptions& options) {
-    const auto items = plan_weight_uploads(*files_, c, device_->profile().weight_tiles);
+    auto items = plan_weight_uploads(*files_, c, device_->profile().weight_tiles);
+    for (UploadItem& it : items)
+        if (runs_on_windows_in_q8(device_->profile(), encoder, it)) it = in_q8_tiles(it);
     check_weight_types(items, device_->profile(), files_->path());
     auto& to = encoder ? enc_w_ : dec_w_;
     for (size_t i = 0; i < items.size(); ++i) {

@@ -85,10 +85,6 @@ struct DeviceProfile {
     // at run time (DispatchTable: indirect dispatches); tuning indirect_counts=0 records them with the
     // whole chunk's or context's counts instead, for A/B measurements.
     bool indirect_counts = true;
-    // Whether the backend reads a dispatch's workgroup counts when it runs (Vulkan's indirect
-    // dispatches); the CPU backend runs each command with its recorded counts, and its kernels
-    // skip a chunk's rows past its end themselves.
-    bool indirect_dispatch = true;
     // Prefill chunks of at least this many tokens dequantize each block-format projection to
     // f16 (dequant.comp) and run the f16 GEMM on it; shorter ones, and 0, run the block
     // format's own GEMM. 128 where gemm_coopmat, else 0; tuning prefill_dequant_rows overrides.

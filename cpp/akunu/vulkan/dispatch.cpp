@@ -93,7 +93,7 @@ void DispatchTable::record(CommandList& cl, std::vector<int>* timestamps) const 
     // The counts live in mapped memory (use_counts, or a host buffer made at the first
     // recording, when the table is complete), where the backend reads them at all.
     const DeviceProfile& p = device_->profile();
-    const bool indirect = !following_.empty() && p.indirect_dispatch && p.indirect_counts;
+    const bool indirect = !following_.empty() && p.indirect_counts;
     if (indirect && !counts_.buffer) {
         own_counts_ = Buffer::allocate(device_->shared_from_this(),
                                        following_.size() * sizeof(VkDispatchIndirectCommand), Residency::kHost);
