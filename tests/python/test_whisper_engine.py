@@ -97,6 +97,24 @@ def test_decoder_logits_all_rows(model, ref, audio):
     assert model.length(0) == len(ids)
 
 
+@pytest.mark.parametrize("rows", [5, 32, 61])
+def test_decode_is_the_same_however_the_threads_split_it(fixture_dir, ref, rows):
+    """A fresh model runs its first decode's commands on the calling thread (the CPU backend
+    has no timings yet), later ones shared among the threads: the logits are equal bit for bit
+    (rows 5: a short run of rows on one audio span; 32 and 61: blocks of rows, the last one
+    partial). On a GPU the same call twice."""
+    m = _akunu.WhisperModel.load(str(fixture_dir / "tiny-whisper-random" / "hf"), max_sequences=1)
+    m.encode(ref["jfk"]["mel"])
+    ids = [50257 + (i % 3) if i < 3 else 220 + 7 * i for i in range(rows)]
+    runs = []
+    for _ in range(3):
+        m.set_audio(0, 0)
+        m.reset(0)
+        runs.append(m.decode([0], [ids], all_logits=True))
+    for later in runs[1:]:
+        np.testing.assert_array_equal(later, runs[0])
+
+
 def test_two_slots_step_by_step(model, ref, audio):
     """The prompt, then one token a step in two slots at once (rows of both in every GEMM):
     each slot's last-row logits match its own clip's reference."""

@@ -207,6 +207,31 @@ void span_rows(const SpanArgs& s, size_t r0, size_t r1) {
         for (size_t d = 0; d < hd; ++d) out[i * p.out_stride + d] *= inv[i];
 }
 
+// Which rows of the run [first, last) on one span the range reaching `row` (the first of its
+// rows there) computes, and how. The grouping of a run's rows never depends on where the
+// ranges split it (a row's result then does not depend on the thread count or on which
+// commands ran inline): a short run goes whole to the range that holds its first row (its rows
+// share each key and value row, flash_rows.h); a longer one goes in blocks of kSpanBlockRows
+// counted from the run's first row, each to the range that holds the block's first row
+// (span_block: the GEMM's tile); without blocks (head_dim past the tile, an empty span) each
+// row alone.
+struct Rows {
+    enum Path { kNone, kFlashRows, kBlock, kEach } path;
+    size_t r0, r1, next;  // the rows computed, and the range's next row to look at
+};
+
+// For the range's rows [row, end_here) of the run.
+Rows rows_for(size_t first, size_t last, size_t row, size_t end_here, bool blocks) {
+    if (last - first < kMinBlockRows)
+        return first == row ? Rows{last - first > 1 ? Rows::kFlashRows : Rows::kEach, first, last, end_here}
+                            : Rows{Rows::kNone, 0, 0, end_here};
+    if (!blocks) return Rows{Rows::kEach, row, end_here, end_here};
+    const size_t b0 = first + (row - first) / kSpanBlockRows * kSpanBlockRows;
+    const size_t b1 = std::min(last, b0 + kSpanBlockRows);
+    return b0 == row ? Rows{Rows::kBlock, b0, b1, std::min(b1, end_here)}
+                     : Rows{Rows::kNone, 0, 0, std::min(b1, end_here)};
+}
+
 template <bool kWeights, bool kBf16 = false>
 void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<EncoderAttentionParams>();
@@ -221,12 +246,9 @@ void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
         for (size_t row = lo; row < hi;) {
             const uint32_t start = seq[2 * row], span = seq[2 * row + 1];
             auto on_span = [&](size_t r) { return seq[2 * r] == start && seq[2 * r + 1] == span; };
-            size_t next = row + 1;  // the run of rows on this span that this range holds
-            while (next < hi && on_span(next)) ++next;
-            // The whole run, as far as kMinBlockRows rows: every range finds the same one.
-            size_t first = row, last = next;
-            while (first > 0 && last - first < kMinBlockRows && on_span(first - 1)) --first;
-            while (last < rows && last - first < kMinBlockRows && on_span(last)) ++last;
+            size_t first = row, last = row + 1;  // the whole run of rows on this span
+            while (first > 0 && on_span(first - 1)) --first;
+            while (last < rows && on_span(last)) ++last;
             const SpanArgs s{p,
                              a.at<const float>(0),
                              a.at<const float>(1),
@@ -235,16 +257,17 @@ void encoder_attention(const CpuArgs& a, size_t begin, size_t end) {
                              head,
                              start,
                              std::min<size_t>(span, AKUNU_ENCODER_MAX_KEYS)};
-            const bool short_run = last - first < kMinBlockRows;
-            if (short_run && first == row && last - first > 1 && p.head_dim % 8 == 0 && s.len > 0)
-                span_rows<kWeights>(s, first, last);
-            else if (short_run && first == row)
-                for (size_t r = first; r < last; ++r) span_row<kWeights>(s, r);
-            else if (!short_run && next - row >= kMinBlockRows && p.head_dim <= kGemmTile && s.len > 0)
-                span_block<kWeights, kBf16>(s, row, next);
-            else if (!short_run)
-                for (size_t r = row; r < next; ++r) span_row<kWeights>(s, r);
-            row = next;
+            const bool blocks = p.head_dim <= kGemmTile && s.len > 0;
+            for (const size_t end_here = std::min(last, hi); row < end_here;) {  // this range's rows of the run
+                const Rows r = rows_for(first, last, row, end_here, blocks);
+                if (r.path == Rows::kFlashRows && p.head_dim % 8 == 0 && s.len > 0)
+                    span_rows<kWeights>(s, r.r0, r.r1);
+                else if (r.path == Rows::kBlock)
+                    span_block<kWeights, kBf16>(s, r.r0, r.r1);
+                else if (r.path != Rows::kNone)
+                    for (size_t i = r.r0; i < r.r1; ++i) span_row<kWeights>(s, i);
+                row = r.next;
+            }
         }
     }
 }
