@@ -71,6 +71,8 @@ void replay(ThreadPool& pool, std::vector<CpuCommand>& commands, double inline_u
     }
 }
 
-double inline_us(const Tuning& tuning) { return tuning.cpu_inline_us >= 0 ? tuning.cpu_inline_us : 100.0; }
+// Auto: 10 us, measured on a quiet machine against the 100 us that suited a loaded one
+// (bench/NOTES.md, "CPU backend: sharing short commands on a quiet machine").
+double inline_us(const Tuning& tuning) { return tuning.cpu_inline_us >= 0 ? tuning.cpu_inline_us : 10.0; }
 
 }  // namespace akunu::cpu
