@@ -121,30 +121,15 @@ size_t short_rows(TensorType type, XForm form) {
     return form == XForm::kInt16 && tile_int_rows(type) ? kIntRows : 2;
 }
 
-// Rows [0, m) of gemm_rows' items on a float tile: the short GEMM's products.
-void gemm_rows_float(const CpuArgs& a, size_t begin, size_t end, size_t m, TileRowsFn rows) {
-    const auto& p = a.p<GemmParams>();
-    const size_t bytes = tile_bytes(layout_of(a), p.k), row_blocks = a.groups[1];
-    alignas(64) float out[kGemvRows * kTileRows];
-    for (size_t g = begin; g < end; ++g) {
-        if (g % row_blocks != 0) continue;  // rows past the first block: none in so short a step
-        const size_t n0 = g / row_blocks * kGemmTile;
-        for (size_t c0 = n0; c0 < std::min(n0 + kGemmTile, size_t(p.n)); c0 += kTileRows) {
-            rows(a.b[0] + c0 / kTileRows * bytes, a.at<const float>(1), p.ldx, m, p.k, out);
-            store_tile(out, kTileRows, m, std::min<size_t>(kTileRows, p.n - c0), p.accumulate, a.at<float>(2) + c0,
-                       p.ldy);
-        }
-    }
-}
-
 // gemm_workgroups' items (column block g / row_blocks), for rows [0, m) with m <= short_rows,
 // each row x rounded in `form` as the GEMV rounds it.
 void gemm_rows(const CpuArgs& a, size_t begin, size_t end, size_t m, XForm form) {
     const auto& p = a.p<GemmParams>();
     const TensorType type = TensorType(a.variant);
-    if (const TileRowsFn rows = tile_rows(type); rows && m > 1 && form == XForm::kFloat)
-        return gemm_rows_float(a, begin, end, m, rows);
     const TileGemvFn dot = tile_gemv(type, form);
+    // Products of every row at once where the tile has them (float tiles convert each column
+    // once, integer ones decode each chunk once); else one row at a time.
+    const TileRowsFn float_rows = form == XForm::kFloat && m > 1 ? tile_rows(type) : nullptr;
     const TileIntRowsFn int_rows = form == XForm::kInt16 && m > 1 ? tile_int_rows(type) : nullptr;
     const size_t bytes = tile_bytes(layout_of(a), p.k), row_blocks = a.groups[1];
     thread_local RowX buffers[kIntRows];
@@ -157,8 +142,11 @@ void gemm_rows(const CpuArgs& a, size_t begin, size_t end, size_t m, XForm form)
         for (size_t c0 = n0; c0 < std::min(n0 + kGemmTile, size_t(p.n)); c0 += kTileRows) {
             const uint8_t* tile = a.b[0] + c0 / kTileRows * bytes;
             const size_t n = std::min<size_t>(kTileRows, p.n - c0);
-            if (int_rows) {  // every row at once, each chunk decoded once
-                int_rows(tile, x, m, p.k, out);
+            if (float_rows || int_rows) {
+                if (float_rows)
+                    float_rows(tile, a.at<const float>(1), p.ldx, m, p.k, out);
+                else
+                    int_rows(tile, x, m, p.k, out);
                 store_tile(out, kTileRows, m, n, p.accumulate, a.at<float>(2) + c0, p.ldy);
                 continue;
             }
