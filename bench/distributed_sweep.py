@@ -1,6 +1,9 @@
 """Throughput of a perplexity sweep (akunu.distributed.map) with 1, 2, 4 ... workers, and its
 scaling against linear: items per second over the whole call (workers' start and model load
-included) and over the sweep proper (from the first finished batch to the last).
+included), over the sweep proper (from the first finished batch to the last), and in the steady
+state (from the moment every worker has sent a result to the moment the first one sends its
+last: what a long sweep runs at, without the workers' staggered loads and the tail). Each
+worker's share says how many items it ran, their mean wall and CPU time, and how busy it was.
 
     python bench/distributed_sweep.py MODEL [--workers 1,2,4] [--items 400] [--gpu] [--device cpu]
     python bench/distributed_sweep.py MODEL --address auto     # on a running Ray cluster
@@ -11,6 +14,8 @@ code-like lines of 1 to 16 lines each, the same for every worker count.
 from __future__ import annotations
 
 import argparse
+import collections
+import os
 import time
 
 import ray
@@ -29,23 +34,48 @@ PERPLEXITY = ad.TASKS["perplexity"]
 
 
 def timed_perplexity(model, text, kwargs) -> list:
-    """[when it finished, the perplexity]: the perplexity row, stamped."""
+    """[when it finished, its wall seconds, its process CPU seconds, the worker's pid, the
+    perplexity]: the perplexity row, stamped."""
+    wall, cpu = time.perf_counter(), time.process_time()
     value = PERPLEXITY.one(model, text, kwargs)
-    return [time.time(), value]
+    return [time.time(), time.perf_counter() - wall, time.process_time() - cpu, os.getpid(), value]
 
 
-def run(args, workers: int) -> tuple[float, float]:
-    """(items/s over the call, items/s from the first result to the last)."""
-    timed = ad.Task("perplexity-timed", PERPLEXITY.load, timed_perplexity, arg=PERPLEXITY.arg)
+def report(results: list) -> tuple[str, float]:
+    """(each worker's share: items, the mean item's wall and CPU ms, how busy it was from its first
+    result to its last; items/s in the steady state, from the moment every worker had sent a
+    result to the moment the first one sent its last)."""
+    by_pid: dict[int, list] = collections.defaultdict(list)
+    for r in results:
+        by_pid[r[3]].append(r)
+    parts = []
+    for _, rs in sorted(by_pid.items()):
+        first = min(rs, key=lambda r: r[0])
+        wall, cpu = sum(r[1] for r in rs), sum(r[2] for r in rs)
+        span = max(r[0] for r in rs) - first[0] + first[1]
+        parts.append(f"{len(rs)} items, {1e3 * wall / len(rs):.1f} ms wall / {1e3 * cpu / len(rs):.1f} ms CPU each"
+                     + (f", busy {wall / span:.0%}" if span > 0 else ""))
+    up = max(min(r[0] for r in rs) for rs in by_pid.values())
+    end = min(max(r[0] for r in rs) for rs in by_pid.values())
+    steady = sum(up < r[0] <= end for r in results) / (end - up) if end > up else float("nan")
+    return "; ".join(parts), steady
+
+
+def run(args, workers: int) -> tuple[float, float, float]:
+    """(items/s over the call, from the first result to the last, in the steady state); prints
+    each worker's share."""
+    task = ad.Task("perplexity-timed", PERPLEXITY.load, timed_perplexity, arg=PERPLEXITY.arg)
     resources = {"GPU": 1} if args.gpu else {"CPU": args.cpus}
     model_kwargs = {"device": args.device} if args.device else {}
     start = time.time()
-    results = ad.map(args.model, texts(args.items), task=timed, workers=workers, resources=resources,
+    results = ad.map(args.model, texts(args.items), task=task, workers=workers, resources=resources,
                      model_kwargs=model_kwargs, batch_size=args.batch_size, progress=False)
     total = time.time() - start
     arrivals = sorted(r[0] for r in results)
     span = arrivals[-1] - arrivals[0]
-    return args.items / total, (args.items - 1) / span if span > 0 else float("nan")
+    shares, steady = report(results)
+    print(f"  workers {workers}: {shares}", flush=True)
+    return args.items / total, (args.items - 1) / span if span > 0 else float("nan"), steady
 
 
 def main() -> None:
@@ -72,11 +102,12 @@ def main() -> None:
     print("cluster:", {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}, flush=True)
     rows = []
     for n in [int(w) for w in args.workers.split(",")]:
-        whole, sweep = run(args, n)
-        rows.append((n, whole, sweep))
-        base_whole, base_sweep = rows[0][1] / rows[0][0], rows[0][2] / rows[0][0]
-        print(f"workers {n}: {whole:8.1f} items/s over the call ({whole / (base_whole * n):.2f}x linear), "
-              f"{sweep:8.1f} items/s in the sweep ({sweep / (base_sweep * n):.2f}x linear)", flush=True)
+        rates = run(args, n)
+        rows.append((n, *rates))
+        base = [r / rows[0][0] for r in rows[0][1:]]
+        print(f"workers {n}: " + ", ".join(
+            f"{r:8.1f} items/s {what} ({r / (b * n):.2f}x linear)"
+            for r, b, what in zip(rates, base, ("over the call", "in the sweep", "steady"))), flush=True)
 
 
 if __name__ == "__main__":

@@ -304,10 +304,11 @@ def generate_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None
 def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 64, rows: int = 0,
                 greedy: bool = False) -> list[np.ndarray] | list[tuple[np.ndarray, np.ndarray]]:
     """For each token list, log p(ids[i] | ids[:i]) for i = 1 .. len(ids) - 1 (float64), run as
-    batched prefill: the rows of many sequences share each step's GEMMs. A list may hold up to
-    context + 1 ids (the last one is only a target, as in score()'s windows). rows: the batch's
-    rows per step (0: the model's prefill chunk, as many as the step's logits allow: a step
-    reads every weight once, so the more rows the fewer reads a token). greedy=True gives
+    batched prefill: the rows of many sequences share each step's GEMMs. A list longer than
+    context + 1 ids is scored in score()'s windows of `context` tokens, each from an empty cache
+    (the last id of a window is only its target), and its windows' scores are joined. rows: the
+    batch's rows per step (0: the model's prefill chunk, as many as the step's logits allow: a
+    step reads every weight once, so the more rows the fewer reads a token). greedy=True gives
     (scores, bool array: each token was its row's argmax) per list, as lm_eval's loglikelihood
     needs."""
     vocab = model.config.vocab_size
@@ -315,23 +316,42 @@ def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 
     for n, ids in enumerate(all_ids):
         if len(ids) < 2:
             raise ValueError(f"score_batch: sequence {n} has {len(ids)} token(s); scoring needs at least two")
-        if len(ids) > model.context + 1:
-            raise ValueError(f"score_batch: sequence {n} has {len(ids)} tokens, more than the context of "
-                             f"{model.context} and one target")
-    out: list = [None] * len(all_ids)
-    if not all_ids:
+    windows, owner = [], []
+    for n, ids in enumerate(all_ids):
+        for at in range(0, len(ids) - 1, model.context):
+            windows.append(ids[at: at + model.context + 1])
+            owner.append(n)
+    parts: list[list] = [[] for _ in all_ids]
+    for n, scores in zip(owner, _score_windows(model, windows, max_sequences, rows, greedy)):
+        parts[n].append(scores)
+    return [_joined(p, greedy) for p in parts]
+
+
+def _joined(parts: list, greedy: bool):
+    """One sequence's windows' scores (and greedy flags) in order, as one array (or pair)."""
+    if len(parts) == 1:
+        return parts[0]
+    if not greedy:
+        return np.concatenate(parts)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: int, greedy: bool) -> list:
+    """score_batch of windows of at most context + 1 ids each."""
+    out: list = [None] * len(windows)
+    if not windows:
         return []
-    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(all_ids))), rows=rows or model.prefill_chunk,
+    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(windows))), rows=rows or model.prefill_chunk,
                   prefix_sharing=False)
-    waiting = list(range(len(all_ids)))[::-1]
+    waiting = list(range(len(windows)))[::-1]
     index: dict[int, int] = {}
     while waiting or index:
         while waiting and len(index) < batch.max_sequences:
             i = waiting.pop()
-            index[batch.add(all_ids[i][:-1], score=True)] = i  # the last id is the sampling row's target
+            index[batch.add(windows[i][:-1], score=True)] = i  # the last id is the sampling row's target
         for seq, _token, _logprob in batch.step():
             i = index.pop(seq)
-            out[i] = _scored(batch, seq, all_ids[i][-1], greedy)
+            out[i] = _scored(batch, seq, windows[i][-1], greedy)
             batch.remove(seq)
     return out
 

@@ -419,8 +419,9 @@ class Model:
 
     def score_batch(self, sequences: Sequence[Sequence[int]], max_sequences: int = 64, rows: int = 0,
                     greedy: bool = False) -> list:
-        """score() of each token list (up to context + 1 ids), run together as batched prefill
-        (akunu.batch); greedy=True: (scores, whether each token was its row's argmax) each."""
+        """score() of each token list, run together as batched prefill (akunu.batch): a list
+        longer than context + 1 ids in score()'s windows; greedy=True: (scores, whether each
+        token was its row's argmax) each."""
         return _batch.score_batch(self, sequences, max_sequences, rows, greedy)
 
     def perplexity(self, text: str | bytes | Sequence[int], progress: bool | None = None, batch: bool = False) -> float:
@@ -430,12 +431,8 @@ class Model:
         (the same windows; log-probabilities within the batch's tolerance of score()'s,
         docs/batch.md), which pays only where a batched step outruns a prefill chunk."""
         ids = prompt_ids(text, self.config.vocab_size, "perplexity", self.tokenize, bytes_text=True)
-        if not batch:
-            return math.exp(-float(np.mean(self.score(ids, progress))))
-        if len(ids) < 2:
-            raise ValueError("scoring needs at least two tokens")
-        windows = [ids[at: at + self.context + 1] for at in range(0, len(ids) - 1, self.context)]
-        return math.exp(-float(np.mean(np.concatenate(self.score_batch(windows)))))
+        scores = self.score_batch([ids])[0] if batch else self.score(ids, progress)
+        return math.exp(-float(np.mean(scores)))
 
     def reset(self) -> None:
         """Empties the KV cache (waiting for any chains still on the GPU)."""

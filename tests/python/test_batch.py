@@ -311,8 +311,24 @@ def test_score_batch_takes_a_window_of_context_plus_one():
         np.testing.assert_allclose(got, want, atol=LOGIT_TOL * 10)
         rows = m.eval(ids[:-1], all_logits=True)
         np.testing.assert_array_equal(greedy, rows.argmax(axis=1) == np.asarray(ids[1:]))
-    with pytest.raises(ValueError, match="context of 100 and one target"):
-        m.score_batch([list(range(3, 105))])
+
+
+def test_score_batch_cuts_a_long_list_into_scores_windows():
+    """A list longer than context + 1 ids is scored in score()'s windows of `context` tokens,
+    each from an empty cache, beside the other lists; its windows' scores are joined: the same
+    log-probabilities as score()'s within the batch's tolerance, the same greedy flags."""
+    m = load(context=40)
+    seqs = prompts(2, m.config.vocab_size, seed=24, lo=95, hi=130) + prompts(2, m.config.vocab_size, seed=25, lo=2,
+                                                                               hi=30)
+    got = m.score_batch(seqs, greedy=True, max_sequences=3)
+    for ids, (scores, greedy) in zip(seqs, got):
+        want = m.score(ids)
+        assert scores.shape == want.shape == (len(ids) - 1,)
+        np.testing.assert_allclose(scores, want, atol=LOGIT_TOL * 10)
+        rows = np.concatenate([m.eval(ids[at: at + 40], all_logits=True) for at in range(0, len(ids) - 1, 40)])
+        np.testing.assert_array_equal(greedy, rows[: len(ids) - 1].argmax(axis=1) == np.asarray(ids[1:]))
+    with pytest.raises(ValueError, match="sequence 1 has 1 token"):
+        m.score_batch([[1, 2], [3]])
 
 
 def test_perplexity_batched_equals_perplexity():
