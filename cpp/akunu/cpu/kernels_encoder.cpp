@@ -213,8 +213,9 @@ void span_rows(const SpanArgs& s, size_t r0, size_t r1) {
 // commands ran inline): a short run goes whole to the range that holds its first row (its rows
 // share each key and value row, flash_rows.h); a longer one goes in blocks of kSpanBlockRows
 // counted from the run's first row, each to the range that holds the block's first row
-// (span_block: the GEMM's tile); without blocks (head_dim past the tile, an empty span) each
-// row alone.
+// (span_block: the GEMM's tile), all of a range's blocks in one span_block call, which packs
+// the span's keys and values once for them; without blocks (head_dim past the tile, an empty
+// span) each row alone.
 struct Rows {
     enum Path { kNone, kFlashRows, kBlock, kEach } path;
     size_t r0, r1, next;  // the rows computed, and the range's next row to look at
@@ -226,10 +227,10 @@ Rows rows_for(size_t first, size_t last, size_t row, size_t end_here, bool block
         return first == row ? Rows{last - first > 1 ? Rows::kFlashRows : Rows::kEach, first, last, end_here}
                             : Rows{Rows::kNone, 0, 0, end_here};
     if (!blocks) return Rows{Rows::kEach, row, end_here, end_here};
-    const size_t b0 = first + (row - first) / kSpanBlockRows * kSpanBlockRows;
-    const size_t b1 = std::min(last, b0 + kSpanBlockRows);
-    return b0 == row ? Rows{Rows::kBlock, b0, b1, std::min(b1, end_here)}
-                     : Rows{Rows::kNone, 0, 0, std::min(b1, end_here)};
+    const auto block_start = [&](size_t r) { return first + (r - first) / kSpanBlockRows * kSpanBlockRows; };
+    const size_t b0 = block_start(row) == row ? row : block_start(row) + kSpanBlockRows;  // the first block it starts
+    if (b0 >= end_here) return Rows{Rows::kNone, 0, 0, end_here};
+    return Rows{Rows::kBlock, b0, std::min(last, block_start(end_here - 1) + kSpanBlockRows), end_here};
 }
 
 template <bool kWeights, bool kBf16 = false>
