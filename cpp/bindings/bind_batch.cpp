@@ -42,6 +42,7 @@ py::array kv_rows(const KvPool& pool, int seq, int layer, bool values, bool scal
 }  // namespace
 
 void init_batch(py::module_& m) {
+    m.attr("KV_BLOCK") = AKUNU_KV_BLOCK;  // positions a KV pool block holds
     py::class_<PyBatch>(m, "BatchEngine")
         .def(py::init(
                  [](const std::shared_ptr<Model>& model, int max_sequences, int rows, int blocks, bool prefix_sharing) {

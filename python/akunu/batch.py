@@ -336,12 +336,22 @@ def _joined(parts: list, greedy: bool):
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
+def _pool_blocks(windows: list[list[int]], held: int) -> int:
+    """KV blocks enough for any `held` of the windows at once (a window of n ids writes n - 1
+    positions; one more is counted for the position its sampled token would take), rather than
+    every sequence's whole context: a 7b's pool of 8 whole contexts is 16 GiB, allocated on every
+    call (bench/NOTES.md, "A perplexity sweep on Ray over four GPUs, profiled")."""
+    need = sorted(-(-len(w) // _akunu.KV_BLOCK) for w in windows)
+    return sum(need[-held:])
+
+
 def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: int, greedy: bool) -> list:
     """score_batch of windows of at most context + 1 ids each."""
     out: list = [None] * len(windows)
     if not windows:
         return []
-    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(windows))), rows=rows or model.prefill_chunk,
+    held = max(1, min(max_sequences, len(windows)))
+    batch = Batch(model, max_sequences=held, rows=rows or model.prefill_chunk, blocks=_pool_blocks(windows, held),
                   prefix_sharing=False)
     waiting = list(range(len(windows)))[::-1]
     index: dict[int, int] = {}

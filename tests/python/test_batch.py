@@ -331,6 +331,23 @@ def test_score_batch_cuts_a_long_list_into_scores_windows():
         m.score_batch([[1, 2], [3]])
 
 
+def test_score_batch_pool_holds_the_windows_in_flight_not_whole_contexts():
+    """score_batch's pool has blocks for its max_sequences longest windows (plus the position a
+    sampled token would take), not max_sequences whole contexts; windows that end on a block's
+    last position or just past it still fit and score as score() does."""
+    from akunu import _akunu
+    from akunu.batch import _pool_blocks
+
+    block = _akunu.KV_BLOCK
+    assert _pool_blocks([[0] * (block + 1), [0] * 5, [0] * (block + 40)], 2) == 4
+    assert _pool_blocks([[0] * block], 8) == 1
+    m = load(context=4 * block)
+    seqs = [prompts(1, m.config.vocab_size, seed=30 + n, lo=n, hi=n + 1)[0]
+            for n in (block - 1, block, block + 1, 2 * block + 1, 3)]
+    for ids, got in zip(seqs, m.score_batch(seqs, max_sequences=2)):
+        np.testing.assert_allclose(got, m.score(ids), atol=LOGIT_TOL * 10)
+
+
 def test_perplexity_batched_equals_perplexity():
     """perplexity(batch=True) scores the same windows of `context` tokens through score_batch:
     the same value within PPL_TOL (relative), from log-probabilities within the batch's
