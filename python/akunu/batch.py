@@ -274,7 +274,10 @@ def stream_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, 
         results[:] = [r.result for r in runs]
     if not all_ids:
         return
-    batch = Batch(model, max_sequences=max(1, min(max_sequences, len(all_ids))))
+    held = max(1, min(max_sequences, len(all_ids)))
+    # A sequence writes its prompt and the tokens it samples but the last, up to the context.
+    positions = [min(len(ids) + max_tokens, model.context) for ids in all_ids]
+    batch = Batch(model, max_sequences=held, blocks=_pool_blocks(positions, held))
     stop_ids = set(model.tokenizer.stop_ids)
     waiting = list(range(len(all_ids)))[::-1]
     index: dict[int, int] = {}
@@ -336,12 +339,12 @@ def _joined(parts: list, greedy: bool):
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _pool_blocks(windows: list[list[int]], held: int) -> int:
-    """KV blocks enough for any `held` of the windows at once (a window of n ids writes n - 1
-    positions; one more is counted for the position its sampled token would take), rather than
-    every sequence's whole context: a 7b's pool of 8 whole contexts is 16 GiB, allocated on every
-    call (bench/NOTES.md, "A perplexity sweep on Ray over four GPUs, profiled")."""
-    need = sorted(-(-len(w) // _akunu.KV_BLOCK) for w in windows)
+def _pool_blocks(positions: list[int], held: int) -> int:
+    """KV blocks enough for any `held` of the sequences at once, each writing at most the given
+    number of positions, rather than every sequence's whole context: a 7b's pool of 8 whole
+    contexts is 16 GiB, allocated on every call (bench/NOTES.md, "score_batch's KV pool sized
+    to the windows it holds")."""
+    need = sorted(-(-n // _akunu.KV_BLOCK) for n in positions)
     return sum(need[-held:])
 
 
@@ -351,8 +354,9 @@ def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: in
     if not windows:
         return []
     held = max(1, min(max_sequences, len(windows)))
-    batch = Batch(model, max_sequences=held, rows=rows or model.prefill_chunk, blocks=_pool_blocks(windows, held),
-                  prefix_sharing=False)
+    # A window of n ids writes n - 1 positions, and its sampled token would take one more.
+    blocks = _pool_blocks([len(w) for w in windows], held)
+    batch = Batch(model, max_sequences=held, rows=rows or model.prefill_chunk, blocks=blocks, prefix_sharing=False)
     waiting = list(range(len(windows)))[::-1]
     index: dict[int, int] = {}
     while waiting or index:

@@ -339,13 +339,30 @@ def test_score_batch_pool_holds_the_windows_in_flight_not_whole_contexts():
     from akunu.batch import _pool_blocks
 
     block = _akunu.KV_BLOCK
-    assert _pool_blocks([[0] * (block + 1), [0] * 5, [0] * (block + 40)], 2) == 4
-    assert _pool_blocks([[0] * block], 8) == 1
+    assert _pool_blocks([block + 1, 5, block + 40], 2) == 4
+    assert _pool_blocks([block], 8) == 1
     m = load(context=4 * block)
     seqs = [prompts(1, m.config.vocab_size, seed=30 + n, lo=n, hi=n + 1)[0]
             for n in (block - 1, block, block + 1, 2 * block + 1, 3)]
     for ids, got in zip(seqs, m.score_batch(seqs, max_sequences=2)):
         np.testing.assert_allclose(got, m.score(ids), atol=LOGIT_TOL * 10)
+
+
+def test_generate_batch_pool_holds_prompts_and_tokens_up_to_the_context():
+    """generate_batch's pool has blocks for its running sequences' prompts and max_tokens (up to
+    the context), not whole contexts: prompts that end on a block's last position or just past
+    it, and one that runs into the context, generate their solo tokens (greedy)."""
+    from akunu import _akunu
+
+    block = _akunu.KV_BLOCK
+    m = load(context=2 * block + 8)
+    lengths = (block - 3, block, 2 * block + 4, 9)
+    seqs = [prompts(1, m.config.vocab_size, seed=40 + n, lo=n, hi=n + 1)[0] for n in lengths]
+    got = m.generate_batch(seqs, max_tokens=6, max_sequences=2)
+    for ids, g in zip(seqs, got):
+        want = m.generate(ids, max_tokens=6, stream=False)
+        assert (g.token_ids, g.stop_reason) == (want.token_ids, want.stop_reason)
+    assert got[2].stop_reason == "context"
 
 
 def test_perplexity_batched_equals_perplexity():
