@@ -7,6 +7,7 @@ worker's share says how many items it ran, their mean wall and CPU time, and how
 
     python bench/distributed_sweep.py MODEL [--workers 1,2,4] [--items 400] [--gpu] [--device cpu]
     python bench/distributed_sweep.py MODEL --address auto     # on a running Ray cluster
+    python bench/distributed_sweep.py MODEL --task perplexity_batch   # a worker's batch in one call
 
 Each worker holds one GPU with --gpu (resources {"GPU": 1}), else --cpus CPUs. The texts are
 code-like lines of 1 to 16 lines each, the same for every worker count.
@@ -30,15 +31,22 @@ def texts(n: int) -> list[str]:
     return [f"# {i}\n" + "".join(LINES[(i + k) % len(LINES)] for k in range(1 + i % 16)) for i in range(n)]
 
 
-PERPLEXITY = ad.TASKS["perplexity"]
+def timed(task: ad.Task) -> ad.Task:
+    """`task` with each result stamped: [when it finished, its wall seconds, its process CPU
+    seconds, the worker's pid, the result]; a batch run in one call shares its time equally."""
+    def stamp(call, n: int) -> list:
+        wall, cpu = time.perf_counter(), time.process_time()
+        values = call()
+        w, c = (time.perf_counter() - wall) / n, (time.process_time() - cpu) / n
+        return [[time.time(), w, c, os.getpid(), v] for v in values]
 
+    def one(model, item, kwargs):
+        return stamp(lambda: [task.one(model, item, kwargs)], 1)[0]
 
-def timed_perplexity(model, text, kwargs) -> list:
-    """[when it finished, its wall seconds, its process CPU seconds, the worker's pid, the
-    perplexity]: the perplexity row, stamped."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    value = PERPLEXITY.one(model, text, kwargs)
-    return [time.time(), time.perf_counter() - wall, time.process_time() - cpu, os.getpid(), value]
+    def many(model, items, kwargs):
+        return stamp(lambda: task.many(model, items, kwargs), len(items))
+
+    return ad.Task(task.name + "-timed", task.load, one, arg=task.arg, many=many if task.many else None)
 
 
 def report(results: list) -> tuple[str, float]:
@@ -52,7 +60,8 @@ def report(results: list) -> tuple[str, float]:
     for _, rs in sorted(by_pid.items()):
         first = min(rs, key=lambda r: r[0])
         wall, cpu = sum(r[1] for r in rs), sum(r[2] for r in rs)
-        span = max(r[0] for r in rs) - first[0] + first[1]
+        batch = sum(r[0] == first[0] for r in rs)  # the first batch's items (one stamp if run in one call)
+        span = max(r[0] for r in rs) - first[0] + first[1] * batch
         parts.append(f"{len(rs)} items, {1e3 * wall / len(rs):.1f} ms wall / {1e3 * cpu / len(rs):.1f} ms CPU each"
                      + (f", busy {wall / span:.0%}" if span > 0 else ""))
     up = max(min(r[0] for r in rs) for rs in by_pid.values())
@@ -64,7 +73,7 @@ def report(results: list) -> tuple[str, float]:
 def run(args, workers: int) -> tuple[float, float, float]:
     """(items/s over the call, from the first result to the last, in the steady state); prints
     each worker's share."""
-    task = ad.Task("perplexity-timed", PERPLEXITY.load, timed_perplexity, arg=PERPLEXITY.arg)
+    task = timed(ad.TASKS[args.task])
     resources = {"GPU": 1} if args.gpu else {"CPU": args.cpus}
     model_kwargs = {"device": args.device} if args.device else {}
     start = time.time()
@@ -84,6 +93,8 @@ def main() -> None:
     p.add_argument("--workers", default="1,2,4")
     p.add_argument("--items", type=int, default=400)
     p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--task", default="perplexity", choices=["perplexity", "perplexity_batch"],
+                   help="perplexity_batch: each batch in one Model.score_batch")
     p.add_argument("--gpu", action="store_true", help="one GPU per worker")
     p.add_argument("--cpus", type=int, default=1, help="CPUs per worker without --gpu")
     p.add_argument("--device", default=None, help="model_kwargs device (cpu for the CPU backend)")
@@ -105,7 +116,7 @@ def main() -> None:
         rates = run(args, n)
         rows.append((n, *rates))
         base = [r / rows[0][0] for r in rows[0][1:]]
-        print(f"workers {n}: " + ", ".join(
+        print(f"{args.task} workers {n}: " + ", ".join(
             f"{r:8.1f} items/s {what} ({r / (b * n):.2f}x linear)"
             for r, b, what in zip(rates, base, ("over the call", "in the sweep", "steady"))), flush=True)
 

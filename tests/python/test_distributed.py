@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -159,6 +160,22 @@ def worker_pids(psutil) -> list[int]:
         except psutil.Error:
             pass
     return pids
+
+
+def test_batched_tasks_equal_one_process_over_the_same_batches(cluster, model_path, local):
+    """score_batch and perplexity_batch run each batch of batch_size items as one
+    Model.score_batch: the sweep equals that call on the same slices in one process, bit for
+    bit (CPU backend), and stays within the batch's tolerance of score() item by item."""
+    items, size = TEXTS[:40], 6
+    slices = [items[at:at + size] for at in range(0, len(items), size)]
+    scores = ad.map(model_path, items, task="score_batch", workers=2, model_kwargs=KWARGS, batch_size=size)
+    assert_scores(scores, [s for part in slices for s in local.score_batch(part)])
+    ppl = ad.map(model_path, items, task="perplexity_batch", workers=2, model_kwargs=KWARGS, batch_size=size)
+    want = [math.exp(-float(np.mean(s))) for part in slices for s in local.score_batch(
+        [local.tokenize(t) for t in part])]  # as Model.perplexity works it out
+    assert list(ppl) == want
+    for got, text in zip(ppl, items[:8]):
+        assert got == pytest.approx(local.perplexity(text), rel=1e-2)  # test_batch.py's batch-against-solo bound
 
 
 @pytest.mark.parametrize("max_restarts", [2, 0], ids=["ray-restarts-it", "map-replaces-it"])

@@ -70,8 +70,10 @@ def map(model_path, items: Iterable, task: str | Task = "score", workers: int = 
 
     task: "score" (Model.score: log-probabilities, a float64 array), "perplexity"
     (Model.perplexity: a float), "generate" (Model.generate: a Generation, without its
-    timings), "embed" (Encoder.embed or Model.embed: a float32 vector) or "transcribe" (the
-    Whisper model's transcribe(audio)), or an akunu.distributed.Task of your own. An item is
+    timings), "embed" (Encoder.embed or Model.embed: a float32 vector), "transcribe" (the
+    Whisper model's transcribe(audio)), "score_batch" and "perplexity_batch" (a worker's batch
+    in one Model.score_batch: faster on a GPU, within the batch's tolerance of score and
+    perplexity, docs/distributed.md), or an akunu.distributed.Task of your own. An item is
     the call's input (token ids or text, a prompt, a text, an audio file), or a dict holding it
     under the Task's arg ("ids", "text", "prompt", "text", "audio") with keyword arguments for
     that item's call; task_kwargs go to every call (max_tokens=, sampler= ...). model_kwargs

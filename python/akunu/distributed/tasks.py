@@ -4,12 +4,18 @@ A row says how a worker loads its model, how it runs one item (and, where the ca
 at once, a whole batch), how a result is written into the result file as JSON and read back,
 and which Parquet type holds it. Every row calls the public method of akunu.Model,
 akunu.Encoder or the Whisper model that a single process would call, so a sweep computes what
-that process computes. Results cross processes as JSON values: what a fresh sweep returns and
-what a resumed one reads from its file are the same.
+that process computes. score and perplexity run item by item, so an item's result is the same
+bits whatever batch it came in. score_batch and perplexity_batch run a worker's whole batch as
+one Model.score_batch (batched prefill, log-probabilities worked out on the device): faster on
+a GPU, with results within the batch's tolerance of score()'s whose last bits depend on the
+batch an item ran in (a fresh sweep's batches are fixed slices of the items, so it repeats
+them; a resumed sweep or a retried item may not). Results cross processes as JSON values: what
+a fresh sweep returns and what a resumed one reads from its file are the same.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -100,6 +106,21 @@ def _transcribe(model, audio, kwargs: dict):
     return plain(model.transcribe(audio, **kwargs))
 
 
+def _scores(model, sequences, kwargs: dict) -> list:
+    """Model.score_batch of a worker's batch (token lists or texts): one batched prefill whose
+    log-probabilities are worked out on the device."""
+    return [s.tolist() for s in model.score_batch(list(sequences), **kwargs)]
+
+
+def _perplexities(model, texts, kwargs: dict) -> list:
+    """Model.perplexity(text, batch=True) of each text of a worker's batch, all scored in one
+    score_batch."""
+    from akunu.token_ids import prompt_ids
+
+    ids = [prompt_ids(t, model.config.vocab_size, "perplexity", model.tokenize, bytes_text=True) for t in texts]
+    return [math.exp(-float(np.mean(s))) for s in model.score_batch(ids, **kwargs)]
+
+
 def _arrow(name: str):
     def make():
         import pyarrow as pa
@@ -118,6 +139,10 @@ TASKS: dict[str, Task] = {t.name: t for t in [
          many=lambda m, texts, kw: m.embed(list(texts), **kw).tolist(),
          read=lambda v: np.asarray(v, dtype=np.float32), arrow=_arrow("list32")),
     Task("transcribe", _any, _transcribe, arg="audio"),
+    Task("score_batch", _model, lambda m, ids, kw: _scores(m, [ids], kw)[0], arg="ids", many=_scores,
+         read=lambda v: np.asarray(v, dtype=np.float64), arrow=_arrow("list64")),
+    Task("perplexity_batch", _model, lambda m, text, kw: _perplexities(m, [text], kw)[0], arg="text",
+         many=_perplexities, read=float, arrow=_arrow("f64")),
 ]}
 
 
