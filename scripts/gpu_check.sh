@@ -13,6 +13,7 @@
 #   .shared/fixtures/   optional: a subset of ../shared/fixtures for the engine's reference tests
 #   .whl/   wheels for Python packages the machine lacks (pytest, hypothesis, gguf and their
 #           dependencies)
+#   .ray/   optional: Ray for bench/distributed_sweep.py (scripts/ray_payload.sh)
 # Logs go to $OUT when it is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,15 @@ for f in .debs/*.deb; do dpkg -x "$f" "$prefix"; done
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+# .ray/ (scripts/ray_payload.sh): Ray, trimmed, and the dependencies the image lacks.
+if [ -f .ray/ray.tar.xz ]; then
+    mkdir -p /tmp/site
+    tar -C /tmp/site -xJf .ray/ray.tar.xz
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .ray/*.whl 2>&1 | grep -v WARNING
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    [ -f .ray/make_random_gguf.py ] && [ ! -f ../shared/tools/make_random_gguf.py ] && mkdir -p .shared/tools &&
+        cp .ray/make_random_gguf.py .shared/tools/
 fi
 export PATH=$prefix/usr/bin:$PATH
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
