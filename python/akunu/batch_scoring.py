@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from akunu.batch import Batch
+from akunu.batch import Batch, _pool_blocks
 from akunu.controls import log_softmax
 
 
@@ -43,7 +43,11 @@ class _Scheduler:
     waits for slots to fork its continuations into, so one slot is kept for them)."""
 
     def __init__(self, model, max_sequences: int, groups: list, conts: list, out: list):
-        self.batch = Batch(model, max_sequences=max_sequences, prefix_sharing=False)
+        # Blocks for any max_sequences of the contexts and forks at once: a fork writes at most its
+        # context and continuation (its shared blocks counted again: a bound, not a count).
+        positions = [len(ctx) for ctx, _ in groups] + [len(ctx) + len(conts[n]) for ctx, ns in groups for n in ns]
+        self.batch = Batch(model, max_sequences=max_sequences, blocks=_pool_blocks(positions, max_sequences),
+                           prefix_sharing=False)
         self.b = self.batch._b
         self.waiting = collections.deque(groups)      # (context, [request]) not yet added
         self.contexts: dict[int, list[int]] = {}      # context sequence -> its requests

@@ -301,6 +301,30 @@ def test_fork_shares_blocks_and_copies_on_write():
     np.testing.assert_array_equal(b.kv_cache(c).k(0)[:, : len(ids)], before)
 
 
+def test_forks_that_all_write_a_shared_block_copy_it_one_time_fewer():
+    """Two forks hold a block their removed parent ran; when both write into it in one step the
+    first copies it and the second keeps it, so a pool of 2 blocks suffices (the step's count of
+    blocks it needs once asked for a copy each), and the tokens and logits equal those of a
+    roomy pool."""
+    m = load()
+    ids = prompts(1, m.config.vocab_size, seed=17, lo=100, hi=101)[0]
+
+    def run(blocks):
+        b = akunu.Batch(m, max_sequences=3, blocks=blocks, prefix_sharing=False)
+        a = b.add(ids)
+        b.step()
+        f1, f2 = b.fork(a), b.fork(a)
+        b.remove(a)
+        tokens = [(s, t) for _ in range(3) for s, t, _ in b.step()]
+        assert b.memory_report()["blocks_used"] == 2
+        return tokens, b.logits(f1).copy(), b.logits(f2).copy()
+
+    roomy, tight = run(6), run(2)
+    assert roomy[0] == tight[0]
+    np.testing.assert_array_equal(roomy[1], tight[1])
+    np.testing.assert_array_equal(roomy[2], tight[2])
+
+
 def test_score_batch_takes_a_window_of_context_plus_one():
     """score()'s windows hold context + 1 ids (the last one only a target); score_batch takes
     them, and greedy=True says whether each target was its row's argmax."""

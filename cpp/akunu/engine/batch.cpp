@@ -50,6 +50,7 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
     pipeline_ = std::make_unique<BatchPipeline>(parts, *pool_, rows_, o.max_sequences,
                                                 parts.front()->device->profile().tuning.split_microbatches);
     seqs_.resize(size_t(o.max_sequences));
+    step_copies_.assign(size_t(pool_->blocks_total()), 0);
 }
 
 Batch::Seq& Batch::checked(int seq) { return const_cast<Seq&>(static_cast<const Batch*>(this)->checked(seq)); }
@@ -247,8 +248,9 @@ std::vector<BatchToken> Batch::step(bool wait) {
     if (pieces.empty()) return {};
     int need = 0;
     std::vector<Piece> fitting;
+    std::fill(step_copies_.begin(), step_copies_.end(), 0);
     for (const Piece& p : pieces) {
-        const int more = pool_->blocks_needed(p.seq, pool_->length(p.seq), pool_->length(p.seq) + p.n);
+        const int more = pool_->blocks_needed(p.seq, pool_->length(p.seq), pool_->length(p.seq) + p.n, step_copies_);
         need += more;
         if (!wait || need > pool_->blocks_free()) continue;
         fitting.push_back({p.seq, fitting.empty() ? 0 : fitting.back().first_row + fitting.back().n, p.n});

@@ -144,6 +144,7 @@ private:
     std::unique_ptr<KvPool> pool_;
     std::unique_ptr<BatchPipeline> pipeline_;
     std::vector<Seq> seqs_;
+    std::vector<int> step_copies_;  // per pool block: the copies a step's writes plan (blocks_needed)
     uint64_t step_count_ = 0;
 };
 

@@ -143,6 +143,17 @@ int KvPool::blocks_needed(int seq, int from, int to) const {
     return from < to ? need : 0;
 }
 
+int KvPool::blocks_needed(int seq, int from, int to, std::vector<int>& copies) const {
+    if (from >= to) return 0;
+    const Seq& s = seqs_[size_t(seq)];
+    int need = std::max(0, blocks_for(to) - int(s.blocks.size()));
+    for (int j = from / AKUNU_KV_BLOCK; j < std::min(blocks_for(to), int(s.blocks.size())); ++j) {
+        const size_t b = size_t(s.blocks[size_t(j)]);
+        if (refs_[b] - copies[b] > 1) ++need, ++copies[b];  // prepare_write copies it; the last holder does not
+    }
+    return need;
+}
+
 int KvPool::take_block() {
     const int b = free_.back();
     free_.pop_back();
