@@ -341,9 +341,9 @@ def _joined(parts: list, greedy: bool):
 
 def _pool_blocks(positions: list[int], held: int) -> int:
     """KV blocks enough for any `held` of the sequences at once, each writing at most the given
-    number of positions, rather than every sequence's whole context: a 7b's pool of 8 whole
-    contexts is 16 GiB, allocated on every call (bench/NOTES.md, "score_batch's KV pool sized
-    to the windows it holds")."""
+    number of positions, rather than every sequence's whole context, which on a large model is
+    more than a GPU holds (bench/NOTES.md, "score_batch's KV pool sized to the windows it
+    holds")."""
     need = sorted(-(-n // _akunu.KV_BLOCK) for n in positions)
     return sum(need[-held:])
 
