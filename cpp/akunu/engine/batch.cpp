@@ -250,7 +250,7 @@ std::vector<BatchToken> Batch::step(bool wait) {
     std::vector<Piece> fitting;
     std::fill(step_copies_.begin(), step_copies_.end(), 0);
     for (const Piece& p : pieces) {
-        const int more = pool_->blocks_needed(p.seq, pool_->length(p.seq), pool_->length(p.seq) + p.n, step_copies_);
+        const int more = pool_->blocks_needed(p.seq, pool_->length(p.seq), pool_->length(p.seq) + p.n, &step_copies_);
         need += more;
         if (!wait || need > pool_->blocks_free()) continue;
         fitting.push_back({p.seq, fitting.empty() ? 0 : fitting.back().first_row + fitting.back().n, p.n});

@@ -135,21 +135,15 @@ int KvPool::blocks_shared() const {
     return int(std::count_if(refs_.begin(), refs_.end(), [](int r) { return r > 1; }));
 }
 
-int KvPool::blocks_needed(int seq, int from, int to) const {
-    const Seq& s = seqs_[size_t(seq)];
-    int need = std::max(0, blocks_for(to) - int(s.blocks.size()));
-    for (int j = from / AKUNU_KV_BLOCK; j < std::min(blocks_for(to), int(s.blocks.size())); ++j)
-        need += refs_[size_t(s.blocks[size_t(j)])] > 1 ? 1 : 0;
-    return from < to ? need : 0;
-}
-
-int KvPool::blocks_needed(int seq, int from, int to, std::vector<int>& copies) const {
+int KvPool::blocks_needed(int seq, int from, int to, std::vector<int>* copies) const {
     if (from >= to) return 0;
     const Seq& s = seqs_[size_t(seq)];
     int need = std::max(0, blocks_for(to) - int(s.blocks.size()));
     for (int j = from / AKUNU_KV_BLOCK; j < std::min(blocks_for(to), int(s.blocks.size())); ++j) {
         const size_t b = size_t(s.blocks[size_t(j)]);
-        if (refs_[b] - copies[b] > 1) ++need, ++copies[b];  // prepare_write copies it; the last holder does not
+        if (refs_[b] - (copies ? (*copies)[b] : 0) <= 1) continue;  // its own, or the last holder's to keep
+        ++need;
+        if (copies) ++(*copies)[b];
     }
     return need;
 }

@@ -69,12 +69,11 @@ public:
     int length(int seq) const { return seqs_[size_t(seq)].length; }
     const std::vector<int>& block_table(int seq) const { return seqs_[size_t(seq)].blocks; }
     // Blocks a write of positions [from, to) of `seq` takes from the pool: those it lacks, and
-    // a private copy of each shared one it writes into.
-    int blocks_needed(int seq, int from, int to) const;
-    // The same for one of a step's writes, `copies` holding per block the copies the step's earlier
-    // writes take (zeroed by the caller before the first): the holders of a shared block that all
-    // write into it copy it one time fewer than they are, since the last one keeps the block.
-    int blocks_needed(int seq, int from, int to, std::vector<int>& copies) const;
+    // a private copy of each shared one it writes into. For one of a step's writes, `copies`
+    // holds per block the copies the step's earlier writes take (zeroed by the caller before the
+    // first): the holders of a shared block that all write into it copy it one time fewer than
+    // they are, since the last one keeps the block (prepare_write).
+    int blocks_needed(int seq, int from, int to, std::vector<int>* copies = nullptr) const;
     // Makes positions [from, to) of `seq` writable: takes the blocks blocks_needed counts
     // (copying the rows of a shared block it writes into). Throws, taking nothing, when the
     // pool has too few free blocks.
