@@ -263,8 +263,8 @@ def stream_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, 
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     vocab = model.config.vocab_size
-    all_ids = [prompt_ids(p, vocab, "generate_batch", model.tokenize, bytes_text=True)
-               for p in _prompt_list(prompts, "generate_batch")]
+    all_ids = [prompt_ids(p, vocab, f"generate_batch prompt {n}", model.tokenize, bytes_text=True)
+               for n, p in enumerate(_prompt_list(prompts, "generate_batch"))]
     if any(not ids for ids in all_ids):
         raise ValueError("generate_batch: a prompt is empty")
     stops = _stop_strings(stop)
@@ -315,7 +315,8 @@ def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 
     (scores, bool array: each token was its row's argmax) per list, as lm_eval's loglikelihood
     needs."""
     vocab = model.config.vocab_size
-    all_ids = [prompt_ids(s, vocab, "score_batch", model.tokenize) for s in _prompt_list(sequences, "score_batch")]
+    all_ids = [prompt_ids(s, vocab, f"score_batch sequence {n}", model.tokenize)
+               for n, s in enumerate(_prompt_list(sequences, "score_batch"))]
     for n, ids in enumerate(all_ids):
         if len(ids) < 2:
             raise ValueError(f"score_batch: sequence {n} has {len(ids)} token(s); scoring needs at least two")

@@ -190,6 +190,11 @@ def test_batch_helpers_refuse_malformed_arguments():
     with pytest.raises(TypeError, match="stop: expected a string or a list of strings"):
         m.generate_batch(["a"], max_tokens=2, stop=["x", 3])
     assert [len(g.token_ids) for g in m.generate_batch(["a"], max_tokens=2, stop=("zz",))] == [2]
+    # A bad id names the list it is in, not only its place there.
+    with pytest.raises(ValueError, match="score_batch sequence 1: token id 999999 at index 1"):
+        m.score_batch([[3, 4, 5], [3, 999999]])
+    with pytest.raises(ValueError, match="generate_batch prompt 2: token id -1 at index 0"):
+        m.generate_batch([[3], [4], [-1]], max_tokens=2)
     # Values past a C int reached pybind11 and came back as "incompatible function arguments".
     with pytest.raises(ValueError, match="max_sequences must be an integer in"):
         akunu.Batch(m, 2**31)
