@@ -25,19 +25,18 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 mkdir -p "$prefix"
 for f in .debs/*.deb; do dpkg -x "$f" "$prefix"; done
-if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-# .ray/ (scripts/ray_payload.sh): Ray, trimmed, and the dependencies the image lacks.
+# .ray/ (scripts/ray_payload.sh): Ray, trimmed, unpacked beside the wheels; its dependencies
+# are wheels too, installed on their own so that a failure there leaves .whl's in place.
 if [ -f .ray/ray.tar.xz ]; then
     mkdir -p /tmp/site
     tar -C /tmp/site -xJf .ray/ray.tar.xz
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .ray/*.whl 2>&1 | grep -v WARNING
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-    [ -f .ray/make_random_gguf.py ] && [ ! -f ../shared/tools/make_random_gguf.py ] && mkdir -p .shared/tools &&
-        cp .ray/make_random_gguf.py .shared/tools/
 fi
+for d in .whl .ray; do
+    if ls $d/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site $d/*.whl
+    fi
+done
+[ ! -d /tmp/site ] || export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export PATH=$prefix/usr/bin:$PATH
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export VK_LAYER_PATH=$prefix/usr/share/vulkan/explicit_layer.d
@@ -76,6 +75,7 @@ if [ ! -d ../shared/fixtures ]; then
 fi
 make_random=../shared/tools/make_random_gguf.py
 [ -f $make_random ] || make_random=.shared/tools/make_random_gguf.py
+[ -f $make_random ] || [ ! -f .ray/make_random_gguf.py ] || make_random=.ray/make_random_gguf.py
 export AKUNU_MAKE_RANDOM_GGUF=$make_random
 # AKUNU_GPU_CMD: a command to run in this environment after the build (experiments).
 if [ -n "${AKUNU_GPU_CMD:-}" ]; then eval "$AKUNU_GPU_CMD"; exit $?; fi
