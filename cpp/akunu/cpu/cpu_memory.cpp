@@ -14,9 +14,9 @@ constexpr size_t kPage = 4096, kHugePage = size_t(2) << 20;
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // A mapping of `bytes` that starts on a huge page and asks for transparent huge pages: a
-// decode step streams every weight once, and in 4 KiB pages each page of it costs a TLB miss,
-// which cost a 179 MB GEMV a third of its read rate (bench/NOTES.md, "CPU backend: huge pages
-// and prefetched tiles"). The slack before the aligned start and after the end is unmapped.
+// decode step streams every weight once, and in 4 KiB pages each page of it costs a TLB miss
+// (what that cost a large GEMV: bench/NOTES.md, "CPU backend: huge pages and prefetched
+// tiles"). The slack before the aligned start and after the end is unmapped.
 void* map_huge(size_t bytes) {
     const size_t span = round_up(bytes, kPage) + kHugePage;
     void* mem = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
