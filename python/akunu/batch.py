@@ -20,6 +20,7 @@ A model split across devices batches too: each device runs its layers for every 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -355,27 +356,80 @@ def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: in
     if not windows:
         return []
     held = max(1, min(max_sequences, len(windows)))
-    # A window of n ids writes n - 1 positions, and its sampled token would take one more.
+    # A window of n ids writes n positions (n - 1 where it fills the context).
     blocks = _pool_blocks([len(w) for w in windows], held)
-    batch = Batch(model, max_sequences=held, rows=rows or model.prefill_chunk, blocks=blocks, prefix_sharing=False)
+    batch = model._kept_batch.take(model, held, rows or model.prefill_chunk, blocks)
     waiting = list(range(len(windows)))[::-1]
     index: dict[int, int] = {}
     while waiting or index:
-        while waiting and len(index) < batch.max_sequences:
+        while waiting and len(index) < held:
             i = waiting.pop()
-            index[batch.add(windows[i][:-1], score=True)] = i  # the last id is the sampling row's target
+            index[batch.add(_scored_ids(model, windows[i]), score=True)] = i
         for seq, _token, _logprob in batch.step():
             i = index.pop(seq)
-            out[i] = _scored(batch, seq, windows[i][-1], greedy)
+            out[i] = _scored(batch, seq, windows[i], greedy)
             batch.remove(seq)
+    model._kept_batch.give_back(batch)  # not after an error: that batch is dropped
     return out
 
 
-def _scored(batch: Batch, seq: int, last: int, greedy: bool):
-    """A scored sequence's log-probabilities (the prompt rows' and the last target's, from the
-    row that sampled) and with `greedy` whether each target was its row's argmax."""
-    logits = batch.logits(seq)
-    scores = np.append(np.asarray(batch._b.scores(seq), dtype=np.float64), log_softmax(logits)[last])
-    if not greedy:
-        return scores
-    return scores, np.append(np.asarray(batch._b.score_greedy(seq), dtype=bool), int(np.argmax(logits)) == last)
+class KeptBatch:
+    """The scoring Batch a Model keeps between score_batch calls. Making a Batch allocates its KV
+    pool and records its tables, and freeing it returns the pool: on a GPU that takes longer
+    than scoring a few short sequences, and for a 7b's 64 windows of 512 tokens a quarter of the
+    call (bench/NOTES.md, "Scoring batches kept between calls"). A call takes the kept batch
+    where it holds enough sequences, rows and blocks, else makes one, and gives it back when it
+    is done; two calls at once (threads) each have their own. Model.release_batches() frees it,
+    and Model.memory_report()["kept_batch"] counts it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batch: Batch | None = None
+
+    def take(self, model, held: int, rows: int, blocks: int) -> Batch:
+        with self._lock:
+            kept, self._batch = self._batch, None
+        if kept is not None:
+            r = kept.memory_report()
+            if kept.max_sequences >= held and kept.rows == rows and r["blocks"] >= blocks and r["blocks_used"] == 0:
+                return kept
+        del kept  # its pool goes before the new one is allocated
+        return Batch(model, max_sequences=held, rows=rows, blocks=blocks, prefix_sharing=False)
+
+    def give_back(self, batch: Batch) -> None:
+        with self._lock:
+            if self._batch is None:
+                self._batch = batch
+
+    def release(self) -> None:
+        with self._lock:
+            self._batch = None
+
+    def bytes(self) -> int:
+        with self._lock:
+            kept = self._batch
+        if kept is None:
+            return 0
+        r = kept.memory_report()
+        return int(r["kv_bytes"] + r["recent_bytes"] + r["scratch_bytes"])
+
+
+def _scored_ids(model, window: list[int]) -> list[int]:
+    """What a scored window runs: all of it, so that every target is a prompt row's, scored on
+    the device; a window that fills the context runs all but its last id, which is then the
+    target of the row that samples."""
+    return window if len(window) <= model.context else window[:-1]
+
+
+def _scored(batch: Batch, seq: int, window: list[int], greedy: bool):
+    """A scored window's log-probabilities and with `greedy` whether each target was its row's
+    argmax: the prompt rows' from the device, and where the window filled the context its last
+    target's from the sampling row's logits, read back."""
+    scores = np.asarray(batch._b.scores(seq), dtype=np.float64)
+    flags = np.asarray(batch._b.score_greedy(seq), dtype=bool) if greedy else None
+    if len(scores) < len(window) - 1:
+        logits, last = batch.logits(seq), window[-1]
+        scores = np.append(scores, log_softmax(logits)[last])
+        if greedy:
+            flags = np.append(flags, int(np.argmax(logits)) == last)
+    return (scores, flags) if greedy else scores

@@ -115,6 +115,7 @@ class Model:
         self.tokenizer = Tokenizer.from_file(path)
         self.kv_cache = KVCacheView(self._engine)
         self.scratch = ScratchView(self._engine)
+        self._kept_batch = _batch.KeptBatch()
 
     # ---- text ----------------------------------------------------------------------------------
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
@@ -421,8 +422,14 @@ class Model:
                     greedy: bool = False) -> list:
         """score() of each token list, run together as batched prefill (akunu.batch): a list
         longer than context + 1 ids in score()'s windows; greedy=True: (scores, whether each
-        token was its row's argmax) each."""
+        token was its row's argmax) each. The model keeps the batch between calls
+        (memory_report()["kept_batch"]; release_batches() frees it)."""
         return _batch.score_batch(self, sequences, max_sequences, rows, greedy)
+
+    def release_batches(self) -> None:
+        """Frees the batch score_batch keeps between calls (memory_report()["kept_batch"]
+        bytes), which makes the next call allocate its KV pool and record its tables again."""
+        self._kept_batch.release()
 
     def perplexity(self, text: str | bytes | Sequence[int], progress: bool | None = None, batch: bool = False) -> float:
         """exp(mean negative log-likelihood) of `text` (a str, or bytes as UTF-8, tokenized with
@@ -478,6 +485,7 @@ class Model:
         other._engine = self._engine.fork()
         other.kv_cache = KVCacheView(other._engine)
         other.scratch = ScratchView(other._engine)
+        other._kept_batch = _batch.KeptBatch()
         return other
 
     # ---- inspection ----------------------------------------------------------------------------
@@ -492,8 +500,9 @@ class Model:
         staging (the device's host staging area, through which reads and writes of unmapped
         buffers of any size go in pieces, sized at load by the largest reader),
         device_allocated and device_allocations (over the device, forks included; staging
-        counted)."""
-        return self._engine.memory_report()
+        counted), kept_batch (the bytes of the batch score_batch keeps between calls, 0 without;
+        release_batches() frees it)."""
+        return {**self._engine.memory_report(), "kept_batch": self._kept_batch.bytes()}
 
     def profile(self, tokens: int = 1, runs: int = 1) -> list[dict]:
         """Device time of each command of a decode step (tokens=1) or of a prefill chunk of
