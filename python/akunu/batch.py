@@ -278,12 +278,12 @@ def stream_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, 
     held = max(1, min(max_sequences, len(all_ids)))
     # A sequence writes its prompt and the tokens it samples but the last, up to the context.
     positions = [min(len(ids) + max_tokens, model.context) for ids in all_ids]
-    batch = Batch(model, max_sequences=held, blocks=_pool_blocks(positions, held))
+    batch = model._kept_batches.take(model, held, 0, _pool_blocks(positions, held), prefix_sharing=True)
     stop_ids = set(model.tokenizer.stop_ids)
     waiting = list(range(len(all_ids)))[::-1]
     index: dict[int, int] = {}
     while waiting or index:
-        while waiting and len(index) < batch.max_sequences:
+        while waiting and len(index) < held:
             i = waiting.pop()
             index[batch.add(all_ids[i], samplers[i])] = i
         for seq, token, logprob in batch.step():
@@ -294,6 +294,7 @@ def stream_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, 
             if done:
                 batch.remove(seq)
                 del index[seq]
+    model._kept_batches.give_back(batch, 0, prefix_sharing=True)  # not after an error or an abandoned stream
 
 
 def generate_batch(model, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
@@ -358,7 +359,8 @@ def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: in
     held = max(1, min(max_sequences, len(windows)))
     # A window of n ids writes n positions (n - 1 where it fills the context).
     blocks = _pool_blocks([len(w) for w in windows], held)
-    batch = model._kept_batch.take(model, held, rows or model.prefill_chunk, blocks)
+    rows = rows or model.prefill_chunk
+    batch = model._kept_batches.take(model, held, rows, blocks, prefix_sharing=False)
     waiting = list(range(len(windows)))[::-1]
     index: dict[int, int] = {}
     while waiting or index:
@@ -369,49 +371,49 @@ def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: in
             i = index.pop(seq)
             out[i] = _scored(batch, seq, windows[i], greedy)
             batch.remove(seq)
-    model._kept_batch.give_back(batch)  # not after an error: that batch is dropped
+    model._kept_batches.give_back(batch, rows, prefix_sharing=False)  # not after an error: that batch is dropped
     return out
 
 
-class KeptBatch:
-    """The scoring Batch a Model keeps between score_batch calls. Making a Batch allocates its KV
-    pool and records its tables, and freeing it returns the pool: on a GPU that takes longer
-    than scoring a few short sequences, and for a 7b's 64 windows of 512 tokens a quarter of the
-    call (bench/NOTES.md, "Scoring batches kept between calls"). A call takes the kept batch
-    where it holds enough sequences, rows and blocks, else makes one, and gives it back when it
-    is done; two calls at once (threads) each have their own. Model.release_batches() frees it,
-    and Model.memory_report()["kept_batch"] counts it."""
+class KeptBatches:
+    """The batches a Model keeps between calls: one that score_batch ran in, and one that
+    generate_batch or stream_batch ran in (with prefix sharing). Making a Batch allocates its KV
+    pool and records its tables, and freeing it returns the pool: on a GPU that takes a large
+    share of a call (bench/NOTES.md, "Scoring batches kept between calls"). A call takes the
+    kept batch of its kind where it fits (as many sequences at once or fewer, the same rows a
+    step, blocks enough, none in use), else makes one, and gives it back once it has run to the
+    end (a call that failed, or a stream left unfinished, drops its batch). A kept batch is in
+    the state of a new one: a block's hash goes when the block does, so nothing carries over
+    from the call before. Two calls at once (threads) each have their own batch.
+    Model.release_batches() frees them, and Model.memory_report()["kept_batches"] counts them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._batch: Batch | None = None
+        self._kept: dict[bool, tuple[Batch, int]] = {}  # by prefix sharing: the batch, the rows asked for
 
-    def take(self, model, held: int, rows: int, blocks: int) -> Batch:
+    def take(self, model, held: int, rows: int, blocks: int, prefix_sharing: bool) -> Batch:
         with self._lock:
-            kept, self._batch = self._batch, None
+            kept, asked = self._kept.pop(prefix_sharing, (None, None))
         if kept is not None:
             r = kept.memory_report()
-            if kept.max_sequences >= held and kept.rows == rows and r["blocks"] >= blocks and r["blocks_used"] == 0:
+            if asked == rows and kept.max_sequences >= held and r["blocks"] >= blocks and r["blocks_used"] == 0:
                 return kept
-        del kept  # its pool goes before the new one is allocated
-        return Batch(model, max_sequences=held, rows=rows, blocks=blocks, prefix_sharing=False)
+        kept = None  # its pool goes before the new one is allocated
+        return Batch(model, max_sequences=held, rows=rows, blocks=blocks, prefix_sharing=prefix_sharing)
 
-    def give_back(self, batch: Batch) -> None:
+    def give_back(self, batch: Batch, rows: int, prefix_sharing: bool) -> None:
         with self._lock:
-            if self._batch is None:
-                self._batch = batch
+            self._kept.setdefault(prefix_sharing, (batch, rows))
 
     def release(self) -> None:
         with self._lock:
-            self._batch = None
+            self._kept = {}
 
     def bytes(self) -> int:
         with self._lock:
-            kept = self._batch
-        if kept is None:
-            return 0
-        r = kept.memory_report()
-        return int(r["kv_bytes"] + r["recent_bytes"] + r["scratch_bytes"])
+            kept = [b for b, _ in self._kept.values()]
+        reports = [b.memory_report() for b in kept]
+        return sum(int(r["kv_bytes"] + r["recent_bytes"] + r["scratch_bytes"]) for r in reports)
 
 
 def _scored_ids(model, window: list[int]) -> list[int]:

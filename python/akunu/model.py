@@ -115,7 +115,7 @@ class Model:
         self.tokenizer = Tokenizer.from_file(path)
         self.kv_cache = KVCacheView(self._engine)
         self.scratch = ScratchView(self._engine)
-        self._kept_batch = _batch.KeptBatch()
+        self._kept_batches = _batch.KeptBatches()
 
     # ---- text ----------------------------------------------------------------------------------
     def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
@@ -410,7 +410,8 @@ class Model:
     def generate_batch(self, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
                        max_sequences: int = 64) -> list[Generation]:
         """One Generation per prompt, the prompts run together in batched steps (akunu.batch);
-        sampler: one Sampler for all, or a list with one per prompt."""
+        sampler: one Sampler for all, or a list with one per prompt. The model keeps the batch
+        between calls (akunu.batch.KeptBatches; release_batches() frees it)."""
         return _batch.generate_batch(self, prompts, max_tokens, sampler, stop, max_sequences)
 
     def stream_batch(self, prompts: Sequence, max_tokens: int = 128, sampler=None, stop=None,
@@ -423,13 +424,14 @@ class Model:
         """score() of each token list, run together as batched prefill (akunu.batch): a list
         longer than context + 1 ids in score()'s windows; greedy=True: (scores, whether each
         token was its row's argmax) each. The model keeps the batch between calls
-        (memory_report()["kept_batch"]; release_batches() frees it)."""
+        (akunu.batch.KeptBatches; release_batches() frees it)."""
         return _batch.score_batch(self, sequences, max_sequences, rows, greedy)
 
     def release_batches(self) -> None:
-        """Frees the batch score_batch keeps between calls (memory_report()["kept_batch"]
-        bytes), which makes the next call allocate its KV pool and record its tables again."""
-        self._kept_batch.release()
+        """Frees the batches that score_batch and generate_batch/stream_batch keep between calls
+        (memory_report()["kept_batches"] bytes, akunu.batch.KeptBatches), so that the next such
+        call allocates its KV pool and records its tables again."""
+        self._kept_batches.release()
 
     def perplexity(self, text: str | bytes | Sequence[int], progress: bool | None = None, batch: bool = False) -> float:
         """exp(mean negative log-likelihood) of `text` (a str, or bytes as UTF-8, tokenized with
@@ -485,7 +487,7 @@ class Model:
         other._engine = self._engine.fork()
         other.kv_cache = KVCacheView(other._engine)
         other.scratch = ScratchView(other._engine)
-        other._kept_batch = _batch.KeptBatch()
+        other._kept_batches = _batch.KeptBatches()
         return other
 
     # ---- inspection ----------------------------------------------------------------------------
@@ -500,9 +502,9 @@ class Model:
         staging (the device's host staging area, through which reads and writes of unmapped
         buffers of any size go in pieces, sized at load by the largest reader),
         device_allocated and device_allocations (over the device, forks included; staging
-        counted), kept_batch (the bytes of the batch score_batch keeps between calls, 0 without;
-        release_batches() frees it)."""
-        return {**self._engine.memory_report(), "kept_batch": self._kept_batch.bytes()}
+        counted), kept_batches (the bytes of the batches score_batch and generate_batch keep
+        between calls, 0 without; release_batches() frees them)."""
+        return {**self._engine.memory_report(), "kept_batches": self._kept_batches.bytes()}
 
     def profile(self, tokens: int = 1, runs: int = 1) -> list[dict]:
         """Device time of each command of a decode step (tokens=1) or of a prefill chunk of

@@ -1,10 +1,11 @@
-"""score_batch keeps its Batch on the Model between calls (akunu.batch.KeptBatch): a call that
-fits the kept batch (as many sequences at once or fewer, the same rows a step, blocks enough)
-runs in it, and scores as a new batch does, to the bit: a sequence's rows meet the same
-products whichever pool blocks hold its cache. A call that does not fit makes a new batch and
-keeps that one instead. memory_report()["kept_batch"] counts the kept batch's bytes and
-release_batches() frees it; two threads scoring at once each run their own batch; a fork keeps
-its own."""
+"""The Model keeps the batch a score_batch call ran in, and the one a generate_batch or
+stream_batch call ran in (akunu.batch.KeptBatches): a later call of that kind that fits it (as
+many sequences at once or fewer, the same rows a step, blocks enough) runs in it, and gives what
+a new batch gives, to the bit: a sequence's rows meet the same products whichever pool blocks
+hold its cache, and a freed block takes its prefix hash with it. A call that does not fit makes
+a new batch and keeps that one instead; a stream left unfinished drops its batch.
+memory_report()["kept_batches"] counts the kept batches' bytes and release_batches() frees
+them; two threads scoring at once each run their own batch; a fork keeps its own."""
 from __future__ import annotations
 
 import threading
@@ -12,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 
+from akunu import Sampler
 from test_batch import load, prompts
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -23,28 +25,60 @@ def assert_same(got, want):
         np.testing.assert_array_equal(g, w)
 
 
-def test_a_kept_batch_scores_as_a_new_one_until_released():
+def kept(m, prefix_sharing):
+    entry = m._kept_batches._kept.get(prefix_sharing)
+    return entry[0] if entry else None
+
+
+def test_a_kept_scoring_batch_scores_as_a_new_one_until_released():
     m = load(context=300)
     seqs = prompts(5, m.config.vocab_size, seed=7, lo=2, hi=60)
-    assert m.memory_report()["kept_batch"] == 0
+    assert m.memory_report()["kept_batches"] == 0
     first = m.score_batch(seqs, max_sequences=3)
-    kept = m._kept_batch._batch
-    assert kept is not None and m.memory_report()["kept_batch"] > 0
+    b = kept(m, False)
+    assert b is not None and m.memory_report()["kept_batches"] > 0
     assert_same(m.score_batch(seqs, max_sequences=3), first)
-    assert m._kept_batch._batch is kept
+    assert kept(m, False) is b
     # Fewer at once, and shorter lists, run in the kept batch too.
     fewer = m.score_batch(seqs[:2], max_sequences=2, greedy=True)
-    assert m._kept_batch._batch is kept
+    assert kept(m, False) is b
     fresh = load(context=300).score_batch(seqs[:2], max_sequences=2, greedy=True)
     for (lp, flags), (want_lp, want_flags) in zip(fewer, fresh):
         np.testing.assert_array_equal(lp, want_lp)
         np.testing.assert_array_equal(flags, want_flags)
-    # More at once does not fit: a new batch runs the call and is kept instead.
+    # More at once, or other rows a step, do not fit: a new batch runs the call and is kept instead.
     assert_same(m.score_batch(seqs, max_sequences=5), load(context=300).score_batch(seqs, max_sequences=5))
-    assert m._kept_batch._batch is not kept and m._kept_batch._batch.max_sequences == 5
+    assert kept(m, False) is not b and kept(m, False).max_sequences == 5
+    b = kept(m, False)
+    m.score_batch(seqs, max_sequences=5, rows=64)
+    assert kept(m, False) is not b and kept(m, False).rows == 64
     m.release_batches()
-    assert m.memory_report()["kept_batch"] == 0 and m._kept_batch._batch is None
+    assert m.memory_report()["kept_batches"] == 0 and kept(m, False) is None
     assert_same(m.score_batch(seqs, max_sequences=3), first)
+
+
+def test_a_kept_generation_batch_generates_as_a_new_one():
+    m = load(context=300)
+    vocab = m.config.vocab_size
+    shared = prompts(1, vocab, seed=3, lo=270, hi=271)[0]
+    # Prompts that share a whole block: their hashes must not outlive the call that wrote them.
+    ps = [shared[:260] + p for p in prompts(3, vocab, seed=4, lo=1, hi=8)] + prompts(2, vocab, seed=5, lo=2, hi=30)
+    samplers = [Sampler(temperature=0.8, seed=i) for i in range(len(ps))]
+    want = load(context=300).generate_batch(ps, max_tokens=6, sampler=samplers, max_sequences=3)
+    for _ in range(2):
+        got = m.generate_batch(ps, max_tokens=6, sampler=samplers, max_sequences=3)
+        assert [g.token_ids for g in got] == [g.token_ids for g in want]
+        assert_same([np.asarray(g.logprobs) for g in got], [np.asarray(g.logprobs) for g in want])
+    b = kept(m, True)
+    assert b is not None and kept(m, False) is None
+    # A stream left unfinished drops its batch; the next call makes a new one.
+    stream = m.stream_batch(ps, max_tokens=6, sampler=samplers, max_sequences=3)
+    next(stream)
+    stream.close()
+    assert kept(m, True) is None
+    got = m.generate_batch(ps, max_tokens=6, sampler=samplers, max_sequences=3)
+    assert [g.token_ids for g in got] == [g.token_ids for g in want]
+    assert kept(m, True) is not None and kept(m, True) is not b
 
 
 def test_two_threads_scoring_at_once_each_run_their_own_batch():
@@ -68,15 +102,15 @@ def test_two_threads_scoring_at_once_each_run_their_own_batch():
     assert not errors
     for r in results:
         assert_same(r, want)
-    assert m._kept_batch._batch is not None
+    assert kept(m, False) is not None
 
 
 def test_a_fork_keeps_its_own_batch():
     m = load(context=300)
     seqs = prompts(3, m.config.vocab_size, seed=11, lo=2, hi=30)
     want = m.score_batch(seqs)
-    kept = m._kept_batch._batch
+    b = kept(m, False)
     f = m.fork()
-    assert f.memory_report()["kept_batch"] == 0
+    assert f.memory_report()["kept_batches"] == 0
     assert_same(f.score_batch(seqs), want)
-    assert f._kept_batch._batch is not kept and m._kept_batch._batch is kept
+    assert kept(f, False) is not b and kept(m, False) is b
