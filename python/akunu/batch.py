@@ -383,8 +383,9 @@ class KeptBatches:
     kept batch of its kind where it fits (as many sequences at once or fewer, the same rows a
     step, blocks enough, none in use), else makes one, and gives it back once it has run to the
     end (a call that failed, or a stream left unfinished, drops its batch). A kept batch is in
-    the state of a new one: a block's hash goes when the block does, so nothing carries over
-    from the call before. Two calls at once (threads) each have their own batch.
+    the state of a new one: a block's hash goes when the block does, and an emptied batch takes
+    its sequences' rows in turn from the first again, so nothing carries over from the call
+    before. Two calls at once (threads) each have their own batch.
     Model.release_batches() frees them, and Model.memory_report()["kept_batches"] counts them."""
 
     def __init__(self) -> None:

@@ -2,7 +2,8 @@
 stream_batch call ran in (akunu.batch.KeptBatches): a later call of that kind that fits it (as
 many sequences at once or fewer, the same rows a step, blocks enough) runs in it, and gives what
 a new batch gives, to the bit: a sequence's rows meet the same products whichever pool blocks
-hold its cache, and a freed block takes its prefix hash with it. A call that does not fit makes
+hold its cache, a freed block takes its prefix hash with it, and an emptied batch lays out its
+steps' rows as a new one does. A call that does not fit makes
 a new batch and keeps that one instead; a stream left unfinished drops its batch.
 memory_report()["kept_batches"] counts the kept batches' bytes and release_batches() frees
 them; two threads scoring at once each run their own batch; a fork keeps its own."""
@@ -114,3 +115,18 @@ def test_a_fork_keeps_its_own_batch():
     assert f.memory_report()["kept_batches"] == 0
     assert_same(f.score_batch(seqs), want)
     assert kept(f, False) is not b and kept(m, False) is b
+
+
+def test_a_kept_batch_plans_its_steps_as_a_new_one():
+    """A step's rows come from the sequences in turn from a place that moves each step; an
+    emptied batch starts that turn again, so the call after one of any number of steps lays out
+    its rows, and so sums its attention, as a new batch does."""
+    m = load(context=300)
+    vocab = m.config.vocab_size
+    seqs = prompts(5, vocab, seed=21, lo=2, hi=50)
+    want = load(context=300).score_batch(seqs, rows=16)
+    for seed in (13, 14, 15):  # calls of 5 lists and several steps each: the turn moves
+        m.score_batch(prompts(5, vocab, seed=seed, lo=2, hi=50), rows=16)
+        b = kept(m, False)
+        assert_same(m.score_batch(seqs, rows=16), want)
+        assert kept(m, False) is b

@@ -140,6 +140,9 @@ void Batch::remove(int seq) {
     checked(seq);
     pool_->release(seq);
     seqs_[size_t(seq)] = Seq{};
+    // An empty batch plans its next steps as a new one does (plan_step's turn starts again), so
+    // that a batch kept for later calls gives what a new one gives (akunu.batch.KeptBatches).
+    if (std::none_of(seqs_.begin(), seqs_.end(), [](const Seq& s) { return s.active; })) step_count_ = 0;
 }
 
 int Batch::add_empty(const SamplerState& sampler) {
