@@ -1,7 +1,10 @@
 """score_batch over many sequences against the single-sequence prefill rate: prompt tokens per
 second of `--sequences` random token lists of `--tokens` ids scored together
 (Model.score_batch), beside score() of one such list and eval() of one (pp), medians of --runs
-after a warm-up. The scored tokens are every id but the first of each list. Each --tuning
+after a warm-up. The warm-up call makes the batch the model keeps for later calls
+(akunu.batch.KeptBatches), so the runs time calls in a kept batch; a call's first batch costs
+what bench/NOTES.md's "Scoring batches kept between calls" measured. The scored tokens are every
+id but the first of each list. Each --tuning
 (akunu tuning settings, docs/configuration.md) loads the model once more with them, so that
 variants compare in one run: `--tuning batch_flash=0 batch_flash=1` times the batched step's
 attention row by row against its query tiles.
