@@ -404,6 +404,23 @@ def test_plan_sizes_the_slots(fixture_dir):
     assert p.total_bytes == p.weights_bytes + p.kv_bytes + p.decode_scratch_bytes + p.prefill_scratch_bytes
 
 
+@pytest.mark.parametrize("tuning", [{}, {"head_q8": 1}, {"encoder_q8": 1}, {"head_q8": 1, "encoder_q8": 1}])
+def test_plan_counts_the_q8_copies(fixture_dir, monkeypatch, tuning):
+    """akunu.plan() for the CPU backend counts the weights as WhisperModel.load uploads them, to
+    the byte: with tuning encoder_q8 the encoder's matrices and the cross-attention K and V as
+    Q8_0 tiles (fewer bytes than the file's f16), with head_q8 a Q8_0 copy of the head's text
+    rows beside the head (more)."""
+    path = fixture_dir / "tiny-whisper-random" / "hf"
+    monkeypatch.setenv("AKUNU_DEVICE", "cpu")
+    plan = akunu.plan(path, device="cpu", max_sequences=1, tuning=tuning)
+    assert plan.weights_bytes == _akunu.WhisperModel.load(str(path), max_sequences=1, tuning=tuning).weight_bytes
+    plain = akunu.plan(path, device="cpu", max_sequences=1).weights_bytes
+    if tuning == {"head_q8": 1}:
+        assert plan.weights_bytes > plain
+    if tuning == {"encoder_q8": 1}:
+        assert plan.weights_bytes < plain
+
+
 def test_plan_counts_the_greedy_chains(fixture_dir, backend):
     """akunu.plan() counts the greedy chain's buffers (whisper_chain_layout) as WhisperModel.load
     allocates them: loads with chains on and off differ by what their plans differ by, up to

@@ -122,14 +122,30 @@ static MemoryPlan plan_encoder_decoder(MemoryPlan p) {
     return p;
 }
 
+// What a Whisper stack uploads beside or instead of the file's tensors on `d` (WhisperModel
+// does the same): its window matrices as Q8_0 tiles (tuning encoder_q8), and the head's text
+// rows' Q8_0 copy (head_q8), added to `items` as a copy of the head that holds those rows.
+static void whisper_uploads(const DeviceProfile& d, const ModelFiles& files, bool encoder,
+                            std::vector<UploadItem>& items) {
+    for (UploadItem& u : items)
+        if (whisper_item_in_q8(d, encoder, u)) u = in_q8_tiles(u);
+    if (encoder) return;
+    const nlohmann::json eos = whisper_hf_config(files).value("eos_token_id", nlohmann::json(nullptr));
+    for (size_t i = 0, n = items.size(); i < n; ++i)
+        if (const size_t text = whisper_head_q8_rows(d, items[i], eos); text > 0)
+            items.push_back(in_q8_tiles(items[i], text));
+}
+
 // The weights of one stack as `p`'s options upload them (or, for a config alone, estimate
-// them), by type into by_type.
+// them), by type into by_type. `whisper`: a stack of an encoder-decoder, its encoder's where
+// `encoder`.
 static void count_weights(const ModelConfig& c, const ModelFiles* files, MemoryPlan& p,
-                          std::map<std::string, uint64_t>& by_type) {
+                          std::map<std::string, uint64_t>& by_type, bool whisper, bool encoder) {
     const PlanOptions& o = p.options;
     if (files && files->has_weights()) {
-        const std::vector<UploadItem> items = plan_weight_uploads(*files, c, o.weight_tiles);
+        std::vector<UploadItem> items = plan_weight_uploads(*files, c, o.weight_tiles);
         if (o.device) check_weight_types(items, *o.device, files->path());
+        if (o.device && whisper) whisper_uploads(*o.device, *files, encoder, items);
         for (const UploadItem& u : items) {
             if (!part_uploads(items, u, c.n_layers, o.layers)) continue;
             by_type[type_traits(u.device_type).name] += u.bytes;
@@ -170,8 +186,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const ModelFiles* files, const Plan
     p.options.prefill_chunk = std::min(p.options.prefill_chunk, p.options.context);
 
     std::map<std::string, uint64_t> by_type;
-    count_weights(c, files, p, by_type);
-    if (c.arch().encoder) count_weights(encoder_stack(c), files, p, by_type);
+    const bool whisper = c.arch().encoder;
+    count_weights(c, files, p, by_type, whisper, false);
+    if (whisper) count_weights(encoder_stack(c), files, p, by_type, whisper, true);
     for (const auto& [name, bytes] : by_type) {
         p.weights_by_dtype.push_back({name, bytes});
         p.weights_bytes += bytes;

@@ -105,10 +105,14 @@ bool q8_tiles_fit(const UploadItem& item) {
     return t.shape.size() >= 2 && t.type->block_size == 1 && !is_lookup(item.role) && matrix_extent(t).second % 32 == 0;
 }
 
-UploadItem in_q8_tiles(UploadItem item) {
+UploadItem in_q8_tiles(UploadItem item) { return in_q8_tiles(item, matrix_extent(*item.tensor).first); }
+
+UploadItem in_q8_tiles(UploadItem item, size_t rows) {
     AKUNU_CHECK(q8_tiles_fit(item), "tensor " + item.tensor->name + ": no Q8_0 tiles of a " + item.tensor->type->name +
                                         " tensor whose rows are not a multiple of 32 long");
-    const auto [rows, k] = matrix_extent(*item.tensor);
+    const auto [all_rows, k] = matrix_extent(*item.tensor);
+    AKUNU_CHECK(rows <= all_rows, "tensor " + item.tensor->name + ": no Q8_0 copy of " + std::to_string(rows) +
+                                      " of its " + std::to_string(all_rows) + " rows");
     const cpu::TileLayout& l = *cpu::tile_layout(TensorType::Q8_0_T32);
     item.device_type = l.tiled;
     item.bytes = cpu::tiled_bytes(l, rows, k);

@@ -77,6 +77,8 @@ Weight upload_q8_rows(const std::shared_ptr<Device>& device, const TensorInfo& t
 // `item` planned that way: upload_weight then rounds it at load (upload_q8_rows).
 bool q8_tiles_fit(const UploadItem& item);
 UploadItem in_q8_tiles(UploadItem item);
+// ... and a Q8_0 copy of its first `rows` rows (upload_q8_rows), planned: its type and bytes.
+UploadItem in_q8_tiles(UploadItem item, size_t rows);
 
 // Uploads the weights of a validated model (those of a part holding `layers`: part_uploads);
 // `progress(done, total)` is called per tensor. Tiles as the device's profile says

@@ -135,18 +135,23 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     return m;
 }
 
-// Tuning encoder_q8 (CPU backend): the matrices that run on every row of the encoder's windows
-// (the encoder's own, and the decoder's cross-attention K and V, made once per window) as Q8_0
-// tiles where their rows fit whole blocks (conv1's 3 x 80 do not).
-static bool runs_on_windows_in_q8(const DeviceProfile& d, bool encoder, const UploadItem& item) {
+bool whisper_item_in_q8(const DeviceProfile& d, bool encoder, const UploadItem& item) {
     const bool on_windows = encoder || item.role == TensorRole::kCrossK || item.role == TensorRole::kCrossV;
     return d.cpu_backend && d.tuning.encoder_q8 && on_windows && q8_tiles_fit(item);
+}
+
+size_t whisper_head_q8_rows(const DeviceProfile& d, const UploadItem& head, const nlohmann::json& eos) {
+    const bool float_tiles = cpu::tile_layout(head.device_type) && type_traits(head.device_type).block_size == 1;
+    if (!d.cpu_backend || !d.tuning.head_q8 || head.role != TensorRole::kOutput || !float_tiles ||
+        !eos.is_number_integer() || eos.get<int64_t>() <= 0)
+        return 0;
+    return size_t(eos.get<int64_t>()) / cpu::kTileRows * cpu::kTileRows;  // whole tiles
 }
 
 void WhisperModel::upload(bool encoder, const ModelConfig& c, const WhisperOptions& options) {
     auto items = plan_weight_uploads(*files_, c, device_->profile().weight_tiles);
     for (UploadItem& it : items)
-        if (runs_on_windows_in_q8(device_->profile(), encoder, it)) it = in_q8_tiles(it);
+        if (whisper_item_in_q8(device_->profile(), encoder, it)) it = in_q8_tiles(it);
     check_weight_types(items, device_->profile(), files_->path());
     auto& to = encoder ? enc_w_ : dec_w_;
     for (size_t i = 0; i < items.size(); ++i) {
@@ -155,13 +160,10 @@ void WhisperModel::upload(bool encoder, const ModelConfig& c, const WhisperOptio
         weight_bytes_ += it.bytes;
         if (options.progress) options.progress("weights", i + 1, items.size());
     }
-    const DeviceProfile& d = device_->profile();
-    if (encoder || !d.cpu_backend || !d.tuning.head_q8) return;
+    if (encoder) return;
     const nlohmann::json eos = config_json()["eos"];
-    for (const UploadItem& it : items)  // a float head in tiles
-        if (it.role == TensorRole::kOutput && cpu::tile_layout(it.device_type) &&
-            type_traits(it.device_type).block_size == 1 && eos.is_number_integer() && eos.get<int64_t>() > 0) {
-            const size_t text = size_t(eos.get<int64_t>()) / cpu::kTileRows * cpu::kTileRows;  // whole tiles
+    for (const UploadItem& it : items)
+        if (const size_t text = whisper_head_q8_rows(device_->profile(), it, eos); text > 0) {
             text_head_ = upload_q8_rows(device_, *it.tensor, text);
             weight_bytes_ += text_head_.buffer.size();
         }
@@ -257,16 +259,21 @@ void WhisperModel::allocate() {
     device_->reserve_staging(size_t(slots_) * size_t(config_.vocab_size) * 4);
 }
 
-nlohmann::json WhisperModel::config_json() const {
-    nlohmann::json j = files_->hf_config() ? *files_->hf_config() : nlohmann::json::object();
+nlohmann::json whisper_hf_config(const ModelFiles& files) {
+    nlohmann::json j = files.hf_config() ? *files.hf_config() : nlohmann::json::object();
     namespace fs = std::filesystem;
-    const fs::path path(files_->path());
+    const fs::path path(files.path());
     const fs::path generation = (fs::is_directory(path) ? path : path.parent_path()) / "generation_config.json";
     if (fs::is_regular_file(generation)) {
         const nlohmann::json g = read_json_file(generation.string());
         for (const auto& [key, value] : g.items())
             if (!j.contains(key) || j[key].is_null()) j[key] = value;
     }
+    return j;
+}
+
+nlohmann::json WhisperModel::config_json() const {
+    nlohmann::json j = whisper_hf_config(*files_);
     const ModelConfig& c = config_;
     j["n_mels"] = c.n_mels;
     j["n_audio_ctx"] = c.audio_ctx;

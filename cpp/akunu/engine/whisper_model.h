@@ -51,6 +51,18 @@ WhisperLayout whisper_layout(const ModelConfig& c, int slots, int rows);
 // Rows of the short decoder table (a step of every slot): at most `rows`.
 int whisper_short_rows(int slots, int rows);
 
+// Tuning encoder_q8 (CPU backend): whether `item` (of the encoder's stack where `encoder`) runs on
+// every row of the encoder's windows, and so is uploaded as Q8_0 tiles (in_q8_tiles): the
+// encoder's matrices and the decoder's cross-attention K and V, where their rows fit whole blocks
+// (conv1's 3 x 80 do not).
+bool whisper_item_in_q8(const DeviceProfile& d, bool encoder, const UploadItem& item);
+// Tuning head_q8 (CPU backend): how many rows of the head `head` (a float head in tiles) get a
+// Q8_0 copy: the text tokens', ids below `eos` (a number, else none), in whole tiles; 0 for none.
+size_t whisper_head_q8_rows(const DeviceProfile& d, const UploadItem& head, const nlohmann::json& eos);
+// HF's config.json of the model, with what generation_config.json beside it adds (the token ids
+// config.json leaves out or null).
+nlohmann::json whisper_hf_config(const ModelFiles& files);
+
 class WhisperModel {
 public:
     static std::unique_ptr<WhisperModel> load(const std::string& path, const WhisperOptions& options);
