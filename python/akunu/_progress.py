@@ -91,3 +91,20 @@ def table(header: list[str], rows: list[list[str]], width: int = WIDTH, wrap: in
             lines.append("  ".join(v.ljust(widths[i]) if i == 0 else v.rjust(widths[i])
                                    for i, v in enumerate(line)).rstrip())
     return "\n".join(lines)
+
+
+class LoadBar:
+    """The engine's load callback (stage, done, total) as a bar over the weight tensors."""
+
+    def __init__(self, show):
+        self.show, self.bar = show, None
+
+    def __call__(self, stage, done, total):
+        if total and self.bar is None:
+            self.bar = bar(total, "loading weights", "tensor", self.show)
+        if self.bar is not None and total:
+            self.bar.update(done - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from akunu import _akunu, hub
-from akunu.model import _is_encoder, _LoadBar
+from akunu import _akunu, _progress, hub
+from akunu.model import _is_encoder
 from akunu.sentence_config import SUPPORTED_POOLING, EmbedSettings, read_embed_settings
 from akunu.tokenizer import Tokenizer
 
@@ -44,7 +44,7 @@ class Encoder:
             raise _akunu.Error(f"{path}: {arch} is a causal language model, not an encoder: load it with "
                                f"akunu.Model({path!r}) (or akunu.load({path!r}), which picks the class from the file)")
         self.path = path
-        bar = _LoadBar(progress)
+        bar = _progress.LoadBar(progress)
         if isinstance(device, dict):  # an entry of akunu.devices()
             device = device["index"]
         device = "" if device is None else str(device)

@@ -102,7 +102,7 @@ class Model:
                                "from the file)")
         self.path = path
         context = fit_context(context, config.max_context, path, config.as_dict()["rope_scaling"])
-        bar = _LoadBar(progress)
+        bar = _progress.LoadBar(progress)
         device = selector(device)
         parts = split_selectors(devices, device, split)
         # The engine validates and plans the model before it allocates anything; the tokenizer
@@ -586,19 +586,3 @@ def _check_messages(messages) -> None:
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise TypeError(f"messages[{i}] must be a dict with a string 'role' (and its 'content'), got {message!r}")
 
-
-class _LoadBar:
-    """The engine's load callback (stage, done, total) as a bar over the weight tensors."""
-
-    def __init__(self, show):
-        self.show, self.bar = show, None
-
-    def __call__(self, stage, done, total):
-        if total and self.bar is None:
-            self.bar = _progress.bar(total, "loading weights", "tensor", self.show)
-        if self.bar is not None and total:
-            self.bar.update(done - self.bar.n)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
