@@ -122,30 +122,23 @@ static MemoryPlan plan_encoder_decoder(MemoryPlan p) {
     return p;
 }
 
-// What a Whisper stack uploads beside or instead of the file's tensors on `d` (WhisperModel
-// does the same): its window matrices as Q8_0 tiles (tuning encoder_q8), and the head's text
-// rows' Q8_0 copy (head_q8), added to `items` as a copy of the head that holds those rows.
-static void whisper_uploads(const DeviceProfile& d, const ModelFiles& files, bool encoder,
-                            std::vector<UploadItem>& items) {
-    for (UploadItem& u : items)
-        if (whisper_item_in_q8(d, encoder, u)) u = in_q8_tiles(u);
-    if (encoder) return;
-    const nlohmann::json eos = whisper_hf_config(files).value("eos_token_id", nlohmann::json(nullptr));
-    for (size_t i = 0, n = items.size(); i < n; ++i)
-        if (const size_t text = whisper_head_q8_rows(d, items[i], eos); text > 0)
-            items.push_back(in_q8_tiles(items[i], text));
-}
-
 // The weights of one stack as `p`'s options upload them (or, for a config alone, estimate
 // them), by type into by_type. `whisper`: a stack of an encoder-decoder, its encoder's where
-// `encoder`.
+// `encoder`, which on a device uploads what WhisperModel does (whisper_uploads), with the head's
+// Q8_0 copy (whisper_head_q8) as one more item.
 static void count_weights(const ModelConfig& c, const ModelFiles* files, MemoryPlan& p,
                           std::map<std::string, uint64_t>& by_type, bool whisper, bool encoder) {
     const PlanOptions& o = p.options;
     if (files && files->has_weights()) {
-        std::vector<UploadItem> items = plan_weight_uploads(*files, c, o.weight_tiles);
+        const bool as_whisper = o.device && whisper;
+        std::vector<UploadItem> items = as_whisper ? whisper_uploads(*o.device, *files, c, encoder)
+                                                   : plan_weight_uploads(*files, c, o.weight_tiles);
         if (o.device) check_weight_types(items, *o.device, files->path());
-        if (o.device && whisper) whisper_uploads(*o.device, *files, encoder, items);
+        if (as_whisper && !encoder)
+            if (const WhisperHeadCopy copy = whisper_head_q8(*o.device, *files, items); copy.rows > 0) {
+                const UploadItem q8 = in_q8_tiles(*copy.head, copy.rows);  // before the push moves items
+                items.push_back(q8);
+            }
         for (const UploadItem& u : items) {
             if (!part_uploads(items, u, c.n_layers, o.layers)) continue;
             by_type[type_traits(u.device_type).name] += u.bytes;

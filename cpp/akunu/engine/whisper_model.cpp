@@ -135,23 +135,44 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::string& path, const 
     return m;
 }
 
-bool whisper_item_in_q8(const DeviceProfile& d, bool encoder, const UploadItem& item) {
-    const bool on_windows = encoder || item.role == TensorRole::kCrossK || item.role == TensorRole::kCrossV;
-    return d.cpu_backend && d.tuning.encoder_q8 && on_windows && q8_tiles_fit(item);
+// HF's config.json of the model, with what generation_config.json beside it adds (the token ids
+// config.json leaves out or null).
+static nlohmann::json whisper_hf_config(const ModelFiles& files) {
+    nlohmann::json j = files.hf_config() ? *files.hf_config() : nlohmann::json::object();
+    namespace fs = std::filesystem;
+    const fs::path path(files.path());
+    const fs::path generation = (fs::is_directory(path) ? path : path.parent_path()) / "generation_config.json";
+    if (fs::is_regular_file(generation)) {
+        const nlohmann::json g = read_json_file(generation.string());
+        for (const auto& [key, value] : g.items())
+            if (!j.contains(key) || j[key].is_null()) j[key] = value;
+    }
+    return j;
 }
 
-size_t whisper_head_q8_rows(const DeviceProfile& d, const UploadItem& head, const nlohmann::json& eos) {
-    const bool float_tiles = cpu::tile_layout(head.device_type) && type_traits(head.device_type).block_size == 1;
-    if (!d.cpu_backend || !d.tuning.head_q8 || head.role != TensorRole::kOutput || !float_tiles ||
-        !eos.is_number_integer() || eos.get<int64_t>() <= 0)
-        return 0;
-    return size_t(eos.get<int64_t>()) / cpu::kTileRows * cpu::kTileRows;  // whole tiles
+std::vector<UploadItem> whisper_uploads(const DeviceProfile& d, const ModelFiles& files, const ModelConfig& c,
+                                        bool encoder) {
+    std::vector<UploadItem> items = plan_weight_uploads(files, c, d.weight_tiles);
+    for (UploadItem& it : items) {
+        const bool on_windows = encoder || it.role == TensorRole::kCrossK || it.role == TensorRole::kCrossV;
+        if (d.cpu_backend && d.tuning.encoder_q8 && on_windows && q8_tiles_fit(it)) it = in_q8_tiles(it);
+    }
+    return items;
+}
+
+WhisperHeadCopy whisper_head_q8(const DeviceProfile& d, const ModelFiles& files, const std::vector<UploadItem>& items) {
+    if (!d.cpu_backend || !d.tuning.head_q8) return {};
+    const nlohmann::json eos = whisper_hf_config(files).value("eos_token_id", nlohmann::json(nullptr));
+    if (!eos.is_number_integer() || eos.get<int64_t>() <= 0) return {};
+    for (const UploadItem& it : items)
+        if (it.role == TensorRole::kOutput && cpu::tile_layout(it.device_type) &&
+            type_traits(it.device_type).block_size == 1)  // a float head in tiles
+            return {&it, size_t(eos.get<int64_t>()) / cpu::kTileRows * cpu::kTileRows};  // whole tiles
+    return {};
 }
 
 void WhisperModel::upload(bool encoder, const ModelConfig& c, const WhisperOptions& options) {
-    auto items = plan_weight_uploads(*files_, c, device_->profile().weight_tiles);
-    for (UploadItem& it : items)
-        if (whisper_item_in_q8(device_->profile(), encoder, it)) it = in_q8_tiles(it);
+    const std::vector<UploadItem> items = whisper_uploads(device_->profile(), *files_, c, encoder);
     check_weight_types(items, device_->profile(), files_->path());
     auto& to = encoder ? enc_w_ : dec_w_;
     for (size_t i = 0; i < items.size(); ++i) {
@@ -161,12 +182,10 @@ void WhisperModel::upload(bool encoder, const ModelConfig& c, const WhisperOptio
         if (options.progress) options.progress("weights", i + 1, items.size());
     }
     if (encoder) return;
-    const nlohmann::json eos = config_json()["eos"];
-    for (const UploadItem& it : items)
-        if (const size_t text = whisper_head_q8_rows(device_->profile(), it, eos); text > 0) {
-            text_head_ = upload_q8_rows(device_, *it.tensor, text);
-            weight_bytes_ += text_head_.buffer.size();
-        }
+    if (const WhisperHeadCopy copy = whisper_head_q8(device_->profile(), *files_, items); copy.rows > 0) {
+        text_head_ = upload_q8_rows(device_, *copy.head->tensor, copy.rows);
+        weight_bytes_ += text_head_.buffer.size();
+    }
 }
 
 const Weight& WhisperModel::weight(bool encoder, TensorRole role, int layer) const {
@@ -257,19 +276,6 @@ void WhisperModel::allocate() {
     // A decoder step's logits (a row per slot), where the host reads them staged, go through
     // the device's staging area.
     device_->reserve_staging(size_t(slots_) * size_t(config_.vocab_size) * 4);
-}
-
-nlohmann::json whisper_hf_config(const ModelFiles& files) {
-    nlohmann::json j = files.hf_config() ? *files.hf_config() : nlohmann::json::object();
-    namespace fs = std::filesystem;
-    const fs::path path(files.path());
-    const fs::path generation = (fs::is_directory(path) ? path : path.parent_path()) / "generation_config.json";
-    if (fs::is_regular_file(generation)) {
-        const nlohmann::json g = read_json_file(generation.string());
-        for (const auto& [key, value] : g.items())
-            if (!j.contains(key) || j[key].is_null()) j[key] = value;
-    }
-    return j;
 }
 
 nlohmann::json WhisperModel::config_json() const {

@@ -51,17 +51,21 @@ WhisperLayout whisper_layout(const ModelConfig& c, int slots, int rows);
 // Rows of the short decoder table (a step of every slot): at most `rows`.
 int whisper_short_rows(int slots, int rows);
 
-// Tuning encoder_q8 (CPU backend): whether `item` (of the encoder's stack where `encoder`) runs on
-// every row of the encoder's windows, and so is uploaded as Q8_0 tiles (in_q8_tiles): the
-// encoder's matrices and the decoder's cross-attention K and V, where their rows fit whole blocks
-// (conv1's 3 x 80 do not).
-bool whisper_item_in_q8(const DeviceProfile& d, bool encoder, const UploadItem& item);
-// Tuning head_q8 (CPU backend): how many rows of the head `head` (a float head in tiles) get a
-// Q8_0 copy: the text tokens', ids below `eos` (a number, else none), in whole tiles; 0 for none.
-size_t whisper_head_q8_rows(const DeviceProfile& d, const UploadItem& head, const nlohmann::json& eos);
-// HF's config.json of the model, with what generation_config.json beside it adds (the token ids
-// config.json leaves out or null).
-nlohmann::json whisper_hf_config(const ModelFiles& files);
+// What WhisperModel uploads for one stack (the encoder's where `encoder`) on `d`, and what
+// akunu.plan() counts: the file's tensors in the device's layout, with tuning encoder_q8 (CPU
+// backend) the matrices that run on every row of the encoder's windows as Q8_0 tiles
+// (in_q8_tiles): the encoder's matrices and the decoder's cross-attention K and V, where their
+// rows fit whole blocks (conv1's 3 x 80 do not).
+std::vector<UploadItem> whisper_uploads(const DeviceProfile& d, const ModelFiles& files, const ModelConfig& c,
+                                        bool encoder);
+// Tuning head_q8 (CPU backend): the head among a decoder's `items` (a float head in tiles) and
+// how many of its rows get a Q8_0 copy beside it: the text tokens', ids below the model's
+// <|endoftext|>, in whole tiles; rows 0 (and no head) for none.
+struct WhisperHeadCopy {
+    const UploadItem* head = nullptr;
+    size_t rows = 0;
+};
+WhisperHeadCopy whisper_head_q8(const DeviceProfile& d, const ModelFiles& files, const std::vector<UploadItem>& items);
 
 class WhisperModel {
 public:
