@@ -82,21 +82,30 @@ BatchPipeline::Stage BatchPipeline::make_stage(const std::shared_ptr<const Loade
     s.out = std::make_unique<Buffer>();
     if (!b.layers.embeds()) *s.in = Buffer::allocate(b.device, stream, Residency::kHost);
     if (!b.layers.heads(b.config.n_layers)) *s.out = Buffer::allocate(b.device, stream, Residency::kHost);
-    s.tables[0] = record_table(s, pool, rows, 0, max_sequences);
+    s.tables[0] = record_table(s, pool, rows, 0, max_sequences, false);
     const int short_rows = int(b.device->profile().gemm_short_rows);
     if (short_rows > 0 && short_rows < rows) {
         s.short_rows = short_rows;
-        s.tables[1] = record_table(s, pool, short_rows, 1, max_sequences);
+        s.tables[1] = record_table(s, pool, short_rows, 1, max_sequences, false);
     }
+    // The one-row table shares the short table's counts: a stage runs one table at a time, and
+    // each submission writes its table's counts first (submit).
+    s.tables[2] = record_table(s, pool, 1, 1, max_sequences, true);
     return s;
+}
+
+const BatchPipeline::StepTable& BatchPipeline::table_for(const Stage& s, int n, int step_rows) {
+    if (step_rows == 1 && s.tables[2].table) return s.tables[2];
+    return s.tables[s.short_rows > 0 && n <= s.short_rows];
 }
 
 // A stage's table for up to `rows` rows, its workgroup counts in half `counts_slot` of the
 // scratch's batch_dispatch, recorded.
 BatchPipeline::StepTable BatchPipeline::record_table(const Stage& s, const KvPool& pool, int rows, size_t counts_slot,
-                                                     int max_sequences) const {
+                                                     int max_sequences, bool one_row) const {
     const LoadedModel& b = *s.part;
     TablePass pass{true, rows, 0, true, {}, nullptr, max_sequences};
+    pass.gemv = one_row;
     if (*s.in) pass.split_in = s.in.get();
     if (*s.out) pass.split_out = s.out.get();
     StepTable t;
@@ -133,7 +142,7 @@ void BatchPipeline::run(const uint32_t* ids, const BatchRow* rows, const uint32_
             if (p > 0)
                 hand_over(*lane[size_t(p - 1)].out, *lane[size_t(p)].in,
                           size_t(count[k]) * size_t(lane[size_t(p)].part->config.dim) * 4);
-            running.push_back(&submit(lane[size_t(p)], count[k]));
+            running.push_back(&submit(lane[size_t(p)], count[k], n));
         }
         for (CommandList* cl : running) cl->wait(cl->device().profile().spin_wait);
     }
@@ -158,8 +167,8 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
                     batch_tile_capacity(uint64_t(s.rows)));
 }
 
-CommandList& BatchPipeline::submit(Stage& s, int n) {
-    const StepTable& t = table_for(s, n);
+CommandList& BatchPipeline::submit(Stage& s, int n, int step_rows) {
+    const StepTable& t = table_for(s, n, step_rows);
     t.table->set_position(s.latest);  // the rows' split attention covers the chunks through it
     t.table->set_tokens(uint32_t(n));
     t.cl->submit();
@@ -209,7 +218,7 @@ std::vector<ProfileRow> BatchPipeline::profile() const {
     AKUNU_CHECK(last_rows_ > 0, "Batch.profile: run a step first (a profile replays the last step)");
     std::vector<ProfileRow> rows;
     for (const Stage& s : lanes_[0]) {
-        const std::vector<ProfileRow> part = profile_table(s.part->device, *table_for(s, cut_).table);
+        const std::vector<ProfileRow> part = profile_table(s.part->device, *table_for(s, cut_, last_rows_).table);
         rows.insert(rows.end(), part.begin(), part.end());
     }
     return rows;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "akunu/core/error.h"
+
 #include "gemm_tiles.h"
 
 namespace akunu {
@@ -133,7 +135,7 @@ void plan_norm_forward(const Inputs& in, DecodePlan& p) {
 }  // namespace
 
 bool DecodePlan::reads_dequantized(TensorType type, size_t n, size_t k) const {
-    return prefill && dequant_bytes && rows >= dequant_rows && kernels::dequantizes_to_f16(type) &&
+    return prefill && !gemv && dequant_bytes && rows >= dequant_rows && kernels::dequantizes_to_f16(type) &&
            n * k * 2 <= dequant_bytes;
 }
 
@@ -144,6 +146,8 @@ DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, con
     DecodePlan p;
     p.prefill = pass.prefill;
     p.rows = pass.prefill ? pass.rows : 1;
+    AKUNU_CHECK(!pass.gemv || (pass.prefill && pass.rows == 1), "a chunk's products are GEMVs only for one row");
+    p.gemv = !pass.prefill || pass.gemv;
     p.x_rounding = kernels::engine_x_rounding(d);
     p.short_rows = d.gemm_short_rows;
     p.tile_rows = d.gemm_tile_rows;
@@ -151,18 +155,18 @@ DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, con
         d.gemm_coopmat && d.gemm_short_rows > AKUNU_GEMM_CM_SHORT_NARROW_ROWS ? AKUNU_GEMM_CM_SHORT_NARROW_ROWS : 0;
     p.dequant_rows = d.prefill_dequant_rows;
     p.dequant_bytes = pass.prefill ? std::min<size_t>(scratch.dequant_bytes, d.max_storage_buffer_range) : 0;
-    p.half_x_dim = pass.prefill && kernels::gemm_takes_half_x(d, dim, dim);
-    p.half_x_ffn = pass.prefill && kernels::gemm_takes_half_x(d, ffn, ffn);
+    p.half_x_dim = !p.gemv && kernels::gemm_takes_half_x(d, dim, dim);
+    p.half_x_ffn = !p.gemv && kernels::gemm_takes_half_x(d, ffn, ffn);
     const Weight& head = w.output ? w.output : w.token_embd;
     p.head_norm_folded = kernels::gemv_folds_norm(d, head.type, dim);
     p.o_tiles = p.down_tiles = kernels::gemv_tiles_groups({dim, 0, 0});
     p.gate_up_tiles = kernels::gemv_tiles_groups({ffn, ffn, 0});
     p.layers.resize(size_t(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) {
-        if (pass.prefill)
-            plan_prefill_layer(in, p, l, p.layers[size_t(l)]);
-        else
+        if (p.gemv)
             plan_decode_layer(in, l, p.layers[size_t(l)]);
+        else
+            plan_prefill_layer(in, p, l, p.layers[size_t(l)]);
     }
     if (!pass.prefill) {
         if (scratch.handoff_counters) plan_handoffs(in, p);

@@ -50,6 +50,10 @@ struct LayerPlan {
 struct DecodePlan {
     bool prefill = false;
     size_t rows = 1;  // a chunk's capacity, 1 for a decode step
+    // The matrix products are GEMVs, planned as a decode step's (fusions and folds): a decode
+    // step, or a chunk of one row that asks for them (PassShape::gemv: a batch's one-row table,
+    // batch_pipeline.h), where a GEMM's row tiles would carry one live row.
+    bool gemv = true;
     kernels::XRounding x_rounding = kernels::XRounding::kFloat;  // how the GEMVs of block formats hold x
     // Prefill: the chunk's norms and activation write halves where the GEMMs take them, by k.
     bool half_x_dim = false, half_x_ffn = false;
@@ -73,6 +77,7 @@ struct PassShape {
     bool prefill = false;
     size_t rows = 1;
     std::vector<int> taps;
+    bool gemv = false;  // prefill of one row with GEMVs (DecodePlan::gemv)
 };
 
 // The scratch a model planned (memory_plan.h), as far as the choices depend on it.

@@ -91,7 +91,7 @@ void Builder::attention(int l) {
     const LayerWeights& L = layer(l);
     const LayerPlan& lp = plan_.layers[size_t(l)];
     label(l, "attn_norm");
-    const ProjectionInput in = normed_input(L.attn_norm, h0_, residual_, rows_, !prefill_, lp.attn_norm_folded);
+    const ProjectionInput in = normed_input(L.attn_norm, h0_, residual_, rows_, plan_.gemv, lp.attn_norm_folded);
     const bool sliding = c_.is_sliding(l);
     const bool local = sliding && s_.all().count("rope_cos_local") > 0;
     const Buffer &rope_cos = s_.get(local ? "rope_cos_local" : "rope_cos"),
@@ -177,7 +177,7 @@ void Builder::feed_forward(int l) {
                   a_.post_attn_norm ? &L.post_attn_norm : nullptr, ptr(o_handoff),
                   hand_norm_forward(L.o, L.ffn_norm, lp.o_norm_forward));
     label(l, "ffn_norm");
-    const ProjectionInput ffn_in = normed_input(L.ffn_norm, h0_, residual_, rows_, !prefill_, lp.ffn_norm_folded);
+    const ProjectionInput ffn_in = normed_input(L.ffn_norm, h0_, residual_, rows_, plan_.gemv, lp.ffn_norm_folded);
     const ProjectionInput down_in = gate_up(l, ffn_in);
     label(l, "ffn_down");
     const auto down_handoff = take_handoff(lp.handoff_slot[kDownToNextQkv], plan_.down_tiles);
@@ -267,9 +267,10 @@ void Builder::split_stream(const Buffer& io, int l, bool in) {
 // A chunk's logits at every row, into batch_logits.
 void Builder::all_logits() {
     t_.set_label("output_norm");
-    const ProjectionInput in = pre_norm(m_.weights.output_norm, h0_, residual_, rows_, false, false);
+    const ProjectionInput in =
+        pre_norm(m_.weights.output_norm, h0_, residual_, rows_, plan_.gemv, plan_.head_norm_folded);
     t_.set_label("output");
-    matmul(head_, in.x, s_.get("batch_logits"), size_t(c_.vocab_size), dim_, size_t(c_.vocab_size), false, nullptr,
+    matmul(head_, in.x, s_.get("batch_logits"), size_t(c_.vocab_size), dim_, size_t(c_.vocab_size), false, in.fold(),
            in.dtype);
     final_softcap(s_.get("batch_logits"), rows_);
 }
@@ -313,7 +314,7 @@ DecodePlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KvSourc
     if (pass.prefill && s.all().count(prefill_f16_weights_name(0)))
         scratch.dequant_bytes = s.get(prefill_f16_weights_name(0)).size();
     DecodePlan p = plan_pass(m.config, m.weights, m.files->gguf() != nullptr, m.device->profile(), kv,
-                             {pass.prefill, size_t(pass.rows), pass.taps}, scratch);
+                             {pass.prefill, size_t(pass.rows), pass.taps, pass.gemv}, scratch);
     plan_boundaries(p, m.config.n_layers, m.layers, m.norm_in, m.norm_out);
     return p;
 }

@@ -42,6 +42,9 @@ struct TablePass {
     // handed forward across the boundary (decode), its residual [dim] f32 and norm_sums.
     const Buffer* split_in = nullptr;
     const Buffer* split_out = nullptr;
+    // prefill of one row: the matrix products are GEMVs, planned as a decode step's
+    // (DecodePlan::gemv): a batch's one-row table (batch_pipeline.h).
+    bool gemv = false;
 };
 
 // The plan of `pass` for a model with this scratch and cache.

@@ -44,13 +44,13 @@ void Builder::f16_gemm_recorded() {
     if (weights_f16_[0] && !in_group_) dequant_at_ = t_.commands().size();
 }
 
-// y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step, GEMM for a chunk. A
-// chunk of at least dequant_rows tokens reads a block-format matrix dequantized to f16; shorter
-// chunks run the format's own GEMM.
+// y[rows, n] (rows ldy floats apart) = x[rows, k] · W^T: GEMV for a step or a chunk of one row,
+// GEMM for a longer chunk. A chunk of at least dequant_rows tokens reads a block-format matrix
+// dequantized to f16; shorter chunks run the format's own GEMM.
 void Builder::matmul(const Weight& w, const Binding& x, const Binding& y, size_t n, size_t kk, size_t ldy,
                      bool accumulate, const kernels::GemvInput* input, DType x_dtype,
                      const kernels::GemvHandoff* handoff, const kernels::GemvNormOut* norm_out) {
-    if (!prefill_) return gemv(w, x, y, n, kk, accumulate, input, handoff, norm_out);
+    if (plan_.gemv) return gemv(w, x, y, n, kk, accumulate, input, handoff, norm_out);
     const std::vector<WeightWindow> windows = weight_windows(w, t_.device().profile(), t_.label().c_str());
     if (windows.size() > 1) {  // the format's own GEMM per window, into its columns of y
         for (const WeightWindow& win : windows)
