@@ -51,7 +51,10 @@ def test_a_sequence_alone_decodes_as_the_model(name):
     _, tokens, logprobs = decode_alone(b, ids)
     assert tokens == list(want.token_ids)
     np.testing.assert_allclose(logprobs[1:], np.array(want.logprobs)[1:], atol=ONE_ROW_TOL, rtol=0)
-    assert product_kernels(b.profile()) == {"gemv"}  # the last step: one row
+    rows = b.profile()  # the last step: one row
+    assert product_kernels(rows) == {"gemv"}
+    # and one attention command a layer: no query tiles' kernel beside the rows' own
+    assert sum(r["label"].endswith(".attention") for r in rows) == m.config.n_layers
 
 
 def test_two_rows_run_the_row_tiles_and_one_row_the_gemvs():

@@ -143,9 +143,10 @@ void Builder::attention(int l) {
         const kernels::RowPartials parts =
             split ? kernels::RowPartials{s_.get("batch_row_partials"), s_.get("batch_row_counters")}
                   : kernels::RowPartials{};
+        // A one-row step has no query tile (a tile is a prompt's piece of 2 rows or more).
         kernels::attention_rows(t_, q_, cache, attn_out_, step_,
-                                {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), DType::kF32}, &tiles,
-                                split ? &parts : nullptr);
+                                {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), DType::kF32},
+                                plan_.gemv ? nullptr : &tiles, split ? &parts : nullptr);
     } else if (prefill_)
         kernels::flash_attention(t_, q_, cache, attn_out_, step_,
                                  {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), lp.attn_out_dtype});
