@@ -25,6 +25,7 @@ FIXTURES = {
     "qwen3-f16": ("tiny-qwen3-random", "gguf", "tiny-qwen3-random-f16.gguf"),
 }
 ONE_ROW_TOL = 1e-3  # absolute, on log-probabilities: attention's summation order only
+F16_STEP = 2e-3  # a KV value's f16 rounding step near 1: one rounding apart at most
 TOKENS = 12
 
 
@@ -48,13 +49,25 @@ def test_a_sequence_alone_decodes_as_the_model(name):
     ids = [int(x) for x in np.random.default_rng(3).integers(3, m.config.vocab_size, 20)]
     want = m.generate(ids, max_tokens=TOKENS, stream=False)
     b = akunu.Batch(m, max_sequences=4)
-    _, tokens, logprobs = decode_alone(b, ids)
+    seq, tokens, logprobs = decode_alone(b, ids)
     assert tokens == list(want.token_ids)
     np.testing.assert_allclose(logprobs[1:], np.array(want.logprobs)[1:], atol=ONE_ROW_TOL, rtol=0)
     rows = b.profile()  # the last step: one row
     assert product_kernels(rows) == {"gemv"}
     # and one attention command a layer: no query tiles' kernel beside the rows' own
     assert sum(r["label"].endswith(".attention") for r in rows) == m.config.n_layers
+    # RoPE and the KV write ride on the Q/K/V GEMV where the Model's decode step has them there
+    labels = {r["label"].split(".")[-1] for r in rows}
+    assert ("rope_kv" in labels) == ("rope_kv" in {r["label"].split(".")[-1] for r in m.dispatch_table()})
+    # The rows the one-row steps wrote are the Model's decode rows to an f16 step (both the
+    # decode GEMVs' K and V); the prompt's rows, from the GEMMs, within test_batch.py's bound.
+    kv, n = b.kv_cache(seq), len(ids)
+    assert kv.current_length == m.kv_cache.current_length == n + TOKENS - 1
+    for layer in range(m.config.n_layers):
+        for got, want in ((kv.k(layer, dequantize=True), m.kv_cache.k(layer, dequantize=True)),
+                          (kv.v(layer, dequantize=True), m.kv_cache.v(layer, dequantize=True))):
+            np.testing.assert_allclose(got[:, n:], want[:, n:], atol=F16_STEP, rtol=F16_STEP)
+            np.testing.assert_allclose(got[:, :n], want[:, :n], atol=5e-2)
 
 
 def test_two_rows_run_the_row_tiles_and_one_row_the_gemvs():

@@ -122,6 +122,10 @@ bool float_weights(TensorType wtype) {
 
 // Bindings 8 to 12 of a GEMV with a folded rope_kv (rope_fold.glsl): the RoPE tables, the K and
 // V caches and the step. Without one, x and y stand in (never read).
+// The suffix of a GEMV's kernel whose folded rope_kv writes a batch's pool ("_batch": KV_BLOCKS,
+// KV_BATCH in rope_fold.glsl), else none.
+const char* rope_variant(const GemvRopeKv* rope) { return rope && rope->cache.rows == KvRows::kBatch ? "_batch" : ""; }
+
 void append_rope_bindings(std::vector<Binding>& bindings, const GemvRopeKv* rope, const Binding& x, const Binding& y) {
     if (rope)
         bindings.insert(bindings.end(), {rope->cos, rope->sin, rope->cache.k, rope->cache.v, rope->step});
@@ -174,7 +178,7 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
 enum class GemvCompKind { kPlain, kGateUp, kParts };
 
 void emit_gemv_core(DispatchSink& s, GemvCompKind kind, TensorType wtype, std::vector<Binding> bindings, GemvParams p,
-                    uint32_t gated = AKUNU_GEMV_X, const GemvHandoff* handoff = nullptr) {
+                    uint32_t gated = AKUNU_GEMV_X, const GemvHandoff* handoff = nullptr, const char* variant = "") {
     static constexpr const char* kNames[] = {"gemv", "gemv_gate_up", "gemv_parts"};
     const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
     // Gate and up rows in halves of one workgroup; a RoPE pair's rows in one workgroup.
@@ -189,7 +193,7 @@ void emit_gemv_core(DispatchSink& s, GemvCompKind kind, TensorType wtype, std::v
     const auto groups_of = [&](size_t rows) { return (rows + group_rows - 1) / group_rows; };
     const size_t groups = pairs ? (size_t(p.rows) + group_rows / 2 - 1) / (group_rows / 2)
                                 : groups_of(p.rows) + groups_of(p.rows1) + groups_of(p.rows2);
-    emit(s, weight_variant(kNames[int(kind)], wtype),
+    emit(s, weight_variant(kNames[int(kind)], wtype) + variant,
          {g.group, group_rows, p.x_op, g.units, g.wide ? 1u : 0u, gated, handoff_bits}, std::move(bindings), p,
          grid_for(s, groups), handoff && handoff->wait);
 }
@@ -270,7 +274,7 @@ void emit_gemv_tiles(DispatchSink& s, const std::array<Binding, 3>& w, const std
         handoff_bits = (handoff->signal ? 1u : 0u) | (handoff->wait ? 2u : 0u) | (handoff->clear_count ? 4u : 0u);
     }
     bindings.push_back(handoff ? handoff->counters : y[0]);
-    emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype),
+    emit(s, weight_variant(int_dot ? "gemv_dot" : "gemv", wtype) + rope_variant(rope),
          {32 * g.split, g.units, p.x_op, g.slice, rounding == XRounding::kInt16 ? 16u : 8u, handoff_bits},
          std::move(bindings), p, grid_for(s, tiles), handoff && handoff->wait);
 }
@@ -455,8 +459,9 @@ void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, T
 }
 
 bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache, bool half_split) {
+    const bool layout = !cache.in_blocks() || (cache.rows == KvRows::kBatch && cache.recent == 0);
     return !d.cpu_backend && ((tiles32(wtype) && !half_split) || float_weights(wtype)) &&
-           cache.dtype == KvDType::kF16 && !cache.in_blocks();
+           cache.dtype == KvDType::kF16 && layout;
 }
 
 bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
@@ -484,19 +489,21 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
         const KvBindings& c = rope->cache;
         AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, c, rope->half_split),
                     "gemv_parts: rope_kv folds only into tile-major (adjacent pairs) or float Q/K/V GEMVs and an f16 "
-                    "cache of full rows or a ring");
+                    "cache of full rows, a ring or a batch's pool");
         const uint32_t hd = rope->head_dim;
         AKUNU_CHECK(
             hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,
             "gemv_parts: a folded rope_kv needs Q, K and V of whole heads of an even head_dim, K and V alike");
         const size_t n_kv = rows[1] / hd;
-        AKUNU_CHECK(c.cache_rows > 0, "gemv_parts: the cache has no rows");
-        check_cache(c, uint32_t(n_kv), c.cache_rows, hd, "gemv_parts");
+        const bool batch = c.rows == KvRows::kBatch;  // a pool's rows per head: the context
+        const uint32_t cache_rows = batch ? rope->positions : c.cache_rows;
+        AKUNU_CHECK(cache_rows > 0, "gemv_parts: the cache has no rows");
+        check_cache(c, uint32_t(n_kv), cache_rows, hd, "gemv_parts");
         check_fits(rope->cos, size_t(rope->positions) * (hd / 2), DType::kF32, "gemv_parts", "cos");
         check_fits(rope->sin, size_t(rope->positions) * (hd / 2), DType::kF32, "gemv_parts", "sin");
-        check_bytes(rope->step, sizeof(StepState), "gemv_parts", "step");
+        check_bytes(rope->step, sizeof(StepState) + (batch ? sizeof(BatchRow) : 0), "gemv_parts", "step");
         p.rope_head_dim = hd;
-        p.rope_cache_rows = c.cache_rows;
+        p.rope_cache_rows = cache_rows;
         p.rope_half_split = rope->half_split ? 1 : 0;
     }
     // Matrices past the last given are bound as the first (not read).
@@ -512,7 +519,8 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     else {
         std::vector<Binding> bindings{w[0], x, y[0], second, w1, w2, y1, y2};
         append_rope_bindings(bindings, rope, x, y[0]);
-        emit_gemv_core(s, GemvCompKind::kParts, wtype, std::move(bindings), p);
+        emit_gemv_core(s, GemvCompKind::kParts, wtype, std::move(bindings), p, AKUNU_GEMV_X, nullptr,
+                       rope_variant(rope));
     }
 }
 
