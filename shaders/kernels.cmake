@@ -177,14 +177,16 @@ akunu_kernel(kv_recent_store kv_recent_store.comp)
 # many sequences, each row of the step in its own sequence's blocks; attention_rows attends them.
 set(kv_layout_batch KV_BLOCKS,KV_BATCH)
 akunu_kernel(rope_kv_batch rope_kv.comp ${kv_layout_batch})
-# The Q/K/V GEMVs with rope_kv folded (rope_fold.glsl), writing a one-row step's K and V into
-# its sequence's blocks (a batch's one-row table).
-foreach(type IN LISTS wtypes_float)
-  akunu_kernel(gemv_parts_${type}_batch gemv_parts.comp ${wtype_${type}} ${kv_layout_batch})
-endforeach()
-foreach(type IN LISTS wtypes_block32)
-  akunu_kernel(gemv_${type}_t32v_batch gemv_tiles.comp ${wtype_${type}} ${kv_layout_batch})
-  akunu_kernel(gemv_dot_${type}_t32v_batch gemv_tiles.comp ${wtype_${type}} X_INT8 ${kv_layout_batch})
+# The Q/K/V GEMVs with rope_kv folded (rope_fold.glsl), writing K and V into a cache in blocks
+# (_blocks) or a one-row step's into its sequence's blocks (_batch: a batch's one-row table).
+foreach(layout blocks batch)
+  foreach(type IN LISTS wtypes_float)
+    akunu_kernel(gemv_parts_${type}_${layout} gemv_parts.comp ${wtype_${type}} ${kv_layout_${layout}})
+  endforeach()
+  foreach(type IN LISTS wtypes_block32)
+    akunu_kernel(gemv_${type}_t32v_${layout} gemv_tiles.comp ${wtype_${type}} ${kv_layout_${layout}})
+    akunu_kernel(gemv_dot_${type}_t32v_${layout} gemv_tiles.comp ${wtype_${type}} X_INT8 ${kv_layout_${layout}})
+  endforeach()
 endforeach()
 akunu_kernel(rope_only_batch rope_kv.comp ROPE_ONLY,${kv_layout_batch})
 # Runs of one sequence's rows attend in query tiles: flash_attention in every format, flash_cm

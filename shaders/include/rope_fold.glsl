@@ -4,18 +4,19 @@
 // p.rope_half_split, where gemv_parts.comp orders its rows by rope_row) end in neighbouring
 // invocations of one workgroup, which swap their totals by a shuffle (rope_partner) and rotate
 // them with row step.pos of the tables; K and V rows also go to the f16 cache as they are written
-// (built with KV_BATCH: to the blocks of a batch's one row, at its position).
+// (built with KV_BLOCKS: to its blocks; with KV_BATCH too, to those of a batch's one row).
 #ifndef AKUNU_ROPE_FOLD_GLSL
 #define AKUNU_ROPE_FOLD_GLSL
 #extension GL_KHR_shader_subgroup_shuffle : require
 
 layout(std430, binding = 8) readonly buffer Cos { float cos_t[]; };         // [positions, head_dim / 2]
 layout(std430, binding = 9) readonly buffer Sin { float sin_t[]; };
-#ifdef KV_BATCH
-// A batch's pool (the _batch variants: KV_BLOCKS, KV_BATCH): a one-row step's row goes to its
-// own sequence's blocks at its own position (kv_rows.glsl), through the block tables, which
-// stand where the caches stand otherwise (as in rope_kv.comp: not read-only, so that the
-// command list orders the attention that reads the blocks after this write).
+#ifdef KV_BLOCKS
+// A cache in blocks (the _blocks variants: KV_BLOCKS), or a batch's pool (the _batch variants:
+// KV_BLOCKS, KV_BATCH), whose one-row step's row goes to its own sequence's blocks at its own
+// position (kv_rows.glsl): through the block tables, which stand where the caches stand
+// otherwise (as in rope_kv.comp: not read-only, so that the command list orders the attention
+// that reads the blocks after this write).
 #define KV_ROWS p.rope_cache_rows
 #include "kv_rows.glsl"
 layout(std430, binding = 10) buffer KT { uvec2 k_blocks[]; };
@@ -52,7 +53,7 @@ float rope_fold(uint part, uint row, float total, float other) {
         const float c = cos_t[pos * half_dim + f], s = sin_t[pos * half_dim + f];
         total = first ? total * c - other * s : other * s + total * c;
     }
-#ifdef KV_BATCH
+#ifdef KV_BLOCKS
     ROW_ENTER(0);
     const kv_row_t r = KV_ROW(head, pos);
     if (part == 1) KvHalfs(k_blocks[r.x]).h[r.y * p.rope_head_dim + d] = float16_t(total);

@@ -88,6 +88,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"gemv_", sizeof(GemvParams), 14,
          "_t32v"},  // gemv_tiles.comp: up to three W and y, a folded rope_kv, hand-off counters
         {"gemv_", sizeof(GemvParams), 14, "_t32v_batch"},  // the same, its rope_kv into a batch's blocks
+        {"gemv_", sizeof(GemvParams), 14, "_t32v_blocks"},  // ... or a cache in blocks
         {"gemv_gate_up_", sizeof(GemvParams), 5},  // gemv_core.glsl: the up matrix
         {"gemv_parts_", sizeof(GemvParams), 13},  // three W and y, a folded rope_kv
         {"gemv_f", sizeof(GemvParams), 8},

@@ -63,6 +63,19 @@ def test_blocks_give_the_preallocated_logits(kv_dtype):
                                           full.kv_cache.k(layer, dequantize=True))
 
 
+def test_blocks_fold_rope_kv_where_full_rows_do():
+    """A decode step's RoPE and KV write ride on the Q/K/V GEMV for a cache in blocks wherever
+    they do for the preallocated one (the GEMV's _blocks variant writes through the block
+    tables), and not for a format with a recent window, whose newest rows go to the rings."""
+    for kv_dtype in ("f16", "int4h+w4"):
+        full, blocks = pair(LLAMA, kv_dtype=kv_dtype)
+        separate = [{r["label"].split(".")[-1] for r in m.dispatch_table()} >= {"rope_kv"} for m in (full, blocks)]
+        assert separate[0] == separate[1]
+        fused = [r["kernel"] for r in blocks.dispatch_table() if r["label"].endswith("attn_qkv")]
+        if not separate[1]:  # folded: every fused Q/K/V GEMV is the variant that writes blocks
+            assert fused and all(k.endswith("_blocks") for k in fused)
+
+
 def test_chains_and_the_last_row_path_across_a_boundary():
     """Chains (4 steps per submission) and pipelined chains run across position 256; the
     last-row prefill path starts inside the second block."""

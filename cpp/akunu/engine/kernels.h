@@ -117,9 +117,9 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 // rope_kv folded into the Q/K/V gemv_parts of a decode step (one token, at step.pos): Q and K
 // rotated on adjacent pairs (RopeStyle::kInterleaved) or, with half_split, on (i, i + head_dim
 // / 2) (RopeStyle::kHalfSplit) with the given tables, and K and V also stored to an f16 cache of
-// full rows or a ring, or to a batch's pool (KvRows::kBatch) for the one row of a step, at that
-// row's position in its sequence's blocks (`step` then holds the StepState and that BatchRow: a
-// batch's one-row table). Only where gemv_folds_rope_kv.
+// full rows, a ring or blocks, or to a batch's pool (KvRows::kBatch) for the one row of a step,
+// at that row's position in its sequence's blocks (`step` then holds the StepState and that
+// BatchRow: a batch's one-row table). Only where gemv_folds_rope_kv.
 struct GemvRopeKv {
     Binding cos, sin;  // [positions, head_dim / 2] f32
     KvBindings cache;

@@ -122,9 +122,12 @@ bool float_weights(TensorType wtype) {
 
 // Bindings 8 to 12 of a GEMV with a folded rope_kv (rope_fold.glsl): the RoPE tables, the K and
 // V caches and the step. Without one, x and y stand in (never read).
-// The suffix of a GEMV's kernel whose folded rope_kv writes a batch's pool ("_batch": KV_BLOCKS,
-// KV_BATCH in rope_fold.glsl), else none.
-const char* rope_variant(const GemvRopeKv* rope) { return rope && rope->cache.rows == KvRows::kBatch ? "_batch" : ""; }
+// The suffix of a GEMV's kernel whose folded rope_kv writes a cache in blocks ("_blocks":
+// KV_BLOCKS in rope_fold.glsl) or a batch's pool ("_batch": KV_BLOCKS, KV_BATCH), else none.
+const char* rope_variant(const GemvRopeKv* rope) {
+    if (!rope || !rope->cache.in_blocks()) return "";
+    return rope->cache.rows == KvRows::kBatch ? "_batch" : "_blocks";
+}
 
 void append_rope_bindings(std::vector<Binding>& bindings, const GemvRopeKv* rope, const Binding& x, const Binding& y) {
     if (rope)
@@ -459,7 +462,7 @@ void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, T
 }
 
 bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache, bool half_split) {
-    const bool layout = !cache.in_blocks() || (cache.rows == KvRows::kBatch && cache.recent == 0);
+    const bool layout = !cache.in_blocks() || cache.recent == 0;
     return !d.cpu_backend && ((tiles32(wtype) && !half_split) || float_weights(wtype)) &&
            cache.dtype == KvDType::kF16 && layout;
 }
@@ -489,14 +492,14 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
         const KvBindings& c = rope->cache;
         AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, c, rope->half_split),
                     "gemv_parts: rope_kv folds only into tile-major (adjacent pairs) or float Q/K/V GEMVs and an f16 "
-                    "cache of full rows, a ring or a batch's pool");
+                    "cache of full rows, a ring, blocks or a batch's pool, without a recent window");
         const uint32_t hd = rope->head_dim;
         AKUNU_CHECK(
             hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,
             "gemv_parts: a folded rope_kv needs Q, K and V of whole heads of an even head_dim, K and V alike");
         const size_t n_kv = rows[1] / hd;
-        const bool batch = c.rows == KvRows::kBatch;  // a pool's rows per head: the context
-        const uint32_t cache_rows = batch ? rope->positions : c.cache_rows;
+        const bool batch = c.rows == KvRows::kBatch;
+        const uint32_t cache_rows = c.in_blocks() ? rope->positions : c.cache_rows;  // blocks: the context
         AKUNU_CHECK(cache_rows > 0, "gemv_parts: the cache has no rows");
         check_cache(c, uint32_t(n_kv), cache_rows, hd, "gemv_parts");
         check_fits(rope->cos, size_t(rope->positions) * (hd / 2), DType::kF32, "gemv_parts", "cos");
