@@ -225,7 +225,8 @@ def _bench(akunu, args) -> int:
         sizes = [int(n) for n in args.batch.split(",") if n.strip()]
         batch_bench.main(args.files, sizes, pp=args.pp, tg=args.tokens, shared_prefix=args.shared_prefix,
                          json_path=args.json, markdown_path=args.markdown, kv_dtype=args.kv_dtype,
-                         progress=args.progress, placement=_placement(args), profile=args.batch_profile)
+                         progress=args.progress, placement=_placement(args), profile=args.batch_profile,
+                         runs=args.runs)
         return 0
     from akunu import bench
     bench.main(args.files, device=args.device or None, json_path=args.json, markdown_path=args.markdown,

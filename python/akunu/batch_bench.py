@@ -5,16 +5,19 @@ token) and the aggregate decode tok/s (B * (tg - 1) over the steps after that), 
 process's CPU time per decode token (every thread's: on a shared machine, where wall time
 follows the load, the CPU time a token costs is the steadier number). With
 shared_prefix = N, every prompt starts with the same N tokens (prefix sharing reuses their KV
-blocks). Results are JSON and Markdown, as the main bench writes them.
+blocks). Each file's first size runs once untimed first (the device's clocks and the model's
+first steps warm up there), and each size runs `runs` times: the table gives each rate's median,
+as the main bench does. Results are JSON and Markdown, as the main bench writes them.
 
     python -m akunu bench FILE... --batch 1,8,32,64 [--pp 128] [--tokens 128] [--shared-prefix 1000]
 """
 from __future__ import annotations
 
 import json
+import statistics
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -85,6 +88,17 @@ def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, 
                        report["blocks_used"], report["blocks_shared"])
 
 
+def measured(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, runs: int = 1,
+             profile: bool = False) -> BatchResult:
+    """run_one `runs` times: the last run's result with the median of each rate (the profile, if
+    asked, printed after the last)."""
+    if runs < 1:
+        raise ValueError(f"--runs must be at least 1, not {runs}")
+    results = [run_one(m, sequences, pp, tg, shared_prefix, profile=profile and i == runs - 1) for i in range(runs)]
+    return replace(results[-1], **{key: statistics.median(getattr(r, key) for r in results)
+                                   for key in ("prompt_tok_s", "decode_tok_s", "decode_cpu_ms")})
+
+
 def prompt_steps(sequences: int, tokens: int) -> int:
     """The steps run_one's prompts take at most: rows of max(128, sequences) a step. A sequence
     whose prompt ran decodes on in the steps that run the others' (decode rows go first), so
@@ -123,21 +137,26 @@ def markdown(results: list[BatchResult]) -> str:
 
 def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int = 128, shared_prefix: int = 0,
          json_path: str | None = None, markdown_path: str | None = None, kv_dtype: str = "f16",
-         progress: bool | None = None, placement: dict | None = None, profile: bool = False) -> list[BatchResult]:
+         progress: bool | None = None, placement: dict | None = None, profile: bool = False,
+         runs: int = 1) -> list[BatchResult]:
     """Runs each file at each batch size and prints the table; progress: a bar over the runs
     (None: on a terminal or in a notebook). placement: Model's device= or devices= and split=
-    (a model split across devices), instead of `device`. profile: each run prints where a decode
-    step's device time goes."""
+    (a model split across devices), instead of `device`. profile: each size prints where a
+    decode step's device time goes. runs: timed runs per size after each file's warm-up run
+    (measured)."""
     if tg < 2:
         raise ValueError("--tokens must be at least 2 for a decode rate")
+    if runs < 1:
+        raise ValueError(f"--runs must be at least 1, not {runs}")
     results = []
     bar = _progress.bar(len(files) * len(sizes), "bench --batch", "run", _progress.shown(progress))
     for f in files:
         context, prompt = fit_prompt(f, pp, tg, shared_prefix, max(sizes))
         m = Model(f, context=context, progress=False, kv_dtype=kv_dtype, **(placement or {"device": device}))
+        run_one(m, sizes[0], prompt, min(tg, 8), shared_prefix)  # the warm-up, untimed
         for n in sizes:
             bar.set_description(f"{f.rsplit('/', 1)[-1]}: {n} sequences")
-            results.append(run_one(m, n, prompt, tg, shared_prefix, profile=profile))
+            results.append(measured(m, n, prompt, tg, shared_prefix, runs, profile))
             bar.update(1)
             if json_path:
                 with open(json_path, "w") as out:

@@ -1,5 +1,6 @@
 """`akunu bench --batch` (akunu/batch_bench.py): the prompt is cut, loudly, to what the model was
-trained for, and a decode rate counts only the tokens the sequences sampled."""
+trained for, a decode rate counts only the tokens the sequences sampled, and each size's rates
+are the medians of --runs timed runs after an untimed warm-up run of the file."""
 from __future__ import annotations
 
 import json
@@ -56,3 +57,25 @@ def test_sequences_that_decode_while_others_prefill_have_room(path):
     m = akunu.Model(path, context=context, device="cpu", progress=False)
     r = batch_bench.run_one(m, 32, pp=100, tg=8)
     assert r.decode_tok_s > 0
+
+
+def test_each_size_reports_the_median_of_its_runs_after_a_warm_up(path, monkeypatch):
+    """The warm-up run (the first size, a short generation) is left out of every rate; each size
+    runs `runs` times and reports the median of each rate; the profile prints once, after the
+    last run; runs=0 is refused before any model loads."""
+    calls = []
+    rates = iter([1e9, 30.0, 10.0, 20.0, 7.0, 5.0, 6.0])  # the warm-up's, then three runs a size
+
+    def fake(m, sequences, pp, tg, shared_prefix=0, seed=0, profile=False):
+        calls.append((sequences, tg, profile))
+        r = next(rates)
+        return batch_bench.BatchResult(m.path, "dev", sequences, pp, tg, shared_prefix, r, r, 1 / r, 1, 0)
+
+    monkeypatch.setattr(batch_bench, "run_one", fake)
+    got = batch_bench.main([path], [2, 4], device="cpu", pp=16, tg=12, runs=3, progress=False, profile=True)
+    assert calls == [(2, 8, False), (2, 12, False), (2, 12, False), (2, 12, True),
+                     (4, 12, False), (4, 12, False), (4, 12, True)]
+    assert [(r.sequences, r.decode_tok_s, r.prompt_tok_s) for r in got] == [(2, 20.0, 20.0), (4, 6.0, 6.0)]
+    assert got[0].decode_cpu_ms == pytest.approx(1 / 20.0)
+    with pytest.raises(ValueError, match="--runs must be at least 1, not 0"):
+        batch_bench.main([path], [1], device="cpu", runs=0, progress=False)
