@@ -76,6 +76,19 @@ def test_blocks_fold_rope_kv_where_full_rows_do():
             assert fused and all(k.endswith("_blocks") for k in fused)
 
 
+@pytest.mark.parametrize("path", [LLAMA, ("tiny-llama3-random", "gguf", "tiny-llama3-random-q8_0.gguf")])
+def test_blocks_with_gemv_hand_offs_give_the_preallocated_logits(path):
+    """With the GEMVs handing x off through counters instead of barriers (tuning gemv_handoff=1,
+    as on NVIDIA GPUs), the Q/K/V GEMV that writes the blocks (float and tile weights) still
+    comes before the attention that reads them: chained decode across position 256 gives the
+    preallocated cache's tokens and log-probabilities bit for bit."""
+    full, blocks = pair(path, chain=4, tuning="gemv_handoff=1,flash_coopmat=0")
+    got, want = (m.generate(ids_of(247), max_tokens=30, stream=False) for m in (blocks, full))
+    assert blocks.kv_cache.current_length > BLOCK
+    assert list(got.token_ids) == list(want.token_ids)
+    np.testing.assert_array_equal(np.array(got.logprobs), np.array(want.logprobs))
+
+
 def test_chains_and_the_last_row_path_across_a_boundary():
     """Chains (4 steps per submission) and pipelined chains run across position 256; the
     last-row prefill path starts inside the second block."""
