@@ -91,9 +91,7 @@ def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, 
 def measured(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, runs: int = 1,
              profile: bool = False) -> BatchResult:
     """run_one `runs` times: the last run's result with the median of each rate (the profile, if
-    asked, printed after the last)."""
-    if runs < 1:
-        raise ValueError(f"--runs must be at least 1, not {runs}")
+    asked, printed after the last); runs >= 1 (main checks it before it loads a model)."""
     results = [run_one(m, sequences, pp, tg, shared_prefix, profile=profile and i == runs - 1) for i in range(runs)]
     return replace(results[-1], **{key: statistics.median(getattr(r, key) for r in results)
                                    for key in ("prompt_tok_s", "decode_tok_s", "decode_cpu_ms")})

@@ -95,7 +95,7 @@ BatchPipeline::Stage BatchPipeline::make_stage(const std::shared_ptr<const Loade
 }
 
 const BatchPipeline::StepTable& BatchPipeline::table_for(const Stage& s, int n, int step_rows) {
-    if (step_rows == 1 && s.tables[2].table) return s.tables[2];
+    if (step_rows == 1) return s.tables[2];
     return s.tables[s.short_rows > 0 && n <= s.short_rows];
 }
 

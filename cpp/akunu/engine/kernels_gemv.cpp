@@ -120,15 +120,17 @@ bool float_weights(TensorType wtype) {
     return type_traits(l ? l->base : wtype).block_size == 1;
 }
 
-// Bindings 8 to 12 of a GEMV with a folded rope_kv (rope_fold.glsl): the RoPE tables, the K and
-// V caches and the step. Without one, x and y stand in (never read).
-// The suffix of a GEMV's kernel whose folded rope_kv writes a cache in blocks ("_blocks":
-// KV_BLOCKS in rope_fold.glsl) or a batch's pool ("_batch": KV_BLOCKS, KV_BATCH), else none.
-const char* rope_variant(const GemvRopeKv* rope) {
+// The suffix of a GEMV's kernel whose folded rope_kv writes through block tables: the cache's
+// layout name, as the cache kernels' variants are named ("_blocks": KV_BLOCKS in rope_fold.glsl;
+// "_batch": KV_BLOCKS, KV_BATCH). Full rows and rings need none (rope_fold.glsl wraps a ring's
+// position itself).
+std::string rope_variant(const GemvRopeKv* rope) {
     if (!rope || !rope->cache.in_blocks()) return "";
-    return rope->cache.rows == KvRows::kBatch ? "_batch" : "_blocks";
+    return std::string("_") + kv_rows_name(rope->cache.rows);
 }
 
+// Bindings 8 to 12 of a GEMV with a folded rope_kv (rope_fold.glsl): the RoPE tables, the K and
+// V caches and the step. Without one, x and y stand in (never read).
 void append_rope_bindings(std::vector<Binding>& bindings, const GemvRopeKv* rope, const Binding& x, const Binding& y) {
     if (rope)
         bindings.insert(bindings.end(), {rope->cos, rope->sin, rope->cache.k, rope->cache.v, rope->step});
@@ -181,7 +183,8 @@ GemvCompShape gemv_comp_shape(const DeviceProfile& d, TensorType wtype) {
 enum class GemvCompKind { kPlain, kGateUp, kParts };
 
 void emit_gemv_core(DispatchSink& s, GemvCompKind kind, TensorType wtype, std::vector<Binding> bindings, GemvParams p,
-                    uint32_t gated = AKUNU_GEMV_X, const GemvHandoff* handoff = nullptr, const char* variant = "") {
+                    uint32_t gated = AKUNU_GEMV_X, const GemvHandoff* handoff = nullptr,
+                    const std::string& variant = "") {
     static constexpr const char* kNames[] = {"gemv", "gemv_gate_up", "gemv_parts"};
     const GemvCompShape g = gemv_comp_shape(s.device().profile(), wtype);
     // Gate and up rows in halves of one workgroup; a RoPE pair's rows in one workgroup.
