@@ -38,6 +38,7 @@ py::list profile_rows(const std::vector<ProfileRow>& rows) {
         py::dict d;
         d["label"] = r.cmd->label;
         d["kernel"] = r.cmd->pipeline->name();
+        d["spec"] = py::tuple(py::cast(r.cmd->pipeline->spec()));
         d["ms"] = r.ms;
         d["bytes_bound"] = bytes;
         out.append(d);

@@ -173,7 +173,7 @@ class Batch:
     def profile(self, runs: int = 1) -> list[dict]:
         """Device time of each command of the last step, replayed with the same rows (its KV
         writes put the same values in the same places, so the batch goes on as if it had not been
-        profiled): [{label, kernel, ms, bytes_bound}], as Model.profile gives, the table of that
+        profiled): [{label, kernel, spec, ms, bytes_bound}], as Model.profile gives, the table of that
         step (the one-row table for a step of one row, the short table for a step of few) and,
         on a split model, each part's in layer order. With runs > 1 each command's ms is its
         median over that many replays.

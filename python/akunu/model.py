@@ -510,7 +510,7 @@ class Model:
         """Device time of each command of a decode step (tokens=1) or of a prefill chunk of
         `tokens` tokens (GPU timestamps; on the CPU backend, the host clock between commands),
         run after what the cache holds (its length does not change):
-        [{label, kernel, ms, bytes_bound}]. With runs > 1 each command's ms is its median over
+        [{label, kernel, spec, ms, bytes_bound}]. With runs > 1 each command's ms is its median over
         that many runs, which steadies single readings of microsecond kernels. On a GPU each
         timed run follows untimed replays of itself, in the same submission, that keep the GPU
         busy for about 0.4 s: a GPU left idle clocks down, and timed cold a step can read twice

@@ -23,25 +23,28 @@ import numpy as np
 import pytest
 
 import akunu
+from akunu._akunu import kernels
 from support.fixture_paths import require
 
 PATH = ("trained-code-llama", "gguf", "trained-code-llama-f16.gguf")  # 6 layers, split 3 + 3
+PATH_Q8 = ("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
 BACKEND_TOL, BACKEND_MEAN_TOL = 0.1, 5e-3  # test_split_devices.py BACKEND_TOL for this model
 WINDOWED = "q8+w3"  # a KV format with a recent window (kv_format.h)
 # max |dlogit| of a CPU step cut into halves (tile_rows' summation order). A quantized format
 # with a window rounds more keys to f16 or q8, where a last-bit difference now and then crosses
 # a rounding step, so its bound is looser (the Vulkan halves stay bit for bit).
 CPU_HALVES_TOL = {"f16": 0.02, WINDOWED: 0.05}
+TILE_HALVES_TOL = 0.02  # max |dlogit| where halves run another GEMM kernel than the whole step
 SAME_KERNELS = {"vulkan": ["vulkan", "vulkan"], "cpu": ["cpu", "cpu"]}
 _models: dict = {}
 
 
-def model(devices, microbatches=2, context=400, kv_dtype="f16"):
+def model(devices, microbatches=2, context=400, kv_dtype="f16", path=PATH):
     """A model on one device (a str) or split 3 + 3 over `devices`, kept for the module."""
-    key = (tuple(devices) if isinstance(devices, list) else devices, microbatches, context, kv_dtype)
+    key = (tuple(devices) if isinstance(devices, list) else devices, microbatches, context, kv_dtype, path)
     if key not in _models:
         where = {"devices": devices, "split": [3, 3]} if isinstance(devices, list) else {"device": devices}
-        _models[key] = akunu.Model(require(*PATH), context=context, progress=False, kv_dtype=kv_dtype,
+        _models[key] = akunu.Model(require(*path), context=context, progress=False, kv_dtype=kv_dtype,
                                    tuning={"split_microbatches": microbatches}, **where)
     return _models[key]
 
@@ -101,6 +104,31 @@ def test_a_split_batch_gives_the_single_device_tokens_and_logits_bit_for_bit(bac
         for g, w in zip(got[1], want[1]):
             np.testing.assert_array_equal(np.array(g), np.array(w))
     assert b.memory_report()["blocks_used"] == 0  # every sequence left: its blocks went back
+
+
+@pytest.mark.parametrize("microbatches", [1, 2, "auto"])
+def test_a_split_batch_of_few_row_steps_in_tile_weights(microbatches):
+    """Q8_0 tiles on Vulkan: a step of two rows runs the two-row table (the tile GEMV of exactly
+    its rows), and its halves run the whole step's table, so each row is summed alike: bit for
+    bit with one micro-batch and on auto (steps of fewer than 16 rows run whole).
+    Two micro-batches forced on a step of 5 to 8 rows give halves of at most 4 rows, which run
+    the tile GEMV's row window where the whole step runs short tiles: the same tokens, the
+    logits within TILE_HALVES_TOL."""
+    one = model("vulkan", path=PATH_Q8)
+    if kernels.gemm_tile_rows(one.device, kernels.tile_type(one.device, "q8_0")) < 2:
+        pytest.skip("this device runs no tile GEMV of several rows, so no few-row tables")
+    split = model(SAME_KERNELS["vulkan"], microbatches, path=PATH_Q8)
+    all_ids, max_tokens = prompts(6, one.config.vocab_size, seed=11, lo=1, hi=12), [3, 6, 8, 5, 9, 4]
+    want = run(akunu.Batch(one, max_sequences=4, rows=32), all_ids, max_tokens)
+    got = run(akunu.Batch(split, max_sequences=4, rows=32), all_ids, max_tokens)
+    assert [[t for t, _ in g] for g in got[0]] == [[t for t, _ in w] for w in want[0]]
+    if microbatches == 2:
+        diff = np.abs(np.concatenate([np.ravel(g) for g in got[1]]) - np.concatenate([np.ravel(w) for w in want[1]]))
+        assert diff.max() <= TILE_HALVES_TOL
+        return
+    assert got[0] == want[0]
+    for g, w in zip(got[1], want[1]):
+        np.testing.assert_array_equal(np.array(g), np.array(w))
 
 
 @pytest.mark.parametrize("microbatches", [1, 2])

@@ -20,6 +20,11 @@ namespace {
 // overlap that saves little.
 constexpr int kMicrobatchRowsAuto = 16;
 
+// Steps of up to this many rows run a table of exactly their rows. A step of two rows gains by
+// it; three and four rows ran the short table's four-row window as fast (bench/NOTES.md, "Steps
+// of two rows in a table of their own").
+constexpr int kFewRowsMost = 2;
+
 // Copies the first `bytes` of one stage's residual stream into the next one's, both in host
 // memory (make_stage): one copy between the mappings, nothing allocated.
 void hand_over(const Buffer& from, Buffer& to, size_t bytes) {
@@ -88,14 +93,23 @@ BatchPipeline::Stage BatchPipeline::make_stage(const std::shared_ptr<const Loade
         s.short_rows = short_rows;
         s.tables[1] = record_table(s, pool, short_rows, 1, max_sequences, false);
     }
-    // The one-row table shares the short table's counts: a stage runs one table at a time, and
+    // The few-row tables share the short table's counts: a stage runs one table at a time, and
     // each submission writes its table's counts first (submit).
-    s.tables[2] = record_table(s, pool, 1, 1, max_sequences, true);
+    s.few.push_back(record_table(s, pool, 1, 1, max_sequences, true));
+    for (int r = 2; r <= few_rows(b, rows); ++r) s.few.push_back(record_table(s, pool, r, 1, max_sequences, false));
     return s;
 }
 
+// The largest step with a table of its own rows: two where the part's matrices take the tile
+// GEMV of several rows (the first layer's Q stands for them), else one.
+int BatchPipeline::few_rows(const LoadedModel& b, int rows) {
+    const TensorType q = b.weights.layers[size_t(b.layers.first)].q.type;
+    const int tile_rows = int(kernels::gemm_tile_rows(b.device->profile(), q));
+    return std::clamp(std::min(tile_rows, kFewRowsMost), 1, rows);
+}
+
 const BatchPipeline::StepTable& BatchPipeline::table_for(const Stage& s, int n, int step_rows) {
-    if (step_rows == 1) return s.tables[2];
+    if (step_rows <= int(s.few.size())) return s.few[size_t(step_rows - 1)];
     return s.tables[s.short_rows > 0 && n <= s.short_rows];
 }
 

@@ -88,9 +88,13 @@ private:
         // buffers where there is none). On the heap: the tables bind them by address, and a
         // Stage moves.
         std::unique_ptr<Buffer> in, out;
-        // [0] up to rows; [1] (where short_rows > 0) up to short_rows; [2] one row, its products
-        // GEMVs (DecodePlan::gemv): a step of one sequence's decode row.
-        StepTable tables[3];
+        // [0] up to rows; [1] (where short_rows > 0) up to short_rows.
+        StepTable tables[2];
+        // few[r - 1]: a step of exactly r rows (few_rows). few[0]'s products are GEMVs
+        // (DecodePlan::gemv): one sequence's decode row. few[1] (where the weights take the tile
+        // GEMV of several rows, kernels::gemm_tile_rows) records that kernel for two rows of x
+        // and no other row window beside it.
+        std::vector<StepTable> few;
     };
     Stage make_stage(const std::shared_ptr<const LoadedModel>& part, const KvPool& pool, int rows,
                      int max_sequences) const;
@@ -98,10 +102,11 @@ private:
                            bool one_row) const;
     void write_rows(Stage& s, const uint32_t* ids, const BatchRow* rows, const uint32_t* targets, int n);
     CommandList& submit(Stage& s, int n, int step_rows);
-    // The table a stage runs for its n rows of a step of step_rows: the one-row table only for a
-    // step of one row, so that a step cut into micro-batches runs each row as the whole step
-    // would (the GEMM tiles sum a row alike whatever rows share them; a GEMV sums it otherwise).
+    // The table a stage runs for its n rows of a step of step_rows: a few-row table by the whole
+    // step's rows, so that a step cut into micro-batches runs each row as the whole step would
+    // (the GEMM tiles sum a row alike whatever rows share them; a GEMV sums it otherwise).
     static const StepTable& table_for(const Stage& s, int n, int step_rows);
+    static int few_rows(const LoadedModel& b, int rows);
     const Stage& last() const { return lanes_[0].back(); }
     // The stage and row within it that holds row r of the last step (its last part).
     std::pair<const Stage*, size_t> locate(int row) const;

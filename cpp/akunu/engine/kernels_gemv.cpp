@@ -91,7 +91,9 @@ GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t
     GemvTilesShape g;
     g.xrows = xrows;
     if (d.type == DeviceType::kCpu) g.split = 1, g.units = 1;
-    const bool few = tiles <= d.compute_units;  // one workgroup per compute unit at most
+    // One workgroup per compute unit at most. Only a GEMV's (one row of x) shape follows it: rows
+    // of x multiply each block's load, which the few-tile shapes' wide staging does not fit.
+    const bool few = xrows == 1 && tiles <= d.compute_units;
     if (few && int_x) {
         // 1,024 invocations and x for the whole row staged at once (up to ~600 blocks fit in
         // 48 KiB): twice the warps on each compute unit, and one staging pass with one barrier

@@ -104,7 +104,7 @@ class Whisper:
     def profile(self, what: str = "decoder") -> list[dict]:
         """Device time of each command of the last encoder pass (what="encoder") or the last
         decoder step ("decoder"), replayed with GPU timestamps (on the CPU backend, the host
-        clock between commands): [{label, kernel, ms, bytes_bound}], as Model.profile gives.
+        clock between commands): [{label, kernel, spec, ms, bytes_bound}], as Model.profile gives.
         The replay recomputes what that call computed, so nothing changes; on a GPU untimed
         replays first keep it at its clocks. akunu.profile_table() sums the rows by kernel
         class."""
