@@ -336,9 +336,9 @@ void main() {
     const uint chunk = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
 #ifdef KV_BATCH
     unit = gl_WorkGroupID.x;
-    const uint row = unit / p.n_heads, h = unit % p.n_heads;
-    if (row >= min(table_rows, step.n_tokens)) return;  // uniform across the workgroup
-    if (batch_rows[row].tiled != 0) return;  // a query tile's row
+    const uint k = unit / p.n_heads, h = unit % p.n_heads;
+    if (k >= min(table_rows, step.n_tokens)) return;  // uniform across the workgroup
+    const uint row = batch_rows[k].untiled_row;  // the step's k-th row that no query tile takes
     const uint pos = ROW_POS(row);
     ROW_ENTER(row);
     row_seq = batch_rows[row].seq;

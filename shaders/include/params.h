@@ -144,7 +144,9 @@ struct BatchRow {
     uint first;
     uint end;
     uint tiled;
-    uint pad0;
+    // Entry k's untiled_row: the step's k-th row not marked tiled, in row order. These are the
+    // rows attention_split's batch variant attends, and its workgroups follow their count.
+    uint untiled_row;
     uint pad1;
     uint pad2;
 };

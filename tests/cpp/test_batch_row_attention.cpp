@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "akunu/core/half.h"
+#include "akunu/engine/batch_pipeline.h"
 #include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/engine/kv_pool.h"
@@ -48,6 +49,7 @@ Buffer step_buffer(const std::shared_ptr<Device>& dev, uint32_t* n_rows) {
     for (const StepRun& r : kRuns)
         for (uint32_t i = 0; i < r.rows; ++i) rows.push_back({r.seq, r.pos + i, r.pos, r.pos + r.rows, 0});
     *n_rows = uint32_t(rows.size());
+    EXPECT_EQ(cut_batch_tiles(rows.data(), int(*n_rows), 0, nullptr, 0), *n_rows);  // every row's untiled_row
     const StepState st{0, 0, *n_rows, 0};
     rows.resize(kTableRows, BatchRow{});
     std::vector<uint8_t> bytes(sizeof st + rows.size() * sizeof(BatchRow));

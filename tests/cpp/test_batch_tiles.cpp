@@ -91,7 +91,11 @@ TEST(BatchTiles, MarkedRunsAreCutIntoTiles) {
     std::vector<BatchRow> rows = {{5, 9, 0, 0, 0}, {0, 3, 0, 0, 1}, {0, 4, 0, 0, 1}, {0, 5, 0, 0, 1}, {0, 6, 0, 0, 1},
                                   {0, 7, 0, 0, 1}, {2, 1, 0, 0, 1}, {2, 3, 0, 0, 1}, {4, 8, 0, 0, 0}, {4, 9, 0, 0, 0}};
     std::vector<BatchTile> tiles(6, BatchTile{7, 7});
-    cut_batch_tiles(rows.data(), int(rows.size()), 2, tiles.data(), tiles.size());
+    EXPECT_EQ(cut_batch_tiles(rows.data(), int(rows.size()), 2, tiles.data(), tiles.size()), 3u);
+    // the untiled rows listed in row order, for attention_split's workgroups
+    EXPECT_EQ(rows[0].untiled_row, 0u);
+    EXPECT_EQ(rows[1].untiled_row, 8u);
+    EXPECT_EQ(rows[2].untiled_row, 9u);
     // Sequence 0's 5 rows: 2, 2 and 1; sequence 2's rows are not at consecutive positions: 1 and
     // 1; sequence 4's rows are not marked.
     const BatchTile want[] = {{1, 2}, {3, 2}, {5, 1}, {6, 1}, {7, 1}, {0, 0}};
@@ -102,11 +106,13 @@ TEST(BatchTiles, MarkedRunsAreCutIntoTiles) {
     const uint32_t want_tiled[] = {0, 1, 1, 1, 1, 1, 1, 1, 0, 0};
     for (size_t r = 0; r < rows.size(); ++r) EXPECT_EQ(rows[r].tiled, want_tiled[r]) << "row " << r;
     for (BatchRow& r : rows) r.tiled = r.seq == 0 || r.seq == 2;
-    cut_batch_tiles(rows.data(), int(rows.size()), 2, tiles.data(), 1);  // room for one tile
+    EXPECT_EQ(cut_batch_tiles(rows.data(), int(rows.size()), 2, tiles.data(), 1), 8u);  // room for one tile
     const uint32_t one_tile[] = {0, 1, 1, 0, 0, 0, 0, 0, 0, 0};
     for (size_t r = 0; r < rows.size(); ++r) EXPECT_EQ(rows[r].tiled, one_tile[r]) << "row " << r;
-    cut_batch_tiles(rows.data(), int(rows.size()), 0, tiles.data(), tiles.size());  // no tiled kernel
+    EXPECT_EQ(rows[1].untiled_row, 3u);  // rows 1 and 2 in the tile
+    EXPECT_EQ(cut_batch_tiles(rows.data(), int(rows.size()), 0, tiles.data(), tiles.size()), 10u);  // no tiled kernel
     for (const BatchRow& r : rows) EXPECT_EQ(r.tiled, 0u);
+    for (size_t r = 0; r < rows.size(); ++r) EXPECT_EQ(rows[r].untiled_row, r);
     EXPECT_EQ(tiles[0].rows, 0u);
 }
 

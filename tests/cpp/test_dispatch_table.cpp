@@ -92,6 +92,40 @@ TEST_F(DispatchTableTest, ChunkDispatchesRunTheirTokensWorkgroups) {
     for (const auto& dev : {device(), cpu_device()}) check_chunk_counts(dev);
 }
 
+// A command whose counts follow a batched step's untiled rows (ChunkRows::untiled, as the
+// decode rows' split attention): the tokens until set_untiled_rows, then the untiled rows,
+// none at all for a step whose rows are all in query tiles.
+TEST_F(DispatchTableTest, UntiledCommandsFollowTheUntiledRows) {
+    const auto dev = device();
+    const size_t rows = 40, dim = 300, group = 256;  // 12,000 floats: 47 groups of 256
+    Buffer out = dev->allocate(rows * dim * 4);
+    DispatchTable fills(*dev), t(*dev);
+    fills.set_chunk_rows(uint32_t(rows));
+    kernels::fill(fills, out, DType::kF32, rows * dim, 1.0f);
+    DispatchCmd cmd = fills.commands()[0];
+    cmd.chunk.untiled = true;
+    t.dispatch(cmd);
+    CommandList cl(dev);
+    cl.begin();
+    t.record(cl);
+    cl.end();
+    const std::vector<float> poison(rows * dim, kPoison);
+    std::vector<float> got(rows * dim);
+    auto run = [&](size_t want_floats) {
+        out.write(poison.data(), poison.size() * 4);
+        cl.submit_and_wait();
+        out.read(got.data(), got.size() * 4);
+        for (size_t i = 0; i < want_floats; ++i) ASSERT_EQ(got[i], 1.0f) << i;
+        for (size_t i = want_floats; i < got.size(); ++i) ASSERT_TRUE(std::isnan(got[i])) << i;
+    };
+    t.set_tokens(uint32_t(rows));
+    run(rows * dim);  // no untiled count yet: the tokens'
+    t.set_untiled_rows(3);
+    run((47 * 3 + rows - 1) / rows * group);  // 4 groups, as 3 tokens would run
+    t.set_untiled_rows(0);
+    run(0);
+}
+
 // Commands inserted before others (insert_at) run where they stand in the table, with the
 // workgroup counts of their own chunk axis: three fills of different lengths, the second
 // inserted between the others, each cover their whole buffer for a whole chunk and only the

@@ -34,7 +34,7 @@ void hand_over(const Buffer& from, Buffer& to, size_t bytes) {
 
 }  // namespace
 
-void cut_batch_tiles(BatchRow* rows, int n, uint32_t tile_rows, BatchTile* tiles, size_t capacity) {
+uint32_t cut_batch_tiles(BatchRow* rows, int n, uint32_t tile_rows, BatchTile* tiles, size_t capacity) {
     size_t count = 0;
     const size_t room = tile_rows > 0 ? capacity : 0;  // no tiled kernel: every row goes to attention_rows
     for (int r = 0; r < n;) {
@@ -52,6 +52,10 @@ void cut_batch_tiles(BatchRow* rows, int n, uint32_t tile_rows, BatchTile* tiles
         r = end;
     }
     std::fill(tiles + count, tiles + capacity, BatchTile{0, 0});
+    uint32_t untiled = 0;
+    for (int r = 0; r < n; ++r)
+        if (!rows[r].tiled) rows[untiled++].untiled_row = uint32_t(r);
+    return untiled;
 }
 
 BatchPipeline::BatchPipeline(const std::vector<std::shared_ptr<const LoadedModel>>& parts, const KvPool& pool, int rows,
@@ -87,12 +91,12 @@ BatchPipeline::Stage BatchPipeline::make_stage(const std::shared_ptr<const Loade
     s.out = std::make_unique<Buffer>();
     if (!b.layers.embeds()) *s.in = Buffer::allocate(b.device, stream, Residency::kHost);
     if (!b.layers.heads(b.config.n_layers)) *s.out = Buffer::allocate(b.device, stream, Residency::kHost);
-    s.tables[0] = record_table(s, pool, rows, 0, max_sequences, false);
     const int short_rows = int(b.device->profile().gemm_short_rows);
-    if (short_rows > 0 && short_rows < rows) {
-        s.short_rows = short_rows;
-        s.tables[1] = record_table(s, pool, short_rows, 1, max_sequences, false);
-    }
+    if (short_rows > 0 && short_rows < rows) s.short_rows = short_rows;
+    // Steps of up to short_rows rows run the short table: the full one records no GEMM row
+    // window below it.
+    s.tables[0] = record_table(s, pool, rows, 0, max_sequences, false, s.short_rows + 1);
+    if (s.short_rows > 0) s.tables[1] = record_table(s, pool, short_rows, 1, max_sequences, false);
     // The few-row tables share the short table's counts: a stage runs one table at a time, and
     // each submission writes its table's counts first (submit).
     s.few.push_back(record_table(s, pool, 1, 1, max_sequences, true));
@@ -116,10 +120,11 @@ const BatchPipeline::StepTable& BatchPipeline::table_for(const Stage& s, int n, 
 // A stage's table for up to `rows` rows, its workgroup counts in half `counts_slot` of the
 // scratch's batch_dispatch, recorded.
 BatchPipeline::StepTable BatchPipeline::record_table(const Stage& s, const KvPool& pool, int rows, size_t counts_slot,
-                                                     int max_sequences, bool one_row) const {
+                                                     int max_sequences, bool one_row, int min_rows) const {
     const LoadedModel& b = *s.part;
     TablePass pass{true, rows, 0, true, {}, nullptr, max_sequences};
     pass.gemv = one_row;
+    pass.min_rows = min_rows;
     if (*s.in) pass.split_in = s.in.get();
     if (*s.out) pass.split_out = s.out.get();
     StepTable t;
@@ -177,14 +182,16 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
         step_rows[r].first = std::max(rows[r].first, rows[r].pos - std::min(rows[r].pos, uint32_t(r)));
         step_rows[r].end = std::min(rows[r].end, rows[r].pos + uint32_t(n - r));
     }
-    cut_batch_tiles(step_rows, n, s.tile_rows, static_cast<BatchTile*>(s.scratch->get("batch_tiles").contents()),
-                    batch_tile_capacity(uint64_t(s.rows)));
+    s.untiled =
+        cut_batch_tiles(step_rows, n, s.tile_rows, static_cast<BatchTile*>(s.scratch->get("batch_tiles").contents()),
+                        batch_tile_capacity(uint64_t(s.rows)));
 }
 
 CommandList& BatchPipeline::submit(Stage& s, int n, int step_rows) {
     const StepTable& t = table_for(s, n, step_rows);
     t.table->set_position(s.latest);  // the rows' split attention covers the chunks through it
     t.table->set_tokens(uint32_t(n));
+    t.table->set_untiled_rows(s.untiled);
     t.cl->submit();
     return *t.cl;
 }

@@ -34,8 +34,9 @@ struct LoadedModel;
 // most `capacity` of them. A piece's tiles are the same whether it runs whole or cut between two
 // micro-batches, so the rows' results are too. Rows that find no room get tiled = 0 (attention_rows
 // attends them); the entries of `tiles` past the step's get rows 0. tile_rows 0 (no tiled kernel,
-// kernels::batch_tile_rows): no tiles, every row unmarked.
-void cut_batch_tiles(BatchRow* rows, int n, uint32_t tile_rows, BatchTile* tiles, size_t capacity);
+// kernels::batch_tile_rows): no tiles, every row unmarked. Then the rows left unmarked are listed
+// in the rows' untiled_row entries, in row order, and their count returned.
+uint32_t cut_batch_tiles(BatchRow* rows, int n, uint32_t tile_rows, BatchTile* tiles, size_t capacity);
 
 class BatchPipeline {
 public:
@@ -83,6 +84,7 @@ private:
         int rows = 0, short_rows = 0;
         uint32_t tile_rows = 0;  // the query tiles' rows of its attention (kernels::batch_tile_rows); 0: none
         uint32_t latest = 0;  // the step's latest position among its rows (its tables follow it)
+        uint32_t untiled = 0;  // the step's rows that no query tile takes (BatchRow::untiled_row)
         std::unique_ptr<ScratchBuffers> scratch;
         // The residual stream [rows, dim] f32 from the part before, to the part after (empty
         // buffers where there is none). On the heap: the tables bind them by address, and a
@@ -99,7 +101,7 @@ private:
     Stage make_stage(const std::shared_ptr<const LoadedModel>& part, const KvPool& pool, int rows,
                      int max_sequences) const;
     StepTable record_table(const Stage& s, const KvPool& pool, int rows, size_t counts_slot, int max_sequences,
-                           bool one_row) const;
+                           bool one_row, int min_rows = 0) const;
     void write_rows(Stage& s, const uint32_t* ids, const BatchRow* rows, const uint32_t* targets, int n);
     CommandList& submit(Stage& s, int n, int step_rows);
     // The table a stage runs for its n rows of a step of step_rows: a few-row table by the whole

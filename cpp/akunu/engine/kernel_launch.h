@@ -26,6 +26,7 @@ struct Grid {
     ChunkRows::Axis axis = ChunkRows::Axis::kNone;
     uint32_t min_rows = 0, max_rows = 0;  // the kernel's row window (ChunkRows)
     uint32_t position_block = 0;  // groups along y cover the cache in these blocks (DispatchCmd)
+    bool untiled = false;  // the counts follow a batched step's untiled rows (ChunkRows)
 };
 
 // Spreads `groups` workgroups over a 2-D grid within the device's per-dimension limit.
@@ -108,7 +109,7 @@ void emit(DispatchSink& s, const std::string& kernel, std::vector<uint32_t> spec
     std::memcpy(cmd.params.data(), &params, sizeof(P));
     cmd.groups[0] = g.x;
     cmd.groups[1] = g.y;
-    if (s.chunk_rows()) cmd.chunk = {g.axis, s.chunk_rows(), g.min_rows, g.max_rows};
+    if (s.chunk_rows()) cmd.chunk = {g.axis, s.chunk_rows(), g.min_rows, g.max_rows, g.untiled};
     cmd.position_block = g.position_block;
     cmd.awaits_previous = awaits_previous;
     s.dispatch(cmd);

@@ -40,10 +40,12 @@ void attend_tiles(DispatchSink& s, const Binding& q, const KvBindings& cache, co
         emit(s, cache_variant("flash_attention", cache), {sh.head_dim / 8}, bindings, p, grid);
 }
 
-// The untiled rows in attention_split's layout: workgroups (row, head) along x, row-major, so
-// that their count follows the step's rows, and the chunks of a row's cache along y, whose count
-// follows the step's latest position (DispatchTable::set_position). A row's chunks past its own
-// position return at once, and its last chunk to finish merges the others' partials.
+// The untiled rows in attention_split's layout: workgroups (k, head) along x, row-major, for
+// the step's k-th untiled row (BatchRow::untiled_row), so that their count follows the untiled
+// rows (DispatchTable::set_untiled_rows: a scoring step's rows, all in query tiles, launch none),
+// and the chunks of a row's cache along y, whose count follows the step's latest position
+// (DispatchTable::set_position). A row's chunks past its own position return at once, and its
+// last chunk to finish merges the others' partials.
 void attend_rows_split(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& out,
                        const Binding& step, const FlashShape& f, FlashAttentionParams p, const RowPartials& parts) {
     const AttentionShape& sh = f.heads;
@@ -57,7 +59,7 @@ void attend_rows_split(DispatchSink& s, const Binding& q, const KvBindings& cach
     std::vector<Binding> bindings = {q, cache.k, cache.v, parts.partial, step, out, parts.counters};
     emit(s, attention_variant("attention_split", cache), {a.team, a.lane_vecs},
          with_recent(std::move(bindings), cache, "attention_rows"), p,
-         {f.rows * sh.n_heads, p.a.n_chunks, ChunkRows::Axis::kX, 0, 0, AKUNU_ATTENTION_CHUNK});
+         {f.rows * sh.n_heads, p.a.n_chunks, ChunkRows::Axis::kX, 0, 0, AKUNU_ATTENTION_CHUNK, true});
 }
 
 }  // namespace

@@ -154,6 +154,7 @@ DecodePlan plan_pass(const ModelConfig& c, const ModelWeights& w, bool gguf, con
     p.narrow_rows =
         d.gemm_coopmat && d.gemm_short_rows > AKUNU_GEMM_CM_SHORT_NARROW_ROWS ? AKUNU_GEMM_CM_SHORT_NARROW_ROWS : 0;
     p.dequant_rows = d.prefill_dequant_rows;
+    p.min_rows = pass.prefill ? pass.min_rows : 0;
     p.dequant_bytes = pass.prefill ? std::min<size_t>(scratch.dequant_bytes, d.max_storage_buffer_range) : 0;
     p.half_x_dim = !p.gemv && kernels::gemm_takes_half_x(d, dim, dim);
     p.half_x_ffn = !p.gemv && kernels::gemm_takes_half_x(d, ffn, ffn);

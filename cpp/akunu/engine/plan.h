@@ -60,6 +60,7 @@ struct DecodePlan {
     uint32_t short_rows = 0;  // chunks of up to this many tokens run short GEMM tiles
     uint32_t tile_rows = 0;  // ... and of tile-major weights, up to this many in tile GEMVs of several rows
     uint32_t narrow_rows = 0;  // ... and up to this many in the narrow short tiles (cooperative matrices)
+    uint32_t min_rows = 0;  // no chunk of fewer rows runs: the row windows below it are not recorded
     uint32_t dequant_rows = 0;  // chunks of this many tokens or more read dequantized weights
     size_t dequant_bytes = 0;  // capacity of each f16 buffer (0: no dequantization)
     bool head_norm_folded = false;  // the output norm folded into the LM head's GEMV
@@ -78,6 +79,7 @@ struct PassShape {
     size_t rows = 1;
     std::vector<int> taps;
     bool gemv = false;  // prefill of one row with GEMVs (DecodePlan::gemv)
+    uint32_t min_rows = 0;  // prefill: the fewest rows its steps run (TablePass::min_rows)
 };
 
 // The scratch a model planned (memory_plan.h), as far as the choices depend on it.

@@ -315,7 +315,7 @@ DecodePlan plan_for(const LoadedModel& m, const ScratchBuffers& s, const KvSourc
     if (pass.prefill && s.all().count(prefill_f16_weights_name(0)))
         scratch.dequant_bytes = s.get(prefill_f16_weights_name(0)).size();
     DecodePlan p = plan_pass(m.config, m.weights, m.files->gguf() != nullptr, m.device->profile(), kv,
-                             {pass.prefill, size_t(pass.rows), pass.taps, pass.gemv}, scratch);
+                             {pass.prefill, size_t(pass.rows), pass.taps, pass.gemv, uint32_t(pass.min_rows)}, scratch);
     plan_boundaries(p, m.config.n_layers, m.layers, m.norm_in, m.norm_out);
     return p;
 }

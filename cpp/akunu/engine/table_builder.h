@@ -45,6 +45,9 @@ struct TablePass {
     // prefill of one row: the matrix products are GEMVs, planned as a decode step's
     // (DecodePlan::gemv): a batch's one-row table (batch_pipeline.h).
     bool gemv = false;
+    // prefill: the fewest rows a step of this table runs (a batch's full table, whose steps of
+    // fewer rows run its short and few-row tables): no GEMM row window below it is recorded.
+    int min_rows = 0;
 };
 
 // The plan of `pass` for a model with this scratch and cache.

@@ -15,12 +15,14 @@ namespace akunu::table_detail {
 // several rows up to the plan's tile_rows where the weights take it, in short tiles up to
 // short_rows where the device takes them (narrow ones up to narrow_rows), then wide. Each is a GEMM with its own row window:
 // only one of a projection's GEMMs has workgroups for a chunk, so they share a barrier interval.
+// Windows wholly below the plan's min_rows are not recorded: no chunk of theirs runs.
 void Builder::own_gemm(const Binding& w, TensorType type, const Binding& x, const Binding& y, size_t n, size_t kk,
                        size_t ldy, bool accumulate, DType x_dtype, uint32_t below) {
     const uint32_t tile_rows = std::min(plan_.tile_rows, kernels::gemm_tile_rows(t_.device().profile(), type));
     uint32_t from = 0;
     for (const uint32_t bound : {tile_rows, plan_.narrow_rows, plan_.short_rows}) {
         if (bound == 0 || bound + 1 <= from || rows_ <= bound || (below != 0 && below <= bound + 1)) continue;
+        if (bound < plan_.min_rows) continue;
         kernels::gemm(t_, w, type, x, y, {rows_, n, kk, kk, ldy, from, bound + 1, x_dtype}, step_, accumulate);
         from = bound + 1;
     }

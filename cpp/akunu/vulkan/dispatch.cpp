@@ -27,7 +27,7 @@ void ChunkRows::groups_for(uint32_t n, const uint32_t recorded[3], uint32_t out[
             // linear_group_id() = y * width + x: keep the recorded width unless fewer groups remain.
             const uint32_t total = part(uint64_t(recorded[0]) * recorded[1]);
             out[0] = std::min(total, recorded[0]);
-            out[1] = (total + out[0] - 1) / out[0];
+            out[1] = out[0] ? (total + out[0] - 1) / out[0] : 0;  // n = 0 (no untiled rows): none
             break;
         }
     }
@@ -64,6 +64,11 @@ void DispatchTable::set_position(uint32_t pos) {
     write_counts();
 }
 
+void DispatchTable::set_untiled_rows(uint32_t n) {
+    untiled_ = n;
+    write_counts();
+}
+
 void DispatchTable::use_counts(const Buffer& buffer, size_t offset, size_t bytes) {
     const size_t need = following_.size() * sizeof(VkDispatchIndirectCommand);
     AKUNU_CHECK(need <= bytes, "a dispatch table has " + std::to_string(following_.size()) +
@@ -83,7 +88,8 @@ void DispatchTable::write_counts() const {
     for (size_t i = 0; i < following_.size(); ++i) {
         const DispatchCmd& cmd = cmds_[following_[i]];
         uint32_t g[3] = {cmd.groups[0], cmd.groups[1], cmd.groups[2]};
-        if (cmd.chunk.follows()) cmd.chunk.groups_for(tokens_ ? tokens_ : cmd.chunk.rows, cmd.groups, g);
+        const uint32_t n = cmd.chunk.untiled && untiled_ != kAllRows ? untiled_ : tokens_ ? tokens_ : cmd.chunk.rows;
+        if (cmd.chunk.follows()) cmd.chunk.groups_for(n, cmd.groups, g);
         if (cmd.position_block && position_ != kWholeContext) g[1] = std::min(g[1], position_ / cmd.position_block + 1);
         args[i] = {g[0], g[1], g[2]};
     }

@@ -56,6 +56,9 @@ struct ChunkRows {
     uint32_t rows = 0;  // the tokens the recorded counts cover; 0: the dispatch is not a chunk's
     uint32_t min_rows = 0;  // no workgroups at all unless min_rows <= n ...
     uint32_t max_rows = 0;  // ... and n < max_rows (0: no upper bound), as the kernel's own row window
+    // The counts follow the step's rows that no query tile takes (DispatchTable::set_untiled_rows)
+    // instead of all its rows: a batch's decode rows' split attention.
+    bool untiled = false;
     bool follows() const { return rows > 0; }
     // The workgroup counts for a chunk of n tokens, from those recorded for `rows`.
     void groups_for(uint32_t n, const uint32_t recorded[3], uint32_t out[3]) const;
@@ -129,6 +132,9 @@ public:
     // Sets the counts of the commands that follow the cache's length (position_block) for a
     // step at position pos, likewise; recordings start with the whole context's.
     void set_position(uint32_t pos);
+    // Sets the counts of the commands that follow a batched step's untiled rows
+    // (ChunkRows::untiled) for n of them, likewise; until then they follow its tokens.
+    void set_untiled_rows(uint32_t n);
     // Where the counts live: a host-memory range of the model's planned scratch. Without it the
     // first recording allocates their buffer itself. Throws if the table needs more.
     void use_counts(const Buffer& buffer, size_t offset, size_t bytes);
@@ -153,6 +159,8 @@ private:
     uint32_t tokens_ = 0;  // 0: a whole chunk
     static constexpr uint32_t kWholeContext = 0xFFFFFFFFu;
     uint32_t position_ = kWholeContext;
+    static constexpr uint32_t kAllRows = 0xFFFFFFFFu;
+    uint32_t untiled_ = kAllRows;  // kAllRows: the untiled commands follow the tokens
     void write_counts() const;
 };
 
