@@ -53,39 +53,50 @@ static std::shared_ptr<Device> cpu_device() {
     return d;
 }
 
+// A chunk's fill of 40 rows of 300 floats (47 groups of 256), recorded once as a table's one
+// command (`untiled`: its counts follow the untiled rows, ChunkRows::untiled); run() submits it
+// over a poisoned buffer and checks that exactly the first `want` floats were written.
+struct ChunkFill {
+    static constexpr size_t kRows = 40, kDim = 300, kGroup = 256;
+    static constexpr size_t covering(size_t n) { return (47 * n + kRows - 1) / kRows * kGroup; }  // floats
+    Buffer out;
+    DispatchTable t;
+    CommandList cl;
+    ChunkFill(const std::shared_ptr<Device>& dev, bool untiled)
+        : out(dev->allocate(kRows * kDim * 4)), t(*dev), cl(dev) {
+        DispatchTable fills(*dev);
+        fills.set_chunk_rows(uint32_t(kRows));
+        kernels::fill(fills, out, DType::kF32, kRows * kDim, 1.0f);
+        EXPECT_EQ(fills.commands().size(), 1u);
+        EXPECT_TRUE(fills.commands()[0].chunk.follows());
+        DispatchCmd cmd = fills.commands()[0];
+        cmd.chunk.untiled = untiled;
+        t.dispatch(cmd);
+        cl.begin();
+        t.record(cl);
+        cl.end();
+    }
+    void run(size_t want_from, size_t want_to) {
+        const std::vector<float> poison(kRows * kDim, kPoison);
+        std::vector<float> got(kRows * kDim);
+        out.write(poison.data(), poison.size() * 4);
+        cl.submit_and_wait();
+        out.read(got.data(), got.size() * 4);
+        for (size_t i = 0; i < want_from; ++i) ASSERT_EQ(got[i], 1.0f) << i;
+        for (size_t i = want_to; i < got.size(); ++i) ASSERT_TRUE(std::isnan(got[i])) << i;
+    }
+};
+
 // One recording of a chunk's fill, submitted for 3 tokens, then for all 40: the short chunk
 // writes its rows and, through the indirect counts, no workgroup past the ones that cover them
 // (on the default device and on the CPU backend).
 static void check_chunk_counts(const std::shared_ptr<Device>& dev) {
-    const size_t rows = 40, dim = 300, group = 256;  // 12,000 floats: 47 groups of 256
-    Buffer out = dev->allocate(rows * dim * 4);
-    DispatchTable t(*dev);
-    t.set_chunk_rows(uint32_t(rows));
-    kernels::fill(t, out, DType::kF32, rows * dim, 1.0f);
-    t.set_chunk_rows(0);
-    ASSERT_EQ(t.commands().size(), 1u);
-    EXPECT_TRUE(t.commands()[0].chunk.follows());
-    CommandList cl(dev);
-    cl.begin();
-    t.record(cl);
-    cl.end();
-
-    const std::vector<float> poison(rows * dim, kPoison);
-    std::vector<float> got(rows * dim);
-    out.write(poison.data(), poison.size() * 4);
-    t.set_tokens(3);
-    cl.submit_and_wait();
-    out.read(got.data(), got.size() * 4);
-    const size_t covered = (47 * 3 + rows - 1) / rows * group;  // 4 groups
-    for (size_t i = 0; i < 3 * dim; ++i) ASSERT_EQ(got[i], 1.0f) << i;
-    for (size_t i = covered; i < got.size(); ++i) ASSERT_TRUE(std::isnan(got[i])) << i;
-
-    out.write(poison.data(), poison.size() * 4);
-    t.set_tokens(uint32_t(rows));
-    cl.submit_and_wait();
-    out.read(got.data(), got.size() * 4);
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], 1.0f) << i;
-    EXPECT_THROW(t.set_tokens(0), Error);
+    ChunkFill f(dev, false);
+    f.t.set_tokens(3);
+    f.run(3 * ChunkFill::kDim, ChunkFill::covering(3));  // 4 groups
+    f.t.set_tokens(uint32_t(ChunkFill::kRows));
+    f.run(ChunkFill::kRows * ChunkFill::kDim, ChunkFill::kRows * ChunkFill::kDim);
+    EXPECT_THROW(f.t.set_tokens(0), Error);
 }
 
 TEST_F(DispatchTableTest, ChunkDispatchesRunTheirTokensWorkgroups) {
@@ -96,34 +107,14 @@ TEST_F(DispatchTableTest, ChunkDispatchesRunTheirTokensWorkgroups) {
 // decode rows' split attention): the tokens until set_untiled_rows, then the untiled rows,
 // none at all for a step whose rows are all in query tiles.
 TEST_F(DispatchTableTest, UntiledCommandsFollowTheUntiledRows) {
-    const auto dev = device();
-    const size_t rows = 40, dim = 300, group = 256;  // 12,000 floats: 47 groups of 256
-    Buffer out = dev->allocate(rows * dim * 4);
-    DispatchTable fills(*dev), t(*dev);
-    fills.set_chunk_rows(uint32_t(rows));
-    kernels::fill(fills, out, DType::kF32, rows * dim, 1.0f);
-    DispatchCmd cmd = fills.commands()[0];
-    cmd.chunk.untiled = true;
-    t.dispatch(cmd);
-    CommandList cl(dev);
-    cl.begin();
-    t.record(cl);
-    cl.end();
-    const std::vector<float> poison(rows * dim, kPoison);
-    std::vector<float> got(rows * dim);
-    auto run = [&](size_t want_floats) {
-        out.write(poison.data(), poison.size() * 4);
-        cl.submit_and_wait();
-        out.read(got.data(), got.size() * 4);
-        for (size_t i = 0; i < want_floats; ++i) ASSERT_EQ(got[i], 1.0f) << i;
-        for (size_t i = want_floats; i < got.size(); ++i) ASSERT_TRUE(std::isnan(got[i])) << i;
-    };
-    t.set_tokens(uint32_t(rows));
-    run(rows * dim);  // no untiled count yet: the tokens'
-    t.set_untiled_rows(3);
-    run((47 * 3 + rows - 1) / rows * group);  // 4 groups, as 3 tokens would run
-    t.set_untiled_rows(0);
-    run(0);
+    ChunkFill f(device(), true);
+    const size_t all = ChunkFill::kRows * ChunkFill::kDim;
+    f.t.set_tokens(uint32_t(ChunkFill::kRows));
+    f.run(all, all);  // no untiled count yet: the tokens'
+    f.t.set_untiled_rows(3);
+    f.run(ChunkFill::covering(3), ChunkFill::covering(3));  // 4 groups, as 3 tokens would run
+    f.t.set_untiled_rows(0);
+    f.run(0, 0);
 }
 
 // Commands inserted before others (insert_at) run where they stand in the table, with the
