@@ -70,8 +70,9 @@ class Batch:
     """Up to max_sequences sequences of one model, run together a step at a time.
 
     max_sequences: sequences held at once (their ids are 0 .. max_sequences - 1, reused after
-    remove()). rows: tokens one step runs (decode rows first, then pieces of prompts; 0: 128 or
-    max_sequences if more). blocks: KV blocks of 256 positions in the pool (0: enough for every
+    remove()). rows: tokens one step runs (decode rows first, then pieces of prompts; 0: the
+    model's prefill_chunk, at least 128, halved where the decode rows' attention would not fit its
+    scratch budget, or max_sequences if more). blocks: KV blocks of 256 positions in the pool (0: enough for every
     sequence's whole context). prefix_sharing: a prompt that starts with whole blocks another
     sequence has run reuses those blocks instead of running them again. The KV format is the
     model's kv_dtype. The batch keeps its own KV pool, scratch and dispatch table and shares the

@@ -52,7 +52,7 @@ def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, 
     vocab = m.config.vocab_size
     prefix = [int(x) for x in rng.integers(3, vocab, size=shared_prefix)]
     prompts = [prefix + [int(x) for x in rng.integers(3, vocab, size=pp)] for _ in range(sequences)]
-    b = Batch(m, max_sequences=sequences, rows=max(128, sequences))
+    b = Batch(m, max_sequences=sequences)
     start = time.perf_counter()
     if shared_prefix:  # the first sequence runs the prefix, then the others find its blocks
         b.add(prompts[0])
@@ -98,9 +98,10 @@ def measured(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0,
 
 
 def prompt_steps(sequences: int, tokens: int) -> int:
-    """The steps run_one's prompts take at most: rows of max(128, sequences) a step. A sequence
-    whose prompt ran decodes on in the steps that run the others' (decode rows go first), so
-    its cache grows by up to this many tokens more than its prompt and generation."""
+    """The steps run_one's prompts take at most: a Batch's default rows are at least
+    max(128, sequences) a step (batch.h). A sequence whose prompt ran decodes on in the steps
+    that run the others' (decode rows go first), so its cache grows by up to this many tokens
+    more than its prompt and generation."""
     return -(-sequences * tokens // max(128, sequences)) + 1
 
 

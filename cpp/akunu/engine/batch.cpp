@@ -6,6 +6,7 @@
 #include <string>
 
 #include "akunu/core/error.h"
+#include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/model.h"
 #include "akunu/engine/memory_plan.h"
 
@@ -24,7 +25,18 @@ uint64_t block_hash(uint64_t before, const int* tokens) {
     return h ? h : 1;
 }
 
-int default_rows(const BatchOptions& o) { return o.rows > 0 ? o.rows : std::max(128, o.max_sequences); }
+// Rows a step by default: the model's prefill chunk (a step reads every weight once, so a
+// prompt's steps of more rows read fewer a token), at least 128 and max_sequences, halved while
+// the decode rows' split attention would not fit its partials' budget for that many rows.
+int default_rows(const BatchOptions& o, const LoadedModel& b) {
+    if (o.rows > 0) return o.rows;
+    const ModelConfig& c = b.config;
+    int rows = std::max(b.prefill_chunk, 128);
+    while (rows > 128 && !kernels::batch_row_split(b.device->profile(), uint32_t(rows), uint32_t(c.n_heads),
+                                                   uint32_t(c.head_dim), uint32_t(b.context)))
+        rows /= 2;
+    return std::max(rows, o.max_sequences);
+}
 
 }  // namespace
 
@@ -44,7 +56,7 @@ Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()),
     pool_ = std::make_unique<KvPool>(pool_parts, b.config, b.context, b.plan.options.kv_dtype, o.max_sequences,
                                      o.blocks > 0 ? o.blocks : o.max_sequences * per_seq, b.plan.kv.recent);
     // The step's logits, [rows, vocab] f32, are bounded as a prefill chunk's all-position logits.
-    const int want = std::min(default_rows(o), 4096);
+    const int want = std::min(default_rows(o, b), 4096);
     rows_ = prefill_logit_rows(b.config, want, kBatchLogitBytes);
     vocab_ = b.config.vocab_size;
     pipeline_ = std::make_unique<BatchPipeline>(parts, *pool_, rows_, o.max_sequences,

@@ -39,7 +39,9 @@ struct LoadedModel;
 
 struct BatchOptions {
     int max_sequences = 8;
-    int rows = 0;  // rows per step; 0: 128, at least max_sequences (clipped so the logits fit)
+    // rows per step; 0: the model's prefill chunk (at least 128, fewer where the decode rows'
+    // split attention would not fit them), at least max_sequences (clipped so the logits fit)
+    int rows = 0;
     int blocks = 0;  // pool blocks of AKUNU_KV_BLOCK positions; 0: enough for every sequence's context
     bool prefix_sharing = true;  // sequences share the full blocks of a common prefix
 };
