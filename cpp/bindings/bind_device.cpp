@@ -14,6 +14,11 @@ py::list kernel_statistics_rows(const Device& device) {
         row["kernel"] = k.kernel;
         row["spec"] = k.spec;
         row["statistics"] = stats;
+        py::list code;
+        for (const KernelCode& c : k.code)
+            code.append(py::dict(py::arg("name") = c.name, py::arg("description") = c.description,
+                                 py::arg("text") = c.text, py::arg("binary_bytes") = c.binary_bytes));
+        row["code"] = code;
         rows.append(row);
     }
     return rows;

@@ -519,10 +519,12 @@ class Model:
 
     def kernel_statistics(self) -> list[dict]:
         """What the driver compiled this model's kernels to: [{kernel, spec, statistics: {name:
-        value}}], such as registers per invocation and shared memory, which bound how many
+        value}, code}], such as registers per invocation and shared memory, which bound how many
         workgroups a compute unit holds at once; [] where the device does not report them
         (VK_KHR_pipeline_executable_properties; lavapipe and the CPU backend do not).
-        akunu.kernel_statistics_table() prints them."""
+        akunu.kernel_statistics_table() prints them. code: with tuning kernel_code=1, the
+        driver's internal representations of each kernel ([{name, description, text,
+        binary_bytes}]: its assembly where the driver gives it), else []."""
         return self._engine.kernel_statistics()
 
     def dispatch_table(self, prefill: bool = False) -> list[dict]:

@@ -11,6 +11,7 @@ import pytest
 
 import akunu
 from support.fixture_paths import require
+from support.kernel_cases import _device
 
 
 def test_devices_lists_name_type_vendor_memory_features():
@@ -184,6 +185,29 @@ def test_kernel_statistics(device):
         assert s["statistics"] and all(isinstance(v, float) for v in s["statistics"].values())
     assert any("register" in name.lower() and v > 0 for s in add for name, v in s["statistics"].items())
     assert "add" in akunu.kernel_statistics_table(stats, {s["kernel"] for s in add})
+
+
+@pytest.mark.parametrize("kernel_code", [False, True])
+def test_kernel_code(backend, kernel_code):
+    """With tuning kernel_code, each kernel's row of kernel_statistics() carries the driver's
+    internal representations of it (text, or a binary's size); without it, none."""
+    from akunu import ops
+
+    device = _device(backend, f"kernel_code={int(kernel_code)}")
+    x = device.upload(np.arange(37, dtype=np.float32))
+    y = device.empty([37], "f32")
+    ops.add(x, x, y)
+    stats = device.kernel_statistics()
+    if not device.profile["kernel_statistics"]:
+        assert stats == []
+        pytest.skip("the device does not report kernel statistics (needs VK_KHR_pipeline_executable_properties)")
+    code = [c for s in stats if s["kernel"].startswith("add") for c in s["code"]]
+    if not kernel_code:
+        assert code == []
+        return
+    if not code:
+        pytest.skip(f"{device.profile['name']}'s driver keeps no internal representation of a kernel")
+    assert all(c["name"] and (c["text"] or c["binary_bytes"] > 0) for c in code)
 
 
 def test_kernel_statistics_table():

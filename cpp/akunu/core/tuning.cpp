@@ -159,6 +159,11 @@ const std::vector<Row>& rows() {
           "Milliseconds of untimed replays before Model.profile() times a step, so that clocks are up (auto: 400 on "
           "GPUs, 0 on CPUs)."},
          &Tuning::profile_warm_ms},
+        {{"kernel_code", "bool",
+          "Kernels are compiled keeping the driver's internal representations of their code (its assembly, where "
+          "the driver gives it: VK_KHR_pipeline_executable_properties), which Model.kernel_statistics() returns as "
+          "each kernel's code; pipelines take longer to make. For finding out which instructions a kernel runs."},
+         &Tuning::kernel_code},
         {{"gemv_rows", "shape",
           "gemv.comp's geometry \"invocations:rows[:units[:wide]]\" for every float or block GEMV (experiments)."},
          &Tuning::gemv_rows},

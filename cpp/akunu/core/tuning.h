@@ -57,6 +57,7 @@ struct Tuning {
     int staging_kib = -1;  // the staging area holds at least N KiB (-1 auto: 4096)
     // ---- profiling ----
     int profile_warm_ms = -1;  // untimed replays before a profiled step (-1 auto: 400 on GPUs)
+    bool kernel_code = false;  // pipelines keep the driver's internal representations of their code
     // ---- kernel geometry, for experiments and the kernel tests ----
     std::string gemv_rows;  // gemv.comp: "invocations:rows[:units[:wide]]"
     std::string gemv_tiles;  // gemv_tiles.comp: "split:units[:slice]"

@@ -148,7 +148,7 @@ std::vector<KernelStatistics> Device::kernel_statistics() const {
     if (is_cpu() || !profile_.kernel_statistics) return out;
     std::lock_guard<std::mutex> lock(pipelines_mutex_);
     for (const auto& [key, pipeline] : pipelines_)
-        out.push_back({pipeline->name(), pipeline->spec(), pipeline->statistics()});
+        out.push_back({pipeline->name(), pipeline->spec(), pipeline->statistics(), pipeline->code()});
     return out;
 }
 

@@ -1,6 +1,8 @@
 // Pipeline creation from reflected SPIR-V.
 #include "akunu/vulkan/pipeline.h"
 
+#include <cstring>
+
 #include "akunu/vulkan/device.h"
 #include "akunu/core/error.h"
 #include "akunu/vulkan/instance.h"
@@ -77,6 +79,8 @@ Pipeline::Pipeline(Device& device, VkPipelineCache cache, const std::string& ker
     info.layout = layout_;
     captured_ = p.kernel_statistics && vkGetPipelineExecutableStatisticsKHR;
     if (captured_) info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+    code_captured_ = captured_ && p.tuning.kernel_code && vkGetPipelineExecutableInternalRepresentationsKHR;
+    if (code_captured_) info.flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
     VkResult r = vkCreateComputePipelines(device_, cache, 1, &info, nullptr, &pipeline_);
     vkDestroyShaderModule(device_, module, nullptr);
     AKUNU_VK_CHECK(r);
@@ -105,6 +109,34 @@ std::vector<KernelStatistic> Pipeline::statistics() const {
             default: v = s.value.f64; break;
         }
         out.push_back({s.name, s.description, v});
+    }
+    return out;
+}
+
+std::vector<KernelCode> Pipeline::code() const {
+    std::vector<KernelCode> out;
+    if (!code_captured_ || !pipeline_) return out;
+    VkPipelineExecutableInfoKHR executable{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    executable.pipeline = pipeline_;
+    uint32_t n = 0;
+    AKUNU_VK_CHECK(vkGetPipelineExecutableInternalRepresentationsKHR(device_, &executable, &n, nullptr));
+    std::vector<VkPipelineExecutableInternalRepresentationKHR> reps(
+        n, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR});
+    AKUNU_VK_CHECK(vkGetPipelineExecutableInternalRepresentationsKHR(device_, &executable, &n, reps.data()));
+    // The second call fills each one's data, sized by the first.
+    std::vector<std::vector<char>> data(n);
+    for (uint32_t i = 0; i < n; ++i) {
+        data[i].resize(reps[i].dataSize);
+        reps[i].pData = data[i].data();
+    }
+    AKUNU_VK_CHECK(vkGetPipelineExecutableInternalRepresentationsKHR(device_, &executable, &n, reps.data()));
+    for (uint32_t i = 0; i < n; ++i) {
+        KernelCode c{reps[i].name, reps[i].description, "", 0};
+        if (reps[i].isText)
+            c.text.assign(data[i].data(), strnlen(data[i].data(), data[i].size()));
+        else
+            c.binary_bytes = data[i].size();
+        out.push_back(std::move(c));
     }
     return out;
 }

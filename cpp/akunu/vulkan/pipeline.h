@@ -23,10 +23,17 @@ struct KernelStatistic {
     std::string name, description;
     double value = 0;
 };
+// One of the driver's internal representations of a compiled kernel (its assembly, an
+// intermediate form): text, or for a binary one its size.
+struct KernelCode {
+    std::string name, description, text;
+    size_t binary_bytes = 0;  // a binary representation's size; its text stays empty
+};
 struct KernelStatistics {
     std::string kernel;
     std::vector<uint32_t> spec;
     std::vector<KernelStatistic> statistics;
+    std::vector<KernelCode> code;  // empty unless tuning kernel_code asked for it and the driver gives it
 };
 
 class Pipeline {
@@ -49,12 +56,15 @@ public:
     // The driver's statistics of the compiled kernel (its first executable); empty unless the
     // device captures them (DeviceProfile::kernel_statistics).
     std::vector<KernelStatistic> statistics() const;
+    // The driver's internal representations of it; empty unless made with tuning kernel_code.
+    std::vector<KernelCode> code() const;
 
 private:
     void release();  // destroys whatever exists; safe on a half-built pipeline
 
     VkDevice device_;
     bool captured_ = false;  // created with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
+    bool code_captured_ = false;  // ... and VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR
     std::string name_;
     ShaderInterface interface_;
     cpu::CpuKernel cpu_kernel_;
