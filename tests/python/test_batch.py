@@ -457,3 +457,20 @@ def test_profile_replays_the_last_step_and_changes_nothing():
     assert steps_p == steps_q
     for a, b in zip(logits_p, logits_q):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_batch_steps_the_prefill_chunks_rows_by_default(backend):
+    """A Batch's default rows are its model's prefill chunk (512 on a Vulkan device, 128 on the
+    CPU backend), at least 128 and max_sequences, so that a prompt runs in steps of a prefill
+    chunk's rows; rows given are kept."""
+    m = load(prefill_chunk=320)
+    assert akunu.Batch(m, max_sequences=2).rows == 320
+    assert akunu.Batch(load(prefill_chunk=64), max_sequences=2).rows == 128
+    assert akunu.Batch(m, max_sequences=400, blocks=8).rows == 400
+    assert akunu.Batch(m, max_sequences=2, rows=40).rows == 40
+    default = load()
+    assert akunu.Batch(default, max_sequences=2).rows == (128 if backend == "cpu" else 512)
+    # a prompt of one prefill chunk runs in one step: all its rows scored at once
+    b = akunu.Batch(m, max_sequences=2)
+    seq = b.add(prompts(1, m.config.vocab_size, lo=300, hi=301)[0])
+    assert [s for s, _, _ in b.step()] == [seq]
