@@ -1,7 +1,10 @@
 """bench/gguf_to_hf.py: a float llama GGUF as an HF checkpoint computes the same logits. The
 GGUF rotates adjacent pairs of each head's Q and K rows and the checkpoint pairs (i, i +
 head_dim / 2) after the rows are put back in HF's order, so this also holds the two RoPE
-pairings (and, on Vulkan, the two forms of the RoPE fold in the Q/K/V GEMV) to each other."""
+pairings (and, on Vulkan, the two forms of the RoPE fold in the Q/K/V GEMV) to each other.
+
+bench/speculative.py: its table has plain decode and each draft's rows, and the target as its
+own draft has every proposal accepted."""
 from __future__ import annotations
 
 import pathlib
@@ -12,10 +15,12 @@ import numpy as np
 import pytest
 
 import akunu
+from support.fixture_paths import require
 from test_engine_numpy import random_gguf
 
 pytestmark = pytest.mark.usefixtures("backend")
 CONVERT = pathlib.Path(__file__).parents[2] / "bench" / "gguf_to_hf.py"
+SPECULATIVE = pathlib.Path(__file__).parents[2] / "bench" / "speculative.py"
 
 
 @pytest.mark.parametrize("wtype", ["f16", "bf16"])
@@ -40,3 +45,17 @@ def test_gguf_to_hf_keeps_the_logits(tmp_path_factory, backend, wtype):
     text = "abc xyz \u00e9"
     want = tokenizers.Tokenizer.from_file(str(hf / "tokenizer.json")).encode(text).ids
     assert akunu.Tokenizer.from_file(hf).encode(text) == want
+
+
+def test_speculative_bench_accepts_every_proposal_of_the_target_itself(backend):
+    target = require("trained-code-llama", "gguf", "trained-code-llama-f16.gguf")
+    draft = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
+    out = subprocess.run([sys.executable, str(SPECULATIVE), str(target), str(draft), "--tokens", "8", "--pp", "5",
+                          "--draft-tokens", "2,3", "--runs", "1", "--device", backend],
+                         check=True, capture_output=True, text=True).stdout
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [r[0].strip() for r in rows] == ["plain decode"] + ["draft: trained-code-llama-q8_0.gguf",
+                                                             "draft: the target itself"] * 2
+    assert [r[1].strip() for r in rows] == ["-", "2", "2", "3", "3"]
+    assert all(float(r[2].replace(",", "")) > 0 for r in rows)
+    assert [r[4].strip() for r in rows if "itself" in r[0]] == ["100%", "100%"]
