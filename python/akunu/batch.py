@@ -71,11 +71,11 @@ class Batch:
 
     max_sequences: sequences held at once (their ids are 0 .. max_sequences - 1, reused after
     remove()). rows: tokens one step runs (decode rows first, then pieces of prompts; 0: the
-    model's prefill_chunk, at least 128, halved where the decode rows' attention would not fit its
-    scratch budget, or max_sequences if more). blocks: KV blocks of 256 positions in the pool (0: enough for every
-    sequence's whole context). prefix_sharing: a prompt that starts with whole blocks another
-    sequence has run reuses those blocks instead of running them again. The KV format is the
-    model's kv_dtype. The batch keeps its own KV pool, scratch and dispatch table and shares the
+    model's prefill_chunk, at least 128, halved where the decode rows' attention would not fit
+    its scratch budget, or max_sequences if more). blocks: KV blocks of 256 positions in the pool
+    (0: enough for every sequence's whole context). prefix_sharing: a prompt that starts with
+    whole blocks another sequence has run reuses those blocks instead of running them again. The
+    KV format is the model's kv_dtype. The batch keeps its own KV pool, scratch and dispatch table and shares the
     model's weights; the model itself can run beside it."""
 
     def __init__(self, model, max_sequences: int = 8, rows: int = 0, blocks: int = 0, prefix_sharing: bool = True):
@@ -174,10 +174,10 @@ class Batch:
     def profile(self, runs: int = 1) -> list[dict]:
         """Device time of each command of the last step, replayed with the same rows (its KV
         writes put the same values in the same places, so the batch goes on as if it had not been
-        profiled): [{label, kernel, spec, ms, bytes_bound}], as Model.profile gives, the table of that
-        step (the one-row table for a step of one row, the short table for a step of few) and,
-        on a split model, each part's in layer order. With runs > 1 each command's ms is its
-        median over that many replays.
+        profiled): [{label, kernel, spec, ms, bytes_bound}], as Model.profile gives, the table
+        of that step (the one-row or two-row table for a step of one or two rows, the short
+        table for a step of a few more) and, on a split model, each part's in layer order. With
+        runs > 1 each command's ms is its median over that many replays.
         akunu.profile_table() sums them by kernel class."""
         return median_profile(self._b.profile, runs)
 

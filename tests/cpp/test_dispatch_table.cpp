@@ -104,16 +104,16 @@ TEST_F(DispatchTableTest, ChunkDispatchesRunTheirTokensWorkgroups) {
 }
 
 // A command whose counts follow a batched step's untiled rows (ChunkRows::untiled, as the
-// decode rows' split attention): the tokens until set_untiled_rows, then the untiled rows,
+// decode rows' split attention): the tokens until set_step, then the untiled rows,
 // none at all for a step whose rows are all in query tiles.
 TEST_F(DispatchTableTest, UntiledCommandsFollowTheUntiledRows) {
     ChunkFill f(device(), true);
     const size_t all = ChunkFill::kRows * ChunkFill::kDim;
     f.t.set_tokens(uint32_t(ChunkFill::kRows));
     f.run(all, all);  // no untiled count yet: the tokens'
-    f.t.set_untiled_rows(3);
+    f.t.set_step(uint32_t(ChunkFill::kRows), 0, 3);
     f.run(ChunkFill::covering(3), ChunkFill::covering(3));  // 4 groups, as 3 tokens would run
-    f.t.set_untiled_rows(0);
+    f.t.set_step(uint32_t(ChunkFill::kRows), 0, 0);
     f.run(0, 0);
 }
 

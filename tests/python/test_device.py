@@ -201,7 +201,9 @@ def test_kernel_code(backend, kernel_code):
     if not device.profile["kernel_statistics"]:
         assert stats == []
         pytest.skip("the device does not report kernel statistics (needs VK_KHR_pipeline_executable_properties)")
-    code = [c for s in stats if s["kernel"].startswith("add") for c in s["code"]]
+    add = [s for s in stats if s["kernel"].startswith("add")]
+    assert add and all(s["statistics"] for s in add)  # capturing the code keeps the statistics
+    code = [c for s in add for c in s["code"]]
     if not kernel_code:
         assert code == []
         return

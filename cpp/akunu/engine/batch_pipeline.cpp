@@ -189,9 +189,8 @@ void BatchPipeline::write_rows(Stage& s, const uint32_t* ids, const BatchRow* ro
 
 CommandList& BatchPipeline::submit(Stage& s, int n, int step_rows) {
     const StepTable& t = table_for(s, n, step_rows);
-    t.table->set_position(s.latest);  // the rows' split attention covers the chunks through it
-    t.table->set_tokens(uint32_t(n));
-    t.table->set_untiled_rows(s.untiled);
+    // The rows' split attention covers the chunks through the latest position.
+    t.table->set_step(uint32_t(n), s.latest, s.untiled);
     t.cl->submit();
     return *t.cl;
 }

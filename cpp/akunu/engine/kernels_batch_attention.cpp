@@ -42,7 +42,7 @@ void attend_tiles(DispatchSink& s, const Binding& q, const KvBindings& cache, co
 
 // The untiled rows in attention_split's layout: workgroups (k, head) along x, row-major, for
 // the step's k-th untiled row (BatchRow::untiled_row), so that their count follows the untiled
-// rows (DispatchTable::set_untiled_rows: a scoring step's rows, all in query tiles, launch none),
+// rows (DispatchTable::set_step: a scoring step's rows, all in query tiles, launch none),
 // and the chunks of a row's cache along y, whose count follows the step's latest position
 // (DispatchTable::set_position). A row's chunks past its own position return at once, and its
 // last chunk to finish merges the others' partials.

@@ -64,8 +64,11 @@ void DispatchTable::set_position(uint32_t pos) {
     write_counts();
 }
 
-void DispatchTable::set_untiled_rows(uint32_t n) {
-    untiled_ = n;
+void DispatchTable::set_step(uint32_t n, uint32_t pos, uint32_t untiled) {
+    AKUNU_CHECK(n >= 1, "DispatchTable::set_step: a step has at least one row");
+    tokens_ = n;
+    position_ = pos;
+    untiled_ = untiled;
     write_counts();
 }
 

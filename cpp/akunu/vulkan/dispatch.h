@@ -56,7 +56,7 @@ struct ChunkRows {
     uint32_t rows = 0;  // the tokens the recorded counts cover; 0: the dispatch is not a chunk's
     uint32_t min_rows = 0;  // no workgroups at all unless min_rows <= n ...
     uint32_t max_rows = 0;  // ... and n < max_rows (0: no upper bound), as the kernel's own row window
-    // The counts follow the step's rows that no query tile takes (DispatchTable::set_untiled_rows)
+    // The counts follow the step's rows that no query tile takes (DispatchTable::set_step)
     // instead of all its rows: a batch's decode rows' split attention.
     bool untiled = false;
     bool follows() const { return rows > 0; }
@@ -132,9 +132,10 @@ public:
     // Sets the counts of the commands that follow the cache's length (position_block) for a
     // step at position pos, likewise; recordings start with the whole context's.
     void set_position(uint32_t pos);
-    // Sets the counts of the commands that follow a batched step's untiled rows
-    // (ChunkRows::untiled) for n of them, likewise; until then they follow its tokens.
-    void set_untiled_rows(uint32_t n);
+    // A batched step's set_tokens(n) and set_position(pos) in one pass over the counts, and the
+    // counts of the commands that follow its untiled rows (ChunkRows::untiled) for `untiled` of
+    // them; until a first set_step those follow the tokens.
+    void set_step(uint32_t n, uint32_t pos, uint32_t untiled);
     // Where the counts live: a host-memory range of the model's planned scratch. Without it the
     // first recording allocates their buffer itself. Throws if the table needs more.
     void use_counts(const Buffer& buffer, size_t offset, size_t bytes);
