@@ -71,9 +71,10 @@ class Batch:
 
     max_sequences: sequences held at once (their ids are 0 .. max_sequences - 1, reused after
     remove()). rows: tokens one step runs (decode rows first, then pieces of prompts; 0: the
-    model's prefill_chunk, at least 128, halved where the decode rows' attention would not fit
-    its scratch budget, or max_sequences if more). blocks: KV blocks of 256 positions in the pool
-    (0: enough for every sequence's whole context). prefix_sharing: a prompt that starts with
+    model's prefill chunk as asked for, not clipped to its context (512 on a GPU, 128 on the CPU
+    backend, unless prefill_chunk says otherwise), at least 128, halved where the decode rows'
+    attention would not fit its scratch budget, or max_sequences if more). blocks: KV blocks of
+    256 positions in the pool (0: enough for every sequence's whole context). prefix_sharing: a prompt that starts with
     whole blocks another sequence has run reuses those blocks instead of running them again. The
     KV format is the model's kv_dtype. The batch keeps its own KV pool, scratch and dispatch table and shares the
     model's weights; the model itself can run beside it."""
@@ -314,8 +315,9 @@ def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 
     batched prefill: the rows of many sequences share each step's GEMMs. A list longer than
     context + 1 ids is scored in score()'s windows of `context` tokens, each from an empty cache
     (the last id of a window is only its target), and its windows' scores are joined. rows: the
-    batch's rows per step (0: the model's prefill chunk, as many as the step's logits allow: a
-    step reads every weight once, so the more rows the fewer reads a token). greedy=True gives
+    batch's rows per step (0: a Batch's default, the prefill chunk as asked for, not clipped to
+    the context, as many as the step's logits allow: a step reads every weight once, so the more
+    rows the fewer reads a token). greedy=True gives
     (scores, bool array: each token was its row's argmax) per list, as lm_eval's loglikelihood
     needs."""
     vocab = model.config.vocab_size
@@ -361,7 +363,7 @@ def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: in
     held = max(1, min(max_sequences, len(windows)))
     # A window of n ids writes n positions (n - 1 where it fills the context).
     blocks = _pool_blocks([len(w) for w in windows], held)
-    rows = rows or model.prefill_chunk
+    rows = rows or 0  # 0: a Batch's default rows
     batch = model._kept_batches.take(model, held, rows, blocks, prefix_sharing=False)
     waiting = list(range(len(windows)))[::-1]
     index: dict[int, int] = {}

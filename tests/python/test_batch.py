@@ -462,7 +462,8 @@ def test_profile_replays_the_last_step_and_changes_nothing():
 def test_a_batch_steps_the_prefill_chunks_rows_by_default(backend):
     """A Batch's default rows are its model's prefill chunk (512 on a Vulkan device, 128 on the
     CPU backend), at least 128 and max_sequences, so that a prompt runs in steps of a prefill
-    chunk's rows; rows given are kept."""
+    chunk's rows; rows given are kept. The chunk is the one asked for, not clipped to one
+    sequence's context: a step holds many sequences' rows."""
     m = load(prefill_chunk=320)
     assert akunu.Batch(m, max_sequences=2).rows == 320
     assert akunu.Batch(load(prefill_chunk=64), max_sequences=2).rows == 128
@@ -470,6 +471,10 @@ def test_a_batch_steps_the_prefill_chunks_rows_by_default(backend):
     assert akunu.Batch(m, max_sequences=2, rows=40).rows == 40
     default = load()
     assert akunu.Batch(default, max_sequences=2).rows == (128 if backend == "cpu" else 512)
+    short = load(context=200)
+    assert short.prefill_chunk == (128 if backend == "cpu" else 200)
+    assert akunu.Batch(short, max_sequences=2).rows == (128 if backend == "cpu" else 512)
+    assert akunu.Batch(load(context=200, prefill_chunk=320), max_sequences=2).rows == 320
     # a prompt of one prefill chunk runs in one step: all its rows scored at once
     b = akunu.Batch(m, max_sequences=2)
     seq = b.add(prompts(1, m.config.vocab_size, lo=300, hi=301)[0])

@@ -28,7 +28,8 @@ uint64_t block_hash(uint64_t before, const int* tokens) {
 // Rows a step by default: the model's prefill chunk (a step reads every weight once, so a
 // prompt's steps of more rows read fewer a token), at least 128 and max_sequences, halved while
 // the decode rows' split attention, which the device runs at 128 rows, would not fit its
-// partials' budget for that many.
+// partials' budget for that many. The chunk as asked for, not clipped to one sequence's context:
+// a step holds the rows of many sequences.
 int default_rows(const BatchOptions& o, const LoadedModel& b) {
     if (o.rows > 0) return o.rows;
     const ModelConfig& c = b.config;
@@ -36,7 +37,7 @@ int default_rows(const BatchOptions& o, const LoadedModel& b) {
         return kernels::batch_row_split(b.device->profile(), uint32_t(rows), uint32_t(c.n_heads), uint32_t(c.head_dim),
                                         uint32_t(b.context));
     };
-    int rows = std::max(b.prefill_chunk, 128);
+    int rows = std::max(b.batch_chunk, 128);
     while (rows > 128 && split(128) && !split(rows)) rows /= 2;
     return std::max(rows, o.max_sequences);
 }

@@ -106,7 +106,8 @@ void place_loaded(LoadedModel& b, const std::shared_ptr<Device>& device, const L
     // The CPU's GEMMs reach their speed at 64 rows, and its row-wise kernels (activation, norms)
     // run over the whole chunk: a 128-token prompt in a 512-row chunk would pay 4x for them.
     const int default_chunk = b.device->profile().cpu_backend ? 128 : 512;
-    b.prefill_chunk = std::min(options.prefill_chunk > 0 ? options.prefill_chunk : default_chunk, b.context);
+    b.batch_chunk = options.prefill_chunk > 0 ? options.prefill_chunk : default_chunk;
+    b.prefill_chunk = std::min(b.batch_chunk, b.context);
     b.logit_rows = prefill_logit_rows(b.config, b.prefill_chunk);
     PlanOptions po;
     po.context = b.context;

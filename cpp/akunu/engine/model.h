@@ -73,6 +73,7 @@ struct LoadedModel {
     int context = 0;  // KV-cache positions
     int chain = 1;  // decode steps per chain submission
     int prefill_chunk = 1;  // prompt tokens per prefill submission
+    int batch_chunk = 1;  // the prefill chunk asked for, before clipping to the context (a Batch's rows)
     int logit_rows = 1;  // rows per all-position-logits submission
     int eos_id = -1;  // -1 when the file names none
     // A part of a split model (split.h): its layers, and whether the residual stream handed in
