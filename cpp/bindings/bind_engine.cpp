@@ -244,6 +244,21 @@ void init_engine(py::module_& m) {
                                    for (const auto& [name, b] : mo.scratch().all()) names.push_back(name);
                                    return names;
                                })
+        .def("logits",
+             [](const Model& mo) {
+                 // The last step's logits as a new array, read through a staging copy where the
+                 // scratch is uncached mapped memory (a discrete GPU's), which the host would
+                 // otherwise read a few bytes per bus round trip (Buffer::read).
+                 const Buffer& b = mo.scratch().get("logits");
+                 py::array_t<float> a(size_t(mo.config().vocab_size));
+                 AKUNU_CHECK(b.size() >= size_t(a.size()) * sizeof(float),
+                             "the logits scratch is smaller than the vocabulary");
+                 {
+                     py::gil_scoped_release release;
+                     b.read(a.mutable_data(), size_t(a.size()) * sizeof(float));
+                 }
+                 return a;
+             })
         .def("scratch_view",
              [](const std::shared_ptr<Model>& self, const std::string& name) {
                  return buffer_view(self->scratch().get(name), scratch_dtype(name), {}, py::cast(self));

@@ -1,7 +1,7 @@
 """akunu.Model: load a model and run it, with its insides visible as NumPy arrays.
 
     m = akunu.Model("model.gguf", context=2048)
-    logits = m.eval(m.tokenize("def fib(n):"))     # a view of the logits scratch buffer
+    logits = m.eval(m.tokenize("def fib(n):"))     # the last position's logits (NumPy)
     for piece in m.generate("def fib(n):", max_tokens=32):
         print(piece.text, end="")
     m.kv_cache.k(0)                                # [n_kv_heads, length, head_dim] f16 view
@@ -166,8 +166,10 @@ class Model:
         """Runs `ids` (token ids; a str is tokenized) in batched prefill chunks, from an empty
         cache: each call is independent, as generate() is. reset=False (or continue_=True, the
         same) runs them after what the cache holds instead, continuing a sequence. Returns the last
-        position's logits (a view of the logits scratch buffer, which the next step
-        overwrites) or, with all_logits=True, a new [len(ids), vocab] float32 array of every
+        position's logits as a new [vocab] float32 array (scratch["logits"] is the buffer itself,
+        which the next step overwrites; on a discrete GPU the host reads that mapped memory
+        uncached, a few bytes per bus round trip, while this copy goes through a staging
+        buffer) or, with all_logits=True, a new [len(ids), vocab] float32 array of every
         position's logits. A prompt longer than the free context raises and changes nothing.
 
         hidden_states: layer indices (negative ones count from the end, as in Python). Then
@@ -186,9 +188,9 @@ class Model:
             if all_logits:
                 return self._engine.eval(ids, True)
             self._engine.eval(ids)
-            return self.scratch["logits"]
+            return self._engine.logits()
         logits, hidden = self._engine.eval(ids, bool(all_logits), layers)
-        return (logits if all_logits else self.scratch["logits"]), dict(zip(layers, hidden))
+        return (logits if all_logits else self._engine.logits()), dict(zip(layers, hidden))
 
     def generate(self, prompt: str | bytes | Sequence[int], max_tokens: int = 128, sampler: Sampler | None = None,
                  stop: str | Sequence[str] | None = None, stream: bool = True, reset: bool = True, *, n: int = 1,

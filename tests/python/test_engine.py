@@ -286,6 +286,24 @@ def test_memory_report_equals_the_plan_to_the_byte():
     assert plan.decode_scratch_bytes == report["decode_scratch"][1]
 
 
+def test_eval_returns_the_logits_as_its_own_array(backend):
+    """eval's logits are the logits scratch buffer's values, read into an array of their own (on
+    a discrete GPU through the staging area: the mapped buffer reads uncached); the next step
+    overwrites the buffer, not them."""
+    m = load("tiny-llama3-random", "gguf/tiny-llama3-random-f16.gguf")
+    first = m.eval(m.tokenize("abc"))
+    assert first.shape == (2048,) and first.dtype == np.float32
+    np.testing.assert_array_equal(first, m.scratch["logits"])
+    assert not np.shares_memory(first, m.scratch["logits"])
+    kept = first.copy()
+    second = m.eval(m.tokenize(" d"), reset=False)
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_array_equal(second, m.scratch["logits"])
+    assert not np.array_equal(first, second)
+    again, _ = m.eval(m.tokenize("abc"), hidden_states=[0])
+    np.testing.assert_array_equal(again, first)  # the same prompt from an empty cache: the same logits
+
+
 def test_views_and_dispatch_table(backend):
     m = load("tiny-llama3-random", "gguf/tiny-llama3-random-f16.gguf")
     m.reset()
