@@ -226,12 +226,13 @@ def _bench(akunu, args) -> int:
         batch_bench.main(args.files, sizes, pp=args.pp, tg=args.tokens, shared_prefix=args.shared_prefix,
                          json_path=args.json, markdown_path=args.markdown, kv_dtype=args.kv_dtype,
                          progress=args.progress, placement=_placement(args), profile=args.batch_profile,
-                         runs=args.runs)
+                         runs=args.runs, peak_tflops=args.peak_tflops)
         return 0
     from akunu import bench
     bench.main(args.files, device=args.device or None, json_path=args.json, markdown_path=args.markdown,
                pp=args.pp, ttft=args.ttft, tg=args.tokens, deep=args.deep_context, runs=args.runs,
-               kv_alloc=args.kv_alloc, kv_ring=args.kv_ring, kv_dtype=args.kv_dtype, progress=args.progress)
+               kv_alloc=args.kv_alloc, kv_ring=args.kv_ring, kv_dtype=args.kv_dtype, progress=args.progress,
+               peak_tflops=args.peak_tflops)
     return 0
 
 
@@ -443,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shared-prefix", type=int, default=0, help="--batch: tokens every prompt starts with")
     p.add_argument("--batch-profile", action="store_true",
                    help="--batch: where a decode step's device time goes at each size (Batch.profile)")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="the device's dense f16 tensor peak, TFLOP/s, to report the arithmetic rates against "
+                        "(default: the data sheet's for the GPUs akunu.flops.TENSOR_PEAKS names)")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--markdown", help="write the table as Markdown here")
     p.set_defaults(run=_bench)

@@ -7,7 +7,10 @@ follows the load, the CPU time a token costs is the steadier number). With
 shared_prefix = N, every prompt starts with the same N tokens (prefix sharing reuses their KV
 blocks). Each file's first size runs once untimed first (the device's clocks and the model's
 first steps warm up there), and each size runs `runs` times: the table gives each rate's median,
-as the main bench does. Results are JSON and Markdown, as the main bench writes them.
+as the main bench does. Both rates are also given as TFLOP/s (akunu.flops: two operations per
+weight a token crosses, plus attention), beside the device's dense f16 tensor peak where it is
+known (flops.TENSOR_PEAKS, or --peak-tflops). Results are JSON and Markdown, as the main bench
+writes them.
 
     python -m akunu bench FILE... --batch 1,8,32,64 [--pp 128] [--tokens 128] [--shared-prefix 1000]
 """
@@ -21,7 +24,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from akunu import _progress
+from akunu import _progress, flops
 from akunu._inputs import ContextWarning
 from akunu.batch import Batch
 from akunu.model import Model
@@ -42,6 +45,9 @@ class BatchResult:
     decode_cpu_ms: float  # the process's CPU time (all threads) per decode token
     blocks_used: int
     blocks_shared: int
+    prompt_tflops: float = 0.0  # the prompt phase's operations over its time (akunu.flops)
+    decode_tflops: float = 0.0  # the decode steps'
+    peak_tflops: float | None = None  # the device's dense f16 tensor peak, where known
 
 
 def run_one(m: Model, sequences: int, pp: int, tg: int, shared_prefix: int = 0, seed: int = 0,
@@ -121,15 +127,27 @@ def fit_prompt(path: str, pp: int, tg: int, shared_prefix: int, sequences: int =
     return shared_prefix + pp + tg + 8 + extra, pp
 
 
+def with_tflops(r: BatchResult, weights: int, config, peak: float | None) -> BatchResult:
+    """r with its rates as TFLOP/s: the prompts' tokens after their shared prefix (which one
+    sequence runs), and a decode token at the middle of the generation."""
+    prompt = flops.token_flops(weights, config, r.pp, r.shared_prefix) / r.pp
+    decode = flops.token_flops(weights, config, 1, r.shared_prefix + r.pp + r.tg // 2)
+    return replace(r, prompt_tflops=prompt * r.prompt_tok_s / 1e12, decode_tflops=decode * r.decode_tok_s / 1e12,
+                   peak_tflops=peak)
+
+
 def markdown(results: list[BatchResult]) -> str:
     if not results:
         return ""
-    lines = [f"Device: {results[0].device}.", "",
-             "| file | sequences | prompt | shared prefix | generated | prompt tok/s | decode tok/s | decode CPU "
-             "ms/token | blocks used (shared) |", "|---|---|---|---|---|---|---|---|---|"]
+    peak = results[0].peak_tflops
+    lines = [f"Device: {results[0].device}" + (f"; TFLOP/s of the {peak:,.0f} f16 tensor peak." if peak else "."), "",
+             "| file | sequences | prompt | shared prefix | generated | prompt tok/s (TFLOP/s) "
+             "| decode tok/s (TFLOP/s) | decode CPU ms/token | blocks used (shared) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r.file.rsplit('/', 1)[-1]} | {r.sequences} | {r.pp} | {r.shared_prefix} | {r.tg} | "
-                     f"{r.prompt_tok_s:,.0f} | {r.decode_tok_s:,.1f} | {r.decode_cpu_ms:,.1f} | "
+                     f"{r.prompt_tok_s:,.0f} ({flops.share(r.prompt_tflops, peak)}) | {r.decode_tok_s:,.1f} "
+                     f"({flops.share(r.decode_tflops, peak)}) | {r.decode_cpu_ms:,.1f} | "
                      f"{r.blocks_used} ({r.blocks_shared}) |")
     return "\n".join(lines)
 
@@ -137,12 +155,13 @@ def markdown(results: list[BatchResult]) -> str:
 def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int = 128, shared_prefix: int = 0,
          json_path: str | None = None, markdown_path: str | None = None, kv_dtype: str = "f16",
          progress: bool | None = None, placement: dict | None = None, profile: bool = False,
-         runs: int = 1) -> list[BatchResult]:
+         runs: int = 1, peak_tflops: float | None = None) -> list[BatchResult]:
     """Runs each file at each batch size and prints the table; progress: a bar over the runs
     (None: on a terminal or in a notebook). placement: Model's device= or devices= and split=
     (a model split across devices), instead of `device`. profile: each size prints where a
     decode step's device time goes. runs: timed runs per size after each file's warm-up run
-    (measured)."""
+    (measured). peak_tflops: the tensor peak to report TFLOP/s against (None: flops.tensor_peak's
+    for the device)."""
     if tg < 2:
         raise ValueError("--tokens must be at least 2 for a decode rate")
     if runs < 1:
@@ -153,9 +172,11 @@ def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int
         context, prompt = fit_prompt(f, pp, tg, shared_prefix, max(sizes))
         m = Model(f, context=context, progress=False, kv_dtype=kv_dtype, **(placement or {"device": device}))
         run_one(m, sizes[0], prompt, min(tg, 8), shared_prefix)  # the warm-up, untimed
+        weights, peak = flops.matrix_weights(f), flops.tensor_peak(m.device.name, peak_tflops)
         for n in sizes:
             bar.set_description(f"{f.rsplit('/', 1)[-1]}: {n} sequences")
-            results.append(measured(m, n, prompt, tg, shared_prefix, runs, profile))
+            results.append(with_tflops(measured(m, n, prompt, tg, shared_prefix, runs, profile), weights, m.config,
+                                       peak))
             bar.update(1)
             if json_path:
                 with open(json_path, "w") as out:
@@ -165,10 +186,10 @@ def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int
                     out.write(markdown(results) + "\n")
     bar.close()
     # Short headers: the line holds the file's name within _progress.WIDTH.
-    header = ["file", "seqs", "prompt", "gen", "prompt tok/s", "decode tok/s", "CPU ms/tok", "blocks (sh.)"]
+    header = ["file", "seqs", "prompt", "gen", "prompt tok/s", "decode tok/s", "TFLOP/s", "CPU ms/tok", "blocks (sh.)"]
     rows = [[r.file.rsplit("/", 1)[-1], str(r.sequences), str(r.pp + r.shared_prefix), str(r.tg),
-             f"{r.prompt_tok_s:,.0f}", f"{r.decode_tok_s:,.1f}", f"{r.decode_cpu_ms:,.1f}",
-             f"{r.blocks_used} ({r.blocks_shared})"]
+             f"{r.prompt_tok_s:,.0f}", f"{r.decode_tok_s:,.1f}", flops.share(r.decode_tflops, r.peak_tflops),
+             f"{r.decode_cpu_ms:,.1f}", f"{r.blocks_used} ({r.blocks_shared})"]
             for r in results]
     print(_progress.table(header, rows))
     return results

@@ -10,9 +10,12 @@ For each file it measures, each as the median of `runs` runs after a warmup:
               submission per token;
   tg@ctx      decode tokens/s after `deep_context` prompt tokens (attention reads a long cache).
 The floor is bytes per token (every weight once plus the KV rows attended) over the copy
-bandwidth measured by the device-copy kernel in the same run. Results are JSON and Markdown.
+bandwidth measured by the device-copy kernel in the same run. The prompts' arithmetic is given as
+TFLOP/s (akunu.flops: two operations per weight a token crosses, plus attention) beside the
+device's dense f16 tensor peak where it is known (flops.TENSOR_PEAKS, or --peak-tflops). Results
+are JSON and Markdown.
 
-    python -m akunu bench FILE... [--json out.json] [--markdown out.md]
+    python -m akunu bench FILE... [--json out.json] [--markdown out.md] [--peak-tflops 989]
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from akunu import _progress, kernel_bench
+from akunu import _progress, flops, kernel_bench
 from akunu._inputs import ContextWarning
 from akunu.model import Model
 from akunu.plan import load_config
@@ -60,6 +63,9 @@ class Result:
     deep_floor_tok_s: float = 0.0       # the floor after deep_context tokens (their KV rows read too)
     deep_fraction_of_floor: float = 0.0
     load_first_s: float = 0.0
+    pp_tflops: float = 0.0    # the pp prompt's operations over its time (akunu.flops)
+    ttft_tflops: float = 0.0  # the TTFT prompt's
+    peak_tflops: float | None = None  # the device's dense f16 tensor peak, where known
     extra: dict = field(default_factory=dict)
 
 
@@ -97,8 +103,9 @@ def _decode(e, tokens: int, chained: bool) -> None:
 
 def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int = 128, deep: int = 4096,
         runs: int = 3, device=None, chain: int = 0, kv_alloc: str = "full", kv_ring: bool = False,
-        kv_dtype: str = "f16", step=lambda what: None) -> Result:
-    """Measures one file; step(what) is called as each of STEPS begins."""
+        kv_dtype: str = "f16", peak_tflops: float | None = None, step=lambda what: None) -> Result:
+    """Measures one file; step(what) is called as each of STEPS begins. peak_tflops: the tensor
+    peak to report the prompts' TFLOP/s against (None: flops.tensor_peak's for the device)."""
     rng = np.random.default_rng(0)
     # The prompts fit the context the model was trained for (4096 for llama2), and the deep run
     # leaves room for its decode; a length cut to fit says so (ContextWarning), and the table
@@ -174,6 +181,10 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
     r.fraction_of_floor = r.tg_tok_s / r.floor_tok_s
     r.deep_floor_tok_s = bandwidth / (weights + kv_row * (deep + tokens / 2))
     r.deep_fraction_of_floor = r.tg_deep_tok_s / r.deep_floor_tok_s
+    weights_n = flops.matrix_weights(path)
+    r.pp_tflops = flops.token_flops(weights_n, c, pp) / pp_s / 1e12
+    r.ttft_tflops = flops.token_flops(weights_n, c, ttft) / ttft_s / 1e12
+    r.peak_tflops = flops.tensor_peak(device_name, peak_tflops)
     return r
 
 
@@ -182,27 +193,36 @@ STEPS = 7  # the step() calls of run()
 
 def text_table(results: list[Result]) -> str:
     """The terminal's table, within 100 columns; the JSON and the Markdown hold every column."""
-    header = ["file", "load s", f"pp{results[0].pp_tokens} tok/s", f"TTFT{results[0].ttft_tokens} ms", "decode tok/s",
-              "of floor", "deep tok/s"]
-    rows = [[r.file.rsplit("/", 1)[-1], f"{r.load_s:.2f}", f"{r.pp_tok_s:,.0f}", f"{r.ttft_s * 1e3:,.1f}",
-             f"{r.tg_tok_s:,.1f}", f"{r.fraction_of_floor:.0%}",
-             f"{r.tg_deep_tok_s:,.1f} @{r.deep_context} ({r.deep_fraction_of_floor:.0%})"] for r in results]
-    return f"{results[0].device}; floor: bytes per token / {results[0].bandwidth / 1e9:,.1f} GB/s (copy kernel)\n" + \
+    r0 = results[0]
+    header = ["file", "load s", f"pp{r0.pp_tokens} tok/s", "TFLOP/s", f"TTFT{r0.ttft_tokens} ms",
+              "decode (floor)", f"decode @{r0.deep_context}"]
+    rows = [[r.file.rsplit("/", 1)[-1], f"{r.load_s:.2f}", f"{r.pp_tok_s:,.0f}",
+             flops.share(r.pp_tflops, r.peak_tflops), f"{r.ttft_s * 1e3:,.1f}",
+             f"{r.tg_tok_s:,.1f} ({r.fraction_of_floor:.0%})",
+             f"{r.tg_deep_tok_s:,.1f} ({r.deep_fraction_of_floor:.0%})"] for r in results]
+    return f"{r0.device}; floor: bytes per token / {r0.bandwidth / 1e9:,.1f} GB/s (copy kernel){_peak_note(r0)}\n" + \
         _progress.table(header, rows)
+
+
+def _peak_note(r: Result) -> str:
+    return f"; TFLOP/s (of the {r.peak_tflops:,.0f} f16 tensor peak)" if r.peak_tflops else ""
 
 
 def markdown(results: list[Result]) -> str:
     if not results:
         return ""
     r0 = results[0]
-    lines = [f"Device: {r0.device}; floor = bytes per token / {r0.bandwidth / 1e12:.2f} TB/s (copy kernel, same run).",
-             "", f"| file | load s, warm (first) | pp{r0.pp_tokens} tok/s | TTFT {r0.ttft_tokens} ms "
-             "| decode tok/s (chain) | "
+    lines = [f"Device: {r0.device}; floor = bytes per token / {r0.bandwidth / 1e12:.2f} TB/s (copy kernel, same "
+             f"run){_peak_note(r0)}.",
+             "", f"| file | load s, warm (first) | pp{r0.pp_tokens} tok/s | TFLOP/s | TTFT {r0.ttft_tokens} ms "
+             "(TFLOP/s) | decode tok/s (chain) | "
              f"1 submit/token | floor tok/s | of floor | decode after a long prompt (of its floor) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         name = r.file.rsplit("/", 1)[-1]
-        lines.append(f"| {name} | {r.load_s:.2f} ({r.load_first_s:.2f}) | {r.pp_tok_s:,.0f} | {r.ttft_s * 1e3:,.1f} | "
+        lines.append(f"| {name} | {r.load_s:.2f} ({r.load_first_s:.2f}) | {r.pp_tok_s:,.0f} | "
+                     f"{flops.share(r.pp_tflops, r.peak_tflops)} | {r.ttft_s * 1e3:,.1f} "
+                     f"({flops.share(r.ttft_tflops, r.peak_tflops)}) | "
                      f"{r.tg_tok_s:,.1f} (K={r.chain}) | {r.tg_single_tok_s:,.1f} | {r.floor_tok_s:,.0f} | "
                      f"{r.fraction_of_floor:.0%} | {r.tg_deep_tok_s:,.1f} @{r.deep_context} "
                      f"({r.deep_fraction_of_floor:.0%}) |")

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 import akunu
+from akunu import flops
 from support.fixture_paths import require
 
 
@@ -93,6 +94,14 @@ def test_bench_writes_json_and_markdown(tmp_path):
     assert rows[0]["deep_fraction_of_floor"] == pytest.approx(rows[0]["tg_deep_tok_s"] / rows[0]["deep_floor_tok_s"])
     assert "| pp32 tok/s |" in (tmp_path / "b.md").read_text() and "trained-code-llama-q8_0.gguf" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 100, r.stdout  # the terminal's table fits
+    # The prompts' arithmetic: akunu.flops' operations over the measured times; against a peak given.
+    assert rows[0]["pp_tflops"] > 0 and rows[0]["peak_tflops"] is None and "TFLOP/s" in r.stdout
+    per_token = flops.token_flops(flops.matrix_weights(gguf), akunu.load_config(gguf), 32) / 32
+    expected = per_token * rows[0]["pp_tok_s"] / 1e12
+    assert rows[0]["pp_tflops"] == pytest.approx(expected)
+    r = akunu_cli("bench", gguf, "--pp", "32", "--ttft", "48", "--tokens", "8", "--deep-context", "40", "--runs", "1",
+                  "--peak-tflops", "1000", "--json", str(tmp_path / "c.json"))
+    assert json.loads((tmp_path / "c.json").read_text())[0]["peak_tflops"] == 1000 and "f16 tensor peak" in r.stdout
 
 
 def test_profile_sums_the_dispatch_table_by_kernel_class():
