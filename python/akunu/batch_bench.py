@@ -141,13 +141,13 @@ def markdown(results: list[BatchResult]) -> str:
         return ""
     peak = results[0].peak_tflops
     lines = [f"Device: {results[0].device}" + (f"; TFLOP/s of the {peak:,.0f} f16 tensor peak." if peak else "."), "",
-             "| file | sequences | prompt | shared prefix | generated | prompt tok/s (TFLOP/s) "
-             "| decode tok/s (TFLOP/s) | decode CPU ms/token | blocks used (shared) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| file | sequences | prompt | shared prefix | generated | prompt tok/s | prompt TFLOP/s "
+             "| decode tok/s | decode TFLOP/s | decode CPU ms/token | blocks used (shared) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r.file.rsplit('/', 1)[-1]} | {r.sequences} | {r.pp} | {r.shared_prefix} | {r.tg} | "
-                     f"{r.prompt_tok_s:,.0f} ({flops.share(r.prompt_tflops, peak)}) | {r.decode_tok_s:,.1f} "
-                     f"({flops.share(r.decode_tflops, peak)}) | {r.decode_cpu_ms:,.1f} | "
+                     f"{r.prompt_tok_s:,.0f} | {flops.share(r.prompt_tflops, peak)} | {r.decode_tok_s:,.1f} | "
+                     f"{flops.share(r.decode_tflops, peak)} | {r.decode_cpu_ms:,.1f} | "
                      f"{r.blocks_used} ({r.blocks_shared}) |")
     return "\n".join(lines)
 

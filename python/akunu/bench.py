@@ -215,14 +215,14 @@ def markdown(results: list[Result]) -> str:
     lines = [f"Device: {r0.device}; floor = bytes per token / {r0.bandwidth / 1e12:.2f} TB/s (copy kernel, same "
              f"run){_peak_note(r0)}.",
              "", f"| file | load s, warm (first) | pp{r0.pp_tokens} tok/s | TFLOP/s | TTFT {r0.ttft_tokens} ms "
-             "(TFLOP/s) | decode tok/s (chain) | "
+             "| TFLOP/s | decode tok/s (chain) | "
              f"1 submit/token | floor tok/s | of floor | decode after a long prompt (of its floor) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         name = r.file.rsplit("/", 1)[-1]
         lines.append(f"| {name} | {r.load_s:.2f} ({r.load_first_s:.2f}) | {r.pp_tok_s:,.0f} | "
-                     f"{flops.share(r.pp_tflops, r.peak_tflops)} | {r.ttft_s * 1e3:,.1f} "
-                     f"({flops.share(r.ttft_tflops, r.peak_tflops)}) | "
+                     f"{flops.share(r.pp_tflops, r.peak_tflops)} | {r.ttft_s * 1e3:,.1f} | "
+                     f"{flops.share(r.ttft_tflops, r.peak_tflops)} | "
                      f"{r.tg_tok_s:,.1f} (K={r.chain}) | {r.tg_single_tok_s:,.1f} | {r.floor_tok_s:,.0f} | "
                      f"{r.fraction_of_floor:.0%} | {r.tg_deep_tok_s:,.1f} @{r.deep_context} "
                      f"({r.deep_fraction_of_floor:.0%}) |")
