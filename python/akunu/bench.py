@@ -149,6 +149,10 @@ def run(path: str, bandwidth: float, *, pp: int = 512, ttft: int = 2048, tg: int
     e.reset()
     e.eval(ids(16))
     tokens = max(e.chain, tg // max(e.chain, 1) * max(e.chain, 1))
+    if tokens < 2 * e.chain:
+        warnings.warn(f"{path}: --tokens {tg} decodes {tokens} tokens, {tokens // e.chain} chain(s) of {e.chain} "
+                      f"steps: with none in flight beside it, the decode rate includes a submission and a wait; "
+                      f"ask for --tokens {2 * e.chain} or more for the chained rate", stacklevel=2)
     step("decode")
     tg_s = _median(lambda: _timed(lambda: _decode(e, tokens, True)), runs)
     step("decode, 1 submit/token")

@@ -171,6 +171,10 @@ def test_bench_measures_the_lengths_asked_for_and_says_when_it_cuts_one(tmp_path
     row = json.loads((tmp_path / "b.json").read_text())[0]
     assert (row["pp_tokens"], row["ttft_tokens"], row["deep_context"]) == (512, 512, 40)
     assert "akunu: warning:" in r.stderr and "trained for 512 positions: --ttft 2048 -> 512" in r.stderr, r.stderr
+    assert "chain(s)" not in r.stderr  # 8 tokens are two chains of 4 on the CPU backend
+    r = akunu_cli("bench", gguf, "--pp", "8", "--ttft", "8", "--tokens", "4", "--deep-context", "8", "--runs", "1",
+                  "--device", "cpu")
+    assert "--tokens 4 decodes 4 tokens, 1 chain(s) of 4 steps" in r.stderr, r.stderr  # none in flight beside it
     r = akunu_cli("plan", gguf, "--context", "8192")
     assert "context 512" in r.stdout and "context 8192 clipped to 512" in r.stderr
 
