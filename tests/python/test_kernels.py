@@ -132,14 +132,16 @@ def test_gemm_reads_x_as_halves(device, rng, wtype, m, n, k):
 @pytest.mark.gpu
 @pytest.mark.parametrize("accumulate", [False, True])
 @pytest.mark.parametrize("m, n, k", [(97, 257, 1056), (130, 65, 40), (300, 1000, 520), (300, 2500, 1024),
-                                     (256, 640, 512)])
+                                     (256, 640, 512), (200, 4100, 512), (520, 4100, 512)])
 def test_gemm_on_workgroup_cooperative_matrices(device, rng, m, n, k, accumulate):
     """gemm_cm2_f16 (VK_NV_cooperative_matrix2), which takes f16 W with X as halves past the
     short tiles' 96 rows, over row, output and k counts that leave partial tiles (128 or 64
     outputs x 128 rows) and k steps, and with k a multiple of the unrolled steps (1024, 512),
     where tiles inside both matrices take unclamped loads: against float64 NumPy on the same
     halves (f32 accumulation: 1e-4 of the sums' scale), Y poisoned first, or holding values it
-    must add to."""
+    must add to. Outputs past 2,048 take the narrow tile in a row window of their own where the
+    wide tiles would leave compute units idle (kernels_gemm.cpp, cm2_narrow_rows): 4,100 outputs
+    at 200 rows run it alone, at 520 rows the wide tile's window runs instead."""
     if not device.profile["gemm_coopmat2"]:
         pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and a build with AKUNU_SLANG_GLSLANG "
                     "(shaders/kernels.cmake)")

@@ -25,6 +25,7 @@ struct Tuning {
     bool flash_coopmat = true;  // the prefill attention on cooperative matrices (flash_cm)
     bool batch_flash = true;  // a batched step's runs of one sequence's rows attend in query tiles
     bool batch_row_attention = true;  // ... its other rows in attention_split's layout (Vulkan devices)
+    bool gemm_cm2_narrow = true;  // gemm_cm2's narrow tile for chunks whose wide tiles leave units idle
     bool gemm_gated = true;  // the gate and up GEMMs with the activation in their epilogue
     bool int_dot = true;  // the integer-dot GEMV of the 32-element block formats
     bool weight_tiles = true;  // tile-major projection matrices where the device reads them

@@ -19,11 +19,25 @@ using namespace launch;
 // Token tiles go fastest in the launch order, so that W crosses into L2 once per tile ("The cm2
 // GEMM's tiles launched tokens first"). The gated GEMM holds two accumulators of that tile over
 // 512 invocations.
-static std::vector<uint32_t> cm2_spec(size_t n, bool gated) {
-    const bool narrow = n <= 2048;
+static std::vector<uint32_t> cm2_spec(size_t n, bool gated, bool narrow = false) {
+    narrow = narrow || n <= 2048;
     const uint32_t features = narrow ? 64 : 128, tokens = 128, step_k = 64, unroll = narrow ? 2 : 4;
     const uint32_t invocations = gated ? 512 : 256, tokens_fastest = 1;
     return {features, tokens, step_k, unroll, invocations, tokens_fastest, 0};
+}
+
+// The chunk rows up to which gemm_cm2 takes the narrow tile for an output of n features: those
+// whose wide tiles would occupy at most half the compute units (a 4,096-wide projection has 32
+// wide tiles per 128 tokens, so on 132 compute units chunks of up to 256 tokens). There the
+// narrow tile's twice the workgroups fill idle units, where at more rows the wide tile's reuse
+// measured faster (bench/NOTES.md, "The cm2 tile, measured in the chunk"). 0: none (outputs
+// that take the narrow tile anyway, a device that does not say its compute units, tuning
+// gemm_cm2_narrow=0).
+static uint32_t cm2_narrow_rows(const DeviceProfile& d, size_t n) {
+    const std::vector<uint32_t> wide = cm2_spec(n, false);
+    if (wide[0] == cm2_spec(n, false, true)[0] || d.compute_units == 0 || !d.tuning.gemm_cm2_narrow) return 0;
+    const size_t feature_tiles = (n + wide[0] - 1) / wide[0];
+    return uint32_t(d.compute_units / 2 / feature_tiles * wide[1]);
 }
 
 // Whether a GEMM sees no more rows than the device's short tiles take: its m, or what its row
@@ -38,6 +52,24 @@ static bool gemm_short_tiles(const DeviceProfile& d, const GemmShape& g) {
 static bool gemm_runs_cm2(const DeviceProfile& d, TensorType wtype, const GemmShape& g) {
     return d.gemm_coopmat && d.gemm_coopmat2 && g.x_dtype == DType::kF16 && wtype == TensorType::F16 &&
            !gemm_short_tiles(d, g);
+}
+
+// One GEMM dispatch: tiles of bm rows x bn features over Y[m, n], for chunks of
+// [p.min_rows, p.max_rows) rows.
+static void emit_tiles(DispatchSink& s, const std::string& kernel, const std::vector<uint32_t>& spec,
+                       std::vector<Binding> bindings, const GemmParams& p, size_t bm, size_t bn, const char* what) {
+    const size_t gx = (p.n + bn - 1) / bn, gy = (p.m + bm - 1) / bm;
+    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535,
+                std::string(what) + ": the matrix is too large for one dispatch");
+    emit(s, kernel, spec, std::move(bindings), p,
+         {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, p.min_rows, p.max_rows});
+}
+
+// gemm_cm2_f16 of tile `spec` (cm2_spec: features, tokens, ...) for chunks of [min_rows, max_rows).
+static void emit_cm2(DispatchSink& s, const std::vector<Binding>& bindings, GemmParams p,
+                     const std::vector<uint32_t>& spec, uint32_t min_rows, uint32_t max_rows) {
+    p.min_rows = min_rows, p.max_rows = max_rows;
+    emit_tiles(s, "gemm_cm2_f16", spec, bindings, p, spec[1], spec[0], "gemm");
 }
 
 void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x, const Binding& y, const GemmShape& g,
@@ -81,23 +113,25 @@ void gemm(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
     };
     const int form = !short_tiles ? 0 : rows_seen <= AKUNU_GEMM_CM_SHORT_NARROW_ROWS ? 1 : 2;
     const auto& tiles = kTiles[coopmat][form];
-    size_t bm = tiles.bm, bn = tiles.bn;
+    const size_t bm = tiles.bm, bn = tiles.bn;
     std::string kernel = weight_variant(tiles.kernel, wtype);
     std::vector<uint32_t> spec;
     // f16 W and X past the short tiles: workgroup-scope cooperative matrices where the device
-    // and the build have them (gemm_cm2.comp; its tile: cm2_spec).
+    // and the build have them (gemm_cm2.comp; its tile: cm2_spec, narrow for the chunks
+    // cm2_narrow_rows names, in a row window of its own).
     const bool cm2 = allow_coopmat && gemm_runs_cm2(s.device().profile(), wtype, g);
     if (cm2) {
-        spec = cm2_spec(g.n, false);
-        kernel = "gemm_cm2_f16", bm = spec[1], bn = spec[0];
         bindings.push_back(w);  // the gated variant's up matrix, not read
+        const uint32_t narrow_rows = cm2_narrow_rows(s.device().profile(), g.n);
+        const uint32_t split = narrow_rows + 1;  // the first row count of the wide tile's window
+        const bool lower = narrow_rows > 0 && g.min_rows < split,
+                   upper = g.m >= split && (!g.max_rows || g.max_rows > split);
+        if (lower) emit_cm2(s, bindings, p, cm2_spec(g.n, false, true), g.min_rows, upper ? split : g.max_rows);
+        if (upper || !lower) emit_cm2(s, bindings, p, cm2_spec(g.n, false), lower ? split : g.min_rows, g.max_rows);
+        return;
     }
-    if (x_half && !cm2) spec = {1u};  // gemm_cm.comp's X_HALF
-    const size_t gx = (g.n + bn - 1) / bn, gy = (g.m + bm - 1) / bm;
-    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535,
-                "gemm: the matrix is too large for one dispatch");
-    emit(s, kernel, spec, std::move(bindings), p,
-         {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
+    if (x_half) spec = {1u};  // gemm_cm.comp's X_HALF
+    emit_tiles(s, kernel, spec, std::move(bindings), p, bm, bn, "gemm");
 }
 
 bool gemm_fuses_gated(const DeviceProfile& d, TensorType wtype, Activation act, const GemmShape& g) {
@@ -129,11 +163,7 @@ void gemm_gated(DispatchSink& s, Activation act, const Binding& w_gate, const Bi
                  g.max_rows};
     std::vector<uint32_t> spec = cm2_spec(g.n, true);
     spec[6] = act == Activation::kSilu ? 1 : 2;  // gemm_cm2.comp's GATED
-    const size_t gx = (g.n + spec[0] - 1) / spec[0], gy = (g.m + spec[1] - 1) / spec[1];
-    AKUNU_CHECK(gx <= s.device().profile().max_workgroup_count_x && gy <= 65535,
-                "gemm_gated: the matrix is too large for one dispatch");
-    emit(s, "gemm_cm2_f16", spec, {w_gate, x, out, step, w_up}, p,
-         {uint32_t(gx), uint32_t(gy), ChunkRows::Axis::kY, g.min_rows, g.max_rows});
+    emit_tiles(s, "gemm_cm2_f16", spec, {w_gate, x, out, step, w_up}, p, spec[1], spec[0], "gemm_gated");
 }
 
 bool gemm_takes_half_x(const DeviceProfile& d, size_t k, size_t ldx) {
