@@ -14,7 +14,8 @@ static size_t element_count(const std::vector<size_t>& shape) {
 
 static Residency parse_residency(bool host_visible) { return host_visible ? Residency::kAuto : Residency::kDeviceOnly; }
 
-py::array buffer_view(const Buffer& b, DType dtype, std::vector<size_t> shape, py::object owner, size_t offset) {
+py::array buffer_view(const Buffer& b, DType dtype, std::vector<size_t> shape, py::object owner, size_t offset,
+                      bool copy) {
     AKUNU_CHECK(b, "this buffer has been freed");
     const DTypeTraits& t = dtype_traits(dtype);
     AKUNU_CHECK(offset <= b.size(), "view offset past the end of the buffer");
@@ -35,10 +36,10 @@ py::array buffer_view(const Buffer& b, DType dtype, std::vector<size_t> shape, p
         stride *= dims[i];
     }
     const py::dtype np_dtype(t.numpy_format);
-    if (!b.host_visible()) {  // an explicit copy: the device memory cannot be mapped
-        py::array copy(np_dtype, dims, strides);
-        b.read(copy.mutable_data(), bytes, offset);
-        return copy;
+    if (copy || !b.host_visible()) {  // a copy asked for, or device memory that cannot be mapped
+        py::array out(np_dtype, dims, strides);
+        b.read(out.mutable_data(), bytes, offset);
+        return out;
     }
     return py::array(np_dtype, dims, strides, static_cast<char*>(b.contents()) + offset, owner);
 }

@@ -170,7 +170,7 @@ void init_engine(py::module_& m) {
         .def_property_readonly("kv_length", [](Model& mo) { return mo.kv_cache().current_length(); })
         .def(
             "kv_view",
-            [](const std::shared_ptr<Model>& self, int layer, bool values, bool scales) {
+            [](const std::shared_ptr<Model>& self, int layer, bool values, bool scales, bool copy) {
                 const int n_layers = self->kv_cache().n_layers();
                 AKUNU_CHECK(
                     layer >= 0 && layer < n_layers,
@@ -179,8 +179,9 @@ void init_engine(py::module_& m) {
                 const size_t heads = size_t(kv.n_kv_heads()), n = size_t(kv.current_length());
                 const KvDType side = kv_side(kv.dtype(), values);
                 const size_t words = size_t(kv.head_dim()) * size_t(kv_value_bits(side)) / 32;
-                if (kv.rows(layer) != KvRows::kFull) {
-                    // Blocks and rings: a copy of rows [0, length), gathered in position order.
+                if (copy || kv.rows(layer) != KvRows::kFull) {
+                    // A copy of rows [0, length), gathered in position order (blocks and rings
+                    // are not one buffer; a copy asked for reads through the staging area).
                     const std::vector<uint8_t> bytes = kv.read_side(layer, values, scales, int(n));
                     if (scales || side == KvDType::kF16) {
                         py::array a(py::dtype("float16"), scales
@@ -204,7 +205,7 @@ void init_engine(py::module_& m) {
                     return buffer_view(b, DType::kF16, {heads, rows, size_t(kv.head_dim())}, py::cast(self));
                 return buffer_view(b, DType::kU32, {heads, rows, words}, py::cast(self));
             },
-            py::arg("layer"), py::arg("values"), py::arg("scales") = false)
+            py::arg("layer"), py::arg("values"), py::arg("scales") = false, py::arg("copy") = false)
         .def_property_readonly("parts",
                                [](const Model& mo) {
                                    // A split model's parts in layer order (one part unless split).
@@ -244,25 +245,12 @@ void init_engine(py::module_& m) {
                                    for (const auto& [name, b] : mo.scratch().all()) names.push_back(name);
                                    return names;
                                })
-        .def("logits",
-             [](const Model& mo) {
-                 // The last step's logits as a new array, read through a staging copy where the
-                 // scratch is uncached mapped memory (a discrete GPU's), which the host would
-                 // otherwise read a few bytes per bus round trip (Buffer::read).
-                 const Buffer& b = mo.scratch().get("logits");
-                 py::array_t<float> a(size_t(mo.config().vocab_size));
-                 AKUNU_CHECK(b.size() >= size_t(a.size()) * sizeof(float),
-                             "the logits scratch is smaller than the vocabulary");
-                 {
-                     py::gil_scoped_release release;
-                     b.read(a.mutable_data(), size_t(a.size()) * sizeof(float));
-                 }
-                 return a;
-             })
-        .def("scratch_view",
-             [](const std::shared_ptr<Model>& self, const std::string& name) {
-                 return buffer_view(self->scratch().get(name), scratch_dtype(name), {}, py::cast(self));
-             })
+        .def(
+            "scratch_view",
+            [](const std::shared_ptr<Model>& self, const std::string& name, bool copy) {
+                return buffer_view(self->scratch().get(name), scratch_dtype(name), {}, py::cast(self), 0, copy);
+            },
+            py::arg("name"), py::arg("copy") = false)
         .def("memory_report",
              [](const Model& mo) {
                  const MemoryPlan& p = mo.plan();

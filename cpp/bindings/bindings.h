@@ -36,10 +36,12 @@ struct PyBuffer : std::enable_shared_from_this<PyBuffer> {
 };
 
 // The NumPy array of `buffer` (one helper for every dtype): a zero-copy view whose base is
-// `owner` (which must keep the buffer alive) when the memory is host-visible, otherwise a copy
-// read back from the device. An empty shape means the whole buffer as a 1-D array.
-py::array buffer_view(const Buffer& buffer, DType dtype, std::vector<size_t> shape, py::object owner,
-                      size_t offset = 0);
+// `owner` (which must keep the buffer alive) when the memory is host-visible and no copy is
+// asked for, otherwise a copy read back from the device (Buffer::read: through the staging area
+// where mapped memory reads uncached, a discrete GPU's). An empty shape means the whole buffer
+// as a 1-D array.
+py::array buffer_view(const Buffer& buffer, DType dtype, std::vector<size_t> shape, py::object owner, size_t offset = 0,
+                      bool copy = false);
 
 // buffer_view for a Python Buffer; the view counts toward its live_views.
 py::array numpy_view(const std::shared_ptr<PyBuffer>& self, DType dtype, std::vector<size_t> shape);

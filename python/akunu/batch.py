@@ -52,7 +52,8 @@ class _SequenceCache:
     def kv_layers(self) -> list[str]:
         return ["batch"] * self._e.n_layers
 
-    def kv_view(self, layer: int, values: bool, scales: bool = False) -> np.ndarray:
+    def kv_view(self, layer: int, values: bool, scales: bool = False, copy: bool = False) -> np.ndarray:
+        # A sequence's rows lie in its blocks of the pool: always a copy, gathered in position order.
         return self._e.kv_view(self._seq, layer, values, scales)
 
     def reset(self) -> None:

@@ -131,7 +131,7 @@ def host_steps(model, ids: Sequence[int], sampler, controls: LogitControls, resu
         logits = rows[-1]
     else:
         e.eval(list(ids))
-        logits = e.logits()  # staged: a discrete GPU's mapped memory reads uncached
+        logits = model.scratch.read("logits")  # staged: a discrete GPU's mapped memory reads uncached
     history, counts = list(ids), np.zeros(len(logits), dtype=np.float64)
     while True:
         raw = log_softmax(logits)
@@ -144,7 +144,7 @@ def host_steps(model, ids: Sequence[int], sampler, controls: LogitControls, resu
         e.decode(token)
         history.append(token)
         counts[token] += 1
-        logits = e.logits()  # staged: a discrete GPU's mapped memory reads uncached
+        logits = model.scratch.read("logits")  # staged: a discrete GPU's mapped memory reads uncached
 
 
 def completion_logprobs(tokenizer, token_ids: Sequence[int], logprobs: Sequence[float],

@@ -188,9 +188,9 @@ class Model:
             if all_logits:
                 return self._engine.eval(ids, True)
             self._engine.eval(ids)
-            return self._engine.logits()
+            return self.scratch.read("logits")
         logits, hidden = self._engine.eval(ids, bool(all_logits), layers)
-        return (logits if all_logits else self._engine.logits()), dict(zip(layers, hidden))
+        return (logits if all_logits else self.scratch.read("logits")), dict(zip(layers, hidden))
 
     def generate(self, prompt: str | bytes | Sequence[int], max_tokens: int = 128, sampler: Sampler | None = None,
                  stop: str | Sequence[str] | None = None, stream: bool = True, reset: bool = True, *, n: int = 1,

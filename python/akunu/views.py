@@ -63,7 +63,10 @@ class KVCacheView:
     row scales [n_kv_heads, current_length] ("q8/int4" and "q8/fp4": keys in q8, values in the
     4-bit format; int4h: int4 codes of Hadamard-rotated rows). k(layer, dequantize=True) gives
     float32 values in every format, int4h's rotated back. Views are copies where the device
-    memory is not host-visible.
+    memory is not host-visible; copy=True asks for one anyway, read through the staging area: on
+    a discrete GPU the views are device memory the host maps uncached, which NumPy reads a few
+    bytes per bus round trip (~30 MB/s on an H200, a second for a 7b layer's keys at 4,096
+    positions), where a copy goes at the bus's speed. dequantize=True reads that way.
 
     Layers kept in blocks (kv_alloc="blocks") or in a sliding-window ring (kv_ring=True) are
     not one buffer: their k/v/k_scales/v_scales are copies of rows [0, current_length) gathered
@@ -122,30 +125,31 @@ class KVCacheView:
         """Positions the cache was allocated for (the model's context)."""
         return self._e.context
 
-    def k(self, layer: int, dequantize: bool = False) -> np.ndarray:
+    def k(self, layer: int, dequantize: bool = False, copy: bool = False) -> np.ndarray:
         """Keys of `layer` as stored ([n_kv_heads, current_length, head_dim] f16, or packed u32
-        codes), or with dequantize float32 [n_kv_heads, current_length, head_dim]."""
-        return self._side(layer, False, dequantize)
+        codes), or with dequantize float32 [n_kv_heads, current_length, head_dim]; copy: an array
+        of their own, read through the staging area (the class says why)."""
+        return self._side(layer, False, dequantize, copy)
 
-    def v(self, layer: int, dequantize: bool = False) -> np.ndarray:
+    def v(self, layer: int, dequantize: bool = False, copy: bool = False) -> np.ndarray:
         """Values of `layer`, as k()."""
-        return self._side(layer, True, dequantize)
+        return self._side(layer, True, dequantize, copy)
 
-    def k_scales(self, layer: int) -> np.ndarray:
+    def k_scales(self, layer: int, copy: bool = False) -> np.ndarray:
         """Row scales of a quantized cache's keys: f16 [n_kv_heads, current_length]."""
-        return self._e.kv_view(layer, False, True)[:, : self.current_length]
+        return self._e.kv_view(layer, False, True, copy)[:, : self.current_length]
 
-    def v_scales(self, layer: int) -> np.ndarray:
+    def v_scales(self, layer: int, copy: bool = False) -> np.ndarray:
         """Row scales of a quantized cache's values: f16 [n_kv_heads, current_length]."""
-        return self._e.kv_view(layer, True, True)[:, : self.current_length]
+        return self._e.kv_view(layer, True, True, copy)[:, : self.current_length]
 
-    def _side(self, layer: int, values: bool, dequantize: bool) -> np.ndarray:
-        stored = self._e.kv_view(layer, values)[:, : self.current_length, :]
+    def _side(self, layer: int, values: bool, dequantize: bool, copy: bool) -> np.ndarray:
+        stored = self._e.kv_view(layer, values, False, copy or dequantize)[:, : self.current_length, :]
         if not dequantize:
             return stored
         if self.side_dtype(values) == "f16":
             return stored.astype(np.float32)
-        scales = self.v_scales(layer) if values else self.k_scales(layer)
+        scales = self.v_scales(layer, copy=True) if values else self.k_scales(layer, copy=True)
         return dequantize_kv(stored, scales, self.side_dtype(values))
 
     def reset(self) -> None:
@@ -159,7 +163,10 @@ class KVCacheView:
 
 
 class ScratchView:
-    """The named scratch buffers (h0, h1, residual, qkv, attn_out, ffn_*, logits, ...) as views."""
+    """The named scratch buffers (h0, h1, residual, qkv, attn_out, ffn_*, logits, ...) as views:
+    scratch["h0"]. On a discrete GPU a view is device memory the host maps uncached, which NumPy
+    reads a few bytes per bus round trip (~30 MB/s on an H200): scratch.read("h0") is a copy read
+    through the staging area instead."""
 
     def __init__(self, engine):
         self._e = engine
@@ -170,6 +177,11 @@ class ScratchView:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self._e.scratch_view(name)
+
+    def read(self, name: str) -> np.ndarray:
+        """A copy of the named buffer, read through the staging area where the device maps its
+        memory uncached (the same values as scratch[name] holds now)."""
+        return self._e.scratch_view(name, True)
 
     def __repr__(self) -> str:
         return f"ScratchView({', '.join(self.names())})"
