@@ -65,8 +65,8 @@ class KVCacheView:
     float32 values in every format, int4h's rotated back. Views are copies where the device
     memory is not host-visible; copy=True asks for one anyway, read through the staging area: on
     a discrete GPU the views are device memory the host maps uncached, which NumPy reads a few
-    bytes per bus round trip (~30 MB/s on an H200, a second for a 7b layer's keys at 4,096
-    positions), where a copy goes at the bus's speed. dequantize=True reads that way.
+    bytes per bus round trip (bench/NOTES.md measures it), where a copy goes at the bus's speed.
+    dequantize=True reads that way.
 
     Layers kept in blocks (kv_alloc="blocks") or in a sliding-window ring (kv_ring=True) are
     not one buffer: their k/v/k_scales/v_scales are copies of rows [0, current_length) gathered
@@ -165,7 +165,7 @@ class KVCacheView:
 class ScratchView:
     """The named scratch buffers (h0, h1, residual, qkv, attn_out, ffn_*, logits, ...) as views:
     scratch["h0"]. On a discrete GPU a view is device memory the host maps uncached, which NumPy
-    reads a few bytes per bus round trip (~30 MB/s on an H200): scratch.read("h0") is a copy read
+    reads a few bytes per bus round trip (bench/NOTES.md): scratch.read("h0") is a copy read
     through the staging area instead."""
 
     def __init__(self, engine):

@@ -43,7 +43,7 @@ const std::vector<Row>& rows() {
         {{"gemm_cm2_narrow", "bool",
           "The f16 prefill GEMM on workgroup-scope cooperative matrices (gemm_cm2) takes its narrow tile (64 "
           "features) for chunks whose wide tiles (128) would occupy at most half the compute units: a 4,096-wide "
-          "projection's chunks of up to 256 tokens on a GPU of 132 (0: the wide tile for every chunk)."},
+          "projection's chunks of up to 256 tokens on a GPU of about 130 (0: the wide tile for every chunk)."},
          &Tuning::gemm_cm2_narrow},
         {{"gemm_gated", "bool",
           "A chunk's gate and up GEMMs with the activation in their epilogue (gemm_cm2 devices)."},

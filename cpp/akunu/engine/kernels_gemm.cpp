@@ -28,7 +28,7 @@ static std::vector<uint32_t> cm2_spec(size_t n, bool gated, bool narrow = false)
 
 // The chunk rows up to which gemm_cm2 takes the narrow tile for an output of n features: those
 // whose wide tiles would occupy at most half the compute units (a 4,096-wide projection has 32
-// wide tiles per 128 tokens, so on 132 compute units chunks of up to 256 tokens). There the
+// wide tiles per 128 tokens, so on about 130 compute units chunks of up to 256 tokens). There the
 // narrow tile's twice the workgroups fill idle units, where at more rows the wide tile's reuse
 // measured faster (bench/NOTES.md, "The cm2 tile, measured in the chunk"). 0: none (outputs
 // that take the narrow tile anyway, a device that does not say its compute units, tuning
