@@ -166,6 +166,7 @@ def main(files: list[str], sizes: list[int], device=None, pp: int = 128, tg: int
         raise ValueError("--tokens must be at least 2 for a decode rate")
     if runs < 1:
         raise ValueError(f"--runs must be at least 1, not {runs}")
+    flops.tensor_peak("", peak_tflops)  # a bad --peak-tflops fails before any model loads
     results = []
     bar = _progress.bar(len(files) * len(sizes), "bench --batch", "run", _progress.shown(progress))
     for f in files:

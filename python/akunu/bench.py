@@ -238,6 +238,7 @@ def main(files: list[str], device=None, json_path: str | None = None, markdown_p
     """Benches each file and prints the table. progress: a bar over the steps (None: on a terminal
     or in a notebook); where none is shown, each file's row is printed as it finishes."""
     from akunu import Device
+    flops.tensor_peak("", kwargs.get("peak_tflops"))  # a bad --peak-tflops fails before any run
     bandwidth = copy_bandwidth(Device(device) if device is not None else Device())
     results = []
     show = _progress.shown(progress)

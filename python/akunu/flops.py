@@ -11,6 +11,8 @@ upper bound on the work done.
 """
 from __future__ import annotations
 
+import math
+
 from akunu import _akunu
 
 # Tensors read by lookup, not multiplied: the token embeddings under the names the loaders know.
@@ -53,8 +55,11 @@ def token_flops(weights: int, config, n: int, start: int = 0) -> float:
 def tensor_peak(device_name: str, override: float | None = None) -> float | None:
     """The device's dense f16 tensor peak in TFLOP/s: `override` where given, else the data sheet's
     for a device TENSOR_PEAKS names, else None (the benchmarks then print TFLOP/s alone)."""
-    if override:
-        return float(override)
+    if override is not None:
+        peak = float(override)
+        if not math.isfinite(peak) or peak <= 0:
+            raise ValueError(f"--peak-tflops must be a positive number of TFLOP/s, not {override!r}")
+        return peak
     for name, peak in TENSOR_PEAKS:
         if name in device_name:
             return peak

@@ -102,6 +102,10 @@ def test_bench_writes_json_and_markdown(tmp_path):
     r = akunu_cli("bench", gguf, "--pp", "32", "--ttft", "48", "--tokens", "8", "--deep-context", "40", "--runs", "1",
                   "--peak-tflops", "1000", "--json", str(tmp_path / "c.json"))
     assert json.loads((tmp_path / "c.json").read_text())[0]["peak_tflops"] == 1000 and "f16 tensor peak" in r.stdout
+    for batch in ([], ["--batch", "2"]):
+        r = akunu_cli("bench", gguf, "--peak-tflops", "-1", *batch, check=False)
+        assert r.returncode == 2, r.stderr
+        assert "--peak-tflops must be a positive number of TFLOP/s, not -1.0" in r.stderr
 
 
 def test_profile_sums_the_dispatch_table_by_kernel_class():

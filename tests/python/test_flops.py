@@ -47,5 +47,8 @@ def test_the_tensor_peak_comes_from_the_data_sheet_or_the_caller():
     assert flops.tensor_peak("NVIDIA H100 PCIe") == 756.0  # not the SXM part's
     assert flops.tensor_peak("llvmpipe (LLVM 15.0.6, 256 bits)") is None
     assert flops.tensor_peak("llvmpipe", 123.0) == 123.0
+    for bad in (0, -5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--peak-tflops must be a positive number"):
+            flops.tensor_peak("NVIDIA H200", bad)
     assert flops.share(186.4, 989.4) == "186 (19%)" and flops.share(3.24, None) == "3.2"
     assert flops.share(0.00412, 1000.0) == "0.0041 (0%)"
