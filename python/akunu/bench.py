@@ -198,12 +198,16 @@ STEPS = 7  # the step() calls of run()
 def text_table(results: list[Result]) -> str:
     """The terminal's table, within 100 columns; the JSON and the Markdown hold every column."""
     r0 = results[0]
+    # The deep run's context goes in the header where every file shares it, else in each row
+    # (a file trained for fewer positions runs it shorter).
+    shared = all(r.deep_context == r0.deep_context for r in results)
     header = ["file", "load s", f"pp{r0.pp_tokens} tok/s", "TFLOP/s", f"TTFT{r0.ttft_tokens} ms",
-              "decode (floor)", f"decode @{r0.deep_context}"]
+              "decode (floor)", f"decode @{r0.deep_context}" if shared else "decode deep"]
     rows = [[r.file.rsplit("/", 1)[-1], f"{r.load_s:.2f}", f"{r.pp_tok_s:,.0f}",
              flops.share(r.pp_tflops, r.peak_tflops), f"{r.ttft_s * 1e3:,.1f}",
              f"{r.tg_tok_s:,.1f} ({r.fraction_of_floor:.0%})",
-             f"{r.tg_deep_tok_s:,.1f} ({r.deep_fraction_of_floor:.0%})"] for r in results]
+             f"{r.tg_deep_tok_s:,.1f}{'' if shared else f' @{r.deep_context}'} ({r.deep_fraction_of_floor:.0%})"]
+            for r in results]
     return f"{r0.device}; floor: bytes per token / {r0.bandwidth / 1e9:,.1f} GB/s (copy kernel){_peak_note(r0)}\n" + \
         _progress.table(header, rows)
 

@@ -108,6 +108,22 @@ def test_bench_writes_json_and_markdown(tmp_path):
         assert "--peak-tflops must be a positive number of TFLOP/s, not -1.0" in r.stderr
 
 
+def test_bench_table_names_each_files_deep_context_where_they_differ():
+    """A file trained for fewer positions runs the deep decode shorter: the header names the
+    context where every file shares it, each row names its own where they differ."""
+    from akunu import bench
+
+    def result(name, deep):
+        return bench.Result(file=f"/m/{name}", device="dev", chain=16, load_s=1.0, weights_bytes=1,
+                            kv_bytes_per_position=1, pp_tokens=512, pp_tok_s=1e3, ttft_tokens=2048, ttft_s=1.0,
+                            tg_tokens=128, tg_tok_s=100.0, tg_single_tok_s=90.0, deep_context=deep,
+                            tg_deep_tok_s=80.0, bandwidth=1e12)
+    same = bench.text_table([result("a.gguf", 4096), result("b.gguf", 4096)])
+    assert "decode @4096" in same and "80.0 (0%)" in same
+    mixed = bench.text_table([result("a.gguf", 4096), result("b.gguf", 3776)])
+    assert "decode deep" in mixed and "80.0 @4096" in mixed and "80.0 @3776" in mixed
+
+
 def test_profile_sums_the_dispatch_table_by_kernel_class():
     gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))
     r = akunu_cli("profile", gguf, "--tokens", "1", "--context", "64")
