@@ -75,10 +75,11 @@ class Batch:
     model's prefill chunk as asked for, not clipped to its context (512 on a GPU, 128 on the CPU
     backend, unless prefill_chunk says otherwise), at least 128, halved where the decode rows'
     attention would not fit its scratch budget, or max_sequences if more). blocks: KV blocks of
-    256 positions in the pool (0: enough for every sequence's whole context). prefix_sharing: a prompt that starts with
-    whole blocks another sequence has run reuses those blocks instead of running them again. The
-    KV format is the model's kv_dtype. The batch keeps its own KV pool, scratch and dispatch table and shares the
-    model's weights; the model itself can run beside it."""
+    256 positions in the pool (0: enough for every sequence's whole context). prefix_sharing: a
+    prompt that starts with whole blocks another sequence has run reuses those blocks instead of
+    running them again. The KV format is the model's kv_dtype. The batch keeps its own KV pool,
+    scratch and dispatch table and shares the model's weights; the model itself can run beside
+    it."""
 
     def __init__(self, model, max_sequences: int = 8, rows: int = 0, blocks: int = 0, prefix_sharing: bool = True):
         self.model = model
@@ -318,9 +319,8 @@ def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 
     (the last id of a window is only its target), and its windows' scores are joined. rows: the
     batch's rows per step (0: a Batch's default, the prefill chunk as asked for, not clipped to
     the context, as many as the step's logits allow: a step reads every weight once, so the more
-    rows the fewer reads a token). greedy=True gives
-    (scores, bool array: each token was its row's argmax) per list, as lm_eval's loglikelihood
-    needs."""
+    rows the fewer reads a token). greedy=True gives (scores, bool array: each token was its
+    row's argmax) per list, as lm_eval's loglikelihood needs."""
     vocab = model.config.vocab_size
     all_ids = [prompt_ids(s, vocab, f"score_batch sequence {n}", model.tokenize)
                for n, s in enumerate(_prompt_list(sequences, "score_batch"))]
@@ -364,7 +364,7 @@ def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: in
     held = max(1, min(max_sequences, len(windows)))
     # A window of n ids writes n positions (n - 1 where it fills the context).
     blocks = _pool_blocks([len(w) for w in windows], held)
-    rows = rows or 0  # 0: a Batch's default rows
+    rows = rows or 0  # 0 (or None): a Batch's default rows
     batch = model._kept_batches.take(model, held, rows, blocks, prefix_sharing=False)
     waiting = list(range(len(windows)))[::-1]
     index: dict[int, int] = {}
