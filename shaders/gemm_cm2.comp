@@ -81,13 +81,17 @@ void main() {
     uint k0 = 0;
     // A tile inside both matrices, with k whole steps of UNROLL: loads through unclamped layouts
     // (no bounds to check) whose row strides are known to be multiples of 8 halves (16 bytes;
-    // k and ldx are, gemm_takes_half_x), UNROLL steps an iteration.
-    if (f0 + BF <= p.n && t0 + BT <= m_end && p.k % (UNROLL * BK) == 0) {
+    // k and ldx are, gemm_takes_half_x), UNROLL steps an iteration. X's recorded rows run to
+    // p.m: a chunk's last token tile reads the rows past step.n_tokens as they are (an earlier
+    // chunk's values, or anything). Each token's sums take only its own row of X and the store
+    // stays clamped to m_end, so those rows change nothing written, and the tile keeps the
+    // unrolled loop instead of the clamped one's single steps.
+    if (f0 + BF <= p.n && t0 + BT <= p.m && p.k % (UNROLL * BK) == 0) {
         tensorLayoutNV<2> w_inside = createTensorLayoutNV(2);
         tensorLayoutNV<2> x_inside = createTensorLayoutNV(2);
         w_inside = setTensorLayoutDimensionNV(w_inside, p.n, p.k);
         w_inside = setTensorLayoutStrideNV(w_inside, p.k & ~7u, 1);
-        x_inside = setTensorLayoutDimensionNV(x_inside, m_end, p.k);
+        x_inside = setTensorLayoutDimensionNV(x_inside, p.m, p.k);
         x_inside = setTensorLayoutStrideNV(x_inside, p.ldx & ~7u, 1);
         for (; k0 < p.k; k0 += UNROLL * BK) {
             [[unroll]] for (uint u = 0; u < UNROLL; ++u) {

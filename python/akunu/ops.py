@@ -86,8 +86,16 @@ def gemv(w, x, y, wtype: str | None = None, norm=None, eps: float = 1e-5, weight
                                                   up=up, activation=activation))
 
 
+def _chunk_step(device, m: int, n_tokens: int | None):
+    """The StepState of a chunk of n_tokens (default m) tokens for a GEMM recorded for m rows."""
+    n_tokens = m if n_tokens is None else int(n_tokens)
+    if not 0 < n_tokens <= m:
+        raise ValueError(f"n_tokens must be in [1, {m}] (the GEMM's rows), got {n_tokens}")
+    return _step(device, n_tokens)
+
+
 def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_rows: int = 0, max_rows: int = 0,
-         accumulate: bool = False) -> float:
+         accumulate: bool = False, n_tokens: int | None = None) -> float:
     """Y = X @ W.T with X [m, k] f32, Y [m, n] f32 and W [n, k] as in gemv: the prefill kernel.
     X may be f16 on the cooperative-matrix GEMM with k a multiple of 8 (what a prefill chunk's
     norms and activation write there).
@@ -95,7 +103,9 @@ def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_row
     False the scalar variant, True the cooperative-matrix one (an error where the device has none).
     The kernel runs only if min_rows <= m < max_rows (max_rows 0: no bound), as a recorded
     prefill GEMM runs only for chunks of that many tokens. accumulate: Y += X @ W.T (the
-    residual adds of the output projections)."""
+    residual adds of the output projections). n_tokens: the chunk's tokens (default m), as a
+    recorded table's GEMM of m rows steps a shorter chunk: only its first n_tokens rows of Y are
+    computed and written."""
     if coopmat and not y.device.profile["gemm_coopmat"]:
         raise ValueError("gemm: this device has no cooperative-matrix GEMM (coopmat=True)")
     m, k = x.shape
@@ -104,22 +114,23 @@ def gemm(w, x, y, wtype: str | None = None, coopmat: bool | None = None, min_row
         if tuple(w.shape) != (n, k):
             raise ValueError(f"gemm: W must be [n, k] = [{n}, {k}], got shape {tuple(w.shape)}")
         wtype = w.dtype
-    step = y.device.upload(np.array([0, 0, m, 0], dtype=np.uint32))  # StepState: all m rows
+    step = _chunk_step(y.device, m, n_tokens)
     return _run(y.device, lambda cl: kernels.gemm(cl, w, wtype, x, y, m, n, k, step, coopmat is not False, min_rows,
                                                   max_rows, accumulate))
 
 
-def gemm_gated(w_gate, w_up, x, out, activation: str = "silu", min_rows: int = 0, max_rows: int = 0) -> float:
+def gemm_gated(w_gate, w_up, x, out, activation: str = "silu", min_rows: int = 0, max_rows: int = 0,
+               n_tokens: int | None = None) -> float:
     """out [m, n] f16 = act(X @ W_gate.T) * (X @ W_up.T) with X [m, k] f16 and W_gate, W_up
     [n, k] f16: a prefill chunk's gate and up GEMMs and gated activation (silu or gelu_tanh) in
     one dispatch, on devices with cooperative matrix 2 (kernels.gemm_fuses_gated). Runs only if
-    min_rows <= m < max_rows, as gemm."""
+    min_rows <= m < max_rows, and for the first n_tokens rows, as gemm."""
     m, k = x.shape
     n = out.shape[-1]
     for name, w in (("W_gate", w_gate), ("W_up", w_up)):
         if tuple(w.shape) != (n, k):
             raise ValueError(f"gemm_gated: {name} must be [n, k] = [{n}, {k}], got shape {tuple(w.shape)}")
-    step = out.device.upload(np.array([0, 0, m, 0], dtype=np.uint32))
+    step = _chunk_step(out.device, m, n_tokens)
     return _run(out.device, lambda cl: kernels.gemm_gated(cl, w_gate, w_up, x, out, m, n, k, step, activation, min_rows,
                                                           max_rows))
 

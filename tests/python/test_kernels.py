@@ -383,3 +383,49 @@ def test_gemm_of_a_few_rows_on_float_tiles(device, backend, rng, wtype, m, n, k)
     ops.gemm(w_dev, device.upload(x), y, wtype=wtype)
     want = x.astype(np.float64) @ w.T
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5 * np.sqrt(k) * 4)
+
+
+@pytest.mark.parametrize("variant", ["scalar", pytest.param("coopmat", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("m, n, k, n_tokens", [(37, 67, 96, 20), (512, 640, 512, 100), (512, 4100, 512, 300),
+                                               (384, 1000, 1024, 129)])
+def test_gemm_writes_only_the_chunks_tokens(device, rng, variant, m, n, k, n_tokens):
+    """A GEMM recorded for m rows that steps a chunk of n_tokens computes and writes its first
+    n_tokens rows of Y, whatever X holds past them (NaN here: a shorter chunk leaves an earlier
+    one's values there). On cm2 the last token tile reads those rows unclamped up to m and keeps
+    only its chunk's sums (gemm_cm2.comp): over partial tiles of the narrow (640
+    outputs) and the wide tile (4,100 at 300 rows), and k a multiple of the unrolled steps."""
+    coopmat = variant == "coopmat"
+    if coopmat and not device.profile["gemm_coopmat"]:
+        pytest.skip("the device has no cooperative matrices (lavapipe runs only the scalar GEMM)")
+    w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
+    x = rng.standard_normal((m, k)).astype(np.float16)
+    x[n_tokens:] = np.nan
+    x_dev = device.upload(x if coopmat else x.astype(np.float32))
+    y = poisoned(device, [m, n], np.float32)
+    ops.gemm(device.upload(w), x_dev, y, coopmat=coopmat, n_tokens=n_tokens)
+    got = y.numpy()
+    want = x[:n_tokens].astype(np.float64) @ w.astype(np.float64).T
+    np.testing.assert_allclose(got[:n_tokens], want, rtol=1e-4, atol=1e-4)  # f16 operands, f32 sums of scale ~1
+    assert np.isnan(got[n_tokens:]).all(), "rows past the chunk's tokens were written"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k, n_tokens", [(512, 640, 512, 100), (384, 2200, 1024, 129)])
+def test_gemm_gated_writes_only_the_chunks_tokens(device, rng, m, n, k, n_tokens, monkeypatch):
+    """gemm_gated, as test_gemm_writes_only_the_chunks_tokens: rows past n_tokens hold NaN in X
+    and keep the poison in out; the chunk's rows equal float64 NumPy (2e-3 of the scale)."""
+    monkeypatch.delenv("AKUNU_TUNE", raising=False)
+    if not kernels.gemm_fuses_gated(device, "silu", m, n, k):
+        pytest.skip("needs a GPU with VK_NV_cooperative_matrix2 and indirect counts, and a build with "
+                    "AKUNU_SLANG_GLSLANG (shaders/kernels.cmake)")
+    w_gate = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
+    w_up = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
+    x = (rng.standard_normal((m, k)) * 2).astype(np.float16)
+    x[n_tokens:] = np.nan
+    out = poisoned(device, [m, n], np.float16)
+    ops.gemm_gated(device.upload(w_gate), device.upload(w_up), device.upload(x), out, n_tokens=n_tokens)
+    x64 = x[:n_tokens].astype(np.float64)
+    want = gated_reference(x64 @ w_gate.astype(np.float64).T, x64 @ w_up.astype(np.float64).T, "silu")
+    got = out.numpy().astype(np.float64)
+    np.testing.assert_allclose(got[:n_tokens], want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+    assert np.isnan(got[n_tokens:]).all(), "rows past the chunk's tokens were written"

@@ -122,8 +122,9 @@ const std::vector<Row>& rows() {
           "4 on Vulkan devices; 0: none)."},
          &Tuning::gemm_tile_rows},
         {{"prefill_dequant_rows", "int",
-          "Chunks of at least this many tokens dequantize block-format weights to f16 for the f16 GEMM (auto: 128 on "
-          "cooperative-matrix devices; 0: never)."},
+          "Chunks of at least this many tokens dequantize block-format weights to f16 for the f16 GEMM (auto: every "
+          "chunk past the short tiles on cooperative-matrix-2 devices, 128 on other cooperative-matrix devices; 0: "
+          "never)."},
          &Tuning::prefill_dequant_rows},
         {{"split_microbatches", "int",
           "A batched step of a model split across devices runs its rows as this many micro-batches, 1 or 2: with 2, "

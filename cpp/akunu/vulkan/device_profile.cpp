@@ -156,9 +156,12 @@ DeviceProfile query_device_profile(VkPhysicalDevice device, const Tuning& tuning
     p.float_x = tuning.float_x;
     // Dequantizing a block-format matrix to f16 costs about what 100 rows of its GEMM save
     // (bench/NOTES.md): on for chunks of 128 tokens or more where the GEMM is the cooperative-
-    // matrix one.
-    p.prefill_dequant_rows =
-        tuning.prefill_dequant_rows >= 0 ? uint32_t(tuning.prefill_dequant_rows) : (p.gemm_coopmat ? 128u : 0u);
+    // matrix one. With cooperative matrix 2 the f16 GEMM is fast enough that every chunk past
+    // the short tiles gains ("Chunks past the short tiles on cooperative matrix 2").
+    const uint32_t dequant_default = p.gemm_coopmat2 && short_rows > 0 ? uint32_t(short_rows) + 1
+                                     : p.gemm_coopmat                  ? 128u
+                                                                       : 0u;
+    p.prefill_dequant_rows = tuning.prefill_dequant_rows >= 0 ? uint32_t(tuning.prefill_dequant_rows) : dequant_default;
     p.gemv_int_dot = p.integer_dot_product && p.subgroup_shuffle && p.subgroup_size >= 8 && tuning.int_dot;
     // gemv_tiles.comp adds each block's sums of x over 8 neighbouring invocations by shuffles.
     const bool tiles_fit = p.subgroup_shuffle && p.subgroup_size >= 8;

@@ -87,7 +87,8 @@ struct DeviceProfile {
     bool indirect_counts = true;
     // Prefill chunks of at least this many tokens dequantize each block-format projection to
     // f16 (dequant.comp) and run the f16 GEMM on it; shorter ones, and 0, run the block
-    // format's own GEMM. 128 where gemm_coopmat, else 0; tuning prefill_dequant_rows overrides.
+    // format's own GEMM. Past the short tiles' rows where gemm_coopmat2, 128 where gemm_coopmat,
+    // else 0; tuning prefill_dequant_rows overrides.
     uint32_t prefill_dequant_rows = 0;
     // The integer-dot GEMV of Q8_0/Q4_0/Q4_1 (gemv_dot.comp): integer dot products, and
     // subgroups of 8 or more with shuffles; tuning int_dot=0 turns it off. What the device can
