@@ -2,6 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 // act_<kind>: out = act(gate) * up, the gated FFN activation (ACT_SILU or ACT_GELU_TANH); with
 // ACT_UNGATED, out = act(gate) (the encoders' FFN; ACT_GELU is GELU with erf, as BERT's).
+// ACT_NONE with ACT_UNGATED and halves out: to_half, f32 rows as halves for a GEMM that reads them.
 // OTYPE float16_t writes halves: the X of a prefill chunk's down-projection GEMM.
 #include "common.glsl"
 #include "activation.glsl"
@@ -22,6 +23,8 @@ float act(float x) {
     return gelu_erf(x);
 #elif defined(ACT_GELU_TANH)
     return gelu_tanh(x);
+#elif defined(ACT_NONE)
+    return x;
 #else
 #error "no ACT_* defined"
 #endif

@@ -44,6 +44,7 @@ set(AKUNU_KERNELS
   "softcap          softcap.comp"
   "hadamard_rows    hadamard_rows.comp"
   "act_gelu         act.comp        ACT_GELU,ACT_UNGATED"
+  "to_half          act.comp        ACT_NONE,ACT_UNGATED,OTYPE=float16_t"
   "sample           sample.comp"
   "layernorm        layernorm.comp"
   "encoder_attention encoder_attention.comp"

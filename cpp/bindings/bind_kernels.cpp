@@ -304,6 +304,9 @@ void init_kernels(py::module_& m) {
         kernels::embed(cl, w.buffer, weight_type(wtype), vocab, token_ids.buffer, step.buffer, out.buffer, dim, scale,
                        rows);
     });
+    k.def("to_half", [](CommandList& cl, const PyBuffer& x, const PyBuffer& out, size_t n) {
+        kernels::to_half(cl, x.buffer, out.buffer, n);
+    });
     k.def("softcap", [](CommandList& cl, const PyBuffer& x, const PyBuffer& step, size_t rows, size_t n, float cap) {
         kernels::softcap(cl, x.buffer, step.buffer, rows, n, cap);
     });

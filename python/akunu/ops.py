@@ -168,6 +168,16 @@ def embed(w, token_ids, out, wtype: str | None = None, scale: float = 1.0) -> fl
     return _run(out.device, lambda cl: kernels.embed(cl, w, wtype, vocab, token_ids, step, out, dim, scale, rows))
 
 
+def to_half(x, out) -> float:
+    """out[:n] = x as halves, x an f32 buffer of n elements and out an f16 buffer of at least n:
+    what a chunk's table runs between an attention that writes f32 rows and an O GEMM that
+    reads halves."""
+    n = int(np.prod(x.shape))
+    if int(np.prod(out.shape)) < n:
+        raise ValueError(f"to_half: out holds {int(np.prod(out.shape))} elements, x {n}")
+    return _run(x.device, lambda cl: kernels.to_half(cl, x, out, n))
+
+
 def softcap(x, cap: float, n_tokens: int | None = None) -> float:
     """x = cap * tanh(x / cap) in place, the final-logit soft-capping: x [rows, n] f32. Only
     the first n_tokens rows are capped (default all), as the engine caps a chunk's rows."""

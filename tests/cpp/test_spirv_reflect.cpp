@@ -98,6 +98,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"rope_kv", sizeof(RopeKvParams), 6},
         {"attention_split", sizeof(AttentionParams), 7},  // its last binding: hand-off counters
         {"act_", sizeof(ActParams), 3},
+        {"to_half", sizeof(ActParams), 3},  // act.comp: x, x (up, unread), the halves
         {"sample_batch", sizeof(SampleParams), 8},  // the scored targets: 5 and 6 out, 7 in
         {"sample", sizeof(SampleParams), 5},
         {"gemm_cm2_", sizeof(GemmParams), 5},  // binding 4: the gated variant's up matrix

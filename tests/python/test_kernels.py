@@ -429,3 +429,22 @@ def test_gemm_gated_writes_only_the_chunks_tokens(device, rng, m, n, k, n_tokens
     got = out.numpy().astype(np.float64)
     np.testing.assert_allclose(got[:n_tokens], want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
     assert np.isnan(got[n_tokens:]).all(), "rows past the chunk's tokens were written"
+
+
+@pytest.mark.parametrize("n", [1, 255, 257, 4096 * 3 + 5])
+def test_to_half(device, rng, n):
+    """f32 as halves, the X of an O GEMM that reads halves where attention wrote f32: each value
+    one of the two halves around it (a device may round to nearest or toward zero), exact where
+    the f32 is a half; halves past n keep the poison (n not a multiple of the 256-wide groups)."""
+    x = (rng.standard_normal(n) * np.exp(rng.uniform(-12, 9, n))).astype(np.float32)  # |x| < 65,504
+    x[: min(n, 8)] = np.array([0.0, -0.0, 1.0, -2.5, 65504.0, 6.1e-5, 1 / 3, -1e-3], np.float32)[: min(n, 8)]
+    out = poisoned(device, [n + 300], np.float16)
+    ops.to_half(device.upload(x), out)
+    got = out.numpy()
+    near = x.astype(np.float16)
+    # A half's step at |x|: 2^13 f32 steps for normal halves, 2^-24 below them.
+    step = np.maximum(np.spacing(np.abs(near).astype(np.float32)) * 2.0**13, 2.0**-24)
+    assert np.all(np.abs(got[:n].astype(np.float64) - x) < step), "a half is not one of the two around its f32"
+    exact = near.astype(np.float32) == x
+    np.testing.assert_array_equal(got[:n][exact], near[exact])
+    assert np.isnan(got[n:]).all(), "wrote past n"

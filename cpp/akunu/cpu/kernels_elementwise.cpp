@@ -1,5 +1,5 @@
 // CPU kernels without reductions across threads: fill, copy, read, add, rmsnorm, the gated
-// activations, last_row, softcap and the embedding lookup. Each matches its .comp file (shaders/).
+// activations, to_half, last_row, softcap and the embedding lookup. Each matches its .comp file (shaders/).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -106,6 +106,14 @@ void act(const CpuArgs& a, size_t begin, size_t end) {
     (a.variant == kSilu ? vm.silu_mul : vm.gelu_tanh_mul)(gate + i0, up + i0, out + i0, i1 - i0);
 }
 
+// to_half (act.comp with ACT_NONE): x as halves, for a GEMM that reads them.
+void to_half(const CpuArgs& a, size_t begin, size_t end) {
+    const auto& p = a.p<ActParams>();
+    const float* x = a.at<float>(0);
+    const size_t i1 = std::min<size_t>(end * kGroup, p.n);
+    for (size_t i = begin * kGroup; i < i1; ++i) store(a.b[2], i, kF16, x[i]);
+}
+
 void last_row(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<LastRowParams>();
     const auto& step = *a.at<const StepState>(2);
@@ -161,6 +169,7 @@ void register_elementwise(void (*add_row)(const KernelRow&)) {
     add_row({"act_silu", {act, kSilu, 8}});
     add_row({"act_gelu_tanh", {act, kGeluTanh, 8}});
     add_row({"act_gelu", {act, kGeluErf, 8}});
+    add_row({"to_half", {to_half, 0, 16}});
     add_row({"last_row", {last_row, 0, 64}});
     add_row({"softcap", {softcap, 0, 16}});
     for (const WeightType& w : weight_types()) add_row({w.embed_kernel, {embed, uint32_t(w.type), 16}});

@@ -535,6 +535,14 @@ void activation(DispatchSink& s, Activation act, const Binding& x, const Binding
     emit(s, "act_gelu", {}, {x, x, out}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
 }
 
+void to_half(DispatchSink& s, const Binding& x, const Binding& out, size_t n) {
+    check_fits(x, n, DType::kF32, "to_half", "x");
+    check_fits(out, n, DType::kF16, "to_half", "out");
+    ActParams p{checked_u32(n, "to_half: n")};
+    // act.comp ungated: binding 1 (up) is not read, so x stands in for it.
+    emit(s, "to_half", {}, {x, x, out}, p, grid_for(s, (n + kElementwiseGroup - 1) / kElementwiseGroup));
+}
+
 void layernorm(DispatchSink& s, const Binding& x, const Binding& w, const Binding& b, const Binding& y,
                const Binding& step, size_t rows, size_t dim, float eps) {
     check_fits(x, rows * dim, DType::kF32, "layernorm", "x");

@@ -251,6 +251,11 @@ void attention_rows(DispatchSink& s, const Binding& q, const KvBindings& cache, 
 void gated_activation(DispatchSink& s, Activation act, const Binding& gate, const Binding& up, const Binding& out,
                       size_t n, DType out_dtype = DType::kF32, uint32_t max_rows = 0);
 
+// out[n] f16 = x[n] f32: the X of a GEMM that reads halves (gemm_takes_half_x) where what
+// produced it writes f32 (the attention of a batch, of a cache in blocks or of a quantized one).
+// In a chunk's table the counts follow the chunk's rows.
+void to_half(DispatchSink& s, const Binding& x, const Binding& out, size_t n);
+
 // Samples one token per row of logits [rows, n] with the SamplerState in `sampler` (greedy,
 // or temperature with top-k, top-p and min-p; see shaders/sample.comp): token_ids[out_slot + r]
 // and logprobs[out_slot + r].

@@ -56,6 +56,11 @@ void plan_prefill_layer(const Inputs& in, const DecodePlan& p, int l, LayerPlan&
     const bool half_q = kernels::gemm_takes_half_x(in.d, q_dim, q_dim);
     const bool flash_halves = kernels::flash_attention_coopmat(in.d, in.kv.bindings(l), uint32_t(c.head_dim));
     lp.attn_out_dtype = half_q && flash_halves ? DType::kF16 : DType::kF32;
+    // The other attention kernels write f32; their rows converted to halves (into the FFN's
+    // activation buffer, free until the gate and up write it) let O run the GEMM that reads
+    // halves, which on cooperative matrix 2 is the fast one (bench/NOTES.md, "score_batch's
+    // O projection on halves").
+    lp.attn_out_to_half = half_q && !flash_halves && q_dim <= 2 * ffn;
     const bool f16 = L.gate.type == TensorType::F16 && L.up.type == TensorType::F16;
     const bool dequantized = p.reads_dequantized(L.gate.type, ffn, dim) && p.reads_dequantized(L.up.type, ffn, dim);
     // Shorter chunks run the short tiles (f16), or the formats' own GEMMs below dequant_rows.

@@ -41,10 +41,12 @@ struct LayerPlan {
     // Decode: the counter slot of each hand-off place (HandoffPlace), 0 where a barrier stands.
     std::array<uint32_t, kHandoffSlotsPerLayer> handoff_slot{};
     // Prefill: the gate and up GEMMs with the activation in their epilogue (gemm_gated), and
-    // the first chunk length that takes them (0: any); attention's output as halves for O.
+    // the first chunk length that takes them (0: any); attention's output as halves for O,
+    // or, where attention writes f32 and the O GEMM takes halves, converted (to_half) first.
     bool gemm_gated = false;
     uint32_t gemm_gated_from = 0;
     DType attn_out_dtype = DType::kF32;
+    bool attn_out_to_half = false;
 };
 
 struct DecodePlan {

@@ -174,8 +174,12 @@ void Builder::feed_forward(int l) {
     // The O GEMV also zeroes the layer before's slots (of the table's last layer, for its first).
     const uint32_t before = 1 + kHandoffSlotsPerLayer * uint32_t(l == first_ ? last_ - 1 : l - 1);
     const auto o_handoff = take_handoff(lp.handoff_slot[kOToGateUp], plan_.o_tiles, plan_.handoffs ? before : 0);
-    into_residual(L.o, {Binding(attn_out_), std::nullopt, lp.attn_out_dtype}, q_dim_,
-                  a_.post_attn_norm ? &L.post_attn_norm : nullptr, ptr(o_handoff),
+    ProjectionInput o_in{Binding(attn_out_), std::nullopt, lp.attn_out_dtype};
+    if (lp.attn_out_to_half) {
+        kernels::to_half(t_, attn_out_, act_, rows_ * q_dim_);
+        o_in = {Binding(act_), std::nullopt, DType::kF16};
+    }
+    into_residual(L.o, o_in, q_dim_, a_.post_attn_norm ? &L.post_attn_norm : nullptr, ptr(o_handoff),
                   hand_norm_forward(L.o, L.ffn_norm, lp.o_norm_forward));
     label(l, "ffn_norm");
     const ProjectionInput ffn_in = normed_input(L.ffn_norm, h0_, residual_, rows_, plan_.gemv, lp.ffn_norm_folded);
