@@ -10,7 +10,7 @@ variants compare in one run: `--tuning batch_flash=0 batch_flash=1` times the ba
 attention row by row against its query tiles.
 
     python bench/score_batch.py MODEL.gguf [--sequences 64] [--tokens 512] [--device vulkan] [--rows 0,256]
-        [--tuning SETTINGS [SETTINGS ...]]
+        [--kv-dtype f16] [--tuning SETTINGS [SETTINGS ...]]
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def rate(f, tokens: int, runs: int) -> float:
 
 def variant(a: argparse.Namespace, seqs: list, tuning: str, baselines: bool) -> None:
     """The rows of one tuning: with `baselines`, eval (pp) and score() of one sequence first."""
-    m = akunu.Model(a.model, context=a.tokens + 16, device=a.device, progress=False, tuning=tuning or None)
+    m = akunu.Model(a.model, context=a.tokens + 16, device=a.device, progress=False, tuning=tuning or None,
+                    kv_dtype=a.kv_dtype)
     name = tuning or "default"
     if baselines:
         print(f"| {name} | eval (pp{a.tokens}) on {m.device.name} | "
@@ -53,6 +54,7 @@ def main() -> None:
     ap.add_argument("--sequences", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--kv-dtype", default="f16", help="the KV cache's format (akunu.Model kv_dtype)")
     ap.add_argument("--rows", default="0", help="comma-separated rows per batched step (0: score_batch's default)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tuning", nargs="+", default=[""],

@@ -5,7 +5,7 @@
 // and 512; query-head groups, head sizes 40 (scalar tiles only), 64 and 128, a sliding window
 // and a softcap; a table of more rows than the step holds. On the flash_cm tiles (where the
 // device has cooperative matrices), on the scalar flash_attention tiles (flash_coopmat=0) and
-// row by row (batch_flash=0).
+// row by row (batch_flash=0); on the CPU backend, its flash_attention tiles and row by row.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,9 +123,19 @@ TEST_F(BatchTilesTest, StepAttentionMatchesSoftmax) {
     };
     size_t tiled_runs = 0;
     bool coopmat_ran = false;
-    for (const char* tuning : {"", "flash_coopmat=0", "batch_flash=0"}) {
+    // The suite's device with each tiling, then the CPU backend (its flash_attention tiles, and
+    // row by row).
+    struct Run {
+        bool cpu;
+        const char* tuning;
+    };
+    for (const Run run : {Run{false, ""}, Run{false, "flash_coopmat=0"}, Run{false, "batch_flash=0"}, Run{true, ""},
+                          Run{true, "batch_flash=0"}}) {
+        const char* tuning = run.tuning;
         if (*tuning == 'f' && !device()->profile().gemm_coopmat) continue;  // the default device ran scalar tiles
-        auto dev = *tuning ? Device::create(test_selector(), tuning) : device();
+        auto dev = run.cpu   ? Device::create("cpu", tuning)
+                   : *tuning ? Device::create(test_selector(), tuning)
+                             : device();
         for (const Case c : {Case{4, 2, 64, 0, 0.0f}, Case{2, 2, 128, 0, 0.0f}, Case{8, 2, 64, 40, 0.0f},
                              Case{4, 1, 128, 0, 5.0f}, Case{3, 1, 40, 0, 0.0f}}) {
             ModelConfig config = attention_config(int(c.n_heads), int(c.n_kv), int(c.head_dim));
@@ -168,7 +178,7 @@ TEST_F(BatchTilesTest, StepAttentionMatchesSoftmax) {
             // flash_cm rounds Q and the weights to halves (FlashAttentionMatchesSoftmax's bound).
             const float tol = tile_rows == AKUNU_FLASH_CM_ROWS ? 5e-3f : 1e-4f;
             expect_close(download(out, want.size(), DType::kF32), want, tol, tol,
-                         std::string(tuning) + " tile_rows=" + std::to_string(tile_rows) +
+                         std::string(run.cpu ? "cpu " : "") + tuning + " tile_rows=" + std::to_string(tile_rows) +
                              " heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) +
                              " head_dim=" + std::to_string(c.head_dim) + " window=" + std::to_string(c.window));
         }

@@ -273,6 +273,26 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
 // each row keeps the online softmax over the keys it may see (causal, and the sliding window).
 constexpr size_t kFlashKeys = 64;
 
+// The query rows of flash_attention's workgroup `block` (query_block.glsl): block `block` of a
+// chunk's rows, or in a batched step (kBatch) tile `block` of the step's tile list (binding 5),
+// a run of one sequence's rows in that sequence's blocks. rows 0: nothing to attend.
+struct QueryBlock {
+    size_t first = 0, rows = 0, pos = 0, first_block = 0;
+};
+
+QueryBlock query_block(const CpuArgs& a, const StepState& step, const FlashAttentionParams& fp, size_t block,
+                       size_t n) {
+    constexpr size_t R = AKUNU_FLASH_ROWS;
+    if (cache_layout(a.variant) != CacheLayout::kBatch) {
+        const size_t first = block * R;
+        return first < n ? QueryBlock{first, std::min(R, n - first), step.pos + first, 0} : QueryBlock{};
+    }
+    const BatchTile& t = a.at<const BatchTile>(5)[block];
+    if (t.rows == 0 || t.first_row >= n) return {};
+    const RowPlace place = row_place(a.variant, step, t.first_row, fp.a.max_len);
+    return {t.first_row, std::min({size_t(t.rows), R, n - t.first_row}), place.pos, place.first_block};
+}
+
 void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     const auto& fp = a.p<FlashAttentionParams>();
     const AttentionParams& p = fp.a;
@@ -298,18 +318,23 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     const HalfRowFn to_float = half_row();
     const VecMath& vm = vec_math();
     const FlashRows& fr = flash_rows();
+    const bool batch = cache_layout(a.variant) == CacheLayout::kBatch;
     for (size_t g = begin; g < end; ++g) {
-        const size_t r0 = (g % a.groups[0]) * R, h = g / a.groups[0];
-        if (r0 >= n) continue;
-        const size_t kvh = h / (p.n_heads / p.n_kv_heads), rows = std::min(R, n - r0);
+        const size_t h = g / a.groups[0];
+        const QueryBlock qb = query_block(a, step, fp, g % a.groups[0], n);
+        if (qb.rows == 0) continue;
+        const size_t kvh = h / (p.n_heads / p.n_kv_heads), rows = qb.rows, r0 = qb.first;
+        const KvRowMap Kr = K.rows.from_block(qb.first_block), Vr = V.rows.from_block(qb.first_block);
         for (size_t r = 0; r < rows; ++r) std::fill(t.o[r], t.o[r] + hd, 0.0f), t.m[r] = kNegInf, t.l[r] = 0.0f;
         // first_key grows with the position, so the block's keys run from its first row's first
-        // key to the last key its last row reads from the cache: each is one some row sees.
-        const size_t keys_end = cache_end(step.pos + r0 + rows - 1);
-        for (size_t t0 = first_key(step.pos + r0); t0 < keys_end; t0 += kFlashKeys) {
+        // key to the last key its last row reads from the cache: each is one some row sees. A
+        // batch's tile starts at the key tile below it (query_block.glsl block_keys_begin), so a
+        // row's keys sum in the same tiles wherever its tile starts.
+        const size_t keys_end = cache_end(qb.pos + rows - 1), keys_begin = first_key(qb.pos);
+        for (size_t t0 = batch ? keys_begin / kFlashKeys * kFlashKeys : keys_begin; t0 < keys_end; t0 += kFlashKeys) {
             const size_t tile = std::min(kFlashKeys, keys_end - t0);
             for (size_t j = 0; j < tile; ++j) {
-                const KvRowMap::Row kr = K.rows.at(kvh, t0 + j), vr = V.rows.at(kvh, t0 + j);
+                const KvRowMap::Row kr = Kr.at(kvh, t0 + j), vr = Vr.at(kvh, t0 + j);
                 K.values(kr, t.k[j], to_float);
                 t.k_scale[j] = p.scale * K.scale(kr);
                 V.values(vr, t.v[j], to_float);
@@ -321,7 +346,7 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
                 fr.dots(q + (r0 + r) * fp.q_stride + h * hd, fp.q_stride, std::min(kFlashRowsAtOnce, rows - r), t.k[0],
                         D, hd, tile, t.s[r], kFlashKeys);
             for (size_t r = 0; r < rows; ++r) {
-                const size_t pos = step.pos + r0 + r, end_key = cache_end(pos);
+                const size_t pos = qb.pos + r, end_key = cache_end(pos);
                 const size_t j0 = std::min(std::max(first_key(pos), t0) - t0, tile);
                 const size_t j1 = std::max(std::min(end_key, t0 + tile), t0) - t0;
                 float* s = t.s[r];
@@ -348,7 +373,7 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
                        hd);
         }
         for (size_t r = 0; r < rows && W.recent > 0; ++r) {  // the window's keys, from their f16 copies
-            const size_t pos = step.pos + r0 + r;
+            const size_t pos = qb.pos + r;
             const float* qr = q + (r0 + r) * fp.q_stride + h * hd;
             for (size_t key = std::max(first_key(pos), cache_end(pos)); key <= pos; ++key) {
                 W.row(false, kvh, key, t.row);
@@ -370,7 +395,8 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     }
 }
 
-// attention_rows: workgroup (row, query head) of a batched step, row-major; the row attends its
+// attention_rows: workgroup (row, query head) of a batched step, row-major, but for rows marked
+// tiled (a query tile's, which flash_attention attends); the row attends its
 // own sequence's keys up to its position with an online softmax (attention_rows.comp), a chunk
 // of AKUNU_ATTENTION_CHUNK keys at a time as attention_split takes one: the chunk's scores
 // through vec_math's dots over sub-blocks of decoded rows, their exponentials in one vectorized
@@ -391,6 +417,7 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
     for (size_t g = begin; g < end; ++g) {
         const size_t row = g / p.n_heads, h = g % p.n_heads;
         if (row >= n) break;
+        if (batch_rows[row].tiled) continue;  // a query tile's row (flash_attention)
         const RowPlace place = row_place(a.variant, step, row, p.max_len);
         // The row's own sequence's blocks.
         const KvSide Ks{K.rows.from_block(place.first_block), K.format, K.head_dim};
@@ -454,6 +481,7 @@ void register_attention(void (*add_row)(const KernelRow&)) {
     for (const Fmt& f : formats) {
         const uint32_t variant = f.k | (f.v << 8) | batch;
         add_row({("attention_rows" + std::string(f.suffix) + "_batch").c_str(), {attention_rows, variant, 1}});
+        add_row({("flash_attention" + std::string(f.suffix) + "_batch").c_str(), {flash_attention, variant, 1}});
         if (f.k == kKvF16) continue;
         add_row({("kv_store" + std::string(f.suffix) + "_batch").c_str(), {kv_store, variant, 16}});
         add_row({("attention_rows" + std::string(f.suffix) + "_batch_recent").c_str(),

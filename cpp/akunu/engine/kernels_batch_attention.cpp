@@ -77,7 +77,7 @@ bool batch_row_split(const DeviceProfile& d, uint32_t rows, uint32_t n_heads, ui
 }
 
 uint32_t batch_tile_rows(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
-    if (!d.tuning.batch_flash || d.cpu_backend || !d.subgroup_shuffle || d.subgroup_size < 8) return 0;
+    if (!d.tuning.batch_flash || !d.subgroup_shuffle || d.subgroup_size < 8) return 0;
     if (head_dim % 8 != 0 || head_dim > AKUNU_FLASH_MAX_HEAD_DIM) return 0;
     if (cache.recent > 0) return 0;  // the tiled kernels read no recent window's rings
     const bool coopmat =
