@@ -59,8 +59,9 @@ void plan_prefill_layer(const Inputs& in, const DecodePlan& p, int l, LayerPlan&
     // The other attention kernels write f32; their rows converted to halves (into the FFN's
     // activation buffer, free until the gate and up write it) let O run the GEMM that reads
     // halves, which on cooperative matrix 2 is the fast one (bench/NOTES.md, "score_batch's
-    // O projection on halves").
-    lp.attn_out_to_half = half_q && !flash_halves && q_dim <= 2 * ffn;
+    // O projection on halves"). Not in tables of no more rows than the short tiles take (a
+    // batch's two-row and short tables), whose GEMMs gain nothing from halves.
+    lp.attn_out_to_half = half_q && !flash_halves && q_dim <= 2 * ffn && p.rows > p.short_rows;
     const bool f16 = L.gate.type == TensorType::F16 && L.up.type == TensorType::F16;
     const bool dequantized = p.reads_dequantized(L.gate.type, ffn, dim) && p.reads_dequantized(L.up.type, ffn, dim);
     // Shorter chunks run the short tiles (f16), or the formats' own GEMMs below dequant_rows.
