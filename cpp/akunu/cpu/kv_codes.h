@@ -19,6 +19,14 @@ inline size_t kv_row_bytes(uint32_t f, uint32_t head_dim) {
     return f == kKvF16 ? head_dim * 2u : head_dim / kv_per_word(f) * 4u;
 }
 
+// The 16 values of a 4-bit format's codes.
+struct FourBitValues {
+    float v[16];
+    explicit FourBitValues(uint32_t f) {
+        for (uint32_t c = 0; c < 16; ++c) v[c] = kv_code(c, 0, f);
+    }
+};
+
 // Reads cache rows of one side (K or V) of any format and layout: a row's values without the
 // row scale, and the row scale (1 for f16).
 struct KvSide {
@@ -28,15 +36,28 @@ struct KvSide {
 
     float scale(const KvRowMap::Row& r) const { return r.scale ? half_to_float(*r.scale) : 1.0f; }
 
-    // All head_dim values of a row, without the row scale. `to_float` is half_row().
+    // All head_dim values of a row, without the row scale. `to_float` is half_row(). Code j of
+    // a little-endian word sits in its bytes in order, so the codes are read as bytes: q8's
+    // byte i is code i, and int4's and fp4's byte i holds codes 2i (low nibble) and 2i + 1,
+    // loops the compiler vectorizes (kv_code reads one code at a time).
     void values(const KvRowMap::Row& r, float* out, HalfRowFn to_float) const {
+        const uint8_t* b = r.data;
         if (format == kKvF16) {
-            to_float(reinterpret_cast<const uint16_t*>(r.data), out, head_dim);
-            return;
+            to_float(reinterpret_cast<const uint16_t*>(b), out, head_dim);
+        } else if (format == kKvQ8) {
+            for (uint32_t i = 0; i < head_dim; ++i) out[i] = float(int8_t(b[i]));
+        } else if (format == kKvInt4) {
+            for (uint32_t i = 0; i < head_dim / 2; ++i) {
+                out[2 * i] = float(int8_t(uint8_t(b[i] << 4)) >> 4);
+                out[2 * i + 1] = float(int8_t(b[i]) >> 4);
+            }
+        } else {
+            static const FourBitValues fp4(kKvFp4);
+            for (uint32_t i = 0; i < head_dim / 2; ++i) {
+                out[2 * i] = fp4.v[b[i] & 15u];
+                out[2 * i + 1] = fp4.v[b[i] >> 4];
+            }
         }
-        const uint32_t per = kv_per_word(format);
-        const uint32_t* words = reinterpret_cast<const uint32_t*>(r.data);
-        for (uint32_t i = 0; i < head_dim; ++i) out[i] = kv_code(words[i / per], i % per, format);
     }
 };
 
