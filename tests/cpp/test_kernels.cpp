@@ -197,50 +197,54 @@ TEST_F(KernelTest, GemvMatchesCpu) {
 }
 
 // Decode attention over an f16 cache against a double-precision softmax: query-head groups of
-// 1, 2, 3, 4 and 8 per KV head (a workgroup takes up to 4 heads of a group), head sizes from 16
-// to 256 with one that is not a multiple of 16 (some lanes hold no vector), positions inside
-// the first chunk, on chunk boundaries and across three chunks, a sliding window and a softcap.
-// Every shape runs two steps on one partial buffer, so an arrival counter left non-zero by the
-// first would break the second.
+// 1, 2, 3, 4, 8 and 12 per KV head (a workgroup takes up to 4 heads of a group; the CPU backend
+// takes up to 8 a workgroup, so 12 runs as 8 and 4), head sizes from 16 to 256 with one that is
+// not a multiple of 16 (some lanes hold no vector), positions inside the first chunk, on chunk
+// boundaries and across three chunks, a sliding window and a softcap. Every shape runs two
+// steps on one partial buffer, so an arrival counter left non-zero by the first would break the
+// second. On the suite's device, then the CPU backend.
 TEST_F(KernelTest, DecodeAttentionMatchesSoftmax) {
-    auto dev = device();
     struct Case {
         uint32_t n_heads, n_kv, head_dim, window;
         float softcap;
     };
     const uint32_t max_len = 700;
-    for (const Case c : {Case{3, 3, 64, 0, 0.0f}, Case{4, 2, 16, 0, 0.0f}, Case{9, 3, 40, 0, 0.0f},
-                         Case{8, 2, 128, 300, 0.0f}, Case{16, 2, 64, 0, 5.0f}, Case{4, 1, 256, 0, 0.0f}}) {
-        const size_t q_dim = size_t(c.n_heads) * c.head_dim, rows = size_t(c.n_kv) * max_len * c.head_dim;
-        std::vector<float> k, v, q;
-        Buffer kb = upload(dev, random_floats(rows, 21, -2.0f, 2.0f), DType::kF16, &k);
-        Buffer vb = upload(dev, random_floats(rows, 22), DType::kF16, &v);
-        Buffer qb = upload(dev, random_floats(q_dim, 23), DType::kF32, &q);
-        const std::vector<float> zeros(kernels::attention_partial_floats(c.n_heads, c.head_dim, max_len), 0.0f);
-        Buffer partial = dev->allocate(zeros.data(), zeros.size() * 4);
-        const float scale = 1.0f / std::sqrt(float(c.head_dim));
-        const kernels::AttentionShape shape{c.n_heads, c.n_kv, c.head_dim, max_len, c.window, scale, c.softcap};
-        const KvBindings cache{KvDType::kF16, &kb, &vb, {}, {}, KvRows::kFull, max_len};
-        for (const uint32_t pos : {0u, 255u, 256u, 699u, 511u}) {
-            const StepState st{pos, 0, 1, 0};
-            Buffer step = dev->allocate(&st, sizeof(st));
-            Buffer out = poisoned(dev, q_dim, DType::kF32);
-            CommandList cl(dev);
-            cl.begin();
-            kernels::attention(cl, &qb, cache, &partial, &out, &step, shape);
-            cl.end();
-            cl.submit_and_wait();
-            const size_t first = c.window > 0 && pos + 1 > c.window ? pos + 1 - c.window : 0;
-            std::vector<float> want(q_dim);
-            for (size_t h = 0; h < c.n_heads; ++h) {
-                reference_attention(&q[h * c.head_dim], k, v, h / (c.n_heads / c.n_kv), max_len, c.head_dim, first, pos,
-                                    scale, c.softcap, &want[h * c.head_dim]);
+    for (const bool cpu : {false, true})
+        for (const Case c :
+             {Case{3, 3, 64, 0, 0.0f}, Case{4, 2, 16, 0, 0.0f}, Case{9, 3, 40, 0, 0.0f}, Case{8, 2, 128, 300, 0.0f},
+              Case{16, 2, 64, 0, 5.0f}, Case{4, 1, 256, 0, 0.0f}, Case{24, 2, 32, 0, 0.0f}}) {
+            auto dev = cpu ? Device::create("cpu") : device();
+            const size_t q_dim = size_t(c.n_heads) * c.head_dim, rows = size_t(c.n_kv) * max_len * c.head_dim;
+            std::vector<float> k, v, q;
+            Buffer kb = upload(dev, random_floats(rows, 21, -2.0f, 2.0f), DType::kF16, &k);
+            Buffer vb = upload(dev, random_floats(rows, 22), DType::kF16, &v);
+            Buffer qb = upload(dev, random_floats(q_dim, 23), DType::kF32, &q);
+            const std::vector<float> zeros(kernels::attention_partial_floats(c.n_heads, c.head_dim, max_len), 0.0f);
+            Buffer partial = dev->allocate(zeros.data(), zeros.size() * 4);
+            const float scale = 1.0f / std::sqrt(float(c.head_dim));
+            const kernels::AttentionShape shape{c.n_heads, c.n_kv, c.head_dim, max_len, c.window, scale, c.softcap};
+            const KvBindings cache{KvDType::kF16, &kb, &vb, {}, {}, KvRows::kFull, max_len};
+            for (const uint32_t pos : {0u, 255u, 256u, 699u, 511u}) {
+                const StepState st{pos, 0, 1, 0};
+                Buffer step = dev->allocate(&st, sizeof(st));
+                Buffer out = poisoned(dev, q_dim, DType::kF32);
+                CommandList cl(dev);
+                cl.begin();
+                kernels::attention(cl, &qb, cache, &partial, &out, &step, shape);
+                cl.end();
+                cl.submit_and_wait();
+                const size_t first = c.window > 0 && pos + 1 > c.window ? pos + 1 - c.window : 0;
+                std::vector<float> want(q_dim);
+                for (size_t h = 0; h < c.n_heads; ++h) {
+                    reference_attention(&q[h * c.head_dim], k, v, h / (c.n_heads / c.n_kv), max_len, c.head_dim, first,
+                                        pos, scale, c.softcap, &want[h * c.head_dim]);
+                }
+                expect_close(download(out, q_dim, DType::kF32), want, 1e-4f, 1e-4f,
+                             std::string(cpu ? "cpu " : "") + "attention heads=" + std::to_string(c.n_heads) + "/" +
+                                 std::to_string(c.n_kv) + " head_dim=" + std::to_string(c.head_dim) +
+                                 " pos=" + std::to_string(pos));
             }
-            expect_close(download(out, q_dim, DType::kF32), want, 1e-4f, 1e-4f,
-                         "attention heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv) +
-                             " head_dim=" + std::to_string(c.head_dim) + " pos=" + std::to_string(pos));
         }
-    }
 }
 
 // Prefill attention against a double-precision causal softmax, on the scalar kernel

@@ -194,25 +194,47 @@ void for_row_blocks(const KvSide& S, const RecentRows& W, bool values, size_t kv
     }
 }
 
-// s[0 : hi - lo] = the scaled (and soft-capped) scores of q against keys [lo, hi) of KV head kvh.
-void chunk_scores(const VecMath& vm, const AttentionParams& p, const KvSide& K, const RecentRows& W, size_t kvh,
-                  size_t lo, size_t hi, size_t pos, HalfRowFn to_float, const float* q, float* s) {
+// The query heads of one KV head that a decode attention takes together, at most: each key and
+// value row is decoded once for all of them (grouped-query attention), their scores and mixes
+// run up to kFlashRowsAtOnce heads a pass (flash_rows.h).
+constexpr size_t kGroupHeads = 8;
+constexpr size_t kChunk = AKUNU_ATTENTION_CHUNK;
+
+// s[i * kChunk + t - lo] = the scaled (and soft-capped) scores of head i of `heads` query heads
+// (q, head_dim apart) against keys [lo, hi) of KV head kvh; head_dim is a multiple of 8 (the
+// attention launchers check it), as flash_rows' loops take it.
+void chunk_scores(const AttentionParams& p, const KvSide& K, const RecentRows& W, size_t kvh, size_t lo, size_t hi,
+                  size_t pos, HalfRowFn to_float, const float* q, size_t heads, float* s) {
+    const FlashRows& fr = flash_rows();
+    const size_t hd = p.head_dim;
     for_row_blocks(K, W, false, kvh, lo, hi, pos, to_float, [&](size_t at, size_t n, const float* k, const float* sc) {
-        vm.dots(q, k, p.head_dim, p.head_dim, n, s + at);
-        for (size_t j = 0; j < n; ++j) {
-            float d = s[at + j] * sc[j] * p.scale;
-            if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
-            s[at + j] = d;
+        for (size_t i = 0; i < heads; i += kFlashRowsAtOnce) {
+            const size_t rows = std::min(kFlashRowsAtOnce, heads - i);
+            fr.dots(q + i * hd, hd, rows, k, hd, hd, n, s + i * kChunk + at, kChunk);
         }
+        for (size_t i = 0; i < heads; ++i)
+            for (size_t j = 0; j < n; ++j) {
+                float d = s[i * kChunk + at + j] * sc[j] * p.scale;
+                if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
+                s[i * kChunk + at + j] = d;
+            }
     });
 }
 
-// acc += sum_t w[t - lo] v_t over values [lo, hi) of KV head kvh (w scaled by each row's scale in place).
-void chunk_mix(const VecMath& vm, const KvSide& V, const RecentRows& W, size_t kvh, size_t lo, size_t hi, size_t pos,
-               HalfRowFn to_float, float* w, float* acc) {
+// acc[i * head_dim ...] += sum_t w[i * kChunk + t - lo] v_t for each of `heads` heads over values
+// [lo, hi) of KV head kvh (w scaled by each row's scale in place).
+void chunk_mix(const KvSide& V, const RecentRows& W, size_t kvh, size_t lo, size_t hi, size_t pos, HalfRowFn to_float,
+               float* w, size_t heads, float* acc) {
+    static constexpr float kKeep[kFlashRowsAtOnce] = {1.0f, 1.0f, 1.0f, 1.0f};
+    const FlashRows& fr = flash_rows();
+    const size_t hd = V.head_dim;
     for_row_blocks(V, W, true, kvh, lo, hi, pos, to_float, [&](size_t at, size_t n, const float* v, const float* sc) {
-        for (size_t j = 0; j < n; ++j) w[at + j] *= sc[j];
-        vm.mix(acc, 1.0f, w + at, v, V.head_dim, n, V.head_dim);
+        for (size_t i = 0; i < heads; ++i)
+            for (size_t j = 0; j < n; ++j) w[i * kChunk + at + j] *= sc[j];
+        for (size_t i = 0; i < heads; i += kFlashRowsAtOnce) {
+            const size_t rows = std::min(kFlashRowsAtOnce, heads - i);
+            fr.mix(acc + i * hd, hd, kKeep, w + i * kChunk + at, kChunk, rows, v, hd, n, hd);
+        }
     });
 }
 
@@ -220,8 +242,9 @@ void chunk_mix(const VecMath& vm, const KvSide& V, const RecentRows& W, size_t k
 // partial [head_dim values | max | sum of exps]; the last of a head's chunks to finish (an
 // atomic counter per head after the partials) merges them into out, and a head whose rows fit
 // one chunk writes out directly, as attention_split.comp does. out is binding 7, after a
-// quantized cache's scales, else binding 5. The chunk's scores, softmax and mix run through
-// vec_math's loops over sub-blocks of decoded rows.
+// quantized cache's scales, else binding 5. The query heads of one KV head go together (up to
+// kGroupHeads, in the workgroup of the first; the others' return): the chunk's rows are decoded
+// 16 at a time once for all of them, their scores and mixes taken four heads a pass.
 void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<AttentionParams>();
     const auto& step = *a.at<const StepState>(4);
@@ -236,33 +259,43 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
     const size_t c_begin = first / AKUNU_ATTENTION_CHUNK, c_end = pos / AKUNU_ATTENTION_CHUNK + 1;
     const bool alone = c_end - c_begin == 1;
-    float s[AKUNU_ATTENTION_CHUNK], acc[AKUNU_FLASH_MAX_HEAD_DIM];
+    const size_t group = p.n_heads / p.n_kv_heads;
+    float s[kGroupHeads * kChunk], acc[kGroupHeads * AKUNU_FLASH_MAX_HEAD_DIM];
     const HalfRowFn to_float = half_row();
     const VecMath& vm = vec_math();
     for (size_t g = begin; g < end; ++g) {
-        const size_t h = g % a.groups[0], chunk = g / a.groups[0];
-        const size_t kvh = h / (p.n_heads / p.n_kv_heads), cb = chunk * AKUNU_ATTENTION_CHUNK;
-        if (chunk < c_begin || chunk >= c_end) continue;
-        const size_t lo = std::max(first, cb), hi = std::min({pos + 1, cb + AKUNU_ATTENTION_CHUNK, size_t(p.max_len)});
-        const float* qh = q + h * hd;
-        chunk_scores(vm, p, K, W, kvh, lo, hi, pos, to_float, qh, s);
-        const float m = hi > lo ? *std::max_element(s, s + (hi - lo)) : kNegInf;
-        const float l = hi > lo ? vm.exp_shifted(s, hi - lo, m) : 0.0f;
-        std::fill(acc, acc + hd, 0.0f);
-        chunk_mix(vm, V, W, kvh, lo, hi, pos, to_float, s, acc);
-        if (alone) {
-            for (uint32_t i = 0; i < hd; ++i) out[h * hd + i] = acc[i] / l;
-            continue;
+        const size_t h0 = g % a.groups[0], chunk = g / a.groups[0];
+        // The first head of each run of kGroupHeads heads of a KV head's group attends for the run.
+        if ((h0 % group) % kGroupHeads != 0 || chunk < c_begin || chunk >= c_end) continue;
+        const size_t kvh = h0 / group, heads = std::min(kGroupHeads, group - h0 % group);
+        const size_t cb = chunk * kChunk;
+        const size_t lo = std::max(first, cb), hi = std::min({pos + 1, cb + kChunk, size_t(p.max_len)});
+        chunk_scores(p, K, W, kvh, lo, hi, pos, to_float, q + h0 * hd, heads, s);
+        float m[kGroupHeads], l[kGroupHeads];
+        for (size_t i = 0; i < heads; ++i) {
+            float* si = s + i * kChunk;
+            m[i] = hi > lo ? *std::max_element(si, si + (hi - lo)) : kNegInf;
+            l[i] = hi > lo ? vm.exp_shifted(si, hi - lo, m[i]) : 0.0f;
         }
-        float* part = partial + (h * p.n_chunks + chunk) * (hd + 2);
-        std::copy(acc, acc + hd, part);
-        part[hd] = m;
-        part[hd + 1] = l;
-        // Release this partial; the head's last chunk to finish acquires the others' and merges.
-        std::atomic_ref<uint32_t> arrived(arrivals[h]);
-        if (arrived.fetch_add(1, std::memory_order_acq_rel) == c_end - c_begin - 1) {
-            arrived.store(0, std::memory_order_relaxed);  // no other chunk of the head touches it again
-            merge_chunks(p, partial, h, c_begin, c_end, out);
+        std::fill(acc, acc + heads * hd, 0.0f);
+        chunk_mix(V, W, kvh, lo, hi, pos, to_float, s, heads, acc);
+        for (size_t i = 0; i < heads; ++i) {
+            const size_t h = h0 + i;
+            const float* acc_h = acc + i * hd;
+            if (alone) {
+                for (uint32_t d = 0; d < hd; ++d) out[h * hd + d] = acc_h[d] / l[i];
+                continue;
+            }
+            float* part = partial + (h * p.n_chunks + chunk) * (hd + 2);
+            std::copy(acc_h, acc_h + hd, part);
+            part[hd] = m[i];
+            part[hd + 1] = l[i];
+            // Release this partial; the head's last chunk to finish acquires the others' and merges.
+            std::atomic_ref<uint32_t> arrived(arrivals[h]);
+            if (arrived.fetch_add(1, std::memory_order_acq_rel) == c_end - c_begin - 1) {
+                arrived.store(0, std::memory_order_relaxed);  // no other chunk of the head touches it again
+                merge_chunks(p, partial, h, c_begin, c_end, out);
+            }
         }
     }
 }
@@ -396,11 +429,11 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
 }
 
 // attention_rows: workgroup (row, query head) of a batched step, row-major, but for rows marked
-// tiled (a query tile's, which flash_attention attends); the row attends its
-// own sequence's keys up to its position with an online softmax (attention_rows.comp), a chunk
-// of AKUNU_ATTENTION_CHUNK keys at a time as attention_split takes one: the chunk's scores
-// through vec_math's dots over sub-blocks of decoded rows, their exponentials in one vectorized
-// pass, then the values mixed in, and one rescale of the running sums a chunk.
+// tiled (a query tile's, which flash_attention attends); the row attends its own sequence's
+// keys up to its position with an online softmax (attention_rows.comp), a chunk of
+// AKUNU_ATTENTION_CHUNK keys at a time as attention_split takes one, the query heads of one KV
+// head together: the chunk's scores over sub-blocks of decoded rows, their exponentials in one
+// vectorized pass, one rescale of the running sums a chunk, then the values mixed in.
 void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
     const auto& fp = a.p<FlashAttentionParams>();
     const AttentionParams& p = fp.a;
@@ -413,34 +446,42 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
     const BatchRow* batch_rows = reinterpret_cast<const BatchRow*>(&step + 1);
     const HalfRowFn to_float = half_row();
     const VecMath& vm = vec_math();
-    float s[AKUNU_ATTENTION_CHUNK], o[AKUNU_FLASH_MAX_HEAD_DIM];
+    const size_t group = p.n_heads / p.n_kv_heads;
+    float s[kGroupHeads * kChunk], o[kGroupHeads * AKUNU_FLASH_MAX_HEAD_DIM];
     for (size_t g = begin; g < end; ++g) {
-        const size_t row = g / p.n_heads, h = g % p.n_heads;
+        const size_t row = g / p.n_heads, h0 = g % p.n_heads;
         if (row >= n) break;
-        if (batch_rows[row].tiled) continue;  // a query tile's row (flash_attention)
+        // The first head of each run of kGroupHeads heads of a KV head's group attends for the run.
+        if (batch_rows[row].tiled || (h0 % group) % kGroupHeads != 0) continue;  // tiled: flash_attention's
+        const size_t kvh = h0 / group, heads = std::min(kGroupHeads, group - h0 % group);
         const RowPlace place = row_place(a.variant, step, row, p.max_len);
         // The row's own sequence's blocks.
         const KvSide Ks{K.rows.from_block(place.first_block), K.format, K.head_dim};
         const KvSide Vs{V.rows.from_block(place.first_block), V.format, V.head_dim};
-        const size_t kvh = h / (p.n_heads / p.n_kv_heads), pos = place.pos;
+        const size_t pos = place.pos;
         const BatchRow& br = batch_rows[row];
         const RecentRows W = window.for_row(br.seq, row - (pos - br.first), br.first);
         const size_t first = p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0;
-        const float* qh = q + row * fp.q_stride + h * hd;
-        std::fill(o, o + hd, 0.0f);
-        float m = kNegInf, l = 0.0f;
-        for (size_t lo = first; lo <= pos; lo += AKUNU_ATTENTION_CHUNK) {
-            const size_t hi = std::min(pos + 1, lo + AKUNU_ATTENTION_CHUNK);
-            chunk_scores(vm, p, Ks, W, kvh, lo, hi, pos, to_float, qh, s);
-            const float m_new = std::max(m, *std::max_element(s, s + (hi - lo)));
-            const float correction = std::exp(m - m_new), chunk_sum = vm.exp_shifted(s, hi - lo, m_new);
-            for (size_t i = 0; i < hd; ++i) o[i] *= correction;
-            chunk_mix(vm, Vs, W, kvh, lo, hi, pos, to_float, s, o);
-            l = l * correction + chunk_sum;
-            m = m_new;
+        std::fill(o, o + heads * hd, 0.0f);
+        float m[kGroupHeads], l[kGroupHeads];
+        std::fill(m, m + heads, kNegInf), std::fill(l, l + heads, 0.0f);
+        for (size_t lo = first; lo <= pos; lo += kChunk) {
+            const size_t hi = std::min(pos + 1, lo + kChunk);
+            chunk_scores(p, Ks, W, kvh, lo, hi, pos, to_float, q + row * fp.q_stride + h0 * hd, heads, s);
+            for (size_t i = 0; i < heads; ++i) {
+                float* si = s + i * kChunk;
+                const float m_new = std::max(m[i], *std::max_element(si, si + (hi - lo)));
+                const float correction = std::exp(m[i] - m_new), chunk_sum = vm.exp_shifted(si, hi - lo, m_new);
+                for (size_t d = 0; d < hd; ++d) o[i * hd + d] *= correction;
+                l[i] = l[i] * correction + chunk_sum;
+                m[i] = m_new;
+            }
+            chunk_mix(Vs, W, kvh, lo, hi, pos, to_float, s, heads, o);
         }
-        float* out = out_data + row * fp.out_stride + h * hd;
-        for (size_t i = 0; i < hd; ++i) out[i] = o[i] / l;
+        for (size_t i = 0; i < heads; ++i) {
+            float* out = out_data + row * fp.out_stride + (h0 + i) * hd;
+            for (size_t d = 0; d < hd; ++d) out[d] = o[i * hd + d] / l[i];
+        }
     }
 }
 
