@@ -87,7 +87,7 @@ Allocation vk_allocate(Device& device, size_t bytes, Residency residency, bool a
     bool mapped = false;
     // Tuning mapped_memory=0: device-local memory unmapped even where the host could map it (tests of staging).
     if (residency == Residency::kAuto && !p.tuning.mapped_memory) residency = Residency::kDeviceOnly;
-    const int type = choose_memory_type(device.memory_properties(), req.memoryTypeBits, residency, &mapped);
+    int type = choose_memory_type(device.memory_properties(), req.memoryTypeBits, residency, &mapped);
     AKUNU_CHECK(type >= 0, "device '" + p.name + "' has no memory type for this buffer");
     const VkDeviceSize heap_size =
         device.memory_properties().memoryHeaps[device.memory_properties().memoryTypes[type].heapIndex].size;
@@ -100,7 +100,16 @@ Allocation vk_allocate(Device& device, size_t bytes, Residency residency, bool a
     VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
     flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
     if (addressable) alloc.pNext = &flags;
-    const VkResult r = vkAllocateMemory(vk, &alloc, nullptr, &a.memory);
+    VkResult r = vkAllocateMemory(vk, &alloc, nullptr, &a.memory);
+    const bool out_of_memory = r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY;
+    if (out_of_memory && residency == Residency::kAuto && mapped) {
+        // A discrete GPU may map (ReBAR) less of its memory than it holds: the rest is still
+        // device memory, which the host then reaches through staging (bench/NOTES.md,
+        // "Mapped memory runs out at half of an H200").
+        type = choose_memory_type(device.memory_properties(), req.memoryTypeBits, Residency::kDeviceOnly, &mapped);
+        alloc.memoryTypeIndex = uint32_t(type);
+        r = type >= 0 ? vkAllocateMemory(vk, &alloc, nullptr, &a.memory) : r;
+    }
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
         throw Error("out of memory allocating " + mib(bytes) + " on '" + p.name + "' (" + vk_result_name(r) + "); " +
                     mib(device.allocated_bytes()) + " are already allocated by akunu");
