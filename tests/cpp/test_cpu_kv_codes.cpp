@@ -4,6 +4,7 @@
 // (random words and all 256 byte values), over head sizes 8, 40, 64 and 256.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "akunu/core/half.h"
 #include "akunu/core/kv_codes.h"
 #include "akunu/cpu/kv_codes.h"
+#include "akunu/cpu/row_dot.h"
 
 namespace akunu::test {
 
@@ -45,6 +47,24 @@ TEST(CpuKvCodes, RowValuesEqualTheCodesOneByOne) {
                         << row[i / per];
             }
         }
+    }
+}
+
+// The vector conversions (AVX2 where the processor has it) against the scalar ones, over row
+// lengths that leave tails past their 8 and 16 codes a pass.
+TEST(CpuKvCodes, VectorCodeRowsEqualTheScalarOnes) {
+    std::mt19937 rng(11);
+    std::vector<uint8_t> bytes(300);
+    for (uint8_t& b : bytes) b = uint8_t(rng());
+    for (const size_t n : {2u, 8u, 14u, 16u, 30u, 64u, 256u, 594u}) {  // int4: up to 600 codes of 300 bytes
+        std::vector<float> got(n, -999.0f), want(n, -999.0f);
+        cpu::q8_row()(bytes.data(), got.data(), std::min<size_t>(n, bytes.size()));
+        cpu::q8_row_scalar(bytes.data(), want.data(), std::min<size_t>(n, bytes.size()));
+        EXPECT_EQ(got, want) << "q8, " << n << " codes";
+        std::fill(got.begin(), got.end(), 0.5f), std::fill(want.begin(), want.end(), 0.5f);
+        cpu::int4_row()(bytes.data(), got.data(), n);
+        cpu::int4_row_scalar(bytes.data(), want.data(), n);
+        EXPECT_EQ(got, want) << "int4, " << n << " codes";
     }
 }
 

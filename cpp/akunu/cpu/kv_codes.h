@@ -38,19 +38,18 @@ struct KvSide {
 
     // All head_dim values of a row, without the row scale. `to_float` is half_row(). Code j of
     // a little-endian word sits in its bytes in order, so the codes are read as bytes: q8's
-    // byte i is code i, and int4's and fp4's byte i holds codes 2i (low nibble) and 2i + 1,
-    // loops the compiler vectorizes (kv_code reads one code at a time).
+    // byte i is code i, and int4's and fp4's byte i holds codes 2i (low nibble) and 2i + 1
+    // (q8_row, int4_row: AVX2 where the processor has it; kv_code reads one code at a time).
     void values(const KvRowMap::Row& r, float* out, HalfRowFn to_float) const {
         const uint8_t* b = r.data;
         if (format == kKvF16) {
             to_float(reinterpret_cast<const uint16_t*>(b), out, head_dim);
         } else if (format == kKvQ8) {
-            for (uint32_t i = 0; i < head_dim; ++i) out[i] = float(int8_t(b[i]));
+            static const CodeRowFn q8 = q8_row();
+            q8(b, out, head_dim);
         } else if (format == kKvInt4) {
-            for (uint32_t i = 0; i < head_dim / 2; ++i) {
-                out[2 * i] = float(int8_t(uint8_t(b[i] << 4)) >> 4);
-                out[2 * i + 1] = float(int8_t(b[i]) >> 4);
-            }
+            static const CodeRowFn int4 = int4_row();
+            int4(b, out, head_dim);
         } else {
             static const FourBitValues fp4(kKvFp4);
             for (uint32_t i = 0; i < head_dim / 2; ++i) {

@@ -48,6 +48,20 @@ void half_row_scalar(const uint16_t* in, float* out, size_t n) {
 
 HalfRowFn half_row() { return use_avx2() ? half_row_avx2() : half_row_scalar; }
 
+void q8_row_scalar(const uint8_t* in, float* out, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = float(int8_t(in[i]));
+}
+
+void int4_row_scalar(const uint8_t* in, float* out, size_t n) {
+    for (size_t i = 0; i < n / 2; ++i) {
+        out[2 * i] = float(int8_t(uint8_t(in[i] << 4)) >> 4);
+        out[2 * i + 1] = float(int8_t(in[i]) >> 4);
+    }
+}
+
+CodeRowFn q8_row() { return use_avx2() ? q8_row_avx2() : q8_row_scalar; }
+CodeRowFn int4_row() { return use_avx2() ? int4_row_avx2() : int4_row_scalar; }
+
 DequantFn fast_dequant(TensorType type) {
     if (use_avx2())
         if (DequantFn f = dequant_avx2(type)) return f;

@@ -226,6 +226,25 @@ void half_row(const uint16_t* in, float* out, size_t n) {
     for (; i < n; ++i) out[i] = _cvtsh_ss(in[i]);
 }
 
+void q8_row(const uint8_t* in, float* out, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, i8x8(in + i));
+    q8_row_scalar(in + i, out + i, n - i);
+}
+
+// Eight bytes give 16 codes: each byte sign-extended to 16 bits, its high nibble by an
+// arithmetic shift of 4, its low one by a shift up of 12 and back; interleaved low first.
+void int4_row(const uint8_t* in, float* out, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i / 2)));
+        const __m128i hi = _mm_srai_epi16(w, 4), lo = _mm_srai_epi16(_mm_slli_epi16(w, 12), 12);
+        _mm256_storeu_ps(out + i, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_unpacklo_epi16(lo, hi))));
+        _mm256_storeu_ps(out + i + 8, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_unpackhi_epi16(lo, hi))));
+    }
+    int4_row_scalar(in + i / 2, out + i, n - i);
+}
+
 void dequant_f16(const uint8_t* src, float* dst, size_t n) { half_row(reinterpret_cast<const uint16_t*>(src), dst, n); }
 
 void dequant_q8_0(const uint8_t* src, float* dst, size_t blocks) {
@@ -276,6 +295,8 @@ DequantFn dequant_avx2(TensorType type) {
 }
 
 HalfRowFn half_row_avx2() { return half_row; }
+CodeRowFn q8_row_avx2() { return q8_row; }
+CodeRowFn int4_row_avx2() { return int4_row; }
 
 GemmTileFn gemm_tile_avx2() { return gemm_tile; }
 
