@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -65,6 +66,12 @@ TEST(CpuKvCodes, VectorCodeRowsEqualTheScalarOnes) {
         cpu::int4_row()(bytes.data(), got.data(), n);
         cpu::int4_row_scalar(bytes.data(), want.data(), n);
         EXPECT_EQ(got, want) << "int4, " << n << " codes";
+        std::fill(got.begin(), got.end(), 0.5f), std::fill(want.begin(), want.end(), 0.5f);
+        cpu::fp4_row()(bytes.data(), got.data(), n);
+        cpu::fp4_row_scalar(bytes.data(), want.data(), n);
+        for (size_t i = 0; i < n; ++i)  // bit for bit: -0 (code 8) included
+            ASSERT_EQ(std::signbit(got[i]), std::signbit(want[i])) << "fp4, " << n << " codes, element " << i;
+        EXPECT_EQ(got, want) << "fp4, " << n << " codes";
     }
 }
 

@@ -19,14 +19,6 @@ inline size_t kv_row_bytes(uint32_t f, uint32_t head_dim) {
     return f == kKvF16 ? head_dim * 2u : head_dim / kv_per_word(f) * 4u;
 }
 
-// The 16 values of a 4-bit format's codes.
-struct FourBitValues {
-    float v[16];
-    explicit FourBitValues(uint32_t f) {
-        for (uint32_t c = 0; c < 16; ++c) v[c] = kv_code(c, 0, f);
-    }
-};
-
 // Reads cache rows of one side (K or V) of any format and layout: a row's values without the
 // row scale, and the row scale (1 for f16).
 struct KvSide {
@@ -39,7 +31,8 @@ struct KvSide {
     // All head_dim values of a row, without the row scale. `to_float` is half_row(). Code j of
     // a little-endian word sits in its bytes in order, so the codes are read as bytes: q8's
     // byte i is code i, and int4's and fp4's byte i holds codes 2i (low nibble) and 2i + 1
-    // (q8_row, int4_row: AVX2 where the processor has it; kv_code reads one code at a time).
+    // (q8_row, int4_row, fp4_row: AVX2 where the processor has it; kv_code reads one code at a
+    // time).
     void values(const KvRowMap::Row& r, float* out, HalfRowFn to_float) const {
         const uint8_t* b = r.data;
         if (format == kKvF16) {
@@ -51,11 +44,8 @@ struct KvSide {
             static const CodeRowFn int4 = int4_row();
             int4(b, out, head_dim);
         } else {
-            static const FourBitValues fp4(kKvFp4);
-            for (uint32_t i = 0; i < head_dim / 2; ++i) {
-                out[2 * i] = fp4.v[b[i] & 15u];
-                out[2 * i + 1] = fp4.v[b[i] >> 4];
-            }
+            static const CodeRowFn fp4 = fp4_row();
+            fp4(b, out, head_dim);
         }
     }
 };

@@ -1,6 +1,8 @@
 // Scalar row dot products (dequantize a block, multiply-add) and the run-time choice.
 #include "akunu/cpu/row_dot.h"
 
+#include "akunu/core/kv_codes.h"
+
 #include <algorithm>
 
 #include "akunu/cpu/cpu_profile.h"
@@ -59,7 +61,21 @@ void int4_row_scalar(const uint8_t* in, float* out, size_t n) {
     }
 }
 
+void fp4_row_scalar(const uint8_t* in, float* out, size_t n) {
+    static const struct Table {
+        float v[16];
+        Table() {
+            for (uint32_t c = 0; c < 16; ++c) v[c] = kv_code(c, 0, kKvFp4);
+        }
+    } fp4;
+    for (size_t i = 0; i < n / 2; ++i) {
+        out[2 * i] = fp4.v[in[i] & 15u];
+        out[2 * i + 1] = fp4.v[in[i] >> 4];
+    }
+}
+
 CodeRowFn q8_row() { return use_avx2() ? q8_row_avx2() : q8_row_scalar; }
+CodeRowFn fp4_row() { return use_avx2() ? fp4_row_avx2() : fp4_row_scalar; }
 CodeRowFn int4_row() { return use_avx2() ? int4_row_avx2() : int4_row_scalar; }
 
 DequantFn fast_dequant(TensorType type) {

@@ -30,15 +30,19 @@ HalfRowFn half_row();
 HalfRowFn half_row_avx2();
 
 // out[0:n] = the codes of a quantized KV-cache row as floats (cpu/kv_codes.h): q8's signed bytes
-// in[0:n], or int4's sign-extended nibbles of in[0:n/2], low nibble first (n even).
+// in[0:n], or the nibbles of in[0:n/2], low nibble first (n even): int4's sign-extended, fp4's
+// through its table (core/kv_codes.h kv_code).
 using CodeRowFn = void (*)(const uint8_t* in, float* out, size_t n);
 CodeRowFn q8_row();
 CodeRowFn int4_row();
+CodeRowFn fp4_row();
 CodeRowFn q8_row_avx2();
 CodeRowFn int4_row_avx2();
+CodeRowFn fp4_row_avx2();
 // The scalar versions, whatever the processor (tests compare them).
 void q8_row_scalar(const uint8_t* in, float* out, size_t n);
 void int4_row_scalar(const uint8_t* in, float* out, size_t n);
+void fp4_row_scalar(const uint8_t* in, float* out, size_t n);
 
 // The dequantizer (blocks -> floats) the CPU kernels use for `type`: an AVX2 one where there
 // is one (f16, q8_0, q4_0), else the traits table's.

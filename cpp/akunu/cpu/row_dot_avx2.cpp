@@ -245,6 +245,26 @@ void int4_row(const uint8_t* in, float* out, size_t n) {
     int4_row_scalar(in + i / 2, out + i, n - i);
 }
 
+// fp4's 16 codes: the magnitude from the low three bits through a table of eight
+// (permutevar8x32 reads an index's low three bits), the sign from bit 3.
+void fp4_row(const uint8_t* in, float* out, size_t n) {
+    const __m256 magnitudes = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+    auto eight = [&](__m128i codes16, float* dst) {
+        const __m256i c = _mm256_cvtepu16_epi32(codes16);
+        const __m256 mag = _mm256_permutevar8x32_ps(magnitudes, c);
+        const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(8)), 28);
+        _mm256_storeu_ps(dst, _mm256_xor_ps(mag, _mm256_castsi256_ps(sign)));
+    };
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i / 2)));
+        const __m128i lo = _mm_and_si128(w, _mm_set1_epi16(15)), hi = _mm_srli_epi16(w, 4);
+        eight(_mm_unpacklo_epi16(lo, hi), out + i);
+        eight(_mm_unpackhi_epi16(lo, hi), out + i + 8);
+    }
+    fp4_row_scalar(in + i / 2, out + i, n - i);
+}
+
 void dequant_f16(const uint8_t* src, float* dst, size_t n) { half_row(reinterpret_cast<const uint16_t*>(src), dst, n); }
 
 void dequant_q8_0(const uint8_t* src, float* dst, size_t blocks) {
@@ -297,6 +317,7 @@ DequantFn dequant_avx2(TensorType type) {
 HalfRowFn half_row_avx2() { return half_row; }
 CodeRowFn q8_row_avx2() { return q8_row; }
 CodeRowFn int4_row_avx2() { return int4_row; }
+CodeRowFn fp4_row_avx2() { return fp4_row; }
 
 GemmTileFn gemm_tile_avx2() { return gemm_tile; }
 
