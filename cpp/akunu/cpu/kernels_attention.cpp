@@ -143,8 +143,9 @@ void hadamard_rows(const CpuArgs& a, size_t begin, size_t end) {
 // The K (binding 1, scales 5) or V (2, scales 6) side an attention kernel reads.
 KvSide side(const CpuArgs& a, bool v, const AttentionParams& p) {
     const uint32_t f = v ? v_format(a) : k_format(a);
-    return {kv_row_map(a, v ? 2 : 1, v ? 6 : 5, p.cache_rows, p.n_kv_heads, kv_row_bytes(f, p.head_dim), f != kKvF16),
-            f, p.head_dim};
+    return KvSide(
+        kv_row_map(a, v ? 2 : 1, v ? 6 : 5, p.cache_rows, p.n_kv_heads, kv_row_bytes(f, p.head_dim), f != kKvF16), f,
+        p.head_dim);
 }
 
 // out[h] from the partials of chunks [c_begin, c_end) of head h (attention_split.comp's merge).
@@ -175,7 +176,7 @@ constexpr size_t kSplitRows = 16;
 
 template <typename Fn>
 void for_row_blocks(const KvSide& S, const RecentRows& W, bool values, size_t kvh, size_t lo, size_t hi, size_t pos,
-                    HalfRowFn to_float, Fn fn) {
+                    Fn fn) {
     float rows[kSplitRows * AKUNU_FLASH_MAX_HEAD_DIM], scales[kSplitRows];
     for (size_t t0 = lo; t0 < hi; t0 += kSplitRows) {
         const size_t n = std::min(kSplitRows, hi - t0);
@@ -186,7 +187,7 @@ void for_row_blocks(const KvSide& S, const RecentRows& W, bool values, size_t kv
                 scales[j] = 1.0f;
             } else {
                 const KvRowMap::Row r = S.rows.at(kvh, t0 + j);
-                S.values(r, row, to_float);
+                S.values(r, row);
                 scales[j] = S.scale(r);
             }
         }
@@ -204,10 +205,10 @@ constexpr size_t kChunk = AKUNU_ATTENTION_CHUNK;
 // (q, head_dim apart) against keys [lo, hi) of KV head kvh; head_dim is a multiple of 8 (the
 // attention launchers check it), as flash_rows' loops take it.
 void chunk_scores(const AttentionParams& p, const KvSide& K, const RecentRows& W, size_t kvh, size_t lo, size_t hi,
-                  size_t pos, HalfRowFn to_float, const float* q, size_t heads, float* s) {
+                  size_t pos, const float* q, size_t heads, float* s) {
     const FlashRows& fr = flash_rows();
     const size_t hd = p.head_dim;
-    for_row_blocks(K, W, false, kvh, lo, hi, pos, to_float, [&](size_t at, size_t n, const float* k, const float* sc) {
+    for_row_blocks(K, W, false, kvh, lo, hi, pos, [&](size_t at, size_t n, const float* k, const float* sc) {
         for (size_t i = 0; i < heads; i += kFlashRowsAtOnce) {
             const size_t rows = std::min(kFlashRowsAtOnce, heads - i);
             fr.dots(q + i * hd, hd, rows, k, hd, hd, n, s + i * kChunk + at, kChunk);
@@ -223,12 +224,12 @@ void chunk_scores(const AttentionParams& p, const KvSide& K, const RecentRows& W
 
 // acc[i * head_dim ...] += sum_t w[i * kChunk + t - lo] v_t for each of `heads` heads over values
 // [lo, hi) of KV head kvh (w scaled by each row's scale in place).
-void chunk_mix(const KvSide& V, const RecentRows& W, size_t kvh, size_t lo, size_t hi, size_t pos, HalfRowFn to_float,
-               float* w, size_t heads, float* acc) {
+void chunk_mix(const KvSide& V, const RecentRows& W, size_t kvh, size_t lo, size_t hi, size_t pos, float* w,
+               size_t heads, float* acc) {
     static constexpr float kKeep[kFlashRowsAtOnce] = {1.0f, 1.0f, 1.0f, 1.0f};
     const FlashRows& fr = flash_rows();
     const size_t hd = V.head_dim;
-    for_row_blocks(V, W, true, kvh, lo, hi, pos, to_float, [&](size_t at, size_t n, const float* v, const float* sc) {
+    for_row_blocks(V, W, true, kvh, lo, hi, pos, [&](size_t at, size_t n, const float* v, const float* sc) {
         for (size_t i = 0; i < heads; ++i)
             for (size_t j = 0; j < n; ++j) w[i * kChunk + at + j] *= sc[j];
         for (size_t i = 0; i < heads; i += kFlashRowsAtOnce) {
@@ -261,7 +262,6 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
     const bool alone = c_end - c_begin == 1;
     const size_t group = p.n_heads / p.n_kv_heads;
     float s[kGroupHeads * kChunk], acc[kGroupHeads * AKUNU_FLASH_MAX_HEAD_DIM];
-    const HalfRowFn to_float = half_row();
     const VecMath& vm = vec_math();
     for (size_t g = begin; g < end; ++g) {
         const size_t h0 = g % a.groups[0], chunk = g / a.groups[0];
@@ -270,7 +270,7 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
         const size_t kvh = h0 / group, heads = std::min(kGroupHeads, group - h0 % group);
         const size_t cb = chunk * kChunk;
         const size_t lo = std::max(first, cb), hi = std::min({pos + 1, cb + kChunk, size_t(p.max_len)});
-        chunk_scores(p, K, W, kvh, lo, hi, pos, to_float, q + h0 * hd, heads, s);
+        chunk_scores(p, K, W, kvh, lo, hi, pos, q + h0 * hd, heads, s);
         float m[kGroupHeads], l[kGroupHeads];
         for (size_t i = 0; i < heads; ++i) {
             float* si = s + i * kChunk;
@@ -278,7 +278,7 @@ void attention_split(const CpuArgs& a, size_t begin, size_t end) {
             l[i] = hi > lo ? vm.exp_shifted(si, hi - lo, m[i]) : 0.0f;
         }
         std::fill(acc, acc + heads * hd, 0.0f);
-        chunk_mix(V, W, kvh, lo, hi, pos, to_float, s, heads, acc);
+        chunk_mix(V, W, kvh, lo, hi, pos, s, heads, acc);
         for (size_t i = 0; i < heads; ++i) {
             const size_t h = h0 + i;
             const float* acc_h = acc + i * hd;
@@ -348,7 +348,6 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
     thread_local std::unique_ptr<Tiles> tiles;
     if (!tiles) tiles = std::make_unique<Tiles>();
     Tiles& t = *tiles;
-    const HalfRowFn to_float = half_row();
     const VecMath& vm = vec_math();
     const FlashRows& fr = flash_rows();
     const bool batch = cache_layout(a.variant) == CacheLayout::kBatch;
@@ -357,7 +356,7 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
         const QueryBlock qb = query_block(a, step, fp, g % a.groups[0], n);
         if (qb.rows == 0) continue;
         const size_t kvh = h / (p.n_heads / p.n_kv_heads), rows = qb.rows, r0 = qb.first;
-        const KvRowMap Kr = K.rows.from_block(qb.first_block), Vr = V.rows.from_block(qb.first_block);
+        const KvSide Kb = K.from_block(qb.first_block), Vb = V.from_block(qb.first_block);
         for (size_t r = 0; r < rows; ++r) std::fill(t.o[r], t.o[r] + hd, 0.0f), t.m[r] = kNegInf, t.l[r] = 0.0f;
         // first_key grows with the position, so the block's keys run from its first row's first
         // key to the last key its last row reads from the cache: each is one some row sees. A
@@ -367,10 +366,10 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
         for (size_t t0 = batch ? keys_begin / kFlashKeys * kFlashKeys : keys_begin; t0 < keys_end; t0 += kFlashKeys) {
             const size_t tile = std::min(kFlashKeys, keys_end - t0);
             for (size_t j = 0; j < tile; ++j) {
-                const KvRowMap::Row kr = Kr.at(kvh, t0 + j), vr = Vr.at(kvh, t0 + j);
-                K.values(kr, t.k[j], to_float);
+                const KvRowMap::Row kr = Kb.rows.at(kvh, t0 + j), vr = Vb.rows.at(kvh, t0 + j);
+                K.values(kr, t.k[j]);
                 t.k_scale[j] = p.scale * K.scale(kr);
-                V.values(vr, t.v[j], to_float);
+                V.values(vr, t.v[j]);
                 t.v_scale[j] = V.scale(vr);
             }
             // The rows' scores against every key of the tile, four rows a pass; then each row's
@@ -444,7 +443,6 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
     const size_t n = std::min(fp.rows, step.n_tokens), hd = p.head_dim;
     const RecentRows window = recent_rows(a, p, 5, 0);
     const BatchRow* batch_rows = reinterpret_cast<const BatchRow*>(&step + 1);
-    const HalfRowFn to_float = half_row();
     const VecMath& vm = vec_math();
     const size_t group = p.n_heads / p.n_kv_heads;
     float s[kGroupHeads * kChunk], o[kGroupHeads * AKUNU_FLASH_MAX_HEAD_DIM];
@@ -456,8 +454,7 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
         const size_t kvh = h0 / group, heads = std::min(kGroupHeads, group - h0 % group);
         const RowPlace place = row_place(a.variant, step, row, p.max_len);
         // The row's own sequence's blocks.
-        const KvSide Ks{K.rows.from_block(place.first_block), K.format, K.head_dim};
-        const KvSide Vs{V.rows.from_block(place.first_block), V.format, V.head_dim};
+        const KvSide Ks = K.from_block(place.first_block), Vs = V.from_block(place.first_block);
         const size_t pos = place.pos;
         const BatchRow& br = batch_rows[row];
         const RecentRows W = window.for_row(br.seq, row - (pos - br.first), br.first);
@@ -467,7 +464,7 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
         std::fill(m, m + heads, kNegInf), std::fill(l, l + heads, 0.0f);
         for (size_t lo = first; lo <= pos; lo += kChunk) {
             const size_t hi = std::min(pos + 1, lo + kChunk);
-            chunk_scores(p, Ks, W, kvh, lo, hi, pos, to_float, q + row * fp.q_stride + h0 * hd, heads, s);
+            chunk_scores(p, Ks, W, kvh, lo, hi, pos, q + row * fp.q_stride + h0 * hd, heads, s);
             for (size_t i = 0; i < heads; ++i) {
                 float* si = s + i * kChunk;
                 const float m_new = std::max(m[i], *std::max_element(si, si + (hi - lo)));
@@ -476,7 +473,7 @@ void attention_rows(const CpuArgs& a, size_t begin, size_t end) {
                 l[i] = l[i] * correction + chunk_sum;
                 m[i] = m_new;
             }
-            chunk_mix(Vs, W, kvh, lo, hi, pos, to_float, s, heads, o);
+            chunk_mix(Vs, W, kvh, lo, hi, pos, s, heads, o);
         }
         for (size_t i = 0; i < heads; ++i) {
             float* out = out_data + row * fp.out_stride + (h0 + i) * hd;

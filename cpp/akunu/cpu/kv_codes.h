@@ -25,29 +25,22 @@ struct KvSide {
     KvRowMap rows;
     uint32_t format;
     uint32_t head_dim;
+    CodeRowFn read;  // the format's row conversion (kv_row_reader), chosen once
+
+    KvSide(const KvRowMap& rows, uint32_t format, uint32_t head_dim)
+        : rows(rows), format(format), head_dim(head_dim), read(kv_row_reader(format)) {}
+
+    // The same side seen from a sequence whose block table starts `first_block` entries in.
+    KvSide from_block(size_t first_block) const {
+        KvSide s = *this;
+        s.rows = rows.from_block(first_block);
+        return s;
+    }
 
     float scale(const KvRowMap::Row& r) const { return r.scale ? half_to_float(*r.scale) : 1.0f; }
 
-    // All head_dim values of a row, without the row scale. `to_float` is half_row(). Code j of
-    // a little-endian word sits in its bytes in order, so the codes are read as bytes: q8's
-    // byte i is code i, and int4's and fp4's byte i holds codes 2i (low nibble) and 2i + 1
-    // (q8_row, int4_row, fp4_row: AVX2 where the processor has it; kv_code reads one code at a
-    // time).
-    void values(const KvRowMap::Row& r, float* out, HalfRowFn to_float) const {
-        const uint8_t* b = r.data;
-        if (format == kKvF16) {
-            to_float(reinterpret_cast<const uint16_t*>(b), out, head_dim);
-        } else if (format == kKvQ8) {
-            static const CodeRowFn q8 = q8_row();
-            q8(b, out, head_dim);
-        } else if (format == kKvInt4) {
-            static const CodeRowFn int4 = int4_row();
-            int4(b, out, head_dim);
-        } else {
-            static const CodeRowFn fp4 = fp4_row();
-            fp4(b, out, head_dim);
-        }
-    }
+    // All head_dim values of a row, without the row scale.
+    void values(const KvRowMap::Row& r, float* out) const { read(r.data, out, head_dim); }
 };
 
 }  // namespace akunu::cpu

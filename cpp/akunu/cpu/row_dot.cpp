@@ -50,6 +50,10 @@ void half_row_scalar(const uint16_t* in, float* out, size_t n) {
 
 HalfRowFn half_row() { return use_avx2() ? half_row_avx2() : half_row_scalar; }
 
+void f16_row_scalar(const uint8_t* in, float* out, size_t n) {
+    half_row_scalar(reinterpret_cast<const uint16_t*>(in), out, n);
+}
+
 void q8_row_scalar(const uint8_t* in, float* out, size_t n) {
     for (size_t i = 0; i < n; ++i) out[i] = float(int8_t(in[i]));
 }
@@ -74,9 +78,13 @@ void fp4_row_scalar(const uint8_t* in, float* out, size_t n) {
     }
 }
 
-CodeRowFn q8_row() { return use_avx2() ? q8_row_avx2() : q8_row_scalar; }
-CodeRowFn fp4_row() { return use_avx2() ? fp4_row_avx2() : fp4_row_scalar; }
-CodeRowFn int4_row() { return use_avx2() ? int4_row_avx2() : int4_row_scalar; }
+CodeRowFn kv_row_reader(uint32_t format) {
+    if (use_avx2()) return kv_row_reader_avx2(format);
+    return format == kKvF16    ? f16_row_scalar
+           : format == kKvQ8   ? q8_row_scalar
+           : format == kKvInt4 ? int4_row_scalar
+                               : fp4_row_scalar;
+}
 
 DequantFn fast_dequant(TensorType type) {
     if (use_avx2())

@@ -29,17 +29,17 @@ using HalfRowFn = void (*)(const uint16_t* in, float* out, size_t n);
 HalfRowFn half_row();
 HalfRowFn half_row_avx2();
 
-// out[0:n] = the codes of a quantized KV-cache row as floats (cpu/kv_codes.h): q8's signed bytes
-// in[0:n], or the nibbles of in[0:n/2], low nibble first (n even): int4's sign-extended, fp4's
-// through its table (core/kv_codes.h kv_code).
+// out[0:n] = a KV-cache row of n values as floats (cpu/kv_codes.h KvSide), from its bytes: f16's
+// halves, q8's signed bytes in[0:n], or the nibbles of in[0:n/2], low nibble first (n even):
+// int4's sign-extended, fp4's through its table (core/kv_codes.h kv_code). Code j of a
+// little-endian word sits in its bytes in order, so the codes are read as bytes, not one at a
+// time as kv_code reads them.
 using CodeRowFn = void (*)(const uint8_t* in, float* out, size_t n);
-CodeRowFn q8_row();
-CodeRowFn int4_row();
-CodeRowFn fp4_row();
-CodeRowFn q8_row_avx2();
-CodeRowFn int4_row_avx2();
-CodeRowFn fp4_row_avx2();
-// The scalar versions, whatever the processor (tests compare them).
+// The reader of a format (kKvF16, kKvQ8, kKvInt4, kKvFp4): AVX2 where the processor has it.
+CodeRowFn kv_row_reader(uint32_t format);
+CodeRowFn kv_row_reader_avx2(uint32_t format);
+// The scalar readers, whatever the processor (tests compare them).
+void f16_row_scalar(const uint8_t* in, float* out, size_t n);
 void q8_row_scalar(const uint8_t* in, float* out, size_t n);
 void int4_row_scalar(const uint8_t* in, float* out, size_t n);
 void fp4_row_scalar(const uint8_t* in, float* out, size_t n);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "akunu/core/kv_codes.h"
 #include "akunu/cpu/row_dot.h"
 
 namespace akunu::cpu {
@@ -226,6 +227,8 @@ void half_row(const uint16_t* in, float* out, size_t n) {
     for (; i < n; ++i) out[i] = _cvtsh_ss(in[i]);
 }
 
+void f16_row(const uint8_t* in, float* out, size_t n) { half_row(reinterpret_cast<const uint16_t*>(in), out, n); }
+
 void q8_row(const uint8_t* in, float* out, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, i8x8(in + i));
@@ -315,9 +318,9 @@ DequantFn dequant_avx2(TensorType type) {
 }
 
 HalfRowFn half_row_avx2() { return half_row; }
-CodeRowFn q8_row_avx2() { return q8_row; }
-CodeRowFn int4_row_avx2() { return int4_row; }
-CodeRowFn fp4_row_avx2() { return fp4_row; }
+CodeRowFn kv_row_reader_avx2(uint32_t format) {
+    return format == kKvF16 ? f16_row : format == kKvQ8 ? q8_row : format == kKvInt4 ? int4_row : fp4_row;
+}
 
 GemmTileFn gemm_tile_avx2() { return gemm_tile; }
 
