@@ -1,9 +1,8 @@
 """Buffers past what a discrete GPU maps for the host: a GPU may map (ReBAR) less of its memory
-than it holds (an H200 maps about half of its 140 GiB to one process). Buffers that would be
-mapped where they can (Model's weights, KV caches, scratch) then go to the rest of the device's
-memory, unmapped, and read and write through the staging area; the device fills to its
-capacity, not to the mapped ceiling (bench/NOTES.md, "Mapped memory runs out at half of an
-H200")."""
+than it holds (bench/NOTES.md, "Mapped memory runs out before device memory does"). Buffers
+that would be mapped where they can (Model's weights, KV caches, scratch) then go to the rest
+of the device's memory, unmapped, and read and write through the staging area; the device
+fills to its capacity, not to the mapped ceiling."""
 from __future__ import annotations
 
 import numpy as np

@@ -105,7 +105,7 @@ Allocation vk_allocate(Device& device, size_t bytes, Residency residency, bool a
     if (out_of_memory && residency == Residency::kAuto && mapped) {
         // A discrete GPU may map (ReBAR) less of its memory than it holds: the rest is still
         // device memory, which the host then reaches through staging (bench/NOTES.md,
-        // "Mapped memory runs out at half of an H200").
+        // "Mapped memory runs out before device memory does").
         type = choose_memory_type(device.memory_properties(), req.memoryTypeBits, Residency::kDeviceOnly, &mapped);
         alloc.memoryTypeIndex = uint32_t(type);
         r = type >= 0 ? vkAllocateMemory(vk, &alloc, nullptr, &a.memory) : r;
