@@ -44,8 +44,8 @@ layout(local_size_x = THREADS) in;
 #if BM * BN / (THREADS / 32 / SG_K) != 256 * TM * TN || BM * (BK / 8) % THREADS != 0 || BN * (BK / 8) % THREADS != 0
 #error "gemm_tiles.h: the subgroups must cover the tile, and every invocation load as many items"
 #endif
-#if SG_K > 1 && TM * TN != 1
-#error "gemm_tiles.h: subgroups split along k hold one accumulator block each"
+#if SG_K > 1 && AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N * TM * TN > THREADS / 32
+#error "gemm_tiles.h: with k split over subgroups, each block of the tile is added up by one subgroup"
 #endif
 
 // X as halves (k and ldx multiples of 8, which the host checks): the f16 rows a prefill chunk's
@@ -102,6 +102,12 @@ layout(constant_id = 0) const bool X_HALF = false;
 shared uvec4 xs[STAGES * XS_STAGE];
 shared uvec4 ws[STAGES * WS_STAGE];
 shared float ys[THREADS / 32 * 16 * 16];
+// With k split over subgroups, every part's accumulator blocks meet in the X tiles' memory
+// after the last step (a 16 x 16 f32 block is 64 uvec4s): the workgroup's shared memory stays
+// under the 48 KiB that Vulkan devices guarantee.
+#if SG_K > 1 && SG_K * AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N * TM * TN * 64 > STAGES * XS_STAGE
+#error "gemm_tiles.h: the parts of k must fit in the X tiles' shared memory"
+#endif
 
 // Tile loads, 8 values per item. Item i covers row i / (BK / 8) and k offset 8 * (i % (BK / 8)):
 // neighbouring lanes read neighbouring bytes of one row (of one quantized block). Tile-major W
@@ -283,18 +289,27 @@ void main() {
 #endif
 
 #if SG_K > 1
-    // The parts of k meet in the first part's subgroups, added in the order of k (the same sum
-    // whatever the timing).
-    coopMatStoreNV(c00, ys, gl_SubgroupID * 256, 16, false);
+    // The parts of k meet in shared memory: subgroup w adds up block w of the tile (subgroup
+    // w / (TM TN)'s block w % (TM TN)) over the parts in the order of k, the same sum whatever
+    // the timing, and stores it.
+    const uint blocks = AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N * TM * TN, first_block = gl_SubgroupID * TM * TN;
+    barrier();  // every subgroup's products have read the last step's tiles
+#define PART_STORE(i, j) coopMatStoreNV(c##i##j, xs, (first_block + i * TN + j) * 64, 4, false);
+    EACH_IJ(PART_STORE)
     barrier();
-    if (sk > 0) return;
+    const uint w = gl_SubgroupID, ij = w % (TM * TN), wsg = w / (TM * TN);
+    if (w >= blocks) return;
+    ACC sum;
+    coopMatLoadNV(sum, xs, w * 64, 4, false);
     for (uint part = 1; part < SG_K; ++part) {
         ACC more;
-        coopMatLoadNV(more, ys, (part * AKUNU_GEMM_CM_SG_M * AKUNU_GEMM_CM_SG_N + sg) * 256, 16, false);
-        c00 = c00 + more;
+        coopMatLoadNV(more, xs, (part * blocks + w) * 64, 4, false);
+        sum = sum + more;
     }
-    subgroupBarrier();  // put_block stages edge blocks through this subgroup's own ys block
-#endif
+    const uint bm = (wsg / AKUNU_GEMM_CM_SG_N) * 16 * TM + 16 * (ij / TN), bn = (wsg % AKUNU_GEMM_CM_SG_N) * 16 * TN + 16 * (ij % TN);
+    put_block(sum, m0 + bm, n0 + bn, m_end);
+#else
 #define PUT(i, j) put_block(c##i##j, m0 + wm + 16 * i, n0 + wn + 16 * j, m_end);
     EACH_IJ(PUT)
+#endif
 }

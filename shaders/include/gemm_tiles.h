@@ -21,18 +21,20 @@
 #define AKUNU_GEMM_CM_SHORT_BN 16
 #define AKUNU_GEMM_CM_SHORT_ROWS 96
 // Past AKUNU_GEMM_CM_SHORT_NARROW_ROWS rows the short form takes 32 x 32 tiles
-// (gemm_cm_short_wide_<wtype>, GEMM_CM_SHORT_WIDE): 2 x 2 subgroups, each k step of 256 split
-// over 2 more, so that each weight is dequantized once per 32 rows instead of 16; below, the
-// 16 x 16 tiles' more workgroups keep more of W in flight (bench/NOTES.md, "Short tiles of 32 x
-// 32 for steps of 17 to 96 rows").
+// (gemm_cm_short_wide_<wtype>, GEMM_CM_SHORT_WIDE), so that each weight is dequantized once per
+// 32 rows instead of 16; below, the 16 x 16 tiles' more workgroups keep more of W in flight
+// (bench/NOTES.md, "Short tiles of 32 x 32 for steps of 17 to 96 rows"). Its 8 subgroups are 2
+// along n, each holding all 32 rows (two accumulator blocks, so each B fragment serves two
+// products), times 4 along k: the fewest registers of the shapes measured, and the fastest
+// (bench/NOTES.md, "The short GEMM's 32 x 32 tiles as 2 x 4 subgroups of 32 x 16").
 #define AKUNU_GEMM_CM_SHORT_WIDE_BM 32
 #define AKUNU_GEMM_CM_SHORT_WIDE_BN 32
 #define AKUNU_GEMM_CM_SHORT_NARROW_ROWS 16
 #if defined(GEMM_CM_SHORT) && defined(GEMM_CM_SHORT_WIDE)
-#define AKUNU_GEMM_CM_SG_M 2
+#define AKUNU_GEMM_CM_SG_M 1
 #define AKUNU_GEMM_CM_SG_N 2
-#define AKUNU_GEMM_CM_SG_K 2
-#define AKUNU_GEMM_CM_TM 1
+#define AKUNU_GEMM_CM_SG_K 4
+#define AKUNU_GEMM_CM_TM 2
 #define AKUNU_GEMM_CM_TN 1
 #define AKUNU_GEMM_CM_BK 256
 #define AKUNU_GEMM_CM_STAGES 1
