@@ -276,8 +276,13 @@ std::string DeviceProfile::describe() const {
     if (prefill_dequant_rows > 0)
         appendf(s, "  prefill           block-format weights dequantized to f16 for chunks of %u tokens or more\n",
                 prefill_dequant_rows);
+    // A discrete GPU whose memory is all host-visible (ReBAR) still maps only part of it to a
+    // process; buffers past that are unmapped (vk_memory.cpp), their views staged.
+    const char* views = !unified_memory                 ? ""
+                        : type == DeviceType::kDiscrete ? " (zero-copy views while the driver maps, staged past that)"
+                                                        : " (unified, zero-copy views)";
     appendf(s, "  memory            device-local %s, of it host-visible %s%s\n", gib(device_local_bytes).c_str(),
-            gib(host_visible_device_bytes).c_str(), unified_memory ? " (unified, zero-copy views)" : "");
+            gib(host_visible_device_bytes).c_str(), views);
     for (size_t i = 0; i < heaps.size(); ++i)
         appendf(s, "    heap %zu          %s%s%s\n", i, gib(heaps[i].size_bytes).c_str(),
                 heaps[i].device_local ? " device-local" : "", heaps[i].host_visible ? " host-visible" : "");
