@@ -162,6 +162,28 @@ def test_cache_write_matches_transformers_kv(model, fmt):
             assert (err <= 0).all(), f"{model} {fmt} {name}{layer}: {err.max():.5f} beyond one step"
 
 
+@pytest.mark.parametrize("fmt", ["f16", *FORMATS, "int4h+w8"])
+def test_a_prompts_chunks_change_neither_its_logits_nor_its_cache(fmt):
+    """A prompt of 61 ids in chunks of 7 (edges inside GEMM and attention tiles, a recent window
+    wrapped) gives the logits and the stored cache words of the same prompt in one chunk, bit for
+    bit: each row's products and attention do not depend on where the chunk edges fall, and a
+    chunk attends to its own keys as the cache holds them (quantized), as later chunks will. So
+    where a quantized cache scores a sequence differently, the difference is in what was stored
+    (decode steps compute K and V in the GEMV: bench/NOTES.md, "Why a quantized cache written by
+    decode steps scores differently from one written by a prompt"), not in the chunking."""
+    gguf = trained_gguf()
+    one = akunu.Model(gguf, context=128, progress=False, kv_dtype=fmt)
+    if one.device.profile["gemm_coopmat"]:
+        pytest.skip("cooperative-matrix GEMMs take other tiles for chunks of other lengths (another order "
+                    "of the sums); test_engine.py's test_prefill_chunks_equal_decode_steps bounds that")
+    sevens = akunu.Model(gguf, context=128, progress=False, kv_dtype=fmt, prefill_chunk=7)
+    ids = [int(i) for i in np.random.default_rng(1).integers(3, 4000, size=61)]
+    np.testing.assert_array_equal(sevens.eval(ids, all_logits=True), one.eval(ids, all_logits=True))
+    for layer in range(one.config.n_layers):
+        np.testing.assert_array_equal(sevens.kv_cache.k(layer), one.kv_cache.k(layer), err_msg=f"K{layer}")
+        np.testing.assert_array_equal(sevens.kv_cache.v(layer), one.kv_cache.v(layer), err_msg=f"V{layer}")
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_long_prompt_over_sliding_window_agrees_between_prefill_and_decode(fmt):
     """gemma3's sliding layers (window 32) over a 129-token prompt: the decode kernel, run at a
