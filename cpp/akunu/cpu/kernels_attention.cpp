@@ -367,10 +367,10 @@ void flash_attention(const CpuArgs& a, size_t begin, size_t end) {
             const size_t tile = std::min(kFlashKeys, keys_end - t0);
             for (size_t j = 0; j < tile; ++j) {
                 const KvRowMap::Row kr = Kb.rows.at(kvh, t0 + j), vr = Vb.rows.at(kvh, t0 + j);
-                K.values(kr, t.k[j]);
-                t.k_scale[j] = p.scale * K.scale(kr);
-                V.values(vr, t.v[j]);
-                t.v_scale[j] = V.scale(vr);
+                Kb.values(kr, t.k[j]);
+                t.k_scale[j] = p.scale * Kb.scale(kr);
+                Vb.values(vr, t.v[j]);
+                t.v_scale[j] = Vb.scale(vr);
             }
             // The rows' scores against every key of the tile, four rows a pass; then each row's
             // weights (zero for the keys it does not see) and the values mixed in, four rows a pass.

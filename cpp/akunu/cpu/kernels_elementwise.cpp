@@ -109,9 +109,8 @@ void act(const CpuArgs& a, size_t begin, size_t end) {
 // to_half (act.comp with ACT_NONE): x as halves, for a GEMM that reads them.
 void to_half(const CpuArgs& a, size_t begin, size_t end) {
     const auto& p = a.p<ActParams>();
-    const float* x = a.at<float>(0);
-    const size_t i1 = std::min<size_t>(end * kGroup, p.n);
-    for (size_t i = begin * kGroup; i < i1; ++i) store(a.b[2], i, kF16, x[i]);
+    const size_t i0 = begin * kGroup, i1 = std::min<size_t>(end * kGroup, p.n);
+    if (i0 < i1) vec_math().to_half(a.at<float>(0) + i0, a.at<uint16_t>(2) + i0, i1 - i0);
 }
 
 void last_row(const CpuArgs& a, size_t begin, size_t end) {

@@ -227,8 +227,6 @@ void half_row(const uint16_t* in, float* out, size_t n) {
     for (; i < n; ++i) out[i] = _cvtsh_ss(in[i]);
 }
 
-void f16_row(const uint8_t* in, float* out, size_t n) { half_row(reinterpret_cast<const uint16_t*>(in), out, n); }
-
 void q8_row(const uint8_t* in, float* out, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, i8x8(in + i));
@@ -319,7 +317,7 @@ DequantFn dequant_avx2(TensorType type) {
 
 HalfRowFn half_row_avx2() { return half_row; }
 CodeRowFn kv_row_reader_avx2(uint32_t format) {
-    return format == kKvF16 ? f16_row : format == kKvQ8 ? q8_row : format == kKvInt4 ? int4_row : fp4_row;
+    return format == kKvF16 ? dequant_f16 : format == kKvQ8 ? q8_row : format == kKvInt4 ? int4_row : fp4_row;
 }
 
 GemmTileFn gemm_tile_avx2() { return gemm_tile; }
