@@ -15,11 +15,14 @@ from support.kernel_cases import TILE_FORMATS, _device, poisoned, random_weights
 ROWS = 64  # the rows this file's device takes the kernel up to (the engine's default is fewer)
 
 
-@pytest.fixture
-def device(backend):
+@pytest.fixture(params=["geometry of the device", "1,024 invocations"])
+def device(backend, request):
     """A device that runs GEMMs of up to ROWS rows of tile weights in the kernel, so that row
-    groups past the first are covered too."""
-    return _device(backend, f"gemm_tile_rows={ROWS}")
+    groups past the first are covered too; in the device's geometry, and in the one GPUs take
+    at 3 and 4 rows of rounded x (rows split over 32 invocations of one unit, the widest slice
+    of x that fits: kernels_gemv.cpp gemv_tiles_shape)."""
+    shape = ",gemm_rows=32:1:1024" if request.param == "1,024 invocations" else ""
+    return _device(backend, f"gemm_tile_rows={ROWS}{shape}")
 
 
 def tile_rows_on(device, wtype):
