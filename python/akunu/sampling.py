@@ -93,6 +93,16 @@ class Generation:
     acceptance_rate: float | None = None  # speculative decoding: the share of draft tokens accepted
 
     @property
+    def tokens(self) -> list[int]:
+        """The generated token ids: token_ids, under the name generate_batch's callers may use."""
+        return self.token_ids
+
+    @property
+    def finish_reason(self) -> str:
+        """Why it stopped: stop_reason, under the name generate_batch's callers may use."""
+        return self.stop_reason
+
+    @property
     def prompt_tokens_per_second(self) -> float:
         """Prompt tokens over the time to the first token."""
         return self.prompt_tokens / self.time_to_first_token if self.time_to_first_token > 0 else 0.0

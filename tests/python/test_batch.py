@@ -389,6 +389,7 @@ def test_generate_batch_pool_holds_prompts_and_tokens_up_to_the_context():
     for ids, g in zip(seqs, got):
         want = m.generate(ids, max_tokens=6, stream=False)
         assert (g.token_ids, g.stop_reason) == (want.token_ids, want.stop_reason)
+        assert (g.tokens, g.finish_reason) == (g.token_ids, g.stop_reason)  # the names callers may use
     assert got[2].stop_reason == "context"
 
 
