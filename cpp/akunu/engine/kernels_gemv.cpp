@@ -103,9 +103,10 @@ GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t
         // Short rows (1b's 2,048): 8 invocations a row, so that each still takes 8 blocks.
         g.split = 8;
     } else if (int_x && xrows >= 3 && d.type != DeviceType::kCpu && d.compute_units > 0) {
-        // 3 or 4 rows of x (a batched step's few rows): 1,024 invocations of one unit each and x
-        // staged in the widest slice that fits, faster than 16 x 2 at those rows though not at 2
-        // (bench/NOTES.md, "The tile GEMV of 3 and 4 rows of x on 1,024 invocations").
+        // 3 or more rows of x (4 in the short tables of batched steps and short prompts): 1,024
+        // invocations of one unit each and x staged in the widest slice that fits, faster than
+        // 16 x 2 at 3 and 4 rows though not at 2 (bench/NOTES.md, "The tile GEMV of 3 and 4 rows
+        // of x on 1,024 invocations").
         g.split = 32, g.units = 1, g.slice = 1024;
     } else if (few && type_traits(cpu::tile_layout(wtype)->base).block_bytes < 32) {
         // 4-bit blocks (18 or 20 bytes); Q8_0's 34 already keep twice the bytes in flight per unit.
