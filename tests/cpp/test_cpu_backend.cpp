@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -101,7 +102,8 @@ TEST(CpuBackend, ThreadPoolRunsEachChunkOnceAcrossJobs) {
 }
 
 // Replay with inline_us: every group of every command still runs once; commands that took
-// under the threshold run on the calling thread alone, and inline_us 0 shares them again.
+// under the threshold run on the calling thread alone after their first run (which is shared,
+// as a command whose time is unknown), and inline_us 0 shares them again.
 static std::atomic<int> off_caller{0};
 static std::thread::id caller_id;
 static void mark_groups(const cpu::CpuArgs& a, size_t begin, size_t end) {
@@ -126,10 +128,33 @@ TEST(CpuBackend, ReplayRunsShortCommandsOnTheCallingThread) {
             for (auto& h : hits) h.store(0);
             cpu::replay(pool, commands, inline_us);
             for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 3) << inline_us << " " << i;
+            if (rep == 0) off_caller = 0;  // the first run is shared
         }
         if (inline_us > 0) EXPECT_EQ(off_caller.load(), 0) << "a command under the threshold left the caller";
         for (const auto& c : commands) EXPECT_GT(c.work_us, 0.0f);
     }
+}
+
+// A command's first run is shared even with every command under the threshold: its two groups
+// wait (up to 10 s) for each other, which one thread running them in turn never sees.
+static std::atomic<int> started{0};
+static std::atomic<int> met{0};
+static void wait_for_the_other(const cpu::CpuArgs&, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+        started.fetch_add(1);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        if (started.load() >= 2) met.fetch_add(1);
+    }
+}
+
+TEST(CpuBackend, ReplaySharesACommandsFirstRun) {
+    cpu::ThreadPool pool(2);
+    std::vector<cpu::CpuCommand> commands(1);
+    commands[0].fn = wait_for_the_other;
+    commands[0].groups = 2;
+    cpu::replay(pool, commands, 1e9);
+    EXPECT_EQ(met.load(), 2) << "the first run's groups ran one after the other on one thread";
 }
 
 // The row dots (scalar and AVX2) against the dequantized row in double, and the weight table's

@@ -63,7 +63,9 @@ void replay(ThreadPool& pool, std::vector<CpuCommand>& commands, double inline_u
             pool.run(c.groups, run_range, &c, c.min_groups_per_thread);
             continue;
         }
-        const bool here = c.work_us < inline_us;
+        // A command's first run is shared: a list recorded for one submission (a profile's, a
+        // kernel test's) then runs as a replayed step does, not every command on this thread.
+        const bool here = c.work_us > 0.0f && c.work_us < inline_us;
         const Clock::time_point start = Clock::now();
         pool.run(c.groups, run_range, &c, here ? SIZE_MAX : c.min_groups_per_thread);  // SIZE_MAX: one chunk
         const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();

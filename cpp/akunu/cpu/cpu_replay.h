@@ -34,7 +34,8 @@ CpuCommand timestamp_command(uint64_t* slot);
 // than inline_us of one thread's time (its wall time when run here, times the threads when
 // shared) runs on the calling thread alone: a decode step's norms, adds and small projections
 // take microseconds, and handing them to the pool's threads costs as much, or far more when
-// the OS has other work for the cores. inline_us <= 0 shares every command.
+// the OS has other work for the cores. A command's first run is shared, so that a list run once
+// (a profile's) runs as a replayed step does. inline_us <= 0 shares every command.
 void replay(ThreadPool& pool, std::vector<CpuCommand>& commands, double inline_us);
 
 // The inline_us that tuning `cpu_inline_us` asks for.
