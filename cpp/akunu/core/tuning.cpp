@@ -96,9 +96,9 @@ const std::vector<Row>& rows() {
         {{"cpu_inline_us", "int",
           "The CPU backend runs a dispatch on the calling thread instead of sharing it with the pool's threads when "
           "its last run took less than this many microseconds of one thread's time: handing so little work over costs "
-          "more than it saves (auto: 10, for a machine whose cores are free; on one busier than its cores, where a "
-          "shared dispatch waits for a thread the OS has given to other work, about 100 does better; 0: every "
-          "dispatch is shared)."},
+          "more than it saves; a dispatch's first run is shared (auto: 10, for a machine whose cores are free; on one "
+          "busier than its cores, where a shared dispatch waits for a thread the OS has given to other work, about "
+          "100 does better; 0: every dispatch is shared)."},
          &Tuning::cpu_inline_us},
         {{"gemv_handoff", "choice",
           "Consecutive decode GEMVs hand x off through counters instead of barriers (auto: on NVIDIA)."},
