@@ -149,6 +149,7 @@ static void wait_for_the_other(const cpu::CpuArgs&, size_t begin, size_t end) {
 }
 
 TEST(CpuBackend, ReplaySharesACommandsFirstRun) {
+    started = 0, met = 0;  // a repeated run (--gtest_repeat) starts from nothing
     cpu::ThreadPool pool(2);
     std::vector<cpu::CpuCommand> commands(1);
     commands[0].fn = wait_for_the_other;
