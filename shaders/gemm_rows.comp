@@ -73,6 +73,8 @@ void main() {
     const uint rows = min(XROWS, m_end - m0);
     const uint tid = gl_LocalInvocationID.x, r = tid % 32, split = tid / 32, blocks = p.k / 32;
     float acc[MAX_XROWS];
+    // Loops over rows run to MAX_XROWS, unrolled here, and test j < XROWS, which specialization
+    // makes a constant: what remains is straight code on XROWS accumulators.
     [[unroll]] for (uint j = 0; j < MAX_XROWS; ++j) acc[j] = 0.0;
     for (uint first = 0; first < blocks; first += SLICE_BLOCKS) {
         const uint n = min(SLICE_BLOCKS, blocks - first);
@@ -82,9 +84,10 @@ void main() {
         [[unroll]] for (uint u = 0; u < UNITS; ++u)
             w[u] = load_tile_block(w_tile_column(tile * 32, first + min(split + u * SPLIT, n - 1), p.k), r);
         barrier();  // every invocation is done with the previous slice
-        for (uint i = tid; i < rows * n * 8; i += gl_WorkGroupSize.x) {
+        // All XROWS rows are staged; a short last group stages its last row again in their place.
+        for (uint i = tid; i < XROWS * n * 8; i += gl_WorkGroupSize.x) {
             const uint j = i / (n * 8), e = i - j * (n * 8);
-            stage_x(j * SLICE_BLOCKS * 8 + e, x_at(m0 + j, first * 8 + e));
+            stage_x(j * SLICE_BLOCKS * 8 + e, x_at(m0 + min(j, rows - 1), first * 8 + e));
         }
         barrier();
         for (uint b0 = split; b0 < n; b0 += SPLIT * UNITS) {
@@ -92,7 +95,7 @@ void main() {
                 const uint b = b0 + u * SPLIT;
                 if (b < n)
                     [[unroll]] for (uint j = 0; j < MAX_XROWS; ++j)
-                        if (j < rows) acc[j] += block_dot(w[u], j * SLICE_BLOCKS + b);
+                        if (j < XROWS) acc[j] += block_dot(w[u], j * SLICE_BLOCKS + b);
             }
             const uint next = b0 + SPLIT * UNITS;
             if (next < n)
@@ -103,7 +106,7 @@ void main() {
     // Each row's partial sums meet in the first 32 invocations, in the order of the splits.
     const uint feature = tile * 32 + tid;
     [[unroll]] for (uint j = 0; j < MAX_XROWS; ++j) {
-        if (j < rows) {
+        if (j < XROWS && j < rows) {
             partial[split][r] = acc[j];
             barrier();
             if (tid < 32 && feature < p.n) {
