@@ -178,8 +178,8 @@ class Batch:
         """Device time of each command of the last step, replayed with the same rows (its KV
         writes put the same values in the same places, so the batch goes on as if it had not been
         profiled): [{label, kernel, spec, ms, bytes_bound}], as Model.profile gives, the table
-        of that step (the one-row or two-row table for a step of one or two rows, the short
-        table for a step of a few more) and, on a split model, each part's in layer order. With
+        of that step (the table of its rows for a step of one to four rows, the short table
+        for a step of a few more) and, on a split model, each part's in layer order. With
         runs > 1 each command's ms is its median over that many replays.
         akunu.profile_table() sums them by kernel class."""
         return median_profile(self._b.profile, runs)

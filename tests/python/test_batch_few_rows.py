@@ -1,7 +1,6 @@
-"""A batched step of two rows runs a table of exactly its rows (docs/batch.md): where the
-weights take the tile GEMV of several rows of x (kernels.gemm_tile_rows), its products are that
-kernel for two rows, with no other row window recorded beside it. Steps of three and four rows
-run the short table's window of the same kernel for four rows.
+"""A batched step of two to four rows runs a table of exactly its rows (docs/batch.md): where
+the weights take the tile GEMV of several rows of x (kernels.gemm_tile_rows), its products are
+that kernel for the step's rows, with no other row window recorded beside it.
 
 A step of more rows runs the short tiles (or the CPU backend's GEMM), which sum each product in
 another order, and on a GPU whose GEMMs take activations as halves the tile GEMV rounds those
@@ -26,7 +25,7 @@ FEW_ROW_TOL = 5e-3  # absolute, on log-probabilities: summation order and x's ro
 TOKENS = 8
 
 
-TABLE_ROWS = 2  # engine/batch_pipeline.cpp kFewRowsMost
+TABLE_ROWS = 4  # engine/batch_pipeline.cpp kFewRowsMost
 
 
 def tile_rows(m):

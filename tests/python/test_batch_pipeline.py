@@ -109,8 +109,9 @@ def test_a_split_batch_gives_the_single_device_tokens_and_logits_bit_for_bit(bac
 @pytest.mark.parametrize("microbatches", [1, 2, "auto"])
 def test_a_split_batch_of_few_row_steps_in_tile_weights(microbatches):
     """Q8_0 tiles on Vulkan: a step of two rows runs the two-row table (the tile GEMV of exactly
-    its rows), and its halves run the whole step's table, so each row is summed alike: bit for
-    bit with one micro-batch and on auto (steps of fewer than 16 rows run whole).
+    its rows; three and four rows have tables of theirs too), and its halves run the whole
+    step's table, so each row is summed alike: bit for bit with one micro-batch and on auto
+    (steps of fewer than 16 rows run whole).
     Two micro-batches forced on a step of 5 to 8 rows give halves of at most 4 rows, which run
     the tile GEMV's row window where the whole step runs short tiles: the same tokens, the
     logits within TILE_HALVES_TOL."""

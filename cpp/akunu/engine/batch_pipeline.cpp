@@ -20,10 +20,10 @@ namespace {
 // overlap that saves little.
 constexpr int kMicrobatchRowsAuto = 16;
 
-// Steps of up to this many rows run a table of exactly their rows. A step of two rows gains by
-// it; three and four rows ran the short table's four-row window as fast (bench/NOTES.md, "Steps
-// of two rows in a table of their own").
-constexpr int kFewRowsMost = 2;
+// Steps of up to this many rows run a table of exactly their rows: the tile GEMV of several rows
+// multiplies every row of its window, so a step of three rows in the four-row window pays for
+// four (bench/NOTES.md, "The few-row tile GEMV's rows fixed by specialization").
+constexpr int kFewRowsMost = 4;
 
 // Copies the first `bytes` of one stage's residual stream into the next one's, both in host
 // memory (make_stage): one copy between the mappings, nothing allocated.
@@ -104,8 +104,8 @@ BatchPipeline::Stage BatchPipeline::make_stage(const std::shared_ptr<const Loade
     return s;
 }
 
-// The largest step with a table of its own rows: two where the part's matrices take the tile
-// GEMV of several rows (the first layer's Q stands for them), else one.
+// The largest step with a table of its own rows: up to four where the part's matrices take the
+// tile GEMV of several rows (the first layer's Q stands for them), else one.
 int BatchPipeline::few_rows(const LoadedModel& b, int rows) {
     const TensorType q = b.weights.layers[size_t(b.layers.first)].q.type;
     const int tile_rows = int(kernels::gemm_tile_rows(b.device->profile(), q));

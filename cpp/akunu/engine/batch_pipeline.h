@@ -93,8 +93,8 @@ private:
         // [0] up to rows; [1] (where short_rows > 0) up to short_rows.
         StepTable tables[2];
         // few[r - 1]: a step of exactly r rows (few_rows). few[0]'s products are GEMVs
-        // (DecodePlan::gemv): one sequence's decode row. few[1] (where the weights take the tile
-        // GEMV of several rows, kernels::gemm_tile_rows) records that kernel for two rows of x
+        // (DecodePlan::gemv): one sequence's decode row. few[1..3] (where the weights take the
+        // tile GEMV of several rows, kernels::gemm_tile_rows) record that kernel for r rows of x
         // and no other row window beside it.
         std::vector<StepTable> few;
     };

@@ -99,6 +99,10 @@ GemvTilesShape gemv_tiles_shape(const DeviceProfile& d, TensorType wtype, size_t
         // 48 KiB): twice the warps on each compute unit, and one staging pass with one barrier
         // where a 7b down projection had three.
         g.split = 32, g.slice = 1024;
+    } else if (int_x && xrows == 2 && d.type != DeviceType::kCpu && d.compute_units > 0) {
+        // Two rows of x: four blocks in flight per invocation, faster than two at 7b's and 1b's
+        // rows (bench/NOTES.md, "The few-row tile GEMV's rows fixed by specialization").
+        g.units = 4;
     } else if (int_x && d.compute_units > 0 && k < 4096) {
         // Short rows (1b's 2,048): 8 invocations a row, so that each still takes 8 blocks.
         g.split = 8;
