@@ -52,6 +52,9 @@ void init_batch(py::module_& m) {
                  }),
              py::arg("model"), py::arg("max_sequences") = 8, py::arg("rows") = 0, py::arg("blocks") = 0,
              py::arg("prefix_sharing") = true)
+        .def_static(
+            "scoring_rows", [](const std::shared_ptr<Model>& model) { return scoring_rows(*model); }, py::arg("model"),
+            "The rows score_batch's steps take by default (0: a Batch's default): twice the prefill chunk on GPUs.")
         .def(
             "add",
             [](PyBatch& b, const std::vector<int>& ids, float temperature, uint32_t top_k, float top_p, float min_p,

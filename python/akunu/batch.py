@@ -317,10 +317,11 @@ def score_batch(model, sequences: Sequence[Sequence[int]], max_sequences: int = 
     batched prefill: the rows of many sequences share each step's GEMMs. A list longer than
     context + 1 ids is scored in score()'s windows of `context` tokens, each from an empty cache
     (the last id of a window is only its target), and its windows' scores are joined. rows: the
-    batch's rows per step (0: a Batch's default, the prefill chunk as asked for, not clipped to
-    the context, as many as the step's logits allow: a step reads every weight once, so the more
-    rows the fewer reads a token). greedy=True gives (scores, bool array: each token was its
-    row's argmax) per list, as lm_eval's loglikelihood needs."""
+    batch's rows per step (0: on a GPU twice the prefill chunk as asked for, 1,024, elsewhere a
+    Batch's default; not clipped to the context, and as many as the step's logits allow: a step
+    reads every weight once, so the more rows the fewer reads a token). greedy=True gives
+    (scores, bool array: each token was its row's argmax) per list, as lm_eval's loglikelihood
+    needs."""
     vocab = model.config.vocab_size
     all_ids = [prompt_ids(s, vocab, f"score_batch sequence {n}", model.tokenize)
                for n, s in enumerate(_prompt_list(sequences, "score_batch"))]
@@ -364,7 +365,7 @@ def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: in
     held = max(1, min(max_sequences, len(windows)))
     # A window of n ids writes n positions (n - 1 where it fills the context).
     blocks = _pool_blocks([len(w) for w in windows], held)
-    rows = rows or 0  # 0 (or None): a Batch's default rows
+    rows = rows or _akunu.BatchEngine.scoring_rows(model._engine)  # 0 (or None): the scoring default
     batch = model._kept_batches.take(model, held, rows, blocks, prefix_sharing=False)
     waiting = list(range(len(windows)))[::-1]
     index: dict[int, int] = {}

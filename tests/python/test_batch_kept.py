@@ -130,3 +130,27 @@ def test_a_kept_batch_plans_its_steps_as_a_new_one():
         b = kept(m, False)
         assert_same(m.score_batch(seqs, rows=16), want)
         assert kept(m, False) is b
+
+
+@pytest.mark.parametrize("chunk", [0, 200])
+def test_a_scoring_batch_takes_twice_the_chunk_on_gpus(chunk):
+    """score_batch's default rows a step: on a GPU twice the prefill chunk as asked for (a
+    step reads every weight once, and scoring has no decode rows waiting), elsewhere (a CPU
+    device: lavapipe, the CPU backend) a Batch's default; explicit rows are taken as given. The
+    scores equal those of a batch of the default rows within the GEMM order's tolerance."""
+    from akunu import Batch, _akunu
+    from test_batch import LOGIT_TOL
+
+    m = load(context=300, prefill_chunk=chunk)
+    seqs = prompts(4, m.config.vocab_size, seed=9, lo=40, hi=90)
+    got = m.score_batch(seqs, max_sequences=4)
+    default = Batch(m, max_sequences=4).rows
+    if m.device.profile["type"] == "cpu":
+        assert _akunu.BatchEngine.scoring_rows(m._engine) == 0
+        assert kept(m, False).rows == default
+    else:
+        want = min(2 * max(chunk or 512, 128), 4096)
+        assert _akunu.BatchEngine.scoring_rows(m._engine) == want
+        assert kept(m, False).rows == Batch(m, max_sequences=4, rows=want).rows
+    for g, w in zip(got, m.score_batch(seqs, max_sequences=4, rows=default)):
+        np.testing.assert_allclose(g, w, atol=LOGIT_TOL * 10)

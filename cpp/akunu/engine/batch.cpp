@@ -44,6 +44,12 @@ int default_rows(const BatchOptions& o, const LoadedModel& b) {
 
 }  // namespace
 
+int scoring_rows(const Model& model) {
+    const LoadedModel& b = *model.loaded();
+    if (b.device->profile().type == DeviceType::kCpu) return 0;
+    return std::min(2 * std::max(b.batch_chunk, 128), 4096);
+}
+
 Batch::Batch(const Model& model, const BatchOptions& o) : base_(model.loaded()), prefix_sharing_(o.prefix_sharing) {
     const LoadedModel& b = *base_;
     AKUNU_CHECK(o.max_sequences >= 1 && o.max_sequences <= 4096,

@@ -46,6 +46,12 @@ struct BatchOptions {
     bool prefix_sharing = true;  // sequences share the full blocks of a common prefix
 };
 
+// The rows a scoring batch's steps take by default (0: a Batch's default): on GPUs twice the
+// prefill chunk, since a step of prompt rows reads (and dequantizes) every weight once and
+// scoring has no decode rows to keep waiting (bench/NOTES.md, "score_batch in steps of twice
+// the prefill chunk"). The Batch clips it so that the step's logits fit.
+int scoring_rows(const Model& model);
+
 // A token a step sampled for a sequence.
 struct BatchToken {
     int seq;
