@@ -357,6 +357,24 @@ def _pool_blocks(positions: list[int], held: int) -> int:
     return sum(need[-held:])
 
 
+def _scoring_rows(model) -> int:
+    """The rows a scoring batch prefers a step (0: a Batch's default; engine/batch.h)."""
+    return _akunu.BatchEngine.scoring_rows(model._engine)
+
+
+def _scoring_batch(model, held: int, rows: int, blocks: int) -> tuple[Batch, int]:
+    """(the batch score_batch runs in, the rows asked of it): `rows` if given, else the scoring
+    default, and a Batch's default rows where the device cannot hold a batch of that many (an
+    allocation failed: twice the chunk is a speed preference, not a need)."""
+    kept = model._kept_batches
+    if rows == 0 and (preferred := _scoring_rows(model)) > 0:
+        try:
+            return kept.take(model, held, preferred, blocks, prefix_sharing=False), preferred
+        except _akunu.Error:
+            pass
+    return kept.take(model, held, rows, blocks, prefix_sharing=False), rows
+
+
 def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: int, greedy: bool) -> list:
     """score_batch of windows of at most context + 1 ids each."""
     out: list = [None] * len(windows)
@@ -365,8 +383,7 @@ def _score_windows(model, windows: list[list[int]], max_sequences: int, rows: in
     held = max(1, min(max_sequences, len(windows)))
     # A window of n ids writes n positions (n - 1 where it fills the context).
     blocks = _pool_blocks([len(w) for w in windows], held)
-    rows = rows or _akunu.BatchEngine.scoring_rows(model._engine)  # 0 (or None): the scoring default
-    batch = model._kept_batches.take(model, held, rows, blocks, prefix_sharing=False)
+    batch, rows = _scoring_batch(model, held, rows or 0, blocks)
     waiting = list(range(len(windows)))[::-1]
     index: dict[int, int] = {}
     while waiting or index:

@@ -154,3 +154,34 @@ def test_a_scoring_batch_takes_twice_the_chunk_on_gpus(chunk):
         assert kept(m, False).rows == Batch(m, max_sequences=4, rows=want).rows
     for g, w in zip(got, m.score_batch(seqs, max_sequences=4, rows=default)):
         np.testing.assert_allclose(g, w, atol=LOGIT_TOL * 10)
+
+
+def test_a_scoring_batch_falls_back_to_the_default_rows_where_the_preferred_do_not_fit(monkeypatch):
+    """Twice the chunk is a speed preference: where a batch of the preferred rows cannot be made
+    (the device's memory), score_batch runs in a Batch's default rows and scores alike. Forced
+    here by a preferred 64 rows whose batch fails to allocate."""
+    from akunu import _akunu
+    from akunu import batch as batch_module
+    from test_batch import LOGIT_TOL
+
+    m = load(context=300)
+    seqs = prompts(3, m.config.vocab_size, seed=21, lo=30, hi=80)
+    want = m.score_batch(seqs, max_sequences=3)
+    default_rows = kept(m, False).rows
+    m.release_batches()
+    monkeypatch.setattr(batch_module, "_scoring_rows", lambda model: 64)
+    m.score_batch(seqs, max_sequences=3)
+    assert kept(m, False).rows == 64  # the preferred rows, where they fit
+    m.release_batches()
+    take = batch_module.KeptBatches.take
+
+    def failing_take(self, model, held, rows, blocks, prefix_sharing):
+        if rows == 64:
+            raise _akunu.Error("vkAllocateMemory failed: VK_ERROR_OUT_OF_DEVICE_MEMORY")
+        return take(self, model, held, rows, blocks, prefix_sharing)
+
+    monkeypatch.setattr(batch_module.KeptBatches, "take", failing_take)
+    got = m.score_batch(seqs, max_sequences=3)
+    assert kept(m, False).rows == default_rows
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, atol=LOGIT_TOL * 10)
