@@ -346,7 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--context", type=int, default=None)
     p.add_argument("--prefill-chunk", type=int, default=512)
-    p.add_argument("--kv-dtype", default="f16", choices=["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"])
+    p.add_argument("--kv-dtype", default="f16",
+                   choices=["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h", "fp4h"])
     p.add_argument("--kv-alloc", default="full", choices=["full", "blocks"],
                    help="pre-allocate the KV cache, or grow it in blocks of 256 positions")
     p.add_argument("--kv-ring", action="store_true", help="sliding-window layers keep a ring (docs/kv-cache.md)")
@@ -411,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, default=50000, help="tokens to score")
     p.add_argument("--text", nargs="*", help="text files (default: this Python's standard library source)")
     p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4", "int4h",
-                                                     "int4h+w8"],
+                                                     "fp4h", "int4h+w8", "fp4h+w8"],
                    help="formats to compare (\"int4h+w8\": int4h with each query's 8 latest keys and values in f16)")
     p.add_argument("--context", type=int, default=None, help="tokens per scoring window (default: the model's)")
     p.set_defaults(run=_kv_quality)
@@ -436,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=3, help="runs per measure (median, after a warmup)")
     p.add_argument("--kv-alloc", default="full", choices=["full", "blocks"], help="the KV cache's allocation")
     p.add_argument("--kv-dtype", default="f16",
-                   help="the KV cache's format: f16, q8, int4, fp4, q8/int4, q8/fp4, int4h, or one with a recent "
+                   help="the KV cache's format: f16, q8, int4, fp4, q8/int4, q8/fp4, int4h, fp4h, or one with a recent "
                    "window, \"int4h+w8\" (docs/kv-quality.md)")
     p.add_argument("--kv-ring", action="store_true", help="sliding-window layers keep a ring")
     p.add_argument("--batch", help="batched throughput for these numbers of sequences (1,8,32,64): aggregate "

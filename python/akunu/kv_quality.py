@@ -19,7 +19,7 @@ import numpy as np
 
 from akunu import _progress
 
-FORMATS = ("f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4", "int4h", "int4h+w8")
+FORMATS = ("f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4", "int4h", "fp4h", "int4h+w8", "fp4h+w8")
 
 
 @dataclass

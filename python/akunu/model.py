@@ -67,7 +67,8 @@ class Model:
         kv_dtype: the KV cache's storage, "f16" or quantized with one f16 scale per (head,
         position) row: "q8" (int8), "int4" ([-8, 7]) or "fp4" (E2M1), or keys in q8 and values in
         4 bits, "q8/int4" or "q8/fp4", or "int4h": int4 rows of Hadamard-rotated keys and values,
-        the closest 4-bit format to f16 (docs/kv-quality.md compares them); see KVCacheView.
+        the closest 4-bit format to f16, and "fp4h" the same with fp4 rows (docs/kv-quality.md
+        compares them); see KVCacheView.
         A quantized format spelled "<format>+w<n>" ("int4h+w8") also keeps a recent window:
         each query reads its n latest keys and values in f16 (the current rows from the step,
         older ones from a ring of n + 2 * chain f16 rows per layer and KV head that rewinds of

@@ -11,7 +11,8 @@ _FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3
 
 
 def hadamard_block(head_dim: int) -> int:
-    """The power-of-two block int4h rotates over: the largest dividing head_dim, at most 256."""
+    """The power-of-two block int4h and fp4h rotate over: the largest dividing head_dim, at most
+    256."""
     block = 1
     while block < 256 and head_dim % (block * 2) == 0:
         block *= 2
@@ -20,7 +21,7 @@ def hadamard_block(head_dim: int) -> int:
 
 def hadamard_rotate(x: np.ndarray) -> np.ndarray:
     """x [..., head_dim] times the orthonormal Walsh-Hadamard matrix of hadamard_block(head_dim),
-    block-diagonal over the last axis: int4h's rotation, its own inverse (kv_format.h)."""
+    block-diagonal over the last axis: int4h's and fp4h's rotation, its own inverse (kv_format.h)."""
     head_dim = x.shape[-1]
     n = hadamard_block(head_dim)
     i = np.arange(n)
@@ -38,12 +39,12 @@ def dequantize_kv(words: np.ndarray, scales: np.ndarray, kv_dtype: str) -> np.nd
     """float32 [..., head_dim] from a quantized cache's packed words [..., head_dim * bits / 32]
     (u32, value j of a word in bits [j * bits, (j + 1) * bits)) and row scales [...] (f16):
     code * scale, with int8 codes for q8, int4 codes in [-8, 7] for int4 and int4h and E2M1
-    codes for fp4 (see shaders/include/kv_format.glsl); int4h rows are then rotated back
-    (hadamard_rotate)."""
-    if kv_dtype == "int4h":
-        return hadamard_rotate(dequantize_kv(words, scales, "int4"))
+    codes for fp4 and fp4h (see shaders/include/kv_format.glsl); int4h and fp4h rows are then
+    rotated back (hadamard_rotate)."""
+    if kv_dtype in ("int4h", "fp4h"):
+        return hadamard_rotate(dequantize_kv(words, scales, kv_dtype[:-1]))
     if kv_dtype not in ("q8", "int4", "fp4"):
-        raise ValueError(f"kv_dtype {kv_dtype!r} is not a quantized format (q8, int4, fp4, int4h)")
+        raise ValueError(f"kv_dtype {kv_dtype!r} is not a quantized format (q8, int4, fp4, int4h, fp4h)")
     bits = 8 if kv_dtype == "q8" else 4
     shifts = np.arange(32 // bits, dtype=np.uint32) * bits
     codes = (np.asarray(words, dtype=np.uint32)[..., None] >> shifts) & ((1 << bits) - 1)
@@ -58,15 +59,15 @@ def dequantize_kv(words: np.ndarray, scales: np.ndarray, kv_dtype: str) -> np.nd
 
 class KVCacheView:
     """The model's KV cache, as stored: for kv_dtype f16, k(layer)/v(layer) are
-    [n_kv_heads, current_length, head_dim] f16 views; for q8/int4/fp4/int4h they are the packed
-    codes, u32 [n_kv_heads, current_length, head_dim * bits / 32], with k_scales/v_scales the f16
-    row scales [n_kv_heads, current_length] ("q8/int4" and "q8/fp4": keys in q8, values in the
-    4-bit format; int4h: int4 codes of Hadamard-rotated rows). k(layer, dequantize=True) gives
-    float32 values in every format, int4h's rotated back. Views are copies where the device
-    memory is not host-visible; copy=True asks for one anyway, read through the staging area: on
-    a discrete GPU the views are device memory the host maps uncached, which NumPy reads a few
-    bytes per bus round trip (bench/NOTES.md measures it), where a copy goes at the bus's speed.
-    dequantize=True reads that way.
+    [n_kv_heads, current_length, head_dim] f16 views; for q8/int4/fp4/int4h/fp4h they are the
+    packed codes, u32 [n_kv_heads, current_length, head_dim * bits / 32], with k_scales/v_scales
+    the f16 row scales [n_kv_heads, current_length] ("q8/int4" and "q8/fp4": keys in q8, values in
+    the 4-bit format; int4h, fp4h: int4 or fp4 codes of Hadamard-rotated rows). k(layer,
+    dequantize=True) gives float32 values in every format, int4h's and fp4h's rotated back.
+    Views are copies where the device memory is not host-visible; copy=True asks for one anyway,
+    read through the staging area: on a discrete GPU the views are device memory the host maps
+    uncached, which NumPy reads a few bytes per bus round trip (bench/NOTES.md measures it),
+    where a copy goes at the bus's speed. dequantize=True reads that way.
 
     Layers kept in blocks (kv_alloc="blocks") or in a sliding-window ring (kv_ring=True) are
     not one buffer: their k/v/k_scales/v_scales are copies of rows [0, current_length) gathered
@@ -78,8 +79,8 @@ class KVCacheView:
 
     @property
     def dtype(self) -> str:
-        """The storage format: "f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4" (keys/values) or
-        "int4h" (Hadamard-rotated int4)."""
+        """The storage format: "f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4" (keys/values),
+        "int4h" or "fp4h" (Hadamard-rotated int4 or fp4)."""
         return self._e.kv_dtype
 
     def side_dtype(self, values: bool) -> str:
@@ -96,7 +97,7 @@ class KVCacheView:
 
     def recent_k(self, layer: int) -> np.ndarray:
         """The recent window's ring of keys of `layer`: f16 [n_kv_heads, ring rows, head_dim],
-        position t in row t % ring rows (rotated for int4h, as the cache's rows)."""
+        position t in row t % ring rows (rotated for int4h and fp4h, as the cache's rows)."""
         return self._e.kv_recent_view(layer, False)
 
     def recent_v(self, layer: int) -> np.ndarray:

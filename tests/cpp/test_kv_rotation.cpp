@@ -77,7 +77,7 @@ TEST_F(KvRotation, HadamardRowsMatchTheMatrixOnBothBackends) {
     }
 }
 
-TEST_F(KvRotation, Int4hStoresInt4RowsAndNamesItself) {
+TEST_F(KvRotation, RotatedFormatsStoreTheirBaseRowsAndNameThemselves) {
     EXPECT_EQ(parse_kv_dtype("int4h"), KvDType::kInt4H);
     EXPECT_STREQ(kv_dtype_name(KvDType::kInt4H), "int4h");
     EXPECT_EQ(kv_variant_suffix(KvDType::kInt4H), "int4");
@@ -85,6 +85,13 @@ TEST_F(KvRotation, Int4hStoresInt4RowsAndNamesItself) {
     EXPECT_EQ(kv_side(KvDType::kInt4H, true), KvDType::kInt4);
     EXPECT_TRUE(kv_rotated(KvDType::kInt4H));
     EXPECT_FALSE(kv_rotated(KvDType::kInt4));
+    EXPECT_EQ(parse_kv_dtype("fp4h"), KvDType::kFp4H);
+    EXPECT_STREQ(kv_dtype_name(KvDType::kFp4H), "fp4h");
+    EXPECT_EQ(kv_variant_suffix(KvDType::kFp4H), "fp4");
+    EXPECT_EQ(kv_side(KvDType::kFp4H, false), KvDType::kFp4);
+    EXPECT_EQ(kv_side(KvDType::kFp4H, true), KvDType::kFp4);
+    EXPECT_TRUE(kv_rotated(KvDType::kFp4H));
+    EXPECT_FALSE(kv_rotated(KvDType::kFp4));
     CommandList cl(Device::create("cpu"));
     cl.begin();
     EXPECT_THROW(kernels::hadamard_rows(cl, {}, {}, 1, 1, 300, 300), Error);  // head_dim over 256

@@ -26,7 +26,7 @@ ARCHS = {
     "gemma3": ("tiny-gemma3-random", "gguf", "tiny-gemma3-random-f16.gguf"),
     "qwen3": ("tiny-qwen3-random", "gguf", "tiny-qwen3-random-f16.gguf"),
 }
-KV_DTYPES = ["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"]
+KV_DTYPES = ["f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h", "fp4h"]
 LOGIT_TOL = 2e-2  # of max |logit|: GEMM vs GEMV order and f16 activations (module docstring)
 
 

@@ -1,4 +1,4 @@
-"""Quantized KV caches (kv_dtype q8, int4, fp4, int4h), and with a recent window ("int4h+w8").
+"""Quantized KV caches (kv_dtype q8, int4, fp4, int4h, fp4h), and with a recent window ("int4h+w8").
 
 - The cache write against an independent NumPy quantizer (support/kv_reference.py) applied to the K and
   V of a float64 forward pass and to transformers' K/V of the reference fixtures.
@@ -23,7 +23,7 @@ from support.int8_x import INT8_X_ALLOWANCE_RANDOM, decode_rounds_x
 # Every test here runs on each backend (conftest.py `backend`).
 pytestmark = pytest.mark.usefixtures("backend")
 
-FORMATS = ["q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"]
+FORMATS = ["q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h", "fp4h"]
 # With a recent window in f16 (odd windows; chain=1 keeps the rings at window + 2 rows, so that
 # they wrap over IDS).
 RECENT = ["int4+w5", "int4h+w8", "q8/fp4+w3", "fp4+w1"]
@@ -68,7 +68,7 @@ def cache_contents(m: akunu.Model, fmt: str) -> list[tuple[np.ndarray, np.ndarra
 def within_one_code(got: np.ndarray, want: np.ndarray, scale: np.ndarray, fmt: str, what: str) -> None:
     """Codes agree except where akunu's f32 and the reference's value straddle a rounding
     boundary; there they differ by one code step (fp4's widest step is 2 at magnitude 4..6)."""
-    step = scale.astype(np.float64)[..., None] * (2.0 if fmt == "fp4" else 1.0)
+    step = scale.astype(np.float64)[..., None] * (2.0 if fmt in ("fp4", "fp4h") else 1.0)
     diff = np.abs(got - want)
     assert (diff <= step * 1.001 + 1e-6).all(), f"{fmt} {what}: a value is more than one code step off"
     exact = np.isclose(got, want, rtol=0, atol=1e-6).mean()
@@ -156,7 +156,7 @@ def test_cache_write_matches_transformers_kv(model, fmt):
             # matrices): beside one code step, allow the fixtures' f16 KV tolerance, 2e-3 of
             # the row's largest value (twice that: either side of a boundary).
             got = ref.dequantize(ref.unpack(words, f), scales_got)
-            step = scales.astype(np.float64)[..., None] * (2.0 if f == "fp4" else 1.0)
+            step = scales.astype(np.float64)[..., None] * (2.0 if f in ("fp4", "fp4h") else 1.0)
             slack = 4e-3 * np.abs(ref.unrotate(x, f)).max(axis=-1, keepdims=True)  # the stored (rotated) row's
             err = np.abs(got - ref.dequantize(codes, scales)) - step * 1.01 - slack
             assert (err <= 0).all(), f"{model} {fmt} {name}{layer}: {err.max():.5f} beyond one step"
@@ -223,7 +223,8 @@ def test_dequantize_view_agrees_with_reference_decoder():
 
 @pytest.mark.parametrize("fmt, row_bytes", [("f16", 128 + 128), ("q8", 66 + 66), ("int4", 34 + 34), ("fp4", 34 + 34),
                                             ("q8/int4", 66 + 34), ("q8/fp4", 66 + 34),
-                                            ("int4h", 34 + 34), ("int4h+w8", 34 + 34), ("q8/int4+w", 66 + 34)])
+                                            ("int4h", 34 + 34), ("fp4h", 34 + 34), ("int4h+w8", 34 + 34),
+                                            ("q8/int4+w", 66 + 34)])
 def test_memory_report_counts_each_format_exactly(fmt, row_bytes):
     m = akunu.Model(trained_gguf(), context=40, progress=False, kv_dtype=fmt, chain=3)
     planned, allocated = m.memory_report()["kv_cache"]
@@ -270,24 +271,26 @@ def test_state_round_trip_and_fork_on_a_quantized_cache():
         other.load_state(saved)
 
 
-def test_int4h_view_rotates_back_and_the_state_keeps_its_format():
-    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4h")
+@pytest.mark.parametrize("fmt", ["int4h", "fp4h"])
+def test_rotated_view_rotates_back_and_the_state_keeps_its_format(fmt):
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt)
     m.eval(IDS)
     kv = m.kv_cache
     for layer, values in ((1, False), (4, True)):
         words, scales = (kv.v(layer), kv.v_scales(layer)) if values else (kv.k(layer), kv.k_scales(layer))
-        want = ref.unrotate(ref.dequantize(ref.unpack(words, "int4h"), scales), "int4h")
+        want = ref.unrotate(ref.dequantize(ref.unpack(words, fmt), scales), fmt)
         got = kv.v(layer, dequantize=True) if values else kv.k(layer, dequantize=True)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
-    # The rotated codes are not int4's view of the same rows: the view must rotate back.
-    assert np.abs(akunu.dequantize_kv(kv.k(1), kv.k_scales(1), "int4") - kv.k(1, dequantize=True)).max() > 0.1
+    # The rotated codes are not the unrotated format's view of the same rows: the view must
+    # rotate back.
+    assert np.abs(akunu.dequantize_kv(kv.k(1), kv.k_scales(1), fmt[:-1]) - kv.k(1, dequantize=True)).max() > 0.1
     saved = m.save_state()
     want = m.eval([42], reset=False).copy()
     m.reset()
     m.load_state(saved)
     np.testing.assert_array_equal(m.eval([42], reset=False), want)
     other = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype="int4")
-    with pytest.raises(akunu.Error, match="'int4h' KV cache, this model's is 'int4'"):
+    with pytest.raises(akunu.Error, match=f"'{fmt}' KV cache, this model's is 'int4'"):
         other.load_state(saved)
 
 
@@ -295,16 +298,17 @@ def test_int4h_view_rotates_back_and_the_state_keeps_its_format():
 INT4H_PERPLEXITY_COST = 0.015
 
 
-def test_int4h_perplexity_is_closer_to_f16_than_int4():
+def test_rotated_4bit_perplexity_is_closer_to_f16():
     """The trained code model over 4 windows of 256 tokens of this Python's standard library
-    (akunu kv-quality's corpus): int4 costs several percent of perplexity, int4h under half of
-    that, with about half of int4's KL, and int4h with its 8 latest keys and values in f16 under
-    1 % (docs/kv-quality.md)."""
+    (akunu kv-quality's corpus): int4 and fp4 cost several percent of perplexity, int4h and fp4h
+    under half of that, int4h with about half of int4's KL, and both rotated formats with their
+    8 latest keys and values in f16 under 1 % (docs/kv-quality.md; fp4h+w8 reads ~0.8 % here on
+    both backends)."""
     from akunu import kv_quality
     gguf = require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf")
     tok = akunu.Tokenizer.from_file(str(gguf))
     ids = kv_quality.python_corpus(tok, 1025, tok.bos_id, tok.eos_id)
-    formats = ["int4", "int4h", "int4h+w8"]
+    formats = ["int4", "int4h", "int4h+w8", "fp4", "fp4h", "fp4h+w8"]
     rows = {r.kv_dtype: r for r in kv_quality.measure(gguf, ids, formats, context=256, progress=False)}
     cost = {f: rows[f].perplexity / rows["f16"].perplexity - 1 for f in formats}
     assert cost["int4h"] <= INT4H_PERPLEXITY_COST, cost
@@ -316,6 +320,9 @@ def test_int4h_perplexity_is_closer_to_f16_than_int4():
     m = akunu.Model(gguf, context=256, progress=False)
     ring_bytes = 6 * 2 * 2 * (8 + 2 * m.chain) * 64 * 2
     assert rows["int4h+w8"].kv_bytes == rows["int4h"].kv_bytes + ring_bytes
+    assert cost["fp4h"] < 0.5 * cost["fp4"], cost
+    assert cost["fp4h+w8"] <= 0.01 and rows["fp4h+w8"].kl_mean < 0.5 * rows["fp4h"].kl_mean, cost
+    assert rows["fp4h+w8"].kv_bytes == rows["int4h+w8"].kv_bytes
 
 
 def ring_rows_at(kv, layer: int, values: bool, positions) -> np.ndarray:

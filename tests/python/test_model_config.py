@@ -260,7 +260,7 @@ def test_plan_fits_against_available_memory_not_total_ram(backend):
 
 
 @pytest.mark.parametrize("kv, row", [("f16", 256), ("q8", 130), ("int4", 66), ("fp4", 66), ("q8/int4", 98),
-                                           ("int4h", 66)])
+                                           ("int4h", 66), ("fp4h", 66)])
 def test_plan_kv_dtypes(kv, row):
     p = akunu.plan(LLAMA31_8B, context=1000, kv_dtype=kv, check_device=False)
     assert p.kv_bytes == 32 * 2 * 8 * 1000 * row

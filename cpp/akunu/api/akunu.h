@@ -41,7 +41,7 @@ akunu_status akunu_model_create(const char* path, int context, akunu_model** out
  *   devices   n_devices selectors, in layer order: the model split by layers across them
  *             (docs/devices.md); give device or devices, not both
  *   split     n_split layer counts or shares, one per device (NULL: by free memory)
- *   kv_dtype  the KV cache's format: "f16", "q8", "int4", "int4h", "q8/int4", ..., a quantized one
+ *   kv_dtype  the KV cache's format: "f16", "q8", "int4", "int4h", "fp4h", "q8/int4", ..., a quantized one
  *             with a recent window in f16 as "int4h+w8" (NULL: f16)
  *   tuning    "key=value,..." over AKUNU_TUNE (docs/configuration.md; NULL: none) */
 typedef struct {

@@ -16,8 +16,10 @@ KvDType parse_kv_dtype(const std::string& name) {
     if (name == "q8/int4") return KvDType::kQ8Int4;
     if (name == "q8/fp4") return KvDType::kQ8Fp4;
     if (name == "int4h") return KvDType::kInt4H;
+    if (name == "fp4h") return KvDType::kFp4H;
     throw Error("unknown kv_dtype '" + name +
-                "'; expected f16, q8, int4, fp4, q8/int4, q8/fp4 (keys/values) or int4h (Hadamard-rotated int4)");
+                "'; expected f16, q8, int4, fp4, q8/int4, q8/fp4 (keys/values), int4h or fp4h (Hadamard-rotated "
+                "int4 or fp4)");
 }
 
 KvFormat parse_kv_format(const std::string& name) {
@@ -34,7 +36,7 @@ KvFormat parse_kv_format(const std::string& name) {
     f.recent = digits.empty() ? kKvRecentDefault : std::stoi(digits);
     AKUNU_CHECK(f.dtype != KvDType::kF16, "kv_dtype '" + name +
                                               "': the recent window keeps f16 copies beside a quantized cache; an "
-                                              "f16 cache has none (use q8, int4, fp4, q8/int4, q8/fp4 or int4h)");
+                                              "f16 cache has none (use q8, int4, fp4, q8/int4, q8/fp4, int4h or fp4h)");
     AKUNU_CHECK(f.recent >= 1 && f.recent <= kKvRecentMax,
                 "kv_dtype '" + name + "': the window must hold 1 to " + std::to_string(kKvRecentMax) + " positions");
     return f;
@@ -54,12 +56,13 @@ const char* kv_dtype_name(KvDType t) {
         case KvDType::kQ8Int4: return "q8/int4";
         case KvDType::kQ8Fp4: return "q8/fp4";
         case KvDType::kInt4H: return "int4h";
+        case KvDType::kFp4H: return "fp4h";
     }
     return "?";
 }
 
 std::string kv_variant_suffix(KvDType t) {
-    std::string s = kv_dtype_name(t == KvDType::kInt4H ? KvDType::kInt4 : t);
+    std::string s = kv_dtype_name(kv_rotated(t) ? kv_side(t, false) : t);
     for (char& ch : s)
         if (ch == '/') ch = '_';
     return s;
@@ -69,6 +72,7 @@ KvDType kv_side(KvDType t, bool values) {
     if (t == KvDType::kQ8Int4) return values ? KvDType::kInt4 : KvDType::kQ8;
     if (t == KvDType::kQ8Fp4) return values ? KvDType::kFp4 : KvDType::kQ8;
     if (t == KvDType::kInt4H) return KvDType::kInt4;
+    if (t == KvDType::kFp4H) return KvDType::kFp4;
     return t;
 }
 
@@ -76,7 +80,7 @@ uint32_t kv_code_id(KvDType side) {
     return side == KvDType::kQ8 ? kKvQ8 : side == KvDType::kInt4 ? kKvInt4 : side == KvDType::kFp4 ? kKvFp4 : kKvF16;
 }
 
-bool kv_rotated(KvDType t) { return t == KvDType::kInt4H; }
+bool kv_rotated(KvDType t) { return t == KvDType::kInt4H || t == KvDType::kFp4H; }
 
 int kv_rotation_block(int head_dim) {
     int block = 1;

@@ -24,8 +24,8 @@
 
 namespace akunu {
 
-enum class KvDType { kF16, kQ8, kInt4, kFp4, kQ8Int4, kQ8Fp4, kInt4H };
-// "f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h"
+enum class KvDType { kF16, kQ8, kInt4, kFp4, kQ8Int4, kQ8Fp4, kInt4H, kFp4H };
+// "f16", "q8", "int4", "fp4", "q8/int4", "q8/fp4", "int4h", "fp4h"
 KvDType parse_kv_dtype(const std::string& name);
 const char* kv_dtype_name(KvDType t);
 
@@ -46,12 +46,13 @@ constexpr int kKvRecentMax = 256;
 // range (1 to kKvRecentMax).
 KvFormat parse_kv_format(const std::string& name);
 std::string kv_format_name(const KvFormat& f);  // "int4h+w8", or the dtype's name without a window
-// Shader-variant suffix of the stored codes: "q8", "q8_int4", ... ("int4" for int4h).
+// Shader-variant suffix of the stored codes: "q8", "q8_int4", ... ("int4" for int4h, "fp4" for
+// fp4h).
 std::string kv_variant_suffix(KvDType t);
 // The storage format of the keys (values = false) or the values: one of f16, q8, int4, fp4.
 KvDType kv_side(KvDType t, bool values);
-// Whether the cache holds Hadamard-rotated rows (int4h): Q, K and V are rotated before the
-// cache write, and the attention output after attention.
+// Whether the cache holds Hadamard-rotated rows (int4h, fp4h): Q, K and V are rotated before
+// the cache write, and the attention output after attention.
 bool kv_rotated(KvDType t);
 // The power-of-two block the rotation runs over: the largest that divides head_dim, at most 256
 // (a block-diagonal H where head_dim is not a power of two).

@@ -11,21 +11,23 @@ word, code j in bits [j * bits, (j + 1) * bits).
 
     int4h  int4 codes of H x, with H the orthonormal Sylvester-Hadamard matrix of the largest
            power of two (at most 256) dividing d, block-diagonal over the row; H = H^T = H^-1,
-           so unrotate() takes a dequantized row back to x."""
+           so unrotate() takes a dequantized row back to x
+    fp4h   fp4 codes of H x, as int4h"""
 from __future__ import annotations
 
 import numpy as np
 
-QMAX = {"q8": 127.0, "int4": 7.0, "fp4": 6.0, "int4h": 7.0}
-BITS = {"q8": 8, "int4": 4, "fp4": 4, "int4h": 4}
+QMAX = {"q8": 127.0, "int4": 7.0, "fp4": 6.0, "int4h": 7.0, "fp4h": 6.0}
+BITS = {"q8": 8, "int4": 4, "fp4": 4, "int4h": 4, "fp4h": 4}
+ROTATED = ("int4h", "fp4h")  # the formats of rotated rows, and the format of their codes: fmt[:-1]
 E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
 
 def quantize(x: np.ndarray, fmt: str, scale: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(signed codes as values before scaling [..., d] float64, f16 scales [...]) of rows x[..., d];
     `scale` imposes the rows' f16 scales instead of forming them."""
-    if fmt == "int4h":
-        return quantize(unrotate(x, fmt), "int4", scale)
+    if fmt in ROTATED:
+        return quantize(unrotate(x, fmt), fmt[:-1], scale)
     x = np.asarray(x, dtype=np.float32)
     if scale is None:
         scale = (np.abs(x).max(axis=-1) / np.float32(QMAX[fmt])).astype(np.float16)
@@ -54,9 +56,9 @@ def hadamard(d: int) -> np.ndarray:
 
 
 def unrotate(x: np.ndarray, fmt: str) -> np.ndarray:
-    """Rows x [..., d] of the format's rotated space back in the model's (int4h; else x). The
-    same matrix rotates into that space."""
-    if fmt != "int4h":
+    """Rows x [..., d] of the format's rotated space back in the model's (int4h, fp4h; else x).
+    The same matrix rotates into that space."""
+    if fmt not in ROTATED:
         return x
     return np.asarray(x, dtype=np.float64) @ hadamard(x.shape[-1])
 
@@ -71,7 +73,7 @@ def unpack(words: np.ndarray, fmt: str) -> np.ndarray:
     out = []
     for j in range(32 // bits):
         c = (words.astype(np.int64) >> (j * bits)) & ((1 << bits) - 1)
-        if fmt == "fp4":
+        if fmt in ("fp4", "fp4h"):
             out.append(np.where(c & 8, -1.0, 1.0) * E2M1[c & 7])
         else:
             out.append(np.where(c >= 1 << (bits - 1), c - (1 << bits), c).astype(np.float64))
