@@ -78,20 +78,22 @@ TEST_F(KvRotation, HadamardRowsMatchTheMatrixOnBothBackends) {
 }
 
 TEST_F(KvRotation, RotatedFormatsStoreTheirBaseRowsAndNameThemselves) {
-    EXPECT_EQ(parse_kv_dtype("int4h"), KvDType::kInt4H);
-    EXPECT_STREQ(kv_dtype_name(KvDType::kInt4H), "int4h");
-    EXPECT_EQ(kv_variant_suffix(KvDType::kInt4H), "int4");
-    EXPECT_EQ(kv_side(KvDType::kInt4H, false), KvDType::kInt4);
-    EXPECT_EQ(kv_side(KvDType::kInt4H, true), KvDType::kInt4);
-    EXPECT_TRUE(kv_rotated(KvDType::kInt4H));
-    EXPECT_FALSE(kv_rotated(KvDType::kInt4));
-    EXPECT_EQ(parse_kv_dtype("fp4h"), KvDType::kFp4H);
-    EXPECT_STREQ(kv_dtype_name(KvDType::kFp4H), "fp4h");
-    EXPECT_EQ(kv_variant_suffix(KvDType::kFp4H), "fp4");
-    EXPECT_EQ(kv_side(KvDType::kFp4H, false), KvDType::kFp4);
-    EXPECT_EQ(kv_side(KvDType::kFp4H, true), KvDType::kFp4);
-    EXPECT_TRUE(kv_rotated(KvDType::kFp4H));
-    EXPECT_FALSE(kv_rotated(KvDType::kFp4));
+    struct Case {
+        const char* name;
+        KvDType rotated, base;
+        const char* suffix;
+    };
+    for (const Case& c :
+         {Case{"int4h", KvDType::kInt4H, KvDType::kInt4, "int4"}, Case{"fp4h", KvDType::kFp4H, KvDType::kFp4, "fp4"}}) {
+        SCOPED_TRACE(c.name);
+        EXPECT_EQ(parse_kv_dtype(c.name), c.rotated);
+        EXPECT_STREQ(kv_dtype_name(c.rotated), c.name);
+        EXPECT_EQ(kv_variant_suffix(c.rotated), c.suffix);
+        EXPECT_EQ(kv_side(c.rotated, false), c.base);
+        EXPECT_EQ(kv_side(c.rotated, true), c.base);
+        EXPECT_TRUE(kv_rotated(c.rotated));
+        EXPECT_FALSE(kv_rotated(c.base));
+    }
     CommandList cl(Device::create("cpu"));
     cl.begin();
     EXPECT_THROW(kernels::hadamard_rows(cl, {}, {}, 1, 1, 300, 300), Error);  // head_dim over 256
