@@ -365,13 +365,14 @@ def _scoring_rows(model) -> int:
 def _scoring_batch(model, held: int, rows: int, blocks: int) -> tuple[Batch, int]:
     """(the batch score_batch runs in, the rows asked of it): `rows` if given, else the scoring
     default, and a Batch's default rows where the device cannot hold a batch of that many (an
-    allocation failed: twice the chunk is a speed preference, not a need)."""
+    allocation failed: twice the chunk is a speed preference, not a need). A model whose
+    preferred batch failed once takes the default from then on (until release_batches())."""
     kept = model._kept_batches
-    if rows == 0 and (preferred := _scoring_rows(model)) > 0:
+    if rows == 0 and not kept.preferred_failed and (preferred := _scoring_rows(model)) > 0:
         try:
             return kept.take(model, held, preferred, blocks, prefix_sharing=False), preferred
         except _akunu.Error:
-            pass
+            kept.preferred_failed = True
     return kept.take(model, held, rows, blocks, prefix_sharing=False), rows
 
 
@@ -414,6 +415,7 @@ class KeptBatches:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._kept: dict[bool, tuple[Batch, int]] = {}  # by prefix sharing: the batch, the rows asked for
+        self.preferred_failed = False  # a scoring batch of the preferred rows could not be allocated
 
     def take(self, model, held: int, rows: int, blocks: int, prefix_sharing: bool) -> Batch:
         with self._lock:
@@ -432,6 +434,7 @@ class KeptBatches:
     def release(self) -> None:
         with self._lock:
             self._kept = {}
+            self.preferred_failed = False
 
     def bytes(self) -> int:
         with self._lock:

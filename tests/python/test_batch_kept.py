@@ -158,8 +158,9 @@ def test_a_scoring_batch_takes_twice_the_chunk_on_gpus(chunk):
 
 def test_a_scoring_batch_falls_back_to_the_default_rows_where_the_preferred_do_not_fit(monkeypatch):
     """Twice the chunk is a speed preference: where a batch of the preferred rows cannot be made
-    (the device's memory), score_batch runs in a Batch's default rows and scores alike. Forced
-    here by a preferred 64 rows whose batch fails to allocate."""
+    (the device's memory), score_batch runs in a Batch's default rows and scores alike, and the
+    model's later calls do not try again until release_batches(). Forced here by a preferred 64
+    rows whose batch fails to allocate."""
     from akunu import _akunu
     from akunu import batch as batch_module
     from test_batch import LOGIT_TOL
@@ -173,15 +174,21 @@ def test_a_scoring_batch_falls_back_to_the_default_rows_where_the_preferred_do_n
     m.score_batch(seqs, max_sequences=3)
     assert kept(m, False).rows == 64  # the preferred rows, where they fit
     m.release_batches()
-    take = batch_module.KeptBatches.take
+    take, tried = batch_module.KeptBatches.take, []
 
     def failing_take(self, model, held, rows, blocks, prefix_sharing):
+        tried.append(rows)
         if rows == 64:
             raise _akunu.Error("vkAllocateMemory failed: VK_ERROR_OUT_OF_DEVICE_MEMORY")
         return take(self, model, held, rows, blocks, prefix_sharing)
 
     monkeypatch.setattr(batch_module.KeptBatches, "take", failing_take)
     got = m.score_batch(seqs, max_sequences=3)
-    assert kept(m, False).rows == default_rows
+    assert kept(m, False).rows == default_rows and tried == [64, 0]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, atol=LOGIT_TOL * 10)
+    m.score_batch(seqs, max_sequences=3)
+    assert tried == [64, 0, 0]  # the failure is remembered: the kept default batch runs the call
+    m.release_batches()
+    m.score_batch(seqs, max_sequences=3)
+    assert tried == [64, 0, 0, 64, 0]
