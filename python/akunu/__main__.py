@@ -182,8 +182,9 @@ def _kv_quality(akunu, args) -> int:
         ids = ids[: args.tokens]
     else:
         ids = kv_quality.python_corpus(tok, args.tokens, tok.bos_id, tok.eos_id)
-    print(f"kv-quality: {len(ids):,} tokens, kv_dtype {', '.join(args.kv_dtype)}")
-    rows = kv_quality.measure(args.model, ids, args.kv_dtype, context=args.context, progress=args.progress,
+    formats = args.kv_dtype or kv_quality.FORMATS
+    print(f"kv-quality: {len(ids):,} tokens, kv_dtype {', '.join(formats)}")
+    rows = kv_quality.measure(args.model, ids, formats, context=args.context, progress=args.progress,
                               device=args.device or None)
     print(kv_quality.markdown(rows, len(ids)))
     return 0
@@ -411,9 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--tokens", type=int, default=50000, help="tokens to score")
     p.add_argument("--text", nargs="*", help="text files (default: this Python's standard library source)")
-    p.add_argument("--kv-dtype", nargs="+", default=["f16", "q8", "q8/int4", "q8/fp4", "int4", "fp4", "int4h",
-                                                     "fp4h", "int4h+w8", "fp4h+w8"],
-                   help="formats to compare (\"int4h+w8\": int4h with each query's 8 latest keys and values in f16)")
+    p.add_argument("--kv-dtype", nargs="+", default=None,
+                   help="formats to compare (default: every one, akunu.kv_quality.FORMATS; \"int4h+w8\": int4h "
+                   "with each query's 8 latest keys and values in f16)")
     p.add_argument("--context", type=int, default=None, help="tokens per scoring window (default: the model's)")
     p.set_defaults(run=_kv_quality)
     p = sub.add_parser("tokenizer-bench", help="encode speed of a tokenizer")
