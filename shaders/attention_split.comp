@@ -68,8 +68,64 @@ void write_dim(uint slot, uint d, float total, float l, bool alone) {
         partial[slot + d] = total;
 }
 
+// How a team covers a cache row (kernels::launch::attention_split_shape): TEAM neighbouring
+// invocations, each loading LANE_VECS 16-byte vectors of the row. A quantized row with
+// LANE_VECS = 0 is read one value at a time (attend_rows).
+layout(constant_id = 0) const uint TEAM = 8;       // lanes per row: a power of two inside a subgroup
+layout(constant_id = 1) const uint LANE_VECS = 1;  // vectors of a row per lane
+// Rows per team and round: K and V of 4 rows are 32 registers of loads in flight per lane. 2
+// rows ran as fast, 8 slower for the registers they hold (bench/NOTES.md).
+#define BATCH 4
+const uint TEAMS = AKUNU_ATTENTION_CHUNK / TEAM;
+shared float sums[AKUNU_ATTENTION_CHUNK * 8];  // the teams' V sums, one slice of 8 values at a time
+// Each subgroup's maximum and its sum of exps relative to it: where the teams meet.
+shared float meet_m[AKUNU_MAX_SUBGROUPS], meet_l[AKUNU_MAX_SUBGROUPS];
+// q of the head, read by each lane straight from the buffer (through L1) as it scores: staging
+// it in shared memory put a round trip and a barrier before the first K and V loads, which
+// measured slower behind long caches (bench/NOTES.md).
+layout(std430, binding = 0) readonly buffer Q4 { vec4 q4[]; };
+
+// The teams meet, for the online-softmax paths: the chunk's max M (every chunk in use holds an
+// attended row), each team's sums rescaled by exp(m - M) (0 for a team that attended nothing),
+// and the sum of exps L, from one exchange of each subgroup's maximum and its sum relative to it
+// (one barrier, not a maximum and then a sum). Returns exp(m - M) and sets M and L.
+float meet_factor(float m, float l, uint lane, out float M, out float L) {
+    const float ms = subgroupMax(m);
+    const float ls = subgroupAdd(lane == 0 && m > -1.0 / 0.0 ? l * exp(m - ms) : 0.0);
+    if (subgroupElect()) meet_m[gl_SubgroupID] = ms, meet_l[gl_SubgroupID] = ls;
+    barrier();
+    M = -1.0 / 0.0, L = 0.0;
+    for (uint g = 0; g < gl_NumSubgroups; ++g) M = max(M, meet_m[g]);
+    for (uint g = 0; g < gl_NumSubgroups; ++g)
+        if (meet_m[g] > -1.0 / 0.0) L += meet_l[g] * exp(meet_m[g] - M);
+    return exp(m - M);
+}
+
+// One slice of the teams' V sums added through shared memory: each lane's 8 values lo, hi (already
+// rescaled) are dims lane * lane_dims + offset + c, c < 8. `parts` neighbouring invocations share
+// a dim, each summing every parts-th team, and meet through shuffles: fewer dependent
+// shared-memory loads than one invocation per dim.
+void meet_slice(vec4 lo, vec4 hi, uint lane_dims, uint offset, uint slot, float L, bool alone) {
+    const uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint c = 0; c < 4; ++c) {
+        sums[tid * 8 + c] = lo[c];
+        sums[tid * 8 + 4 + c] = hi[c];
+    }
+    barrier();
+    const uint width = TEAM * 8, parts = min(AKUNU_ATTENTION_CHUNK / width, gl_SubgroupSize);
+    const uint dim_in = tid / parts, part = tid % parts;
+    float total = 0.0;
+    if (dim_in < width)
+        for (uint g = part; g < TEAMS; g += parts) total += sums[g * width + dim_in];
+    for (uint w = parts / 2; w > 0; w /= 2) total += subgroupShuffleXor(total, w);
+    const uint dim = (dim_in / 8) * lane_dims + offset + dim_in % 8;
+    if (part == 0 && dim_in < width && dim < p.head_dim) write_dim(slot, dim, total, L, alone);
+    barrier();
+}
+
 #ifdef KV_QUANTIZED
-// Quantized caches: K and V read one value at a time through K_AT / V_AT.
+// Quantized rows that are not whole 8-byte vectors for a team (LANE_VECS = 0): K and V read one
+// value at a time through K_AT / V_AT.
 void attend_rows(uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
     const uint tid = gl_LocalInvocationID.x;
     // Scores: teams of 8 neighbouring invocations share a cache row, lane l reading dims
@@ -132,6 +188,106 @@ void attend_rows(uint kvh, uint chunk, uint begin, uint first, uint pos, bool al
         partial[slot + p.head_dim + 1] = l;
     }
 }
+
+// Quantized rows 8 bytes a lane (LANE_VECS = 1), the f16 path's online softmax per team: lane l
+// of a row's team holds K's codes of dims [l CK, (l + 1) CK) and V's of [l CV, (l + 1) CV)
+// (lanes past a side's vectors hold none), q's values under its K codes in registers, and its
+// dims' weighted V sums. A row's scale multiplies its dot product (K) or its weight (V) once.
+// (16 bytes a lane held more registers and ran slower: bench/NOTES.md, "Quantized decode
+// attention 8 bytes a lane".) The recent window's rows (kv_recent.glsl) are left out of the
+// coded rows' loop and taken one per team after it, from their f16 copies, so that the loop is
+// the same code with or without a window.
+const uint CK = 2u * KV_PER_WORD(K_FORMAT), CV = 2u * KV_PER_WORD(V_FORMAT);  // codes a vector
+#ifdef KV_BLOCKS
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer KvCodeVecs { uvec2 v[]; };
+#define K_CODES(r, i) KvCodeVecs(k_blocks[(r).x]).v[(r).y * (p.head_dim / CK) + (i)]
+#define V_CODES(r, i) KvCodeVecs(v_blocks[(r).x]).v[(r).y * (p.head_dim / CV) + (i)]
+#else
+layout(std430, binding = 1) readonly buffer KC { uvec2 k_codes[]; };  // [n_kv, rows, head_dim / CK]
+layout(std430, binding = 2) readonly buffer VC { uvec2 v_codes[]; };
+#define K_CODES(r, i) k_codes[(r) * (p.head_dim / CK) + (i)]
+#define V_CODES(r, i) v_codes[(r) * (p.head_dim / CV) + (i)]
+#endif
+// Code j of a vector of format f.
+#define VEC_CODE(u, j, f) kv_code((u)[(j) / KV_PER_WORD(f)], (j) % KV_PER_WORD(f), f)
+
+// A row's score from its team's partial dot products, or -inf where it is not attended.
+float team_score(float d, bool attended) {
+    for (uint w = TEAM / 2; w > 0; w /= 2) d += subgroupShuffleXor(d, w);
+    d *= p.scale;
+    if (p.softcap > 0.0) d = p.softcap * tanh(d / p.softcap);
+    return attended ? d : -1.0 / 0.0;
+}
+
+void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
+    const uint tid = gl_LocalInvocationID.x, lane = tid % TEAM, team = tid / TEAM;
+    const bool k_lane = lane < p.head_dim / CK, v_lane = lane < p.head_dim / CV;
+    float qv[CK];
+    [[unroll]] for (uint j = 0; j < CK; j += 4) {
+        const vec4 x = k_lane ? q4[q_at / 4 + lane * (CK / 4) + j / 4] : vec4(0.0);
+        qv[j] = x.x, qv[j + 1] = x.y, qv[j + 2] = x.z, qv[j + 3] = x.w;
+    }
+    float m = -1.0 / 0.0, l = 0.0, acc[CV];
+    [[unroll]] for (uint j = 0; j < CV; ++j) acc[j] = 0.0;
+    // Every loop over qv and acc is unrolled: indexed at run time, they would leave registers.
+    for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK && begin + r0 <= pos; r0 += BATCH * TEAMS) {
+        uvec2 kx[BATCH], vx[BATCH];
+        float ks[BATCH], vs[BATCH];
+        bool live[BATCH];
+        [[unroll]] for (uint b = 0; b < BATCH; ++b) {
+            const uint t = begin + r0 + b * TEAMS;
+            live[b] = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t <= pos && t < p.max_len && !KV_IS_RECENT(t, pos);
+            const kv_row_t row = KV_ROW(kvh, live[b] ? t : begin);
+            kx[b] = live[b] && k_lane ? K_CODES(row, lane) : uvec2(0);
+            vx[b] = live[b] && v_lane ? V_CODES(row, lane) : uvec2(0);
+            ks[b] = live[b] ? K_SCALE(row) : 0.0;
+            vs[b] = live[b] ? V_SCALE(row) : 0.0;
+        }
+        float s[BATCH];
+        float mb = m;
+        [[unroll]] for (uint b = 0; b < BATCH; ++b) {
+            float d = 0.0;
+            [[unroll]] for (uint j = 0; j < CK; ++j) d += qv[j] * VEC_CODE(kx[b], j, K_FORMAT);
+            s[b] = team_score(d * ks[b], live[b] && begin + r0 + b * TEAMS >= first);
+            mb = max(mb, s[b]);
+        }
+        if (mb == -1.0 / 0.0) continue;  // no attended row yet (uniform in the team)
+        const float c = exp(m - mb);      // 0 while m is -inf
+        l *= c;
+        [[unroll]] for (uint j = 0; j < CV; ++j) acc[j] *= c;
+        [[unroll]] for (uint b = 0; b < BATCH; ++b) {
+            const float e = exp(s[b] - mb), w = e * vs[b];
+            l += e;
+            [[unroll]] for (uint j = 0; j < CV; ++j) acc[j] += w * VEC_CODE(vx[b], j, V_FORMAT);
+        }
+        m = mb;
+    }
+#ifdef KV_RECENT
+    // The window's rows in this chunk, one per team.
+    const uint recent_from = max(begin, pos + 1 > p.recent ? pos + 1 - p.recent : 0u);
+    for (uint t = recent_from + team; t <= min(pos, begin + AKUNU_ATTENTION_CHUNK - 1); t += TEAMS) {
+        float d = 0.0;
+        if (k_lane)
+            [[unroll]] for (uint j = 0; j < CK; ++j) d += qv[j] * K_RECENT(kvh, t, lane * CK + j);
+        const float sr = team_score(d, t >= first && t < p.max_len);
+        if (sr == -1.0 / 0.0) continue;  // uniform in the team
+        const float mb = max(m, sr), c = exp(m - mb), e = exp(sr - mb);
+        l = l * c + e;
+        [[unroll]] for (uint j = 0; j < CV; ++j) acc[j] = acc[j] * c + (v_lane ? e * V_RECENT(kvh, t, lane * CV + j) : 0.0);
+        m = mb;
+    }
+#endif
+    const uint slot = (unit * p.n_chunks + chunk) * (p.head_dim + 2);
+    float M, L;
+    const float f = meet_factor(m, l, lane, M, L);
+    [[unroll]] for (uint i = 0; i < CV / 8; ++i)
+        meet_slice(vec4(acc[8 * i], acc[8 * i + 1], acc[8 * i + 2], acc[8 * i + 3]) * f,
+                   vec4(acc[8 * i + 4], acc[8 * i + 5], acc[8 * i + 6], acc[8 * i + 7]) * f, CV, 8 * i, slot, L, alone);
+    if (tid == 0 && !alone) {
+        partial[slot + p.head_dim] = M;
+        partial[slot + p.head_dim + 1] = L;
+    }
+}
 #endif
 
 #ifndef KV_QUANTIZED
@@ -154,20 +310,6 @@ layout(std430, binding = 2) readonly buffer V8 { uvec4 v_vec[]; };
 #define K_VEC(r, i) k_vec[(r) * vecs + (i)]
 #define V_VEC(r, i) v_vec[(r) * vecs + (i)]
 #endif
-layout(constant_id = 0) const uint TEAM = 8;       // lanes per row: a power of two inside a subgroup
-layout(constant_id = 1) const uint LANE_VECS = 1;  // vectors of a row per lane: ceil(head_dim / 8 / TEAM)
-// Rows per team and round: K and V of 4 rows are 32 registers of loads in flight per lane. 2
-// rows ran as fast, 8 slower for the registers they hold (bench/NOTES.md).
-#define BATCH 4
-const uint TEAMS = AKUNU_ATTENTION_CHUNK / TEAM;
-shared float sums[AKUNU_ATTENTION_CHUNK * 8];  // the teams' V sums, one vector slot at a time
-// Each subgroup's maximum and its sum of exps relative to it: where the teams meet.
-shared float meet_m[AKUNU_MAX_SUBGROUPS], meet_l[AKUNU_MAX_SUBGROUPS];
-// q of the head, read by each lane straight from the buffer (through L1) as it scores: staging
-// it in shared memory put a round trip and a barrier before the first K and V loads, which
-// measured slower behind long caches (bench/NOTES.md).
-layout(std430, binding = 0) readonly buffer Q4 { vec4 q4[]; };
-
 // A cache row's vector v (8 halves) dotted with q's, q starting at vec4 q0 of the buffer.
 float dot8(uvec4 k, uint q0, uint v) {
     return dot(vec4(unpackHalf2x16(k.x), unpackHalf2x16(k.y)), q4[q0 + 2 * v]) +
@@ -225,39 +367,12 @@ void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bo
         m = mb;
     }
 
-    // The teams meet: the chunk's max M (every chunk in use holds an attended row), each team's
-    // sums rescaled by exp(m - M) (0 for a team that attended nothing), and the V sums added
-    // through shared memory, one vector slot of every lane at a time. M and the sum of exps L
-    // come from one exchange of each subgroup's maximum and its sum relative to it (one
-    // barrier, not a maximum and then a sum).
+    // The teams meet (meet_factor), then their V sums, one vector slot of every lane at a time:
+    // lane l's slot i holds dims (l + i TEAM) 8 + c.
     const uint slot = (unit * p.n_chunks + chunk) * (p.head_dim + 2);
-    const float ms = subgroupMax(m);
-    const float ls = subgroupAdd(lane == 0 && m > -1.0 / 0.0 ? l * exp(m - ms) : 0.0);
-    if (subgroupElect()) meet_m[gl_SubgroupID] = ms, meet_l[gl_SubgroupID] = ls;
-    barrier();
-    float M = -1.0 / 0.0, L = 0.0;
-    for (uint g = 0; g < gl_NumSubgroups; ++g) M = max(M, meet_m[g]);
-    for (uint g = 0; g < gl_NumSubgroups; ++g)
-        if (meet_m[g] > -1.0 / 0.0) L += meet_l[g] * exp(meet_m[g] - M);
-    const float f = exp(m - M);
-    [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) {
-        [[unroll]] for (uint c = 0; c < 4; ++c) {
-            sums[tid * 8 + c] = acc[i][0][c] * f;
-            sums[tid * 8 + 4 + c] = acc[i][1][c] * f;
-        }
-        barrier();
-        // `parts` neighbouring invocations share a dim, each summing every parts-th team, and
-        // meet through shuffles: fewer dependent shared-memory loads than one invocation per dim.
-        const uint width = TEAM * 8, parts = min(AKUNU_ATTENTION_CHUNK / width, gl_SubgroupSize);
-        const uint dim_in = tid / parts, part = tid % parts;
-        float total = 0.0;
-        if (dim_in < width)
-            for (uint g = part; g < TEAMS; g += parts) total += sums[g * width + dim_in];
-        for (uint w = parts / 2; w > 0; w /= 2) total += subgroupShuffleXor(total, w);
-        const uint dim = i * width + dim_in;
-        if (part == 0 && dim_in < width && dim < p.head_dim) write_dim(slot, dim, total, L, alone);
-        barrier();
-    }
+    float M, L;
+    const float f = meet_factor(m, l, lane, M, L);
+    [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) meet_slice(acc[i][0] * f, acc[i][1] * f, 8, i * TEAM * 8, slot, L, alone);
     if (tid == 0 && !alone) {
         partial[slot + p.head_dim] = M;
         partial[slot + p.head_dim + 1] = L;
@@ -361,7 +476,10 @@ void main() {
 #ifndef KV_QUANTIZED
     attend_rows_vec4(kvh, chunk, begin, first, pos, alone);
 #else
-    attend_rows(kvh, chunk, begin, first, pos, alone);
+    if (LANE_VECS == 0)
+        attend_rows(kvh, chunk, begin, first, pos, alone);
+    else
+        attend_rows_codes(kvh, chunk, begin, first, pos, alone);
 #endif
     if (alone) {
         signal_head_written();

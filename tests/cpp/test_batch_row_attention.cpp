@@ -147,51 +147,56 @@ TEST_F(BatchRowAttentionTest, SplitRowsOfAnF16PoolMatchSoftmax) {
     }
 }
 
+// Heads of 64 read each row 16 bytes a lane; heads of 48 too for q8, and one value at a time for
+// the 4-bit formats, whose rows are not whole 16-byte vectors (kernels::attention_split_shape).
 TEST_F(BatchRowAttentionTest, SplitRowsReadEveryQuantizedFormatAsAttentionRowsDoes) {
     const auto dev = device();
-    const uint32_t n_heads = 4, n_kv = 2, head_dim = 64, q_dim = n_heads * head_dim, row = q_dim + 2 * n_kv * head_dim;
-    for (const KvDType dtype :
-         {KvDType::kQ8, KvDType::kInt4, KvDType::kFp4, KvDType::kQ8Int4, KvDType::kQ8Fp4, KvDType::kInt4H}) {
-        KvPool pool(dev, attention_config(int(n_heads), int(n_kv), int(head_dim)), kContext, dtype, int(kSequences),
-                    3 * int(kSequences));
-        // One step writes every sequence's rows through kv_store (no RoPE), as a batch's would.
-        std::vector<BatchRow> fill;
-        for (uint32_t seq = 0; seq < kSequences; ++seq) {
-            const uint32_t length = length_of(seq);
-            pool.prepare_write(int(seq), 0, int(length));
-            for (uint32_t t = 0; t < length; ++t) fill.push_back({seq, t, 0, length, 0});
-        }
-        const uint32_t rows = uint32_t(fill.size());
-        std::vector<uint8_t> bytes(sizeof(StepState) + fill.size() * sizeof(BatchRow));
-        const StepState st{0, 0, rows, 0};
-        std::memcpy(bytes.data(), &st, sizeof st);
-        std::memcpy(bytes.data() + sizeof st, fill.data(), fill.size() * sizeof(BatchRow));
-        const Buffer fill_step = dev->allocate(bytes.data(), bytes.size());
-        const std::vector<float> qkv = random_floats(size_t(rows) * row, 62, -2.0f, 2.0f);
-        const Buffer qkv_b = dev->allocate(qkv.data(), qkv.size() * 4);
-        const std::vector<float> table(size_t(kContext) * head_dim / 2, 0.0f);
-        const Buffer cos = dev->allocate(table.data(), table.size() * 4),
-                     sin = dev->allocate(table.data(), table.size() * 4);
-        CommandList cl(dev);
-        cl.begin();
-        kernels::rope_kv(cl, &qkv_b, &cos, &sin, pool.bindings(0), &fill_step,
-                         {n_heads, n_kv, head_dim, kContext, false, false, rows, row});
-        cl.end();
-        cl.submit_and_wait();
-        for (uint32_t seq = 0; seq < kSequences; ++seq) pool.set_length(int(seq), int(length_of(seq)));
+    const uint32_t n_heads = 4, n_kv = 2;
+    for (const uint32_t head_dim : {64u, 48u})
+        for (const KvDType dtype :
+             {KvDType::kQ8, KvDType::kInt4, KvDType::kFp4, KvDType::kQ8Int4, KvDType::kQ8Fp4, KvDType::kInt4H}) {
+            const uint32_t q_dim = n_heads * head_dim, row = q_dim + 2 * n_kv * head_dim;
+            SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+            KvPool pool(dev, attention_config(int(n_heads), int(n_kv), int(head_dim)), kContext, dtype, int(kSequences),
+                        3 * int(kSequences));
+            // One step writes every sequence's rows through kv_store (no RoPE), as a batch's would.
+            std::vector<BatchRow> fill;
+            for (uint32_t seq = 0; seq < kSequences; ++seq) {
+                const uint32_t length = length_of(seq);
+                pool.prepare_write(int(seq), 0, int(length));
+                for (uint32_t t = 0; t < length; ++t) fill.push_back({seq, t, 0, length, 0});
+            }
+            const uint32_t rows = uint32_t(fill.size());
+            std::vector<uint8_t> bytes(sizeof(StepState) + fill.size() * sizeof(BatchRow));
+            const StepState st{0, 0, rows, 0};
+            std::memcpy(bytes.data(), &st, sizeof st);
+            std::memcpy(bytes.data() + sizeof st, fill.data(), fill.size() * sizeof(BatchRow));
+            const Buffer fill_step = dev->allocate(bytes.data(), bytes.size());
+            const std::vector<float> qkv = random_floats(size_t(rows) * row, 62, -2.0f, 2.0f);
+            const Buffer qkv_b = dev->allocate(qkv.data(), qkv.size() * 4);
+            const std::vector<float> table(size_t(kContext) * head_dim / 2, 0.0f);
+            const Buffer cos = dev->allocate(table.data(), table.size() * 4),
+                         sin = dev->allocate(table.data(), table.size() * 4);
+            CommandList cl(dev);
+            cl.begin();
+            kernels::rope_kv(cl, &qkv_b, &cos, &sin, pool.bindings(0), &fill_step,
+                             {n_heads, n_kv, head_dim, kContext, false, false, rows, row});
+            cl.end();
+            cl.submit_and_wait();
+            for (uint32_t seq = 0; seq < kSequences; ++seq) pool.set_length(int(seq), int(length_of(seq)));
 
-        uint32_t n = 0;
-        const Buffer step = step_buffer(dev, &n);
-        std::vector<float> q;
-        const Buffer qb = upload(dev, random_floats(kTableRows * q_dim, 63, -2.0f, 2.0f), DType::kF32, &q);
-        const Partials parts = partials_for(dev, n_heads, head_dim);
-        for (const uint32_t window : {0u, 100u}) {
-            const kernels::AttentionShape shape{n_heads, n_kv, head_dim, kContext, window, 0.125f, 0.0f};
-            const std::vector<float> want = attend(dev, pool.bindings(0), qb, step, shape, nullptr, n * q_dim);
-            expect_close(attend(dev, pool.bindings(0), qb, step, shape, &parts, n * q_dim), want, 1e-4f, 1e-5f,
-                         std::string(kv_variant_suffix(dtype)) + " window=" + std::to_string(window));
+            uint32_t n = 0;
+            const Buffer step = step_buffer(dev, &n);
+            std::vector<float> q;
+            const Buffer qb = upload(dev, random_floats(kTableRows * q_dim, 63, -2.0f, 2.0f), DType::kF32, &q);
+            const Partials parts = partials_for(dev, n_heads, head_dim);
+            for (const uint32_t window : {0u, 100u}) {
+                const kernels::AttentionShape shape{n_heads, n_kv, head_dim, kContext, window, 0.125f, 0.0f};
+                const std::vector<float> want = attend(dev, pool.bindings(0), qb, step, shape, nullptr, n * q_dim);
+                expect_close(attend(dev, pool.bindings(0), qb, step, shape, &parts, n * q_dim), want, 1e-4f, 1e-5f,
+                             std::string(kv_variant_suffix(dtype)) + " window=" + std::to_string(window));
+            }
         }
-    }
 }
 
 }  // namespace akunu::test

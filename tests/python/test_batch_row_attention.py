@@ -20,6 +20,9 @@ from test_batch import LOGIT_TOL, load, run_staggered, solo
 
 LENGTHS = [1, 2, 63, 65, 257, 300]
 SAME_ROWS_TOL = 1e-4  # of max |logit|: the same rows, keys summed in another order
+# A quantized cache: the other order can round one of a later layer's K or V codes the other way
+# (measured: 1.0e-4 once, for q8/int4+w16; 1e-6 elsewhere).
+SAME_CODES_TOL = 1e-3
 
 
 def with_lengths(vocab, seed=0):
@@ -65,7 +68,8 @@ def test_split_rows_match_attention_rows(vulkan, arch, kv_dtype):
     assert kernels and all(k.startswith("attention_split") and k.endswith(("_batch", "_batch_recent"))
                            for k in kernels), kernels
     assert rows_kernels and all(k.startswith("attention_rows") for k in rows_kernels), rows_kernels
-    tol = SAME_ROWS_TOL if split.device.profile["type"] == "cpu" else LOGIT_TOL
+    same_rows = SAME_ROWS_TOL if kv_dtype == "f16" else SAME_CODES_TOL
+    tol = same_rows if split.device.profile["type"] == "cpu" else LOGIT_TOL
     for i, (g, w) in enumerate(zip(got, want)):
         assert len(g) == len(w) > 0
         for step, (a, e) in enumerate(zip(g, w)):

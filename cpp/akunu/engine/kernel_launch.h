@@ -78,15 +78,17 @@ std::vector<Binding> cache_bindings(std::vector<Binding> first, const KvBindings
 // variant, the step's [q | k | v] rows and the two rings as bindings 9 to 11 (after the others).
 std::string attention_variant(const char* kernel, const KvBindings& c);
 std::vector<Binding> with_recent(std::vector<Binding> b, const KvBindings& c, const char* kernel);
-// How attention_split's f16 path covers a cache row (its specialization constants TEAM and
-// LANE_VECS): lanes per row, a power of two inside a subgroup and at most 32, so that one
-// 16-byte vector per lane covers head_dims up to 256 on a subgroup of 32; and the vectors each
-// lane loads. Fewer lanes per row (4 for a head of 64, 4 or 8 for 128) ran slower behind long
-// contexts (bench/NOTES.md, "Decode attention as online softmax per team").
+// How attention_split covers a cache row (its specialization constants TEAM and LANE_VECS):
+// lanes per row, a power of two inside a subgroup and at most 32, and the 16-byte vectors each
+// lane loads. An f16 row takes 8 values a vector, so heads up to 256 fit a subgroup of 32; fewer
+// lanes per row (4 for a head of 64, 4 or 8 for 128) ran slower behind long contexts
+// (bench/NOTES.md, "Decode attention as online softmax per team"). A quantized row takes one
+// 8-byte vector of codes per lane (16 4-bit or 8 8-bit codes), where K's and V's rows are whole
+// vectors and fit the team; LANE_VECS = 0 elsewhere, the kernel's scalar reads.
 struct AttentionSplitShape {
     uint32_t team = 1, lane_vecs = 1;
 };
-AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim);
+AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim, KvDType cache = KvDType::kF16);
 // The checks that flash_attention, attention_rows and the batch's query tiles share, and their
 // parameters (cache_rows: the rows per KV head that the kernel indexes by, kv_rows.glsl).
 FlashAttentionParams flash_params(const Binding& q, const KvBindings& cache, const Binding& out, const FlashShape& f,

@@ -115,10 +115,20 @@ uint32_t reduce_group(const DispatchSink& s) {
 
 namespace launch {
 
-AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim) {
+AttentionSplitShape attention_split_shape(const DeviceProfile& d, uint32_t head_dim, KvDType cache) {
     AttentionSplitShape a;
+    const uint32_t most = std::min(d.subgroup_size, 32u);
+    if (cache != KvDType::kF16) {
+        // Codes per 8-byte vector of each side: 64 / bits.
+        const uint32_t k_codes = 64 / uint32_t(kv_value_bits(kv_side(cache, false)));
+        const uint32_t v_codes = 64 / uint32_t(kv_value_bits(kv_side(cache, true)));
+        const uint32_t vecs = head_dim / std::min(k_codes, v_codes);
+        while (a.team < vecs) a.team *= 2;
+        a.lane_vecs = head_dim % k_codes == 0 && head_dim % v_codes == 0 && a.team <= most ? 1 : 0;
+        return a;
+    }
     const uint32_t vecs = head_dim / 8;
-    while (a.team * 2 <= std::min({vecs, d.subgroup_size, 32u})) a.team *= 2;
+    while (a.team * 2 <= std::min(vecs, most)) a.team *= 2;
     a.lane_vecs = (vecs + a.team - 1) / a.team;
     return a;
 }
@@ -390,7 +400,7 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     bindings.push_back(out);  // binding 7
     bindings.push_back(handoff ? handoff->counters : out);  // binding 8 (out stands in: written anyway)
     bindings = with_recent(std::move(bindings), cache, "attention");
-    const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim);
+    const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim, cache.dtype);
     // Chunks along y: a step at position pos needs pos / CHUNK + 1 of them (attention_split.comp
     // counts its arrivals from pos, not from the grid), where the table follows the position.
     emit(s, attention_variant("attention_split", cache), {a.team, a.lane_vecs}, bindings, p,

@@ -55,7 +55,7 @@ void attend_rows_split(DispatchSink& s, const Binding& q, const KvBindings& cach
                "attention_rows", "partial");
     check_fits(parts.counters, size_t(f.rows) * sh.n_heads, DType::kU32, "attention_rows", "counters");
     p.a.n_chunks = uint32_t(chunks_of(sh.max_len));
-    const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim);
+    const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim, cache.dtype);
     std::vector<Binding> bindings = {q, cache.k, cache.v, parts.partial, step, out, parts.counters};
     emit(s, attention_variant("attention_split", cache), {a.team, a.lane_vecs},
          with_recent(std::move(bindings), cache, "attention_rows"), p,
