@@ -13,6 +13,7 @@
 
 #include "akunu/core/half.h"
 #include "akunu/engine/batch_pipeline.h"
+#include "akunu/engine/kernel_launch.h"
 #include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/engine/kv_pool.h"
@@ -147,12 +148,13 @@ TEST_F(BatchRowAttentionTest, SplitRowsOfAnF16PoolMatchSoftmax) {
     }
 }
 
-// Heads of 64 read each row 16 bytes a lane; heads of 48 too for q8, and one value at a time for
-// the 4-bit formats, whose rows are not whole 16-byte vectors (kernels::attention_split_shape).
+// Heads of 64 read each row 8 bytes of codes a lane; heads of 40 too for q8 (a team of 8 with 3
+// lanes idle), and one value at a time for the formats with 4-bit codes, whose rows are not whole
+// 8-byte vectors (kernels::attention_split_shape).
 TEST_F(BatchRowAttentionTest, SplitRowsReadEveryQuantizedFormatAsAttentionRowsDoes) {
     const auto dev = device();
     const uint32_t n_heads = 4, n_kv = 2;
-    for (const uint32_t head_dim : {64u, 48u})
+    for (const uint32_t head_dim : {64u, 40u})
         for (const KvDType dtype :
              {KvDType::kQ8, KvDType::kInt4, KvDType::kFp4, KvDType::kQ8Int4, KvDType::kQ8Fp4, KvDType::kInt4H}) {
             const uint32_t q_dim = n_heads * head_dim, row = q_dim + 2 * n_kv * head_dim;
@@ -197,6 +199,36 @@ TEST_F(BatchRowAttentionTest, SplitRowsReadEveryQuantizedFormatAsAttentionRowsDo
                              std::string(kv_variant_suffix(dtype)) + " window=" + std::to_string(window));
             }
         }
+}
+
+// attention_split's team per row: f16 rows 8 halves a lane (several vectors a lane where the row
+// outgrows a subgroup), quantized rows one 8-byte vector of codes a lane, and LANE_VECS = 0 (the
+// one-value reads) where a row is not whole vectors or its team outgrows a subgroup.
+TEST(AttentionSplitShapeTest, TeamsCoverARowInWholeVectors) {
+    DeviceProfile d = list_devices().front().profile;
+    struct Case {
+        uint32_t subgroup, head_dim;
+        KvDType dtype;
+        uint32_t team, lane_vecs;
+    };
+    for (const Case& c : std::initializer_list<Case>{{32, 128, KvDType::kF16, 16, 1},
+                                                     {32, 256, KvDType::kF16, 32, 1},
+                                                     {8, 128, KvDType::kF16, 8, 2},
+                                                     {32, 128, KvDType::kInt4, 8, 1},
+                                                     {32, 256, KvDType::kFp4H, 16, 1},
+                                                     {8, 256, KvDType::kInt4H, 16, 0},
+                                                     {32, 128, KvDType::kQ8, 16, 1},
+                                                     {8, 128, KvDType::kQ8, 16, 0},
+                                                     {32, 64, KvDType::kQ8Int4, 8, 1},
+                                                     {32, 40, KvDType::kInt4, 2, 0},
+                                                     {32, 40, KvDType::kQ8, 8, 1}}) {
+        d.subgroup_size = c.subgroup;
+        const kernels::launch::AttentionSplitShape a = kernels::launch::attention_split_shape(d, c.head_dim, c.dtype);
+        const std::string what = std::string(kv_variant_suffix(c.dtype)) + " head_dim " + std::to_string(c.head_dim) +
+                                 " subgroup " + std::to_string(c.subgroup);
+        EXPECT_EQ(a.team, c.team) << what;
+        EXPECT_EQ(a.lane_vecs, c.lane_vecs) << what;
+    }
 }
 
 }  // namespace akunu::test
