@@ -254,13 +254,14 @@ def test_query_tiles_score_as_row_attention(backend, kv_dtype):
     tol = LOGIT_TOL * 10 if coopmat else tile_tol
     for got, want in zip(tiled.score_batch(seqs, max_sequences=4, rows=96),
                          rows.score_batch(seqs, max_sequences=4, rows=96)):
-        if kv_dtype == "f16":
+        if kv_dtype == "f16" or coopmat:  # score_batch's bound covers a code step (below) too
             np.testing.assert_allclose(got, want, atol=tol)
             continue
         # A quantized cache: an attention output a few ulps off can round one of the next layer's
         # K or V codes the other way, a whole code step, which moves the log-probabilities after
-        # it by up to ~1e-2 (measured: 1.4e-2 at most over these prompts, the median 1e-6). So
-        # the typical position is held to the ulps of the order and the worst to a code step's.
+        # it by up to ~1e-2 (measured on lavapipe: 1.4e-2 at most over these prompts, the median
+        # 1e-6). So the typical position is held to the ulps of the order and the worst to a code
+        # step's.
         err = np.abs(got - want)
         assert np.median(err) <= 1e-4 and err.max() <= 5e-2, \
             f"{kv_dtype}: median {np.median(err):.2e}, max {err.max():.2e}"
