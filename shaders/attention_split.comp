@@ -69,8 +69,9 @@ void write_dim(uint slot, uint d, float total, float l, bool alone) {
 }
 
 // How a team covers a cache row (kernels::launch::attention_split_shape): TEAM neighbouring
-// invocations, each loading LANE_VECS 16-byte vectors of the row. A quantized row with
-// LANE_VECS = 0 is read one value at a time (attend_rows).
+// invocations, each loading LANE_VECS vectors of the row (16 bytes of an f16 row, 8 bytes of a
+// quantized one's codes). A quantized row with LANE_VECS = 0 is read one value at a time
+// (attend_rows).
 layout(constant_id = 0) const uint TEAM = 8;       // lanes per row: a power of two inside a subgroup
 layout(constant_id = 1) const uint LANE_VECS = 1;  // vectors of a row per lane
 // Rows per team and round: K and V of 4 rows are 32 registers of loads in flight per lane. 2
@@ -84,6 +85,23 @@ shared float meet_m[AKUNU_MAX_SUBGROUPS], meet_l[AKUNU_MAX_SUBGROUPS];
 // it in shared memory put a round trip and a barrier before the first K and V loads, which
 // measured slower behind long caches (bench/NOTES.md).
 layout(std430, binding = 0) readonly buffer Q4 { vec4 q4[]; };
+
+// A row's score from its team's partial dot products, or -inf where it is not attended.
+float team_score(float d, bool attended) {
+    for (uint w = TEAM / 2; w > 0; w /= 2) d += subgroupShuffleXor(d, w);
+    d *= p.scale;
+    if (p.softcap > 0.0) d = p.softcap * tanh(d / p.softcap);
+    return attended ? d : -1.0 / 0.0;
+}
+
+// A chunk's maximum score and sum of exps after its V sums, for the merge (a head's only chunk
+// writes out directly and needs neither).
+void write_stats(uint slot, float m, float l, bool alone) {
+    if (gl_LocalInvocationID.x == 0 && !alone) {
+        partial[slot + p.head_dim] = m;
+        partial[slot + p.head_dim + 1] = l;
+    }
+}
 
 // The teams meet, for the online-softmax paths: the chunk's max M (every chunk in use holds an
 // attended row), each team's sums rescaled by exp(m - M) (0 for a team that attended nothing),
@@ -183,10 +201,7 @@ void attend_rows(uint kvh, uint chunk, uint begin, uint first, uint pos, bool al
         for (uint g = 0; g < groups; ++g) total += weight[g * p.head_dim + tid];
         write_dim(slot, tid, total, l, alone);
     }
-    if (tid == 0 && !alone) {
-        partial[slot + p.head_dim] = m;
-        partial[slot + p.head_dim + 1] = l;
-    }
+    write_stats(slot, m, l, alone);
 }
 
 // Quantized rows 8 bytes a lane (LANE_VECS = 1), the f16 path's online softmax per team: lane l
@@ -210,14 +225,6 @@ layout(std430, binding = 2) readonly buffer VC { uvec2 v_codes[]; };
 #endif
 // Code j of a vector of format f.
 #define VEC_CODE(u, j, f) kv_code((u)[(j) / KV_PER_WORD(f)], (j) % KV_PER_WORD(f), f)
-
-// A row's score from its team's partial dot products, or -inf where it is not attended.
-float team_score(float d, bool attended) {
-    for (uint w = TEAM / 2; w > 0; w /= 2) d += subgroupShuffleXor(d, w);
-    d *= p.scale;
-    if (p.softcap > 0.0) d = p.softcap * tanh(d / p.softcap);
-    return attended ? d : -1.0 / 0.0;
-}
 
 void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
     const uint tid = gl_LocalInvocationID.x, lane = tid % TEAM, team = tid / TEAM;
@@ -283,10 +290,7 @@ void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, b
     [[unroll]] for (uint i = 0; i < CV / 8; ++i)
         meet_slice(vec4(acc[8 * i], acc[8 * i + 1], acc[8 * i + 2], acc[8 * i + 3]) * f,
                    vec4(acc[8 * i + 4], acc[8 * i + 5], acc[8 * i + 6], acc[8 * i + 7]) * f, CV, 8 * i, slot, L, alone);
-    if (tid == 0 && !alone) {
-        partial[slot + p.head_dim] = M;
-        partial[slot + p.head_dim + 1] = L;
-    }
+    write_stats(slot, M, L, alone);
 }
 #endif
 
@@ -343,10 +347,7 @@ void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bo
         [[unroll]] for (uint b = 0; b < BATCH; ++b) {
             float d = 0.0;
             [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) d += dot8(kx[b][i], q0, min(lane + i * TEAM, vecs - 1));  // past vecs: zero K
-            for (uint w = TEAM / 2; w > 0; w /= 2) d += subgroupShuffleXor(d, w);
-            d *= p.scale;
-            if (p.softcap > 0.0) d = p.softcap * tanh(d / p.softcap);
-            s[b] = live[b] && begin + r0 + b * TEAMS >= first ? d : -1.0 / 0.0;
+            s[b] = team_score(d, live[b] && begin + r0 + b * TEAMS >= first);
             mb = max(mb, s[b]);
         }
         if (mb == -1.0 / 0.0) continue;  // no attended row yet (uniform in the team)
@@ -373,10 +374,7 @@ void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bo
     float M, L;
     const float f = meet_factor(m, l, lane, M, L);
     [[unroll]] for (uint i = 0; i < LANE_VECS; ++i) meet_slice(acc[i][0] * f, acc[i][1] * f, 8, i * TEAM * 8, slot, L, alone);
-    if (tid == 0 && !alone) {
-        partial[slot + p.head_dim] = M;
-        partial[slot + p.head_dim + 1] = L;
-    }
+    write_stats(slot, M, L, alone);
 }
 #endif
 
