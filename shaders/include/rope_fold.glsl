@@ -4,7 +4,8 @@
 // p.rope_half_split, where gemv_parts.comp orders its rows by rope_row) end in neighbouring
 // invocations of one workgroup, which swap their totals by a shuffle (rope_partner) and rotate
 // them with row step.pos of the tables; K and V rows also go to the f16 cache as they are written
-// (built with KV_BLOCKS: to its blocks; with KV_BATCH too, to those of a batch's one row).
+// (built with KV_BLOCKS: to its blocks; with KV_BATCH too, to those of a batch's one row). With
+// p.rope_cache_rows = 0 only RoPE is folded: a quantized cache's rows are packed by kv_write after.
 #ifndef AKUNU_ROPE_FOLD_GLSL
 #define AKUNU_ROPE_FOLD_GLSL
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -53,6 +54,7 @@ float rope_fold(uint part, uint row, float total, float other) {
         const float c = cos_t[pos * half_dim + f], s = sin_t[pos * half_dim + f];
         total = first ? total * c - other * s : other * s + total * c;
     }
+    if (p.rope_cache_rows == 0u) return total;
 #ifdef KV_BLOCKS
     ROW_ENTER(0);
     const kv_row_t r = KV_ROW(head, pos);

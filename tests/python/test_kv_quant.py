@@ -249,6 +249,18 @@ def test_rewind_and_continue_is_exact_on_a_quantized_cache():
         m.kv_cache.truncate(len(IDS) + 5)
 
 
+@pytest.mark.parametrize("fmt", ["int4", "int4h+w8"])
+def test_decode_folds_rope_into_the_qkv_gemv_over_a_quantized_cache(fmt):
+    """On a Vulkan device a decode step's Q/K/V GEMV applies RoPE for every cache; a quantized
+    cache's rows are packed by kv_store after it, with no rope_only dispatch between."""
+    if not any(d["backend"] == "vulkan" for d in akunu.devices()):
+        pytest.skip("no Vulkan device: the CPU backend runs RoPE as a kernel of its own")
+    m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt, device="vulkan")
+    kernels = [d["kernel"] for d in m.dispatch_table()]
+    assert not any(k.startswith("rope") for k in kernels), kernels
+    assert sum(k.startswith("kv_store") for k in kernels) == m.config.n_layers
+
+
 def test_unknown_kv_dtype_is_refused():
     with pytest.raises(akunu.Error, match="unknown kv_dtype 'int3'; expected f16, q8, int4, fp4, q8/int4, .* int4h"):
         akunu.Model(trained_gguf(), context=32, progress=False, kv_dtype="int3")

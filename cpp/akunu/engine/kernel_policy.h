@@ -60,8 +60,9 @@ bool gemv_waits_for_attention(const DeviceProfile& device, TensorType wtype);
 bool gemv_takes_handoff(const DeviceProfile& device, TensorType wtype);
 // Whether gemv_parts() folds rope_kv for matrices of this type into this cache: the tile GEMV
 // (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
-// (gemv_parts.comp, both pairings) on a Vulkan device, and an f16 cache of full rows, a ring,
-// blocks or a batch's pool (for a one-row step), without a recent window.
+// (gemv_parts.comp, both pairings) on a Vulkan device. An f16 cache (full rows, a ring, blocks or
+// a batch's pool, for a one-row step) is written by the GEMV too; a quantized one's RoPE alone
+// is folded, and kv_write packs its rows after.
 bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache,
                         bool half_split = false);
 // Whether gemv_gate_up() takes these weights, rows of k and activation (SiLU and tanh-GELU).

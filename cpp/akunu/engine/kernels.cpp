@@ -318,46 +318,68 @@ void hadamard_rows(DispatchSink& s, const Binding& x, const Binding& step, size_
     emit(s, "hadamard_rows", {}, {x, step}, p, grid_for(s, rows * heads));
 }
 
+namespace {
+
+// rope_kv's and kv_write's parameters, after the checks they share.
+RopeKvParams rope_kv_params(const Binding& qkv, const KvBindings& cache, const Binding& step, const RopeKvShape& sh,
+                            const char* kernel) {
+    const size_t q_dim = size_t(sh.n_heads) * sh.head_dim, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
+    const size_t stride = sh.row_stride ? sh.row_stride : q_dim + 2 * kv_dim;
+    AKUNU_CHECK(stride >= q_dim + 2 * kv_dim, std::string(kernel) + ": row_stride is shorter than a [q | k | v] row");
+    check_fits(qkv, (sh.rows - 1) * stride + q_dim + 2 * kv_dim, DType::kF32, kernel, "qkv");
+    check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, kernel);
+    check_bytes(step, sizeof(StepState), kernel, "step");
+    // The kernels' max_len is the cache's rows per head (a ring's length); blocks ignore it.
+    return {sh.n_heads,
+            sh.n_kv_heads,
+            sh.head_dim,
+            cache.in_blocks() ? sh.max_len : cache.cache_rows,
+            sh.interleaved ? 1u : 0u,
+            sh.rotate ? 1u : 0u,
+            checked_u32(sh.rows, (std::string(kernel) + ": rows").c_str()),
+            uint32_t(stride)};
+}
+
+// A quantized cache's write: hadamard_rows on Q, K and V for a rotated one, then kv_store, one
+// invocation per packed word of each token's K and V rows.
+void quantized_write(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
+                     const RopeKvParams& p) {
+    if (kv_rotated(cache.dtype))  // Q, K and V heads, side by side in each row
+        hadamard_rows(s, qkv, step, p.rows, size_t(p.n_heads) + 2 * size_t(p.n_kv_heads), p.head_dim, p.row_stride);
+    const size_t words =
+        size_t(p.rows) * p.n_kv_heads * p.head_dim *
+        size_t(kv_value_bits(kv_side(cache.dtype, false)) + kv_value_bits(kv_side(cache.dtype, true))) / 32;
+    std::vector<Binding> bindings = {qkv, cache.k, cache.v, cache.k_scales, cache.v_scales, step};
+    if (cache.in_blocks()) bindings = {qkv, cache.k, cache.v, step};  // the scales sit in the blocks
+    emit(s, cache_variant("kv_store", cache), {}, bindings, p, grid_for(s, (words + 63) / 64));
+}
+
+}  // namespace
+
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
              const Binding& step, const RopeKvShape& sh) {
-    const size_t half = sh.head_dim / 2, q_dim = size_t(sh.n_heads) * sh.head_dim,
-                 kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
-    const size_t stride = sh.row_stride ? sh.row_stride : q_dim + 2 * kv_dim;
-    AKUNU_CHECK(stride >= q_dim + 2 * kv_dim, "rope_kv: row_stride is shorter than a [q | k | v] row");
-    check_fits(qkv, (sh.rows - 1) * stride + q_dim + 2 * kv_dim, DType::kF32, "rope_kv", "qkv");
+    const RopeKvParams p = rope_kv_params(qkv, cache, step, sh, "rope_kv");
+    const size_t half = sh.head_dim / 2, kv_dim = size_t(sh.n_kv_heads) * sh.head_dim;
     check_fits(cos, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "cos");
     check_fits(sin, size_t(sh.max_len) * half, DType::kF32, "rope_kv", "sin");
-    check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "rope_kv");
-    check_bytes(step, sizeof(StepState), "rope_kv", "step");
-    // The kernels' max_len is the cache's rows per head (a ring's length); blocks ignore it.
-    RopeKvParams p{sh.n_heads,
-                   sh.n_kv_heads,
-                   sh.head_dim,
-                   cache.in_blocks() ? sh.max_len : cache.cache_rows,
-                   sh.interleaved ? 1u : 0u,
-                   sh.rotate ? 1u : 0u,
-                   checked_u32(sh.rows, "rope_kv: rows"),
-                   uint32_t(stride)};
     // Four pairs (and V elements) an invocation where every vec4 it reads or writes is whole:
     // head_dim a multiple of 8, rows and tables starting on 16 bytes.
-    const bool vec4 =
-        sh.head_dim % 8 == 0 && stride % 4 == 0 && qkv.offset % 16 == 0 && cos.offset % 16 == 0 && sin.offset % 16 == 0;
+    const bool vec4 = sh.head_dim % 8 == 0 && p.row_stride % 4 == 0 && qkv.offset % 16 == 0 && cos.offset % 16 == 0 &&
+                      sin.offset % 16 == 0;
     const uint32_t per = vec4 ? 4 : 1;
     const size_t items = size_t(sh.rows) * ((size_t(sh.n_heads) + sh.n_kv_heads) * half + kv_dim) / per;
     const bool f16 = cache.dtype == KvDType::kF16;
     const char* rope_only = cache.rows == KvRows::kBatch ? "rope_only_batch" : "rope_only";
     emit(s, f16 ? cache_variant("rope_kv", cache) : rope_only, {per}, {qkv, cos, sin, cache.k, cache.v, step}, p,
          grid_for(s, (items + 63) / 64));
-    if (f16) return;
-    if (kv_rotated(cache.dtype))  // Q, K and V heads, side by side in each row
-        hadamard_rows(s, qkv, step, sh.rows, size_t(sh.n_heads) + 2 * size_t(sh.n_kv_heads), sh.head_dim, stride);
-    // kv_store: one invocation per packed word of each token's K and V rows.
-    const size_t words =
-        size_t(sh.rows) * kv_dim *
-        size_t(kv_value_bits(kv_side(cache.dtype, false)) + kv_value_bits(kv_side(cache.dtype, true))) / 32;
-    std::vector<Binding> bindings = {qkv, cache.k, cache.v, cache.k_scales, cache.v_scales, step};
-    if (cache.in_blocks()) bindings = {qkv, cache.k, cache.v, step};  // the scales sit in the blocks
-    emit(s, cache_variant("kv_store", cache), {}, bindings, p, grid_for(s, (words + 63) / 64));
+    if (!f16) quantized_write(s, qkv, cache, step, p);
+}
+
+void kv_write(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
+              const RopeKvShape& sh) {
+    AKUNU_CHECK(cache.dtype != KvDType::kF16,
+                "kv_write: an f16 cache is written with RoPE (rope_kv or the Q/K/V GEMV)");
+    quantized_write(s, qkv, cache, step, rope_kv_params(qkv, cache, step, sh, "kv_write"));
 }
 
 size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len) {

@@ -119,7 +119,8 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 // / 2) (RopeStyle::kHalfSplit) with the given tables, and K and V also stored to an f16 cache of
 // full rows, a ring or blocks, or to a batch's pool (KvRows::kBatch) for the one row of a step,
 // at that row's position in its sequence's blocks (`step` then holds the StepState and that
-// BatchRow: a batch's one-row table). Only where gemv_folds_rope_kv.
+// BatchRow: a batch's one-row table). A quantized cache is not written: kv_write packs its rows
+// after. Only where gemv_folds_rope_kv.
 struct GemvRopeKv {
     Binding cos, sin;  // [positions, head_dim / 2] f32
     KvBindings cache;
@@ -190,6 +191,10 @@ struct RopeKvShape {
 // rotated one, hadamard_rows on Q, K and V comes between).
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
              const Binding& step, const RopeKvShape& shape);
+// rope_kv's write of a quantized cache alone, for rows whose RoPE the Q/K/V GEMV has applied
+// (gemv_parts, gemv_tiles with GemvRopeKv over a quantized cache).
+void kv_write(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
+              const RopeKvShape& shape);
 
 // The recent window's ring write (kv_recent_store.comp): rows r < min(rows, step.n_tokens) of
 // qkv give their K and V heads as f16 to the cache's rings (KvBindings::k_recent, v_recent), at

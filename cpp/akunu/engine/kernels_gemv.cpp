@@ -477,9 +477,8 @@ void gemv_gate_up(DispatchSink& s, const Binding& w_gate, const Binding& w_up, T
 }
 
 bool gemv_folds_rope_kv(const DeviceProfile& d, TensorType wtype, const KvBindings& cache, bool half_split) {
-    const bool layout = !cache.in_blocks() || cache.recent == 0;
-    return !d.cpu_backend && ((tiles32(wtype) && !half_split) || float_weights(wtype)) &&
-           cache.dtype == KvDType::kF16 && layout;
+    (void)cache;  // every cache: an f16 one's rows written by the GEMV, a quantized one's by kv_write after it
+    return !d.cpu_backend && ((tiles32(wtype) && !half_split) || float_weights(wtype));
 }
 
 bool gemv_fuses_parts(const DeviceProfile& d, TensorType wtype, size_t k) {
@@ -506,8 +505,7 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
     if (rope) {
         const KvBindings& c = rope->cache;
         AKUNU_CHECK(gemv_folds_rope_kv(s.device().profile(), wtype, c, rope->half_split),
-                    "gemv_parts: rope_kv folds only into tile-major (adjacent pairs) or float Q/K/V GEMVs and an f16 "
-                    "cache of full rows, a ring, blocks or a batch's pool, without a recent window");
+                    "gemv_parts: rope_kv folds only into tile-major (adjacent pairs) or float Q/K/V GEMVs");
         const uint32_t hd = rope->head_dim;
         AKUNU_CHECK(
             hd > 0 && hd % 2 == 0 && rows[0] % hd == 0 && rows[1] % hd == 0 && rows[1] == rows[2] && rows[1] > 0,
@@ -521,7 +519,7 @@ void gemv_parts(DispatchSink& s, const std::array<Binding, 3>& w, TensorType wty
         check_fits(rope->sin, size_t(rope->positions) * (hd / 2), DType::kF32, "gemv_parts", "sin");
         check_bytes(rope->step, sizeof(StepState) + (batch ? sizeof(BatchRow) : 0), "gemv_parts", "step");
         p.rope_head_dim = hd;
-        p.rope_cache_rows = cache_rows;
+        p.rope_cache_rows = c.dtype == KvDType::kF16 ? cache_rows : 0;  // 0: RoPE only (rope_fold.glsl)
         p.rope_half_split = rope->half_split ? 1 : 0;
     }
     // Matrices past the last given are bound as the first (not read).

@@ -127,11 +127,20 @@ void Builder::attention(int l) {
         head_norm(q_, L.q_norm, c_.n_heads);
         head_norm(k_, L.k_norm, c_.n_kv_heads);
     }
+    const kernels::RopeKvShape rope_shape{heads,
+                                          kv_heads,
+                                          head_dim,
+                                          uint32_t(m_.context),
+                                          style == RopeStyle::kInterleaved,
+                                          style != RopeStyle::kNone,
+                                          uint32_t(rows_),
+                                          uint32_t(qkv_row_)};
     if (!roped) {
         label(l, "rope_kv");
-        kernels::rope_kv(t_, qkv_, rope_cos, rope_sin, cache, step_,
-                         {heads, kv_heads, head_dim, uint32_t(m_.context), style == RopeStyle::kInterleaved,
-                          style != RopeStyle::kNone, uint32_t(rows_), uint32_t(qkv_row_)});
+        kernels::rope_kv(t_, qkv_, rope_cos, rope_sin, cache, step_, rope_shape);
+    } else if (cache.dtype != KvDType::kF16) {  // the GEMV applied RoPE; the codes are packed here
+        label(l, "kv_write");
+        kernels::kv_write(t_, qkv_, cache, step_, rope_shape);
     }
     label(l, "attention");
     const kernels::AttentionShape shape{
