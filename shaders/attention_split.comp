@@ -226,6 +226,61 @@ layout(std430, binding = 2) readonly buffer VC { uvec2 v_codes[]; };
 // Code j of a vector of format f.
 #define VEC_CODE(u, j, f) kv_code((u)[(j) / KV_PER_WORD(f)], (j) % KV_PER_WORD(f), f)
 
+#ifdef KV_PACK
+// The step's own row, packed here rather than by a kv_store dispatch before (kernels::attention,
+// AttentionNewest::kPacked): binding 0 holds the step's [q | k | v] row, and in the chunk
+// holding pos one team forms the row's codes of its KV head as kv_store does (the same scale,
+// rounding and codes) and scores it before its loop over the coded rows, which leaves pos out
+// (other query heads of the group may not have it yet); the group's first query head writes the
+// codes to the cache. Lane l takes K's dims [l CK, (l + 1) CK) and V's [l CV, (l + 1) CV), as it
+// reads a cached row; a side's max |x| meets through the team's shuffles, with no barrier.
+#define KV_K_SCALES_BINDING 5
+#define KV_V_SCALES_BINDING 6
+#include "kv_cache_write.glsl"
+#define CODED_END(pos) (pos)
+
+// One side's values of the lane (n of them, from float `at` of binding 0) into codes, the
+// lane's two words of them, and the side's rounded scale: the team's max |x| first.
+#define PACK_SIDE(vals, n, at, own, f, words, scale)                                       \
+    {                                                                                      \
+        float amax = 0.0;                                                                  \
+        [[unroll]] for (uint j = 0; j < n; j += 4) {                                       \
+            const vec4 x = own ? q4[(at) / 4 + j / 4] : vec4(0.0);                         \
+            vals[j] = x.x, vals[j + 1] = x.y, vals[j + 2] = x.z, vals[j + 3] = x.w;        \
+            amax = max(amax, max(max(abs(x.x), abs(x.y)), max(abs(x.z), abs(x.w))));      \
+        }                                                                                  \
+        for (uint w = TEAM / 2; w > 0; w /= 2) amax = max(amax, subgroupShuffleXor(amax, w)); \
+        scale = kv_row_scale(amax, f);                                                     \
+        const float inv = kv_inverse(scale);                                               \
+        words = uvec2(0);                                                                  \
+        [[unroll]] for (uint j = 0; j < n; ++j) {                                          \
+            const uint c = kv_encode(vals[j] * inv, f);                                    \
+            words[j / KV_PER_WORD(f)] |= c << ((j % KV_PER_WORD(f)) * KV_BITS(f));         \
+            vals[j] = kv_code(c, 0, f);                                                    \
+        }                                                                                  \
+    }
+
+// The team's share of row pos: the lane's K and V code values and the row's two scales.
+void pack_newest(uint kvh, uint pos, uint lane, out float kn[CK], out float vn[CV], out float ks, out float vs) {
+    const bool k_lane = lane < p.head_dim / CK, v_lane = lane < p.head_dim / CV;
+    const uint k_at = p.n_heads * p.head_dim + kvh * p.head_dim, v_at = k_at + p.n_kv_heads * p.head_dim;
+    float k_scale, v_scale;
+    uvec2 kw, vw;
+    PACK_SIDE(kn, CK, k_at + lane * CK, k_lane, K_FORMAT, kw, k_scale)
+    PACK_SIDE(vn, CV, v_at + lane * CV, v_lane, V_FORMAT, vw, v_scale)
+    if (unit % (p.n_heads / p.n_kv_heads) == 0) {  // the group's first query head writes
+        const kv_row_t row = KV_ROW(kvh, pos);
+        const uint k_words = p.head_dim / KV_PER_WORD(K_FORMAT), v_words = p.head_dim / KV_PER_WORD(V_FORMAT);
+        if (k_lane) K_WORD_STORE(row, k_words, 2 * lane, kw.x), K_WORD_STORE(row, k_words, 2 * lane + 1, kw.y);
+        if (v_lane) V_WORD_STORE(row, v_words, 2 * lane, vw.x), V_WORD_STORE(row, v_words, 2 * lane + 1, vw.y);
+        if (lane == 0) K_SCALE_STORE(row, float16_t(k_scale)), V_SCALE_STORE(row, float16_t(v_scale));
+    }
+    ks = k_scale, vs = v_scale;
+}
+#else
+#define CODED_END(pos) ((pos) + 1u)
+#endif
+
 void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, bool alone) {
     const uint tid = gl_LocalInvocationID.x, lane = tid % TEAM, team = tid / TEAM;
     const bool k_lane = lane < p.head_dim / CK, v_lane = lane < p.head_dim / CV;
@@ -236,6 +291,19 @@ void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, b
     }
     float m = -1.0 / 0.0, l = 0.0, acc[CV];
     [[unroll]] for (uint j = 0; j < CV; ++j) acc[j] = 0.0;
+#ifdef KV_PACK
+    if (pos >= begin && pos < begin + AKUNU_ATTENTION_CHUNK && team == TEAMS - 1) {  // the step's row, first
+        float kn[CK], vn[CV], ks, vs;
+        pack_newest(kvh, pos, lane, kn, vn, ks, vs);
+        float d = 0.0;
+        [[unroll]] for (uint j = 0; j < CK; ++j) d += qv[j] * kn[j];
+        const float sr = team_score(d * ks, pos >= first && pos < p.max_len);
+        if (sr > -1.0 / 0.0) {  // uniform in the team; exp(sr - sr) = 1 weights the row
+            m = sr, l = 1.0;
+            [[unroll]] for (uint j = 0; j < CV; ++j) acc[j] = vs * vn[j];
+        }
+    }
+#endif
     // Every loop over qv and acc is unrolled: indexed at run time, they would leave registers.
     for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK && begin + r0 <= pos; r0 += BATCH * TEAMS) {
         uvec2 kx[BATCH], vx[BATCH];
@@ -243,7 +311,7 @@ void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, b
         bool live[BATCH];
         [[unroll]] for (uint b = 0; b < BATCH; ++b) {
             const uint t = begin + r0 + b * TEAMS;
-            live[b] = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t <= pos && t < p.max_len && !KV_IS_RECENT(t, pos);
+            live[b] = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t < CODED_END(pos) && t < p.max_len && !KV_IS_RECENT(t, pos);
             const kv_row_t row = KV_ROW(kvh, live[b] ? t : begin);
             kx[b] = live[b] && k_lane ? K_CODES(row, lane) : uvec2(0);
             vx[b] = live[b] && v_lane ? V_CODES(row, lane) : uvec2(0);

@@ -171,6 +171,13 @@ foreach(layout full ring blocks)
                    ${kv_${format}},KV_RECENT ${kv_layout_${layout}})
     endforeach()
   endforeach()
+  # _pack: decode attention that packs the step's own row (kernels::attention_packs_newest).
+  if(NOT layout STREQUAL "ring")
+    foreach(format IN LISTS kv_formats)
+      akunu_kernel(attention_split_${format}${suffix}_pack attention_split.comp
+                   ${kv_${format}},KV_PACK ${kv_layout_${layout}})
+    endforeach()
+  endif()
 endforeach()
 akunu_kernel(kv_recent_store kv_recent_store.comp)
 

@@ -1,13 +1,13 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // kv_store: the KV-cache write of the quantized formats (kv_format.glsl). Runs after rope_kv
-// (built with ROPE_ONLY), which leaves each token's rotated K in qkv. One invocation per
+// (built with ROPE_ONLY) or a Q/K/V GEMV with RoPE folded, which leave each token's rotated K in
+// qkv (a decode step's row is packed by its attention instead, where attention_packs_newest). One invocation per
 // (token row, K or V, kv head, packed word): it forms its row's max |x| (the row is read by
 // all of the row's word invocations; it is short and cached), rounds the row scale to f16,
 // and packs its word's codes; word 0 also stores the scale. With KV_RING or KV_BLOCKS it writes
 // a ring or a cache in blocks (kv_rows.glsl).
 #include "common.glsl"
-#include "kv_format.glsl"
 #define KV_ROWS p.max_len
 #define KV_HEADS p.n_kv_heads
 #define KV_HEAD_DIM p.head_dim
@@ -15,26 +15,9 @@
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Qkv { float qkv[]; };             // rows of [q | k | v]
-#ifdef KV_BLOCKS
-// The block tables, [blocks] addresses (the scales sit in the blocks: no bindings 3 and 4). Not
-// read-only: the command list orders dispatches by the buffers they write, and the table
-// stands for the blocks written through it.
-layout(std430, binding = 1) buffer KT { uvec2 k_blocks[]; };
-layout(std430, binding = 2) buffer VT { uvec2 v_blocks[]; };
-#define K_WORD_STORE(r, n, at, val) KvWords(k_blocks[(r).x]).w[(r).y * (n) + (at)] = (val)
-#define V_WORD_STORE(r, n, at, val) KvWords(v_blocks[(r).x]).w[(r).y * (n) + (at)] = (val)
-#define K_SCALE_STORE(r, val) KvHalfs(k_blocks[(r).x]).h[KV_SCALE_BASE(K_FORMAT) + (r).y] = (val)
-#define V_SCALE_STORE(r, val) KvHalfs(v_blocks[(r).x]).h[KV_SCALE_BASE(V_FORMAT) + (r).y] = (val)
-#else
-layout(std430, binding = 1) writeonly buffer KW { uint k_words[]; };          // [n_kv, max_len, head_dim / KV_PER_WORD(K_FORMAT)]
-layout(std430, binding = 2) writeonly buffer VW { uint v_words[]; };          // [n_kv, max_len, head_dim / KV_PER_WORD(V_FORMAT)]
-layout(std430, binding = 3) writeonly buffer KS { float16_t k_scales[]; };    // [n_kv, max_len]
-layout(std430, binding = 4) writeonly buffer VS { float16_t v_scales[]; };    // [n_kv, max_len]
-#define K_WORD_STORE(r, n, at, val) k_words[(r) * (n) + (at)] = (val)
-#define V_WORD_STORE(r, n, at, val) v_words[(r) * (n) + (at)] = (val)
-#define K_SCALE_STORE(r, val) k_scales[r] = (val)
-#define V_SCALE_STORE(r, val) v_scales[r] = (val)
-#endif
+#define KV_K_SCALES_BINDING 3
+#define KV_V_SCALES_BINDING 4
+#include "kv_cache_write.glsl"
 layout(std430, binding = 5) readonly buffer Step { STEP_BLOCK };
 layout(push_constant) uniform Push { RopeKvParams p; };
 
@@ -53,8 +36,8 @@ void main() {
 
     float amax = 0.0;
     for (uint d = 0; d < p.head_dim; ++d) amax = max(amax, abs(qkv[src + d]));
-    const float16_t scale = float16_t(amax / kv_qmax(f));
-    const float inv = float(scale) > 0.0 ? 1.0 / float(scale) : 0.0;
+    const float scale = kv_row_scale(amax, f);
+    const float inv = kv_inverse(scale);
     uint packed = 0;
     const uint per_word = KV_PER_WORD(f);
     for (uint j = 0; j < per_word; ++j) packed |= kv_encode(qkv[src + w * per_word + j] * inv, f) << (j * KV_BITS(f));
@@ -63,9 +46,9 @@ void main() {
     const kv_row_t cache_row = KV_ROW(head, ROW_POS(row));
     if (is_v) {
         V_WORD_STORE(cache_row, words, w, packed);
-        if (w == 0) V_SCALE_STORE(cache_row, scale);
+        if (w == 0) V_SCALE_STORE(cache_row, float16_t(scale));
     } else {
         K_WORD_STORE(cache_row, words, w, packed);
-        if (w == 0) K_SCALE_STORE(cache_row, scale);
+        if (w == 0) K_SCALE_STORE(cache_row, float16_t(scale));
     }
 }

@@ -71,6 +71,7 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         // A batched step's query tiles: binding 5 the tiles (params.h BatchTile).
         {"flash_attention_", sizeof(FlashAttentionParams), 6, "_batch"},
         {"flash_cm_d", sizeof(FlashAttentionParams), 6, "_batch"},
+        {"attention_split_", sizeof(AttentionParams), 7, "_blocks_pack"},  // packs its step's row (KV_PACK)
         {"attention_split_", sizeof(AttentionParams), 7, "_blocks"},
         {"flash_attention_", sizeof(FlashAttentionParams), 5, "_blocks"},
         {"attention_split_ring", sizeof(AttentionParams), 7},
@@ -150,6 +151,15 @@ TEST(SpirvReflect, BlockTablesStandForTheBlocksTheyWrite) {
     for (const char* reader : {"attention_split_blocks", "flash_attention_q8_blocks"}) {
         const ShaderInterface r = reflect(reader);
         EXPECT_FALSE(r.bindings[1].written || r.bindings[2].written) << reader;
+    }
+    // The decode attention that packs its step's row writes the cache: through the block tables,
+    // or the words (1, 2) and scales (5, 6) of full rows; the plain one writes none of them.
+    const ShaderInterface packs_blocks = reflect("attention_split_int4_blocks_pack");
+    EXPECT_TRUE(packs_blocks.bindings[1].written && packs_blocks.bindings[2].written);
+    const ShaderInterface packs = reflect("attention_split_q8_int4_pack"), reads = reflect("attention_split_q8_int4");
+    for (const size_t b : {1, 2, 5, 6}) {
+        EXPECT_TRUE(packs.bindings[b].written) << b;
+        EXPECT_FALSE(reads.bindings[b].written) << b;
     }
 }
 

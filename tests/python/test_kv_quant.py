@@ -249,16 +249,22 @@ def test_rewind_and_continue_is_exact_on_a_quantized_cache():
         m.kv_cache.truncate(len(IDS) + 5)
 
 
-@pytest.mark.parametrize("fmt", ["int4", "int4h+w8"])
-def test_decode_folds_rope_into_the_qkv_gemv_over_a_quantized_cache(fmt):
-    """On a Vulkan device a decode step's Q/K/V GEMV applies RoPE for every cache; a quantized
-    cache's rows are packed by kv_store after it, with no rope_only dispatch between."""
+@pytest.mark.parametrize("fmt, packed", [("int4", True), ("q8/int4", True), ("int4h", True), ("int4h+w8", False)])
+def test_decode_folds_rope_into_the_qkv_gemv_over_a_quantized_cache(fmt, packed):
+    """On a Vulkan device a decode step's Q/K/V GEMV applies RoPE for every cache, with no
+    rope_only dispatch after it. The step's own row is then packed by the attention that reads it
+    (attention_split's _pack variant), or, for a format with a recent window, by kv_store."""
     if not any(d["backend"] == "vulkan" for d in akunu.devices()):
         pytest.skip("no Vulkan device: the CPU backend runs RoPE as a kernel of its own")
     m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt, device="vulkan")
     kernels = [d["kernel"] for d in m.dispatch_table()]
+    layers = m.config.n_layers
     assert not any(k.startswith("rope") for k in kernels), kernels
-    assert sum(k.startswith("kv_store") for k in kernels) == m.config.n_layers
+    assert sum(k.startswith("kv_store") for k in kernels) == (0 if packed else layers), kernels
+    attention = [k for k in kernels if k.startswith("attention_split")]
+    assert len(attention) == layers and all(k.endswith("_pack") == packed for k in attention), attention
+    # The rotated format's rotation of Q, K and V still runs before attention, and its inverse after.
+    assert sum(k == "hadamard_rows" for k in kernels) == (2 * layers if fmt.startswith("int4h") else 0)
 
 
 def test_unknown_kv_dtype_is_refused():

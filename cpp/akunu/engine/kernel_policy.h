@@ -62,9 +62,14 @@ bool gemv_takes_handoff(const DeviceProfile& device, TensorType wtype);
 // (gemv_tiles.comp, adjacent pairs only: its rows are fixed by the tile layout) or the float one
 // (gemv_parts.comp, both pairings) on a Vulkan device. An f16 cache (full rows, a ring, blocks or
 // a batch's pool, for a one-row step) is written by the GEMV too; a quantized one's RoPE alone
-// is folded, and kv_write packs its rows after.
+// is folded, and kv_write packs its rows after, or the attention does (attention_packs_newest).
 bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvBindings& cache,
                         bool half_split = false);
+// Whether attention() packs the step's own K and V row into this quantized cache itself
+// (AttentionNewest::kPacked), so that no kv_store dispatch comes between the Q/K/V GEMV and
+// attention: on a Vulkan device, a cache of full rows or blocks without a recent window, rows
+// that attention_split reads as whole vectors (AttentionSplitShape::lane_vecs 1).
+bool attention_packs_newest(const DeviceProfile& device, const KvBindings& cache, uint32_t head_dim);
 // Whether gemv_gate_up() takes these weights, rows of k and activation (SiLU and tanh-GELU).
 bool gemv_fuses_gate_up(const DeviceProfile& device, TensorType wtype, size_t k, Activation act);
 // Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan

@@ -343,9 +343,10 @@ RopeKvParams rope_kv_params(const Binding& qkv, const KvBindings& cache, const B
 // A quantized cache's write: hadamard_rows on Q, K and V for a rotated one, then kv_store, one
 // invocation per packed word of each token's K and V rows.
 void quantized_write(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
-                     const RopeKvParams& p) {
+                     const RopeKvParams& p, AttentionNewest newest = AttentionNewest::kInCache) {
     if (kv_rotated(cache.dtype))  // Q, K and V heads, side by side in each row
         hadamard_rows(s, qkv, step, p.rows, size_t(p.n_heads) + 2 * size_t(p.n_kv_heads), p.head_dim, p.row_stride);
+    if (newest == AttentionNewest::kPacked) return;  // the attention after packs them
     const size_t words =
         size_t(p.rows) * p.n_kv_heads * p.head_dim *
         size_t(kv_value_bits(kv_side(cache.dtype, false)) + kv_value_bits(kv_side(cache.dtype, true))) / 32;
@@ -375,11 +376,13 @@ void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Bind
     if (!f16) quantized_write(s, qkv, cache, step, p);
 }
 
-void kv_write(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
-              const RopeKvShape& sh) {
+void kv_write(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step, const RopeKvShape& sh,
+              AttentionNewest newest) {
     AKUNU_CHECK(cache.dtype != KvDType::kF16,
                 "kv_write: an f16 cache is written with RoPE (rope_kv or the Q/K/V GEMV)");
-    quantized_write(s, qkv, cache, step, rope_kv_params(qkv, cache, step, sh, "kv_write"));
+    AKUNU_CHECK(newest == AttentionNewest::kInCache || sh.rows == 1,
+                "kv_write: attention packs the step's row only for a step of one row");
+    quantized_write(s, qkv, cache, step, rope_kv_params(qkv, cache, step, sh, "kv_write"), newest);
 }
 
 size_t attention_partial_floats(uint32_t n_heads, uint32_t head_dim, uint32_t max_len) {
@@ -391,8 +394,14 @@ size_t attention_counters_offset(uint32_t n_heads, uint32_t head_dim, uint32_t m
     return (attention_partial_floats(n_heads, head_dim, max_len) - n_heads) * 4;
 }
 
+bool attention_packs_newest(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
+    return !d.cpu_backend && cache.dtype != KvDType::kF16 && cache.recent == 0 &&
+           (cache.rows == KvRows::kFull || cache.rows == KvRows::kBlocks) &&
+           launch::attention_split_shape(d, head_dim, cache.dtype).lane_vecs == 1;
+}
+
 void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
-               const Binding& step, const AttentionShape& sh, const GemvHandoff* handoff) {
+               const Binding& step, const AttentionShape& sh, const GemvHandoff* handoff, AttentionNewest newest) {
     AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0,
                 "attention: n_heads must be a multiple of n_kv_heads");
     AKUNU_CHECK(s.device().profile().max_workgroup_invocations >= AKUNU_ATTENTION_CHUNK,
@@ -405,7 +414,11 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
                 "attention needs subgroup shuffles over at least 8 lanes");
     const size_t q_dim = size_t(sh.n_heads) * sh.head_dim;
     const uint32_t chunks = uint32_t((size_t(sh.max_len) + AKUNU_ATTENTION_CHUNK - 1) / AKUNU_ATTENTION_CHUNK);
-    check_fits(q, q_dim, DType::kF32, "attention", "q");
+    const bool packs = newest == AttentionNewest::kPacked;
+    AKUNU_CHECK(!packs || attention_packs_newest(s.device().profile(), cache, sh.head_dim),
+                "attention: this device and cache take the step's row from the cache, not packed by attention");
+    // With packs, q is the step's [q | k | v] row.
+    check_fits(q, q_dim + (packs ? 2 * size_t(sh.n_kv_heads) * sh.head_dim : 0), DType::kF32, "attention", "q");
     check_cache(cache, sh.n_kv_heads, sh.max_len, sh.head_dim, "attention");
     check_fits(partial, attention_partial_floats(sh.n_heads, sh.head_dim, sh.max_len), DType::kF32, "attention",
                "partial");
@@ -425,7 +438,7 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim, cache.dtype);
     // Chunks along y: a step at position pos needs pos / CHUNK + 1 of them (attention_split.comp
     // counts its arrivals from pos, not from the grid), where the table follows the position.
-    emit(s, attention_variant("attention_split", cache), {a.team, a.lane_vecs}, bindings, p,
+    emit(s, attention_variant("attention_split", cache) + (packs ? "_pack" : ""), {a.team, a.lane_vecs}, bindings, p,
          {sh.n_heads, chunks, ChunkRows::Axis::kNone, 0, 0, AKUNU_ATTENTION_CHUNK});
 }
 

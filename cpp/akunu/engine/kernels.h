@@ -120,7 +120,7 @@ void gemv(DispatchSink& s, const Binding& w, TensorType wtype, const Binding& x,
 // full rows, a ring or blocks, or to a batch's pool (KvRows::kBatch) for the one row of a step,
 // at that row's position in its sequence's blocks (`step` then holds the StepState and that
 // BatchRow: a batch's one-row table). A quantized cache is not written: kv_write packs its rows
-// after. Only where gemv_folds_rope_kv.
+// after, or the attention does (AttentionNewest::kPacked). Only where gemv_folds_rope_kv.
 struct GemvRopeKv {
     Binding cos, sin;  // [positions, head_dim / 2] f32
     KvBindings cache;
@@ -191,10 +191,18 @@ struct RopeKvShape {
 // rotated one, hadamard_rows on Q, K and V comes between).
 void rope_kv(DispatchSink& s, const Binding& qkv, const Binding& cos, const Binding& sin, const KvBindings& cache,
              const Binding& step, const RopeKvShape& shape);
+// Where attention finds the step's own K and V row: in the cache (kInCache), or, with kPacked
+// (only where attention_packs_newest), in `q`, which is then the step's [q | k | v] row (K with
+// its RoPE, rotated for a rotated cache), and attention packs that row into the quantized cache
+// itself, with kv_store's scales and codes, in place of kv_write's kv_store dispatch.
+enum class AttentionNewest { kInCache, kPacked };
+
 // rope_kv's write of a quantized cache alone, for rows whose RoPE the Q/K/V GEMV has applied
 // (gemv_parts, gemv_tiles with GemvRopeKv over a quantized cache).
+// With AttentionNewest::kPacked, the attention after packs the rows: only a rotated cache's
+// rotation runs here.
 void kv_write(DispatchSink& s, const Binding& qkv, const KvBindings& cache, const Binding& step,
-              const RopeKvShape& shape);
+              const RopeKvShape& shape, AttentionNewest newest = AttentionNewest::kInCache);
 
 // The recent window's ring write (kv_recent_store.comp): rows r < min(rows, step.n_tokens) of
 // qkv give their K and V heads as f16 to the cache's rings (KvBindings::k_recent, v_recent), at
@@ -218,7 +226,8 @@ size_t attention_counters_offset(uint32_t n_heads, uint32_t head_dim, uint32_t m
 // merges its chunks. With `handoff` (a signal only), each head's output counts in as it is
 // written, for an O GEMV that waits on it instead of a barrier (GemvHandoff).
 void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
-               const Binding& step, const AttentionShape& sh, const GemvHandoff* handoff = nullptr);
+               const Binding& step, const AttentionShape& sh, const GemvHandoff* handoff = nullptr,
+               AttentionNewest newest = AttentionNewest::kInCache);
 
 // Causal attention of a prefill chunk: out[r, h] for query rows r < min(rows, step.n_tokens)
 // at positions step.pos + r, over the cache (which rope_kv has filled through the chunk).

@@ -138,9 +138,16 @@ void Builder::attention(int l) {
     if (!roped) {
         label(l, "rope_kv");
         kernels::rope_kv(t_, qkv_, rope_cos, rope_sin, cache, step_, rope_shape);
-    } else if (cache.dtype != KvDType::kF16) {  // the GEMV applied RoPE; the codes are packed here
+    }
+    // A decode step's own row, RoPE applied by the GEMV, packed by the attention that reads it.
+    const kernels::AttentionNewest newest =
+        roped && !pass_.batch_sequences && !prefill_ && rows_ == 1 &&
+                kernels::attention_packs_newest(t_.device().profile(), cache, head_dim)
+            ? kernels::AttentionNewest::kPacked
+            : kernels::AttentionNewest::kInCache;
+    if (roped && cache.dtype != KvDType::kF16) {  // the codes are packed here, or the rotation alone
         label(l, "kv_write");
-        kernels::kv_write(t_, qkv_, cache, step_, rope_shape);
+        kernels::kv_write(t_, qkv_, cache, step_, rope_shape, newest);
     }
     label(l, "attention");
     const kernels::AttentionShape shape{
@@ -160,8 +167,12 @@ void Builder::attention(int l) {
         kernels::flash_attention(t_, q_, cache, attn_out_, step_,
                                  {shape, uint32_t(rows_), uint32_t(qkv_row_), uint32_t(q_dim_), lp.attn_out_dtype});
     else
-        kernels::attention(t_, q_, cache, s_.get("attn_partial"), attn_out_, step_, shape,
-                           ptr(take_handoff(lp.handoff_slot[kAttentionToO], heads)));
+        kernels::attention(t_,
+                           newest == kernels::AttentionNewest::kPacked
+                               ? Binding::columns(qkv_, 0, (q_dim_ + 2 * kv_dim_) * 4, qkv_row_ * 4)
+                               : q_,
+                           cache, s_.get("attn_partial"), attn_out_, step_, shape,
+                           ptr(take_handoff(lp.handoff_slot[kAttentionToO], heads)), newest);
     if (cache.recent > 0) {  // after attention has read the ring's older rows
         label(l, "kv_recent_store");
         kernels::kv_recent_store(

@@ -1,0 +1,118 @@
+// Decode attention that packs the step's own K and V row into a quantized cache
+// (kernels::AttentionNewest::kPacked, attention_split.comp's KV_PACK) against kv_write's
+// kv_store followed by attention over the cache: the cache's words and scales are the same
+// bytes, and the outputs agree to 1e-5 (the packed row joins its team's online softmax last,
+// not in its place among the rows: the sums' order differs). Every quantized format, full rows
+// and blocks, query-head groups of 1 and 2 (the group's first head writes the row), positions
+// at 0, at the end and the start of a chunk and inside the third, on the suite's device.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "akunu/core/error.h"
+#include "akunu/engine/kernel_policy.h"
+#include "akunu/engine/kernels.h"
+#include "akunu/engine/kv_cache.h"
+#include "akunu/vulkan/command_list.h"
+#include "kernel_buffers.h"
+#include "params.h"
+#include "vk_test.h"
+
+namespace akunu::test {
+namespace {
+
+class KvPackTest : public VkTest {};
+
+struct Heads {
+    uint32_t n_heads, n_kv, head_dim;
+};
+
+// Attention at `pos` over rows [0, pos] of qkv ([q | k | v] rows), rows before pos written by
+// kv_write; row pos by kv_write too (kInCache) or by the attention (kPacked). Returns the output.
+std::vector<float> attend(const std::shared_ptr<Device>& dev, KVCache& kv, const Buffer& qkv, const Heads& h,
+                          uint32_t pos, kernels::AttentionNewest newest) {
+    const uint32_t q_dim = h.n_heads * h.head_dim, row = q_dim + 2 * h.n_kv * h.head_dim, max_len = 600;
+    const kernels::RopeKvShape before{h.n_heads, h.n_kv, h.head_dim, max_len, false, false, pos, row};
+    const kernels::RopeKvShape own{h.n_heads, h.n_kv, h.head_dim, max_len, false, false, 1, row};
+    const StepState fill{0, 0, pos, 0}, step{pos, 0, 1, 0};
+    Buffer fill_b = dev->allocate(&fill, sizeof(fill)), step_b = dev->allocate(&step, sizeof(step));
+    const std::vector<float> zeros(kernels::attention_partial_floats(h.n_heads, h.head_dim, max_len), 0.0f);
+    Buffer partial = dev->allocate(zeros.data(), zeros.size() * 4);
+    Buffer out = poisoned(dev, q_dim, DType::kF32);
+    const bool packs = newest == kernels::AttentionNewest::kPacked;
+    const Binding own_row(&qkv, size_t(pos) * row * 4, size_t(packs ? row : q_dim) * 4);
+    const kernels::AttentionShape shape{h.n_heads, h.n_kv, h.head_dim, max_len, 0, 0.125f, 0.0f};
+    CommandList cl(dev);
+    cl.begin();
+    if (pos > 0) kernels::kv_write(cl, &qkv, kv.bindings(0), &fill_b, before);
+    if (!packs) kernels::kv_write(cl, Binding(&qkv, size_t(pos) * row * 4), kv.bindings(0), &step_b, own);
+    kernels::attention(cl, own_row, kv.bindings(0), &partial, &out, &step_b, shape, nullptr, newest);
+    cl.end();
+    cl.submit_and_wait();
+    return download(out, q_dim, DType::kF32);
+}
+
+TEST_F(KvPackTest, AttentionPacksTheStepsRowAsKvStoreDoes) {
+    auto dev = device();
+    int ran = 0;
+    for (const KvDType dtype : {KvDType::kQ8, KvDType::kInt4, KvDType::kFp4, KvDType::kQ8Int4, KvDType::kQ8Fp4})
+        for (const bool blocks : {false, true})
+            for (const Heads h : {Heads{4, 2, 64}, Heads{3, 3, 32}})
+                for (const uint32_t pos : {0u, 255u, 256u, 517u}) {
+                    const ModelConfig c = attention_config(int(h.n_heads), int(h.n_kv), int(h.head_dim));
+                    KVCache want(dev, c, 600, dtype, blocks), got(dev, c, 600, dtype, blocks);
+                    if (!kernels::attention_packs_newest(dev->profile(), got.bindings(0), h.head_dim)) continue;
+                    want.reserve(int(pos + 1));
+                    got.reserve(int(pos + 1));
+                    const uint32_t row = (h.n_heads + 2 * h.n_kv) * h.head_dim;
+                    const std::vector<float> rows = random_floats(size_t(pos + 1) * row, 7 + pos, -2.0f, 2.0f);
+                    Buffer qkv = dev->allocate(rows.data(), rows.size() * 4);
+                    const std::string what = std::string(kv_dtype_name(dtype)) + (blocks ? " blocks" : " full") +
+                                             " heads " + std::to_string(h.n_heads) + "/" + std::to_string(h.n_kv) +
+                                             " x " + std::to_string(h.head_dim) + " pos " + std::to_string(pos);
+                    const auto a = attend(dev, want, qkv, h, pos, kernels::AttentionNewest::kInCache);
+                    const auto b = attend(dev, got, qkv, h, pos, kernels::AttentionNewest::kPacked);
+                    expect_close(b, a, 1e-5f, 1e-5f, what);
+                    for (const bool values : {false, true})
+                        for (const bool scales : {false, true}) {
+                            const auto bytes = got.read_side(0, values, scales, int(pos + 1));
+                            EXPECT_EQ(bytes, want.read_side(0, values, scales, int(pos + 1)))
+                                << what << (values ? " V" : " K") << (scales ? " scales" : " codes");
+                            EXPECT_NE(bytes, std::vector<uint8_t>(bytes.size(), 0)) << what;  // written
+                        }
+                    ++ran;
+                }
+    if (dev->profile().cpu_backend)
+        EXPECT_EQ(ran, 0) << "the CPU backend reads every row from the cache";
+    else
+        EXPECT_GT(ran, 0) << "no shape packs its row on this device";
+}
+
+// Where the device or cache does not take it, a packed attention is refused before anything is
+// recorded: the CPU backend, a recent window's formats and f16.
+TEST_F(KvPackTest, PackingWhereItDoesNotApplyIsRefused) {
+    for (const bool cpu : {false, true}) {
+        auto dev = cpu ? Device::create("cpu") : device();
+        const ModelConfig c = attention_config(2, 2, 64);
+        for (const KvDType dtype : {KvDType::kF16, KvDType::kInt4}) {
+            KVCache kv(dev, c, 64, dtype);
+            if (kernels::attention_packs_newest(dev->profile(), kv.bindings(0), 64)) continue;
+            Buffer big = dev->allocate(1 << 16);
+            CommandList cl(dev);
+            cl.begin();
+            try {
+                kernels::attention(cl, &big, kv.bindings(0), &big, &big, &big, {2, 2, 64, 64, 0, 0.125f, 0.0f}, nullptr,
+                                   kernels::AttentionNewest::kPacked);
+                FAIL() << "expected an error for " << kv_dtype_name(dtype);
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("not packed by attention"), std::string::npos) << e.what();
+            }
+            EXPECT_EQ(cl.dispatch_count(), 0u);
+            cl.end();
+        }
+    }
+}
+
+}  // namespace
+}  // namespace akunu::test
