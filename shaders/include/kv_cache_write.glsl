@@ -30,15 +30,9 @@ layout(std430, binding = KV_V_SCALES_BINDING) writeonly buffer VSW { float16_t v
 #define V_SCALE_STORE(r, val) v_scales_w[r] = (val)
 #endif
 
-// A row's scale from its max |x|, rounded to f16 precision (to nearest even) through its bits,
-// so that no compiler keeps more of it in a register; the codes are formed with it, and the cache
-// stores it as a half, exactly. Below f16's normal range, the conversion rounds it (0 stays 0).
-float kv_row_scale(float amax, uint f) {
-    const float s = amax / kv_qmax(f);
-    if (s < 6.103515625e-05) return float(float16_t(s));
-    const uint u = floatBitsToUint(s);
-    return uintBitsToFloat((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
-}
+// A row's scale from its max |x|, rounded to a half's value (f16_round): the codes are formed
+// with it, and the cache stores it as a half, exactly.
+float kv_row_scale(float amax, uint f) { return f16_round(amax / kv_qmax(f)); }
 // The factor that forms a code's argument from a value: 0 for a row of zeros.
 float kv_inverse(float scale) { return scale > 0.0 ? 1.0 / scale : 0.0; }
 

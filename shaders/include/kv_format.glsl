@@ -17,6 +17,19 @@
 #ifndef AKUNU_KV_FORMAT_GLSL
 #define AKUNU_KV_FORMAT_GLSL
 
+// x rounded to the nearest half (ties to even), as an f32: what a half stores. Formed from the
+// float's bits, so that a compiler that keeps halves in 32-bit registers cannot skip the
+// rounding (bench/NOTES.md, "Decode attention packs the step's own row"). Subnormal halves are
+// steps of 2^-24; past the largest half (and for NaN) the conversion gives inf or NaN, as a
+// store would.
+float f16_round(float x) {
+    const float a = abs(x);
+    if (!(a < 65520.0)) return float(float16_t(x));
+    if (a < 6.103515625e-05) return roundEven(x * 16777216.0) / 16777216.0;
+    const uint u = floatBitsToUint(x);
+    return uintBitsToFloat((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
+}
+
 #define KV_Q8 1u
 #define KV_INT4 2u
 #define KV_FP4 3u

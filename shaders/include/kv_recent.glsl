@@ -34,7 +34,7 @@ float kv_recent_at(bool values, uint kvh, uint t, uint i) {
     if (t >= KV_STEP_POS) {
         const uint kv_dim = KV_PARAMS.n_kv_heads * hd;
         const uint at = (KV_STEP_ROW0 + t - KV_STEP_POS) * KV_PARAMS.kv_stride + KV_PARAMS.n_heads * hd + (values ? kv_dim : 0u);
-        return float(float16_t(step_rows[at + kvh * hd + i]));
+        return f16_round(step_rows[at + kvh * hd + i]);
     }
     const uint at = ((KV_RING_SEQ * KV_PARAMS.n_kv_heads + kvh) * KV_PARAMS.recent_rows + t % KV_PARAMS.recent_rows) * hd + i;
     return values ? float(v_recent[at]) : float(k_recent[at]);

@@ -1,4 +1,6 @@
-// Decode attention that packs the step's own K and V row into a quantized cache
+// kv_store's rows against the format's definition on the host (kv_format.glsl, core/kv_codes.h):
+// the scale max|x| / qmax rounded to the nearest half, codes formed with the rounded scale.
+// Then decode attention that packs the step's own K and V row into a quantized cache
 // (kernels::AttentionNewest::kPacked, attention_split.comp's KV_PACK) against kv_write's
 // kv_store followed by attention over the cache: the cache's words and scales are the same
 // bytes, and the outputs agree to 1e-5 (the packed row joins its team's online softmax last,
@@ -7,10 +9,14 @@
 // at 0, at the end and the start of a chunk and inside the third, on the suite's device.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "akunu/core/error.h"
+#include "akunu/core/half.h"
+#include "akunu/core/kv_codes.h"
 #include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/engine/kv_cache.h"
@@ -87,6 +93,79 @@ TEST_F(KvPackTest, AttentionPacksTheStepsRowAsKvStoreDoes) {
         EXPECT_EQ(ran, 0) << "the CPU backend reads every row from the cache";
     else
         EXPECT_GT(ran, 0) << "no shape packs its row on this device";
+}
+
+// kv_store's scales are the host's halves bit for bit, and its codes the host's, where x / scale
+// is not within 1e-5 of a rounding boundary (a device's division may be an ulp off there). Rows:
+// random, zeros, tiny values (a subnormal half scale) and larger values; every format, on the
+// suite's device and the CPU backend.
+// Whether y = x / scale lies within 1e-5 of a boundary between two codes of format f.
+bool near_boundary(float y, uint32_t f) {
+    const float a = std::fabs(y), tol = 1e-5f * std::fmax(1.0f, a);
+    if (f != kKvFp4) return std::fabs(a - std::floor(a) - 0.5f) < tol;
+    for (const float b : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f})
+        if (std::fabs(a - b) < tol) return true;
+    return false;
+}
+
+TEST_F(KvPackTest, KvStoreWritesTheFormatsScalesAndCodes) {
+    const Heads h{2, 2, 64};
+    const uint32_t rows = 5, row = (h.n_heads + 2 * h.n_kv) * h.head_dim, q_dim = h.n_heads * h.head_dim;
+    std::vector<float> qkv = random_floats(size_t(rows) * row, 3, -2.0f, 2.0f);
+    for (uint32_t i = 0; i < row; ++i) {
+        qkv[row + i] = 0.0f;
+        qkv[2 * row + i] *= 1e-6f;
+        qkv[3 * row + i] *= 3.7f;
+        qkv[4 * row + i] *= 100.0f;
+    }
+    const StepState st{0, 0, rows, 0};
+    for (const bool cpu : {false, true})
+        for (const KvDType dtype : {KvDType::kQ8, KvDType::kInt4, KvDType::kFp4, KvDType::kQ8Int4, KvDType::kQ8Fp4}) {
+            auto dev = cpu ? Device::create("cpu") : device();
+            const ModelConfig c = attention_config(int(h.n_heads), int(h.n_kv), int(h.head_dim));
+            KVCache kv(dev, c, 16, dtype);
+            Buffer qkv_b = dev->allocate(qkv.data(), qkv.size() * 4), step = dev->allocate(&st, sizeof(st));
+            CommandList cl(dev);
+            cl.begin();
+            kernels::kv_write(cl, &qkv_b, kv.bindings(0), &step,
+                              {h.n_heads, h.n_kv, h.head_dim, 16, false, false, rows, row});
+            cl.end();
+            cl.submit_and_wait();
+            for (const bool values : {false, true}) {
+                const uint32_t f = kv_code_id(kv_side(dtype, values));
+                const uint32_t per = kv_per_word(f), words = h.head_dim / per;
+                const auto codes = kv.read_side(0, values, false, int(rows)),
+                           scales = kv.read_side(0, values, true, int(rows));
+                for (uint32_t k = 0; k < h.n_kv; ++k)
+                    for (uint32_t r = 0; r < rows; ++r) {
+                        const float* x = &qkv[r * row + q_dim + (values ? h.n_kv * h.head_dim : 0) + k * h.head_dim];
+                        float amax = 0.0f;
+                        for (uint32_t i = 0; i < h.head_dim; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+                        uint16_t want_scale = float_to_half(amax / kv_qmax(f));
+                        uint16_t got_scale;
+                        std::memcpy(&got_scale, scales.data() + 2 * (k * rows + r), 2);
+                        const std::string what = std::string(cpu ? "cpu " : "") + kv_dtype_name(dtype) +
+                                                 (values ? " V" : " K") + " head " + std::to_string(k) + " row " +
+                                                 std::to_string(r);
+                        // A quotient within 1e-6 of a tie between two halves may round either way
+                        // after a device's division.
+                        const float q = amax / kv_qmax(f);
+                        if (float_to_half(q * (1.0f - 1e-6f)) == float_to_half(q * (1.0f + 1e-6f)))
+                            ASSERT_EQ(got_scale, want_scale) << what;
+                        else
+                            want_scale = got_scale;
+                        const float scale = half_to_float(want_scale), inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+                        for (uint32_t i = 0; i < h.head_dim; ++i) {
+                            uint32_t word;
+                            std::memcpy(&word, codes.data() + 4 * ((size_t(k) * rows + r) * words + i / per), 4);
+                            const uint32_t got = (word >> ((i % per) * kv_bits(f))) & ((1u << kv_bits(f)) - 1u);
+                            const float y = x[i] * inv;
+                            if (near_boundary(y, f)) continue;
+                            EXPECT_EQ(got, kv_encode(y, f)) << what << " dim " << i << " y " << y;
+                        }
+                    }
+            }
+        }
 }
 
 // Where the device or cache does not take it, a packed attention is refused before anything is
