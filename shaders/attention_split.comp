@@ -77,6 +77,9 @@ layout(constant_id = 1) const uint LANE_VECS = 1;  // vectors of a row per lane
 // Rows per team and round: K and V of 4 rows are 32 registers of loads in flight per lane. 2
 // rows ran as fast, 8 slower for the registers they hold (bench/NOTES.md).
 #define BATCH 4
+// Quantized rows per team and round: 2. Four held 80 registers an invocation for int4, and fewer
+// workgroups fitted a compute unit (bench/NOTES.md, "Two coded rows a round").
+#define CODE_BATCH 2
 const uint TEAMS = AKUNU_ATTENTION_CHUNK / TEAM;
 shared float sums[AKUNU_ATTENTION_CHUNK * 8];  // the teams' V sums, one slice of 8 values at a time
 // Each subgroup's maximum and its sum of exps relative to it: where the teams meet.
@@ -295,6 +298,7 @@ void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, b
     if (pos >= begin && pos < begin + AKUNU_ATTENTION_CHUNK && team == TEAMS - 1) {  // the step's row, first
         float kn[CK], vn[CV], ks, vs;
         pack_newest(kvh, pos, lane, kn, vn, ks, vs);
+#ifndef KV_RECENT  // a window's newest row is scored from its f16 copy, with the window's rows
         float d = 0.0;
         [[unroll]] for (uint j = 0; j < CK; ++j) d += qv[j] * kn[j];
         const float sr = team_score(d * ks, pos >= first && pos < p.max_len);
@@ -302,14 +306,15 @@ void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, b
             m = sr, l = 1.0;
             [[unroll]] for (uint j = 0; j < CV; ++j) acc[j] = vs * vn[j];
         }
+#endif
     }
 #endif
     // Every loop over qv and acc is unrolled: indexed at run time, they would leave registers.
-    for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK && begin + r0 <= pos; r0 += BATCH * TEAMS) {
-        uvec2 kx[BATCH], vx[BATCH];
-        float ks[BATCH], vs[BATCH];
-        bool live[BATCH];
-        [[unroll]] for (uint b = 0; b < BATCH; ++b) {
+    for (uint r0 = team; r0 < AKUNU_ATTENTION_CHUNK && begin + r0 <= pos; r0 += CODE_BATCH * TEAMS) {
+        uvec2 kx[CODE_BATCH], vx[CODE_BATCH];
+        float ks[CODE_BATCH], vs[CODE_BATCH];
+        bool live[CODE_BATCH];
+        [[unroll]] for (uint b = 0; b < CODE_BATCH; ++b) {
             const uint t = begin + r0 + b * TEAMS;
             live[b] = r0 + b * TEAMS < AKUNU_ATTENTION_CHUNK && t < CODED_END(pos) && t < p.max_len && !KV_IS_RECENT(t, pos);
             const kv_row_t row = KV_ROW(kvh, live[b] ? t : begin);
@@ -318,9 +323,9 @@ void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, b
             ks[b] = live[b] ? K_SCALE(row) : 0.0;
             vs[b] = live[b] ? V_SCALE(row) : 0.0;
         }
-        float s[BATCH];
+        float s[CODE_BATCH];
         float mb = m;
-        [[unroll]] for (uint b = 0; b < BATCH; ++b) {
+        [[unroll]] for (uint b = 0; b < CODE_BATCH; ++b) {
             float d = 0.0;
             [[unroll]] for (uint j = 0; j < CK; ++j) d += qv[j] * VEC_CODE(kx[b], j, K_FORMAT);
             s[b] = team_score(d * ks[b], live[b] && begin + r0 + b * TEAMS >= first);
@@ -330,7 +335,7 @@ void attend_rows_codes(uint kvh, uint chunk, uint begin, uint first, uint pos, b
         const float c = exp(m - mb);      // 0 while m is -inf
         l *= c;
         [[unroll]] for (uint j = 0; j < CV; ++j) acc[j] *= c;
-        [[unroll]] for (uint b = 0; b < BATCH; ++b) {
+        [[unroll]] for (uint b = 0; b < CODE_BATCH; ++b) {
             const float e = exp(s[b] - mb), w = e * vs[b];
             l += e;
             [[unroll]] for (uint j = 0; j < CV; ++j) acc[j] += w * VEC_CODE(vx[b], j, V_FORMAT);

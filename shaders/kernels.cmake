@@ -176,6 +176,8 @@ foreach(layout full ring blocks)
     foreach(format IN LISTS kv_formats)
       akunu_kernel(attention_split_${format}${suffix}_pack attention_split.comp
                    ${kv_${format}},KV_PACK ${kv_layout_${layout}})
+      akunu_kernel(attention_split_${format}${suffix}_recent_pack attention_split.comp
+                   ${kv_${format}},KV_RECENT,KV_PACK ${kv_layout_${layout}})
     endforeach()
   endif()
 endforeach()

@@ -3,10 +3,11 @@
 // Then decode attention that packs the step's own K and V row into a quantized cache
 // (kernels::AttentionNewest::kPacked, attention_split.comp's KV_PACK) against kv_write's
 // kv_store followed by attention over the cache: the cache's words and scales are the same
-// bytes, and the outputs agree to 1e-5 (the packed row joins its team's online softmax last,
-// not in its place among the rows: the sums' order differs). Every quantized format, full rows
-// and blocks, query-head groups of 1 and 2 (the group's first head writes the row), positions
-// at 0, at the end and the start of a chunk and inside the third, on the suite's device.
+// bytes, and the outputs agree to 1e-5 (the packed row starts its team's online softmax, not
+// in its place among the rows: the sums' order differs). Every quantized format, full rows
+// and blocks, without and with a recent window of 8 rows (whose step row is scored from its f16
+// copy), query-head groups of 1 and 2 (the group's first head writes the row), positions at 0,
+// at the end and the start of a chunk and inside the third, on the suite's device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,11 +50,18 @@ std::vector<float> attend(const std::shared_ptr<Device>& dev, KVCache& kv, const
     const bool packs = newest == kernels::AttentionNewest::kPacked;
     const Binding own_row(&qkv, size_t(pos) * row * 4, size_t(packs ? row : q_dim) * 4);
     const kernels::AttentionShape shape{h.n_heads, h.n_kv, h.head_dim, max_len, 0, 0.125f, 0.0f};
+    // A recent window reads the step's own row from its [q | k | v] row, the older ones from the
+    // rings that kv_recent_store fills.
+    KvBindings cache = kv.bindings(0), fill_cache = cache;
+    cache.step_kv = Binding(&qkv, size_t(pos) * row * 4);
+    cache.step_kv_stride = fill_cache.step_kv_stride = row;
+    fill_cache.step_kv = Binding(&qkv);
     CommandList cl(dev);
     cl.begin();
-    if (pos > 0) kernels::kv_write(cl, &qkv, kv.bindings(0), &fill_b, before);
-    if (!packs) kernels::kv_write(cl, Binding(&qkv, size_t(pos) * row * 4), kv.bindings(0), &step_b, own);
-    kernels::attention(cl, own_row, kv.bindings(0), &partial, &out, &step_b, shape, nullptr, newest);
+    if (pos > 0) kernels::kv_write(cl, &qkv, fill_cache, &fill_b, before);
+    if (pos > 0 && cache.recent > 0) kernels::kv_recent_store(cl, &qkv, fill_cache, &fill_b, before);
+    if (!packs) kernels::kv_write(cl, Binding(&qkv, size_t(pos) * row * 4), cache, &step_b, own);
+    kernels::attention(cl, own_row, cache, &partial, &out, &step_b, shape, nullptr, newest);
     cl.end();
     cl.submit_and_wait();
     return download(out, q_dim, DType::kF32);
@@ -65,30 +73,34 @@ TEST_F(KvPackTest, AttentionPacksTheStepsRowAsKvStoreDoes) {
     for (const KvDType dtype : {KvDType::kQ8, KvDType::kInt4, KvDType::kFp4, KvDType::kQ8Int4, KvDType::kQ8Fp4})
         for (const bool blocks : {false, true})
             for (const Heads h : {Heads{4, 2, 64}, Heads{3, 3, 32}})
-                for (const uint32_t pos : {0u, 255u, 256u, 517u}) {
-                    const ModelConfig c = attention_config(int(h.n_heads), int(h.n_kv), int(h.head_dim));
-                    KVCache want(dev, c, 600, dtype, blocks), got(dev, c, 600, dtype, blocks);
-                    if (!kernels::attention_packs_newest(dev->profile(), got.bindings(0), h.head_dim)) continue;
-                    want.reserve(int(pos + 1));
-                    got.reserve(int(pos + 1));
-                    const uint32_t row = (h.n_heads + 2 * h.n_kv) * h.head_dim;
-                    const std::vector<float> rows = random_floats(size_t(pos + 1) * row, 7 + pos, -2.0f, 2.0f);
-                    Buffer qkv = dev->allocate(rows.data(), rows.size() * 4);
-                    const std::string what = std::string(kv_dtype_name(dtype)) + (blocks ? " blocks" : " full") +
-                                             " heads " + std::to_string(h.n_heads) + "/" + std::to_string(h.n_kv) +
-                                             " x " + std::to_string(h.head_dim) + " pos " + std::to_string(pos);
-                    const auto a = attend(dev, want, qkv, h, pos, kernels::AttentionNewest::kInCache);
-                    const auto b = attend(dev, got, qkv, h, pos, kernels::AttentionNewest::kPacked);
-                    expect_close(b, a, 1e-5f, 1e-5f, what);
-                    for (const bool values : {false, true})
-                        for (const bool scales : {false, true}) {
-                            const auto bytes = got.read_side(0, values, scales, int(pos + 1));
-                            EXPECT_EQ(bytes, want.read_side(0, values, scales, int(pos + 1)))
-                                << what << (values ? " V" : " K") << (scales ? " scales" : " codes");
-                            EXPECT_NE(bytes, std::vector<uint8_t>(bytes.size(), 0)) << what;  // written
-                        }
-                    ++ran;
-                }
+                for (const uint32_t pos : {0u, 255u, 256u, 517u})
+                    for (const int recent : {0, 8}) {
+                        if (recent > 0 && h.n_kv == h.n_heads) continue;  // windows: one shape is enough
+                        const ModelConfig c = attention_config(int(h.n_heads), int(h.n_kv), int(h.head_dim));
+                        KVCache want(dev, c, 600, dtype, blocks, 0, {}, recent, 1),
+                            got(dev, c, 600, dtype, blocks, 0, {}, recent, 1);
+                        if (!kernels::attention_packs_newest(dev->profile(), got.bindings(0), h.head_dim)) continue;
+                        want.reserve(int(pos + 1));
+                        got.reserve(int(pos + 1));
+                        const uint32_t row = (h.n_heads + 2 * h.n_kv) * h.head_dim;
+                        const std::vector<float> rows = random_floats(size_t(pos + 1) * row, 7 + pos, -2.0f, 2.0f);
+                        Buffer qkv = dev->allocate(rows.data(), rows.size() * 4);
+                        const std::string what = std::string(kv_dtype_name(dtype)) + (blocks ? " blocks" : " full") +
+                                                 " heads " + std::to_string(h.n_heads) + "/" + std::to_string(h.n_kv) +
+                                                 " x " + std::to_string(h.head_dim) + " pos " + std::to_string(pos) +
+                                                 " window " + std::to_string(recent);
+                        const auto a = attend(dev, want, qkv, h, pos, kernels::AttentionNewest::kInCache);
+                        const auto b = attend(dev, got, qkv, h, pos, kernels::AttentionNewest::kPacked);
+                        expect_close(b, a, 1e-5f, 1e-5f, what);
+                        for (const bool values : {false, true})
+                            for (const bool scales : {false, true}) {
+                                const auto bytes = got.read_side(0, values, scales, int(pos + 1));
+                                EXPECT_EQ(bytes, want.read_side(0, values, scales, int(pos + 1)))
+                                    << what << (values ? " V" : " K") << (scales ? " scales" : " codes");
+                                EXPECT_NE(bytes, std::vector<uint8_t>(bytes.size(), 0)) << what;  // written
+                            }
+                        ++ran;
+                    }
     if (dev->profile().cpu_backend)
         EXPECT_EQ(ran, 0) << "the CPU backend reads every row from the cache";
     else
@@ -169,7 +181,7 @@ TEST_F(KvPackTest, KvStoreWritesTheFormatsScalesAndCodes) {
 }
 
 // Where the device or cache does not take it, a packed attention is refused before anything is
-// recorded: the CPU backend, a recent window's formats and f16.
+// recorded: the CPU backend and f16.
 TEST_F(KvPackTest, PackingWhereItDoesNotApplyIsRefused) {
     for (const bool cpu : {false, true}) {
         auto dev = cpu ? Device::create("cpu") : device();

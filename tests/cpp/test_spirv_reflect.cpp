@@ -59,6 +59,8 @@ TEST(SpirvReflect, EveryKernelMatchesItsParamsStruct) {
         {"attention_split_", sizeof(FlashAttentionParams), 10, "_batch_recent"},
         {"attention_split_", sizeof(FlashAttentionParams), 7, "_batch"},
         // A recent window's variants: the step's [q | k | v] rows and the two rings after the rest.
+        {"attention_split_", sizeof(AttentionParams), 10, "_blocks_recent_pack"},
+        {"attention_split_", sizeof(AttentionParams), 12, "_recent_pack"},
         {"attention_split_", sizeof(AttentionParams), 10, "_blocks_recent"},
         {"flash_attention_", sizeof(FlashAttentionParams), 8, "_blocks_recent"},
         {"attention_split_", sizeof(AttentionParams), 12, "_recent"},

@@ -249,20 +249,22 @@ def test_rewind_and_continue_is_exact_on_a_quantized_cache():
         m.kv_cache.truncate(len(IDS) + 5)
 
 
-@pytest.mark.parametrize("fmt, packed", [("int4", True), ("q8/int4", True), ("int4h", True), ("int4h+w8", False)])
-def test_decode_folds_rope_into_the_qkv_gemv_over_a_quantized_cache(fmt, packed):
+@pytest.mark.parametrize("fmt", ["int4", "q8/int4", "int4h", "int4h+w8"])
+def test_decode_folds_rope_into_the_qkv_gemv_over_a_quantized_cache(fmt):
     """On a Vulkan device a decode step's Q/K/V GEMV applies RoPE for every cache, with no
     rope_only dispatch after it. The step's own row is then packed by the attention that reads it
-    (attention_split's _pack variant), or, for a format with a recent window, by kv_store."""
+    (attention_split's _pack variant) in every format; a recent window's copy is written after
+    attention, by kv_recent_store."""
     if not any(d["backend"] == "vulkan" for d in akunu.devices()):
         pytest.skip("no Vulkan device: the CPU backend runs RoPE as a kernel of its own")
     m = akunu.Model(trained_gguf(), context=64, progress=False, kv_dtype=fmt, device="vulkan")
     kernels = [d["kernel"] for d in m.dispatch_table()]
     layers = m.config.n_layers
     assert not any(k.startswith("rope") for k in kernels), kernels
-    assert sum(k.startswith("kv_store") for k in kernels) == (0 if packed else layers), kernels
+    assert not any(k.startswith("kv_store") for k in kernels), kernels
     attention = [k for k in kernels if k.startswith("attention_split")]
-    assert len(attention) == layers and all(k.endswith("_pack") == packed for k in attention), attention
+    assert len(attention) == layers and all(k.endswith("_pack") for k in attention), attention
+    assert sum(k == "kv_recent_store" for k in kernels) == (layers if "+w" in fmt else 0)
     # The rotated format's rotation of Q, K and V still runs before attention, and its inverse after.
     assert sum(k == "hadamard_rows" for k in kernels) == (2 * layers if fmt.startswith("int4h") else 0)
 
@@ -396,6 +398,23 @@ def test_recent_window_prefill_logits_equal_decode_logits_across_rewinds():
     # them), but far less than rows of other positions would.
     assert 0.01 < np.abs(rebuilt - prefill[t]).max() <= 3.0
 
+
+
+@pytest.mark.parametrize("kv_alloc", ["full", "blocks"])
+def test_a_deep_rewind_rebuilds_a_run_of_ring_rows_across_a_block_boundary(kv_alloc):
+    """The rebuild reads a run of lost positions a head at a time: positions 253 to 259 lie on
+    both sides of a block's end (256 rows) in a cache of blocks. Every rebuilt row of every layer
+    and side is exactly what the cache's codes decode to."""
+    m = akunu.Model(trained_gguf(), context=512, progress=False, kv_dtype="q8/int4+w8", chain=1, kv_alloc=kv_alloc)
+    m.eval(np.random.default_rng(3).integers(0, m.config.vocab_size, 280).tolist())
+    m.kv_cache.truncate(260)  # the rings (8 + 2 rows) held 270 to 279
+    kv, lost = m.kv_cache, list(range(253, 260))
+    for layer in range(m.config.n_layers):
+        for values, fmt in ((False, "q8"), (True, "int4")):
+            words, scales = (kv.v(layer), kv.v_scales(layer)) if values else (kv.k(layer), kv.k_scales(layer))
+            decoded = ref.dequantize(ref.unpack(words, fmt), scales)[:, lost]
+            np.testing.assert_array_equal(ring_rows_at(kv, layer, values, lost), decoded.astype(np.float16),
+                                          err_msg=f"layer {layer} {'V' if values else 'K'}: a rebuilt ring row")
 
 
 def test_recent_window_state_and_fork_continue_exactly():

@@ -67,8 +67,8 @@ bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvB
                         bool half_split = false);
 // Whether attention() packs the step's own K and V row into this quantized cache itself
 // (AttentionNewest::kPacked), so that no kv_store dispatch comes between the Q/K/V GEMV and
-// attention: on a Vulkan device, a cache of full rows or blocks without a recent window, rows
-// that attention_split reads as whole vectors (AttentionSplitShape::lane_vecs 1).
+// attention: on a Vulkan device, a cache of full rows or blocks (with or without a recent
+// window), rows that attention_split reads as whole vectors (AttentionSplitShape::lane_vecs 1).
 bool attention_packs_newest(const DeviceProfile& device, const KvBindings& cache, uint32_t head_dim);
 // Whether gemv_gate_up() takes these weights, rows of k and activation (SiLU and tanh-GELU).
 bool gemv_fuses_gate_up(const DeviceProfile& device, TensorType wtype, size_t k, Activation act);

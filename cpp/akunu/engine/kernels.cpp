@@ -315,7 +315,7 @@ size_t attention_counters_offset(uint32_t n_heads, uint32_t head_dim, uint32_t m
 }
 
 bool attention_packs_newest(const DeviceProfile& d, const KvBindings& cache, uint32_t head_dim) {
-    return !d.cpu_backend && cache.dtype != KvDType::kF16 && cache.recent == 0 &&
+    return !d.cpu_backend && cache.dtype != KvDType::kF16 &&
            (cache.rows == KvRows::kFull || cache.rows == KvRows::kBlocks) &&
            launch::attention_split_shape(d, head_dim, cache.dtype).lane_vecs == 1;
 }
