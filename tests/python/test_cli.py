@@ -9,6 +9,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -123,6 +124,37 @@ def test_bench_table_names_each_files_deep_context_where_they_differ():
     mixed = bench.text_table([result("a.gguf", 4096), result("b.gguf", 3776)])
     assert "decode deep" in mixed and "80.0 @4096" in mixed and "80.0 @3776" in mixed
 
+
+
+def test_bench_decode_time_leaves_out_the_rewind_after_it():
+    """The decode rate times the steps alone: the rewind that follows them (which rebuilds a
+    recent window's ring rows on a quantized cache) is another operation's cost."""
+    from akunu import bench
+
+    class Engine:
+        chain, kv_length = 4, 10
+        calls: list = []
+
+        def chain_start(self, token):
+            self.calls.append("start")
+
+        def chain_next(self, more):
+            self.calls.append("next")
+
+        def decode(self, token):
+            self.calls.append("decode")
+
+        def sampled_token(self):
+            return 1
+
+        def truncate(self, n):
+            self.calls.append(f"truncate {n}")
+            time.sleep(0.3)
+
+    e = Engine()
+    for chained in (True, False):
+        assert bench._decode(e, 8, chained) < 0.2
+    assert e.calls == ["start", "next", "next", "truncate 10"] + ["decode"] * 8 + ["truncate 10"]
 
 def test_profile_sums_the_dispatch_table_by_kernel_class():
     gguf = str(require("trained-code-llama", "gguf", "trained-code-llama-q8_0.gguf"))

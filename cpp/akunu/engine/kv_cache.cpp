@@ -213,35 +213,43 @@ void KVCache::truncate(int n) {
 
 void KVCache::rebuild_recent(int n) {
     const std::vector<int> missing = recent_.plan().window > 0 ? recent_.missing(n) : std::vector<int>{};
-    std::vector<uint8_t> codes;
-    std::vector<uint16_t> scales;
-    std::vector<uint16_t> row(static_cast<size_t>(head_dim_));
-    for (const int t : missing)
+    // Missing positions come in runs; each run is read a head at a time, not a row at a time: on
+    // a GPU every read is a trip across the bus.
+    for (size_t i = 0; i < missing.size();) {
+        size_t j = i + 1;
+        while (j < missing.size() && missing[j] == missing[j - 1] + 1) ++j;
         for (int l = plan_.held.first; l < plan_.held.end(n_layers()); ++l)
-            for (const bool values : {false, true}) {
-                // Row t of every head: the codes, then the scales (walk_side's order).
-                codes.clear();
-                scales.clear();
-                walk_side(l, values, t, t + 1, [&](const Buffer* b, size_t off, size_t bytes, bool is_scale) {
-                    std::vector<uint8_t> piece(bytes);
-                    b->read(piece.data(), bytes, off);
-                    if (is_scale)
-                        scales.push_back(uint16_t(piece[0] | piece[1] << 8));
-                    else
-                        codes.insert(codes.end(), piece.begin(), piece.end());
-                });
-                const uint32_t f = kv_code_id(kv_side(dtype_, values));
-                const size_t words = size_t(head_dim_) / kv_per_word(f);
-                for (int h = 0; h < n_kv_heads_; ++h) {
-                    const float scale = half_to_float(scales[size_t(h)]);
-                    for (int i = 0; i < head_dim_; ++i) {
-                        uint32_t w;
-                        std::memcpy(&w, codes.data() + (size_t(h) * words + size_t(i) / kv_per_word(f)) * 4, 4);
-                        row[size_t(i)] = float_to_half(kv_code(w, uint32_t(i) % kv_per_word(f), f) * scale);
-                    }
-                    recent_.put(l, values, h, t, row.data());
-                }
+            for (const bool values : {false, true}) rebuild_recent_rows(l, values, missing[i], missing[j - 1] + 1);
+        i = j;
+    }
+}
+
+// Rows [from, to) of one side of layer l, decoded from the cache's codes into the ring.
+void KVCache::rebuild_recent_rows(int l, bool values, int from, int to) {
+    std::vector<uint8_t> codes;  // per head, rows ascending (walk_side's order)
+    std::vector<uint16_t> scales;
+    walk_side(l, values, from, to, [&](const Buffer* b, size_t off, size_t bytes, bool is_scale) {
+        std::vector<uint8_t> piece(bytes, 0);
+        if (b) b->read(piece.data(), bytes, off);  // a window lies inside every ring: b is set
+        if (is_scale)
+            for (size_t k = 0; k + 1 < bytes; k += 2) scales.push_back(uint16_t(piece[k] | piece[k + 1] << 8));
+        else
+            codes.insert(codes.end(), piece.begin(), piece.end());
+    });
+    const uint32_t f = kv_code_id(kv_side(dtype_, values));
+    const size_t words = size_t(head_dim_) / kv_per_word(f), n = size_t(to - from);
+    std::vector<uint16_t> row(static_cast<size_t>(head_dim_));
+    for (int h = 0; h < n_kv_heads_; ++h)
+        for (size_t r = 0; r < n; ++r) {
+            const size_t at = size_t(h) * n + r;
+            const float scale = half_to_float(scales[at]);
+            for (int i = 0; i < head_dim_; ++i) {
+                uint32_t w;
+                std::memcpy(&w, codes.data() + (at * words + size_t(i) / kv_per_word(f)) * 4, 4);
+                row[size_t(i)] = float_to_half(kv_code(w, uint32_t(i) % kv_per_word(f), f) * scale);
             }
+            recent_.put(l, values, h, from + int(r), row.data());
+        }
 }
 
 void KVCache::set_length(int n) {

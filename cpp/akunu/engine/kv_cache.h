@@ -119,6 +119,7 @@ private:
     int rows_from(int layer, int from) const { return sliding_[size_t(layer)] ? from : 0; }
     // Fills the rings' rows a query at n reads that a deep rewind overwrote, from the codes.
     void rebuild_recent(int n);
+    void rebuild_recent_rows(int layer, bool values, int from, int to);
     KvBindings side_bindings(int layer) const;  // the K and V sides alone
 
     std::shared_ptr<Device> device_;
