@@ -59,10 +59,18 @@ uint q_at = 0u, out_at = 0u, unit = 0u;
 shared float weight[AKUNU_ATTENTION_CHUNK];
 shared bool merging;
 
+// With UNROTATE (a rotated cache's Hadamard block, kv_format.h; 0: none) the head's output is
+// gathered here and rotated back before it is written (write_unrotated, in
+// attention_split_merge.glsl), in place of a hadamard_rows dispatch after attention.
+layout(constant_id = 2) const uint UNROTATE = 0;
+shared float head_out[AKUNU_ATTENTION_CHUNK];
+
 // A chunk's weighted V sum for dim d: into its partial, or, for the only chunk in use, divided
 // by its sum of exps straight into out.
 void write_dim(uint slot, uint d, float total, float l, bool alone) {
-    if (alone)
+    if (alone && UNROTATE > 0)
+        head_out[d] = total / l;
+    else if (alone)
         out_data[out_at + d] = total / l;
     else
         partial[slot + d] = total;
@@ -451,64 +459,7 @@ void attend_rows_vec4(uint kvh, uint chunk, uint begin, uint first, uint pos, bo
 }
 #endif
 
-// out[h] = sum_c acc_c exp(m_c - M) / sum_c l_c exp(m_c - M) over chunks [c_begin, c_end), by
-// the whole workgroup, in windows of MERGE_WINDOW chunks: invocation i holds chunk i of a
-// window's maximum and sum, and `parts` neighbouring invocations per dim each sum every
-// parts-th chunk. The partials are coherent reads from L2, so the merge is a chain of round
-// trips at the end of the dispatch: every load that does not wait on M (the first window's
-// maxima, sums and MERGE_VALUES values per invocation) is issued at once, so that a head of
-// up to MERGE_WINDOW chunks merges after one round trip instead of four; further windows (past
-// 64 Ki rows) reload theirs. (A separate merge dispatch, one more dependent dispatch per layer,
-// was slower: bench/NOTES.md, the attention merge in the split.)
-#ifndef MERGE_WINDOW
-#define MERGE_WINDOW AKUNU_ATTENTION_CHUNK
-#endif
-#define MERGE_VALUES 8
-float chunk_factor(float m, float l, float M) { return l > 0.0 ? exp(m - M) : 0.0; }
-
-void merge(uint c_begin, uint c_end) {
-    const uint tid = gl_LocalInvocationID.x, stride = p.head_dim + 2, base = unit * p.n_chunks * stride;
-    const uint n = c_end - c_begin, first_n = min(n, MERGE_WINDOW);
-    uint parts = 1;  // a power of two, inside one subgroup
-    while (parts * 2 * p.head_dim <= gl_WorkGroupSize.x && parts * 2 <= gl_SubgroupSize) parts *= 2;
-    const uint dim = tid / parts, part = tid % parts;
-    const uint at = base + c_begin * stride + min(dim, p.head_dim - 1);  // idle invocations read dim 0's
-
-    // One round trip: chunk tid's maximum and sum, and this invocation's first values.
-    const uint own = c_begin + min(tid, first_n - 1);
-    const float m0 = partial[base + own * stride + p.head_dim], l0 = tid < first_n ? partial[base + own * stride + p.head_dim + 1] : 0.0;
-    float v[MERGE_VALUES];
-    [[unroll]] for (uint i = 0; i < MERGE_VALUES; ++i) v[i] = partial[at + min(part + i * parts, first_n - 1) * stride];
-
-    float m = l0 > 0.0 ? m0 : -1.0 / 0.0;
-    for (uint c = c_begin + MERGE_WINDOW + tid; c < c_end; c += MERGE_WINDOW)
-        if (tid < MERGE_WINDOW && partial[base + c * stride + p.head_dim + 1] > 0.0) m = max(m, partial[base + c * stride + p.head_dim]);
-    const float M = workgroup_max(m);
-    const float f0 = chunk_factor(m0, l0, M);
-    float l = l0 * f0;
-    for (uint c = c_begin + MERGE_WINDOW + tid; c < c_end; c += MERGE_WINDOW)
-        if (tid < MERGE_WINDOW) {
-            const float lc = partial[base + c * stride + p.head_dim + 1];
-            l += lc * chunk_factor(partial[base + c * stride + p.head_dim], lc, M);
-        }
-    if (tid < MERGE_WINDOW) weight[tid] = f0;  // published by workgroup_sum's first barrier
-    const float L = workgroup_sum(l);
-
-    float acc = 0.0;
-    [[unroll]] for (uint i = 0; i < MERGE_VALUES; ++i)
-        if (part + i * parts < first_n) acc += v[i] * weight[part + i * parts];
-    for (uint j = part + MERGE_VALUES * parts; j < first_n; j += parts) acc += partial[at + j * stride] * weight[j];
-    for (uint c0 = c_begin + MERGE_WINDOW; c0 < c_end; c0 += MERGE_WINDOW) {
-        const uint w = min(MERGE_WINDOW, c_end - c0);
-        barrier();  // the previous window's factors have been read
-        if (tid < w) weight[tid] = chunk_factor(partial[base + (c0 + tid) * stride + p.head_dim],
-                                                partial[base + (c0 + tid) * stride + p.head_dim + 1], M);
-        barrier();
-        for (uint j = part; j < w; j += parts) acc += partial[at + (c0 - c_begin + j) * stride] * weight[j];
-    }
-    for (uint s = parts / 2; s > 0; s /= 2) acc += subgroupShuffleXor(acc, s);
-    if (part == 0 && dim < p.head_dim) out_data[out_at + dim] = acc / L;
-}
+#include "attention_split_merge.glsl"
 
 // With p.handoff_signal, once a head's output is written, for the O GEMV that waits on it
 // (gemv_tiles.comp's HANDOFF_WAIT). `p` is uniform.
@@ -553,6 +504,7 @@ void main() {
         attend_rows_codes(kvh, chunk, begin, first, pos, alone);
 #endif
     if (alone) {
+        if (UNROTATE > 0) write_unrotated();
         signal_head_written();
         return;
     }
@@ -570,5 +522,6 @@ void main() {
     if (!merging) return;  // uniform
     memoryBarrierBuffer();
     merge(c_begin, c_end);
+    if (UNROTATE > 0) write_unrotated();
     signal_head_written();
 }

@@ -4,7 +4,9 @@
 // multiplies one head_dim block of one row in place by the orthonormal Walsh-Hadamard matrix
 // of size p.block: a fast transform of log2(block) butterfly stages in shared memory, then the
 // 1/sqrt(block) normalisation. Run on Q, K and V after RoPE, before kv_store, and on the
-// attention output after attention: once per row and head, never per cache row.
+// attention output after attention where the attention does not do it itself
+// (attention_split_merge.glsl's write_unrotated, the same steps): once per row and head, never
+// per cache row.
 #include "common.glsl"
 
 layout(local_size_x = 64) in;

@@ -7,7 +7,8 @@
 // in its place among the rows: the sums' order differs). Every quantized format, full rows
 // and blocks, without and with a recent window of 8 rows (whose step row is scored from its f16
 // copy), query-head groups of 1 and 2 (the group's first head writes the row), positions at 0,
-// at the end and the start of a chunk and inside the third, on the suite's device.
+// at the end and the start of a chunk and inside the third, on the suite's device. Last, the
+// attention that rotates a rotated cache's output back.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +22,7 @@
 #include "akunu/engine/kernel_policy.h"
 #include "akunu/engine/kernels.h"
 #include "akunu/engine/kv_cache.h"
+#include "akunu/engine/kv_format.h"
 #include "akunu/vulkan/command_list.h"
 #include "kernel_buffers.h"
 #include "params.h"
@@ -177,6 +179,49 @@ TEST_F(KvPackTest, KvStoreWritesTheFormatsScalesAndCodes) {
                         }
                     }
             }
+        }
+}
+
+// A rotated cache's decode attention rotates its output back itself (attention_unrotates):
+// against attention over an unrotated cache holding the same codes (kv_write rotated Q, K and V
+// in place, then the same rows were packed into an int4 cache), followed by the host's
+// orthonormal Walsh-Hadamard transform per head. Heads of 64 (one block of 64, rows read as
+// vectors) and of 80 (blocks of 16, one value at a time), at positions in one chunk (the
+// output written by the chunk) and past it (by the merge).
+void hadamard_host(std::vector<float>& x, uint32_t head_dim) {
+    const uint32_t block = uint32_t(kv_rotation_block(int(head_dim)));
+    for (size_t b = 0; b < x.size(); b += block) {
+        for (uint32_t h = 1; h < block; h *= 2)
+            for (uint32_t i = 0; i < block / 2; ++i) {
+                const size_t a = b + (i / h) * 2 * h + i % h;
+                const float u = x[a], v = x[a + h];
+                x[a] = u + v, x[a + h] = u - v;
+            }
+        for (uint32_t i = 0; i < block; ++i) x[b + i] /= std::sqrt(float(block));
+    }
+}
+
+TEST_F(KvPackTest, AttentionRotatesARotatedCachesOutputBack) {
+    auto dev = device();
+    for (const Heads h : {Heads{4, 2, 64}, Heads{2, 1, 80}})
+        for (const uint32_t pos : {0u, 100u, 300u, 517u}) {
+            const ModelConfig c = attention_config(int(h.n_heads), int(h.n_kv), int(h.head_dim));
+            KVCache rotated(dev, c, 600, KvDType::kInt4H), plain(dev, c, 600, KvDType::kInt4);
+            if (!kernels::attention_unrotates(dev->profile(), rotated.bindings(0))) {
+                EXPECT_TRUE(dev->profile().cpu_backend) << "a Vulkan device rotates the output back in attention";
+                return;
+            }
+            rotated.reserve(int(pos + 1));
+            plain.reserve(int(pos + 1));
+            const uint32_t row = (h.n_heads + 2 * h.n_kv) * h.head_dim;
+            const std::vector<float> rows = random_floats(size_t(pos + 1) * row, 11 + pos, -2.0f, 2.0f);
+            Buffer qkv = dev->allocate(rows.data(), rows.size() * 4);
+            const auto got = attend(dev, rotated, qkv, h, pos, kernels::AttentionNewest::kInCache);
+            auto want = attend(dev, plain, qkv, h, pos, kernels::AttentionNewest::kInCache);  // qkv rotated now
+            hadamard_host(want, h.head_dim);
+            expect_close(got, want, 1e-5f, 1e-5f,
+                         "heads " + std::to_string(h.n_heads) + " x " + std::to_string(h.head_dim) + " pos " +
+                             std::to_string(pos));
         }
 }
 

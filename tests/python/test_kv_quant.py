@@ -265,8 +265,9 @@ def test_decode_folds_rope_into_the_qkv_gemv_over_a_quantized_cache(fmt):
     attention = [k for k in kernels if k.startswith("attention_split")]
     assert len(attention) == layers and all(k.endswith("_pack") for k in attention), attention
     assert sum(k == "kv_recent_store" for k in kernels) == (layers if "+w" in fmt else 0)
-    # The rotated format's rotation of Q, K and V still runs before attention, and its inverse after.
-    assert sum(k == "hadamard_rows" for k in kernels) == (2 * layers if fmt.startswith("int4h") else 0)
+    # The rotated format's rotation of Q, K and V still runs before attention; the attention
+    # rotates its output back itself (kernel_policy.h attention_unrotates).
+    assert sum(k == "hadamard_rows" for k in kernels) == (layers if fmt.startswith("int4h") else 0)
 
 
 def test_unknown_kv_dtype_is_refused():

@@ -70,6 +70,9 @@ bool gemv_folds_rope_kv(const DeviceProfile& device, TensorType wtype, const KvB
 // attention: on a Vulkan device, a cache of full rows or blocks (with or without a recent
 // window), rows that attention_split reads as whole vectors (AttentionSplitShape::lane_vecs 1).
 bool attention_packs_newest(const DeviceProfile& device, const KvBindings& cache, uint32_t head_dim);
+// Whether attention() rotates a rotated cache's output back itself (attention_split's UNROTATE),
+// so that no hadamard_rows dispatch follows it: a rotated cache on a Vulkan device.
+bool attention_unrotates(const DeviceProfile& device, const KvBindings& cache);
 // Whether gemv_gate_up() takes these weights, rows of k and activation (SiLU and tanh-GELU).
 bool gemv_fuses_gate_up(const DeviceProfile& device, TensorType wtype, size_t k, Activation act);
 // Whether gemv_parts() takes matrices of this type and row length on this device: on Vulkan

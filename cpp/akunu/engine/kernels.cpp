@@ -13,6 +13,7 @@
 #include "akunu/formats/tiles.h"
 #include "akunu/core/error.h"
 #include "akunu/engine/kernel_launch.h"
+#include "akunu/engine/kv_format.h"
 #include "gemm_tiles.h"
 #include "params.h"
 
@@ -320,6 +321,10 @@ bool attention_packs_newest(const DeviceProfile& d, const KvBindings& cache, uin
            launch::attention_split_shape(d, head_dim, cache.dtype).lane_vecs == 1;
 }
 
+bool attention_unrotates(const DeviceProfile& d, const KvBindings& cache) {
+    return !d.cpu_backend && kv_rotated(cache.dtype);
+}
+
 void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const Binding& partial, const Binding& out,
                const Binding& step, const AttentionShape& sh, const GemvHandoff* handoff, AttentionNewest newest) {
     AKUNU_CHECK(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0,
@@ -358,8 +363,11 @@ void attention(DispatchSink& s, const Binding& q, const KvBindings& cache, const
     const AttentionSplitShape a = attention_split_shape(s.device().profile(), sh.head_dim, cache.dtype);
     // Chunks along y: a step at position pos needs pos / CHUNK + 1 of them (attention_split.comp
     // counts its arrivals from pos, not from the grid), where the table follows the position.
-    emit(s, attention_variant("attention_split", cache) + (packs ? "_pack" : ""), {a.team, a.lane_vecs}, bindings, p,
-         {sh.n_heads, chunks, ChunkRows::Axis::kNone, 0, 0, AKUNU_ATTENTION_CHUNK});
+    // A rotated cache's output leaves rotated back (kernel_policy.h attention_unrotates).
+    const uint32_t unrotate =
+        attention_unrotates(s.device().profile(), cache) ? uint32_t(kv_rotation_block(int(sh.head_dim))) : 0;
+    emit(s, attention_variant("attention_split", cache) + (packs ? "_pack" : ""), {a.team, a.lane_vecs, unrotate},
+         bindings, p, {sh.n_heads, chunks, ChunkRows::Axis::kNone, 0, 0, AKUNU_ATTENTION_CHUNK});
 }
 
 namespace launch {

@@ -52,7 +52,8 @@ std::string kv_variant_suffix(KvDType t);
 // The storage format of the keys (values = false) or the values: one of f16, q8, int4, fp4.
 KvDType kv_side(KvDType t, bool values);
 // Whether the cache holds Hadamard-rotated rows (int4h, fp4h): Q, K and V are rotated before
-// the cache write, and the attention output after attention.
+// the cache write, and the attention output after attention (by a decode attention itself on a
+// Vulkan device: kernel_policy.h attention_unrotates).
 bool kv_rotated(KvDType t);
 // The power-of-two block the rotation runs over: the largest that divides head_dim, at most 256
 // (a block-diagonal H where head_dim is not a power of two).

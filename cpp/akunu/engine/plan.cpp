@@ -104,7 +104,7 @@ void plan_handoffs(const Inputs& in, DecodePlan& p) {
         const bool on[kHandoffSlotsPerLayer] = {
             (o_few || kernels::gemv_waits_for_attention(d, L.o.type)) &&
                 kernels::attention_hands_off(d, uint32_t(c.n_heads)) && !kv_rotated(in.kv.bindings(l).dtype) &&
-                in.kv.bindings(l).recent == 0,  // a dispatch (unrotate, the ring write) sits between
+                in.kv.bindings(l).recent == 0,  // a ring write follows; a rotated cache's is untried
             !a.post_attn_norm && o_few && gate_up_few,
             gate_up_few && down_few,
             next && !tapped && !a.post_ffn_norm && down_few && hand_off({&next->q, &next->k, &next->v}, qkv_tiles),

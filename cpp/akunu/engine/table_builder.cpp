@@ -179,7 +179,10 @@ void Builder::attention(int l) {
             t_, qkv_, cache, step_,
             {heads, kv_heads, head_dim, uint32_t(m_.context), false, false, uint32_t(rows_), uint32_t(qkv_row_)});
     }
-    if (kv_rotated(cache.dtype)) {  // sum p (Hv) back to sum p v (no hand-off to O: plan_handoffs)
+    // sum p (Hv) back to sum p v, where the decode attention did not (attention_unrotates).
+    const bool unrotated =
+        !prefill_ && !pass_.batch_sequences && kernels::attention_unrotates(t_.device().profile(), cache);
+    if (kv_rotated(cache.dtype) && !unrotated) {
         AKUNU_CHECK(lp.attn_out_dtype == DType::kF32, "attention over a rotated KV cache must write f32 rows");
         label(l, "attn_unrotate");
         kernels::hadamard_rows(t_, attn_out_, step_, rows_, heads, head_dim, q_dim_);
