@@ -65,13 +65,19 @@ shared bool merging;
 layout(constant_id = 2) const uint UNROTATE = 0;
 shared float head_out[AKUNU_ATTENTION_CHUNK];
 
+// Dim d of the head's output: into out, or into head_out to be rotated back first.
+void write_out(uint d, float x) {
+    if (UNROTATE > 0)
+        head_out[d] = x;
+    else
+        out_data[out_at + d] = x;
+}
+
 // A chunk's weighted V sum for dim d: into its partial, or, for the only chunk in use, divided
-// by its sum of exps straight into out.
+// by its sum of exps straight into the output.
 void write_dim(uint slot, uint d, float total, float l, bool alone) {
-    if (alone && UNROTATE > 0)
-        head_out[d] = total / l;
-    else if (alone)
-        out_data[out_at + d] = total / l;
+    if (alone)
+        write_out(d, total / l);
     else
         partial[slot + d] = total;
 }

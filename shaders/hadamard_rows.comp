@@ -5,8 +5,8 @@
 // of size p.block: a fast transform of log2(block) butterfly stages in shared memory, then the
 // 1/sqrt(block) normalisation. Run on Q, K and V after RoPE, before kv_store, and on the
 // attention output after attention where the attention does not do it itself
-// (attention_split_merge.glsl's write_unrotated, the same steps): once per row and head, never
-// per cache row.
+// (attention_split_merge.glsl's write_unrotated, through the same hadamard_shared.glsl): once per
+// row and head, never per cache row.
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
@@ -15,6 +15,8 @@ layout(std430, binding = 1) readonly buffer Step { StepState step; };
 layout(push_constant) uniform Push { HadamardRowsParams p; };
 
 shared float s[256];
+#define HADAMARD_ROW s
+#include "hadamard_shared.glsl"
 
 void main() {
     const uint g = linear_group_id(), row = g / p.heads, head = g % p.heads;
@@ -22,17 +24,7 @@ void main() {
     if (row >= min(p.rows, step.n_tokens)) return;
     const uint base = row * p.row_stride + head * p.head_dim, lane = gl_LocalInvocationID.x;
     for (uint i = lane; i < p.head_dim; i += 64) s[i] = x[base + i];
-    for (uint h = 1; h < p.block; h *= 2) {
-        barrier();
-        // Pair i: (a, a + h) with a = (i / h) * 2h + i % h, inside one block as h < block.
-        for (uint i = lane; i < p.head_dim / 2; i += 64) {
-            const uint a = (i / h) * 2 * h + i % h;
-            const float u = s[a], v = s[a + h];
-            s[a] = u + v;
-            s[a + h] = u - v;
-        }
-    }
-    barrier();
+    hadamard_butterflies(p.head_dim, p.block, lane, 64);
     const float norm = inversesqrt(float(p.block));
     for (uint i = lane; i < p.head_dim; i += 64) x[base + i] = s[i] * norm;
 }

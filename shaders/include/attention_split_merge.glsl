@@ -4,21 +4,14 @@
 #ifndef AKUNU_ATTENTION_SPLIT_MERGE_GLSL
 #define AKUNU_ATTENTION_SPLIT_MERGE_GLSL
 
+#define HADAMARD_ROW head_out
+#include "hadamard_shared.glsl"
+
 // The head's output from head_out into out, multiplied by the orthonormal Walsh-Hadamard matrix
-// of size UNROTATE (its own inverse), as hadamard_rows.comp does it: the same butterflies in
-// the same order, then the normalisation. The whole workgroup calls it.
+// of size UNROTATE (its own inverse), as hadamard_rows.comp does it. The whole workgroup calls it.
 void write_unrotated() {
     const uint tid = gl_LocalInvocationID.x;
-    for (uint h = 1; h < UNROTATE; h *= 2) {
-        barrier();
-        for (uint i = tid; i < p.head_dim / 2; i += gl_WorkGroupSize.x) {
-            const uint a = (i / h) * 2 * h + i % h;
-            const float u = head_out[a], v = head_out[a + h];
-            head_out[a] = u + v;
-            head_out[a + h] = u - v;
-        }
-    }
-    barrier();
+    hadamard_butterflies(p.head_dim, UNROTATE, tid, gl_WorkGroupSize.x);
     const float norm = inversesqrt(float(UNROTATE));
     for (uint i = tid; i < p.head_dim; i += gl_WorkGroupSize.x) out_data[out_at + i] = head_out[i] * norm;
 }
@@ -79,10 +72,7 @@ void merge(uint c_begin, uint c_end) {
         for (uint j = part; j < w; j += parts) acc += partial[at + (c0 - c_begin + j) * stride] * weight[j];
     }
     for (uint s = parts / 2; s > 0; s /= 2) acc += subgroupShuffleXor(acc, s);
-    if (part == 0 && dim < p.head_dim && UNROTATE > 0)
-        head_out[dim] = acc / L;
-    else if (part == 0 && dim < p.head_dim)
-        out_data[out_at + dim] = acc / L;
+    if (part == 0 && dim < p.head_dim) write_out(dim, acc / L);
 }
 
 #endif

@@ -139,9 +139,11 @@ void Builder::attention(int l) {
         label(l, "rope_kv");
         kernels::rope_kv(t_, qkv_, rope_cos, rope_sin, cache, step_, rope_shape);
     }
+    // The one-sequence decode attention (kernels::attention) below, not a batch's or a prompt's.
+    const bool decode_attention = !pass_.batch_sequences && !prefill_;
     // A decode step's own row, RoPE applied by the GEMV, packed by the attention that reads it.
     const kernels::AttentionNewest newest =
-        roped && !pass_.batch_sequences && !prefill_ && rows_ == 1 &&
+        roped && decode_attention && rows_ == 1 &&
                 kernels::attention_packs_newest(t_.device().profile(), cache, head_dim)
             ? kernels::AttentionNewest::kPacked
             : kernels::AttentionNewest::kInCache;
@@ -180,8 +182,7 @@ void Builder::attention(int l) {
             {heads, kv_heads, head_dim, uint32_t(m_.context), false, false, uint32_t(rows_), uint32_t(qkv_row_)});
     }
     // sum p (Hv) back to sum p v, where the decode attention did not (attention_unrotates).
-    const bool unrotated =
-        !prefill_ && !pass_.batch_sequences && kernels::attention_unrotates(t_.device().profile(), cache);
+    const bool unrotated = decode_attention && kernels::attention_unrotates(t_.device().profile(), cache);
     if (kv_rotated(cache.dtype) && !unrotated) {
         AKUNU_CHECK(lp.attn_out_dtype == DType::kF32, "attention over a rotated KV cache must write f32 rows");
         label(l, "attn_unrotate");
